@@ -1,0 +1,15 @@
+"""factcli: promptfoo-compatible LLM evaluations with factuality scoring, from Python."""
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__", "evaluate"]
+
+
+def evaluate(config, **options):
+    """Run an eval from a config path, a list of paths or a config dict; return an EvalRun.
+
+    Imported lazily so that `import factcli` (and `factcli --help`) stays cheap.
+    """
+    from factcli.runner import evaluate as _evaluate
+
+    return _evaluate(config, **options)

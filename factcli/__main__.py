@@ -1,0 +1,3 @@
+from factcli.cli import main
+
+main()

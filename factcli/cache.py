@@ -1,0 +1,76 @@
+"""The response cache: diskcache under FACTCLI_HOME, keyed by what decides the output.
+
+Only successful responses are stored, for 14 days. The key never contains a secret in clear:
+secrets are dropped before hashing, and only the response (no request) is stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from factcli import redact, settings
+from factcli.types import ProviderResponse, TokenUsage
+
+CACHE_VERSION = 1
+
+
+def cache_key(identity: dict, messages: list[dict], repeat_idx: int, extra: dict | None = None) -> str:
+    payload = {
+        "v": CACHE_VERSION,
+        "identity": redact.redact(identity, env_values={}),
+        "messages": messages,
+        "repeat": repeat_idx,
+        "extra": extra or {},
+    }
+    blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class ResponseCache:
+    def __init__(self, directory: Path | None = None, ttl: float = settings.CACHE_TTL_SECONDS):
+        self.directory = Path(directory or settings.cache_dir())
+        self.ttl = ttl
+        self._cache = None
+
+    def _open(self):
+        if self._cache is None:
+            import diskcache
+
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._cache = diskcache.Cache(str(self.directory))
+        return self._cache
+
+    def get(self, key: str) -> ProviderResponse | None:
+        data = self._open().get(key)
+        if not isinstance(data, dict):
+            return None
+        usage = TokenUsage(**data.pop("token_usage", {}))
+        try:
+            resp = ProviderResponse(token_usage=usage, **data)
+        except TypeError:  # an entry from another layout
+            return None
+        resp.cached = True
+        return resp
+
+    def set(self, key: str, resp: ProviderResponse) -> None:
+        if resp.error is not None:
+            return
+        data = asdict(resp)
+        data["cached"] = False
+        data["retries"] = 0
+        data["metadata"] = {}
+        self._open().set(key, data, expire=self.ttl)
+
+    def clear(self) -> int:
+        cache = self._open()
+        n = len(cache)
+        cache.clear()
+        return n
+
+    def close(self) -> None:
+        if self._cache is not None:
+            self._cache.close()
+            self._cache = None

@@ -1,0 +1,121 @@
+"""Every model call, to a provider under test or to a grader, goes through Caller.call.
+
+This is the one owner of: the response cache, de-duplication of identical in-flight requests,
+the per-attempt timeout, and retries (capped exponential backoff with jitter, honouring
+Retry-After). 401/403 abort the run; other failures come back as a response with `error` set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import random
+import time
+from dataclasses import dataclass
+
+from factcli import settings
+from factcli.cache import ResponseCache, cache_key
+from factcli.errors import AbortRun
+from factcli.providers import AUTH, FATAL, RATE_LIMIT, TRANSIENT, Provider, ProviderCallError, RenderedPrompt
+from factcli.redact import scrub_text
+from factcli.types import ProviderResponse
+
+
+@dataclass
+class RetryPolicy:
+    max_retries: int = 4
+    backoff_base_s: float = 1.0
+    backoff_cap_s: float = 30.0
+    retry_after_cap_s: float = 120.0
+    timeout_s: float = 300.0
+
+    @classmethod
+    def from_env(cls, timeout_s: float | None = None) -> "RetryPolicy":
+        return cls(
+            max_retries=int(settings.env_float("FACTCLI_MAX_RETRIES", 4)),
+            backoff_base_s=settings.env_float("FACTCLI_BACKOFF_MS", 1000) / 1000,
+            backoff_cap_s=settings.env_float("FACTCLI_BACKOFF_CAP_MS", 30000) / 1000,
+            timeout_s=timeout_s or settings.env_float("FACTCLI_TIMEOUT_MS", 300000) / 1000,
+        )
+
+    def backoff(self, attempt: int) -> float:
+        # "full jitter": spreads retries of concurrent calls so they don't return in lockstep
+        return random.uniform(0.5, 1.0) * min(self.backoff_cap_s, self.backoff_base_s * (2 ** attempt))
+
+
+class Caller:
+    def __init__(self, cache: ResponseCache | None, policy: RetryPolicy | None = None):
+        self.cache = cache
+        self.policy = policy or RetryPolicy()
+        self._inflight: dict[str, asyncio.Future] = {}
+        self.retries = 0  # total retries made, reported with the run
+        self.calls = 0  # requests actually sent
+
+    async def call(self, provider: Provider, prompt: RenderedPrompt, *, repeat_idx: int = 0,
+                   context: dict | None = None) -> ProviderResponse:
+        context = dict(context or {})
+        context.setdefault("timeout_s", self.policy.timeout_s)
+        key = None
+        if self.cache is not None and provider.cacheable:
+            key = cache_key(provider.cache_identity(), prompt.messages, repeat_idx, context.get("overrides"))
+            hit = self.cache.get(key)
+            if hit is not None:
+                return hit
+        if key is None:
+            return await self._attempts(provider, prompt, context)
+        pending = self._inflight.get(key)
+        if pending is not None:
+            resp = copy.deepcopy(await asyncio.shield(pending))
+            if resp.error is None:
+                resp.cached = True
+            return resp
+        future = asyncio.get_running_loop().create_future()
+        self._inflight[key] = future
+        try:
+            resp = await self._attempts(provider, prompt, context)
+        except BaseException as exc:
+            if not future.done():
+                future.set_exception(exc)
+                future.exception()  # mark retrieved: waiters re-raise it themselves
+            raise
+        finally:
+            self._inflight.pop(key, None)
+        if not future.done():
+            future.set_result(resp)
+        if resp.error is None:
+            self.cache.set(key, resp)
+        return resp
+
+    async def _attempts(self, provider: Provider, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
+        policy = self.policy
+        attempt = 0
+        while True:
+            start = time.perf_counter()
+            try:
+                self.calls += 1
+                async with asyncio.timeout(policy.timeout_s):
+                    resp = await provider.call(prompt, context)
+                resp.latency_ms = round((time.perf_counter() - start) * 1000)
+                resp.retries = attempt
+                if resp.error:
+                    resp.error = scrub_text(str(resp.error))
+                return resp
+            except TimeoutError:
+                err = ProviderCallError(f"timed out after {policy.timeout_s:g} s", TRANSIENT)
+            except ProviderCallError as exc:
+                err = exc
+            if err.kind in (AUTH, FATAL):
+                status = f" (HTTP {err.status})" if err.status else ""
+                raise AbortRun(f"{provider.id} rejected the request{status}: {scrub_text(str(err))}")
+            if err.kind in (RATE_LIMIT, TRANSIENT) and attempt < policy.max_retries:
+                if err.retry_after is not None:
+                    delay = min(err.retry_after, policy.retry_after_cap_s)
+                else:
+                    delay = policy.backoff(attempt)
+                attempt += 1
+                self.retries += 1
+                await asyncio.sleep(delay)
+                continue
+            suffix = f" (after {attempt} retries)" if attempt else ""
+            return ProviderResponse(error=scrub_text(str(err)) + suffix, retries=attempt,
+                                    latency_ms=round((time.perf_counter() - start) * 1000))

@@ -1,0 +1,555 @@
+"""Load promptfoo-compatible configs into a Suite: keys checked, files resolved, defaultTest merged.
+
+Every problem is a ConfigError naming the file and the key path; nothing is called before
+the whole config has loaded.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from factcli import sources, templating
+from factcli.errors import ConfigError, did_you_mean
+from factcli.types import Assertion, Prompt, ProviderSpec, TestCase
+
+TOP_KEYS = {
+    "description", "prompts", "providers", "targets", "tests", "defaultTest", "scenarios",
+    "evaluateOptions", "derivedMetrics", "assertionTemplates", "env", "outputPath", "metadata",
+    "tags", "sharing",
+}
+UNSUPPORTED_TOP = {
+    "redteam": "red teaming is not part of factcli",
+    "extensions": "promptfoo extension hooks are not supported",
+    "nunjucksFilters": "custom nunjucks filters are not supported",
+    "tracing": "OpenTelemetry tracing is not supported",
+    "writeLatestResults": "factcli always stores runs; use --no-write to skip",
+    "commandLineOptions": "pass options on the command line instead",
+}
+TEST_KEYS = {"description", "vars", "assert", "options", "threshold", "metadata", "providerOutput",
+             "assertScoringFunction"}
+ASSERT_KEYS = {"type", "value", "threshold", "weight", "provider", "rubricPrompt", "metric",
+               "transform", "contextTransform", "config", "assert", "$ref"}
+PROVIDER_KEYS = {"id", "label", "config", "prompts", "delay", "transform", "env"}
+EVAL_OPTION_KEYS = {"maxConcurrency", "repeat", "delay", "showProgressBar", "cache", "timeoutMs",
+                    "maxEvalTimeMs", "generateSuggestions"}
+OPTION_KEYS = {"provider", "rubricPrompt", "factuality", "prefix", "suffix", "transform",
+               "postprocess", "disableDefaultAsserts", "disableVarExpansion", "runSerially",
+               "storeOutputAs"}
+
+
+@dataclass
+class Suite:
+    description: str | None
+    prompts: list[Prompt]
+    providers: list[ProviderSpec]
+    tests: list[TestCase]
+    derived_metrics: list[dict] = field(default_factory=list)
+    evaluate_options: dict = field(default_factory=dict)
+    default_test: dict = field(default_factory=dict)
+    output_path: list[str] = field(default_factory=list)
+    metadata: dict = field(default_factory=dict)
+    raw: dict = field(default_factory=dict)  # merged config as written, before env expansion
+    base_dir: Path = field(default_factory=Path.cwd)
+    config_files: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def default_config_path(cwd: Path | None = None) -> Path | None:
+    cwd = cwd or Path.cwd()
+    for name in ("promptfooconfig.yaml", "promptfooconfig.yml", "promptfooconfig.json"):
+        if (cwd / name).is_file():
+            return cwd / name
+    return None
+
+
+def _expect(cond: bool, msg: str, file: str, path: str) -> None:
+    if not cond:
+        raise ConfigError(msg, file, path)
+
+
+def _check_keys(obj: dict, allowed: set, file: str, path: str, unsupported: dict | None = None) -> None:
+    for key in obj:
+        if not isinstance(key, str):
+            raise ConfigError(f"keys must be strings, got {key!r}", file, path)
+        if unsupported and key in unsupported:
+            raise ConfigError(f"'{key}' is not supported by factcli: {unsupported[key]}", file, _join(path, key))
+        if key not in allowed:
+            raise ConfigError(f"unknown key '{key}'{did_you_mean(key, allowed)}", file, _join(path, key))
+
+
+def _join(path: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else key
+
+
+def _number(value: Any, file: str, path: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise ConfigError(f"expected a number, got {value!r}", file, path)
+    return value
+
+
+def _as_list(value: Any) -> list:
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+# ---------------------------------------------------------------- loading and merging
+
+
+def read_config_file(path: Path) -> dict:
+    name = str(path)
+    if not path.is_file():
+        raise ConfigError("config file not found" + ("" if path.parent.exists() else " (its folder does not exist)"), name)
+    data = sources.load_structured(path)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"the config must be a mapping of keys, got {type(data).__name__}", name)
+    return data
+
+
+def merge_configs(configs: list[tuple[Path, dict]]) -> dict:
+    """Several -c files merge in order: lists concatenate, mappings merge, scalars: last wins."""
+    merged: dict = {}
+    for _, cfg in configs:
+        for key, value in cfg.items():
+            if key not in merged:
+                merged[key] = copy.deepcopy(value)
+            elif isinstance(merged[key], list) or isinstance(value, list):
+                merged[key] = _as_list(merged[key]) + _as_list(value)
+            elif isinstance(merged[key], dict) and isinstance(value, dict):
+                merged[key] = {**merged[key], **value}
+            else:
+                merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def load_suite(paths: list[str | Path], cli_vars: dict | None = None) -> Suite:
+    files = [Path(p) for p in paths]
+    configs = [(p, read_config_file(p)) for p in files]
+    for p, cfg in configs:
+        _check_keys(cfg, TOP_KEYS, str(p), "", UNSUPPORTED_TOP)
+    # Each file's relative paths resolve against that file; a merged config keeps the first
+    # file's folder for keys whose origin is ambiguous after merging.
+    if len(configs) == 1:
+        return build_suite(configs[0][1], configs[0][0], cli_vars)
+    suites = [build_suite(cfg, p, cli_vars, apply_env=(i == 0)) for i, (p, cfg) in enumerate(configs)]
+    first = suites[0]
+    for other in suites[1:]:
+        first.prompts += other.prompts
+        first.providers += other.providers
+        first.tests += other.tests
+        first.derived_metrics += other.derived_metrics
+        first.evaluate_options.update(other.evaluate_options)
+        first.metadata.update(other.metadata)
+        first.output_path += other.output_path
+        first.description = other.description or first.description
+        first.warnings += other.warnings
+    first.raw = merge_configs(configs)
+    first.config_files = [str(p) for p in files]
+    return first
+
+
+def build_suite(cfg: dict, path: Path | None, cli_vars: dict | None = None, apply_env: bool = True) -> Suite:
+    file = str(path) if path else "<config>"
+    base = path.parent if path else Path.cwd()
+    raw = copy.deepcopy(cfg)
+    warnings: list[str] = []
+    _check_keys(cfg, TOP_KEYS, file, "", UNSUPPORTED_TOP)
+
+    env_block = cfg.get("env") or {}
+    _expect(isinstance(env_block, dict), "expected a mapping of environment variables", file, "env")
+    for k, v in env_block.items():
+        if v is not None:
+            os.environ[str(k)] = templating.js_string(v)  # config env wins, as in promptfoo
+    cfg = sources.expand_env({k: v for k, v in cfg.items() if k != "env"})
+
+    if "sharing" in cfg:
+        warnings.append(f"{file}: sharing: ignored (factcli never uploads results)")
+
+    templates = cfg.get("assertionTemplates") or {}
+    _expect(isinstance(templates, dict), "expected a mapping of name -> assertion", file, "assertionTemplates")
+    ctx = _Ctx(file, base, templates)
+
+    prompts = parse_prompts(cfg.get("prompts"), ctx)
+    provider_key = "providers" if "providers" in cfg else "targets"
+    providers = parse_providers(cfg.get(provider_key), ctx, provider_key)
+
+    default_test = cfg.get("defaultTest") or {}
+    if sources.is_file_ref(default_test):
+        p, _ = sources.ref_path(default_test, base)
+        default_test = sources.load_structured(p)
+    _expect(isinstance(default_test, dict), "expected a mapping", file, "defaultTest")
+    default_parsed = parse_test(default_test, ctx, "defaultTest", is_default=True)
+
+    tests_raw: list[tuple[dict, _Ctx, str]] = []
+    from factcli.testsets import load_tests
+
+    tests_raw.extend(load_tests(cfg.get("tests"), ctx, "tests"))
+    tests_raw.extend(_scenario_tests(cfg.get("scenarios"), ctx))
+    if not tests_raw:
+        tests_raw = [({}, ctx, "tests")]  # promptfoo runs each prompt once with no vars
+    tests = [
+        merge_default(parse_test(t, c, where), default_parsed, cli_vars)
+        for t, c, where in tests_raw
+    ]
+
+    derived = cfg.get("derivedMetrics") or []
+    _expect(isinstance(derived, list), "expected a list of {name, value}", file, "derivedMetrics")
+    for i, d in enumerate(derived):
+        where = f"derivedMetrics[{i}]"
+        _expect(isinstance(d, dict), "expected {name, value}", file, where)
+        _check_keys(d, {"name", "value"}, file, where)
+        _expect(isinstance(d.get("name"), str) and d["name"], "a derived metric needs a name", file, where + ".name")
+        _expect(isinstance(d.get("value"), str) and d["value"], "a derived metric needs a value expression",
+                file, where + ".value")
+
+    options = cfg.get("evaluateOptions") or {}
+    _expect(isinstance(options, dict), "expected a mapping", file, "evaluateOptions")
+    _check_keys(options, EVAL_OPTION_KEYS, file, "evaluateOptions")
+
+    output_path = _as_list(cfg.get("outputPath"))
+    metadata = cfg.get("metadata") or {}
+    return Suite(
+        description=cfg.get("description"),
+        prompts=prompts,
+        providers=providers,
+        tests=tests,
+        derived_metrics=list(derived),
+        evaluate_options=dict(options),
+        default_test=default_test,
+        output_path=[str(base / p) if not os.path.isabs(p) else p for p in output_path],
+        metadata=metadata if isinstance(metadata, dict) else {},
+        raw=raw,
+        base_dir=base,
+        config_files=[file],
+        warnings=warnings,
+    )
+
+
+@dataclass
+class _Ctx:
+    file: str
+    base: Path
+    templates: dict
+
+
+# ---------------------------------------------------------------- prompts
+
+
+def _prompt_id(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def _chat_messages(raw: str) -> list[dict] | None:
+    text = raw.strip()
+    if not text.startswith("["):
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(data, list) and data and all(isinstance(m, dict) and "role" in m for m in data):
+        return data
+    return None
+
+
+def make_prompt(raw: str, label: str | None) -> Prompt:
+    msgs = _chat_messages(raw)
+    return Prompt(raw=raw, label=label if label is not None else raw, messages=msgs, id=_prompt_id(raw))
+
+
+def parse_prompts(value: Any, ctx: _Ctx) -> list[Prompt]:
+    if value is None:
+        raise ConfigError("no prompts: add a 'prompts:' list (e.g. - 'Answer: {{question}}')", ctx.file, "prompts")
+    items: list[tuple[Any, str | None, str]] = []
+    if isinstance(value, dict):  # {file://path: label}
+        items = [(k, v, f"prompts.{k}") for k, v in value.items()]
+    else:
+        items = [(p, None, f"prompts[{i}]") for i, p in enumerate(_as_list(value))]
+    out: list[Prompt] = []
+    for item, label, where in items:
+        if isinstance(item, dict):
+            _check_keys(item, {"id", "raw", "label", "config"}, ctx.file, where)
+            label = item.get("label")
+            if "raw" in item:
+                _expect(isinstance(item["raw"], str), "expected a string", ctx.file, where + ".raw")
+                out.append(make_prompt(item["raw"], label))
+                continue
+            item = item.get("id")
+            _expect(isinstance(item, str), "a prompt needs 'raw' text or an 'id' file reference", ctx.file, where)
+        if isinstance(item, list):  # inline chat messages
+            out.append(make_prompt(json.dumps(item, ensure_ascii=False), label))
+            continue
+        _expect(isinstance(item, str), f"expected a prompt string, got {type(item).__name__}", ctx.file, where)
+        if sources.is_file_ref(item):
+            out.extend(_prompts_from_file(item, label, ctx, where))
+        else:
+            _check_template(item, ctx.file, where)
+            out.append(make_prompt(item, label))
+    _expect(bool(out), "no prompts found", ctx.file, "prompts")
+    return out
+
+
+def _check_template(text: str, file: str, where: str) -> None:
+    try:
+        templating.check(text)
+    except templating.TemplateError as exc:
+        raise ConfigError(str(exc), file, where) from None
+
+
+def _prompts_from_file(ref: str, label: str | None, ctx: _Ctx, where: str) -> list[Prompt]:
+    path, func = sources.ref_path(ref, ctx.base)
+    if func or path.suffix.lower() in (".py", ".js", ".cjs", ".mjs", ".ts"):
+        raise ConfigError(f"prompt functions ('{ref}') are not supported yet; use a text, JSON or YAML prompt file",
+                          ctx.file, where)
+    out: list[Prompt] = []
+    for p in sources.expand_glob(path, ctx.file, where):
+        shown = os.path.relpath(p, ctx.base) if not Path(ref[7:]).is_absolute() else str(p)
+        suffix = p.suffix.lower()
+        text = sources.read_text(p, ctx.file, where)
+        if suffix == ".json":
+            try:
+                raw = json.dumps(json.loads(text), ensure_ascii=False)
+            except ValueError:
+                raw = text
+            out.append(make_prompt(raw, label or f"{shown}: {raw}"))
+        elif suffix == ".jsonl":
+            lines = [ln for ln in text.splitlines() if ln]
+            for ln in lines:
+                lab = (f"{label}: {ln}" if label else f"{shown}: {ln}") if len(lines) > 1 else (label or shown)
+                out.append(make_prompt(ln, lab))
+        elif suffix in (".yaml", ".yml"):
+            data = sources.parse_yaml(text, str(p))
+            raw = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+            out.append(make_prompt(raw, label or f"{shown}: {raw[:80]}"))
+        else:  # .txt, .md, .j2 and anything else: `---` lines separate prompts
+            chunks, buf = [], []
+            for line in text.splitlines():
+                if line.strip() == "---":
+                    chunks.append("\n".join(buf).strip())
+                    buf = []
+                else:
+                    buf.append(line)
+            chunks.append("\n".join(buf).strip())
+            for raw in (c for c in chunks if c):
+                _check_template(raw, str(p), "")
+                out.append(make_prompt(raw, f"{label}: {shown}: {raw}" if label else f"{shown}: {raw}"))
+    return out
+
+
+# ---------------------------------------------------------------- providers
+
+
+def parse_providers(value: Any, ctx: _Ctx, key: str = "providers") -> list[ProviderSpec]:
+    if value is None:
+        raise ConfigError("no providers: add a 'providers:' list (e.g. - echo, or - openai:gpt-5-mini)",
+                          ctx.file, key)
+    if sources.is_file_ref(value):
+        path, _ = sources.ref_path(value, ctx.base)
+        value = sources.load_structured(path)
+        ctx = _Ctx(str(path), path.parent, ctx.templates)
+    from factcli.providers import validate_provider_id
+
+    out = []
+    for i, item in enumerate(_as_list(value)):
+        where = f"{key}[{i}]"
+        if sources.is_file_ref(item) and item.endswith((".yaml", ".yml", ".json")):
+            out.extend(parse_providers(item, ctx, where))
+            continue
+        spec = parse_provider(item, ctx, where)
+        validate_provider_id(spec, ctx.file, where, ctx.base)
+        out.append(spec)
+    _expect(bool(out), "no providers", ctx.file, key)
+    return out
+
+
+def parse_provider(item: Any, ctx: _Ctx, where: str) -> ProviderSpec:
+    if isinstance(item, str):
+        _expect(bool(item.strip()), "empty provider id", ctx.file, where)
+        return ProviderSpec(id=item.strip())
+    _expect(isinstance(item, dict), f"expected a provider id or mapping, got {type(item).__name__}", ctx.file, where)
+    if "id" not in item and len(item) == 1:  # legacy form {provider-id: {config...}}
+        (pid, opts), = item.items()
+        opts = opts or {}
+        _expect(isinstance(opts, dict), "expected provider options", ctx.file, f"{where}.{pid}")
+        item = {"id": pid, **opts}
+    _check_keys(item, PROVIDER_KEYS, ctx.file, where)
+    pid = item.get("id")
+    _expect(isinstance(pid, str) and pid.strip(), "a provider needs an 'id'", ctx.file, where + ".id")
+    config = item.get("config") or {}
+    _expect(isinstance(config, dict), "expected a mapping", ctx.file, where + ".config")
+    prompts = item.get("prompts")
+    if prompts is not None:
+        prompts = [str(p) for p in _as_list(prompts)]
+    delay = item.get("delay") or 0
+    return ProviderSpec(
+        id=pid.strip(), label=item.get("label"), config=config, prompts=prompts,
+        delay_ms=_number(delay, ctx.file, where + ".delay"), transform=item.get("transform"),
+    )
+
+
+# ---------------------------------------------------------------- tests and assertions
+
+
+def parse_test(t: Any, ctx: _Ctx, where: str, is_default: bool = False) -> TestCase:
+    _expect(isinstance(t, dict), f"expected a test mapping, got {type(t).__name__}", ctx.file, where)
+    _check_keys(t, TEST_KEYS, ctx.file, where)
+    vars_ = t.get("vars") or {}
+    if sources.is_file_ref(vars_):
+        p, _ = sources.ref_path(vars_, ctx.base)
+        vars_ = sources.load_structured(p)
+    _expect(isinstance(vars_, dict), "expected a mapping of variables", ctx.file, where + ".vars")
+    resolved = {}
+    for k, v in vars_.items():
+        resolved[str(k)] = _resolve_var(v, ctx, f"{where}.vars.{k}")
+    options = t.get("options") or {}
+    _expect(isinstance(options, dict), "expected a mapping", ctx.file, where + ".options")
+    _check_keys(options, OPTION_KEYS, ctx.file, where + ".options")
+    asserts = t.get("assert") or []
+    _expect(isinstance(asserts, list), "expected a list of assertions", ctx.file, where + ".assert")
+    parsed = [parse_assertion(a, ctx, f"{where}.assert[{i}]") for i, a in enumerate(asserts)]
+    threshold = t.get("threshold")
+    if threshold is not None:
+        threshold = _number(threshold, ctx.file, where + ".threshold")
+    metadata = t.get("metadata") or {}
+    _expect(isinstance(metadata, dict), "expected a mapping", ctx.file, where + ".metadata")
+    desc = t.get("description")
+    return TestCase(
+        description=None if desc is None else str(desc), vars=resolved, assertions=parsed,
+        threshold=threshold, options=dict(options), metadata=dict(metadata),
+        provider_output=t.get("providerOutput"), raw=dict(t),
+    )
+
+
+def _resolve_var(v: Any, ctx: _Ctx, where: str) -> Any:
+    if sources.is_file_ref(v):
+        return sources.load_var_file(v, ctx.base, ctx.file, where)
+    if isinstance(v, list):
+        return [_resolve_var(x, ctx, where) if sources.is_file_ref(x) else x for x in v]
+    return v
+
+
+def parse_assertion(a: Any, ctx: _Ctx, where: str, in_set: bool = False) -> Assertion:
+    from factcli.assertions import core
+
+    _expect(isinstance(a, dict), f"expected an assertion mapping, got {type(a).__name__}", ctx.file, where)
+    if "$ref" in a:
+        ref = a["$ref"]
+        prefix = "#/assertionTemplates/"
+        _expect(isinstance(ref, str) and ref.startswith(prefix),
+                f"$ref must look like '{prefix}NAME'", ctx.file, where + ".$ref")
+        name = ref[len(prefix):]
+        if name not in ctx.templates:
+            raise ConfigError(f"unknown assertion template '{name}'{did_you_mean(name, ctx.templates)}",
+                              ctx.file, where + ".$ref")
+        a = {**ctx.templates[name], **{k: v for k, v in a.items() if k != "$ref"}}
+    _check_keys(a, ASSERT_KEYS - {"$ref"}, ctx.file, where)
+    typ = a.get("type")
+    _expect(isinstance(typ, str) and typ, "an assertion needs a 'type'", ctx.file, where + ".type")
+    base = typ[4:] if typ.startswith("not-") else typ
+    if base == "assert-set":
+        _expect(not in_set, "assert-set cannot be nested inside another assert-set", ctx.file, where + ".type")
+        _expect(not typ.startswith("not-"), "assert-set has no not- form", ctx.file, where + ".type")
+        children = a.get("assert")
+        _expect(isinstance(children, list) and children, "an assert-set needs an 'assert' list",
+                ctx.file, where + ".assert")
+        kids = [parse_assertion(c, ctx, f"{where}.assert[{i}]", in_set=True) for i, c in enumerate(children)]
+        return Assertion(
+            type="assert-set", threshold=_opt_num(a, "threshold", ctx, where),
+            weight=_opt_num(a, "weight", ctx, where, 1.0), metric=a.get("metric"),
+            config=a.get("config") or {}, children=kids, raw=a,
+        )
+    if base in core.UNSUPPORTED:
+        raise ConfigError(f"assertion type '{typ}' is not supported: {core.UNSUPPORTED[base]}", ctx.file, where + ".type")
+    kind = core.lookup(typ)
+    if kind is None:
+        raise ConfigError(f"unknown assertion type '{typ}'{did_you_mean(base, core.known_types())}",
+                          ctx.file, where + ".type")
+    _expect("assert" not in a, "only assert-set takes an 'assert' list", ctx.file, where + ".assert")
+    metric = a.get("metric")
+    _expect(metric is None or isinstance(metric, str), "expected a string", ctx.file, where + ".metric")
+    config = a.get("config") or {}
+    _expect(isinstance(config, dict), "expected a mapping", ctx.file, where + ".config")
+    value = a.get("value")
+    if kind.needs_value and value is None:
+        raise ConfigError(f"'{typ}' needs a 'value'", ctx.file, where + ".value")
+    return Assertion(
+        type=typ, value=value, threshold=_opt_num(a, "threshold", ctx, where),
+        weight=_opt_num(a, "weight", ctx, where, 1.0), metric=metric, provider=a.get("provider"),
+        rubric_prompt=a.get("rubricPrompt"), transform=a.get("transform"),
+        context_transform=a.get("contextTransform"), config=config, raw=a,
+    )
+
+
+def _opt_num(a: dict, key: str, ctx: _Ctx, where: str, default=None):
+    if a.get(key) is None:
+        return default
+    return _number(a[key], ctx.file, f"{where}.{key}")
+
+
+def merge_default(test: TestCase, default: TestCase, cli_vars: dict | None = None) -> TestCase:
+    """promptfoo-semantics §1: assert appended, vars/options/metadata shallow, threshold falls back."""
+    options = {**default.options, **test.options}
+    asserts = list(test.assertions)
+    if not options.get("disableDefaultAsserts"):
+        asserts = list(default.assertions) + asserts
+    vars_ = {**default.vars, **test.vars, **(cli_vars or {})}
+    raw = {**test.raw}
+    raw["vars"] = vars_
+    if asserts:
+        raw["assert"] = [a.raw for a in asserts]
+    if options:
+        raw["options"] = options
+    meta = {**default.metadata, **test.metadata}
+    if meta:
+        raw["metadata"] = meta
+    threshold = test.threshold if test.threshold is not None else default.threshold
+    if threshold is not None:
+        raw["threshold"] = threshold
+    return TestCase(
+        description=test.description, vars=vars_, assertions=asserts, threshold=threshold,
+        options=options, metadata=meta,
+        provider_output=test.provider_output if test.provider_output is not None else default.provider_output,
+        raw=raw,
+    )
+
+
+def _scenario_tests(value: Any, ctx: _Ctx) -> list[tuple[dict, _Ctx, str]]:
+    """promptfoo scenarios: every `config` entry combined with every test of the scenario."""
+    from factcli.testsets import load_tests
+
+    out = []
+    for i, sc in enumerate(_as_list(value)):
+        where = f"scenarios[{i}]"
+        if sources.is_file_ref(sc):
+            p, _ = sources.ref_path(sc, ctx.base)
+            sc = sources.load_structured(p)
+        _expect(isinstance(sc, dict), "expected a scenario mapping", ctx.file, where)
+        _check_keys(sc, {"description", "config", "tests"}, ctx.file, where)
+        configs = sc.get("config") or [{}]
+        _expect(isinstance(configs, list), "expected a list", ctx.file, where + ".config")
+        tests = load_tests(sc.get("tests"), ctx, where + ".tests")
+        for j, base_cfg in enumerate(configs):
+            _expect(isinstance(base_cfg, dict), "expected a mapping", ctx.file, f"{where}.config[{j}]")
+            for t, c, w in tests:
+                merged = {**base_cfg, **t}
+                merged["vars"] = {**(base_cfg.get("vars") or {}), **(t.get("vars") or {})}
+                merged["assert"] = list(base_cfg.get("assert") or []) + list(t.get("assert") or [])
+                merged["options"] = {**(base_cfg.get("options") or {}), **(t.get("options") or {})}
+                merged = {k: v for k, v in merged.items() if v not in ({}, []) or k == "vars"}
+                out.append((merged, c, w))
+    return out

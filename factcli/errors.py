@@ -1,0 +1,33 @@
+"""Errors a user sees as one line. Everything else is a bug and shows a traceback only with FACTCLI_DEBUG=1."""
+
+from __future__ import annotations
+
+
+class FactcliError(Exception):
+    """A problem the user can fix; printed as one line, exit code 1."""
+
+    exit_code = 1
+
+
+class ConfigError(FactcliError):
+    """Bad input in a config, tests or outputs file: names the file and the key path."""
+
+    def __init__(self, message: str, file: str | None = None, path: str | None = None):
+        self.file = file
+        self.path = path
+        self.detail = message
+        where = ": ".join(p for p in (file, path) if p)
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class AbortRun(FactcliError):
+    """A fatal provider error (401/403 and alike): the run stops, what finished is kept."""
+
+    exit_code = 3
+
+
+def did_you_mean(word: str, choices) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""

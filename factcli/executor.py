@@ -1,0 +1,130 @@
+"""Runs evaluation steps: render, call (through calls.Caller), score, report each row as it finishes.
+
+Concurrency is a fixed pool of workers pulling steps in order, so at most `concurrency` steps are
+in flight and nothing builds an unbounded set of tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Callable
+
+from factcli import templating
+from factcli.assertions import run_assertions
+from factcli.calls import Caller
+from factcli.providers import Provider, RenderedPrompt
+from factcli.types import (FAILURE_ASSERT, FAILURE_ERROR, FAILURE_NONE, EvalResult, EvalStep,
+                           GradingResult, ProviderResponse)
+
+
+def render_prompt(step: EvalStep, warn: Callable[[str], None] | None = None) -> RenderedPrompt:
+    prompt = step.prompt
+    options = step.test.options
+    prefix, suffix = options.get("prefix") or "", options.get("suffix") or ""
+    missing: list[str] = []
+    if prompt.messages is not None:
+        messages = []
+        for m in prompt.messages:
+            m = dict(m)
+            if isinstance(m.get("content"), str):
+                m["content"] = templating.render(m["content"], step.vars, missing)
+            messages.append(m)
+        text = json.dumps(messages, ensure_ascii=False)
+    else:
+        text = templating.render(f"{prefix}{prompt.raw}{suffix}", step.vars, missing)
+        messages = [{"role": "user", "content": text}]
+    if missing and warn:
+        names = ", ".join(sorted(set(missing)))
+        where = step.test.description or f"test {step.test_idx}"
+        warn(f"undefined var(s) {names} rendered empty in prompt '{_short(prompt.label)}' ({where})")
+    return RenderedPrompt(text=text, messages=messages, vars=step.vars, label=prompt.label)
+
+
+def _short(text: str, n: int = 40) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+class Executor:
+    def __init__(self, caller: Caller, providers: dict[int, Provider], *, concurrency: int = 4,
+                 delay_ms: float = 0, base_dir: Path | None = None, grader=None,
+                 warn: Callable[[str], None] | None = None):
+        self.caller = caller
+        self.providers = providers
+        self.concurrency = max(1, concurrency)
+        self.delay_ms = delay_ms
+        self.base_dir = base_dir
+        self.grader = grader
+        self._warned: set[str] = set()
+        self._warn = warn
+
+    def warn(self, message: str) -> None:
+        if message not in self._warned:
+            self._warned.add(message)
+            if self._warn:
+                self._warn(message)
+
+    async def run(self, steps: list[EvalStep], on_result: Callable[[EvalResult], None]) -> None:
+        iterator = iter(steps)
+
+        async def worker() -> None:
+            for step in iterator:  # shared iterator: each step is taken by exactly one worker
+                result = await self.process(step)
+                on_result(result)
+                delay = self.delay_ms or step.provider.delay_ms
+                if delay and not result.response.cached:
+                    await asyncio.sleep(delay / 1000)
+
+        workers = [asyncio.create_task(worker()) for _ in range(min(self.concurrency, len(steps)) or 1)]
+        try:
+            await asyncio.gather(*workers)
+        finally:
+            for w in workers:
+                w.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+
+    async def process(self, step: EvalStep) -> EvalResult:
+        rendered = render_prompt(step, self.warn)
+        provider = self.providers[step.provider_idx]
+        if step.test.provider_output is not None:
+            response = ProviderResponse(output=step.test.provider_output)
+        else:
+            response = await self.caller.call(provider, rendered, repeat_idx=step.repeat_idx)
+        if response.error is None:
+            try:
+                response.output = await self._transform_output(step, response, rendered)
+            except Exception as exc:
+                response = ProviderResponse(error=f"transform failed: {type(exc).__name__}: {exc}",
+                                            token_usage=response.token_usage, cost=response.cost,
+                                            latency_ms=response.latency_ms, cached=response.cached)
+        if response.error is not None:
+            return EvalResult(step, rendered.text, response, None, False, 0.0, {}, FAILURE_ERROR,
+                              error=response.error, latency_ms=response.latency_ms)
+        try:
+            grading = await run_assertions(
+                step.test, output=response.output, variables=step.vars, prompt=rendered.text,
+                response=response, provider=provider, grader=self.grader,
+            )
+        except Exception as exc:  # a handler rejected its input: promptfoo makes this an ERROR row
+            message = str(exc) or type(exc).__name__
+            grading = GradingResult(False, 0.0, message)
+            return EvalResult(step, rendered.text, response, grading, False, 0.0, {}, FAILURE_ERROR,
+                              error=message, latency_ms=response.latency_ms)
+        named = {k: v for k, v in grading.named_scores.items() if isinstance(v, (int, float)) and v == v
+                 and v not in (float("inf"), float("-inf"))}
+        failure = FAILURE_NONE if grading.passed else FAILURE_ASSERT
+        return EvalResult(step, rendered.text, response, grading, grading.passed, grading.score, named,
+                          failure, error=None if grading.passed else grading.reason,
+                          latency_ms=response.latency_ms)
+
+    async def _transform_output(self, step: EvalStep, response: ProviderResponse, rendered: RenderedPrompt):
+        from factcli.transforms import apply_transform
+
+        output = response.output
+        context = {"vars": step.vars, "prompt": {"raw": rendered.text, "label": rendered.label}}
+        for spec in (step.provider.transform, step.test.options.get("transform"), step.test.options.get("postprocess")):
+            if spec:
+                output = await apply_transform(spec, output, context, self.base_dir)
+        return output

@@ -1,0 +1,156 @@
+"""Per-column aggregates exactly as promptfoo reports them (running sums), and derived metrics.
+
+Derived metrics are mathjs-style expressions evaluated with simpleeval over the column's running
+named-score sums plus `__count`, after every row, in list order (promptfoo-semantics §4).
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+from dataclasses import dataclass, field
+
+from factcli.types import FAILURE_ERROR, EvalResult, TokenUsage
+
+
+def _div(a, b):
+    try:
+        return a / b
+    except ZeroDivisionError:  # mathjs: x/0 is ±Infinity, 0/0 is NaN
+        if a == 0 or a != a:
+            return math.nan
+        return math.copysign(math.inf, a) * (math.copysign(1, b))
+
+
+def _pow(a, b):
+    try:
+        return math.pow(a, b)
+    except (OverflowError, ValueError):
+        return math.inf if a > 0 else math.nan
+
+
+_OPERATORS = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: _div,
+    ast.Pow: _pow, ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Mod: operator.mod,
+}
+_FUNCTIONS = {
+    "min": min, "max": max, "abs": abs, "round": round, "sqrt": math.sqrt, "log": math.log,
+    "exp": math.exp, "floor": math.floor, "ceil": math.ceil,
+}
+
+
+class DerivedMetricError(ValueError):
+    pass
+
+
+def compile_expression(expr: str):
+    """Parse once; mathjs's `^` is power, so it becomes `**` (same precedence and associativity)."""
+    from simpleeval import SimpleEval
+
+    evaluator = SimpleEval(operators=_OPERATORS, functions=_FUNCTIONS, names={})
+    try:
+        tree = evaluator.parse(expr.replace("^", "**"))
+    except SyntaxError as exc:
+        raise DerivedMetricError(f"invalid expression {expr!r}: {exc.msg}") from None
+    return evaluator, tree
+
+
+def evaluate(compiled, names: dict) -> float:
+    from simpleeval import InvalidExpression
+
+    evaluator, tree = compiled
+    evaluator.names = names
+    try:
+        value = evaluator.eval("", previously_parsed=tree)
+    except (InvalidExpression, ZeroDivisionError, ValueError, TypeError, OverflowError) as exc:
+        raise DerivedMetricError(str(exc)) from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise DerivedMetricError(f"expression gave {value!r}, not a number")
+    return value
+
+
+@dataclass
+class ColumnMetrics:
+    score: float = 0.0
+    test_pass: int = 0
+    test_fail: int = 0
+    test_error: int = 0
+    assert_pass: int = 0
+    assert_fail: int = 0
+    total_latency_ms: float = 0
+    cost: float = 0.0
+    tokens: TokenUsage = field(default_factory=TokenUsage)
+    grader_tokens: TokenUsage = field(default_factory=TokenUsage)
+    named_scores: dict = field(default_factory=dict)
+    named_count: dict = field(default_factory=dict)
+    named_weights: dict = field(default_factory=dict)
+    rows: int = 0
+    cached: int = 0
+
+    def add(self, row: EvalResult, derived: list[tuple[str, object]]) -> None:
+        """promptfoo's updatePromptMetricsForRow, in its order (derived metrics before counts)."""
+        self.rows += 1
+        self.score += row.score
+        grading = row.grading
+        for name, value in row.named_scores.items():
+            count = 0
+            weight_total = None
+            if grading is not None:
+                from factcli.assertions.core import render_metric
+
+                count = sum(1 for c in grading.component_results
+                            if c.assertion is not None and render_metric(c.assertion.metric, row.step.vars) == name)
+                if name in grading.named_score_weights:
+                    weight_total = grading.named_score_weights[name]
+            count = count or 1
+            if weight_total is None:
+                weight_total, weighted = count, value
+            else:
+                weighted = value * weight_total
+            self.named_scores[name] = self.named_scores.get(name, 0.0) + weighted
+            self.named_count[name] = self.named_count.get(name, 0) + count
+            self.named_weights[name] = self.named_weights.get(name, 0.0) + weight_total
+        if derived:
+            names = dict(self.named_scores)
+            names["__count"] = self.rows
+            for metric_name, compiled in derived:
+                self.named_scores.setdefault(metric_name, 0)
+                try:
+                    value = evaluate(compiled, names)
+                except DerivedMetricError:
+                    continue  # a metric not seen yet: keep the previous value, as promptfoo does
+                self.named_scores[metric_name] = value
+                names[metric_name] = value
+        if row.success:
+            self.test_pass += 1
+        elif row.failure_reason == FAILURE_ERROR:
+            self.test_error += 1
+        else:
+            self.test_fail += 1
+        if grading is not None:
+            for c in grading.component_results:
+                if c.passed:
+                    self.assert_pass += 1
+                else:
+                    self.assert_fail += 1
+            self.grader_tokens.add(grading.tokens_used)
+        self.total_latency_ms += row.latency_ms or 0
+        self.tokens.add(row.response.token_usage)
+        if row.response.cost is not None:
+            self.cost += row.response.cost
+        if row.response.cached:
+            self.cached += 1
+
+    @property
+    def pass_rate(self) -> float:
+        total = self.test_pass + self.test_fail + self.test_error
+        return self.test_pass / total if total else 0.0
+
+    def named_means(self) -> dict:
+        return {k: (v / self.named_weights[k] if self.named_weights.get(k) else v)
+                for k, v in self.named_scores.items()}
+
+
+def compile_derived(derived_metrics: list[dict]) -> list[tuple[str, object]]:
+    return [(d["name"], compile_expression(d["value"])) for d in derived_metrics]

@@ -1,0 +1,70 @@
+"""`eval --assertions asserts.yaml --model-outputs outputs.json`: score outputs a user already has.
+
+As promptfoo does, each output becomes one test with the prompt `{{output}}` and the echo provider.
+Unlike promptfoo, the output is used literally (never rendered as a template), and absolute
+paths work (contract §8).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from factcli import sources
+from factcli.config import Suite, _Ctx, make_prompt, merge_default, parse_assertion
+from factcli.errors import ConfigError
+from factcli.types import ProviderSpec, TestCase
+
+
+def suite_from_outputs(assertions_path: Path, outputs_path: Path, cli_vars: dict | None = None) -> Suite:
+    afile = str(assertions_path)
+    if not assertions_path.is_file():
+        raise ConfigError("assertions file not found", afile)
+    asserts = sources.load_structured(assertions_path)
+    if not isinstance(asserts, list) or not asserts or not isinstance(asserts[0], dict) or "type" not in asserts[0]:
+        raise ConfigError("expected a list of assertions, each with a 'type'", afile)
+    ctx = _Ctx(afile, assertions_path.parent, {})
+    parsed = [parse_assertion(a, ctx, f"[{i}]") for i, a in enumerate(asserts)]
+
+    ofile = str(outputs_path)
+    if not outputs_path.is_file():
+        raise ConfigError("model outputs file not found", ofile)
+    try:
+        outputs = json.loads(sources.read_text(outputs_path, ofile, ""))
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"invalid JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}", ofile) from None
+    if not isinstance(outputs, list):
+        raise ConfigError("expected a JSON list of outputs (strings or {output, tags})", ofile)
+    tests = []
+    for i, item in enumerate(outputs):
+        vars_ = {}
+        if isinstance(item, dict):
+            unknown = set(item) - {"output", "tags"}
+            if unknown:
+                raise ConfigError(f"unknown key '{sorted(unknown)[0]}' (expected output, tags)", ofile, f"[{i}]")
+            if "output" not in item:
+                raise ConfigError("missing 'output'", ofile, f"[{i}]")
+            output = item["output"]
+            tags = item.get("tags") or []
+            if not isinstance(tags, list):
+                raise ConfigError("tags must be a list", ofile, f"[{i}].tags")
+            if tags:
+                vars_["tags"] = ", ".join(str(t) for t in tags)
+        else:
+            output = item
+        if not isinstance(output, str):
+            raise ConfigError(f"an output must be a string, got {type(output).__name__}", ofile,
+                              f"[{i}].output" if isinstance(item, dict) else f"[{i}]")
+        vars_["output"] = output
+        test = TestCase(vars=vars_, assertions=list(parsed), provider_output=output,
+                        raw={"vars": vars_, "assert": asserts})
+        tests.append(merge_default(test, TestCase(), cli_vars))
+    return Suite(
+        description=f"{assertions_path.name} on {outputs_path.name}",
+        prompts=[make_prompt("{{output}}", "{{output}}")],
+        providers=[ProviderSpec(id="echo")],
+        tests=tests,
+        raw={"assertions": asserts, "modelOutputs": str(outputs_path)},
+        base_dir=assertions_path.parent,
+        config_files=[afile, ofile],
+    )

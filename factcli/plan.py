@@ -1,0 +1,91 @@
+"""Expand a Suite into evaluation steps: tests x var combinations x repeat x providers x prompts.
+
+Numbering follows promptfoo: testIdx counts (test, repeat, var combination) in that order, and
+promptIdx indexes the (provider, prompt) columns in provider-major order, skipping prompts a
+provider's `prompts:` filter excludes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import re
+from dataclasses import dataclass
+
+from factcli.config import Suite
+from factcli.types import EvalStep, Prompt, ProviderSpec
+
+
+@dataclass
+class Column:
+    index: int
+    provider: ProviderSpec
+    provider_idx: int
+    prompt: Prompt
+
+
+def allowed(prompt: Prompt, spec: ProviderSpec) -> bool:
+    if spec.prompts is None:
+        return True
+    for want in spec.prompts:
+        if want in (prompt.label, prompt.id, prompt.raw):
+            return True
+        if want.endswith("*") and prompt.label.startswith(want[:-1]):
+            return True
+        if prompt.label.startswith(want + ":"):
+            return True
+    return False
+
+
+def columns(suite: Suite) -> list[Column]:
+    out = []
+    for pi, spec in enumerate(suite.providers):
+        for prompt in suite.prompts:
+            if allowed(prompt, spec):
+                out.append(Column(len(out), spec, pi, prompt))
+    return out
+
+
+def var_combinations(variables: dict, disable: bool = False) -> list[dict]:
+    """String arrays expand into their cartesian product; other arrays stay one value (promptfoo)."""
+    if disable:
+        return [dict(variables)]
+    keys, pools = [], []
+    for k, v in variables.items():
+        if isinstance(v, list) and v and all(isinstance(x, str) for x in v):
+            keys.append(k)
+            pools.append(v)
+    if not keys:
+        return [dict(variables)]
+    combos = []
+    for values in itertools.product(*pools):
+        combo = dict(variables)
+        combo.update(zip(keys, values))
+        combos.append(combo)
+    return combos
+
+
+def expand(suite: Suite, repeat: int = 1, *, pattern: str | None = None, first_n: int | None = None,
+           sample: int | None = None) -> tuple[list[Column], list[EvalStep]]:
+    cols = columns(suite)
+    tests = list(suite.tests)
+    if pattern:
+        rx = re.compile(pattern)
+        tests = [t for t in tests if rx.search(t.description or "")]
+    if first_n is not None:
+        tests = tests[:first_n]
+    if sample is not None and sample < len(tests):
+        picked = sorted(random.sample(range(len(tests)), sample))
+        tests = [tests[i] for i in picked]
+    steps: list[EvalStep] = []
+    test_idx = 0
+    for test in tests:
+        combos = var_combinations(test.vars, bool(test.options.get("disableVarExpansion")))
+        for r in range(repeat):
+            for combo in combos:
+                for col in cols:
+                    steps.append(EvalStep(test_idx=test_idx, prompt_idx=col.index, repeat_idx=r, test=test,
+                                          vars=combo, prompt=col.prompt, provider=col.provider,
+                                          provider_idx=col.provider_idx))
+                test_idx += 1
+    return cols, steps

@@ -1,0 +1,140 @@
+"""The provider registry: one place to add a provider.
+
+A provider turns a rendered prompt into a ProviderResponse and classifies its own failures by
+raising ProviderCallError; the calls module owns caching, timeouts and retries for all of them.
+Any id that no registered prefix claims goes to litellm.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from factcli.errors import ConfigError
+from factcli.types import ProviderResponse, ProviderSpec
+
+# kinds of failure, decided by the provider, acted on by factcli.calls
+RATE_LIMIT, TRANSIENT, AUTH, FATAL, ERROR = "rate_limit", "transient", "auth", "fatal", "error"
+
+
+class ProviderCallError(Exception):
+    def __init__(self, message: str, kind: str = ERROR, status: int | None = None,
+                 retry_after: float | None = None):
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+        self.retry_after = retry_after
+
+
+@dataclass
+class RenderedPrompt:
+    text: str  # what promptfoo calls the prompt (raw text, or the JSON of chat messages)
+    messages: list[dict]  # what chat APIs receive
+    vars: dict = field(default_factory=dict)
+    label: str = ""
+
+
+class Provider:
+    """Base class. Subclasses set `cacheable` and implement `call`."""
+
+    cacheable = True
+
+    def __init__(self, spec: ProviderSpec, base_dir: Path | None = None):
+        self.spec = spec
+        self.id = spec.id
+        self.config = spec.config
+        self.base_dir = base_dir or Path.cwd()
+
+    @property
+    def label(self) -> str:
+        return self.spec.label or self.spec.id
+
+    def cache_identity(self) -> dict:
+        """What, beside the messages, decides the output; secrets are left out by calls.cache_key."""
+        return {"id": self.id, "config": self.config}
+
+    async def call(self, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
+        raise NotImplementedError
+
+
+_FACTORIES: list[tuple[Callable[[str], bool], type]] = []
+
+
+def register_provider(match: str | Callable[[str], bool]):
+    """Register a Provider subclass for ids equal to `match`, starting with `match:`, or matched by a callable."""
+
+    def test(pid: str) -> bool:
+        if callable(match):
+            return match(pid)
+        return pid == match or pid.startswith(match + ":")
+
+    def deco(cls):
+        _FACTORIES.append((test, cls))
+        return cls
+
+    return deco
+
+
+def _provider_class(pid: str) -> type:
+    _load_builtins()
+    for test, cls in _FACTORIES:
+        if test(pid):
+            return cls
+    from factcli.providers.litellm_provider import LiteLLMProvider
+
+    return LiteLLMProvider
+
+
+def create_provider(spec: ProviderSpec, base_dir: Path | None = None) -> Provider:
+    return _provider_class(spec.id)(spec, base_dir)
+
+
+def validate_provider_id(spec: ProviderSpec, file: str, where: str, base_dir: Path) -> None:
+    cls = _provider_class(spec.id)
+    check = getattr(cls, "validate", None)
+    if check:
+        try:
+            check(spec, base_dir)
+        except ConfigError as exc:
+            raise ConfigError(exc.detail, file, where) from None
+    else:
+        from factcli.providers.litellm_provider import validate_id
+
+        validate_id(spec.id, file, where)
+
+
+_loaded = False
+
+
+def _load_builtins() -> None:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        from factcli.providers import echo, script  # noqa: F401
+
+
+def response_from_dict(data: Any) -> ProviderResponse:
+    """promptfoo's ProviderResponse shape (from python/exec providers) -> ProviderResponse."""
+    from factcli.types import TokenUsage
+
+    if not isinstance(data, dict):
+        return ProviderResponse(output=data)
+    usage = data.get("tokenUsage") or {}
+    tu = TokenUsage(
+        prompt=int(usage.get("prompt") or 0), completion=int(usage.get("completion") or 0),
+        total=int(usage.get("total") or 0), cached=int(usage.get("cached") or 0),
+        num_requests=int(usage.get("numRequests") or 1),
+    )
+    cost = data.get("cost")
+    return ProviderResponse(
+        output=data.get("output"), error=data.get("error") or None, token_usage=tu,
+        cost=float(cost) if isinstance(cost, (int, float)) else None,
+        finish_reason=data.get("finishReason"), logprobs=data.get("logProbs"),
+        metadata=data.get("metadata") or {},
+    )
+
+
+def split_id(pid: str) -> list[str]:
+    return re.split(r":", pid)

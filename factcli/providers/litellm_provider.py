@@ -1,0 +1,193 @@
+"""Everything that is not echo/python/exec goes through litellm, imported only when a call is made.
+
+promptfoo ids (`openai:chat:gpt-5`, `anthropic:messages:…`, `ollama:chat:…`) map onto litellm ids,
+and promptfoo's provider config keys onto litellm's arguments. Retries are ours (num_retries=0).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from factcli.errors import ConfigError
+from factcli.providers import (AUTH, ERROR, RATE_LIMIT, TRANSIENT, Provider, ProviderCallError,
+                               RenderedPrompt)
+from factcli.types import ProviderResponse, TokenUsage
+
+VENDORS = {
+    "openai": "openai", "anthropic": "anthropic", "azure": "azure", "azureopenai": "azure",
+    "google": "gemini", "gemini": "gemini", "vertex": "vertex_ai", "bedrock": "bedrock",
+    "mistral": "mistral", "groq": "groq", "openrouter": "openrouter", "deepseek": "deepseek",
+    "xai": "xai", "togetherai": "together_ai", "together": "together_ai", "perplexity": "perplexity",
+    "cohere": "cohere", "huggingface": "huggingface", "fireworks": "fireworks_ai",
+    "cerebras": "cerebras", "vllm": "hosted_vllm", "ollama": "ollama",
+}
+KINDS = {"chat", "messages", "completion", "responses"}
+# promptfoo config keys passed to litellm under the same name
+PASSTHROUGH = {
+    "temperature", "max_tokens", "max_completion_tokens", "top_p", "seed", "response_format", "stop",
+    "presence_penalty", "frequency_penalty", "logprobs", "top_logprobs", "reasoning_effort", "tools",
+    "tool_choice", "n", "user", "logit_bias", "top_k",
+}
+RENAMED = {"apiBaseUrl": "api_base", "apiVersion": "api_version", "headers": "extra_headers",
+           "organization": "organization", "timeout": "timeout"}
+SECRET_KEYS = {"apiKey", "apiKeyEnvar"}
+
+
+def to_litellm_model(pid: str) -> str:
+    if pid.startswith("litellm:"):
+        return pid[len("litellm:"):]
+    if ":" not in pid:
+        return pid
+    vendor, rest = pid.split(":", 1)
+    kind = None
+    first, _, remainder = rest.partition(":")
+    if first in KINDS and remainder:
+        kind, rest = first, remainder
+    if vendor == "openai" and kind == "completion":
+        return f"text-completion-openai/{rest}"
+    if vendor == "ollama":
+        return f"ollama_chat/{rest}" if kind == "chat" else f"ollama/{rest}"
+    return f"{VENDORS.get(vendor, vendor)}/{rest}"
+
+
+def validate_id(pid: str, file: str, where: str) -> None:
+    if any(ch.isspace() for ch in pid):
+        raise ConfigError(f"provider id '{pid}' contains spaces", file, where)
+    if pid.endswith(":") or "::" in pid:
+        raise ConfigError(f"provider id '{pid}' is missing its model name (e.g. openai:gpt-5-mini)", file, where)
+
+
+_litellm = None
+
+
+def litellm_module():
+    """Import litellm on first use. It costs ~3 s, so nothing else in factcli imports it."""
+    global _litellm
+    if _litellm is None:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never download the price table
+        os.environ.setdefault("LITELLM_TELEMETRY", "False")
+        import litellm
+
+        litellm.suppress_debug_info = True
+        litellm.telemetry = False
+        _litellm = litellm
+    return _litellm
+
+
+class LiteLLMProvider(Provider):
+    def __init__(self, spec, base_dir=None):
+        super().__init__(spec, base_dir)
+        self.model = to_litellm_model(spec.id)
+
+    def cache_identity(self) -> dict:
+        return {"id": self.id, "model": self.model, "config": self.config,
+                "api_base": self.call_kwargs(with_secrets=False).get("api_base")}
+
+    def call_kwargs(self, with_secrets: bool = True) -> dict:
+        cfg = self.config
+        kwargs: dict = {}
+        for key, value in cfg.items():
+            if key in PASSTHROUGH:
+                kwargs[key] = value
+            elif key in RENAMED:
+                kwargs[RENAMED[key]] = value
+        if "api_base" not in kwargs:
+            if self.model.startswith(("openai/", "text-completion-openai/")):
+                base = os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_BASE")
+                if base:
+                    kwargs["api_base"] = base
+            elif self.model.startswith(("ollama/", "ollama_chat/")) and os.environ.get("OLLAMA_BASE_URL"):
+                kwargs["api_base"] = os.environ["OLLAMA_BASE_URL"]
+        if with_secrets:
+            key = cfg.get("apiKey")
+            if not key and cfg.get("apiKeyEnvar"):
+                key = os.environ.get(str(cfg["apiKeyEnvar"]))
+            if not key and kwargs.get("api_base") and self.model.startswith(("openai/", "text-completion-openai/")):
+                # local OpenAI-compatible servers (vLLM, llama.cpp) often need no key, but the client insists on one
+                key = os.environ.get("OPENAI_API_KEY") or "no-key"
+            if key:
+                kwargs["api_key"] = key
+        return kwargs
+
+    async def call(self, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
+        litellm = litellm_module()
+        kwargs = self.call_kwargs()
+        kwargs.update(context.get("overrides") or {})
+        kwargs.setdefault("timeout", context.get("timeout_s", 300))
+        try:
+            resp = await litellm.acompletion(model=self.model, messages=prompt.messages, num_retries=0, **kwargs)
+        except Exception as exc:  # classified for the retry owner
+            raise classify(exc) from None
+        return to_response(resp, litellm)
+
+
+def _retry_after(exc) -> float | None:
+    headers = None
+    response = getattr(exc, "response", None)
+    if response is not None:
+        headers = getattr(response, "headers", None)
+    headers = headers or getattr(exc, "litellm_response_headers", None) or {}
+    try:
+        value = headers.get("retry-after") or headers.get("Retry-After")
+    except AttributeError:
+        return None
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        from email.utils import parsedate_to_datetime
+
+        try:
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+        except (TypeError, ValueError):
+            return None
+
+
+def classify(exc: Exception) -> ProviderCallError:
+    status = getattr(exc, "status_code", None)
+    name = type(exc).__name__
+    message = str(exc).strip() or name
+    if len(message) > 1000:
+        message = message[:1000] + "…"
+    if status == 429 or name == "RateLimitError":
+        return ProviderCallError(message, RATE_LIMIT, 429, _retry_after(exc))
+    if status in (401, 403) or name in ("AuthenticationError", "PermissionDeniedError"):
+        return ProviderCallError(message, AUTH, status)
+    if name in ("Timeout", "APIConnectionError", "ServiceUnavailableError", "InternalServerError") or (
+        isinstance(status, int) and (status >= 500 or status in (408, 409))
+    ):
+        return ProviderCallError(message, TRANSIENT, status, _retry_after(exc))
+    return ProviderCallError(message, ERROR, status)
+
+
+def to_response(resp, litellm) -> ProviderResponse:
+    choice = resp.choices[0]
+    message = getattr(choice, "message", None)
+    output = getattr(message, "content", None) if message is not None else getattr(choice, "text", None)
+    tool_calls = getattr(message, "tool_calls", None) if message is not None else None
+    if tool_calls and not output:
+        output = [tc.model_dump() if hasattr(tc, "model_dump") else tc for tc in tool_calls]
+    usage = getattr(resp, "usage", None)
+    tu = TokenUsage(num_requests=1)
+    if usage is not None:
+        tu.prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
+        tu.completion = int(getattr(usage, "completion_tokens", 0) or 0)
+        tu.total = int(getattr(usage, "total_tokens", 0) or (tu.prompt + tu.completion))
+    cost = None
+    hidden = getattr(resp, "_hidden_params", None) or {}
+    if isinstance(hidden.get("response_cost"), (int, float)):
+        cost = float(hidden["response_cost"])
+    else:
+        try:
+            cost = float(litellm.completion_cost(completion_response=resp))
+        except Exception:  # unknown model: cost unknown, never a crash
+            cost = None
+    logprobs = None
+    lp = getattr(choice, "logprobs", None)
+    content = getattr(lp, "content", None) if lp is not None else None
+    if content:
+        logprobs = [float(getattr(t, "logprob", 0.0)) for t in content]
+    return ProviderResponse(output=output if output is not None else "", token_usage=tu, cost=cost,
+                            finish_reason=getattr(choice, "finish_reason", None), logprobs=logprobs)

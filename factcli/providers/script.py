@@ -1,0 +1,106 @@
+"""Providers that run the user's own code: `python:file.py[:fn]` / `file://file.py[:fn]` in-process
+(promptfoo's `call_api(prompt, options, context)` contract) and `exec: command`."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import inspect
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from factcli.errors import ConfigError
+from factcli.providers import (ERROR, Provider, ProviderCallError, RenderedPrompt, register_provider,
+                               response_from_dict)
+from factcli.types import ProviderResponse
+
+_modules: dict[Path, object] = {}
+
+
+def _python_target(pid: str, base_dir: Path) -> tuple[Path, str]:
+    rest = pid.split(":", 1)[1] if pid.startswith("python:") else pid[len("file://"):]
+    func = "call_api"
+    if ".py:" in rest:
+        rest, func = rest.rsplit(":", 1)
+    path = Path(rest).expanduser()
+    return (path if path.is_absolute() else base_dir / path), func
+
+
+def load_module(path: Path):
+    """Import a user's .py file once per run (promptfoo imports it per call; same result, less cost)."""
+    path = path.resolve()
+    if path not in _modules:
+        spec = importlib.util.spec_from_file_location(f"factcli_user_{abs(hash(path))}", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.path.insert(0, str(path.parent))
+        try:
+            spec.loader.exec_module(module)
+        finally:
+            sys.path.remove(str(path.parent))
+        _modules[path] = module
+    return _modules[path]
+
+
+@register_provider(lambda pid: pid.startswith("python:") or (pid.startswith("file://") and ".py" in pid))
+class PythonProvider(Provider):
+    cacheable = False  # user code may be stateful or read files; never serve it stale
+
+    @staticmethod
+    def validate(spec, base_dir) -> None:
+        path, _ = _python_target(spec.id, base_dir)
+        if path.suffix != ".py":
+            raise ConfigError(f"'{spec.id}': a python provider must point at a .py file")
+        if not path.is_file():
+            raise ConfigError(f"python provider file not found: {path}")
+
+    async def call(self, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
+        path, func_name = _python_target(self.id, self.base_dir)
+        try:
+            module = load_module(path)
+        except Exception as exc:  # the user's module failed to import
+            raise ProviderCallError(f"{path}: import failed: {type(exc).__name__}: {exc}", ERROR) from None
+        fn = getattr(module, func_name, None)
+        if fn is None:
+            raise ProviderCallError(f"{path}: no function '{func_name}'", ERROR)
+        options = {"id": self.id, "config": dict(self.config)}
+        ctx = {"vars": dict(prompt.vars), "prompt": {"raw": prompt.text, "label": prompt.label}}
+        try:
+            if inspect.iscoroutinefunction(fn):
+                result = await fn(prompt.text, options, ctx)
+            else:
+                result = await asyncio.to_thread(fn, prompt.text, options, ctx)
+        except Exception as exc:
+            raise ProviderCallError(f"{path}:{func_name} raised {type(exc).__name__}: {exc}", ERROR) from None
+        return response_from_dict(result)
+
+
+@register_provider("exec")
+class ExecProvider(Provider):
+    """`exec: cmd args`: runs the command with the prompt, options JSON and context JSON appended."""
+
+    cacheable = False
+
+    @staticmethod
+    def validate(spec, base_dir) -> None:
+        if not spec.id[len("exec:"):].strip():
+            raise ConfigError("'exec:' needs a command, e.g. 'exec: python answer.py'")
+
+    async def call(self, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
+        argv = shlex.split(self.id[len("exec:"):].strip())
+        options = json.dumps({"id": self.id, "config": self.config})
+        ctx = json.dumps({"vars": prompt.vars})
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, prompt.text, options, ctx, cwd=str(self.base_dir),
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            )
+        except OSError as exc:
+            raise ProviderCallError(f"exec provider: cannot run {argv[0]!r}: {exc}", ERROR) from None
+        out, err = await proc.communicate()
+        if proc.returncode != 0:
+            raise ProviderCallError(
+                f"exec provider: {argv[0]} exited with {proc.returncode}: {err.decode(errors='replace').strip()[:500]}",
+                ERROR)
+        return ProviderResponse(output=out.decode(errors="replace").strip())

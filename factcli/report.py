@@ -1,0 +1,155 @@
+"""What the terminal shows during and after `eval`: a progress bar, the results table, a summary."""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from factcli.types import FAILURE_ERROR, EvalResult
+
+TABLE_MAX_TESTS = 50
+
+
+def stderr_console() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+class Progress:
+    """A rich progress bar on stderr: done/total, pass/fail/error, ETA. Silent when disabled."""
+
+    def __init__(self, total: int, enabled: bool = True):
+        self.passed = self.failed = self.errors = 0
+        self._progress = None
+        if enabled and total and sys.stderr.isatty():
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress
+            from rich.progress import TextColumn, TimeRemainingColumn
+
+            self._progress = RichProgress(
+                TextColumn("[bold]eval"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("[green]{task.fields[passed]} pass[/] [red]{task.fields[failed]} fail[/] "
+                           "[yellow]{task.fields[errors]} error[/]"),
+                TimeRemainingColumn(), console=stderr_console(), transient=True,
+            )
+            self._task = self._progress.add_task("eval", total=total, passed=0, failed=0, errors=0)
+            self._progress.start()
+
+    def advance(self, result: EvalResult) -> None:
+        if result.success:
+            self.passed += 1
+        elif result.failure_reason == FAILURE_ERROR:
+            self.errors += 1
+        else:
+            self.failed += 1
+        if self._progress is not None:
+            self._progress.update(self._task, advance=1, passed=self.passed, failed=self.failed, errors=self.errors)
+
+    def warn(self, message: str) -> None:
+        console = self._progress.console if self._progress is not None else stderr_console()
+        console.print(f"[yellow]warning:[/] {escape(message)}")
+
+    def stop(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+
+def _cell_text(value, limit: int = 200) -> str:
+    from factcli.assertions.core import coerce_string
+
+    text = coerce_string(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def results_table(run, console: Console) -> None:
+    rows = run.sorted_rows()
+    if not rows:
+        return
+    var_names = []
+    for r in rows:
+        for k in r.step.vars:
+            if k not in var_names:
+                var_names.append(k)
+    table = Table(show_lines=True, expand=False)
+    for name in var_names:
+        table.add_column(escape(name), overflow="fold", max_width=30)
+    for col in run.columns:
+        table.add_column(escape(f"[{col.provider.display}] {_cell_text(col.prompt.label, 40)}"), overflow="fold")
+    by_test: dict[int, dict[int, EvalResult]] = {}
+    for r in rows:
+        by_test.setdefault(r.step.test_idx, {})[r.step.prompt_idx] = r
+    shown = 0
+    for test_idx in sorted(by_test):
+        if shown == TABLE_MAX_TESTS:
+            break
+        cells = by_test[test_idx]
+        first = next(iter(cells.values()))
+        line = [escape(_cell_text(first.step.vars.get(v, ""), 120)) for v in var_names]
+        for col in run.columns:
+            r = cells.get(col.index)
+            line.append(_result_cell(r) if r is not None else Text("—", style="dim"))
+        table.add_row(*line)
+        shown += 1
+    console.print(table)
+    if len(by_test) > shown:
+        console.print(f"[dim]… {len(by_test) - shown} more tests not shown (write them all with -o results.json)[/]")
+
+
+def _result_cell(r: EvalResult) -> Text:
+    if r.success:
+        head = Text("[PASS] ", style="bold green")
+    elif r.failure_reason == FAILURE_ERROR:
+        head = Text("[ERROR] ", style="bold yellow")
+    else:
+        head = Text("[FAIL] ", style="bold red")
+    if r.score not in (0, 1) or not r.success:
+        head.append(f"{r.score:.2f} ", style="dim")
+    body = Text()
+    if not r.success and r.error:
+        body.append(_cell_text(r.error, 160) + "\n", style="red" if r.failure_reason != FAILURE_ERROR else "yellow")
+    if r.response.output is not None:
+        body.append(_cell_text(r.response.output, 200))
+    return head + body
+
+
+def summary(run, console: Console) -> None:
+    total = run.successes + run.failures + run.errors
+    rate = run.pass_rate
+    cached = sum(m.cached for m in run.metrics)
+    console.print()
+    status = {"complete": "", "aborted": " [bold red](aborted)[/]", "interrupted": " [bold yellow](interrupted)[/]"}
+    console.print(f"[bold]Run[/] {run.run_id}{status.get(run.status, '')} · {total}/{run.total_steps} rows · "
+                  f"{run.duration_ms / 1000:.1f} s" + (f" · {cached} cached" if cached else "")
+                  + (f" · {run.retries} retries" if run.retries else ""))
+    console.print(f"[green]Successes: {run.successes}[/]  [red]Failures: {run.failures}[/]  "
+                  f"[yellow]Errors: {run.errors}[/]  Pass rate: "
+                  + ("n/a" if rate is None else f"{rate * 100:.2f}%"))
+    tokens = sum(m.tokens.total for m in run.metrics)
+    grader = sum(m.grader_tokens.total for m in run.metrics)
+    costs = [r.response.cost for r in run.rows if r.response.cost is not None]
+    cost = f" · cost ${sum(costs):.4f}" if costs and sum(costs) else ""
+    console.print(f"Tokens: {tokens}" + (f" (+{grader} grading)" if grader else "") + cost)
+    if len(run.columns) > 1 or any(m.named_scores for m in run.metrics):
+        table = Table(title=None, show_edge=False, pad_edge=False)
+        table.add_column("column")
+        table.add_column("pass", justify="right")
+        table.add_column("score", justify="right")
+        names = sorted({k for m in run.metrics for k in m.named_scores})
+        derived = {d["name"] for d in run.suite.derived_metrics}
+        for name in names:
+            table.add_column(escape(name) + (" (derived)" if name in derived else " (mean)"), justify="right")
+        for col, m in zip(run.columns, run.metrics):
+            n = m.test_pass + m.test_fail + m.test_error
+            means = m.named_means()
+            cells = [escape(f"[{col.provider.display}] {_cell_text(col.prompt.label, 30)}"),
+                     f"{m.test_pass}/{n}", f"{(m.score / n if n else 0):.3f}"]
+            for name in names:
+                value = m.named_scores.get(name) if name in derived else means.get(name)
+                cells.append("—" if value is None else f"{value:.3f}")
+            table.add_row(*cells)
+        console.print(table)
+    if run.abort_reason:
+        console.print(f"[bold red]Aborted:[/] {escape(run.abort_reason)}")

@@ -1,0 +1,179 @@
+"""The results document of `-o results.json`: promptfoo's layout (version 3) plus a `factcli` object.
+
+This module and config.py are the only places that speak promptfoo's spellings.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+import sys
+from datetime import datetime, timezone
+from typing import Any
+
+from factcli import __version__
+from factcli.types import EvalResult, GradingResult, TokenUsage
+
+
+def clean(value: Any) -> Any:
+    """NaN and infinities become null (contract §6)."""
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    if isinstance(value, dict):
+        return {k: clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clean(v) for v in value]
+    return value
+
+
+def tokens_json(t: TokenUsage, assertions: TokenUsage | None = None) -> dict:
+    out = t.to_json()
+    if assertions is not None:
+        out["assertions"] = assertions.to_json()
+    return out
+
+
+def grading_json(g: GradingResult, top: bool = False) -> dict:
+    out: dict = {"pass": g.passed, "score": g.score, "reason": g.reason}
+    if top or g.named_scores:
+        out["namedScores"] = dict(g.named_scores)
+    if g.named_score_weights:
+        out["namedScoreWeights"] = dict(g.named_score_weights)
+    out["tokensUsed"] = g.tokens_used.to_json()
+    if g.assertion is not None:
+        out["assertion"] = dict(g.assertion.raw)
+    if g.component_results or top:
+        out["componentResults"] = [grading_json(c) for c in g.component_results]
+    if g.metadata:
+        out["metadata"] = dict(g.metadata)
+    return out
+
+
+def prompt_json(col) -> dict:
+    return {"raw": col.prompt.raw, "label": col.prompt.label, "id": col.prompt.id,
+            "provider": col.provider.display}
+
+
+def row_json(r: EvalResult, columns) -> dict:
+    step = r.step
+    col = columns[step.prompt_idx]
+    resp = r.response
+    response = None
+    if resp.error is None or resp.output is not None:
+        response = {
+            "output": resp.output,
+            "tokenUsage": resp.token_usage.to_json(),
+            "cached": resp.cached,
+            "latencyMs": resp.latency_ms,
+            "finishReason": resp.finish_reason,
+            "cost": resp.cost,
+            "metadata": dict(resp.metadata),
+        }
+        if resp.error:
+            response["error"] = resp.error
+    tc = dict(step.test.raw)
+    tc["vars"] = dict(step.vars)
+    out = {
+        "testIdx": step.test_idx,
+        "promptIdx": step.prompt_idx,
+        "id": f"{step.test_idx}-{step.prompt_idx}",
+        "success": r.success,
+        "score": r.score,
+        "namedScores": dict(r.named_scores),
+        "failureReason": r.failure_reason,
+        "latencyMs": r.latency_ms,
+        "cost": resp.cost,
+        "vars": dict(step.vars),
+        "prompt": {"raw": r.rendered_prompt, "label": col.prompt.label, "config": {}},
+        "provider": {"id": col.provider.id, "label": col.provider.label},
+        "response": response,
+        "testCase": tc,
+        "tokenUsage": tokens_json(resp.token_usage,
+                                  r.grading.tokens_used if r.grading is not None else TokenUsage()),
+        "gradingResult": grading_json(r.grading, top=True) if r.grading is not None else None,
+        "metadata": dict(step.test.metadata),
+        "factcli": {"repeatIdx": step.repeat_idx, "retries": resp.retries},
+    }
+    if r.error is not None:
+        out["error"] = r.error
+    return out
+
+
+def column_metrics_json(m) -> dict:
+    return {
+        "score": m.score,
+        "testPassCount": m.test_pass,
+        "testFailCount": m.test_fail,
+        "testErrorCount": m.test_error,
+        "assertPassCount": m.assert_pass,
+        "assertFailCount": m.assert_fail,
+        "totalLatencyMs": m.total_latency_ms,
+        "tokenUsage": tokens_json(m.tokens, m.grader_tokens),
+        "namedScores": dict(m.named_scores),
+        "namedScoresCount": dict(m.named_count),
+        "namedScoreWeights": dict(m.named_weights),
+        "cost": m.cost,
+    }
+
+
+def to_promptfoo_json(run) -> dict:
+    from factcli.redact import redact
+
+    columns = run.columns
+    prompts = []
+    for col, m in zip(columns, run.metrics):
+        entry = prompt_json(col)
+        entry["metrics"] = column_metrics_json(m)
+        prompts.append(entry)
+    total_tokens = TokenUsage()
+    grader_tokens = TokenUsage()
+    for m in run.metrics:
+        total_tokens.add(m.tokens)
+        grader_tokens.add(m.grader_tokens)
+    var_names = sorted({k for r in run.rows for k in r.step.vars})
+    doc = {
+        "evalId": run.run_id,
+        "results": {
+            "version": 3,
+            "timestamp": run.created_at,
+            "prompts": prompts,
+            "results": [row_json(r, columns) for r in run.sorted_rows()],
+            "stats": {
+                "successes": run.successes,
+                "failures": run.failures,
+                "errors": run.errors,
+                "tokenUsage": tokens_json(total_tokens, grader_tokens),
+                "durationMs": run.duration_ms,
+            },
+        },
+        "config": redact(run.suite.raw),
+        "shareableUrl": None,
+        "metadata": {
+            "factcliVersion": __version__,
+            "pythonVersion": sys.version.split()[0],
+            "platform": sys.platform,
+            "arch": platform.machine(),
+            "exportedAt": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+            "evaluationCreatedAt": run.created_at,
+        },
+        "vars": var_names,
+        "runtimeOptions": {"maxConcurrency": run.concurrency, "repeat": run.repeat, "cache": run.cache},
+        "factcli": {
+            "version": __version__,
+            "runId": run.run_id,
+            "status": run.status,
+            "grader": getattr(run, "grader_id", None),
+            "retries": run.retries,
+            "abortReason": run.abort_reason,
+            "passRate": run.pass_rate,
+        },
+    }
+    return clean(doc)
+
+
+def write_json(run, path) -> None:
+    import json
+
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(to_promptfoo_json(run), fh, ensure_ascii=False, indent=2)
+        fh.write("\n")

@@ -1,0 +1,171 @@
+"""One eval run from config to results: load, plan, execute, aggregate. Used by the CLI and the API."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from factcli import settings
+from factcli.config import Suite, build_suite, load_suite
+from factcli.metrics import ColumnMetrics, compile_derived
+from factcli.plan import Column, expand
+from factcli.types import EvalResult
+
+STATUS_COMPLETE, STATUS_INTERRUPTED, STATUS_ABORTED = "complete", "interrupted", "aborted"
+
+
+@dataclass
+class RunOptions:
+    max_concurrency: int | None = None
+    repeat: int | None = None
+    delay_ms: float | None = None
+    cache: bool | None = None
+    grader: str | None = None
+    filter_pattern: str | None = None
+    filter_first_n: int | None = None
+    filter_sample: int | None = None
+    description: str | None = None
+    vars: dict = field(default_factory=dict)
+
+
+@dataclass
+class EvalRun:
+    run_id: str
+    suite: Suite
+    columns: list[Column]
+    metrics: list[ColumnMetrics]
+    rows: list[EvalResult] = field(default_factory=list)
+    total_steps: int = 0
+    created_at: str = ""
+    started: float = 0.0
+    duration_ms: int = 0
+    status: str = "started"
+    abort_reason: str | None = None
+    retries: int = 0
+    calls: int = 0
+    warnings: list[str] = field(default_factory=list)
+    concurrency: int = 4
+    repeat: int = 1
+    cache: bool = True
+
+    @property
+    def successes(self) -> int:
+        return sum(m.test_pass for m in self.metrics)
+
+    @property
+    def failures(self) -> int:
+        return sum(m.test_fail for m in self.metrics)
+
+    @property
+    def errors(self) -> int:
+        return sum(m.test_error for m in self.metrics)
+
+    @property
+    def pass_rate(self) -> float | None:
+        total = self.successes + self.failures + self.errors
+        return None if total == 0 else self.successes / total
+
+    def sorted_rows(self) -> list[EvalResult]:
+        return sorted(self.rows, key=lambda r: (r.step.test_idx, r.step.prompt_idx))
+
+    def to_promptfoo(self) -> dict:
+        from factcli.results import to_promptfoo_json
+
+        return to_promptfoo_json(self)
+
+
+def new_run_id() -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    return f"eval-{stamp}-{uuid.uuid4().hex[:6]}"
+
+
+def prepare(suite: Suite, options: RunOptions) -> EvalRun:
+    eo = suite.evaluate_options
+    repeat = options.repeat or int(eo.get("repeat") or 1)
+    cols, steps = expand(suite, repeat, pattern=options.filter_pattern, first_n=options.filter_first_n,
+                         sample=options.filter_sample)
+    concurrency = options.max_concurrency or int(eo.get("maxConcurrency") or settings.DEFAULT_CONCURRENCY)
+    delay = options.delay_ms if options.delay_ms is not None else float(eo.get("delay") or 0)
+    if delay > 0:
+        concurrency = 1  # promptfoo: a delay between calls implies one call at a time
+    cache = options.cache if options.cache is not None else eo.get("cache", True) is not False
+    if options.description:
+        suite.description = options.description
+    run = EvalRun(
+        run_id=new_run_id(), suite=suite, columns=cols, metrics=[ColumnMetrics() for _ in cols],
+        total_steps=len(steps), created_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+        concurrency=concurrency, repeat=repeat, cache=cache, warnings=list(suite.warnings),
+    )
+    run._steps = steps  # type: ignore[attr-defined]
+    run._delay = delay  # type: ignore[attr-defined]
+    return run
+
+
+async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | None = None,
+                  warn: Callable[[str], None] | None = None) -> None:
+    from factcli.cache import ResponseCache
+    from factcli.calls import Caller, RetryPolicy
+    from factcli.errors import AbortRun
+    from factcli.executor import Executor
+    from factcli.providers import create_provider
+
+    suite = run.suite
+    derived = compile_derived(suite.derived_metrics)
+    timeout_ms = suite.evaluate_options.get("timeoutMs")
+    caller = Caller(ResponseCache() if run.cache else None,
+                    RetryPolicy.from_env(timeout_s=float(timeout_ms) / 1000 if timeout_ms else None))
+    providers = {i: create_provider(spec, suite.base_dir) for i, spec in enumerate(suite.providers)}
+
+    def record(result: EvalResult) -> None:
+        run.rows.append(result)
+        run.metrics[result.step.prompt_idx].add(result, derived)
+        if on_result:
+            on_result(result)
+
+    def warning(message: str) -> None:
+        run.warnings.append(message)
+        if warn:
+            warn(message)
+
+    executor = Executor(caller, providers, concurrency=run.concurrency, delay_ms=run._delay,  # type: ignore
+                        base_dir=suite.base_dir, warn=warning)
+    run.started = time.time()
+    try:
+        await executor.run(run._steps, record)  # type: ignore[attr-defined]
+        run.status = STATUS_COMPLETE
+    except AbortRun as exc:
+        run.status = STATUS_ABORTED
+        run.abort_reason = str(exc)
+    except asyncio.CancelledError:
+        run.status = STATUS_INTERRUPTED
+        raise
+    finally:
+        run.duration_ms = int((time.time() - run.started) * 1000)
+        run.retries = caller.retries
+        run.calls = caller.calls
+        if caller.cache is not None:
+            caller.cache.close()
+
+
+def load(config, options: RunOptions | None = None) -> Suite:
+    options = options or RunOptions()
+    if isinstance(config, dict):
+        return build_suite(config, None, options.vars)
+    paths = [config] if isinstance(config, (str, Path)) else list(config)
+    return load_suite(paths, options.vars)
+
+
+def evaluate(config, **kwargs) -> EvalRun:
+    """Python API: run an eval from a config path (or paths, or a dict) and return the EvalRun."""
+    options = RunOptions(**kwargs)
+    if options.max_concurrency is None and os.environ.get("FACTCLI_MAX_CONCURRENCY"):
+        options.max_concurrency = int(os.environ["FACTCLI_MAX_CONCURRENCY"])
+    run = prepare(load(config, options), options)
+    asyncio.run(execute(run))
+    return run

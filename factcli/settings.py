@@ -1,0 +1,47 @@
+"""Where factcli keeps its files, and run defaults read from the environment."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DEFAULT_CONCURRENCY = 4
+CACHE_TTL_SECONDS = 14 * 24 * 3600
+
+
+def home() -> Path:
+    return Path(os.environ.get("FACTCLI_HOME") or Path.home() / ".factcli")
+
+
+def cache_dir() -> Path:
+    return home() / "cache"
+
+
+def debug() -> bool:
+    return os.environ.get("FACTCLI_DEBUG", "") not in ("", "0", "false")
+
+
+def env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        from factcli.errors import FactcliError
+
+        raise FactcliError(f"environment variable {name}={raw!r} is not a number")
+
+
+def load_env_file(path: str) -> None:
+    """Load a dotenv file into os.environ (existing variables win, as in promptfoo)."""
+    from dotenv import dotenv_values
+
+    from factcli.errors import FactcliError
+
+    p = Path(path)
+    if not p.is_file():
+        raise FactcliError(f"{path}: --env-file not found")
+    for key, value in dotenv_values(p).items():
+        if value is not None and key not in os.environ:
+            os.environ[key] = value

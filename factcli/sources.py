@@ -1,0 +1,136 @@
+"""Reading the files a config points at: `file://` references, globs, YAML/JSON/JSONL, env expansion."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from factcli.errors import ConfigError
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\{\{\s*env\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+
+
+def is_file_ref(value: Any) -> bool:
+    return isinstance(value, str) and value.startswith("file://")
+
+
+def ref_path(ref: str, base: Path) -> tuple[Path, str | None]:
+    """`file://x.py:fn` -> (base/x.py, 'fn'). Windows drive letters are not a function suffix."""
+    rest = ref[len("file://"):]
+    func = None
+    m = re.match(r"^(.*\.(?:py|js|cjs|mjs|ts)):([A-Za-z_][\w.]*)$", rest)
+    if m:
+        rest, func = m.group(1), m.group(2)
+    p = Path(os.path.expanduser(rest))
+    return (p if p.is_absolute() else base / p), func
+
+
+def expand_glob(path: Path, file: str, key: str) -> list[Path]:
+    if any(ch in str(path) for ch in "*?["):
+        matches = sorted(Path(p) for p in glob.glob(str(path), recursive=True))
+        if not matches:
+            raise ConfigError(f"no files match '{path}'", file, key)
+        return matches
+    if not path.exists():
+        raise ConfigError(f"file not found: {path}", file, key)
+    return [path]
+
+
+def read_text(path: Path, file: str, key: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise ConfigError(f"file not found: {path}", file, key) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}", file, key) from None
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    pass
+
+
+def _no_duplicates(loader, node, deep=False):
+    seen = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if isinstance(key, (str, int, float, bool)) and key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key '{key}'", key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node, deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates)
+
+
+def parse_yaml(text: str, file: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise ConfigError(f"invalid YAML: {where}{exc.problem or exc.context}", file) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"invalid YAML: {exc}", file) from None
+
+
+def load_structured(path: Path, file: str | None = None) -> Any:
+    """Parse a .yaml/.yml/.json/.jsonl file; JSONL gives a list."""
+    name = file or str(path)
+    text = read_text(path, name, "")
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"invalid JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}", name) from None
+    if suffix == ".jsonl":
+        rows = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise ConfigError(f"invalid JSON: {exc.msg}", name, f"line {n}") from None
+        return rows
+    return parse_yaml(text, name)
+
+
+def expand_env(value: Any) -> Any:
+    """Replace `${NAME}` and `{{ env.NAME }}` in strings; unset names are left as written."""
+    if isinstance(value, str):
+        if "${" not in value and "env." not in value:
+            return value
+
+        def sub(m: re.Match) -> str:
+            name = m.group(1) or m.group(2)
+            return os.environ.get(name, m.group(0))
+
+        return _ENV_REF.sub(sub, value)
+    if isinstance(value, list):
+        return [expand_env(v) for v in value]
+    if isinstance(value, dict):
+        return {k: expand_env(v) for k, v in value.items()}
+    return value
+
+
+def load_var_file(ref: str, base: Path, file: str, key: str) -> Any:
+    """A var given as `file://…`: text as is; YAML/JSON as compact JSON text (as promptfoo does)."""
+    path, func = ref_path(ref, base)
+    suffix = path.suffix.lower()
+    if suffix in (".py", ".js", ".cjs", ".mjs", ".ts"):
+        raise ConfigError(f"script-valued vars ('{ref}') are not supported; load the value from a text, JSON or YAML file",
+                          file, key)
+    if not path.exists():
+        raise ConfigError(f"file not found: {path}", file, key)
+    if suffix in (".json", ".yaml", ".yml"):
+        data = load_structured(path)
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    return read_text(path, file, key)

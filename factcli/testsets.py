@@ -1,0 +1,246 @@
+"""Test loaders by file type (YAML, JSON, JSONL, CSV) and promptfoo's CSV `__expected` grammar."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from factcli import sources
+from factcli.errors import ConfigError
+
+# promptfoo 0.121.20's built-in assertion enum, in its order: the CSV cell grammar tries types
+# in this order (so `similar:cosine:x` is `similar` with value `cosine:x`).
+PROMPTFOO_TYPES = [
+    "agent-rubric", "answer-relevance", "bleu", "classifier", "contains", "contains-all",
+    "contains-any", "contains-html", "contains-json", "contains-sql", "contains-xml",
+    "context-faithfulness", "context-recall", "context-relevance", "conversation-relevance", "cost",
+    "equals", "factuality", "finish-reason", "g-eval", "gleu", "guardrails", "icontains",
+    "icontains-all", "icontains-any", "is-html", "is-json", "is-refusal", "is-sql",
+    "is-valid-function-call", "is-valid-openai-function-call", "is-valid-openai-tools-call", "is-xml",
+    "javascript", "latency", "levenshtein", "llm-rubric", "pi", "meteor", "model-graded-closedqa",
+    "model-graded-factuality", "moderation", "perplexity", "perplexity-score", "python", "regex",
+    "rouge-n", "ruby", "similar", "similar:cosine", "similar:dot", "similar:euclidean",
+    "starts-with", "tool-call-f1", "skill-used", "trajectory:goal-success",
+    "trajectory:tool-args-match", "trajectory:step-count", "trajectory:tool-sequence",
+    "trajectory:tool-used", "trace-error-spans", "trace-span-count", "trace-span-duration",
+    "search-rubric", "webhook", "word-count",
+]
+_CELL = re.compile(
+    r"^(not-)?(" + "|".join(re.escape(t) for t in PROMPTFOO_TYPES) + r")(?:\((\d+(?:\.\d+)?)\))?(?::([\s\S]*))?$"
+)
+_THRESHOLD_TYPES = {
+    "answer-relevance", "classifier", "context-faithfulness", "context-recall", "context-relevance",
+    "cost", "latency", "levenshtein", "perplexity-score", "perplexity", "rouge-n", "similar", "starts-with",
+}
+_LIST_TYPES = {"contains-all", "contains-any", "icontains-all", "icontains-any"}
+_NUMBER = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$")
+_JS_SUFFIXES = (".js", ".cjs", ".mjs", ".ts", ".cts", ".mts")
+
+
+def parse_number(value: str | None) -> float | None:
+    """promptfoo's parseFiniteNumber: a strict number, else None."""
+    text = (value or "").strip()
+    if not _NUMBER.match(text):
+        return None
+    n = float(text)
+    return n if n not in (float("inf"), float("-inf")) else None
+
+
+def _is_js_file(ref: str) -> bool:
+    path = ref.split(":", 1)[0] if re.search(r"\.(?:js|cjs|mjs|ts|cts|mts):", ref) else ref
+    return path.endswith(_JS_SUFFIXES)
+
+
+def assertion_from_string(cell: str) -> dict:
+    """One `__expected` cell -> an assertion mapping (promptfoo-semantics §7, first match wins)."""
+    for prefix in ("javascript:", "fn:", "eval:"):
+        if cell.startswith(prefix):
+            return {"type": "javascript", "value": cell[len(prefix):].strip()}
+    if cell.startswith("file://") and _is_js_file(cell[7:]):
+        return {"type": "javascript", "value": cell.strip()}
+    if cell.startswith("grade:"):
+        return {"type": "llm-rubric", "value": cell[6:]}
+    if cell.startswith("llm-rubric:"):
+        return {"type": "llm-rubric", "value": cell[11:]}
+    if cell.startswith("python:") or (cell.startswith("file://") and (cell.endswith(".py") or ".py:" in cell)):
+        return {"type": "python", "value": cell[7:].strip()}
+    m = _CELL.match(cell)
+    if not m:
+        return {"type": "equals", "value": cell}
+    not_prefix, typ, threshold_text, value = m.groups()
+    full = f"not-{typ}" if not_prefix else typ
+    threshold = parse_number(threshold_text)
+    if typ in _LIST_TYPES:
+        from factcli.assertions.text import split_commas
+
+        return {"type": full, "value": split_commas(value) if value else value}
+    if typ in ("contains-json", "is-json"):
+        out = {"type": full}
+        if value is not None:
+            out["value"] = value
+        return out
+    if typ in _THRESHOLD_TYPES:
+        default = 0.8 if typ == "similar" else 0.75
+        out = {"type": full, "threshold": default if threshold is None else threshold}
+        if value is not None:
+            out["value"] = value.strip()
+        return out
+    out = {"type": full}
+    if value is not None:
+        out["value"] = value.strip()
+    return out
+
+
+def test_from_csv_row(row: dict[str, str], file: str, rownum: int, warnings: list[str]) -> dict:
+    vars_: dict = {}
+    asserts: list[dict] = []
+    options: dict = {}
+    metadata: dict = {}
+    configs: dict[int, dict] = {}
+    description = provider_output = metric = None
+    threshold = None
+    for key, value in ((k.strip(), v if v is not None else "") for k, v in row.items() if k is not None):
+        if key.startswith("_") and not key.startswith("__") and any(
+            key.startswith(f"_{s}") for s in ("expected", "prefix", "suffix", "description", "providerOutput",
+                                             "metric", "threshold", "metadata", "config")):
+            msg = f'{file}: column "{key}" has a single underscore; did you mean "_{key}"? It is used as a var'
+            if msg not in warnings:
+                warnings.append(msg)
+        if key.startswith("__expected"):
+            if value.strip():
+                asserts.append(assertion_from_string(value.strip()))
+        elif key == "__prefix":
+            options["prefix"] = value
+        elif key == "__suffix":
+            options["suffix"] = value
+        elif key == "__description":
+            description = value
+        elif key == "__providerOutput":
+            provider_output = value
+        elif key == "__metric":
+            metric = value
+        elif key == "__threshold":
+            threshold = parse_number(value)
+        elif key.startswith("__metadata:"):
+            mkey = key[len("__metadata:"):]
+            if mkey.endswith("[]"):
+                if value.strip():
+                    parts = re.split(r"(?<!\\),", value)
+                    metadata[mkey[:-2]] = [p.strip().replace("\\,", ",") for p in parts]
+            elif value.strip():
+                metadata[mkey] = value
+        elif key == "__metadata":
+            msg = f'{file}: the "__metadata" column needs a key, e.g. "__metadata:category"; ignored'
+            if msg not in warnings:
+                warnings.append(msg)
+        elif key.startswith("__config:"):
+            parts = key[len("__config:"):].split(":")
+            where = f"row {rownum}, column {key}"
+            if len(parts) != 2:
+                msg = f'{file}: column "{key}" should look like __config:__expected<N>:threshold; ignored'
+                if msg not in warnings:
+                    warnings.append(msg)
+                continue
+            target, ckey = parts
+            m = re.match(r"^__expected(\d*)$", target)
+            index = None
+            if m:
+                index = 0 if m.group(1) == "" else int(m.group(1)) - 1
+            if index is None or index < 0:
+                raise ConfigError(f"invalid expected key '{target}' (use __expected or __expected<N>)", file, where)
+            if ckey != "threshold":
+                raise ConfigError(f"invalid config key '{ckey}' (only 'threshold' is allowed)", file, where)
+            number = parse_number(value)
+            if number is None:
+                raise ConfigError(f"invalid numeric value {value!r} for threshold", file, where)
+            configs.setdefault(index, {})[ckey] = number
+        else:
+            vars_[key] = value
+    for i, a in enumerate(asserts):
+        a["metric"] = metric
+        for ckey, cval in configs.get(i, {}).items():
+            a[ckey] = cval
+            metadata[ckey] = cval
+    for a in asserts:
+        if a.get("metric") is None:
+            a.pop("metric")
+    test: dict[str, Any] = {"vars": vars_, "assert": asserts, "options": options}
+    if description:
+        test["description"] = description
+    else:
+        test["description"] = f"Row #{rownum}"
+    if provider_output:
+        test["providerOutput"] = provider_output
+    if threshold is not None:
+        test["threshold"] = threshold
+    if metadata:
+        test["metadata"] = metadata
+    return test
+
+
+def read_csv_tests(path: Path, warnings: list[str]) -> list[dict]:
+    file = str(path)
+    text = sources.read_text(path, file, "")
+    delimiter = os.environ.get("FACTCLI_CSV_DELIMITER") or os.environ.get("PROMPTFOO_CSV_DELIMITER") or ","
+    try:
+        reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+        rows = list(reader)
+    except csv.Error as exc:
+        raise ConfigError(f"invalid CSV: {exc}", file, f"line {reader.line_num}") from None
+    if reader.fieldnames is None:
+        return []
+    for n, row in enumerate(rows, 1):
+        if None in row:
+            raise ConfigError(f"row has {len(reader.fieldnames) + len(row[None])} cells but the header has "
+                              f"{len(reader.fieldnames)}", file, f"row {n}")
+    return [test_from_csv_row(row, file, n, warnings) for n, row in enumerate(rows, 1)]
+
+
+def load_tests(value: Any, ctx, key: str) -> list[tuple[dict, Any, str]]:
+    """-> [(test mapping, context whose file/base it came from, key path)]."""
+    from factcli.config import _Ctx
+
+    if value is None:
+        return []
+    items = value if isinstance(value, list) else [value]
+    out: list[tuple[dict, Any, str]] = []
+    for i, item in enumerate(items):
+        where = f"{key}[{i}]" if isinstance(value, list) else key
+        if isinstance(item, dict):
+            out.append((item, ctx, where))
+            continue
+        if not sources.is_file_ref(item):
+            if isinstance(item, str) and item.endswith((".csv", ".yaml", ".yml", ".json", ".jsonl")):
+                item = "file://" + item  # promptfoo accepts bare paths for tests
+            else:
+                raise ConfigError(f"expected a test mapping or a file:// reference, got {item!r}", ctx.file, where)
+        path, func = sources.ref_path(item, ctx.base)
+        if func or path.suffix.lower() in (".py", ".js", ".ts", ".cjs", ".mjs"):
+            raise ConfigError(f"test generators ('{item}') are not supported; export the tests to YAML, JSON, JSONL or CSV",
+                              ctx.file, where)
+        for p in sources.expand_glob(path, ctx.file, where):
+            sub = _Ctx(str(p), p.parent, ctx.templates)
+            if p.suffix.lower() == ".csv":
+                warnings: list[str] = []
+                rows = read_csv_tests(p, warnings)
+                for msg in warnings:
+                    import sys
+
+                    print(f"warning: {msg}", file=sys.stderr)
+                out.extend((t, sub, f"row {n}") for n, t in enumerate(rows, 1))
+                continue
+            data = sources.load_structured(p)
+            if isinstance(data, dict):
+                data = [data]
+            if not isinstance(data, list):
+                raise ConfigError("expected a list of tests", str(p))
+            for j, t in enumerate(data):
+                if sources.is_file_ref(t):
+                    out.extend(load_tests(t, sub, f"[{j}]"))
+                else:
+                    out.append((t, sub, f"[{j}]"))
+    return out

@@ -1,0 +1,145 @@
+"""Plain data passed between the pipeline's stages. promptfoo spellings live only at the edges."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# promptfoo's ResultFailureReason
+FAILURE_NONE, FAILURE_ASSERT, FAILURE_ERROR = 0, 1, 2
+
+
+@dataclass
+class Prompt:
+    raw: str  # the template text as written (for chat prompts: the JSON text of the messages)
+    label: str
+    messages: list[dict] | None = None  # set for chat prompts; each content is a template
+    id: str = ""
+
+
+@dataclass
+class ProviderSpec:
+    id: str
+    label: str | None = None
+    config: dict = field(default_factory=dict)
+    prompts: list[str] | None = None  # promptfoo's provider-level prompt filter (labels or ids)
+    delay_ms: float = 0
+    transform: str | None = None
+
+    @property
+    def display(self) -> str:
+        return self.label or self.id
+
+
+@dataclass
+class Assertion:
+    type: str  # may carry the "not-" prefix
+    value: Any = None
+    threshold: float | None = None
+    weight: float = 1.0
+    metric: str | None = None
+    provider: Any = None
+    rubric_prompt: Any = None
+    transform: str | None = None
+    context_transform: str | None = None
+    config: dict = field(default_factory=dict)
+    children: list["Assertion"] | None = None  # assert-set members
+    raw: dict = field(default_factory=dict)  # as written, for the results JSON
+
+    @property
+    def base_type(self) -> str:
+        return self.type[4:] if self.type.startswith("not-") else self.type
+
+    @property
+    def inverse(self) -> bool:
+        return self.type.startswith("not-")
+
+
+@dataclass
+class TestCase:
+    description: str | None = None
+    vars: dict = field(default_factory=dict)
+    assertions: list[Assertion] = field(default_factory=list)
+    threshold: float | None = None
+    options: dict = field(default_factory=dict)
+    metadata: dict = field(default_factory=dict)
+    provider_output: Any = None  # CSV __providerOutput / --model-outputs: skip the provider call
+    raw: dict = field(default_factory=dict)  # merged test as promptfoo reports it in testCase
+
+
+@dataclass
+class EvalStep:
+    test_idx: int
+    prompt_idx: int  # the column
+    repeat_idx: int
+    test: TestCase
+    vars: dict
+    prompt: Prompt
+    provider: ProviderSpec
+    provider_idx: int = 0
+
+
+@dataclass
+class TokenUsage:
+    prompt: int = 0
+    completion: int = 0
+    total: int = 0
+    cached: int = 0
+    num_requests: int = 0
+
+    def add(self, other: "TokenUsage") -> None:
+        self.prompt += other.prompt
+        self.completion += other.completion
+        self.total += other.total
+        self.cached += other.cached
+        self.num_requests += other.num_requests
+
+    def to_json(self) -> dict:
+        return {
+            "prompt": self.prompt,
+            "completion": self.completion,
+            "total": self.total,
+            "cached": self.cached,
+            "numRequests": self.num_requests,
+        }
+
+
+@dataclass
+class ProviderResponse:
+    output: Any = None
+    error: str | None = None
+    token_usage: TokenUsage = field(default_factory=TokenUsage)
+    cost: float | None = None
+    latency_ms: float = 0
+    cached: bool = False
+    finish_reason: str | None = None
+    logprobs: list[float] | None = None
+    metadata: dict = field(default_factory=dict)
+    retries: int = 0
+
+
+@dataclass
+class GradingResult:
+    passed: bool
+    score: float
+    reason: str = ""
+    assertion: Assertion | None = None
+    named_scores: dict = field(default_factory=dict)
+    named_score_weights: dict = field(default_factory=dict)
+    tokens_used: TokenUsage = field(default_factory=TokenUsage)
+    component_results: list["GradingResult"] = field(default_factory=list)
+    metadata: dict = field(default_factory=dict)
+
+
+@dataclass
+class EvalResult:
+    step: EvalStep
+    rendered_prompt: str
+    response: ProviderResponse
+    grading: GradingResult | None
+    success: bool
+    score: float
+    named_scores: dict
+    failure_reason: int
+    error: str | None = None
+    latency_ms: float = 0
