@@ -15,10 +15,10 @@ import typer
 from factcli import __version__
 
 app = typer.Typer(
-    add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+    add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
     help="Run promptfoo-compatible LLM evaluations described in YAML, with factuality scoring.",
 )
-cache_app = typer.Typer(no_args_is_help=True, help="Manage the response cache.")
+cache_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Manage the response cache.")
 app.add_typer(cache_app, name="cache")
 
 

@@ -19,7 +19,7 @@ from factcli.types import (FAILURE_ASSERT, FAILURE_ERROR, FAILURE_NONE, EvalResu
                            GradingResult, ProviderResponse)
 
 
-def render_prompt(step: EvalStep, warn: Callable[[str], None] | None = None) -> RenderedPrompt:
+def render_prompt(step: EvalStep, missing_out: dict | None = None) -> RenderedPrompt:
     prompt = step.prompt
     options = step.test.options
     prefix, suffix = options.get("prefix") or "", options.get("suffix") or ""
@@ -35,10 +35,12 @@ def render_prompt(step: EvalStep, warn: Callable[[str], None] | None = None) -> 
     else:
         text = templating.render(f"{prefix}{prompt.raw}{suffix}", step.vars, missing)
         messages = [{"role": "user", "content": text}]
-    if missing and warn:
-        names = ", ".join(sorted(set(missing)))
+    if missing and missing_out is not None:
         where = step.test.description or f"test {step.test_idx}"
-        warn(f"undefined var(s) {names} rendered empty in prompt '{_short(prompt.label)}' ({where})")
+        for name in set(missing):
+            tests = missing_out.setdefault((prompt.label, name), [])
+            if where not in tests:
+                tests.append(where)
     return RenderedPrompt(text=text, messages=messages, vars=step.vars, label=prompt.label)
 
 
@@ -49,22 +51,22 @@ def _short(text: str, n: int = 40) -> str:
 
 class Executor:
     def __init__(self, caller: Caller, providers: dict[int, Provider], *, concurrency: int = 4,
-                 delay_ms: float = 0, base_dir: Path | None = None, grader=None,
-                 warn: Callable[[str], None] | None = None):
+                 delay_ms: float = 0, base_dir: Path | None = None, grader=None):
         self.caller = caller
         self.providers = providers
         self.concurrency = max(1, concurrency)
         self.delay_ms = delay_ms
         self.base_dir = base_dir
         self.grader = grader
-        self._warned: set[str] = set()
-        self._warn = warn
+        self.missing_vars: dict[tuple[str, str], list[str]] = {}
 
-    def warn(self, message: str) -> None:
-        if message not in self._warned:
-            self._warned.add(message)
-            if self._warn:
-                self._warn(message)
+    def missing_var_warnings(self) -> list[str]:
+        """One line per (prompt, undefined var), naming the tests where it happened."""
+        lines = []
+        for (label, name), tests in self.missing_vars.items():
+            shown = ", ".join(tests[:5]) + (f" and {len(tests) - 5} more" if len(tests) > 5 else "")
+            lines.append(f"undefined var '{name}' rendered empty in prompt '{_short(label)}' ({shown})")
+        return lines
 
     async def run(self, steps: list[EvalStep], on_result: Callable[[EvalResult], None]) -> None:
         iterator = iter(steps)
@@ -86,7 +88,7 @@ class Executor:
             await asyncio.gather(*workers, return_exceptions=True)
 
     async def process(self, step: EvalStep) -> EvalResult:
-        rendered = render_prompt(step, self.warn)
+        rendered = render_prompt(step, self.missing_vars)
         provider = self.providers[step.provider_idx]
         if step.test.provider_output is not None:
             response = ProviderResponse(output=step.test.provider_output)

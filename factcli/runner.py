@@ -134,7 +134,7 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
             warn(message)
 
     executor = Executor(caller, providers, concurrency=run.concurrency, delay_ms=run._delay,  # type: ignore
-                        base_dir=suite.base_dir, warn=warning)
+                        base_dir=suite.base_dir)
     run.started = time.time()
     try:
         await executor.run(run._steps, record)  # type: ignore[attr-defined]
@@ -147,6 +147,8 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
         raise
     finally:
         run.duration_ms = int((time.time() - run.started) * 1000)
+        for message in executor.missing_var_warnings():
+            warning(message)
         run.retries = caller.retries
         run.calls = caller.calls
         if caller.cache is not None:

@@ -1,0 +1,53 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from fake_openai import FakeOpenAI  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Variables that would let a test reach a real service or the user's own settings.
+_LEAKY = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_API_KEY", "OLLAMA_BASE_URL",
+          "FACTCLI_GRADER", "FACTCLI_PASS_RATE_THRESHOLD", "FACTCLI_FAILED_TEST_EXIT_CODE",
+          "FACTCLI_MAX_CONCURRENCY", "FACTCLI_DEBUG")
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path, monkeypatch):
+    """No test touches the real ~/.factcli or a real API key; retries back off in milliseconds."""
+    home = tmp_path / "factcli-home"
+    monkeypatch.setenv("FACTCLI_HOME", str(home))
+    for name in _LEAKY:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("FACTCLI_BACKOFF_MS", "5")
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    return home
+
+
+@pytest.fixture(scope="session")
+def _server():
+    with FakeOpenAI() as server:
+        yield server
+
+
+@pytest.fixture
+def fake_openai(_server, monkeypatch):
+    """The session's OpenAI-compatible server, reset for this test; FAKE_OPENAI_URL points at it."""
+    _server.reset()
+    _server.clear_rules()
+    _server.latency = 0
+    _server.set_fault_rate(0)
+    monkeypatch.setenv("FAKE_OPENAI_URL", _server.url)
+    yield _server
+    _server.reset()
+    _server.clear_rules()
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
