@@ -132,7 +132,7 @@ _ERRORS: dict[int, tuple[str, str | None, str]] = {
     # status: (type, code, message)
     400: ("invalid_request_error", None, "Bad request (fake)."),
     401: ("invalid_request_error", "invalid_api_key", "Incorrect API key provided (fake)."),
-    403: ("permission_error", "unsupported_country_region_territory", "Forbidden (fake)."),
+    403: ("request_forbidden", "unsupported_country_region_territory", "Forbidden (fake)."),
     404: ("invalid_request_error", "model_not_found", "Not found (fake)."),
     408: ("timeout_error", None, "Request timed out (fake)."),
     409: ("invalid_request_error", "conflict", "Conflict (fake)."),
@@ -500,14 +500,18 @@ class FakeOpenAI:
 
     # ------------------------------------------------------------------ request plumbing
 
-    @web.middleware
-    async def _middleware(self, request: web.Request, handler: Callable) -> web.StreamResponse:
+    @staticmethod
+    async def _body(request: web.Request) -> Any:
+        """The request body parsed as JSON (aiohttp caches the raw bytes), or None."""
         raw = await request.read()
         try:
-            body = json.loads(raw) if raw else None
+            return json.loads(raw) if raw else None
         except ValueError:
-            body = None
-        request["json"] = body
+            return None
+
+    @web.middleware
+    async def _middleware(self, request: web.Request, handler: Callable) -> web.StreamResponse:
+        body = await self._body(request)
         sock = request.transport.get_extra_info("socket") if request.transport else None
         nodelay = True
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
@@ -602,7 +606,7 @@ class FakeOpenAI:
 
     async def _generation_prelude(self, request: web.Request) -> tuple[dict | None, Any, web.StreamResponse | None]:
         """Validate, then pop a queued item / fault.  Returns (body, item, early_response)."""
-        body = request["json"]
+        body = await self._body(request)
         if not isinstance(body, dict):
             return None, None, self._bad_request("Request body must be a JSON object.")
         if body.get("stream"):

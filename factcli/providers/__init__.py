@@ -122,10 +122,10 @@ def response_from_dict(data: Any) -> ProviderResponse:
     if not isinstance(data, dict):
         return ProviderResponse(output=data)
     usage = data.get("tokenUsage") or {}
+    prompt, completion = int(usage.get("prompt") or 0), int(usage.get("completion") or 0)
     tu = TokenUsage(
-        prompt=int(usage.get("prompt") or 0), completion=int(usage.get("completion") or 0),
-        total=int(usage.get("total") or 0), cached=int(usage.get("cached") or 0),
-        num_requests=int(usage.get("numRequests") or 1),
+        prompt=prompt, completion=completion, total=int(usage.get("total") or (prompt + completion)),
+        cached=int(usage.get("cached") or 0), num_requests=int(usage.get("numRequests") or 1),
     )
     cost = data.get("cost")
     return ProviderResponse(
