@@ -142,28 +142,33 @@ def load_suite(paths: list[str | Path], cli_vars: dict | None = None) -> Suite:
     configs = [(p, read_config_file(p)) for p in files]
     for p, cfg in configs:
         _check_keys(cfg, TOP_KEYS, str(p), "", UNSUPPORTED_TOP)
-    # Each file's relative paths resolve against that file; a merged config keeps the first
-    # file's folder for keys whose origin is ambiguous after merging.
     if len(configs) == 1:
         return build_suite(configs[0][1], configs[0][0], cli_vars)
-    suites = [build_suite(cfg, p, cli_vars, apply_env=(i == 0)) for i, (p, cfg) in enumerate(configs)]
-    first = suites[0]
-    for other in suites[1:]:
-        first.prompts += other.prompts
-        first.providers += other.providers
-        first.tests += other.tests
-        first.derived_metrics += other.derived_metrics
-        first.evaluate_options.update(other.evaluate_options)
-        first.metadata.update(other.metadata)
-        first.output_path += other.output_path
-        first.description = other.description or first.description
-        first.warnings += other.warnings
-    first.raw = merge_configs(configs)
-    first.config_files = [str(p) for p in files]
-    return first
+    # Validate each file on its own first, so errors name the right file and key path; then
+    # merge with every relative file:// reference made absolute against its own file.
+    for p, cfg in configs:
+        build_suite(cfg, p, cli_vars, partial=True)
+    merged = merge_configs([(p, absolutize(cfg, p.parent)) for p, cfg in configs])
+    suite = build_suite(merged, files[0], cli_vars)
+    suite.raw = merge_configs(configs)
+    suite.config_files = [str(p) for p in files]
+    return suite
 
 
-def build_suite(cfg: dict, path: Path | None, cli_vars: dict | None = None, apply_env: bool = True) -> Suite:
+def absolutize(value: Any, base: Path) -> Any:
+    if isinstance(value, str) and value.startswith("file://"):
+        rest = value[len("file://"):]
+        return value if os.path.isabs(os.path.expanduser(rest)) else f"file://{base.resolve() / rest}"
+    if isinstance(value, list):
+        return [absolutize(v, base) for v in value]
+    if isinstance(value, dict):
+        return {k: absolutize(v, base) for k, v in value.items()}
+    return value
+
+
+def build_suite(cfg: dict, path: Path | None, cli_vars: dict | None = None, partial: bool = False) -> Suite:
+    """Build a Suite from one config mapping. `partial`: one of several -c files, which may lack
+    prompts or providers of its own."""
     file = str(path) if path else "<config>"
     base = path.parent if path else Path.cwd()
     raw = copy.deepcopy(cfg)
@@ -184,9 +189,10 @@ def build_suite(cfg: dict, path: Path | None, cli_vars: dict | None = None, appl
     _expect(isinstance(templates, dict), "expected a mapping of name -> assertion", file, "assertionTemplates")
     ctx = _Ctx(file, base, templates)
 
-    prompts = parse_prompts(cfg.get("prompts"), ctx)
-    provider_key = "providers" if "providers" in cfg else "targets"
-    providers = parse_providers(cfg.get(provider_key), ctx, provider_key)
+    provider_key = "targets" if "targets" in cfg and "providers" not in cfg else "providers"
+    prompts = [] if partial and cfg.get("prompts") is None else parse_prompts(cfg.get("prompts"), ctx)
+    providers = ([] if partial and cfg.get(provider_key) is None
+                 else parse_providers(cfg.get(provider_key), ctx, provider_key))
 
     default_test = cfg.get("defaultTest") or {}
     if sources.is_file_ref(default_test):
@@ -396,9 +402,12 @@ def parse_provider(item: Any, ctx: _Ctx, where: str) -> ProviderSpec:
     if prompts is not None:
         prompts = [str(p) for p in _as_list(prompts)]
     delay = item.get("delay") or 0
+    from factcli.transforms import check_transform
+
     return ProviderSpec(
         id=pid.strip(), label=item.get("label"), config=config, prompts=prompts,
-        delay_ms=_number(delay, ctx.file, where + ".delay"), transform=item.get("transform"),
+        delay_ms=_number(delay, ctx.file, where + ".delay"),
+        transform=check_transform(item.get("transform"), ctx.file, where + ".transform", ctx.base),
     )
 
 
@@ -419,6 +428,15 @@ def parse_test(t: Any, ctx: _Ctx, where: str, is_default: bool = False) -> TestC
     options = t.get("options") or {}
     _expect(isinstance(options, dict), "expected a mapping", ctx.file, where + ".options")
     _check_keys(options, OPTION_KEYS, ctx.file, where + ".options")
+    from factcli.transforms import check_transform
+
+    options = dict(options)
+    for key in ("transform", "postprocess"):
+        if key in options:
+            options[key] = check_transform(options[key], ctx.file, f"{where}.options.{key}", ctx.base)
+    for key in ("prefix", "suffix"):
+        if key in options and not isinstance(options[key], str):
+            raise ConfigError("expected a string", ctx.file, f"{where}.options.{key}")
     asserts = t.get("assert") or []
     _expect(isinstance(asserts, list), "expected a list of assertions", ctx.file, where + ".assert")
     parsed = [parse_assertion(a, ctx, f"{where}.assert[{i}]") for i, a in enumerate(asserts)]
@@ -487,12 +505,30 @@ def parse_assertion(a: Any, ctx: _Ctx, where: str, in_set: bool = False) -> Asse
     value = a.get("value")
     if kind.needs_value and value is None:
         raise ConfigError(f"'{typ}' needs a 'value'", ctx.file, where + ".value")
+    from factcli.transforms import check_transform
+
+    if sources.is_file_ref(value):
+        value = _assertion_value_file(value, typ, ctx, where + ".value")
     return Assertion(
         type=typ, value=value, threshold=_opt_num(a, "threshold", ctx, where),
         weight=_opt_num(a, "weight", ctx, where, 1.0), metric=metric, provider=a.get("provider"),
-        rubric_prompt=a.get("rubricPrompt"), transform=a.get("transform"),
-        context_transform=a.get("contextTransform"), config=config, raw=a,
+        rubric_prompt=a.get("rubricPrompt"),
+        transform=check_transform(a.get("transform"), ctx.file, where + ".transform", ctx.base),
+        context_transform=check_transform(a.get("contextTransform"), ctx.file, where + ".contextTransform", ctx.base),
+        config=config, raw=a,
     )
+
+
+def _assertion_value_file(ref: str, typ: str, ctx: _Ctx, where: str):
+    """promptfoo's processFileReference: .txt trimmed, .json/.yaml parsed; scripts come later."""
+    path, _ = sources.ref_path(ref, ctx.base)
+    suffix = path.suffix.lower()
+    if suffix in (".json", ".yaml", ".yml"):
+        return sources.load_structured(path, ctx.file)
+    if suffix == ".txt":
+        return sources.read_text(path, ctx.file, where).strip()
+    raise ConfigError(f"unsupported file type for an assertion value: {path.name} (use .txt, .json or .yaml)",
+                      ctx.file, where)
 
 
 def _opt_num(a: dict, key: str, ctx: _Ctx, where: str, default=None):

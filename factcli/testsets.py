@@ -186,11 +186,16 @@ def read_csv_tests(path: Path, warnings: list[str]) -> list[dict]:
     file = str(path)
     text = sources.read_text(path, file, "")
     delimiter = os.environ.get("FACTCLI_CSV_DELIMITER") or os.environ.get("PROMPTFOO_CSV_DELIMITER") or ","
+    strict_only = os.environ.get("FACTCLI_CSV_STRICT", os.environ.get("PROMPTFOO_CSV_STRICT", "")) == "true"
     try:
         reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
         rows = list(reader)
     except csv.Error as exc:
-        raise ConfigError(f"invalid CSV: {exc}", file, f"line {reader.line_num}") from None
+        if strict_only:
+            raise ConfigError(f"invalid CSV: {exc}", file, f"line {reader.line_num}") from None
+        # promptfoo retries with relaxed quoting; Python's non-strict reader is the same idea
+        reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter, strict=False)
+        rows = list(reader)
     if reader.fieldnames is None:
         return []
     for n, row in enumerate(rows, 1):

@@ -15,9 +15,10 @@ from typing import Any
 from factcli.errors import ConfigError
 
 
-def check_transform(spec: Any, file: str, where: str, base_dir: Path) -> None:
+def check_transform(spec: Any, file: str, where: str, base_dir: Path) -> str | None:
+    """Validate a transform at load time; returns it with an absolute path."""
     if spec is None:
-        return
+        return None
     if not isinstance(spec, str):
         raise ConfigError("a transform must be a string", file, where)
     if spec.startswith("file://"):
@@ -28,7 +29,7 @@ def check_transform(spec: Any, file: str, where: str, base_dir: Path) -> None:
             raise ConfigError(f"only Python transforms (file://x.py:fn) are supported, got {spec!r}", file, where)
         if not path.is_file():
             raise ConfigError(f"transform file not found: {path}", file, where)
-        return
+        return f"file://{path.resolve()}" + (f":{_}" if _ else "")
     raise ConfigError("JavaScript transform expressions are not supported yet; "
                       "use a Python function: transform: file://transforms.py:my_fn", file, where)
 

@@ -30,9 +30,22 @@ def server():
         yield srv
 
 
+_CLIENTS: list[openai.OpenAI] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_clients():
+    yield
+    while _CLIENTS:
+        _CLIENTS.pop().close()
+
+
 def client(srv: FakeOpenAI, **kw) -> openai.OpenAI:
+    """An openai SDK client without retries; closed after the test."""
     kw.setdefault("max_retries", 0)
-    return openai.OpenAI(base_url=srv.url, api_key="test", **kw)
+    c = openai.OpenAI(base_url=srv.url, api_key="test", **kw)
+    _CLIENTS.append(c)
+    return c
 
 
 def chat(srv: FakeOpenAI, messages=USER, model="gpt-test", **kw):
@@ -440,6 +453,7 @@ def test_cli_runs_in_foreground_and_stops_on_sigterm(tmp_path):
         url = proc.stdout.readline().strip()
         assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
         c = openai.OpenAI(base_url=url, api_key="test", max_retries=0, timeout=10)
+        _CLIENTS.append(c)
         r = c.chat.completions.create(model="m", messages=USER)
         assert r.choices[0].message.content == "Paris"
         r = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "hello"}])
