@@ -30,22 +30,24 @@ def server():
         yield srv
 
 
-_CLIENTS: list[openai.OpenAI] = []
+_CLIENTS: dict[tuple, openai.OpenAI] = {}
 
 
 @pytest.fixture(autouse=True)
 def _close_clients():
     yield
     while _CLIENTS:
-        _CLIENTS.pop().close()
+        _CLIENTS.popitem()[1].close()
 
 
 def client(srv: FakeOpenAI, **kw) -> openai.OpenAI:
-    """An openai SDK client without retries; closed after the test."""
+    """An openai SDK client without retries, reused within a test and closed after it
+    (building one costs ~30 ms, mostly its SSL context)."""
     kw.setdefault("max_retries", 0)
-    c = openai.OpenAI(base_url=srv.url, api_key="test", **kw)
-    _CLIENTS.append(c)
-    return c
+    key = (srv.url, *sorted(kw.items()))
+    if key not in _CLIENTS:
+        _CLIENTS[key] = openai.OpenAI(base_url=srv.url, api_key="test", **kw)
+    return _CLIENTS[key]
 
 
 def chat(srv: FakeOpenAI, messages=USER, model="gpt-test", **kw):
@@ -253,11 +255,11 @@ def test_dropped_connection_raises_connection_error(server):
 def test_hang_triggers_client_timeout(server):
     server.enqueue_hang(30)
     with pytest.raises(openai.APITimeoutError):
-        client(server, timeout=0.3).chat.completions.create(model="m", messages=USER)
+        client(server, timeout=0.2).chat.completions.create(model="m", messages=USER)
     server.enqueue_hang(30)
 
     async def go():
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=0.3)) as s:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=0.2)) as s:
             with pytest.raises(asyncio.TimeoutError):
                 await _post(s, server.url + "/chat/completions", {"model": "m", "messages": USER})
 
@@ -453,7 +455,7 @@ def test_cli_runs_in_foreground_and_stops_on_sigterm(tmp_path):
         url = proc.stdout.readline().strip()
         assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
         c = openai.OpenAI(base_url=url, api_key="test", max_retries=0, timeout=10)
-        _CLIENTS.append(c)
+        _CLIENTS[("cli",)] = c
         r = c.chat.completions.create(model="m", messages=USER)
         assert r.choices[0].message.content == "Paris"
         r = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "hello"}])
