@@ -248,3 +248,33 @@ def test_help_and_version():
                  "--no-progress-bar", "--env-file", "--var", "--description", "--filter-pattern",
                  "--filter-first-n", "--filter-sample", "--assertions", "--model-outputs"):
         assert flag in help_text
+
+
+def test_ctrl_c_keeps_finished_rows_and_exits_130(tmp_path, fake_openai):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    fake_openai.latency = 0.2
+    cfg = write(tmp_path / "c.yaml", """
+prompts: ["Q: {{n}}"]
+providers: [{id: "openai:chat:m1", config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"}}]
+tests:
+""" + "".join(f"  - vars: {{n: '{i}'}}\n" for i in range(40)))
+    out = tmp_path / "r.json"
+    proc = subprocess.Popen([sys.executable, "-m", "factcli", "eval", "-c", str(cfg), "-o", str(out), "-j", "1",
+                             "--no-progress-bar", "--no-table"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=dict(os.environ))
+    deadline = time.time() + 30
+    while fake_openai.request_count < 3 and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130, stderr.decode()
+    doc = json.loads(out.read_text())
+    assert doc["factcli"]["status"] == "interrupted"
+    rows = doc["results"]["results"]
+    assert 2 <= len(rows) < 40
+    assert b"Traceback" not in stderr
