@@ -53,6 +53,8 @@ def eval_cmd(
     no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write the response cache."),
     no_table: bool = typer.Option(False, "--no-table", help="Do not print the results table."),
     no_progress_bar: bool = typer.Option(False, "--no-progress-bar", help="Do not show the progress bar."),
+    grader: Optional[str] = typer.Option(None, "--grader", help="Provider that grades model-graded assertions "
+                                         "(below an assertion's or a test's own provider)."),
     env_file: Optional[Path] = typer.Option(None, "--env-file", help="Load environment variables from a "
                                             "dotenv file (variables already set win)."),
     var: List[str] = typer.Option(None, "--var", help="Set a test var for every test: --var K=V. Repeatable."),
@@ -99,7 +101,7 @@ def _run_eval(args: dict) -> int:
         max_concurrency=args["max_concurrency"], repeat=args["repeat"], delay_ms=args["delay"],
         cache=False if args["no_cache"] else None, filter_pattern=args["filter_pattern"],
         filter_first_n=args["filter_first_n"], filter_sample=args["filter_sample"],
-        description=args["description"], vars=cli_vars,
+        description=args["description"], vars=cli_vars, grader=args["grader"],
     )
     if (args["assertions"] is None) != (args["model_outputs"] is None):
         raise FactcliError("--assertions and --model-outputs go together")
@@ -125,7 +127,7 @@ def _run_eval(args: dict) -> int:
         except re.error as exc:
             raise FactcliError(f"--filter-pattern: invalid regex: {exc}")
     run = runner.prepare(suite, options)
-    for message in suite.warnings:
+    for message in run.warnings:
         report.stderr_console().print(f"[yellow]warning:[/] {message}")
     progress = report.Progress(run.total_steps, enabled=not args["no_progress_bar"])
     interrupted = False

@@ -446,10 +446,15 @@ def parse_test(t: Any, ctx: _Ctx, where: str, is_default: bool = False) -> TestC
     metadata = t.get("metadata") or {}
     _expect(isinstance(metadata, dict), "expected a mapping", ctx.file, where + ".metadata")
     desc = t.get("description")
+    from factcli.grading import load_rubric_prompt
+
+    if "rubricPrompt" in options:
+        options["rubricPrompt"] = load_rubric_prompt(options["rubricPrompt"], ctx.base, ctx.file,
+                                                     where + ".options.rubricPrompt")
     return TestCase(
         description=None if desc is None else str(desc), vars=resolved, assertions=parsed,
         threshold=threshold, options=dict(options), metadata=dict(metadata),
-        provider_output=t.get("providerOutput"), raw=dict(t),
+        provider_output=t.get("providerOutput"), raw=dict(t), source=(ctx.file, where),
     )
 
 
@@ -509,10 +514,12 @@ def parse_assertion(a: Any, ctx: _Ctx, where: str, in_set: bool = False) -> Asse
 
     if sources.is_file_ref(value):
         value = _assertion_value_file(value, typ, ctx, where + ".value")
+    from factcli.grading import load_rubric_prompt
+
     return Assertion(
         type=typ, value=value, threshold=_opt_num(a, "threshold", ctx, where),
         weight=_opt_num(a, "weight", ctx, where, 1.0), metric=metric, provider=a.get("provider"),
-        rubric_prompt=a.get("rubricPrompt"),
+        rubric_prompt=load_rubric_prompt(a.get("rubricPrompt"), ctx.base, ctx.file, where + ".rubricPrompt"),
         transform=check_transform(a.get("transform"), ctx.file, where + ".transform", ctx.base),
         context_transform=check_transform(a.get("contextTransform"), ctx.file, where + ".contextTransform", ctx.base),
         config=config, raw=a,
@@ -560,7 +567,8 @@ def merge_default(test: TestCase, default: TestCase, cli_vars: dict | None = Non
         description=test.description, vars=vars_, assertions=asserts, threshold=threshold,
         options=options, metadata=meta,
         provider_output=test.provider_output if test.provider_output is not None else default.provider_output,
-        raw=raw,
+        raw=raw, source=test.source,
+        grader_from_default="provider" not in test.options and "provider" in default.options,
     )
 
 

@@ -87,6 +87,9 @@ class ColumnMetrics:
     named_weights: dict = field(default_factory=dict)
     rows: int = 0
     cached: int = 0
+    grading_errors: int = 0  # assertions whose grader failed or could not be read
+    categories: dict = field(default_factory=dict)  # factuality category -> count
+    grader_cost: float = 0.0
 
     def add(self, row: EvalResult, derived: list[tuple[str, object]]) -> None:
         """promptfoo's updatePromptMetricsForRow, in its order (derived metrics before counts)."""
@@ -134,6 +137,14 @@ class ColumnMetrics:
                     self.assert_pass += 1
                 else:
                     self.assert_fail += 1
+                meta = c.metadata
+                if meta:
+                    if meta.get("graderError"):
+                        self.grading_errors += 1
+                    if meta.get("category"):
+                        self.categories[meta["category"]] = self.categories.get(meta["category"], 0) + 1
+                    if isinstance(meta.get("graderCost"), (int, float)):
+                        self.grader_cost += meta["graderCost"]
             self.grader_tokens.add(grading.tokens_used)
         self.total_latency_ms += row.latency_ms or 0
         self.tokens.add(row.response.token_usage)

@@ -132,6 +132,14 @@ def summary(run, console: Console) -> None:
     costs = [r.response.cost for r in run.rows if r.response.cost is not None]
     cost = f" · cost ${sum(costs):.4f}" if costs and sum(costs) else ""
     console.print(f"Tokens: {tokens}" + (f" (+{grader} grading)" if grader else "") + cost)
+    if run.graders:
+        errors = sum(m.grading_errors for m in run.metrics)
+        console.print(f"Grader: {', '.join(run.graders)}" + (f" · [yellow]{errors} grading errors[/]" if errors else ""))
+    for col, m in zip(run.columns, run.metrics):
+        if m.categories:
+            dist = "  ".join(f"{k}:{m.categories[k]}" for k in sorted(m.categories))
+            console.print(escape(f"Factuality categories [{col.provider.display}] {_cell_text(col.prompt.label, 30)}: ")
+                          + dist)
     if len(run.columns) > 1 or any(m.named_scores for m in run.metrics):
         table = Table(title=None, show_edge=False, pad_edge=False)
         table.add_column("column")

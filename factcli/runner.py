@@ -53,6 +53,8 @@ class EvalRun:
     concurrency: int = 4
     repeat: int = 1
     cache: bool = True
+    graders: list[str] = field(default_factory=list)
+    grader_source: object = None
 
     @property
     def successes(self) -> int:
@@ -104,7 +106,48 @@ def prepare(suite: Suite, options: RunOptions) -> EvalRun:
     )
     run._steps = steps  # type: ignore[attr-defined]
     run._delay = delay  # type: ignore[attr-defined]
+    from factcli.grading import GraderSource
+
+    run.grader_source = GraderSource(cli=options.grader, default_test=(suite.default_test.get("options") or {}).get("provider"))
+    run.graders = check_graders(suite, run.grader_source, run.warnings)
     return run
+
+
+def check_graders(suite: Suite, source, warnings: list[str]) -> list[str]:
+    """Resolve every model-graded assertion's grader before any call: none available is a config error."""
+    from factcli.assertions import lookup
+    from factcli.errors import ConfigError
+    from factcli.grading import NoGrader
+
+    provider_ids = {p.id for p in suite.providers}
+    graders: list[str] = []
+    for test in suite.tests:
+        flat = []
+        for i, a in enumerate(test.assertions):
+            if a.children:
+                flat.extend((f"assert[{i}].assert[{j}]", c) for j, c in enumerate(a.children))
+            else:
+                flat.append((f"assert[{i}]", a))
+        for where, a in flat:
+            kind = lookup(a.type)
+            if kind is None or not kind.model_graded:
+                continue
+            embed = a.base_type.startswith("similar")
+            try:
+                spec = source.resolve(a.provider, test.options.get("provider"), "embedding" if embed else "text",
+                                      test.grader_from_default)
+            except NoGrader as exc:
+                file, path = test.source
+                raise ConfigError(exc.detail, file or None, f"{path}.{where}" if path else where) from None
+            except ConfigError as exc:
+                file, path = test.source
+                raise ConfigError(exc.detail, file or None, f"{path}.{where}.provider" if path else where) from None
+            if spec.id not in graders:
+                graders.append(spec.id)
+                if spec.id in provider_ids and not embed:
+                    warnings.append(f"the grader {spec.id} is also a model under test: it may favour its own "
+                                    "answers (self-preference bias); prefer a grader from another model family")
+    return graders
 
 
 async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | None = None,
@@ -133,8 +176,11 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
         if warn:
             warn(message)
 
+    from factcli.grading import Grader
+
+    grader = Grader(caller, suite.base_dir, run.grader_source)
     executor = Executor(caller, providers, concurrency=run.concurrency, delay_ms=run._delay,  # type: ignore
-                        base_dir=suite.base_dir)
+                        base_dir=suite.base_dir, grader=grader)
     run.started = time.time()
     try:
         await executor.run(run._steps, record)  # type: ignore[attr-defined]

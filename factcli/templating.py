@@ -57,6 +57,17 @@ def js_string(value: Any) -> str:
     return str(value)
 
 
+def to_fixed(x: float, digits: int = 2) -> str:
+    """JavaScript's Number.prototype.toFixed: ties on the exact binary value round up."""
+    from decimal import ROUND_HALF_UP, Decimal
+
+    if x != x:
+        return "NaN"
+    if x in (float("inf"), float("-inf")):
+        return "Infinity" if x > 0 else "-Infinity"
+    return str(Decimal(x).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
+
+
 def dump(value: Any, indent: Any = None) -> str:
     if isinstance(value, ChainableUndefined):
         return ""

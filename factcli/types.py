@@ -65,6 +65,8 @@ class TestCase:
     metadata: dict = field(default_factory=dict)
     provider_output: Any = None  # CSV __providerOutput / --model-outputs: skip the provider call
     raw: dict = field(default_factory=dict)  # merged test as promptfoo reports it in testCase
+    source: tuple[str, str] = ("", "")  # (file, key path) where the test was declared, for errors
+    grader_from_default: bool = False  # options.provider came from defaultTest, not the test itself
 
 
 @dataclass

@@ -656,6 +656,8 @@ class FakeOpenAI:
             prompt_tokens += _words(text)
             if msg.get("role") == "user":
                 last_user = text
+        if not last_user:  # e.g. a grader prompt that is a single system message
+            last_user = _content_text(messages[-1].get("content"))
         content, finish_reason, tool_calls = self._reply_for(item, last_user, body)
         content, cut = _truncate(content, body.get("max_completion_tokens") or body.get("max_tokens"))
         finish_reason = finish_reason or ("length" if cut else "tool_calls" if tool_calls else "stop")

@@ -154,7 +154,8 @@ class _Aggregate:
         reason = self.failed_reason or "All assertions passed"
         if self.threshold is not None and not _isnan(self.threshold):
             passed = score >= self.threshold
-            reason = f"Aggregate score {score:.2f} {'≥' if passed else '<'} {_js_num(self.threshold)} threshold"
+            reason = (f"Aggregate score {templating.to_fixed(score)} {'≥' if passed else '<'} "
+                      f"{_js_num(self.threshold)} threshold")
         flattened: list[GradingResult] = []
         for idx in sorted(self.components):
             res = self.components[idx]

@@ -1,0 +1,388 @@
+"""Model-graded assertions: factuality (A-E), llm-rubric, model-graded-closedqa, g-eval, similar.
+
+Pass and score rules follow promptfoo 0.121.20 (promptfoo-semantics §5-§6). One deliberate
+departure (contract §8): a grader reply that cannot be read, or a grader call that failed, is a
+failure marked `graderError` (with the raw reply kept), counted apart from real failures and
+never inverted by `not-`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from factcli import templating
+from factcli.assertions.core import AssertionContext, AssertionError_, assertion
+from factcli.grading import (FIRST_LETTER, as_template_text, extract_json_objects, grader_error,
+                             parse_json_maybe, render_grading_prompt)
+from factcli.types import GradingResult
+from factcli.assertions import prompts
+
+
+def _grader(ctx: AssertionContext):
+    if ctx.grader is None:
+        raise AssertionError_("model-graded assertions need a grader (run through factcli eval)")
+    return ctx.grader
+
+
+def _rubric(ctx: AssertionContext, default):
+    """The rubric prompt: the assertion's, else the test's options.rubricPrompt, else the default."""
+    value = ctx.assertion.rubric_prompt
+    if value in (None, "", {}):
+        value = ctx.test.options.get("rubricPrompt")
+    return default if value in (None, "", {}) else value
+
+
+def _base_vars(ctx: AssertionContext) -> dict:
+    return {k: v for k, v in ctx.vars.items()}
+
+
+# ---------------------------------------------------------------- factuality
+
+CATEGORY_KEYS = {"A": "subset", "B": "superset", "C": "agree", "D": "disagree", "E": "differButFactual"}
+CATEGORY_DESCRIPTIONS = {
+    "A": "The submitted answer is a subset of the expert answer and is fully consistent with it.",
+    "B": "The submitted answer is a superset of the expert answer and is fully consistent with it.",
+    "C": "The submitted answer contains all the same details as the expert answer.",
+    "D": "There is a disagreement between the submitted answer and the expert answer.",
+    "E": "The answers differ, but these differences don't matter from the perspective of factuality.",
+}
+DEFAULT_WEIGHTS = {"A": 1.0, "B": 1.0, "C": 1.0, "D": 0.0, "E": 1.0}
+
+
+def factuality_weights(options: dict) -> dict:
+    custom = options.get("factuality") or {}
+    weights = dict(DEFAULT_WEIGHTS)
+    for letter, key in CATEGORY_KEYS.items():
+        if isinstance(custom.get(key), (int, float)) and not isinstance(custom.get(key), bool):
+            weights[letter] = float(custom[key])
+    return weights
+
+
+class _InvalidCategory(ValueError):
+    pass
+
+
+def parse_factuality(text: str) -> tuple[str, str, str] | None:
+    """-> (letter, reason, how) or None. JSON `{category, reason}` first, then the `(A)` form."""
+    for obj in extract_json_objects(text)[:1]:
+        category = obj.get("category")
+        if isinstance(category, str) and category:
+            letter = category.strip().upper()
+            if letter not in CATEGORY_KEYS:
+                raise _InvalidCategory(f"Invalid category value: {letter}")
+            reason = obj.get("reason")
+            reason = reason.strip() if isinstance(reason, str) else ""
+            return letter, reason or f"Category {letter}: {CATEGORY_DESCRIPTIONS[letter]}", "json"
+    m = FIRST_LETTER.search(text)
+    if not m:
+        return None
+    letter = m.group(1).upper()
+    after = text[text.index(")", m.start(1)) + 1:].strip()
+    return letter, after or text, "legacy"
+
+
+@assertion("factuality", "model-graded-factuality", model_graded=True, needs_value=True)
+async def factuality(ctx: AssertionContext) -> GradingResult:
+    if not isinstance(ctx.value, str):
+        raise AssertionError_("factuality assertion type must have a string value")
+    if not ctx.prompt:
+        raise AssertionError_("factuality assertion type must have a prompt")
+    grader = _grader(ctx)
+    spec = grader.spec_for(ctx.assertion, ctx.test)
+    variables = {**_base_vars(ctx), "input": ctx.prompt, "ideal": ctx.value,
+                 "completion": as_template_text(parse_json_maybe(ctx.output_text))}
+    messages = render_grading_prompt(_rubric(ctx, prompts.FACTUALITY), variables)
+    reply = await grader.complete(spec, messages, json_mode=False)
+    meta = {"renderedGradingPrompt": json.dumps(messages, ensure_ascii=False), "grader": spec.id}
+    if reply.error or not reply.text:
+        return grader_error(reply.error or "No output", reply.text, reply.tokens, **meta)
+    try:
+        parsed = parse_factuality(reply.text)
+    except _InvalidCategory as exc:
+        return grader_error(str(exc), reply.text, reply.tokens, **meta)
+    if parsed is None:
+        return grader_error(f"Factuality checker output did not match expected format: {reply.text}",
+                            reply.text, reply.tokens, **meta)
+    letter, reason, how = parsed
+    weights = factuality_weights(ctx.test.options)
+    score = weights[letter]
+    # promptfoo: pass iff the weight is > 0; not- is ignored for factuality in 0.121.20
+    return GradingResult(score > 0, score, reason, tokens_used=reply.tokens,
+                         metadata={**meta, "category": letter, "parsedAs": how, "graderRaw": reply.text,
+                                   "graderCost": reply.cost})
+
+
+# ---------------------------------------------------------------- llm-rubric
+
+
+def read_rubric_reply(reply_text: str | None, output, threshold, label: str = "llm-rubric"):
+    """-> (pass, score, reason) or an error string, with promptfoo's coercions."""
+    if isinstance(output, dict):
+        parsed = output
+    else:
+        objects = extract_json_objects(reply_text or "")
+        if not objects:
+            return f"Could not extract JSON from {label} response"
+        parsed = objects[0]
+    passed = parsed.get("pass", True)
+    if passed is None:
+        passed = True
+    if not isinstance(passed, bool):
+        passed = str(passed).strip().lower() in ("true", "yes", "pass", "y")
+    score = parsed.get("score")
+    if isinstance(score, bool) or not isinstance(score, (int, float)):
+        try:
+            score = float(score)
+            if not math.isfinite(score):
+                raise ValueError
+        except (TypeError, ValueError):
+            score = 1.0 if passed else 0.0
+    if isinstance(threshold, (int, float)) and math.isfinite(threshold):
+        passed = passed and score >= threshold
+    reason = parsed.get("reason")
+    if not reason:
+        reason = "Grading passed" if passed else f"Score {templating.js_string(score)} below threshold " \
+                                                 f"{templating.js_string(threshold) if threshold is not None else 'undefined'}"
+    return passed, float(score), str(reason) if not isinstance(reason, str) else reason
+
+
+@assertion("llm-rubric", model_graded=True)
+async def llm_rubric(ctx: AssertionContext) -> GradingResult:
+    value = ctx.value
+    if value is not None and not isinstance(value, (str, dict, list)):
+        raise AssertionError_('"llm-rubric" assertion type must have a string or object value')
+    rubric = value if value else ""
+    if isinstance(rubric, (dict, list)):
+        rubric = json.dumps(rubric, separators=(",", ":"), ensure_ascii=False)
+    grader = _grader(ctx)
+    spec = grader.spec_for(ctx.assertion, ctx.test)
+    variables = {**_base_vars(ctx), "output": as_template_text(parse_json_maybe(ctx.output_text)), "rubric": rubric}
+    messages = render_grading_prompt(_rubric(ctx, prompts.LLM_RUBRIC), variables)
+    reply = await grader.complete(spec, messages, json_mode=True)
+    meta = {"renderedGradingPrompt": json.dumps(messages, ensure_ascii=False), "grader": spec.id}
+    if reply.error or not (reply.text or reply.output):
+        return grader_error(reply.error or "No output", reply.text, reply.tokens, **meta)
+    read = read_rubric_reply(reply.text, reply.output, ctx.threshold)
+    if isinstance(read, str):
+        return grader_error(read, reply.text, reply.tokens, **meta)
+    passed, score, reason = read
+    if ctx.inverse:
+        passed = not passed
+        score = min(1.0, max(0.0, 1 - (score if math.isfinite(score) else 0.0)))
+    return GradingResult(passed, score, reason, tokens_used=reply.tokens,
+                         metadata={**meta, "graderRaw": reply.text, "graderCost": reply.cost})
+
+
+# ---------------------------------------------------------------- closedqa
+
+
+@assertion("model-graded-closedqa", model_graded=True, needs_value=True)
+async def closedqa(ctx: AssertionContext) -> GradingResult:
+    if not isinstance(ctx.value, str):
+        raise AssertionError_("model-graded-closedqa assertion type must have a string value")
+    if not ctx.prompt:
+        raise AssertionError_("model-graded-closedqa assertion type must have a prompt")
+    grader = _grader(ctx)
+    spec = grader.spec_for(ctx.assertion, ctx.test)
+    variables = {**_base_vars(ctx), "input": ctx.prompt, "criteria": ctx.value,
+                 "completion": as_template_text(parse_json_maybe(ctx.output_text))}
+    messages = render_grading_prompt(_rubric(ctx, prompts.CLOSED_QA), variables)
+    reply = await grader.complete(spec, messages)
+    meta = {"renderedGradingPrompt": json.dumps(messages, ensure_ascii=False), "grader": spec.id}
+    if reply.error or not reply.text:
+        return grader_error(reply.error or "No output", reply.text, reply.tokens, **meta)
+    text = reply.text.rstrip()
+    if text.endswith("Y"):
+        return GradingResult(True, 1.0, f"The submission meets the criterion:\n{reply.text}",
+                             tokens_used=reply.tokens, metadata={**meta, "graderRaw": reply.text})
+    if text.endswith("N"):
+        return GradingResult(False, 0.0, f"The submission does not meet the criterion:\n{reply.text}",
+                             tokens_used=reply.tokens, metadata={**meta, "graderRaw": reply.text})
+    return grader_error(f"Model grader produced a malformed response:\n{reply.text}", reply.text, reply.tokens, **meta)
+
+
+# ---------------------------------------------------------------- g-eval
+
+
+async def _geval_one(ctx: AssertionContext, criteria: str, threshold: float):
+    import re
+
+    grader = _grader(ctx)
+    spec = grader.spec_for(ctx.assertion, ctx.test)
+    rubric = ctx.assertion.rubric_prompt if isinstance(ctx.assertion.rubric_prompt, dict) else \
+        ctx.test.options.get("rubricPrompt") if isinstance(ctx.test.options.get("rubricPrompt"), dict) else {}
+    from factcli.types import TokenUsage
+
+    tokens = TokenUsage()
+    steps_reply = await grader.complete(spec, render_grading_prompt(rubric.get("steps") or prompts.GEVAL_STEPS,
+                                                                    {"criteria": criteria}))
+    tokens.add(steps_reply.tokens)
+    if steps_reply.error or not steps_reply.text:
+        return grader_error(steps_reply.error or f"G-Eval step-generation call to {spec.id} returned no output",
+                            steps_reply.text, tokens)
+    m = re.search(r'\{"steps".+\}', steps_reply.text, re.S)
+    try:
+        steps = json.loads(m.group(0))["steps"] if m else None
+    except (ValueError, KeyError, TypeError):
+        steps = None
+    if not isinstance(steps, list) or not steps or not all(isinstance(s, str) and s.strip() for s in steps):
+        return grader_error(f"LLM-proposed evaluation steps are not in JSON format: {steps_reply.text}",
+                            steps_reply.text, tokens)
+    variables = {"criteria": criteria, "steps": "\n- ".join(steps), "maxScore": "10",
+                 "input": as_template_text(parse_json_maybe(ctx.prompt)),
+                 "output": as_template_text(parse_json_maybe(ctx.output_text))}
+    reply = await grader.complete(spec, render_grading_prompt(rubric.get("evaluate") or prompts.GEVAL_EVALUATE,
+                                                              variables))
+    tokens.add(reply.tokens)
+    if reply.error or not reply.text:
+        return grader_error(reply.error or f"G-Eval evaluation call to {spec.id} returned no output", reply.text, tokens)
+    m = re.search(r"\{.+\}", reply.text, re.S)
+    try:
+        result = json.loads(m.group(0)) if m else None
+    except ValueError:
+        result = None
+    if not isinstance(result, dict):
+        return grader_error(f"LLM-proposed evaluation result is not in JSON format: {reply.text}", reply.text, tokens)
+    raw = result.get("score")
+    try:
+        raw = float(raw) if not isinstance(raw, bool) and str(raw).strip() != "" else math.nan
+    except (TypeError, ValueError):
+        raw = math.nan
+    if not math.isfinite(raw):
+        return grader_error(f"G-Eval result has invalid or missing score: {json.dumps(result.get('score'))}",
+                            reply.text, tokens)
+    if raw < 0 or raw > 10:
+        return grader_error(f"G-Eval result score {templating.js_string(raw)} is outside the expected 0-10 range",
+                            reply.text, tokens)
+    reason = result.get("reason")
+    if not isinstance(reason, str) or not reason.strip():
+        return grader_error(f"G-Eval result has invalid or missing reason: {json.dumps(reason)}", reply.text, tokens)
+    return GradingResult(raw / 10 >= threshold, raw / 10, reason, tokens_used=tokens,
+                         metadata={"graderRaw": reply.text, "steps": steps})
+
+
+@assertion("g-eval", model_graded=True, needs_value=True)
+async def g_eval(ctx: AssertionContext) -> GradingResult:
+    value = ctx.value
+    if not (isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))):
+        raise AssertionError_("G-Eval assertion type must have a string or array of strings value")
+    threshold = ctx.threshold if ctx.threshold is not None else 0.7
+    criteria = value if isinstance(value, list) else [value]
+    if not criteria:
+        return GradingResult(False, 0.0, "G-Eval assertion requires at least one criterion string in the value array.")
+    results = []
+    for i, c in enumerate(criteria):
+        r = await _geval_one(ctx, c, threshold)
+        if r.metadata.get("graderError"):
+            if len(criteria) > 1:
+                r.reason = f"G-Eval criterion {i + 1}/{len(criteria)} ({json.dumps(c)}) failed: {r.reason}"
+            return r
+        results.append(r)
+    score = sum(r.score for r in results) / len(results)
+    passed = (score >= threshold) != ctx.inverse
+    if ctx.inverse:
+        score = 1 - score
+    out = GradingResult(passed, score, "\n\n".join(r.reason for r in results))
+    for r in results:
+        out.tokens_used.add(r.tokens_used)
+    return out
+
+
+# ---------------------------------------------------------------- similar
+
+
+def _cosine(a: list[float], b: list[float]) -> float:
+    if len(a) != len(b):
+        raise AssertionError_("Vectors must be of equal length")
+    dot = sum(x * y for x, y in zip(a, b))
+    na, nb = math.sqrt(sum(x * x for x in a)), math.sqrt(sum(y * y for y in b))
+    return 0.0 if na == 0 or nb == 0 else dot / (na * nb)
+
+
+def similarity_result(value: float, threshold: float, inverse: bool, metric: str) -> GradingResult:
+    """promptfoo's buildSimilarityResult, reasons included."""
+    eps = 2.220446049250313e-16
+    t = templating.js_string(threshold)
+    shown = templating.to_fixed(value, 2)
+    if metric == "euclidean":
+        passed = value >= threshold - eps if inverse else value <= threshold + eps
+        normalized = 1 / (1 + value)
+        below = f"Distance {shown} is less than or equal to threshold {t}"
+        above = f"Distance {shown} is greater than threshold {t}"
+        reason = (above if inverse else below) if passed else (below if inverse else above)
+        return GradingResult(passed, 1 - normalized if inverse else normalized, reason)
+    passed = value <= threshold + eps if inverse else value >= threshold - eps
+    greater = f"Similarity {shown} is greater than or equal to threshold {t}"
+    less = f"Similarity {shown} is less than threshold {t}"
+    reason = (less if inverse else greater) if passed else (greater if inverse else less)
+    return GradingResult(passed, 1 - value if inverse else value, reason)
+
+
+async def _similar(ctx: AssertionContext, metric: str) -> GradingResult:
+    value = ctx.value
+    if not (isinstance(value, str) or isinstance(value, list)):
+        raise AssertionError_("Similarity assertion type must have a string or array of strings value")
+    if isinstance(value, list) and not value:
+        raise AssertionError_("Similarity assertion must have at least one value to compare against")
+    threshold = ctx.threshold if ctx.threshold is not None else 0.75
+    grader = _grader(ctx)
+    spec = grader.spec_for(ctx.assertion, ctx.test, kind="embedding")
+    from factcli.types import TokenUsage
+
+    tokens = TokenUsage()
+    out_vec, err, t1 = await grader.embed(spec, ctx.output_text)
+    tokens.add(t1)
+    if err:
+        return grader_error(err, None, tokens)
+
+    async def one(expected: str) -> GradingResult:
+        exp_vec, err2, t2 = await grader.embed(spec, str(expected))
+        tokens.add(t2)
+        if err2:
+            return grader_error(err2, None, tokens)
+        if len(exp_vec) != len(out_vec):
+            raise AssertionError_("Vectors must be of equal length")
+        if metric == "cosine":
+            measure = _cosine(exp_vec, out_vec)
+        elif metric == "dot_product":
+            measure = sum(x * y for x, y in zip(exp_vec, out_vec))
+        else:
+            measure = math.dist(exp_vec, out_vec)
+        res = similarity_result(measure, threshold, ctx.inverse, metric)
+        res.tokens_used = tokens
+        return res
+
+    if not isinstance(value, list):
+        return await one(value)
+    if ctx.inverse:
+        closest = None
+        for expected in value:
+            res = await one(expected)
+            if not res.passed:
+                return res
+            if closest is None or res.score < closest.score:
+                closest = res
+        return closest
+    best = -math.inf
+    for expected in value:
+        res = await one(expected)
+        if res.passed:
+            return res
+        best = max(best, res.score)
+    return GradingResult(False, best, "None of the provided values met the similarity threshold", tokens_used=tokens)
+
+
+@assertion("similar", "similar:cosine", model_graded=True, needs_value=True)
+async def similar(ctx):
+    return await _similar(ctx, "cosine")
+
+
+@assertion("similar:dot", model_graded=True, needs_value=True)
+async def similar_dot(ctx):
+    return await _similar(ctx, "dot_product")
+
+
+@assertion("similar:euclidean", model_graded=True, needs_value=True)
+async def similar_euclidean(ctx):
+    return await _similar(ctx, "euclidean")

@@ -1,0 +1,269 @@
+"""Grader plumbing, in one place: which model grades, how it is called, how its reply is read.
+
+Resolution order (contract §5): assertion `provider` > test `options.provider` > `--grader` >
+`defaultTest.options.provider` > FACTCLI_GRADER > `openai:gpt-5` when OPENAI_API_KEY is set.
+Grader calls go through the run's Caller, so they share the cache, the retry loop and the
+timeouts of provider calls; their tokens and cost are counted apart. They ask for temperature 0
+and a fixed seed, and litellm drops parameters a model does not accept.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from factcli import templating
+from factcli.errors import ConfigError
+from factcli.types import GradingResult, ProviderSpec, TokenUsage
+
+DEFAULT_GRADER = "openai:gpt-5"
+DEFAULT_EMBEDDER = "openai:embedding:text-embedding-3-large"
+GRADER_SEED = 0
+GRADER_MAX_TOKENS = 4096
+
+
+class NoGrader(ConfigError):
+    pass
+
+
+def _spec_from(value: Any) -> ProviderSpec:
+    if isinstance(value, str):
+        return ProviderSpec(id=value)
+    if isinstance(value, dict) and isinstance(value.get("id"), str):
+        return ProviderSpec(id=value["id"], label=value.get("label"), config=dict(value.get("config") or {}))
+    raise ConfigError(f"a grader must be a provider id or {{id, config}}, got {value!r}")
+
+
+def pick(value: Any, kind: str = "text") -> ProviderSpec | None:
+    """A grader value may be a typed map {text: …, embedding: …}; pick the one for `kind`."""
+    if value is None:
+        return None
+    if isinstance(value, dict) and "id" not in value and set(value) <= {"text", "embedding", "classification"}:
+        chosen = value.get(kind)
+        return None if chosen is None else _spec_from(chosen)
+    if isinstance(value, list):
+        raise ConfigError("judge panels (a list of graders) are not supported yet; give one grader")
+    return _spec_from(value)
+
+
+@dataclass
+class GraderSource:
+    """The run-wide fallbacks below a test's own `options.provider`."""
+
+    cli: Any = None  # --grader
+    default_test: Any = None  # defaultTest.options.provider
+
+    def resolve(self, assertion_provider: Any, test_provider: Any, kind: str = "text",
+                test_provider_is_default: bool = False) -> ProviderSpec:
+        candidates = [assertion_provider]
+        if test_provider_is_default:
+            candidates += [self.cli, test_provider]
+        else:
+            candidates += [test_provider, self.cli, self.default_test]
+        candidates.append(os.environ.get("FACTCLI_GRADER") or None)
+        for value in candidates:
+            spec = pick(value, kind)
+            if spec is not None:
+                return spec
+        if os.environ.get("OPENAI_API_KEY"):
+            return ProviderSpec(id=DEFAULT_EMBEDDER if kind == "embedding" else DEFAULT_GRADER)
+        raise NoGrader(f"no grader for a model-graded assertion: set one with --grader, "
+                       f"defaultTest.options.provider or FACTCLI_GRADER (or set OPENAI_API_KEY for {DEFAULT_GRADER})")
+
+
+@dataclass
+class GraderReply:
+    text: str | None
+    error: str | None = None
+    tokens: TokenUsage = field(default_factory=TokenUsage)
+    cost: float | None = None
+    finish_reason: str | None = None
+    output: Any = None
+
+
+class Grader:
+    """What assertion handlers use to call a grader: resolved spec in, reply out."""
+
+    def __init__(self, caller, base_dir: Path | None = None, source: GraderSource | None = None):
+        self.caller = caller
+        self.base_dir = base_dir
+        self.source = source or GraderSource()
+        self._providers: dict[str, Any] = {}
+        self.used: set[str] = set()
+
+    def spec_for(self, assertion, test, kind: str = "text") -> ProviderSpec:
+        return self.source.resolve(assertion.provider, test.options.get("provider"), kind,
+                                   test_provider_is_default=test.grader_from_default)
+
+    def _provider(self, spec: ProviderSpec):
+        from factcli.providers import create_provider
+
+        key = json.dumps([spec.id, spec.config], sort_keys=True, default=str)
+        if key not in self._providers:
+            self._providers[key] = create_provider(spec, self.base_dir)
+        return self._providers[key]
+
+    async def complete(self, spec: ProviderSpec, messages: list[dict], *, json_mode: bool = False) -> GraderReply:
+        from factcli.providers import RenderedPrompt
+
+        provider = self._provider(spec)
+        self.used.add(spec.label or spec.id)
+        overrides: dict = {"temperature": 0, "seed": GRADER_SEED, "drop_params": True}
+        if "max_tokens" not in spec.config and "max_completion_tokens" not in spec.config:
+            overrides["max_tokens"] = GRADER_MAX_TOKENS
+        if json_mode and "response_format" not in spec.config:
+            overrides["response_format"] = {"type": "json_object"}
+        text = json.dumps(messages, ensure_ascii=False)
+        prompt = RenderedPrompt(text=text, messages=messages)
+        resp = await self.caller.call(provider, prompt, context={"overrides": overrides, "purpose": "grader"})
+        output = resp.output
+        reply_text = output if isinstance(output, str) else (None if output is None else json.dumps(output))
+        error = resp.error
+        if error is None and resp.finish_reason == "length":
+            error = "grader reply was cut off (finish_reason=length); raise max_tokens in the grader's config"
+        return GraderReply(reply_text, error, resp.token_usage, resp.cost, resp.finish_reason, output)
+
+    async def embed(self, spec: ProviderSpec, text: str) -> tuple[list[float] | None, str | None, TokenUsage]:
+        from factcli.providers import RenderedPrompt
+        from factcli.providers.embedding import EmbeddingProvider
+
+        key = json.dumps(["embedding", spec.id, spec.config], sort_keys=True, default=str)
+        if key not in self._providers:
+            self._providers[key] = EmbeddingProvider(spec, self.base_dir)
+        provider = self._providers[key]
+        self.used.add(spec.label or spec.id)
+        resp = await self.caller.call(provider, RenderedPrompt(text=text, messages=[{"role": "user", "content": text}]))
+        if resp.error is not None:
+            return None, resp.error, resp.token_usage
+        if not isinstance(resp.output, list):
+            return None, f"embedding provider {spec.id} returned no vector", resp.token_usage
+        return resp.output, None, resp.token_usage
+
+
+# ---------------------------------------------------------------- prompts
+
+
+def load_rubric_prompt(value: Any, base_dir: Path | None, file: str = "", where: str = "") -> Any:
+    """At config load: a `file://` rubric prompt becomes its text (paths relative to the config)."""
+    if isinstance(value, str) and value.startswith("file://"):
+        from factcli import sources
+
+        path, _ = sources.ref_path(value, base_dir or Path.cwd())
+        text = sources.read_text(path, file, where)
+        if path.suffix.lower() in (".json", ".yaml", ".yml"):
+            return sources.load_structured(path, file)
+        return text
+    return value
+
+
+def render_grading_prompt(template: Any, variables: dict) -> list[dict]:
+    """A rubric prompt (text, chat messages, or their JSON text) rendered into chat messages.
+
+    Object-valued variables are inserted as compact JSON, as promptfoo does.
+    """
+    ctx = {k: (json.dumps(v, separators=(",", ":"), ensure_ascii=False) if isinstance(v, dict) else v)
+           for k, v in variables.items()}
+    messages = template
+    if isinstance(template, str):
+        stripped = template.strip()
+        if stripped.startswith("["):
+            try:
+                messages = json.loads(stripped)
+            except ValueError:
+                messages = template
+    if isinstance(messages, list) and all(isinstance(m, dict) and "role" in m for m in messages):
+        out = []
+        for m in messages:
+            m = dict(m)
+            if isinstance(m.get("content"), str):
+                m["content"] = templating.render(m["content"], ctx)
+            out.append(m)
+        return out
+    if isinstance(messages, dict):
+        raise ConfigError("a rubric prompt must be text or a list of chat messages")
+    return [{"role": "user", "content": templating.render(str(messages), ctx)}]
+
+
+def parse_json_maybe(text: str) -> Any:
+    """promptfoo's tryParse: JSON if the text is JSON, else the text."""
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return text
+
+
+def as_template_text(value: Any) -> str:
+    """How promptfoo puts a parsed output into a grading prompt: objects as compact JSON."""
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return templating.js_string(value)
+
+
+# ---------------------------------------------------------------- reading replies
+
+
+def extract_json_objects(text: str, limit: int = 100_000) -> list[dict]:
+    """Every top-level `{…}` object in a reply, read leniently (YAML flow syntax, unclosed braces).
+
+    Follows promptfoo's brace scanner: from each `{`, grow until the braces balance (or the text
+    ends, closing what is open), and keep the first prefix that parses as a mapping.
+    """
+    import yaml
+
+    found = []
+    i = 0
+    n = len(text)
+    while i < n:
+        if text[i] != "{":
+            i += 1
+            continue
+        opened, closed = 1, 0
+        j = i + 1
+        advanced = False
+        end = min(i + limit, n)
+        while j < end and opened > closed:
+            ch = text[j]
+            if ch == "{":
+                opened += 1
+            elif ch == "}":
+                closed += 1
+            j += 1
+            if opened == closed or j == n or j == i + limit:
+                candidate = text[i:j] + "}" * max(0, opened - closed)
+                obj = _lenient_load(candidate, yaml)
+                if isinstance(obj, dict):
+                    found.append(obj)
+                    i = j
+                    advanced = True
+                    break
+                if opened == closed:
+                    break
+        if not advanced:
+            i += 1
+    return found
+
+
+def _lenient_load(candidate: str, yaml) -> Any:
+    try:
+        return json.loads(candidate)
+    except ValueError:
+        pass
+    try:
+        return yaml.safe_load(candidate)
+    except yaml.YAMLError:
+        return None
+
+
+def grader_error(reason: str, raw: str | None = None, tokens: TokenUsage | None = None, **metadata) -> GradingResult:
+    """A reply that could not be used: the assertion fails, marked, never inverted by `not-`."""
+    meta = {"graderError": True, **metadata}
+    if raw is not None:
+        meta["graderRaw"] = raw
+    return GradingResult(False, 0.0, reason, tokens_used=tokens or TokenUsage(), metadata=meta)
+
+
+FIRST_LETTER = re.compile(r"\s*\(?([a-eA-E])\)")
