@@ -110,6 +110,15 @@ def prepare(suite: Suite, options: RunOptions) -> EvalRun:
 
     run.grader_source = GraderSource(cli=options.grader, default_test=(suite.default_test.get("options") or {}).get("provider"))
     run.graders = check_graders(suite, run.grader_source, run.warnings)
+    if len(cols) < 2:
+        from factcli.errors import ConfigError
+
+        for test in suite.tests:
+            for i, a in enumerate(test.assertions):
+                if a.type in ("select-best", "max-score"):
+                    file, path = test.source
+                    raise ConfigError(f"{a.type} compares the outputs of several providers or prompts, "
+                                      "but this config has only one column", file or None, f"{path}.assert[{i}]")
     return run
 
 
@@ -184,6 +193,9 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
     run.started = time.time()
     try:
         await executor.run(run._steps, record)  # type: ignore[attr-defined]
+        from factcli.compare import run_comparisons
+
+        await run_comparisons(run, grader)
         run.status = STATUS_COMPLETE
     except AbortRun as exc:
         run.status = STATUS_ABORTED

@@ -146,3 +146,46 @@ tests: [{assert: [{type: factuality, value: Paris}]}]
     result = run("-c", cfg, "--grader", "openai:chat:m")
     assert "self-preference" in result.output
     assert "Grader: openai:chat:m" in result.output
+
+
+COMPARE = Path(__file__).parent / "parity" / "compare"
+
+
+def test_compare_assertions_parity_with_promptfoo(fake_openai, tmp_path, monkeypatch):
+    for pattern, reply, model in json.loads((COMPARE / "rules.json").read_text()):
+        fake_openai.add_rule(pattern, reply, model=model)
+    out = tmp_path / "ours.json"
+    result = run("-c", COMPARE / "promptfooconfig.yaml", "-o", out)
+    assert result.exit_code == 100, result.output
+    assert differences(json.loads(out.read_text()), json.loads((COMPARE / "golden.json").read_text())) == []
+
+
+def test_select_best_compares_columns_in_order(fake_openai, tmp_path):
+    """The judge sees the outputs in column order and its verdict marks exactly one winner."""
+    fake_openai.add_rule("Tell a joke", "A short joke.", model="model-a")
+    fake_openai.add_rule("Tell a joke", "A very funny joke about cats.", model="model-b")
+    fake_openai.add_rule("Tell a joke", "No.", model="model-c")
+
+    def judge(body):
+        text = body["messages"][-1]["content"]
+        order = [text.index(s) for s in ("A short joke.", "A very funny joke", "No.")]
+        assert order == sorted(order)
+        return "1"
+
+    fake_openai.add_rule("funniest", judge, model="judge")
+    cfg = write(tmp_path / "c.yaml", (COMPARE / "promptfooconfig.yaml").read_text().split("tests:")[0] + """
+tests:
+  - vars: {question: "Tell a joke"}
+    assert:
+      - {type: select-best, value: funniest}
+      - {type: icontains, value: joke}
+""")
+    out = tmp_path / "r.json"
+    assert run("-c", cfg, "-o", out).exit_code == 100
+    doc = json.loads(out.read_text())
+    rows = sorted(doc["results"]["results"], key=lambda r: r["promptIdx"])
+    assert [r["success"] for r in rows] == [False, True, False]
+    assert rows[0]["error"] == "Output not selected: funniest"
+    assert rows[2]["gradingResult"]["reason"] == "Output not selected: funniest"
+    assert [p["metrics"]["testPassCount"] for p in doc["results"]["prompts"]] == [0, 1, 0]
+    assert [p["metrics"]["score"] for p in doc["results"]["prompts"]] == [0, 1, 0]

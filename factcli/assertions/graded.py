@@ -386,3 +386,17 @@ async def similar_dot(ctx):
 @assertion("similar:euclidean", model_graded=True, needs_value=True)
 async def similar_euclidean(ctx):
     return await _similar(ctx, "euclidean")
+
+
+# select-best and max-score compare a test's columns after every row has run (factcli.compare);
+# they are registered so configs validate, and the per-row runner skips them.
+
+
+@assertion("select-best", model_graded=True, needs_value=True)
+def select_best(ctx):  # pragma: no cover - never called per row
+    raise AssertionError_("select-best runs after all rows")
+
+
+@assertion("max-score")
+def max_score(ctx):  # pragma: no cover - never called per row
+    raise AssertionError_("max-score runs after all rows")
