@@ -177,11 +177,11 @@ def write_output(run, path: Path) -> None:
     if suffix == ".json":
         write_json(run, path)
     elif suffix == ".jsonl":
-        from factcli.results import clean
+        from factcli.results import finite
 
         with open(path, "w", encoding="utf-8") as fh:
             for r in run.sorted_rows():
-                fh.write(json.dumps(clean(row_json(r, run.columns)), ensure_ascii=False) + "\n")
+                fh.write(json.dumps(finite(row_json(r, run.columns)), ensure_ascii=False, default=str) + "\n")
     elif suffix in (".yaml", ".yml"):
         import yaml
 

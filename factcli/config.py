@@ -171,7 +171,7 @@ def build_suite(cfg: dict, path: Path | None, cli_vars: dict | None = None, part
     prompts or providers of its own."""
     file = str(path) if path else "<config>"
     base = path.parent if path else Path.cwd()
-    raw = copy.deepcopy(cfg)
+    raw = cfg  # never mutated below: env expansion and parsing build new objects
     warnings: list[str] = []
     _check_keys(cfg, TOP_KEYS, file, "", UNSUPPORTED_TOP)
 

@@ -170,12 +170,26 @@ def to_promptfoo_json(run) -> dict:
             "passRate": run.pass_rate,
         },
     }
-    return clean(doc)
+    return finite(doc)
+
+
+def finite(doc: Any) -> Any:
+    """`doc` with NaN/±Infinity as None; a C-speed check first, the walk only when needed."""
+    import json
+
+    try:
+        json.dumps(doc, allow_nan=False, default=str)
+        return doc
+    except ValueError:
+        return clean(doc)
 
 
 def write_json(run, path) -> None:
     import json
 
+    doc = to_promptfoo_json(run)
+    # json's C encoder is only used without indent: pretty-print small files, keep big ones fast
+    indent = 2 if len(run.rows) <= 2000 else None
     with open(path, "w", encoding="utf-8") as fh:
-        json.dump(to_promptfoo_json(run), fh, ensure_ascii=False, indent=2)
+        fh.write(json.dumps(doc, ensure_ascii=False, indent=indent, default=str))
         fh.write("\n")

@@ -88,7 +88,21 @@ def _make_env() -> SandboxedEnvironment:
     return env
 
 
+class _Environ:
+    """`{{ env.NAME }}`: reads os.environ when used, so rendering never copies the environment."""
+
+    def __getattr__(self, name: str) -> str:
+        return os.environ.get(name, "")
+
+    def __getitem__(self, name: str) -> str:
+        return os.environ.get(name, "")
+
+    def get(self, name: str, default: str = "") -> str:
+        return os.environ.get(name, default)
+
+
 _ENV = _make_env()
+_ENV.globals["env"] = _Environ()
 
 
 def to_jinja(template: str) -> str:
@@ -133,8 +147,7 @@ def render(template: str, variables: dict, missing: list | None = None) -> str:
         compiled = _compile(template)
     except TemplateSyntaxError as exc:
         raise TemplateError(f"template syntax error: {exc.message} (line {exc.lineno})") from None
-    ctx = dict(variables)
-    ctx.setdefault("env", dict(os.environ))
+    ctx = variables
     token = _missing.set(missing if missing is not None else [])
     try:
         return compiled.render(ctx)
