@@ -278,3 +278,33 @@ tests:
     rows = doc["results"]["results"]
     assert 2 <= len(rows) < 40
     assert b"Traceback" not in stderr
+
+
+def test_python_api_returns_the_run(tmp_path, fake_openai):
+    import factcli
+
+    fake_openai.add_rule("hello", "hello back")
+    cfg = write(tmp_path / "c.yaml", OPENAI_CONFIG)
+    run_ = factcli.evaluate(str(cfg))
+    assert (run_.successes, run_.failures, run_.errors) == (1, 0, 0)
+    doc = run_.to_promptfoo()
+    row = doc["results"]["results"][0]
+    assert row["response"]["output"] == "hello back"
+    assert row["cost"] is None  # an unknown model's cost is unknown, not 0
+    assert row["response"]["tokenUsage"]["total"] > 0
+    assert row["response"]["finishReason"] == "stop"
+    run2 = factcli.evaluate({"prompts": ["x <<v>>"], "providers": ["echo"],
+                             "tests": [{"vars": {"v": "1"}, "assert": [{"type": "equals", "value": "x 1"}]}]})
+    assert run2.pass_rate == 1.0
+
+
+@pytest.mark.parametrize("fault", ["hang", "drop", "malformed", "429"])
+def test_transient_faults_are_retried(tmp_path, fake_openai, monkeypatch, fault):
+    monkeypatch.setenv("FACTCLI_TIMEOUT_MS", "500")
+    cfg = write(tmp_path / "c.yaml", OPENAI_CONFIG)
+    {"hang": lambda: fake_openai.enqueue_hang(5), "drop": fake_openai.enqueue_drop,
+     "malformed": fake_openai.enqueue_malformed, "429": lambda: fake_openai.enqueue_fault(429)}[fault]()
+    out = tmp_path / "r.json"
+    result = run("-c", cfg, "-o", out, "--no-cache")
+    assert result.exit_code == 0, result.output
+    assert json.loads(out.read_text())["factcli"]["retries"] == 1

@@ -1,0 +1,47 @@
+"""Templating rules of contract §3."""
+
+import pytest
+
+from factcli import templating
+
+
+@pytest.mark.parametrize("template, variables, expected", [
+    ("Hi <<name>>!", {"name": "Ada"}, "Hi Ada!"),
+    ("Hi {{ name }}!", {"name": "Ada"}, "Hi Ada!"),
+    ("<<user.name>> / {{ user.age }}", {"user": {"name": "Ada", "age": 36}}, "Ada / 36"),
+    ("literal \\<<name>>", {"name": "Ada"}, "literal <<name>>"),
+    ("{{ obj | dump }}", {"obj": {"a": [1, "é"]}}, '{"a":[1,"é"]}'),
+    ("{{ obj | json }}", {"obj": [1, 2]}, "[1,2]"),
+    ("{{ flag }} {{ n }} {{ f }} {{ items }}", {"flag": True, "n": 3, "f": 2.0, "items": ["a", "b"]}, "true 3 2 a,b"),
+    ("{% for x in xs %}[{{x}}]{% endfor %}", {"xs": ["a", "b"]}, "[a][b]"),
+    ("<<missing>>|{{ missing.attr }}|", {}, "||"),
+])
+def test_render(template, variables, expected):
+    assert templating.render(template, variables) == expected
+
+
+def test_values_are_never_rendered_again():
+    assert templating.render("<<a>> {{ b }}", {"a": "{{ b }}", "b": "<<a>>"}) == "{{ b }} <<a>>"
+
+
+def test_undefined_names_are_reported():
+    missing = []
+    templating.render("<<x>> {{ y.z }} {{ ok }}", {"ok": 1}, missing)
+    assert sorted(set(missing)) == ["x", "y"]
+
+
+def test_env_reads_environment(monkeypatch):
+    monkeypatch.setenv("FACTCLI_T_VAR", "here")
+    assert templating.render("{{ env.FACTCLI_T_VAR }}", {}) == "here"
+
+
+def test_syntax_error_and_sandbox():
+    with pytest.raises(templating.TemplateError):
+        templating.render("{{ oops ", {})
+    with pytest.raises(templating.TemplateError):
+        templating.render("{{ ''.__class__.__mro__[1].__subclasses__() }}", {})
+
+
+@pytest.mark.parametrize("x, digits, expected", [(0.125, 2, "0.13"), (0.5, 0, "1"), (2 / 3, 3, "0.667"), (1.005, 2, "1.00")])
+def test_to_fixed_matches_javascript(x, digits, expected):
+    assert templating.to_fixed(x, digits) == expected
