@@ -122,6 +122,9 @@ def prepare(suite: Suite, options: RunOptions) -> EvalRun:
     return run
 
 
+PANEL_TYPES = ("factual-correctness", "factscore", "facts-grounding")
+
+
 def check_graders(suite: Suite, source, warnings: list[str]) -> list[str]:
     """Resolve every model-graded assertion's grader before any call: none available is a config error."""
     from factcli.assertions import lookup
@@ -142,6 +145,27 @@ def check_graders(suite: Suite, source, warnings: list[str]) -> list[str]:
             if kind is None or not kind.model_graded:
                 continue
             embed = a.base_type.startswith("similar")
+            panel = a.provider if isinstance(a.provider, list) else a.config.get("models")
+            if isinstance(panel, list):
+                file, path = test.source
+                where_p = f"{path}.{where}.provider" if path else f"{where}.provider"
+                if a.base_type not in PANEL_TYPES:
+                    raise ConfigError(f"a judge panel (a list of providers) is not supported for '{a.type}' yet; "
+                                      f"panels work with {', '.join(PANEL_TYPES)}", file or None, where_p)
+                if not panel:
+                    raise ConfigError("an empty list of judges", file or None, where_p)
+                from factcli.grading import pick
+
+                for j, item in enumerate(panel):
+                    try:
+                        spec = pick(item)
+                    except ConfigError as exc:
+                        raise ConfigError(exc.detail, file or None, f"{where_p}[{j}]") from None
+                    if spec is None:
+                        raise ConfigError("a judge needs a text model", file or None, f"{where_p}[{j}]")
+                    if spec.id not in graders:
+                        graders.append(spec.id)
+                continue
             try:
                 spec = source.resolve(a.provider, test.options.get("provider"), "embedding" if embed else "text",
                                       test.grader_from_default)

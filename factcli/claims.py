@@ -1,0 +1,110 @@
+"""Shared machinery of the claim-level metrics (factual-correctness, factscore, facts-grounding).
+
+One place for: asking a judge for JSON of a known shape, checking that a verdict list lines up
+with the claims it judges, resolving a judge panel, and step prompts that users can override.
+A reply of the wrong shape is a JudgeError (a grading error upstream), never a guess.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from factcli.grading import extract_json_objects, pick, render_grading_prompt
+from factcli.types import ProviderSpec, TokenUsage
+
+
+class JudgeError(Exception):
+    """A judge call failed or its reply could not be used; `raw` keeps the reply."""
+
+    def __init__(self, message: str, raw: str | None = None):
+        super().__init__(message)
+        self.raw = raw
+
+
+@dataclass
+class JudgeCall:
+    """Tokens, cost and raw replies gathered across the calls of one metric evaluation."""
+
+    tokens: TokenUsage = field(default_factory=TokenUsage)
+    cost: float = 0.0
+    cost_known: bool = True
+    replies: list[dict] = field(default_factory=list)
+
+
+def judges_for(ctx, kind: str = "text") -> list[ProviderSpec]:
+    """The judge panel of an assertion: `provider:` as a list (or `config.models`), else one grader."""
+    value = ctx.assertion.provider
+    if value is None:
+        value = ctx.assertion.config.get("models")
+    if isinstance(value, list):
+        if not value:
+            raise JudgeError("an empty judge list")
+        return [pick(v, kind) for v in value]
+    return [ctx.grader.spec_for(ctx.assertion, ctx.test, kind)]
+
+
+def step_prompt(ctx, key: str, default: Any) -> Any:
+    """A step's prompt: `config.<key>` (inline text, chat messages, or already-loaded file://), else the default."""
+    value = ctx.assertion.config.get(key)
+    return default if value in (None, "", []) else value
+
+
+async def ask_json(ctx, spec: ProviderSpec, template: Any, variables: dict, call: JudgeCall,
+                   step: str) -> dict:
+    """Render the step prompt, call the judge, return the first JSON object of its reply."""
+    messages = render_grading_prompt(template, variables)
+    reply = await ctx.grader.complete(spec, messages, json_mode=True)
+    call.tokens.add(reply.tokens)
+    if reply.cost is None:
+        call.cost_known = False
+    else:
+        call.cost += reply.cost
+    call.replies.append({"judge": spec.id, "step": step, "reply": reply.text})
+    if reply.error:
+        raise JudgeError(f"{step}: {reply.error}", reply.text)
+    if isinstance(reply.output, dict):
+        return reply.output
+    objects = extract_json_objects(reply.text or "")
+    if not objects:
+        raise JudgeError(f"{step}: the judge's reply has no JSON object", reply.text)
+    return objects[0]
+
+
+def string_list(obj: dict, key: str, step: str, raw: str | None = None) -> list[str]:
+    value = obj.get(key)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise JudgeError(f"{step}: expected {{\"{key}\": [strings]}}, got {json.dumps(obj)[:200]}", raw)
+    return [v.strip() for v in value if v.strip()]
+
+
+def aligned_verdicts(obj: dict, items: list[str], allowed: dict[str, str], step: str,
+                     key: str = "verdicts") -> list[dict]:
+    """The judge's per-item verdicts, one per item, in order; anything else is a JudgeError.
+
+    `allowed` maps accepted spellings (upper-cased) to canonical verdicts, e.g. {"TRUE": "SUPPORTED"}.
+    """
+    verdicts = obj.get(key)
+    if not isinstance(verdicts, list):
+        raise JudgeError(f"{step}: expected {{\"{key}\": [...]}}, got {json.dumps(obj)[:200]}")
+    if len(verdicts) != len(items):
+        raise JudgeError(f"{step}: {len(verdicts)} verdicts for {len(items)} items")
+    out = []
+    for i, (item, v) in enumerate(zip(items, verdicts)):
+        if not isinstance(v, dict):
+            raise JudgeError(f"{step}: verdict {i + 1} is not an object")
+        raw_verdict = v.get("verdict")
+        if isinstance(raw_verdict, bool):
+            raw_verdict = "TRUE" if raw_verdict else "FALSE"
+        canonical = allowed.get(str(raw_verdict).strip().upper()) if raw_verdict is not None else None
+        if canonical is None:
+            raise JudgeError(f"{step}: verdict {i + 1} is {raw_verdict!r}, expected one of "
+                             f"{sorted(set(allowed.values()))}")
+        reason = v.get("reason")
+        out.append({"text": item, "verdict": canonical, "reason": reason if isinstance(reason, str) else ""})
+    return out
+
+
+def numbered(items: list[str]) -> str:
+    return "\n".join(f"{i + 1}. {text}" for i, text in enumerate(items))

@@ -1,0 +1,143 @@
+"""factual-correctness reproduces the seed's worked example with a scripted judge over real HTTP."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import write
+from factcli.assertions.factual_correctness import f_beta
+from factcli.cli import app
+
+REFERENCE = "Paris is the capital of France. The Eiffel Tower was completed in 1889."
+BAD = "Paris is the capital of France. The Eiffel Tower was built in 1500."
+GOOD = "The capital of France is Paris. The Eiffel Tower was completed in 1889."
+
+CLAIMS = {
+    REFERENCE: ["Paris is the capital of France", "The Eiffel Tower was completed in 1889"],
+    BAD: ["Paris is the capital of France", "The Eiffel Tower was built in 1500"],
+    GOOD: ["The capital of France is Paris", "The Eiffel Tower was completed in 1889"],
+}
+
+
+def scripted_judge(body):
+    """Decomposes by lookup and checks each claim against the premise it is given."""
+    text = body["messages"][-1]["content"]
+    if text.startswith("<text>"):
+        source = text.split("<text>\n", 1)[1].rsplit("\n</text>", 1)[0]
+        return json.dumps({"claims": CLAIMS.get(source, [])})
+    premise = text.split("<premise>\n", 1)[1].split("\n</premise>", 1)[0]
+    claims_block = text.split("<claims>\n", 1)[1].rsplit("\n</claims>", 1)[0]
+    claims = [line.split(". ", 1)[1] for line in claims_block.splitlines()]
+    verdicts = []
+    for c in claims:
+        if "Paris" in c:
+            verdict = "SUPPORTED" if "Paris" in premise else "NEUTRAL"
+        else:
+            year = "1889" if "1889" in c else "1500"
+            verdict = "SUPPORTED" if year in premise else "CONTRADICTED"
+        verdicts.append({"claim": c, "verdict": verdict, "reason": "scripted"})
+    return json.dumps({"verdicts": verdicts})
+
+
+CONFIG = """
+prompts: ["Tell me about Paris ({{which}})."]
+providers: [{id: "openai:chat:m", config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"}}]
+defaultTest:
+  options:
+    provider: {id: "openai:chat:judge", config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"}}
+tests:
+  - vars: {which: bad}
+    assert: [{type: factual-correctness, value: "%(ref)s", metric: fc%(extra)s}]
+  - vars: {which: good}
+    assert: [{type: factual-correctness, value: "%(ref)s", metric: fc%(extra)s}]
+"""
+
+
+def run_config(tmp_path, fake_openai, extra=""):
+    fake_openai.add_rule(r"\(bad\)", BAD, model="m")
+    fake_openai.add_rule(r"\(good\)", GOOD, model="m")
+    fake_openai.add_rule(".", scripted_judge, model="judge")
+    cfg = write(tmp_path / "c.yaml", CONFIG % {"ref": REFERENCE, "extra": extra})
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "--no-progress-bar", "--no-cache"])
+    rows = sorted(json.loads(out.read_text())["results"]["results"], key=lambda r: r["testIdx"])
+    return result, [r["gradingResult"]["componentResults"][0] for r in rows]
+
+
+def test_seed_example_reproduces(tmp_path, fake_openai):
+    result, (bad, good) = run_config(tmp_path, fake_openai)
+    assert result.exit_code == 0, result.output  # 0.50 meets the default threshold of 0.5
+    judge = bad["metadata"]["judges"][0]
+    assert (judge["precision"], judge["recall"], bad["score"]) == (0.5, 0.5, 0.5)
+    assert good["score"] == 1.0 and good["pass"] is True
+    assert bad["reason"].startswith("Factual correctness 0.50 ≥ 0.5 (precision 0.50; recall 0.50; F1 0.50")
+    claims = {(c["side"], c["text"]): c["verdict"] for c in bad["metadata"]["claims"]}
+    assert claims[("response", "The Eiffel Tower was built in 1500")] == "CONTRADICTED"
+    assert claims[("reference", "The Eiffel Tower was completed in 1889")] == "CONTRADICTED"
+    # four calls per row: two decompositions and two verifications, each claim list in one call
+    judge_calls = [r for r in fake_openai.requests if r["json"]["model"] == "judge"]
+    assert len(judge_calls) == 8
+
+
+@pytest.mark.parametrize("mode, expected", [("precision", 0.5), ("recall", 0.5)])
+def test_modes(tmp_path, fake_openai, mode, expected):
+    _, (bad, good) = run_config(tmp_path, fake_openai, f", config: {{mode: {mode}}}")
+    assert bad["score"] == expected and good["score"] == 1.0
+    calls = [r for r in fake_openai.requests if r["json"]["model"] == "judge"]
+    assert len(calls) == 4  # one side only: one decomposition and one verification per row
+
+
+def test_judge_panel_scores_each_and_averages(tmp_path, fake_openai):
+    fake_openai.add_rule(".", scripted_judge, model="judge2")
+    _, (bad, good) = run_config(
+        tmp_path, fake_openai,
+        ', provider: [{id: "openai:chat:judge", config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"}}, '
+        '{id: "openai:chat:judge2", config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"}}]')
+    assert [j["judge"] for j in bad["metadata"]["judges"]] == ["openai:chat:judge", "openai:chat:judge2"]
+    assert [j["score"] for j in bad["metadata"]["judges"]] == [0.5, 0.5] and bad["score"] == 0.5
+
+
+@pytest.mark.parametrize("reply, message", [
+    ('{"claims": "not a list"}', "expected {\"claims\": [strings]}"),
+    ("no json at all", "has no JSON object"),
+])
+def test_bad_decomposition_is_a_grading_error(tmp_path, fake_openai, reply, message):
+    fake_openai.add_rule(".", reply, model="judge")
+    _, (bad, _good) = run_config(tmp_path, fake_openai)
+    assert bad["pass"] is False and bad["metadata"]["graderError"] is True
+    assert message in bad["reason"]
+
+
+def test_mismatched_verdicts_are_a_grading_error(tmp_path, fake_openai):
+    def short_judge(body):
+        text = body["messages"][-1]["content"]
+        if text.startswith("<text>"):
+            return json.dumps({"claims": ["a", "b"]})
+        return json.dumps({"verdicts": [{"claim": "a", "verdict": "SUPPORTED", "reason": ""}]})
+
+    fake_openai.add_rule(".", short_judge, model="judge")
+    _, (bad, _good) = run_config(tmp_path, fake_openai)
+    assert bad["metadata"]["graderError"] and "1 verdicts for 2 items" in bad["reason"]
+    assert "graderRaw" in bad["metadata"]
+
+
+def test_zero_claims_is_reported_not_scored(tmp_path, fake_openai):
+    def empty_judge(body):
+        text = body["messages"][-1]["content"]
+        if text.startswith("<text>") and "1889" in text:
+            return json.dumps({"claims": ["The Eiffel Tower was completed in 1889"]})
+        if text.startswith("<text>"):
+            return json.dumps({"claims": []})
+        return json.dumps({"verdicts": [{"claim": "x", "verdict": "NEUTRAL", "reason": ""}]})
+
+    fake_openai.add_rule(".", empty_judge, model="judge")
+    _, (bad, _good) = run_config(tmp_path, fake_openai)
+    assert bad["pass"] is False and bad["metadata"]["undefined"] is True
+    assert "the response has no claims, so precision is undefined" in bad["reason"]
+
+
+def test_f_beta():
+    assert f_beta(0.5, 0.5, 1) == 0.5
+    assert f_beta(0, 0, 1) == 0
+    assert f_beta(1.0, 0.5, 2) == pytest.approx(5 * 0.5 / (4 + 0.5))
