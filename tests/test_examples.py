@@ -49,3 +49,15 @@ def test_ollama_example_runs_against_a_local_server(fake_openai, monkeypatch, tm
     result = CliRunner().invoke(app, ["eval", "-c", str(cfg), "--no-progress-bar"])
     assert result.exit_code == 100
     assert "[PASS]" in result.output and "[FAIL]" in result.output
+
+
+def test_factual_correctness_example_reproduces_the_seed_offline():
+    import factcli
+
+    run = factcli.evaluate(str(ROOT / "examples/factual-correctness/promptfooconfig.yaml"))
+    rows = {r.step.provider.display: r for r in run.rows}
+    f1_bad, precision_bad = rows["wrong-year"].grading.component_results
+    assert (f1_bad.score, f1_bad.passed) == (0.5, False)
+    assert f1_bad.metadata["judges"][0]["precision"] == 0.5 and f1_bad.metadata["judges"][0]["recall"] == 0.5
+    assert precision_bad.score == 0.5
+    assert rows["right"].grading.component_results[0].score == 1.0 and rows["right"].success
