@@ -235,6 +235,12 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
         run.calls = caller.calls
         if caller.cache is not None:
             caller.cache.close()
+        import sys
+
+        if "factcli.providers.openai_provider" in sys.modules:
+            from factcli.providers.openai_provider import aclose_all
+
+            await aclose_all()
 
 
 def load(config, options: RunOptions | None = None) -> Suite:

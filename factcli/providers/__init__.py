@@ -112,7 +112,7 @@ def _load_builtins() -> None:
     global _loaded
     if not _loaded:
         _loaded = True
-        from factcli.providers import echo, script  # noqa: F401
+        from factcli.providers import echo, openai_provider, script  # noqa: F401
 
 
 def response_from_dict(data: Any) -> ProviderResponse:
