@@ -451,10 +451,16 @@ def parse_test(t: Any, ctx: _Ctx, where: str, is_default: bool = False) -> TestC
     if "rubricPrompt" in options:
         options["rubricPrompt"] = load_rubric_prompt(options["rubricPrompt"], ctx.base, ctx.file,
                                                      where + ".options.rubricPrompt")
+    raw = dict(t)
+    if raw.get("assertScoringFunction") is not None:
+        from factcli.assertions.scripts import check_scoring_function
+
+        raw["assertScoringFunction"] = check_scoring_function(raw["assertScoringFunction"], ctx.base, ctx.file,
+                                                              where + ".assertScoringFunction")
     return TestCase(
         description=None if desc is None else str(desc), vars=resolved, assertions=parsed,
         threshold=threshold, options=dict(options), metadata=dict(metadata),
-        provider_output=t.get("providerOutput"), raw=dict(t), source=(ctx.file, where),
+        provider_output=t.get("providerOutput"), raw=raw, source=(ctx.file, where),
     )
 
 
@@ -512,7 +518,11 @@ def parse_assertion(a: Any, ctx: _Ctx, where: str, in_set: bool = False) -> Asse
         raise ConfigError(f"'{typ}' needs a 'value'", ctx.file, where + ".value")
     from factcli.transforms import check_transform
 
-    if sources.is_file_ref(value):
+    if base in ("javascript", "python"):
+        from factcli.assertions.scripts import check_script_value
+
+        value = check_script_value(typ, value, ctx.base, ctx.file, where + ".value")
+    elif sources.is_file_ref(value):
         value = _assertion_value_file(value, typ, ctx, where + ".value")
     from factcli.grading import load_rubric_prompt
 
@@ -563,6 +573,8 @@ def merge_default(test: TestCase, default: TestCase, cli_vars: dict | None = Non
     threshold = test.threshold if test.threshold is not None else default.threshold
     if threshold is not None:
         raw["threshold"] = threshold
+    if not raw.get("assertScoringFunction") and default.raw.get("assertScoringFunction"):
+        raw["assertScoringFunction"] = default.raw["assertScoringFunction"]
     return TestCase(
         description=test.description, vars=vars_, assertions=asserts, threshold=threshold,
         options=options, metadata=meta,

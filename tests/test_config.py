@@ -38,8 +38,8 @@ BASE = "prompts: ['Q: {{q}}']\nproviders: [echo]\n"
     ("prompts: [x\nproviders: [echo]\n", "c.yaml: invalid YAML: line"),
     ("prompts: [x]\nprompts: [y]\nproviders: [echo]\n", "c.yaml: invalid YAML: line 2, column 1: duplicate key 'prompts'"),
     ("- just\n- a list\n", "c.yaml: the config must be a mapping"),
-    (BASE + "tests:\n  - assert: [{type: contains, value: x, transform: 'output.trim()'}]\n",
-     "c.yaml: tests[0].assert[0].transform: JavaScript transform expressions are not supported yet"),
+    (BASE + "tests:\n  - assert: [{type: contains, value: x, transform: 'file://t.rb'}]\n",
+     "c.yaml: tests[0].assert[0].transform: a transform file must be .py or .js"),
     (BASE + "defaultTest: {options: {provder: x}}\n", "c.yaml: defaultTest.options.provder: unknown key 'provder' (did you mean 'provider'?)"),
     (BASE + "evaluateOptions: {maxConcurency: 3}\n", "c.yaml: evaluateOptions.maxConcurency: unknown key 'maxConcurency' (did you mean 'maxConcurrency'?)"),
 ])

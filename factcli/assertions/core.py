@@ -41,6 +41,9 @@ UNSUPPORTED: dict[str, str] = {
     "trace-span-duration": "trace assertions need promptfoo's OpenTelemetry tracing",
     "trace-error-spans": "trace assertions need promptfoo's OpenTelemetry tracing",
     "ruby": "ruby assertions are not supported; use python",
+    "classifier": "classifier assertions need HuggingFace models downloaded at run time",
+    "pi": "pi assertions need Prompt Security's hosted scoring API",
+    "moderation": "moderation assertions need a provider moderation endpoint, which factcli does not call yet",
 }
 
 
@@ -111,7 +114,7 @@ def coerce_string(value: Any) -> str:
         return value
     if value is None:
         return ""
-    return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)  # JSON.stringify
 
 
 class AssertionError_(Exception):
@@ -219,8 +222,12 @@ async def run_assertion(a: Assertion, *, output: Any, test: TestCase, variables:
 
 
 async def run_assertions(test: TestCase, *, output: Any, variables: dict, prompt: str,
-                         response: ProviderResponse, provider=None, grader=None) -> GradingResult:
-    """Aggregate a test's assertions exactly as promptfoo's runAssertions does."""
+                         response: ProviderResponse, provider=None, grader=None,
+                         scoring_function: str | None = None) -> GradingResult:
+    """Aggregate a test's assertions exactly as promptfoo's runAssertions does.
+
+    `scoring_function` (default: the test's `assertScoringFunction`, an absolute file:// reference)
+    replaces the aggregate's pass, score and reason, as promptfoo's assertScoringFunction does."""
     if not test.assertions:
         return GradingResult(passed=True, score=1.0, reason="No assertions")
     main = _Aggregate(test.threshold)
@@ -256,4 +263,10 @@ async def run_assertions(test: TestCase, *, output: Any, variables: dict, prompt
     for index, s, sub in sets:
         res = sub.result()
         main.add(index, res, render_metric(s.metric, variables), s.weight)
-    return main.result()
+    result = main.result()
+    scoring_function = scoring_function or test.raw.get("assertScoringFunction")
+    if scoring_function:
+        from factcli.assertions.scripts import apply_scoring_function
+
+        result = await apply_scoring_function(scoring_function, result, test.threshold)
+    return result

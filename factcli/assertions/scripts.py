@@ -1,1 +1,537 @@
-"""Placeholder: filled in by the assertion-engine work."""
+"""Script assertions: `javascript` (in the shared Node worker) and `python` (in-process), plus
+`assertScoringFunction`. Results, reasons and failure modes follow promptfoo 0.121.20:
+
+javascript
+- inline code: one line is an expression (or `const …; expr`), several lines are a function body
+  with `return`; `output` and `context` are in scope; the value is rendered with the vars first.
+  `file://x.js[:fn]` calls the (default or named) export as fn(output, context).
+- a boolean passes as is; a number passes when > 0, or >= `threshold` when one is set, and is the
+  score; a GradingResult ({pass, score, reason, …}) is used as is. `not-` flips pass.
+- inline code that throws or returns anything else fails with "Custom function threw error: …";
+  a file function that throws makes the row an ERROR, as in promptfoo.
+
+python
+- inline code becomes `def main(output, context):` with `return <expression>` for one line or the
+  lines as its body; `file://x.py[:fn]` calls fn (default `get_assert`) in-process, sync functions
+  in a thread. Arguments are JSON copies, as promptfoo's subprocess receives them.
+- bool / "true" / "false", a number (or numeric text), a {pass, score, reason} dict (snake_case
+  keys accepted, JSON text accepted); a dict's score below `threshold` fails.
+- code that raises fails the assertion (never an ERROR row): "Error running Python script: …".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import inspect
+import itertools
+import json
+import linecache
+import math
+import re
+import traceback
+from pathlib import Path
+from typing import Any
+
+from factcli import templating
+from factcli.assertions.core import AssertionContext, AssertionError_, assertion
+from factcli.errors import ConfigError
+from factcli.types import GradingResult, TokenUsage
+
+JS_SUFFIXES = (".js", ".cjs", ".mjs")
+TS_SUFFIXES = (".ts", ".cts", ".mts", ".tsx")
+SCRIPT_TYPES = ("javascript", "python")
+
+
+# ---------------------------------------------------------------- config-time checks
+
+
+def _resolve_file(ref: str, base: Path, file: str, where: str, kinds: tuple[str, ...], what: str) -> str:
+    from factcli.sources import ref_path
+
+    path, func = ref_path(ref, base)
+    suffix = path.suffix.lower()
+    allowed = (JS_SUFFIXES if "js" in kinds else ()) + ((".py",) if "py" in kinds else ())
+    if suffix in TS_SUFFIXES:
+        raise ConfigError(f"TypeScript files are not supported for {what} ({path.name}); compile it to .js", file, where)
+    if suffix not in allowed:
+        raise ConfigError(f"{what} must be a {' or '.join(allowed)} file, got {path.name}", file, where)
+    if not path.is_file():
+        raise ConfigError(f"file not found: {path}", file, where)
+    return f"file://{path.resolve()}" + (f":{func}" if func else "")
+
+
+def _need_node(what: str, instead: str, file: str, where: str) -> None:
+    from factcli.node_worker import NodeNotFound, require_node
+
+    try:
+        require_node(what, instead)
+    except NodeNotFound as exc:
+        raise ConfigError(str(exc), file, where) from None
+
+
+def check_script_value(typ: str, value: Any, base: Path, file: str, where: str) -> str:
+    """Validate a javascript/python assertion value at load time; file references become absolute."""
+    kind = typ[4:] if typ.startswith("not-") else typ
+    if not isinstance(value, str):
+        raise ConfigError(f"a {kind} assertion's value must be a string (code, or file://…), "
+                          f"got {type(value).__name__}", file, where)
+    if kind == "javascript":
+        _need_node("javascript assertions", "a python assertion", file, where)
+    if value.startswith("file://"):
+        if kind == "javascript":
+            return _resolve_file(value, base, file, where, ("js",), "a javascript assertion file")
+        return _resolve_file(value, base, file, where, ("py",), "a python assertion file")
+    return value
+
+
+def check_scoring_function(value: Any, base: Path, file: str, where: str) -> str:
+    """`assertScoringFunction`: a file://x.py[:fn] or file://x.js[:fn] reference, made absolute."""
+    if not isinstance(value, str) or not value.startswith("file://"):
+        raise ConfigError("assertScoringFunction must be a file reference: file://scoring.py:fn or "
+                          "file://scoring.js:fn", file, where)
+    resolved = _resolve_file(value, base, file, where, ("js", "py"), "assertScoringFunction")
+    if not _is_python_ref(resolved):
+        _need_node("javascript scoring functions", "a Python scoring function (file://scoring.py:fn)", file, where)
+    return resolved
+
+
+def _is_python_ref(ref: str) -> bool:
+    from factcli.sources import ref_path
+
+    return ref_path(ref, Path.cwd())[0].suffix.lower() == ".py"
+
+
+# ---------------------------------------------------------------- what user code receives
+
+
+def _plain(value: Any) -> Any:
+    """A JSON copy: what promptfoo's subprocesses receive, and safe from user mutation."""
+    return json.loads(json.dumps(value, ensure_ascii=False, default=_json_default))
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, TokenUsage):
+        return value.to_json()
+    if isinstance(value, (set, tuple)):
+        return list(value)
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return str(value)
+
+
+def _provider_json(provider: Any) -> dict | None:
+    if provider is None:
+        return None
+    spec = getattr(provider, "spec", provider)
+    return {"id": getattr(provider, "id", None) or getattr(spec, "id", None),
+            "label": getattr(spec, "label", None) or "",
+            "config": getattr(provider, "config", None) or getattr(spec, "config", None) or {}}
+
+
+def script_context(ctx: AssertionContext) -> dict:
+    """promptfoo's AssertionValueFunctionContext, as JSON."""
+    a = ctx.assertion
+    test = dict(ctx.test.raw) if ctx.test is not None else {}
+    test["vars"] = ctx.vars
+    out: dict[str, Any] = {"prompt": ctx.prompt, "vars": ctx.vars, "test": test}
+    r = ctx.response
+    if r is not None and r.logprobs is not None:
+        out["logProbs"] = r.logprobs
+    provider = _provider_json(ctx.provider)
+    if provider is not None:
+        out["provider"] = provider
+    if r is not None:
+        response: dict[str, Any] = {"output": r.output, "tokenUsage": r.token_usage.to_json(), "cached": r.cached}
+        if r.cost is not None:
+            response["cost"] = r.cost
+        if r.finish_reason is not None:
+            response["finishReason"] = r.finish_reason
+        response["metadata"] = r.metadata
+        out["providerResponse"] = response
+    if a.raw.get("config") is not None:
+        out["config"] = copy.deepcopy(a.config)
+    if r is not None and r.metadata is not None:
+        out["metadata"] = r.metadata
+    return _plain(out)
+
+
+# ---------------------------------------------------------------- result normalisation
+
+
+def _js(x: Any) -> str:
+    return templating.js_string(x)
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def is_grading_result(r: Any) -> bool:
+    """promptfoo's isGradingResult on a JSON value (JS null is an object; a missing key is undefined)."""
+    if not isinstance(r, dict):
+        return False
+    if not (isinstance(r.get("pass"), bool) and _is_number(r.get("score")) and isinstance(r.get("reason"), str)):
+        return False
+    for key in ("namedScores", "namedScoreWeights", "tokensUsed", "assertion"):
+        if key in r and not (r[key] is None or isinstance(r[key], (dict, list))):
+            return False
+    if "componentResults" in r and not isinstance(r["componentResults"], list):
+        return False
+    if "comment" in r and not isinstance(r["comment"], str):
+        return False
+    return True
+
+
+def _jsonish(value: Any) -> Any:
+    """Numbers as JavaScript prints them in JSON: 1.0 is 1, NaN and infinities are null."""
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return None
+        return int(value) if value.is_integer() and abs(value) < 1e21 else value
+    if isinstance(value, dict):
+        return {k: _jsonish(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_jsonish(v) for v in value]
+    return value
+
+
+def js_json(value: Any, indent: int | None = None) -> str:
+    """JSON.stringify(value[, null, indent])."""
+    if indent:
+        return json.dumps(_jsonish(value), indent=indent, ensure_ascii=False, default=str)
+    return json.dumps(_jsonish(value), separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _numbers(d: Any) -> dict:
+    if not isinstance(d, dict):
+        return {}
+    return {str(k): float(v) for k, v in d.items() if _is_number(v)}
+
+
+def _tokens(d: Any) -> TokenUsage:
+    if not isinstance(d, dict):
+        return TokenUsage()
+    def n(key: str) -> int:
+        v = d.get(key)
+        return int(v) if _is_number(v) and v == v else 0
+    return TokenUsage(prompt=n("prompt"), completion=n("completion"), total=n("total"), cached=n("cached"),
+                      num_requests=n("numRequests"))
+
+
+def _from_dict(d: dict, passed: bool, reason: str, ctx: AssertionContext) -> GradingResult:
+    """A GradingResult from a user's {pass, score, reason, namedScores?, …}."""
+    metadata = d.get("metadata") if isinstance(d.get("metadata"), dict) else {}
+    return GradingResult(
+        passed=passed, score=float(d["score"]), reason=reason, assertion=ctx.assertion,
+        named_scores=_numbers(d.get("namedScores")), named_score_weights=_numbers(d.get("namedScoreWeights")),
+        tokens_used=_tokens(d.get("tokensUsed")), metadata=dict(metadata),
+    )
+
+
+def _with_suffix(reason: str, suffix: Any) -> str:
+    return f"{reason}\n{suffix}" if isinstance(suffix, str) and suffix else reason
+
+
+def _normalize(ctx: AssertionContext, result: Any, code_label: str, suffix: Any) -> GradingResult:
+    """A boolean, number or GradingResult dict -> the assertion's result, with `not-` applied."""
+    inverse = ctx.inverse
+    threshold = ctx.assertion.threshold
+
+    def failed(raw_pass: bool) -> str:
+        return _with_suffix(f"{code_label} returned {'true' if raw_pass else 'false'}", suffix)
+
+    if isinstance(result, bool):
+        passed = result != inverse
+        return GradingResult(passed, 1.0 if passed else 0.0, "Assertion passed" if passed else failed(result),
+                             ctx.assertion)
+    if _is_number(result):
+        raw_pass = result > 0 if threshold is None else result >= threshold
+        passed = bool(raw_pass) != inverse
+        return GradingResult(passed, float(result), "Assertion passed" if passed else failed(bool(raw_pass)),
+                             ctx.assertion)
+    passed = result["pass"] != inverse
+    if passed == result["pass"]:
+        reason = result["reason"]
+    else:
+        reason = "Assertion passed" if passed else f"{code_label} returned {'true' if result['pass'] else 'false'}"
+    return _from_dict(result, passed, reason, ctx)
+
+
+# ---------------------------------------------------------------- javascript
+
+
+def _raw_value(ctx: AssertionContext) -> Any:
+    """The assertion value as written (file references stay relative, as promptfoo shows them)."""
+    return ctx.assertion.raw.get("value", ctx.assertion.value)
+
+
+@assertion("javascript", needs_value=True)
+async def javascript(ctx: AssertionContext) -> GradingResult:
+    from factcli.node_worker import JSError, NodeWorkerError, get_worker, js_value
+    from factcli.sources import is_file_ref, ref_path
+
+    value = ctx.value
+    if not isinstance(value, str):
+        raise AssertionError_("javascript assertion must have a string value")
+    is_file = is_file_ref(value)
+    shown = _raw_value(ctx) if is_file else value
+    suffix = shown.rstrip() if isinstance(shown, str) else None
+    payload: dict[str, Any] = {"output": _plain(ctx.output), "context": script_context(ctx)}
+    if is_file:
+        path, func = ref_path(value, Path.cwd())
+        payload.update(file=str(path), fn=func, label=shown)
+    else:
+        payload["code"] = value
+    try:
+        answer = await get_worker().call("assert", payload)
+    except JSError as exc:
+        if is_file and exc.phase in ("load", "call"):
+            raise AssertionError_(exc.stack) from None  # promptfoo: the row is an ERROR
+        reason = f"Custom function threw error: {exc.js_message}\nStack Trace: {exc.stack}"
+        return GradingResult(False, 0.0, _with_suffix(reason, suffix), ctx.assertion)
+    except NodeWorkerError as exc:
+        raise AssertionError_(str(exc)) from None
+    return _normalize(ctx, js_value(answer), "Custom function", suffix)
+
+
+# ---------------------------------------------------------------- python
+
+_inline_ids = itertools.count(1)
+_inline_cache: dict[str, Any] = {}
+
+
+def build_python_script(code: str) -> str:
+    """promptfoo's wrapper: `def main(output, context):` around the code."""
+    if "\n" in code:
+        m = re.search(r"^(?!\s*$)\s+", code, re.M)
+        indent = m.group(0) if m else "    "
+        body = "\n".join(indent + line for line in code.split("\n"))
+    else:
+        body = f"    return {code}"
+    return f"import json\n\ndef main(output, context):\n{body}\n"
+
+
+def _compile_inline(code: str):
+    script = build_python_script(code)
+    compiled = _inline_cache.get(script)
+    if compiled is None:
+        filename = f"<python assertion {next(_inline_ids)}>"
+        linecache.cache[filename] = (len(script), None, script.splitlines(True), filename)
+        compiled = compile(script, filename, "exec")
+        _inline_cache[script] = compiled
+    return compiled
+
+
+class ScriptError(Exception):
+    """User Python failed; the message is promptfoo's "Error running Python script: …"."""
+
+
+def python_error(exc: BaseException, user_files: tuple[str, ...] = ()) -> ScriptError:
+    """The user's exception with a traceback of their own frames only."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    mine = [i for i, f in enumerate(frames) if f.filename in user_files or f.filename.startswith("<python assertion")]
+    lines = ["Traceback (most recent call last):\n"] + traceback.format_list(frames[mine[0]:]) if mine else []
+    last = traceback.format_exception_only(type(exc), exc)
+    lines += last
+    head = last[-1].strip()  # "ZeroDivisionError: division by zero", "SyntaxError: invalid syntax"
+    return ScriptError(f"Error running Python script: {head}\nStack Trace: {''.join(lines).rstrip()}")
+
+
+async def call_python(fn, *args) -> Any:
+    if inspect.iscoroutinefunction(fn):
+        return await fn(*args)
+    result = await asyncio.to_thread(fn, *args)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+def load_python_function(path: Path, name: str):
+    """Import the user's file (once per process) and return its function `name`."""
+    from factcli.providers.script import load_module
+
+    module = load_module(path)
+    fn = getattr(module, name, None)
+    if fn is None and "." in name:  # Class.method, as promptfoo's wrapper allows
+        owner, _, attr = name.partition(".")
+        fn = getattr(getattr(module, owner, None), attr, None)
+    if fn is None:
+        raise AttributeError(f"module '{path.stem}' has no attribute '{name}'")
+    if not callable(fn):
+        raise TypeError(f"'{name}' in {path.name} is not callable")
+    return fn
+
+
+async def run_python_file(path: Path, name: str, *args) -> Any:
+    """Call name(*args) from the user's file; any failure -> ScriptError (promptfoo's runPython)."""
+    try:
+        fn = load_python_function(path, name)
+        result = await call_python(fn, *args)
+        return _plain(result)
+    except Exception as exc:
+        raise python_error(exc, (str(path), str(path.resolve()))) from None
+
+
+async def run_python_inline(code: str, *args) -> Any:
+    try:
+        namespace: dict[str, Any] = {"__name__": "factcli_python_assertion"}
+        exec(_compile_inline(code), namespace)  # noqa: S102 - the user's own assertion code
+        return _plain(await call_python(namespace["main"], *args))
+    except Exception as exc:
+        raise python_error(exc) from None
+
+
+class _ResultShapeError(Exception):
+    pass
+
+
+_FLOAT_PREFIX = re.compile(r"^[\s\ufeff\xa0]*([+-]?(?:Infinity|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?))")
+
+
+def parse_float(text: str) -> float | None:
+    """JavaScript's parseFloat: the longest numeric prefix, else None (NaN)."""
+    m = _FLOAT_PREFIX.match(text)
+    if not m:
+        return None
+    s = m.group(1)
+    if s.lstrip("+-") == "Infinity":
+        return float("-inf") if s.startswith("-") else float("inf")
+    return float(s)
+
+
+def _js_text(value: Any) -> str:
+    """JavaScript's String(value) for a JSON value."""
+    if value is None:
+        return "null"
+    if isinstance(value, dict):
+        return "[object Object]"
+    return templating.js_string(value)
+
+
+def _snake_to_camel(obj: dict) -> dict:
+    out = dict(obj)
+    for snake, camel in (("pass_", "pass"), ("named_scores", "namedScores"), ("component_results", "componentResults"),
+                         ("tokens_used", "tokensUsed")):
+        if snake in out and camel not in out:
+            out[camel] = out[snake]
+    if isinstance(out.get("componentResults"), list):
+        out["componentResults"] = [_snake_to_camel(c) if isinstance(c, dict) else c for c in out["componentResults"]]
+    return out
+
+
+def _script_result(ctx: AssertionContext, result: Any, suffix: Any, code_label: str = "Python code",
+                   language: str = "Python") -> GradingResult:
+    """promptfoo's normalizeScriptResult."""
+    shape = f"{language} assertion must return a boolean, number, or {{pass, score, reason}} object."
+    lower = result.lower() if isinstance(result, str) else None
+    if result is True or lower == "true":
+        return _normalize(ctx, True, code_label, suffix)
+    if result is False or lower == "false":
+        return _normalize(ctx, False, code_label, suffix)
+    if isinstance(result, str) and result.startswith("{"):
+        try:
+            parsed = json.loads(result)
+        except ValueError as exc:
+            raise _ResultShapeError(f"Invalid JSON: {exc} when parsing result: {result}") from None
+        if not isinstance(parsed, dict):
+            raise _ResultShapeError(f"{shape} Got instead: {result}")
+        result = parsed
+    if isinstance(result, list):
+        result = {str(i): v for i, v in enumerate(result)}  # what `{...array}` makes of it
+    if isinstance(result, dict):
+        mapped = _snake_to_camel(result)
+        if not is_grading_result(mapped):
+            raise _ResultShapeError(f"{shape} Got instead:\n{js_json(mapped, indent=2)}")
+        threshold = ctx.assertion.threshold
+        if threshold is not None and mapped["score"] < threshold:
+            mapped["pass"] = False
+            note = f"{language} score {_js(mapped['score'])} is less than threshold {_js(threshold)}"
+            mapped["reason"] = f"{note}: {mapped['reason']}" if mapped["reason"] else note
+        return _normalize(ctx, mapped, code_label, suffix)
+    score = parse_float(_js_text(result))
+    if score is None:
+        raise _ResultShapeError(f"{shape} Instead got:\n{_js_text(result)}")
+    return _normalize(ctx, score, code_label, suffix)
+
+
+@assertion("python", needs_value=True)
+async def python(ctx: AssertionContext) -> GradingResult:
+    from factcli.sources import is_file_ref, ref_path
+
+    value = ctx.value
+    if not isinstance(value, str):
+        raise AssertionError_("python assertion must have a string value")
+    suffix = _raw_value(ctx)
+    args = (_plain(ctx.output), script_context(ctx))
+    if is_file_ref(value):
+        path, func = ref_path(value, Path.cwd())
+        try:
+            result = await run_python_file(path, func or "get_assert", *args)
+        except ScriptError as exc:
+            return GradingResult(False, 0.0, str(exc), ctx.assertion)
+    else:
+        try:
+            result = await run_python_inline(value, *args)
+        except ScriptError as exc:
+            return GradingResult(False, 0.0, f"Python code execution failed: {exc}", ctx.assertion)
+    try:
+        return _script_result(ctx, result, suffix)
+    except _ResultShapeError as exc:
+        return GradingResult(False, 0.0, f"Python code execution failed: {exc}", ctx.assertion)
+
+
+# ---------------------------------------------------------------- assertScoringFunction
+
+
+async def _call_scoring(spec: str, named: dict, context: dict) -> Any:
+    from factcli.node_worker import JSError, NodeWorkerError, get_worker, js_value
+    from factcli.sources import ref_path
+
+    path, func = ref_path(spec, Path.cwd())
+    if path.suffix.lower() == ".py":
+        try:
+            return await run_python_file(path, func or "func", named, context)
+        except ScriptError as exc:
+            raise RuntimeError(str(exc)) from None
+    try:
+        answer = await get_worker().call("call", {"file": str(path), "fn": func, "args": [named, context],
+                                                  "defaultName": "func"})
+    except JSError as exc:
+        raise RuntimeError(exc.js_message) from None
+    except NodeWorkerError as exc:
+        raise RuntimeError(str(exc)) from None
+    return None if answer.get("undefined") else js_value(answer)
+
+
+async def apply_scoring_function(spec: str, result: GradingResult, threshold: float | None) -> GradingResult:
+    """promptfoo's assertScoringFunction: fn(namedScores, {threshold, componentResults, tokensUsed})
+    returns the {pass, score, reason} that replaces the aggregate; a failure is pass false, score 0."""
+    from factcli.results import grading_json
+
+    context: dict[str, Any] = {}
+    if threshold is not None:
+        context["threshold"] = threshold
+    context["componentResults"] = [grading_json(c) for c in result.component_results]
+    context["tokensUsed"] = result.tokens_used.to_json()
+    try:
+        out = await _call_scoring(spec, _plain(dict(result.named_scores)), _plain(context))
+        if not is_grading_result(out):
+            raise RuntimeError("assertion scoring function must return a GradingResult")
+    except Exception as exc:
+        result.passed = False
+        result.score = 0.0
+        result.reason = f"Scoring function error: {exc}"
+        return result
+    result.passed = out["pass"]
+    result.score = float(out["score"])
+    result.reason = out["reason"]
+    if isinstance(out.get("namedScores"), dict):
+        result.named_scores = _numbers(out["namedScores"])
+    if isinstance(out.get("namedScoreWeights"), dict):
+        result.named_score_weights = _numbers(out["namedScoreWeights"])
+    if isinstance(out.get("tokensUsed"), dict):
+        result.tokens_used = _tokens(out["tokensUsed"])
+    if isinstance(out.get("metadata"), dict):
+        result.metadata = {**out["metadata"], **result.metadata}  # the aggregate's own keys win
+    return result

@@ -1,0 +1,4 @@
+module.exports = function (output, context) {
+  return output.trim() + ' [' + context.vars.word + ']';
+};
+module.exports.shout = (output) => output.toUpperCase();
