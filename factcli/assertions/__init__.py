@@ -2,7 +2,7 @@
 
 from factcli.assertions import core
 from factcli.assertions import (  # noqa: F401  (importing registers the types)
-    facts_grounding, factscore, factual_correctness, graded, operational, scripts, similarity, structured, text,
+    facts_grounding, factscore, factual_correctness, graded, operational, rag, scripts, similarity, structured, text,
 )
 from factcli.assertions.core import assertion, known_types, lookup, run_assertions
 
