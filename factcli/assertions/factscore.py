@@ -1,1 +1,671 @@
-"""Placeholder: filled in by the claim-level metrics work."""
+"""`factscore`: FActScore (Min et al., 2023): the share of a response's atomic facts that a knowledge
+source supports, with FActScore's length penalty and abstention rules.
+
+Pipeline, per response (factuality-methods.md §3, the paper's §3.1 and §4.1):
+1. Abstention rules (below) run on the text; an abstaining response is not decomposed.
+2. The response is split into sentences (lines first, then sentence ends; no tokenizer download).
+   Preamble sentences that FActScore's bio mode skips produce no facts: a sentence starting with
+   "Sure", "Please" or "This sentence does not contain any facts", and a first sentence starting with
+   "Here are" / "Here is" / "Here's" (`config.skip_preambles: false` keeps them).
+3. The grader decomposes the sentences into atomic facts: one call for the whole response, or one
+   per sentence with `config.decompose: sentence`. With a judge panel, the first judge (or
+   `config.decomposer`) decomposes and every judge verifies the same facts, as in the paper, where one
+   decomposition is checked by several evaluators. A response with no facts counts as abstaining
+   (FActScore: 0 facts -> not responding).
+4. For each fact, BM25 retrieves the top `k` passages (query: "<topic> <fact>") from the knowledge
+   source, restricted to the topic's document when there is a topic (factcli.knowledge).
+5. Each judge verifies the facts against their passages: one call per fact list (the union of the
+   facts' passages is shown once, numbered), or one call per fact with `config.batch: false`, or
+   lists of `config.batch_size` facts. The reply must hold exactly one verdict per fact, in order;
+   anything else is a grading error (never a guess).
+
+Score (FActScore's definition, paper §3.1; length penalty from the reference implementation,
+`factscorer.py`, factuality-methods.md §3.8 -- the paper text itself has no penalty):
+    f(y)    = supported facts / N                       (N = number of atomic facts)
+    penalty = 1                if γ = 0 or N > γ
+            = exp(1 − γ / N)   otherwise                (γ = config.gamma, default 10)
+    score   = penalty · f(y)
+With a panel, every judge gets its own score and the assertion's score is their mean; pass is
+score ≥ threshold (default 0.5), or a vote of the judges with `config.aggregate: majority |
+unanimous` (a majority tie is a grading error). `not-factscore` inverts pass and score.
+
+An abstaining response is not scored: it fails (or passes with `config.on_abstain: pass`) with
+`metadata.abstained: true` and the rule that fired, and `factscore_summary()` leaves it out of the
+column's FActScore and reports it in the respond ratio, as the paper recommends (§3.1, Limitations).
+
+Abstention rules (`config.abstain`), from FActScore's `abstain_detection.py`:
+  generic        the response starts with "I'm sorry", or contains "provide more"
+  perplexity_ai  after removing "[n]" citations, the response starts with one of FActScore's
+                 "no information" phrases, or no paragraph comes before the first paragraph
+                 containing one of them
+  auto           (default) either rule
+  none           only "no atomic facts"
+`config.abstain_phrases`: more phrases; a response starting with one of them abstains.
+
+`config` keys:
+  knowledge       folder of .txt/.md, .jsonl of {title, text}, or SQLite documents(title, text);
+                  a path relative to the config file (file:// accepted; test vars are rendered).
+                  Without it, the assertion's `value` (reference text, or a list of texts) is the
+                  source, else the `context` var.
+  topic           the topic (default: the `topic` var; test vars are rendered); restricts
+                  retrieval to that document
+  k               passages retrieved per fact (default 5)
+  passage_words   passage size in words (default 256)
+  gamma           length penalty γ (default 10; 0 or false turns it off)
+  decompose       response (default) | sentence
+  batch           true (default): one verification call per fact list; false: one per fact
+  batch_size      facts per verification call when batching (default 0: all of them)
+  abstain, abstain_phrases, on_abstain (fail | pass), skip_preambles   see above
+  aggregate       mean (default) | majority | unanimous, for a judge panel (`provider:` list)
+  decomposer      the provider that decomposes (default: the first judge)
+  concurrency     grader calls in flight per assertion (default 8)
+  decompositionPrompt, verificationPrompt   step prompts (variables and reply schemas in
+                  factcli/assertions/factscore_prompts.py); inline text, chat messages or file://
+
+Result metadata: `factscore` (the score, None when abstained), `initScore` (before the penalty),
+`penalty`, `supported`, `total` (N), `abstained` (+ `abstainReason`), `facts` (per fact and judge:
+text, verdict SUPPORTED | NOT_SUPPORTED, supported, reason, evidence (the cited passage's text),
+evidenceId, retrieved passage ids, judge), `judges` (per judge: score, initScore, supported, cost),
+`topic`, `knowledge`, `k`, `gamma`, `graderReplies`, `graderCost`. `factscore_summary(rows)` turns a
+column of such metadata into the paper's summary: FActScore over responding rows, respond ratio
+and facts per response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from factcli import templating
+from factcli.assertions import factscore_prompts as prompts
+from factcli.assertions.core import AssertionContext, AssertionError_, assertion
+from factcli.claims import JudgeCall, JudgeError, aligned_verdicts, ask_json, judges_for, numbered, step_prompt, string_list
+from factcli.grading import grader_error, load_rubric_prompt, pick
+from factcli.knowledge import (DEFAULT_PASSAGE_WORDS, KnowledgeError, KnowledgeSource, Passage, open_source,
+                               split_paragraph_sentences, text_source)
+from factcli.types import GradingResult, ProviderSpec, TokenUsage
+
+DEFAULT_K = 5
+DEFAULT_GAMMA = 10
+DEFAULT_THRESHOLD = 0.5
+DEFAULT_CONCURRENCY = 8
+
+SUPPORTED, NOT_SUPPORTED = "SUPPORTED", "NOT_SUPPORTED"
+VERDICTS = {"TRUE": SUPPORTED, "FALSE": NOT_SUPPORTED, "SUPPORTED": SUPPORTED, "NOT_SUPPORTED": NOT_SUPPORTED,
+            "NOT SUPPORTED": NOT_SUPPORTED, "NOT-SUPPORTED": NOT_SUPPORTED, "UNSUPPORTED": NOT_SUPPORTED,
+            "1": SUPPORTED, "0": NOT_SUPPORTED}
+
+# FActScore's abstain_detection.py: phrases of a search-backed model that found nothing.
+PERPLEXITY_PHRASES = (
+    "I could not find any information",
+    "The search results do not provide",
+    "There is no information",
+    "There are no search results",
+    "there are no provided search results",
+    "not provided in the search results",
+    "is not mentioned in the provided search results",
+    "There seems to be a mistake in the question",
+    "Not sources found",
+    "No sources found",
+    "Try a more general question",
+)
+ABSTAIN_MODES = ("auto", "generic", "perplexity_ai", "none")
+_CITATION = re.compile(r"\s*\[\d+\]\s*")
+_PREAMBLE_STARTS = ("Sure", "Please", "This sentence does not contain any facts")
+_FIRST_PREAMBLE_STARTS = ("Here are", "Here is", "Here's", "Here’s")
+
+
+# ---------------------------------------------------------------- formulas
+
+
+def length_penalty(n_facts: int, gamma: float | None) -> float:
+    """FActScore's length penalty: 1 if γ is off or N > γ, else exp(1 − γ/N)."""
+    if not gamma or n_facts <= 0:
+        return 1.0
+    return 1.0 if n_facts > gamma else math.exp(1 - gamma / n_facts)
+
+
+def _generic_abstains(text: str) -> str | None:
+    if text.startswith("I'm sorry"):
+        return "starts with \"I'm sorry\""
+    if "provide more" in text:
+        return "contains \"provide more\""
+    return None
+
+
+def _perplexity_abstains(text: str) -> str | None:
+    """FActScore's rule: a "no information" phrase at the start, or in the first paragraph (no valid
+    paragraph comes before the first invalid one)."""
+    output = _CITATION.sub(" ", text).strip()
+    lower = output.lower()
+    for p in PERPLEXITY_PHRASES:
+        if lower.startswith(p.lower()):
+            return f"starts with \"{p}\""
+    first = output.split("\n\n", 1)[0]
+    for p in PERPLEXITY_PHRASES:
+        if p.lower() in first.lower():
+            return f"\"{p}\" before any other paragraph"
+    return None if first.strip() else "empty response"
+
+
+def detect_abstention(text: str, mode: str = "auto", phrases: Iterable[str] = ()) -> str | None:
+    """The abstention rule that fires for a response, or None."""
+    text = (text or "").replace("’", "'").strip()
+    if not text:
+        return "empty response"
+    lower = text.lower()
+    for phrase in phrases:
+        if phrase and lower.startswith(str(phrase).replace("’", "'").lower()):
+            return f"starts with {phrase!r}"
+    if mode in ("auto", "generic"):
+        why = _generic_abstains(text)
+        if why:
+            return why
+    if mode in ("auto", "perplexity_ai"):
+        return _perplexity_abstains(text)
+    return None
+
+
+def response_sentences(text: str, skip_preambles: bool = True) -> list[str]:
+    """The sentences to decompose, without the preambles FActScore's bio mode skips."""
+    sentences = split_paragraph_sentences(text)
+    if not skip_preambles:
+        return sentences
+    out = []
+    for i, s in enumerate(sentences):
+        if s.startswith(_PREAMBLE_STARTS) or (i == 0 and s.startswith(_FIRST_PREAMBLE_STARTS)):
+            continue
+        out.append(s)
+    return out
+
+
+# ---------------------------------------------------------------- settings
+
+
+@dataclass
+class Settings:
+    k: int = DEFAULT_K
+    passage_words: int = DEFAULT_PASSAGE_WORDS
+    gamma: float = DEFAULT_GAMMA
+    decompose: str = "response"
+    batch_size: int = 0  # 0: every fact in one call
+    abstain: str = "auto"
+    abstain_phrases: list[str] = field(default_factory=list)
+    on_abstain: str = "fail"
+    skip_preambles: bool = True
+    aggregate: str = "mean"
+    concurrency: int = DEFAULT_CONCURRENCY
+    knowledge: str | None = None
+    topic: str | None = None
+    decomposer: Any = None
+
+
+def _int(cfg: dict, key: str, default: int, minimum: int) -> int:
+    value = cfg.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < minimum:
+        raise AssertionError_(f"factscore: config.{key} must be an integer ≥ {minimum}, got {value!r}")
+    return int(value)
+
+
+def _choice(cfg: dict, key: str, default: str, allowed: tuple) -> str:
+    value = str(cfg.get(key, default)).strip().lower()
+    if value not in allowed:
+        raise AssertionError_(f"factscore: config.{key} must be one of {', '.join(allowed)}, got {cfg.get(key)!r}")
+    return value
+
+
+def settings_from(cfg: dict) -> Settings:
+    s = Settings()
+    s.k = _int(cfg, "k", DEFAULT_K, 1)
+    s.passage_words = _int(cfg, "passage_words", DEFAULT_PASSAGE_WORDS, 1)
+    gamma = cfg.get("gamma", DEFAULT_GAMMA)
+    if gamma is None or gamma is False:
+        gamma = 0
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or gamma < 0 or not math.isfinite(gamma):
+        raise AssertionError_(f"factscore: config.gamma must be a number ≥ 0 (0 turns the penalty off), got {gamma!r}")
+    s.gamma = float(gamma)
+    s.decompose = _choice(cfg, "decompose", "response", ("response", "sentence"))
+    batch = cfg.get("batch", True)
+    if not isinstance(batch, bool):
+        raise AssertionError_(f"factscore: config.batch must be true or false, got {batch!r}")
+    s.batch_size = _int(cfg, "batch_size", 0, 0) if batch else 1
+    s.abstain = _choice(cfg, "abstain", "auto", ABSTAIN_MODES)
+    phrases = cfg.get("abstain_phrases") or []
+    if isinstance(phrases, str):
+        phrases = [phrases]
+    if not isinstance(phrases, list) or not all(isinstance(p, str) for p in phrases):
+        raise AssertionError_("factscore: config.abstain_phrases must be a list of strings")
+    s.abstain_phrases = phrases
+    s.on_abstain = _choice(cfg, "on_abstain", "fail", ("fail", "pass"))
+    skip = cfg.get("skip_preambles", True)
+    if not isinstance(skip, bool):
+        raise AssertionError_(f"factscore: config.skip_preambles must be true or false, got {skip!r}")
+    s.skip_preambles = skip
+    s.aggregate = _choice(cfg, "aggregate", "mean", ("mean", "majority", "unanimous"))
+    s.concurrency = _int(cfg, "concurrency", DEFAULT_CONCURRENCY, 1)
+    knowledge = cfg.get("knowledge")
+    if knowledge is not None and not isinstance(knowledge, str):
+        raise AssertionError_("factscore: config.knowledge must be a path (a folder, a .jsonl or a SQLite file)")
+    s.knowledge = knowledge or None
+    topic = cfg.get("topic")
+    s.topic = None if topic is None else str(topic)
+    s.decomposer = cfg.get("decomposer")
+    return s
+
+
+# ---------------------------------------------------------------- knowledge
+
+
+def _base_dir(ctx: AssertionContext) -> Path:
+    base = getattr(ctx.grader, "base_dir", None)
+    return Path(base) if base else Path.cwd()
+
+
+def _open_knowledge(ctx: AssertionContext, s: Settings, topic: str | None) -> tuple[KnowledgeSource, str | None]:
+    """The knowledge source and the document retrieval is restricted to (None: all of it)."""
+    if s.knowledge:
+        ref = templating.render(s.knowledge, ctx.vars) if templating.has_template(s.knowledge) else s.knowledge
+        ref = ref[len("file://"):] if ref.startswith("file://") else ref
+        unset = re.search(r"\$\{(\w+)\}", ref)
+        if unset:
+            raise AssertionError_(f"factscore: config.knowledge uses the environment variable {unset.group(1)}, "
+                                  "which is not set")
+        path = Path(ref).expanduser()
+        if not path.is_absolute():
+            path = _base_dir(ctx) / path
+        try:
+            source = open_source(path, s.passage_words)
+            return source, source.topic_title(topic)
+        except KnowledgeError as exc:
+            raise AssertionError_(f"factscore: {exc}") from None
+    docs = _texts(ctx.value, "the assertion value")
+    name = "value"
+    if docs is None:
+        docs = _texts(ctx.vars.get("context"), "the context var")
+        name = "context"
+    if not docs:
+        raise AssertionError_("factscore needs a knowledge source: config.knowledge (a folder, a .jsonl or a SQLite "
+                              "file), a reference text as the value, or a `context` var")
+    base = (topic or "").strip() or name
+    titled = [(base if len(docs) == 1 else f"{base} ({i + 1})", text) for i, text in enumerate(docs)]
+    return text_source(titled, s.passage_words, name=name), None  # the whole text is the topic's document
+
+
+def _texts(value: Any, what: str) -> list[str] | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        return [value] if value.strip() else None
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return [v for v in value if v.strip()] or None
+    raise AssertionError_(f"factscore: {what} must be a text or a list of texts to serve as the knowledge source")
+
+
+def _retrieve_all(source: KnowledgeSource, facts: list[str], k: int, topic: str | None,
+                  title: str | None) -> list[list[Passage]]:
+    out = []
+    for fact in facts:
+        query = f"{topic} {fact}" if topic else fact
+        out.append(source.retrieve(query, k, title) if title is not None else source.retrieve(query, k))
+    return out
+
+
+# ---------------------------------------------------------------- grader steps
+
+
+def _step(ctx: AssertionContext, key: str, default: Any) -> Any:
+    value = step_prompt(ctx, key, default)
+    if isinstance(value, str) and value.startswith("file://"):
+        value = load_rubric_prompt(value, _base_dir(ctx), "", f"config.{key}")
+    return value
+
+
+def _judge_name(spec: ProviderSpec) -> str:
+    return spec.label or spec.id
+
+
+async def _decompose(ctx, spec: ProviderSpec, sentences: list[str], s: Settings, topic: str,
+                     call: JudgeCall, sem: asyncio.Semaphore) -> list[dict]:
+    template = _step(ctx, "decompositionPrompt", prompts.DECOMPOSE)
+
+    async def one(batch: list[str], sentence: str, step: str) -> list[str]:
+        variables = {**ctx.vars, "topic": topic, "response": ctx.output_text,
+                     "sentences": json.dumps(batch, ensure_ascii=False), "sentences_numbered": numbered(batch),
+                     "sentence": sentence}
+        async with sem:
+            obj = await ask_json(ctx, spec, template, variables, call, step)
+            raw = call.replies[-1]["reply"]  # this call's reply: nothing ran in between
+        return string_list(obj, "facts", step, raw)
+
+    if s.decompose == "sentence":
+        lists = await asyncio.gather(*(one([sent], sent, f"decompose sentence {i + 1}")
+                                       for i, sent in enumerate(sentences)))
+        return [{"text": f, "sentence": i + 1} for i, facts in enumerate(lists) for f in facts]
+    return [{"text": f} for f in await one(sentences, "", "decompose")]
+
+
+def _norm(text: str) -> str:
+    return " ".join(re.findall(r"\w+", str(text).lower()))
+
+
+def _evidence_numbers(raw: Any, n_passages: int, i: int, step: str) -> list[int]:
+    """The passage numbers a verdict cites; none is fine, a number that was not shown is not."""
+    if raw is None or raw is False or raw == "" or raw == []:
+        return []
+    items = raw if isinstance(raw, list) else [raw]
+    out = []
+    for item in items:
+        if isinstance(item, bool):
+            raise JudgeError(f"{step}: verdict {i + 1} has evidence {raw!r}, expected a passage number or null")
+        if isinstance(item, str):
+            stripped = item.strip().strip("[]").strip()
+            if stripped.lower() in ("", "null", "none", "n/a"):
+                continue
+            if not stripped.isdigit():
+                raise JudgeError(f"{step}: verdict {i + 1} has evidence {raw!r}, expected a passage number or null")
+            item = int(stripped)
+        if isinstance(item, float) and item.is_integer():
+            item = int(item)
+        if not isinstance(item, int):
+            raise JudgeError(f"{step}: verdict {i + 1} has evidence {raw!r}, expected a passage number or null")
+        if item == 0:
+            continue
+        if not 1 <= item <= n_passages:
+            raise JudgeError(f"{step}: verdict {i + 1} cites passage {item}, but passages 1-{n_passages} were shown")
+        out.append(item)
+    return out
+
+
+def _check_order(verdicts: list, facts: list[str], step: str) -> None:
+    """A verdict that names another fact of the list word for word means the list is out of order."""
+    normed = [_norm(f) for f in facts]
+    positions: dict[str, int] = {}
+    for j, n in enumerate(normed):
+        positions.setdefault(n, j)
+    for i, v in enumerate(verdicts):
+        named = v.get("fact") if isinstance(v, dict) else None
+        if not isinstance(named, str):
+            continue
+        n = _norm(named)
+        if n != normed[i] and n in positions:
+            raise JudgeError(f"{step}: verdict {i + 1} is about fact {positions[n] + 1} "
+                             f"({facts[positions[n]]!r}), not fact {i + 1}: the verdicts are out of order")
+
+
+def _passage_block(passages: list[Passage]) -> tuple[str, str]:
+    text = "\n\n".join(f"[{n}] Title: {p.title}\n{p.text}" for n, p in enumerate(passages, 1))
+    as_json = json.dumps([{"passage": n, "title": p.title, "text": p.text} for n, p in enumerate(passages, 1)],
+                         ensure_ascii=False)
+    return text, as_json
+
+
+def _shown_passages(groups: list[list[Passage]]) -> list[Passage]:
+    """The union of the facts' passages, once each: documents in order of first retrieval, and
+    passages in document order within each."""
+    titles: dict[str, None] = {}
+    seen: dict[str, Passage] = {}
+    for passages in groups:
+        for p in passages:
+            titles.setdefault(p.title, None)
+            seen.setdefault(p.id, p)
+    order = {t: i for i, t in enumerate(titles)}
+    return sorted(seen.values(), key=lambda p: (order[p.title], p.index))
+
+
+async def _verify(ctx, spec: ProviderSpec, facts: list[dict], retrieved: list[list[Passage]], s: Settings,
+                  topic: str, call: JudgeCall, sem: asyncio.Semaphore) -> list[dict]:
+    template = _step(ctx, "verificationPrompt", prompts.VERIFY)
+    size = s.batch_size or len(facts)
+    batches = [list(range(i, min(i + size, len(facts)))) for i in range(0, len(facts), size)]
+
+    async def one(indices: list[int], b: int) -> list[dict]:
+        step = "verify" if len(batches) == 1 else f"verify batch {b + 1}/{len(batches)}"
+        texts = [facts[i]["text"] for i in indices]
+        shown = _shown_passages([retrieved[i] for i in indices])
+        block, as_json = _passage_block(shown)
+        variables = {**ctx.vars, "topic": topic, "passages": block, "passages_json": as_json,
+                     "facts": json.dumps(texts, ensure_ascii=False), "facts_numbered": numbered(texts)}
+        async with sem:
+            obj = await ask_json(ctx, spec, template, variables, call, step)
+            raw = call.replies[-1]["reply"]  # this call's reply: nothing ran in between
+        try:
+            verdicts = aligned_verdicts(obj, texts, VERDICTS, step)
+            _check_order(obj["verdicts"], texts, step)
+            cited = [_evidence_numbers(v.get("evidence"), len(shown), i, step)
+                     for i, v in enumerate(obj["verdicts"])]
+        except JudgeError as exc:
+            raise JudgeError(str(exc), raw) from None
+        out = []
+        for i, v, nums in zip(indices, verdicts, cited):
+            passages = [shown[n - 1] for n in nums]
+            entry = {
+                "text": facts[i]["text"], "verdict": v["verdict"], "supported": v["verdict"] == SUPPORTED,
+                "reason": v["reason"],
+                "evidence": "\n\n".join(p.text for p in passages) or None,
+                "evidenceId": ", ".join(p.id for p in passages) or None,
+                "retrieved": [p.id for p in retrieved[i]],
+                "judge": _judge_name(spec),
+            }
+            if "sentence" in facts[i]:
+                entry["sentence"] = facts[i]["sentence"]
+            out.append(entry)
+        return out
+
+    parts = await asyncio.gather(*(one(ix, b) for b, ix in enumerate(batches)))
+    return [e for part in parts for e in part]
+
+
+# ---------------------------------------------------------------- the assertion
+
+
+def _fmt(x: float) -> str:
+    return templating.to_fixed(x, 2)
+
+
+def _judge_score(verdicts: list[dict], gamma: float) -> dict:
+    n = len(verdicts)
+    supported = sum(v["supported"] for v in verdicts)
+    init = supported / n
+    penalty = length_penalty(n, gamma)
+    return {"supported": supported, "initScore": init, "penalty": penalty, "score": init * penalty}
+
+
+def _add_cost(calls: list[JudgeCall]) -> tuple[TokenUsage, float | None]:
+    tokens = TokenUsage()
+    cost, known = 0.0, True
+    for c in calls:
+        tokens.add(c.tokens)
+        cost += c.cost
+        known = known and c.cost_known
+    return tokens, (cost if known else None)
+
+
+@assertion("factscore", model_graded=True)
+async def factscore(ctx: AssertionContext) -> GradingResult:
+    if ctx.grader is None:
+        raise AssertionError_("factscore needs a grader (run it through factcli eval)")
+    s = settings_from(ctx.assertion.config or {})
+    topic = s.topic if s.topic is not None else ctx.vars.get("topic")
+    if isinstance(topic, str) and templating.has_template(topic):
+        topic = templating.render(topic, ctx.vars)
+    topic = "" if topic is None else str(topic).strip()
+    try:
+        specs = judges_for(ctx)
+        decomposer = pick(s.decomposer) if s.decomposer is not None else specs[0]
+    except JudgeError as exc:
+        raise AssertionError_(f"factscore: {exc}") from None
+    threshold = ctx.threshold if ctx.threshold is not None else DEFAULT_THRESHOLD
+    meta: dict = {"method": "factscore", "topic": topic or None, "k": s.k, "gamma": s.gamma,
+                  "threshold": threshold}
+
+    def abstained(why: str, tokens: TokenUsage | None = None, **extra) -> GradingResult:
+        passed = s.on_abstain == "pass"
+        reason = (f"Abstained ({why}): not scored; left out of the column's FActScore and counted in its "
+                  f"respond ratio")
+        return GradingResult(passed, 1.0 if passed else 0.0, reason, tokens_used=tokens or TokenUsage(),
+                             metadata={**meta, "abstained": True, "abstainReason": why, "factscore": None,
+                                       "supported": 0, "total": 0, "facts": [], **extra})
+
+    response = ctx.output_text
+    rule = detect_abstention(response, s.abstain, s.abstain_phrases)
+    if rule:
+        return abstained(rule)
+    sentences = response_sentences(response, s.skip_preambles)
+    if not sentences:
+        return abstained("no sentence states a fact")
+    # The knowledge source is opened before any grader call: a bad path or topic costs nothing.
+    source, title = await asyncio.to_thread(_open_knowledge, ctx, s, topic or None)
+    meta["knowledge"] = source.name
+    if title is not None:
+        meta["document"] = title
+
+    sem = asyncio.Semaphore(s.concurrency)
+    decompose_call = JudgeCall()
+    try:
+        facts = await _decompose(ctx, decomposer, sentences, s, topic, decompose_call, sem)
+    except JudgeError as exc:
+        tokens, cost = _add_cost([decompose_call])
+        return grader_error(f"factscore: {exc}", exc.raw, tokens, **meta, judges=[],
+                            graderReplies=decompose_call.replies, graderCost=cost)
+    meta["sentences"] = len(sentences)
+    if not facts:
+        tokens, cost = _add_cost([decompose_call])
+        return abstained("no atomic facts", tokens, graderReplies=decompose_call.replies, graderCost=cost)
+
+    texts = [f["text"] for f in facts]
+    retrieved = await asyncio.to_thread(_retrieve_all, source, texts, s.k, topic or None, title)
+    if not any(retrieved):
+        raise AssertionError_(f"factscore: the knowledge source {source.name} has no text"
+                              + (f" for {title!r}" if title else ""))
+
+    calls = [JudgeCall() for _ in specs]
+
+    async def judge(spec: ProviderSpec, call: JudgeCall) -> dict:
+        try:
+            verdicts = await _verify(ctx, spec, facts, retrieved, s, topic, call, sem)
+        except JudgeError as exc:
+            return {"judge": _judge_name(spec), "error": str(exc), "raw": exc.raw}
+        return {"judge": _judge_name(spec), "verdicts": verdicts, **_judge_score(verdicts, s.gamma)}
+
+    results = await asyncio.gather(*(judge(spec, call) for spec, call in zip(specs, calls)))
+    tokens, cost = _add_cost([decompose_call, *calls])
+    judges_meta = []
+    for r, call in zip(results, calls):
+        entry = {k: r[k] for k in ("judge", "score", "initScore", "supported", "error") if k in r}
+        entry["cost"] = call.cost if call.cost_known else None
+        judges_meta.append(entry)
+    meta.update({"total": len(facts), "judges": judges_meta, "graderCost": cost,
+                 "facts": [v for r in results for v in r.get("verdicts", [])],
+                 "graderReplies": decompose_call.replies + [rep for c in calls for rep in c.replies]})
+    failed = [r for r in results if "error" in r]
+    if failed:
+        first = failed[0]
+        note = "" if len(specs) == 1 else f" (judge {first['judge']}; {len(failed)} of {len(specs)} judges failed)"
+        return grader_error(f"factscore: {first['error']}{note}", first.get("raw"), tokens, **meta)
+
+    score = sum(r["score"] for r in results) / len(results)
+    init = sum(r["initScore"] for r in results) / len(results)
+    supported = sum(r["supported"] for r in results) / len(results)
+    penalty = results[0]["penalty"]
+    if len(results) == 1:
+        supported = results[0]["supported"]
+    meta.update({"abstained": False, "factscore": score, "initScore": init, "penalty": penalty,
+                 "supported": supported})
+    if len(results) > 1 and s.aggregate in ("majority", "unanimous"):
+        votes = [r["score"] >= threshold for r in results]
+        if s.aggregate == "unanimous":
+            passed = all(votes)
+        elif votes.count(True) == votes.count(False):
+            return grader_error("factscore: the judges tie under majority voting", None, tokens, **meta)
+        else:
+            passed = votes.count(True) > votes.count(False)
+    else:
+        passed = score >= threshold
+
+    n = len(facts)
+    if len(results) == 1:
+        detail = f"{results[0]['supported']}/{n} facts supported"
+    else:
+        detail = ", ".join(f"{r['judge']} {r['supported']}/{n}" for r in results) + f" facts supported, mean {_fmt(init)}"
+    if penalty < 1:
+        detail += f", × length penalty {_fmt(penalty)} for {n} facts (γ={templating.js_string(s.gamma)})"
+    unsupported = [f["text"] for f in meta["facts"] if not f["supported"]]
+    unsupported = list(dict.fromkeys(unsupported))
+    if unsupported:
+        detail += "; not supported: " + "; ".join(unsupported[:3]) + (" …" if len(unsupported) > 3 else "")
+    reason = f"FActScore {_fmt(score)} {'≥' if passed else '<'} {templating.js_string(threshold)} ({detail})"
+    if ctx.inverse:
+        passed = not passed
+        score = 1.0 - score
+    return GradingResult(passed, score, reason, tokens_used=tokens, metadata=meta)
+
+
+# ---------------------------------------------------------------- column summary
+
+
+def _metadata_of(item: Any) -> dict | None:
+    if item is None:
+        return None
+    if isinstance(item, GradingResult):
+        return item.metadata
+    if isinstance(item, dict):
+        if "method" in item or "abstained" in item or "graderError" in item:
+            return item
+        meta = item.get("metadata")
+        return meta if isinstance(meta, dict) else None
+    return None
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def factscore_summary(rows: Iterable[Any]) -> dict:
+    """The paper's per-column report (§3.1, §4.3, Limitations) from a column's factscore results.
+
+    `rows`: the componentResults of one column's factscore assertions, as metadata dicts, as
+    componentResults (with a "metadata" key) or as GradingResults. Returns
+      factscore         mean score (length penalty included) over responding rows, None if none
+      initScore         the same without the length penalty
+      respondRatio      responding / (responding + abstained)
+      factsPerResponse  mean number of atomic facts over responding rows
+      responding, abstained, gradingErrors, rows (responding + abstained)
+      judges            per judge: mean score over responding rows (when there are judges)
+    Grading errors are counted apart and left out of every ratio.
+    """
+    responding: list[dict] = []
+    abstained = errors = 0
+    for item in rows:
+        meta = _metadata_of(item)
+        if meta is None or meta.get("method", "factscore") != "factscore":
+            continue
+        if meta.get("graderError"):
+            errors += 1
+        elif meta.get("abstained"):
+            abstained += 1
+        elif isinstance(meta.get("factscore"), (int, float)):
+            responding.append(meta)
+    n = len(responding) + abstained
+    judges: dict[str, list[float]] = {}
+    for meta in responding:
+        for j in meta.get("judges") or []:
+            if isinstance(j, dict) and isinstance(j.get("score"), (int, float)):
+                judges.setdefault(str(j.get("judge")), []).append(j["score"])
+    return {
+        "factscore": _mean([m["factscore"] for m in responding]),
+        "initScore": _mean([m.get("initScore", m["factscore"]) for m in responding]),
+        "respondRatio": len(responding) / n if n else None,
+        "factsPerResponse": _mean([m.get("total", 0) for m in responding]),
+        "responding": len(responding),
+        "abstained": abstained,
+        "gradingErrors": errors,
+        "rows": n,
+        "judges": {name: _mean(scores) for name, scores in judges.items()},
+    }

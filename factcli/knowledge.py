@@ -1,0 +1,548 @@
+"""Knowledge sources for fact verification: documents, passages and BM25 retrieval (FActScore's side).
+
+A knowledge source is a set of titled documents, from one of:
+- a folder of `.txt` / `.md` files (searched recursively); a document's title is its file name
+  without the extension (`Marie Curie.txt` -> "Marie Curie");
+- a JSONL file of `{"title": ..., "text": ...}` lines (`text` may be a list of strings, as in
+  FActScore's own JSONL);
+- a SQLite database with a table `documents(title, text)`, the layout FActScore builds
+  (`enwiki-20230401.db`); FActScore's pre-chunked rows (passages joined by
+  `####SPECIAL####SEPARATOR####`) keep their passage boundaries;
+- in-memory text (the assertion's reference `value` or the `context` var).
+
+Documents are split into passages of at most `passage_words` words (default 256): sentences are
+packed greedily, and a sentence longer than the limit is cut into pieces of that size; passages
+never cross a FActScore separator. Splitting is one linear pass over the text.
+
+Retrieval is BM25 (the `bm25s` library, Lucene's variant, with a local regex tokenizer and an
+English stop-word list: nothing is downloaded at run time). With a topic, retrieval is restricted to
+the topic's own document, as FActScore does: each topic gets its own small index, built on first
+use. Without a topic, one index over every passage of the source is built on first use. Ties keep
+document order, so results are deterministic.
+
+Every source is loaded once per process: file sources are cached by resolved path, modification
+time and size (for a folder: of every file in it) and passage size; in-memory text by its hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sqlite3
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+DEFAULT_PASSAGE_WORDS = 256
+FACTSCORE_SEPARATOR = "####SPECIAL####SEPARATOR####"
+TEXT_SUFFIXES = (".txt", ".md", ".markdown")
+SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+
+
+class KnowledgeError(Exception):
+    """The knowledge source cannot be used (missing file, bad format, unknown topic)."""
+
+
+@dataclass(frozen=True)
+class Passage:
+    title: str
+    index: int  # position within its document, from 0
+    text: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.title}#{self.index + 1}"
+
+    @property
+    def words(self) -> int:
+        return len(self.text.split())
+
+
+# ---------------------------------------------------------------- sentences
+
+# Abbreviations after which a period does not end a sentence (lower-cased, without the period).
+_ABBREVIATIONS = frozenset("""
+mr mrs ms dr prof st jr sr sen rep gov gen col lt sgt capt cmdr adm maj rev fr hon pres vs etc
+e.g i.e cf al approx dept univ inc ltd co corp bros no nos vol vols pp ed eds fig mt ft
+jan feb mar apr jun jul aug sep sept oct nov dec u.s u.k u.n d.c ph.d b.a m.a b.sc m.sc a.m p.m
+""".split())
+_BOUNDARY = re.compile(r"[.!?]+[\"'”’)\]]*\s+")
+_NEXT_STARTS = re.compile(r"[\"'“‘(\[]*[A-Z0-9À-ÖØ-Þ]")
+_LIST_MARKER = re.compile(r"^\s*(?:[-*•+]\s+|\d{1,3}[.)]\s+|#{1,6}\s+|>\s*)")
+
+
+def _ends_with_abbreviation(chunk: str) -> bool:
+    """Does the text before a '.' end in an abbreviation or an initial ("J." in "J. K. Rowling")?"""
+    m = re.search(r"(\S+)$", chunk)
+    if not m:
+        return False
+    word = m.group(1).lstrip("\"'“‘([")
+    if len(word) == 1 and word.isalpha():
+        return True  # an initial
+    return word.lower() in _ABBREVIATIONS
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of a paragraph, without any tokenizer download.
+
+    A boundary is end punctuation, optional closing quotes/brackets and whitespace, followed by a
+    capital letter or a digit, and not after an abbreviation or an initial. Then FActScore's fixes
+    (factuality-methods.md §3.2): a one-word "sentence" joins its neighbour.
+    """
+    text = text.strip()
+    if not text:
+        return []
+    out: list[str] = []
+    start = 0
+    for m in _BOUNDARY.finditer(text):
+        end = m.end()
+        if end >= len(text) or not _NEXT_STARTS.match(text, end):
+            continue  # a lower-case continuation is not a new sentence
+        if m.group(0).strip() == "." and _ends_with_abbreviation(text[start:m.start()]):
+            continue
+        out.append(text[start:m.start() + len(m.group(0).rstrip())].strip())
+        start = end
+    tail = text[start:].strip()
+    if tail:
+        out.append(tail)
+    merged: list[str] = []
+    for s in out:
+        if merged and len(s.split()) <= 1:
+            merged[-1] = f"{merged[-1]} {s}"
+        elif merged and len(merged[-1].split()) <= 1:
+            merged[-1] = f"{merged[-1]} {s}"
+        else:
+            merged.append(s)
+    return merged
+
+
+def split_paragraph_sentences(text: str, strip_markers: bool = True) -> list[str]:
+    """Sentences of a multi-line text: lines are paragraphs (FActScore splits on newlines first);
+    list markers and markdown heading marks are dropped."""
+    sentences: list[str] = []
+    for line in text.splitlines():
+        if strip_markers:
+            line = _LIST_MARKER.sub("", line, count=1)
+        if line.strip():
+            sentences.extend(split_sentences(line))
+    return sentences
+
+
+# ---------------------------------------------------------------- passages
+
+
+def split_passages(text: str | list[str], max_words: int = DEFAULT_PASSAGE_WORDS) -> list[str]:
+    """A document's passages of at most `max_words` words, built in one linear pass."""
+    if max_words < 1:
+        raise ValueError("passage size must be at least one word")
+    parts = text if isinstance(text, list) else [text]
+    segments: list[list[str]] = []  # hard boundaries: FActScore's separator
+    current: list[str] = []
+    for part in parts:
+        if not isinstance(part, str):
+            continue
+        pieces = part.split(FACTSCORE_SEPARATOR)
+        for i, piece in enumerate(pieces):
+            if i > 0:
+                segments.append(current)
+                current = []
+            current.append(piece)
+    segments.append(current)
+    passages: list[str] = []
+    for segment in segments:
+        words_in: list[str] = []
+        for paragraph in segment:
+            for sentence in split_paragraph_sentences(paragraph, strip_markers=False):
+                words = sentence.split()
+                if len(words_in) + len(words) > max_words and words_in:
+                    passages.append(" ".join(words_in))
+                    words_in = []
+                while len(words) > max_words:  # a sentence longer than a passage
+                    passages.append(" ".join(words[:max_words]))
+                    words = words[max_words:]
+                words_in.extend(words)
+        if words_in:
+            passages.append(" ".join(words_in))
+    return passages
+
+
+# ---------------------------------------------------------------- BM25
+
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+
+
+# Lucene's English stop words (the list bm25s uses), plus pronouns and auxiliaries that carry nothing
+# for retrieval. Kept here so that importing factcli does not import bm25s (about a second).
+STOPWORDS = frozenset("""
+a an and are as at be but by for if in into is it no not of on or such that the their then there these
+they this to was will with s t has had have he she his her its who which from also been were
+""".split())
+
+
+_NORMALIZED: dict[str, str] = {}  # token -> normalized form ("" for a stop word); bounded below
+
+
+def _normalize(tok: str) -> str:
+    if tok in STOPWORDS or (len(tok) == 1 and not tok.isdigit()):
+        return ""
+    if len(tok) > 3 and tok.endswith("s") and not tok.endswith("ss") and not tok.isdigit():
+        return tok[:-1]
+    return tok
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased word tokens without stop words; a plural or possessive 's' is dropped."""
+    cache = _NORMALIZED
+    out = []
+    for tok in _TOKEN.findall(text.lower()):
+        norm = cache.get(tok)
+        if norm is None:
+            norm = _normalize(tok)
+            if len(cache) < 1_000_000:
+                cache[tok] = norm
+        if norm:
+            out.append(norm)
+    return out
+
+
+class _Index:
+    """BM25 over a list of passages (bm25s, Lucene's variant)."""
+
+    def __init__(self, passages: list[Passage]):
+        import bm25s
+
+        self.passages = passages
+        self.model = None
+        self.vocab: dict = {}
+        if passages:
+            corpus = [tokenize(f"{p.title} {p.text}") for p in passages]
+            if not any(corpus):
+                corpus = [doc or [""] for doc in corpus]
+            self.model = bm25s.BM25(method="lucene")
+            self.model.index(corpus, show_progress=False)
+            self.vocab = self.model.vocab_dict
+
+    def search(self, query: str, k: int) -> list[tuple[Passage, float]]:
+        import numpy as np
+
+        if not self.passages or k < 1:
+            return []
+        tokens = [t for t in tokenize(query) if t in self.vocab]
+        k = min(k, len(self.passages))
+        if not tokens:
+            return [(p, 0.0) for p in self.passages[:k]]
+        scores = np.asarray(self.model.get_scores(tokens), dtype=float)
+        order = np.argsort(-scores, kind="stable")[:k]
+        return [(self.passages[i], float(scores[i])) for i in order]
+
+
+def _norm_title(title: str) -> str:
+    return " ".join(title.replace("_", " ").split()).casefold()
+
+
+class KnowledgeSource:
+    """Titled documents, their passages, and retrieval. Thread-safe; indexes are built lazily."""
+
+    MAX_TOPIC_INDEXES = 2048
+
+    def __init__(self, name: str, kind: str, passage_words: int = DEFAULT_PASSAGE_WORDS):
+        self.name = name
+        self.kind = kind  # folder | jsonl | sqlite | text
+        self.passage_words = passage_words
+        self._lock = threading.RLock()
+        self._docs: dict[str, str | list[str]] = {}  # in-memory sources
+        self._by_norm: dict[str, str] = {}
+        self._passages: dict[str, list[Passage]] = {}
+        self._topic_indexes: OrderedDict[str, _Index] = OrderedDict()
+        self._global: _Index | None = None
+
+    # -- documents
+
+    def _add(self, title: str, text: str | list[str]) -> None:
+        title = str(title).strip()
+        if not title or title in self._docs:
+            return  # FActScore skips duplicate titles: the first one wins
+        self._docs[title] = text
+        self._by_norm.setdefault(_norm_title(title), title)
+
+    def titles(self) -> list[str]:
+        return list(self._docs)
+
+    def resolve_title(self, topic: str) -> str | None:
+        """The document title for a topic: exact, else ignoring case, '_' vs ' ' and spacing."""
+        topic = str(topic).strip()
+        if topic in self._docs:
+            return topic
+        return self._by_norm.get(_norm_title(topic))
+
+    def _raw_text(self, title: str) -> str | list[str] | None:
+        return self._docs.get(title)
+
+    def passages(self, title: str) -> list[Passage]:
+        with self._lock:
+            cached = self._passages.get(title)
+            if cached is None:
+                raw = self._raw_text(title)
+                cached = [Passage(title, i, t) for i, t in enumerate(split_passages(raw or "", self.passage_words))]
+                if self.kind != "sqlite":
+                    self._passages[title] = cached
+            return cached
+
+    def all_passages(self) -> list[Passage]:
+        return [p for title in self.titles() for p in self.passages(title)]
+
+    # -- retrieval
+
+    def _topic_index(self, title: str) -> _Index:
+        with self._lock:
+            index = self._topic_indexes.get(title)
+            if index is None:
+                index = _Index(self.passages(title))
+                self._topic_indexes[title] = index
+                while len(self._topic_indexes) > self.MAX_TOPIC_INDEXES:
+                    self._topic_indexes.popitem(last=False)
+            else:
+                self._topic_indexes.move_to_end(title)
+            return index
+
+    def _global_index(self) -> _Index:
+        with self._lock:
+            if self._global is None:
+                self._global = _Index(self.all_passages())
+            return self._global
+
+    def topic_title(self, topic: str | None) -> str | None:
+        """The title retrieval is restricted to, or None for the whole source; unknown topic: error."""
+        if topic is None or not str(topic).strip():
+            return None
+        title = self.resolve_title(str(topic))
+        if title is None:
+            raise KnowledgeError(f"topic {str(topic)!r} is not a document title in the knowledge source {self.name}")
+        return title
+
+    def retrieve(self, query: str, k: int = 5, topic: str | None = None) -> list[Passage]:
+        """The top-k passages for a query, best first; within the topic's document when given."""
+        title = self.topic_title(topic)
+        index = self._topic_index(title) if title is not None else self._global_index()
+        return [p for p, _ in index.search(query, k)]
+
+    def retrieve_scored(self, query: str, k: int = 5, topic: str | None = None) -> list[tuple[Passage, float]]:
+        title = self.topic_title(topic)
+        index = self._topic_index(title) if title is not None else self._global_index()
+        return index.search(query, k)
+
+
+class _SqliteSource(KnowledgeSource):
+    """FActScore's `documents(title, text)` table, read per title (an 18 GB dump stays on disk)."""
+
+    def __init__(self, path: Path, passage_words: int):
+        super().__init__(str(path), "sqlite", passage_words)
+        self.path = path
+        self._titles: list[str] | None = None
+        self._text_cache: OrderedDict[str, str | None] = OrderedDict()
+        try:
+            with self._connect() as conn:
+                cols = {row[1] for row in conn.execute("PRAGMA table_info(documents)")}
+        except sqlite3.DatabaseError as exc:
+            raise KnowledgeError(f"{path}: not a readable SQLite database ({exc})") from None
+        if not {"title", "text"} <= cols:
+            raise KnowledgeError(f"{path}: expected a table documents(title, text)")
+
+    def _connect(self) -> sqlite3.Connection:
+        return sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+
+    def titles(self) -> list[str]:
+        with self._lock:
+            if self._titles is None:
+                with self._connect() as conn:
+                    seen: dict[str, None] = {}
+                    for (title,) in conn.execute("SELECT title FROM documents ORDER BY rowid"):
+                        if title is not None:
+                            seen.setdefault(str(title), None)
+                self._titles = list(seen)
+                for t in self._titles:
+                    self._by_norm.setdefault(_norm_title(t), t)
+            return self._titles
+
+    def _fetch(self, title: str) -> str | None:
+        if title in self._text_cache:
+            return self._text_cache[title]
+        with self._connect() as conn:
+            row = conn.execute("SELECT text FROM documents WHERE title = ? LIMIT 1", (title,)).fetchone()
+        text = None if row is None or row[0] is None else str(row[0])
+        self._text_cache[title] = text
+        while len(self._text_cache) > 256:
+            self._text_cache.popitem(last=False)
+        return text
+
+    def resolve_title(self, topic: str) -> str | None:
+        topic = str(topic).strip()
+        for candidate in dict.fromkeys([topic, topic.replace("_", " "), topic.replace(" ", "_")]):
+            if self._fetch(candidate) is not None:
+                return candidate
+        if self._titles is not None:  # the full title list is loaded: match loosely too
+            return self._by_norm.get(_norm_title(topic))
+        return None
+
+    def _raw_text(self, title: str) -> str | None:
+        return self._fetch(title)
+
+    def passages(self, title: str) -> list[Passage]:
+        with self._lock:
+            cached = self._passages.get(title)
+            if cached is None:
+                cached = [Passage(title, i, t) for i, t in
+                          enumerate(split_passages(self._fetch(title) or "", self.passage_words))]
+                self._passages[title] = cached
+                while len(self._passages) > self.MAX_TOPIC_INDEXES:
+                    self._passages.pop(next(iter(self._passages)))
+            return cached
+
+    def all_passages(self) -> list[Passage]:
+        out: list[Passage] = []
+        with self._connect() as conn:
+            seen: set[str] = set()
+            for title, text in conn.execute("SELECT title, text FROM documents ORDER BY rowid"):
+                if title is None or str(title) in seen:
+                    continue
+                seen.add(str(title))
+                out.extend(Passage(str(title), i, t) for i, t in
+                           enumerate(split_passages(str(text or ""), self.passage_words)))
+        return out
+
+
+# ---------------------------------------------------------------- loading
+
+
+def _load_folder(path: Path, passage_words: int) -> KnowledgeSource:
+    source = KnowledgeSource(str(path), "folder", passage_words)
+    for f in _folder_files(path):
+        try:
+            text = f.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise KnowledgeError(f"{f}: cannot read ({exc})") from None
+        source._add(f.stem, text)
+    if not source.titles():
+        raise KnowledgeError(f"{path}: no .txt or .md documents in this folder")
+    return source
+
+
+def _folder_files(path: Path) -> list[Path]:
+    return sorted(f for f in path.rglob("*") if f.is_file() and f.suffix.lower() in TEXT_SUFFIXES
+                  and not any(part.startswith(".") for part in f.relative_to(path).parts))
+
+
+def _load_jsonl(path: Path, passage_words: int) -> KnowledgeSource:
+    source = KnowledgeSource(str(path), "jsonl", passage_words)
+    with path.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError as exc:
+                raise KnowledgeError(f"{path}:{n}: not JSON ({exc})") from None
+            if not isinstance(obj, dict) or not isinstance(obj.get("title"), str):
+                raise KnowledgeError(f"{path}:{n}: expected {{\"title\": ..., \"text\": ...}}")
+            text = obj.get("text")
+            if isinstance(text, list):
+                text = [t for t in text if isinstance(t, str)]
+            elif not isinstance(text, str):
+                raise KnowledgeError(f"{path}:{n}: 'text' must be a string or a list of strings")
+            source._add(obj["title"], text)
+    if not source.titles():
+        raise KnowledgeError(f"{path}: no documents")
+    return source
+
+
+def _signature(path: Path) -> tuple:
+    st = path.stat()
+    if path.is_dir():
+        files = _folder_files(path)
+        stats = [f.stat() for f in files]
+        return ("dir", len(files), max((s.st_mtime_ns for s in stats), default=0), sum(s.st_size for s in stats),
+                hash(tuple(str(f) for f in files)))
+    return ("file", st.st_mtime_ns, st.st_size)
+
+
+_CACHE: dict[tuple, KnowledgeSource] = {}
+_CACHE_LOCK = threading.Lock()
+_TEXT_CACHE: OrderedDict[tuple, KnowledgeSource] = OrderedDict()
+_TEXT_CACHE_SIZE = 64
+_BUILD_LOCKS: dict[tuple, threading.Lock] = {}
+
+
+def open_source(path: str | os.PathLike, passage_words: int = DEFAULT_PASSAGE_WORDS) -> KnowledgeSource:
+    """The knowledge source at `path` (folder, .jsonl or SQLite), loaded once per process."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise KnowledgeError(f"knowledge source not found: {p}")
+    p = p.resolve()
+    try:
+        key = (str(p), _signature(p), passage_words)
+    except OSError as exc:
+        raise KnowledgeError(f"{p}: {exc}") from None
+    with _CACHE_LOCK:
+        hit = _CACHE.get(key)
+        if hit is not None:
+            return hit
+        build_lock = _BUILD_LOCKS.setdefault(key, threading.Lock())
+    with build_lock:  # concurrent rows wait for the first load instead of repeating it
+        with _CACHE_LOCK:
+            hit = _CACHE.get(key)
+            if hit is not None:
+                return hit
+        if p.is_dir():
+            source = _load_folder(p, passage_words)
+        elif p.suffix.lower() in (".jsonl", ".ndjson"):
+            source = _load_jsonl(p, passage_words)
+        elif p.suffix.lower() in SQLITE_SUFFIXES or _is_sqlite(p):
+            source = _SqliteSource(p, passage_words)
+        else:
+            raise KnowledgeError(f"{p}: a knowledge source is a folder of .txt/.md files, a .jsonl file of "
+                                 "{title, text} lines, or a SQLite database with a documents(title, text) table")
+        with _CACHE_LOCK:
+            for old in [k for k in _CACHE if k[0] == key[0]]:  # an older version of the same path
+                del _CACHE[old]
+            _CACHE[key] = source
+            _BUILD_LOCKS.pop(key, None)
+        return source
+
+
+def _is_sqlite(p: Path) -> bool:
+    try:
+        with p.open("rb") as fh:
+            return fh.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
+
+
+def text_source(documents: Iterable[tuple[str, str]], passage_words: int = DEFAULT_PASSAGE_WORDS,
+                name: str = "text") -> KnowledgeSource:
+    """In-memory documents (the reference value or the context var), cached by content."""
+    docs = list(documents)
+    digest = hashlib.sha256(json.dumps(docs, ensure_ascii=False).encode("utf-8")).hexdigest()
+    key = (digest, passage_words, name)
+    with _CACHE_LOCK:
+        hit = _TEXT_CACHE.get(key)
+        if hit is not None:
+            _TEXT_CACHE.move_to_end(key)
+            return hit
+    source = KnowledgeSource(name, "text", passage_words)
+    for title, text in docs:
+        source._add(title, text)
+    with _CACHE_LOCK:
+        _TEXT_CACHE[key] = source
+        while len(_TEXT_CACHE) > _TEXT_CACHE_SIZE:
+            _TEXT_CACHE.popitem(last=False)
+    return source
+
+
+def clear_cache() -> None:
+    with _CACHE_LOCK:
+        _CACHE.clear()
+        _TEXT_CACHE.clear()
