@@ -108,3 +108,36 @@ def aligned_verdicts(obj: dict, items: list[str], allowed: dict[str, str], step:
 
 def numbered(items: list[str]) -> str:
     return "\n".join(f"{i + 1}. {text}" for i, text in enumerate(items))
+
+
+# ---------------------------------------------------------------- additions (facts-grounding)
+
+
+def prompt_for(ctx, key: str, default: Any) -> Any:
+    """`step_prompt`, with a `file://` value read from disk (relative to the config's folder):
+    .json/.yaml files hold chat messages, any other file is the prompt text."""
+    value = step_prompt(ctx, key, default)
+    if isinstance(value, str) and value.startswith("file://"):
+        from factcli.grading import load_rubric_prompt
+
+        base = getattr(getattr(ctx, "grader", None), "base_dir", None)
+        value = load_rubric_prompt(value, base, "", f"config.{key}")
+    return value
+
+
+async def ask_text(ctx, spec: ProviderSpec, template: Any, variables: dict, call: JudgeCall, step: str) -> str:
+    """Render the step prompt, call the judge without JSON mode (for free-text or JSON-lines
+    replies), and return the reply text. A failed call or an empty reply is a JudgeError."""
+    messages = render_grading_prompt(template, variables)
+    reply = await ctx.grader.complete(spec, messages)
+    call.tokens.add(reply.tokens)
+    if reply.cost is None:
+        call.cost_known = False
+    else:
+        call.cost += reply.cost
+    call.replies.append({"judge": spec.label or spec.id, "step": step, "reply": reply.text})
+    if reply.error:
+        raise JudgeError(f"{step}: {reply.error}", reply.text)
+    if not (reply.text or "").strip():
+        raise JudgeError(f"{step}: the judge's reply is empty", reply.text)
+    return reply.text

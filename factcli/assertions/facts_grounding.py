@@ -1,1 +1,818 @@
-"""Placeholder: filled in by the claim-level metrics work."""
+"""`facts-grounding`: FACTS Grounding (Jacovi et al., 2025) for a response written from a context document.
+
+Two phases, run by every judge of the panel (`provider:` as a list; one grader otherwise):
+
+1. Eligibility (paper §3.2): does the response address the user request? Each judge answers
+   "No Issues", "Minor Issue(s)" or "Major Issue(s)". The response is ineligible only if EVERY
+   judge says "Major Issue(s)" (consensus, as in the paper).
+2. Grounding (paper §3.1): is the response accurate, i.e. is every sentence supported by the
+   context document or in no need of support? One verdict per judge, with the template of
+   `config.template` (default `json`, the template the paper selected for two of its three judges).
+
+Both phases run concurrently; the grounding verdicts of an ineligible response are kept (they give
+the unadjusted score of the paper's Table 5).
+
+Scores (paper §3.1-§3.2):
+    score_j   = 1 if the response is eligible and judge j finds it accurate, else 0
+    score     = mean_j score_j                (ineligible counts as inaccurate)
+    pass      = score >= threshold            (default threshold 0.5: with three judges, at least two
+                                               find it accurate; `threshold: 1` asks for all)
+`config.aggregate: majority | unanimous` decides pass by the judges' votes instead (a majority
+tie is a grading error); the score stays the mean. Over a column, `facts_summary(rows)` gives the
+paper's factuality score p (the mean of the row scores, = the mean over judges of each judge's
+accuracy), its 95% interval 1.96·sqrt(p(1-p)/N) (Tables 5 and 6), per-judge scores and the number
+of ineligible responses.
+
+Inputs:
+- user request: the var named by `config.request_var`, else the `request` var, else the `query`
+  var, else the rendered prompt. When the rendered prompt is used and contains the context
+  document (of 200 characters or more), the document is replaced there by "[the context
+  document, given separately]" so that long documents are not sent twice.
+- context document: the var named by `config.context_var` (default `context`; a list of strings is
+  joined by blank lines), or the result of the assertion's `contextTransform`. Missing or empty
+  is an error of the row.
+- response: the output (after `transform`). An empty response scores 0 without any judge call.
+
+Templates (`config.template`, or per judge `config.templates: {<judge label or id>: template}`,
+as the paper picks one per judge model, e.g. implicit_span_level for its Claude judge):
+- `json` (default): one JSON object per line and per sentence,
+  `{"sentence", "label": supported | unsupported | contradictory | no_rad, "rationale", "excerpt"}`.
+  Parsed as factuality-methods.md §4.3: the text of a ```json fence if there is one, split into
+  objects at each `}` followed by a newline, newlines in an object read as spaces, `\\'` as `'`
+  (several objects on one line, or one JSON array, are read too; prose without `{` is skipped).
+  Accurate iff every label is supported or no_rad.
+- `implicit_span_level`: lines `Sentence k: <text>`, optional `Sentence k evidence: <quote>`,
+  `Sentence k label: Accurate | Inaccurate`, then `Final Answer: Accurate | Inaccurate`. The
+  verdict is read from the text after the last `Final Answer:`: lower-cased, containing
+  "inaccurate" or "false" is inaccurate, else "accurate" or "true" is accurate (§4.3).
+- `span_level`: the response is split into sentences (lines, then sentence ends; abbreviations,
+  initials and decimals kept whole) and every span gets its own call (variables `span`,
+  `span_index`, `span_count`); each reply ends with `Final Answer: ...` (optional `Evidence:` and
+  `Reasoning:` lines). Accurate iff every span is. The costliest template: one call per sentence
+  and judge, each with the whole document.
+- `response_level`: one call, free reasoning ending with `Final Answer: Accurate | Inaccurate`.
+For `span_level` and `response_level` the final answer is read as for implicit_span_level; a
+reply without `Final Answer:` falls back to its last line naming exactly one of Accurate /
+Inaccurate.
+
+Stricter than the reference parsers (factuality-methods.md §8.2), every one of these is a grading
+error (`graderError`, raw reply kept) rather than a guess: no JSON object or an unreadable one, an
+unknown label, a sentence label other than Accurate/Inaccurate, sentence numbers that are not
+1..n with one label each, a final answer that contradicts the sentence labels, no final answer,
+an eligibility reply without a readable verdict (the starter notebook counts that as eligible) or
+with conflicting verdicts. With `config.checkSentences` (default true), judged sentences must come
+from the response (word for word after normalising case, spacing and markup, or with at least 60%
+of their words in it) and must cover at least `config.minCoverage` (default 0.5) of the
+response's words: a judge that labels the few-shot example or skips most of the response is a
+grading error. If any judge fails (HTTP error, unusable reply), the whole assertion is a grading
+error: the paper's score is a mean over a fixed panel, and dropping a judge would shift it.
+
+Every step prompt can be replaced (inline text, chat messages, or `file://` relative to the config):
+`eligibilityPrompt`, `baselinePrompt`, `groundingPrompt` (whatever the template), or per template
+`jsonPrompt`, `implicitSpanLevelPrompt`, `spanLevelPrompt`, `responseLevelPrompt`. Variables:
+`request`, `context`, `response`, `full_prompt` (the rendered prompt; of a chat prompt, the
+messages' contents joined by blank lines), every test var, and `baseline` (eligibility; empty
+unless `config.baseline: true`, which first asks each judge for its own answer to the prompt, as
+the paper's rubric does), `span`, `span_index`, `span_count` (span_level). The replies must keep
+the formats above; the eligibility reply must contain
+```json {"Instruction Following": "No Issues" | "Minor Issue(s)" | "Major Issue(s)"} ```.
+Other `config` keys: `eligibility: false` skips phase 1; `maxConcurrency` (default 8) bounds the
+judge calls in flight for one row.
+
+Results metadata: `method` "facts-grounding", `score`, `unadjustedScore`, `eligible`, `judges`
+(per judge: `judge`, `id`, `template`, `eligibility`, `eligible`, `accurate`, `verdict`, `score`,
+`reason`, `eligibilityReason`, `coverage`, `cost`, or `error`), `claims` (per judged sentence or
+span: `judge`, `index`, `text`, `verdict`, `grounded`, `reason`, `evidence`, `evidenceFound`),
+`graderReplies`, `graderCost`. The rendered judge prompts are not stored (each holds the document).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from factcli import templating
+from factcli.assertions import facts_prompts
+from factcli.assertions.core import AssertionContext, AssertionError_, assertion
+from factcli.claims import JudgeCall, JudgeError, ask_text, judges_for, prompt_for
+from factcli.grading import grader_error
+from factcli.types import GradingResult, ProviderSpec, TokenUsage
+
+METHOD = "facts-grounding"
+TEMPLATES = ("json", "implicit_span_level", "span_level", "response_level")
+DEFAULT_TEMPLATE = "json"
+DEFAULT_THRESHOLD = 0.5
+DEFAULT_MIN_COVERAGE = 0.5
+DEFAULT_MAX_CONCURRENCY = 8
+Z95 = 1.96
+MAJOR = "Major Issue(s)"
+TEMPLATE_PROMPT_KEYS = {"json": "jsonPrompt", "implicit_span_level": "implicitSpanLevelPrompt",
+                        "span_level": "spanLevelPrompt", "response_level": "responseLevelPrompt"}
+JSON_LABELS = {"supported": "SUPPORTED", "unsupported": "UNSUPPORTED", "contradictory": "CONTRADICTORY",
+               "contradicted": "CONTRADICTORY", "no_rad": "NO_RAD"}
+GROUNDED = {"SUPPORTED", "NO_RAD", "ACCURATE"}
+DOC_MARKER = "[the context document, given separately]"
+
+
+# ---------------------------------------------------------------- configuration
+
+
+@dataclass
+class Options:
+    template: str
+    templates: dict
+    eligibility: bool
+    baseline: bool
+    aggregate: str
+    check_sentences: bool
+    min_coverage: float
+    max_concurrency: int
+    threshold: float
+
+
+def _template_name(value: Any, where: str) -> str:
+    name = str(value).strip().lower().replace("-", "_").replace(" ", "_")
+    if name not in TEMPLATES:
+        raise AssertionError_(f"facts-grounding: {where} must be one of {', '.join(TEMPLATES)}, got {value!r}")
+    return name
+
+
+def _cfg(cfg: dict, *names: str, default: Any = None) -> Any:
+    for n in names:
+        if n in cfg and cfg[n] is not None:
+            return cfg[n]
+    return default
+
+
+def _options(ctx: AssertionContext) -> Options:
+    cfg = ctx.assertion.config
+    template = _template_name(cfg.get("template", DEFAULT_TEMPLATE), "config.template")
+    templates = cfg.get("templates") or {}
+    if not isinstance(templates, dict):
+        raise AssertionError_("facts-grounding: config.templates must map a judge (label or id) to a template")
+    templates = {str(k): _template_name(v, f"config.templates[{k}]") for k, v in templates.items()}
+    aggregate = str(cfg.get("aggregate", "mean")).lower()
+    if aggregate not in ("mean", "majority", "unanimous"):
+        raise AssertionError_(f"facts-grounding: config.aggregate must be mean, majority or unanimous, got {aggregate!r}")
+    min_cov = _cfg(cfg, "minCoverage", "min_coverage", default=DEFAULT_MIN_COVERAGE)
+    if isinstance(min_cov, bool) or not isinstance(min_cov, (int, float)) or not 0 <= min_cov <= 1:
+        raise AssertionError_(f"facts-grounding: config.minCoverage must be a number in [0, 1], got {min_cov!r}")
+    conc = _cfg(cfg, "maxConcurrency", "max_concurrency", default=DEFAULT_MAX_CONCURRENCY)
+    if isinstance(conc, bool) or not isinstance(conc, int) or conc < 1:
+        raise AssertionError_(f"facts-grounding: config.maxConcurrency must be a positive integer, got {conc!r}")
+    threshold = ctx.threshold if ctx.threshold is not None else DEFAULT_THRESHOLD
+    return Options(template, templates, bool(cfg.get("eligibility", True)), bool(cfg.get("baseline", False)),
+                   aggregate, bool(_cfg(cfg, "checkSentences", "check_sentences", default=True)), float(min_cov),
+                   conc, float(threshold))
+
+
+@dataclass
+class Inputs:
+    request: str
+    context: str
+    response: str
+    full_prompt: str
+    prompt_messages: list[dict] | None = None
+    _norm_context: str | None = field(default=None, repr=False)
+
+    def variables(self, ctx: AssertionContext, **extra) -> dict:
+        return {**ctx.vars, "request": self.request, "context": self.context, "response": self.response,
+                "full_prompt": self.full_prompt, **extra}
+
+    def find_evidence(self, excerpt: str) -> bool:
+        """Is the excerpt in the document (exactly, or after normalising spaces and case)?"""
+        if excerpt in self.context:
+            return True
+        if self._norm_context is None:
+            self._norm_context = _normalize(self.context)
+        return _normalize(excerpt) in self._norm_context
+
+
+def _as_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return "\n\n".join(value)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _chat_messages(prompt: str) -> list[dict] | None:
+    stripped = prompt.lstrip()
+    if not stripped.startswith("["):
+        return None
+    try:
+        messages = json.loads(stripped)
+    except ValueError:
+        return None
+    if isinstance(messages, list) and messages and all(isinstance(m, dict) and "role" in m for m in messages):
+        return messages
+    return None
+
+
+async def _inputs(ctx: AssertionContext) -> Inputs:
+    cfg = ctx.assertion.config
+    if ctx.assertion.context_transform:
+        from factcli.transforms import apply_transform
+
+        context = _as_text(await apply_transform(ctx.assertion.context_transform, ctx.output,
+                                                 {"vars": ctx.vars, "prompt": {"label": ctx.prompt}}))
+    else:
+        name = str(_cfg(cfg, "context_var", "contextVar", default="context"))
+        context = _as_text(ctx.vars.get(name))
+        if not context.strip():
+            raise AssertionError_(f"facts-grounding needs the context document in the '{name}' var "
+                                  "(or config.context_var, or a contextTransform)")
+    if not context.strip():
+        raise AssertionError_("facts-grounding: the contextTransform returned no context document")
+    prompt = ctx.prompt or ""
+    messages = _chat_messages(prompt)
+    as_text = "\n\n".join(_as_text(m.get("content")) for m in messages) if messages else prompt
+    request_var = _cfg(cfg, "request_var", "requestVar")
+    if request_var is not None:
+        if str(request_var) not in ctx.vars:
+            raise AssertionError_(f"facts-grounding: config.request_var names the var '{request_var}', "
+                                  "which this test does not have")
+        request = _as_text(ctx.vars[str(request_var)])
+    elif "request" in ctx.vars:
+        request = _as_text(ctx.vars["request"])
+    elif "query" in ctx.vars:
+        request = _as_text(ctx.vars["query"])
+    else:
+        request = as_text.replace(context, DOC_MARKER) if len(context) > 200 else as_text
+    return Inputs(request, context, ctx.output_text, as_text, messages)
+
+
+# ---------------------------------------------------------------- text helpers
+
+_MARKUP = re.compile(r"[*_`#>|]+")
+_SPACES = re.compile(r"\s+")
+_QUOTES = str.maketrans({"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'", "\u2013": "-", "\u2014": "-"})
+_WORD = re.compile(r"\w+")
+
+
+def _normalize(text: str) -> str:
+    return _SPACES.sub(" ", _MARKUP.sub(" ", text.translate(_QUOTES).lower())).strip()
+
+
+_ABBREVIATIONS = {
+    "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "vs", "etc", "e.g", "i.e", "inc", "ltd", "co", "corp",
+    "no", "nos", "fig", "figs", "al", "approx", "dept", "est", "vol", "pp", "ch", "sec", "art", "gen", "gov",
+    "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "a.m", "p.m", "u.s",
+    "u.k", "u.n", "e.u", "cf", "ca", "op", "ed", "eds", "rev", "mt", "ft", "lt", "col", "capt", "sgt",
+}
+_BOUNDARY = re.compile(r"[.!?]+[\"'\u201d\u2019)\]]*\s+")
+_INITIALS = re.compile(r"(?:[a-z]\.)*[a-z]")
+_LIST_MARK = re.compile(r"^\s*(?:[-*+\u2022]|\d+[.)])\s+")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of a response, in linear time and without downloaded data: every non-empty line
+    is split at sentence ends (. ! ? followed by space and an upper-case letter, digit, quote or
+    bracket), except after common abbreviations and initials; list markers are kept."""
+    spans: list[str] = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        start = 0
+        for m in _BOUNDARY.finditer(line):
+            nxt = line[m.end():m.end() + 1]
+            if not nxt or not (nxt.isupper() or nxt.isdigit() or nxt in "\"'\u201c\u2018([*"):
+                continue
+            if line[m.start()] == ".":
+                ws = max(line.rfind(" ", start, m.start()), start - 1)
+                word = line[ws + 1:m.start()].lstrip("(\"'\u201c\u2018[").lower()
+                if word in _ABBREVIATIONS or _INITIALS.fullmatch(word) or (word.isdigit() and ws < start):
+                    continue  # an abbreviation, initials, or a list number at the start ("1. ")
+            piece = line[start:m.end()].strip()
+            if piece:
+                spans.append(piece)
+            start = m.end()
+        tail = line[start:].strip()
+        if tail:
+            spans.append(tail)
+    return spans
+
+
+def _check_sentences(judge: str, sentences: list[str], response: str, min_coverage: float, step: str) -> float:
+    """Judged sentences must come from the response and cover enough of it; returns the coverage."""
+    norm_response = _normalize(response)
+    response_words = _WORD.findall(norm_response)
+    vocabulary = set(response_words)
+    judged: set[str] = set()
+    for i, sentence in enumerate(sentences):
+        norm = _normalize(_LIST_MARK.sub("", sentence))
+        words = _WORD.findall(norm)
+        judged.update(words)
+        if not words or norm.rstrip(".!?") in norm_response:
+            continue
+        inside = sum(1 for w in words if w in vocabulary)
+        if inside / len(words) < 0.6:
+            raise JudgeError(f"{step}: sentence {i + 1} ({sentence[:80]!r}) is not from the response")
+    if not response_words:
+        return 1.0
+    coverage = sum(1 for w in response_words if w in judged) / len(response_words)
+    if coverage < min_coverage:
+        raise JudgeError(f"{step}: the judged sentences cover {coverage:.0%} of the response's words "
+                         f"(config.minCoverage {min_coverage:g})")
+    return coverage
+
+
+# ---------------------------------------------------------------- parsing replies
+
+_ELIGIBILITY_LABELS = {
+    "no issues": "No Issues", "no issue": "No Issues", "no issue(s)": "No Issues",
+    "minor issue(s)": "Minor Issue(s)", "minor issues": "Minor Issue(s)", "minor issue": "Minor Issue(s)",
+    "major issue(s)": MAJOR, "major issues": MAJOR, "major issue": MAJOR,
+}
+_FENCE = re.compile(r"```json(.*?)(?:```|\Z)", re.S | re.I)
+_IF_VALUE = re.compile(r"[\"']?Instruction Following[\"']?\s*:\s*[\"']([^\"'\n]*)[\"']", re.I)
+
+
+def parse_eligibility(text: str) -> str:
+    """The verdict of the eligibility rubric: the ```json block(s) first (newlines read as spaces),
+    else `"Instruction Following": "..."` anywhere. Missing, unknown or conflicting: JudgeError."""
+    values: list[str] = []
+    for m in _FENCE.finditer(text):
+        block = m.group(1).replace("\n", " ").strip()
+        try:
+            obj = json.loads(block)
+        except ValueError:
+            found = _IF_VALUE.search(block)
+            obj = {"Instruction Following": found.group(1)} if found else None
+        if isinstance(obj, dict):
+            key = next((k for k in obj if str(k).strip().lower() == "instruction following"), None)
+            if key is not None:
+                values.append(str(obj[key]))
+    if not values:
+        values = [m.group(1) for m in _IF_VALUE.finditer(text)]
+    if not values:
+        raise JudgeError("eligibility: no {\"Instruction Following\": ...} verdict in the judge's reply", text)
+    labels = set()
+    for v in values:
+        label = _ELIGIBILITY_LABELS.get(_SPACES.sub(" ", v.strip().lower()))
+        if label is None:
+            raise JudgeError(f"eligibility: unknown verdict {v!r} (expected No Issues, Minor Issue(s) or "
+                             "Major Issue(s))", text)
+        labels.add(label)
+    if len(labels) > 1:
+        raise JudgeError(f"eligibility: conflicting verdicts {sorted(labels)}", text)
+    return labels.pop()
+
+
+def _json_chunks(body: str) -> Iterable[str]:
+    start = 0
+    for m in re.finditer(r"\}[ \t]*\r?\n", body):
+        yield body[start:m.start() + 1]
+        start = m.end()
+    yield body[start:]
+
+
+def parse_json_labels(text: str) -> list[dict]:
+    """The `json` template's reply: one {"sentence", "label", "rationale", "excerpt"} per sentence."""
+    fence = _FENCE.search(text)
+    body = (fence.group(1) if fence else text).strip()
+    objects: list[Any] = []
+    try:  # a judge that answers with one JSON array (or one object) instead of JSON lines
+        whole = json.loads(body)
+        objects = whole if isinstance(whole, list) else [whole]
+    except ValueError:
+        decoder = json.JSONDecoder()
+        for chunk in _json_chunks(body):
+            chunk = chunk.replace("\r", " ").replace("\n", " ").replace("\\'", "'")
+            pos = chunk.find("{")  # text without an object is prose, skipped as the reference does
+            while pos >= 0:
+                try:
+                    obj, end = decoder.raw_decode(chunk, pos)
+                except ValueError:
+                    raise JudgeError(f"json template: object {len(objects) + 1} is not valid JSON: "
+                                     f"{chunk[pos:pos + 120]!r}", text) from None
+                objects.append(obj)
+                pos = chunk.find("{", end)
+    if not objects:
+        raise JudgeError("json template: no JSON object in the judge's reply", text)
+    out = []
+    for i, obj in enumerate(objects):
+        if not isinstance(obj, dict):
+            raise JudgeError(f"json template: item {i + 1} is not an object", text)
+        raw_label = obj.get("label")
+        label = JSON_LABELS.get(re.sub(r"[\s-]+", "_", str(raw_label).strip().strip("'\"").lower())) \
+            if isinstance(raw_label, str) else None
+        if label is None:
+            raise JudgeError(f"json template: sentence {i + 1} has label {raw_label!r}, expected supported, "
+                             "unsupported, contradictory or no_rad", text)
+        sentence, rationale, excerpt = obj.get("sentence"), obj.get("rationale"), obj.get("excerpt")
+        if not isinstance(sentence, str) or not sentence.strip():
+            raise JudgeError(f"json template: item {i + 1} has no sentence", text)
+        out.append({"text": sentence.strip(), "verdict": label,
+                    "reason": rationale if isinstance(rationale, str) else "",
+                    "evidence": excerpt if isinstance(excerpt, str) and excerpt.strip() else None})
+    return out
+
+
+_FINAL = re.compile(r"final\s+answer\s*:", re.I)
+_WORD_VERDICT = re.compile(r"\b(in)?accurate\b", re.I)
+
+
+def read_final_answer(text: str, step: str, require_final: bool = False) -> bool:
+    """True = accurate. The text after the last `Final Answer:`, lower-cased: "inaccurate" or
+    "false" -> inaccurate, else "accurate" or "true" -> accurate (factuality-methods.md §4.3).
+    Without `Final Answer:` (unless required), the last line naming exactly one of
+    Accurate/Inaccurate decides."""
+    clean = text.replace("*", "")
+    finals = list(_FINAL.finditer(clean))
+    if finals:
+        tail = clean[finals[-1].end():].lower()
+        if "inaccurate" in tail or "false" in tail:
+            return False
+        if "accurate" in tail or "true" in tail:
+            return True
+        raise JudgeError(f"{step}: the final answer is neither Accurate nor Inaccurate", text)
+    for line in ([] if require_final else reversed(clean.splitlines())):
+        kinds = {m.group(1) is not None for m in _WORD_VERDICT.finditer(line)}
+        if len(kinds) == 1:
+            return not kinds.pop()
+        if len(kinds) == 2:
+            break
+    raise JudgeError(f"{step}: no 'Final Answer: Accurate/Inaccurate' in the judge's reply", text)
+
+
+_SENTENCE_LINE = re.compile(r"^\s*(?:[-#>]\s*)*sentence\s+(\d+)(?:\s+(label|evidence|reason|rationale))?\s*:\s*(.*)$",
+                            re.I)
+
+
+def parse_implicit_span_level(text: str) -> tuple[bool, list[dict]]:
+    """Sentence lines and the final answer; labels must be Accurate/Inaccurate, numbered 1..n,
+    and agree with the final answer."""
+    rows: dict[int, dict] = {}
+    for line in text.replace("*", "").splitlines():
+        m = _SENTENCE_LINE.match(line)
+        if not m:
+            continue
+        k, kind, value = int(m.group(1)), (m.group(2) or "text").lower(), m.group(3).strip()
+        if kind == "rationale":
+            kind = "reason"
+        row = rows.setdefault(k, {})
+        if kind in row:
+            raise JudgeError(f"implicit_span_level: sentence {k} has two {kind} lines", text)
+        row[kind] = value
+    accurate = read_final_answer(text, "implicit_span_level", require_final=True)
+    if not rows:
+        return accurate, []
+    if sorted(rows) != list(range(1, len(rows) + 1)):
+        raise JudgeError(f"implicit_span_level: sentences are numbered {sorted(rows)[:10]}, expected 1..{len(rows)}",
+                         text)
+    out = []
+    for k in range(1, len(rows) + 1):
+        row = rows[k]
+        if "text" not in row or "label" not in row:
+            raise JudgeError(f"implicit_span_level: sentence {k} needs both a 'Sentence {k}:' and a "
+                             f"'Sentence {k} label:' line", text)
+        label = row["label"].strip().strip(".").lower()
+        if label not in ("accurate", "inaccurate"):
+            raise JudgeError(f"implicit_span_level: sentence {k} label is {row['label']!r}, expected Accurate or "
+                             "Inaccurate", text)
+        evidence = row.get("evidence")
+        if evidence is not None and evidence.strip().strip(".").lower() in ("", "none", "n/a", "null"):
+            evidence = None
+        out.append({"text": row["text"], "verdict": label.upper(), "reason": row.get("reason", ""),
+                    "evidence": evidence})
+    all_accurate = all(c["verdict"] == "ACCURATE" for c in out)
+    if all_accurate != accurate:
+        raise JudgeError("implicit_span_level: the final answer contradicts the sentence labels "
+                         f"(final {'Accurate' if accurate else 'Inaccurate'}, "
+                         f"{sum(c['verdict'] == 'INACCURATE' for c in out)} inaccurate sentence(s))", text)
+    return accurate, out
+
+
+_FIELD = re.compile(r"^\s*(evidence|reasoning|reason)\s*:\s*(.*)$", re.I | re.M)
+
+
+def parse_span_level(text: str, step: str) -> tuple[bool, str, str | None]:
+    """(accurate, reasoning, evidence) of one span's reply."""
+    accurate = read_final_answer(text, step)
+    fields = {m.group(1).lower(): m.group(2).strip() for m in _FIELD.finditer(text.replace("*", ""))}
+    evidence = fields.get("evidence")
+    if evidence is not None and evidence.strip().strip(".").lower() in ("", "none", "n/a", "null"):
+        evidence = None
+    return accurate, fields.get("reasoning") or fields.get("reason") or "", evidence
+
+
+# ---------------------------------------------------------------- one judge
+
+
+def _judge_names(specs: list[ProviderSpec]) -> list[str]:
+    names, seen = [], Counter()
+    for spec in specs:
+        base = spec.label or spec.id
+        seen[base] += 1
+        names.append(base if seen[base] == 1 else f"{base} #{seen[base]}")
+    return names
+
+
+def _grounding_prompt(ctx: AssertionContext, template: str):
+    cfg = ctx.assertion.config
+    key = TEMPLATE_PROMPT_KEYS[template]
+    if cfg.get(key) not in (None, "", []):
+        return prompt_for(ctx, key, None)
+    return prompt_for(ctx, "groundingPrompt", facts_prompts.GROUNDING[template])
+
+
+async def _run_judge(ctx: AssertionContext, spec: ProviderSpec, name: str, template: str, inp: Inputs,
+                     opts: Options, sem: asyncio.Semaphore) -> dict:
+    call = JudgeCall()
+    out: dict = {"judge": name, "id": spec.id, "template": template, "call": call, "claims": []}
+
+    async def ask(prompt, variables, step):
+        async with sem:
+            return await ask_text(ctx, spec, prompt, variables, call, step)
+
+    async def eligibility():
+        baseline = ""
+        if opts.baseline:
+            base_prompt = prompt_for(ctx, "baselinePrompt", None)
+            if base_prompt is None and inp.prompt_messages:
+                base_prompt = inp.prompt_messages
+            baseline = await ask(base_prompt or facts_prompts.BASELINE, inp.variables(ctx), "baseline")
+        reply = await ask(prompt_for(ctx, "eligibilityPrompt", facts_prompts.ELIGIBILITY),
+                          inp.variables(ctx, baseline=baseline), "eligibility")
+        return parse_eligibility(reply), reply
+
+    async def grounding():
+        prompt = _grounding_prompt(ctx, template)
+        if template == "span_level":
+            spans = split_sentences(inp.response)
+            replies = await _gather(*(ask(prompt, inp.variables(ctx, span=s, span_index=i + 1, span_count=len(spans)),
+                                          f"grounding span {i + 1}/{len(spans)}") for i, s in enumerate(spans)))
+            claims = []
+            for i, (span, reply) in enumerate(zip(spans, replies)):
+                accurate, reasoning, evidence = parse_span_level(reply, f"span_level span {i + 1}")
+                claims.append({"text": span, "verdict": "ACCURATE" if accurate else "INACCURATE",
+                               "reason": reasoning, "evidence": evidence})
+            return all(c["verdict"] == "ACCURATE" for c in claims), claims, 1.0
+        reply = await ask(prompt, inp.variables(ctx), "grounding")
+        if template == "json":
+            claims = parse_json_labels(reply)
+            accurate = all(c["verdict"] in GROUNDED for c in claims)
+        elif template == "implicit_span_level":
+            accurate, claims = parse_implicit_span_level(reply)
+        else:  # response_level: one verdict for the whole response
+            accurate = read_final_answer(reply, "response_level")
+            return accurate, [{"text": inp.response, "verdict": "ACCURATE" if accurate else "INACCURATE",
+                               "reason": reply.strip()[-1000:], "evidence": None}], 1.0
+        coverage = None
+        if opts.check_sentences and claims:
+            try:
+                coverage = _check_sentences(name, [c["text"] for c in claims], inp.response, opts.min_coverage,
+                                            template)
+            except JudgeError as exc:
+                raise JudgeError(str(exc), reply) from None
+        return accurate, claims, coverage
+
+    jobs = [grounding()] + ([eligibility()] if opts.eligibility else [])
+    try:
+        results = await _gather(*jobs)
+    except JudgeError as exc:
+        out["error"], out["raw"] = str(exc), exc.raw
+        return out
+    accurate, claims, coverage = results[0]
+    out["accurate"] = accurate
+    out["coverage"] = coverage
+    for i, c in enumerate(claims):
+        c["grounded"] = c["verdict"] in GROUNDED
+        if c.get("evidence"):
+            c["evidenceFound"] = inp.find_evidence(c["evidence"])
+        out["claims"].append({"judge": name, "index": i + 1, **c})
+    if opts.eligibility:
+        label, reply = results[1]
+        out["eligibility"], out["eligibilityReason"] = label, reply.strip()[-1000:]
+    else:
+        out["eligibility"] = None
+    out["eligible"] = out["eligibility"] != MAJOR
+    return out
+
+
+async def _gather(*aws):
+    """Run all; if some fail, raise the first JudgeError (other exceptions first: they abort the run)."""
+    results = await asyncio.gather(*aws, return_exceptions=True)
+    for r in results:
+        if isinstance(r, BaseException) and not isinstance(r, JudgeError):
+            raise r
+    for r in results:
+        if isinstance(r, JudgeError):
+            raise r
+    return results
+
+
+def _ground_reason(r: dict) -> str:
+    claims = r["claims"]
+    bad = [c for c in claims if not c["grounded"]]
+    if r["template"] == "response_level" or not claims:
+        return "accurate" if r["accurate"] else "inaccurate"
+    unit = "span" if r["template"] == "span_level" else "sentence"
+    if not bad:
+        return f"accurate ({len(claims)} {unit}s grounded)"
+    shown = "; ".join(f"{c['verdict'].lower()}: {c['text'][:80]}" for c in bad[:2])
+    return f"inaccurate ({len(bad)} of {len(claims)} {unit}s not grounded: {shown}{' …' if len(bad) > 2 else ''})"
+
+
+def _fmt(x: float) -> str:
+    return templating.to_fixed(x, 2)
+
+
+@assertion(METHOD, model_graded=True)
+async def facts_grounding(ctx: AssertionContext) -> GradingResult:
+    if ctx.grader is None:
+        raise AssertionError_("facts-grounding needs a grader (run through factcli eval)")
+    opts = _options(ctx)
+    try:
+        specs = judges_for(ctx)
+    except JudgeError as exc:
+        raise AssertionError_(f"facts-grounding: {exc}") from None
+    names = _judge_names(specs)
+    templates = [opts.templates.get(n, opts.templates.get(s.label or "", opts.templates.get(s.id, opts.template)))
+                 for n, s in zip(names, specs)]
+    inp = await _inputs(ctx)
+    base_meta = {"method": METHOD, "threshold": opts.threshold, "aggregate": opts.aggregate}
+
+    if not inp.response.strip():
+        judges = [{"judge": n, "id": s.id, "template": t, "eligibility": None, "eligible": False, "accurate": None,
+                   "score": 0.0, "reason": "empty response: not judged"} for n, s, t in zip(names, specs, templates)]
+        meta = {**base_meta, "score": 0.0, "unadjustedScore": 0.0, "eligible": False, "empty": True,
+                "judges": judges, "claims": []}
+        return _finish(ctx, False, 0.0, "FACTS grounding 0.00: the response is empty", TokenUsage(), meta)
+
+    sem = asyncio.Semaphore(opts.max_concurrency)
+    results = await asyncio.gather(*(_run_judge(ctx, s, n, t, inp, opts, sem)
+                                     for s, n, t in zip(specs, names, templates)))
+    tokens, cost, cost_known = TokenUsage(), 0.0, True
+    for r in results:
+        tokens.add(r["call"].tokens)
+        cost += r["call"].cost
+        cost_known = cost_known and r["call"].cost_known
+    failed = [r for r in results if "error" in r]
+    if failed:
+        meta = {**base_meta, **_details(results, cost if cost_known else None)}
+        first = failed[0]
+        more = f" (and {len(failed) - 1} more judge(s))" if len(failed) > 1 else ""
+        return grader_error(f"facts-grounding: judge {first['judge']}: {first['error']}{more}", first.get("raw"),
+                            tokens, **meta)
+
+    eligible = not opts.eligibility or any(r["eligible"] for r in results)
+    for r in results:
+        r["score"] = 1.0 if eligible and r["accurate"] else 0.0
+        r["reason"] = _ground_reason(r)
+    score = sum(r["score"] for r in results) / len(results)
+    unadjusted = sum(1.0 for r in results if r["accurate"]) / len(results)
+    meta = {"method": METHOD, "score": score, "unadjustedScore": unadjusted, "eligible": eligible,
+            "threshold": opts.threshold, "aggregate": opts.aggregate, **_details(results, cost if cost_known else None)}
+
+    if opts.aggregate in ("majority", "unanimous") and len(results) > 1:
+        votes = [r["score"] == 1.0 for r in results]
+        if opts.aggregate == "unanimous":
+            passed = all(votes)
+        elif votes.count(True) == votes.count(False):
+            return grader_error("facts-grounding: the judges tie under majority voting", None, tokens, **meta)
+        else:
+            passed = votes.count(True) > votes.count(False)
+        rule = f"{opts.aggregate} of {len(votes)} judges"
+    else:
+        passed = score >= opts.threshold
+        rule = f"{'≥' if passed else '<'} {templating.js_string(opts.threshold)}"
+    per_judge = "; ".join(f"{r['judge']}: {r['reason']}" for r in results)
+    if not eligible:
+        head = (f"FACTS grounding {_fmt(score)} {rule}: ineligible, every judge found Major Issue(s) in "
+                f"following the request (grounding alone: {_fmt(unadjusted)})")
+    else:
+        head = f"FACTS grounding {_fmt(score)} {rule}"
+    return _finish(ctx, passed, score, f"{head} ({per_judge})", tokens, meta)
+
+
+def _details(results: list[dict], cost: float | None) -> dict:
+    return {"judges": [_judge_meta(r) for r in results], "claims": [c for r in results for c in r["claims"]],
+            "graderReplies": [rep for r in results for rep in r["call"].replies], "graderCost": cost}
+
+
+def _judge_meta(r: dict) -> dict:
+    keep = ("judge", "id", "template", "eligibility", "eligible", "accurate", "score", "reason", "eligibilityReason",
+            "coverage", "error")
+    out = {k: r[k] for k in keep if k in r}
+    if isinstance(r.get("accurate"), bool):
+        out["verdict"] = "ACCURATE" if r["accurate"] else "INACCURATE"
+    call = r["call"]
+    out["cost"] = call.cost if call.cost_known else None
+    return out
+
+
+def _finish(ctx: AssertionContext, passed: bool, score: float, reason: str, tokens: TokenUsage,
+            meta: dict) -> GradingResult:
+    if ctx.inverse:
+        passed, score = not passed, 1.0 - score
+    return GradingResult(passed, score, reason, tokens_used=tokens, metadata=meta)
+
+
+# ---------------------------------------------------------------- column summary
+
+
+def facts_interval(p: float, n: int) -> float:
+    """Half-width of the paper's 95% interval (Tables 5 and 6): 1.96·sqrt(p(1-p)/N)."""
+    if n <= 0:
+        return math.nan
+    return Z95 * math.sqrt(max(p * (1 - p), 0.0) / n)
+
+
+def _facts_components(item: Any) -> list[dict]:
+    """facts-grounding metadata found in a row: an EvalResult, a GradingResult, a results-JSON row,
+    a gradingResult/component dict, or the metadata dict itself."""
+    if item is None:
+        return []
+    if isinstance(item, GradingResult):
+        found = [item.metadata] if item.metadata.get("method") == METHOD else []
+        for c in item.component_results:
+            if c is not item:
+                found.extend(_facts_components(c))
+        return found
+    grading = getattr(item, "grading", None)
+    if grading is not None or hasattr(item, "step"):
+        return _facts_components(grading)
+    if isinstance(item, dict):
+        if item.get("method") == METHOD:
+            return [item]
+        found = []
+        meta = item.get("metadata")
+        if isinstance(meta, dict) and meta.get("method") == METHOD:
+            found.append(meta)
+        for key in ("gradingResult", "componentResults"):
+            sub = item.get(key)
+            for s in (sub if isinstance(sub, list) else [sub] if isinstance(sub, dict) else []):
+                found.extend(_facts_components(s))
+        return found
+    return []
+
+
+def facts_summary(rows: Iterable[Any]) -> dict:
+    """The FACTS Grounding score of one column (paper §3, Tables 5-6).
+
+    Every facts-grounding result in `rows` counts once (rows whose grading failed are counted
+    apart as `gradingErrors`; rows without the assertion are ignored). Over the N judged results:
+    `accuracy` p = mean of the row scores (= the mean over judges of each judge's accuracy, with
+    ineligible responses counted inaccurate), `ci95` = 1.96·sqrt(p(1-p)/N), `unadjusted` the same
+    without the eligibility filter (Table 5), `ineligible` the number of responses every judge
+    found to have Major Issue(s), and `judges`: per judge its accuracy, interval, unadjusted
+    accuracy and eligibility votes.
+    """
+    metas: list[dict] = []
+    for row in rows:
+        metas.extend(_facts_components(row))
+    errors = sum(1 for m in metas if m.get("graderError"))
+    judged = [m for m in metas if not m.get("graderError") and isinstance(m.get("score"), (int, float))]
+    n = len(judged)
+
+    def stat(values: list[float]) -> dict:
+        if not values:
+            return {"n": 0, "accuracy": None, "ci95": None}
+        p = sum(values) / len(values)
+        return {"n": len(values), "accuracy": p, "ci95": facts_interval(p, len(values))}
+
+    total = stat([float(m["score"]) for m in judged])
+    unadjusted = stat([float(m.get("unadjustedScore", m["score"])) for m in judged])
+    per_judge: dict[str, dict] = {}
+    for m in judged:
+        for j in m.get("judges") or []:
+            entry = per_judge.setdefault(j["judge"], {"scores": [], "accurate": [], "votes": Counter()})
+            entry["scores"].append(float(j.get("score") or 0.0))
+            entry["accurate"].append(1.0 if j.get("accurate") else 0.0)
+            entry["votes"][j.get("eligibility") or "not judged"] += 1
+    judges = {}
+    for name, e in per_judge.items():
+        s, u = stat(e["scores"]), stat(e["accurate"])
+        judges[name] = {**s, "unadjusted": u["accuracy"], "unadjustedCi95": u["ci95"],
+                        "eligibility": dict(e["votes"]), "majorIssues": e["votes"].get(MAJOR, 0)}
+    return {
+        "n": n,
+        "accuracy": total["accuracy"],
+        "ci95": total["ci95"],
+        "unadjusted": unadjusted["accuracy"],
+        "unadjustedCi95": unadjusted["ci95"],
+        "ineligible": sum(1 for m in judged if m.get("eligible") is False),
+        "gradingErrors": errors,
+        "judges": judges,
+    }
+
+
+def format_facts_summary(summary: dict) -> str:
+    """One line for the summary table: `FACTS 91.4% ±1.9 (N=860; ineligible 3; judge-a 90.0% ±2.0, …)`."""
+    if not summary["n"]:
+        return f"FACTS n/a (no judged rows; grading errors {summary['gradingErrors']})"
+    parts = [f"N={summary['n']}", f"ineligible {summary['ineligible']}"]
+    if summary["gradingErrors"]:
+        parts.append(f"grading errors {summary['gradingErrors']}")
+    parts += [f"{name} {100 * j['accuracy']:.1f}% ±{100 * j['ci95']:.1f}" for name, j in summary["judges"].items()]
+    return f"FACTS {100 * summary['accuracy']:.1f}% ±{100 * summary['ci95']:.1f} ({'; '.join(parts)})"
