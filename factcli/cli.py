@@ -36,7 +36,7 @@ def _root(
     """factcli: measure whether LLM outputs are factually right."""
 
 
-OUTPUT_FORMATS = (".json", ".jsonl", ".yaml", ".yml")
+OUTPUT_FORMATS = (".json", ".jsonl", ".yaml", ".yml", ".csv", ".xml", ".html")  # .xml covers .junit.xml
 
 
 @app.command("eval")
@@ -44,7 +44,8 @@ def eval_cmd(
     config: List[Path] = typer.Option(None, "-c", "--config", help="Config file(s); merged in order. "
                                       "Default: promptfooconfig.yaml/.yml/.json in the current directory."),
     output: List[Path] = typer.Option(None, "-o", "--output", help="Write results; format from the extension: "
-                                      ".json (promptfoo layout), .jsonl, .yaml. Repeatable."),
+                                      ".json (promptfoo layout), .jsonl, .yaml, .csv, .xml, .junit.xml, .html. "
+                                      "Repeatable."),
     max_concurrency: Optional[int] = typer.Option(None, "-j", "--max-concurrency", min=1,
                                                   help="Calls in flight at once (default 4)."),
     repeat: Optional[int] = typer.Option(None, "--repeat", min=1, help="Run every test N times."),
@@ -67,6 +68,14 @@ def eval_cmd(
                                               "to score existing outputs; use with --model-outputs."),
     model_outputs: Optional[Path] = typer.Option(None, "--model-outputs", help="JSON list of outputs "
                                                  "(strings or {output, tags}) to score with --assertions."),
+    db: Optional[Path] = typer.Option(None, "--db", help="The run store (default: FACTCLI_HOME/factcli.db)."),
+    no_write: bool = typer.Option(False, "--no-write", help="Do not store this run."),
+    resume: Optional[str] = typer.Option(None, "--resume", metavar="RUN", help="Finish an interrupted run "
+                                         "(id, prefix or 'latest') with its stored config; finished rows are kept."),
+    retry_errors: Optional[str] = typer.Option(None, "--retry-errors", metavar="RUN", help="Re-run only the "
+                                               "ERROR rows of a stored run (id, prefix or 'latest')."),
+    filter_failing: Optional[str] = typer.Option(None, "--filter-failing", metavar="RUN", help="Only the tests "
+                                                 "that failed or errored in a stored run (id, prefix or 'latest')."),
 ) -> None:
     """Run an eval: prompts x providers x tests, scored by the config's assertions."""
     from factcli.errors import FactcliError
@@ -105,7 +114,12 @@ def _run_eval(args: dict) -> int:
     )
     if (args["assertions"] is None) != (args["model_outputs"] is None):
         raise FactcliError("--assertions and --model-outputs go together")
-    if args["assertions"] is not None:
+    from factcli.session import EvalSession
+
+    session = EvalSession.open(args, options)
+    if session.suite is not None:
+        suite = session.suite
+    elif args["assertions"] is not None:
         from factcli.model_outputs import suite_from_outputs
 
         suite = suite_from_outputs(args["assertions"], args["model_outputs"], cli_vars)
@@ -126,18 +140,24 @@ def _run_eval(args: dict) -> int:
             re.compile(args["filter_pattern"])
         except re.error as exc:
             raise FactcliError(f"--filter-pattern: invalid regex: {exc}")
+    session.filter_suite(suite)
     run = runner.prepare(suite, options)
+    session.begin(run)
     for message in run.warnings:
         report.stderr_console().print(f"[yellow]warning:[/] {message}")
     progress = report.Progress(run.total_steps, enabled=not args["no_progress_bar"])
     interrupted = False
     try:
-        asyncio.run(runner.execute(run, on_result=progress.advance, warn=progress.warn))
+        asyncio.run(runner.execute(run, on_result=session.recorder(progress.advance), warn=progress.warn))
     except KeyboardInterrupt:
         interrupted = True
         run.status = runner.STATUS_INTERRUPTED
+    except BaseException as exc:
+        session.finish(run, exc)
+        raise
     finally:
         progress.stop()
+    session.finish(run)
     from rich.console import Console
 
     console = Console(highlight=False)
@@ -145,7 +165,9 @@ def _run_eval(args: dict) -> int:
         report.results_table(run, console)
     report.summary(run, console)
     for path in outputs + [Path(p) for p in suite.output_path]:
-        write_output(run, path)
+        from factcli.exports import write_export
+
+        write_export(run, path)
         console.print(f"Wrote {path}")
     if interrupted:
         report.stderr_console().print("[yellow]Interrupted:[/] finished rows were kept.")
@@ -215,6 +237,8 @@ def main() -> None:
               file=sys.stderr)
         sys.exit(1)
 
+
+from factcli import cli_runs  # noqa: E402,F401  (registers view, list, show, diff, export, delete)
 
 if __name__ == "__main__":
     main()

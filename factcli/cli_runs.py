@@ -1,0 +1,208 @@
+"""Commands over stored runs: view, list, show, diff, export, delete (registered on factcli.cli.app).
+
+Only typer is imported here; the store, rich and the renderers are imported inside the commands so
+that `factcli --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from factcli.cli import _fail, app
+
+DB_HELP = "The run store (default: FACTCLI_HOME/factcli.db)."
+RUN_HELP = "A run id, a unique prefix of one, or 'latest'."
+
+
+@contextlib.contextmanager
+def _store(db: Optional[Path]):
+    """Open the store; any problem with it, or an unknown run, is one line and exit 1."""
+    import sqlite3
+
+    from factcli.errors import FactcliError
+    from factcli.store import Store
+
+    store = None
+    try:
+        store = Store.open(db)
+        yield store
+    except FactcliError as exc:
+        _fail(str(exc), exc.exit_code)
+    except sqlite3.Error as exc:
+        _fail(f"{db or 'the database'}: database error: {exc}")
+    finally:
+        if store is not None:
+            try:
+                store.close()
+            except sqlite3.Error:
+                pass
+
+
+@app.command("view")
+def view_cmd(
+    run: str = typer.Argument("latest", metavar="RUN", help=RUN_HELP),
+    failures: bool = typer.Option(False, "--failures", help="Only tests with a failed row."),
+    errors: bool = typer.Option(False, "--errors", help="Only tests with an ERROR row."),
+    filter_text: Optional[str] = typer.Option(None, "--filter", metavar="TEXT",
+                                              help="Only tests with a row whose output, error or "
+                                                   "failure reason, vars or description contains TEXT "
+                                                   "(case-insensitive)."),
+    limit: int = typer.Option(50, "--limit", min=1, help="Tests per page."),
+    page_no: int = typer.Option(1, "--page", min=1, help="Page to show (1 is the first)."),
+    full: bool = typer.Option(False, "--full", help="Whole outputs and reasons, every column."),
+    as_json: bool = typer.Option(False, "--json", help="Print the page as JSON."),
+    db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
+) -> None:
+    """Show a stored run as a table: tests as rows, prompt x provider as columns."""
+    from factcli import viewer
+
+    with _store(db) as store:
+        row = store.resolve(run)
+        header = viewer.run_header(store, row)
+        info = viewer.page(store, row, failures=failures, errors=errors, text=filter_text, limit=limit,
+                           page_no=page_no, full=full)
+        summaries = viewer.column_summaries(store, row)
+    if as_json:
+        import json
+
+        doc = {"run": header, "columns": summaries, **info}
+        for t in doc["tests"]:
+            t["cells"] = [t["cells"][k] for k in sorted(t["cells"])]
+        typer.echo(json.dumps(doc, ensure_ascii=False, indent=2))
+        return
+    console, terminal = viewer.console_for_stdout()
+    viewer.render_header(console, header, page_info=info)
+    if info["tests"]:
+        viewer.render_table(console, summaries, info, full=full, terminal=terminal)
+    elif info["total"] == 0:
+        console.print("No rows match." if (failures or errors or filter_text) else "No rows stored yet.")
+    else:
+        console.print(f"Page {page_no} is past the last page ({info['pages']}).")
+    viewer.render_footer(console, summaries, terminal)
+    if info["pages"] > page_no:
+        console.print(f"[dim]Next page: factcli view {row['id']} --page {page_no + 1}"
+                      + (" …filters" if (failures or errors or filter_text) else "") + "[/]")
+
+
+@app.command("list")
+def list_cmd(
+    n: int = typer.Option(20, "-n", min=1, help="How many runs, newest first."),
+    as_json: bool = typer.Option(False, "--json", help="Print the runs as JSON."),
+    db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
+) -> None:
+    """List stored runs, newest first."""
+    from factcli import viewer
+    from factcli.store import default_path, shown_status
+
+    path = db or default_path()
+    if db is None and not path.exists():
+        typer.echo("[]" if as_json else f"No runs stored yet ({path}).")
+        return
+    with _store(db) as store:
+        runs = store.list_runs(n)
+        open_ids = [r["id"] for r in runs if not r.get("finished_at")]
+        counts = {}
+        for rid in open_ids:
+            counts[rid] = store.conn.execute("SELECT COUNT(*) FROM results WHERE run_id = ?", (rid,)).fetchone()[0]
+    if as_json:
+        import json
+
+        out = []
+        for r in runs:
+            done = counts.get(r["id"], (r.get("successes") or 0) + (r.get("failures") or 0) + (r.get("errors") or 0))
+            out.append({"id": r["id"], "createdAt": r["created_at"], "finishedAt": r["finished_at"],
+                        "status": shown_status(r), "description": r["description"], "rows": done,
+                        "totalRows": r["total_steps"], "successes": r["successes"], "failures": r["failures"],
+                        "errors": r["errors"], "durationMs": r["duration_ms"],
+                        "configFiles": json.loads(r["config_files_json"] or "[]")})
+        typer.echo(json.dumps(out, ensure_ascii=False, indent=2))
+        return
+    if not runs:
+        typer.echo(f"No runs stored yet ({store.path}).")
+        return
+    console, terminal = viewer.console_for_stdout()
+    viewer.render_runs(console, runs, terminal, counts)
+
+
+@app.command("show")
+def show_cmd(
+    run: str = typer.Argument(..., metavar="RUN", help=RUN_HELP),
+    test_idx: Optional[int] = typer.Argument(None, metavar="TEST_IDX", help="One test: every column's prompt, "
+                                             "output, assertions with reasons, grader replies and claims."),
+    as_json: bool = typer.Option(False, "--json", help="Print the stored rows as JSON."),
+    db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
+) -> None:
+    """Show one run (config, options, column metrics) or one test of it in full."""
+    from factcli import detail
+
+    with _store(db) as store:
+        row = store.resolve(run)
+        if test_idx is None:
+            detail.show_run(store, row, as_json)
+        else:
+            detail.show_test(store, row, test_idx, as_json)
+
+
+@app.command("diff")
+def diff_cmd(
+    run_a: str = typer.Argument(..., metavar="RUN_A", help=RUN_HELP),
+    run_b: str = typer.Argument(..., metavar="RUN_B", help=RUN_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the differences as JSON."),
+    db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
+) -> None:
+    """Compare two runs: rows that flipped between PASS, FAIL and ERROR, and metric deltas per column.
+
+    Rows are matched by test description and vars (not position), repeat and column."""
+    from factcli import detail
+
+    with _store(db) as store:
+        a, b = store.resolve(run_a), store.resolve(run_b)
+        detail.diff_runs(store, a, b, as_json)
+
+
+@app.command("export")
+def export_cmd(
+    run: str = typer.Argument(..., metavar="RUN", help=RUN_HELP),
+    output: List[Path] = typer.Option(..., "-o", "--output", help="File to write; format from the extension: "
+                                      ".json, .jsonl, .yaml, .csv, .xml, .junit.xml, .html. Repeatable."),
+    db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
+) -> None:
+    """Write a stored run to files, in the formats `eval -o` writes."""
+    from factcli.exports import FORMATS, write_export
+
+    for p in output:
+        if not p.name.lower().endswith(FORMATS):
+            _fail(f"-o {p}: unsupported output format (use {', '.join(FORMATS)})")
+    with _store(db) as store:
+        from factcli.records import load_run
+
+        row = store.resolve(run)
+        stored = load_run(store, row)
+    from factcli.errors import FactcliError
+
+    for p in output:
+        try:
+            write_export(stored, p)
+        except FactcliError as exc:
+            _fail(str(exc), exc.exit_code)
+        typer.echo(f"Wrote {p}")
+
+
+@app.command("delete")
+def delete_cmd(
+    run: str = typer.Argument(..., metavar="RUN", help=RUN_HELP),
+    db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
+) -> None:
+    """Delete a stored run and its rows."""
+    from factcli.store import shown_status
+
+    with _store(db) as store:
+        row = store.resolve(run)
+        if shown_status(row) == "running":
+            _fail(f"run {row['id']} is still running (pid {row['pid']})")
+        n = store.delete_run(row["id"])
+    typer.echo(f"Deleted run {row['id']} ({n} rows).")

@@ -1,0 +1,350 @@
+"""Result files, from a run in memory (`eval -o`) or from the store (`factcli export`).
+
+The format comes from the file name: .json (promptfoo's layout), .jsonl, .yaml/.yml (written by
+cli.write_output), .csv (promptfoo's CSV layout), .xml (the JSON document as XML), .junit.xml
+(one testsuite per column) and .html (one self-contained page that opens offline).
+Every file gets a last secrets pass (contract §9) after it is written.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from factcli.errors import FactcliError
+from factcli.types import FAILURE_ERROR, EvalResult
+
+FORMATS = (".json", ".jsonl", ".yaml", ".yml", ".csv", ".xml", ".junit.xml", ".html")
+
+
+def write_export(run, path: Path, scrub=None) -> None:
+    from factcli.store import Scrubber
+
+    path = Path(path)
+    name = path.name.lower()
+    if not name.endswith(FORMATS):
+        raise FactcliError(f"{path}: unsupported output format (use {', '.join(FORMATS)})")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if name.endswith((".json", ".jsonl", ".yaml", ".yml")):
+            from factcli.cli import write_output
+
+            write_output(run, path)
+        elif name.endswith("junit.xml"):
+            path.write_text(junit_xml(run), encoding="utf-8")
+        elif name.endswith(".xml"):
+            path.write_text(document_xml(run), encoding="utf-8")
+        elif name.endswith(".csv"):
+            write_csv(run, path)
+        else:
+            path.write_text(html_page(run), encoding="utf-8")
+        (scrub or Scrubber(run.suite.raw)).file(path)
+    except OSError as exc:
+        raise FactcliError(f"{path}: cannot write: {exc.strerror or exc}") from None
+
+
+# ---------------------------------------------------------------- shared helpers
+
+
+def status_of(r: EvalResult) -> str:
+    if r.success:
+        return "PASS"
+    return "ERROR" if r.failure_reason == FAILURE_ERROR else "FAIL"
+
+
+def output_text(r: EvalResult) -> str:
+    out = r.response.output
+    if out is None:
+        return ""
+    return out if isinstance(out, str) else json.dumps(out, ensure_ascii=False)
+
+
+def by_test(run) -> list[tuple[int, dict[int, EvalResult]]]:
+    tests: dict[int, dict[int, EvalResult]] = {}
+    for r in run.sorted_rows():
+        tests.setdefault(r.step.test_idx, {})[r.step.prompt_idx] = r
+    return sorted(tests.items())
+
+
+def var_names(run) -> list[str]:
+    names: list[str] = []
+    seen = set()
+    for r in run.rows:
+        for k in r.step.vars:
+            if k not in seen:
+                seen.add(k)
+                names.append(k)
+    return names
+
+
+def var_text(value) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def column_label(col) -> str:
+    provider = col.provider.display
+    return f"[{provider}] {col.prompt.label}" if provider else col.prompt.label
+
+
+def _fixed2(value) -> str:
+    if not isinstance(value, (int, float)) or value != value:
+        return ""
+    return f"{value:.2f}"
+
+
+def failed_assertion_types(r: EvalResult) -> list[str]:
+    if r.grading is None:
+        return []
+    return [c.assertion.type for c in r.grading.component_results if not c.passed and c.assertion is not None]
+
+
+# ---------------------------------------------------------------- csv
+
+
+def write_csv(run, path: Path) -> None:
+    """promptfoo's layout: [Description], vars, then per column: "[provider] label", Status, Score,
+    Named Scores, one "Metric: x" column per metric, Grader Reason, Comment."""
+    import csv
+
+    tests = by_test(run)
+    names = var_names(run)
+    metrics = sorted({k for r in run.rows for k in r.named_scores})
+    has_desc = any(r.step.test.description for r in run.rows)
+    header = (["Description"] if has_desc else []) + names
+    for col in run.columns:
+        header += [column_label(col), "Status", "Score", "Named Scores", *[f"Metric: {m}" for m in metrics],
+                   "Grader Reason", "Comment"]
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(header)
+        for _, cells in tests:
+            first = next(iter(cells.values()))
+            line = ([first.step.test.description or ""] if has_desc else [])
+            line += [var_text(first.step.vars.get(n)) for n in names]
+            for col in run.columns:
+                r = cells.get(col.index)
+                if r is None:
+                    line += [""] * (6 + len(metrics))
+                    continue
+                named = {k: round(v, 2) for k, v in r.named_scores.items()
+                         if isinstance(v, (int, float)) and v == v}
+                reason = r.grading.reason if r.grading is not None else (r.error or "")
+                line += [output_text(r) or (r.error or ""), status_of(r), _fixed2(r.score),
+                         json.dumps(named) if named else "",
+                         *[_fixed2(r.named_scores.get(m)) for m in metrics], reason or "",
+                         (r.grading.metadata.get("comment", "") if r.grading is not None else "")]
+            writer.writerow(line)
+
+
+# ---------------------------------------------------------------- xml
+
+_XML_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+_XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _xml_text(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    else:
+        text = str(value)
+    return _XML_BAD.sub("\ufffd", text)
+
+
+def _xml_add(parent, key: str, value) -> None:
+    import xml.etree.ElementTree as ET
+
+    if isinstance(value, list):
+        for item in value:
+            _xml_add(parent, key, item)
+        return
+    if _XML_NAME.match(key) and not key.lower().startswith("xml"):
+        el = ET.SubElement(parent, key)
+    else:
+        el = ET.SubElement(parent, "entry", {"key": _xml_text(key)})
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _xml_add(el, str(k), v)
+    else:
+        el.text = _xml_text(value)
+
+
+def document_xml(run) -> str:
+    """The results JSON document as XML under <promptfoo>, as promptfoo writes it: a list repeats
+    its element; keys that are not XML names become <entry key="…">."""
+    import xml.etree.ElementTree as ET
+
+    from factcli.results import to_promptfoo_json
+
+    doc = to_promptfoo_json(run)
+    root = ET.Element("promptfoo")
+    for k, v in doc.items():
+        _xml_add(root, k, v)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def junit_xml(run) -> str:
+    """One <testsuite> per column; a failed row lists its failed assertion types."""
+    import xml.etree.ElementTree as ET
+
+    rows = run.sorted_rows()
+    total_time = (run.duration_ms or 0) / 1000
+    root = ET.Element("testsuites", {
+        "name": "factcli", "tests": str(len(rows)), "failures": str(run.failures), "errors": str(run.errors),
+        "time": f"{total_time:.3f}",
+    })
+    for col, m in zip(run.columns, run.metrics):
+        mine = [r for r in rows if r.step.prompt_idx == col.index]
+        suite = ET.SubElement(root, "testsuite", {
+            "name": _xml_text(column_label(col)), "tests": str(len(mine)),
+            "failures": str(sum(1 for r in mine if status_of(r) == "FAIL")),
+            "errors": str(sum(1 for r in mine if status_of(r) == "ERROR")), "skipped": "0",
+            "time": f"{sum(r.latency_ms or 0 for r in mine) / 1000:.3f}",
+        })
+        for r in mine:
+            name = r.step.test.description or ", ".join(f"{k}={var_text(v)}" for k, v in r.step.vars.items())
+            name = f"{name[:200]} [test {r.step.test_idx}]" if name else f"test {r.step.test_idx}"
+            case = ET.SubElement(suite, "testcase", {
+                "name": _xml_text(name), "classname": _xml_text(column_label(col)),
+                "time": f"{(r.latency_ms or 0) / 1000:.3f}",
+            })
+            status = status_of(r)
+            if status == "FAIL":
+                types = failed_assertion_types(r)
+                el = ET.SubElement(case, "failure", {"message": _xml_text(r.error or ""),
+                                                      "type": _xml_text(", ".join(types) or "assertion")})
+                el.text = _xml_text(output_text(r))
+            elif status == "ERROR":
+                el = ET.SubElement(case, "error", {"message": _xml_text(r.error or ""), "type": "error"})
+                el.text = _xml_text(r.error or "")
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+# ---------------------------------------------------------------- html
+
+_CSS = """
+body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.5em;color:#1b1b1b}
+h1{font-size:1.4em;margin:0 0 .3em}h2{font-size:1.15em;margin:1.4em 0 .4em}
+.meta{color:#555;margin:.2em 0}.meta b{color:#1b1b1b}
+table{border-collapse:collapse;margin:.4em 0}th,td{border:1px solid #ccc;padding:4px 6px;vertical-align:top;text-align:left}
+th{background:#f2f2f2;position:sticky;top:0}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+.cell{min-width:14em;max-width:36em}
+.tag{font-weight:700;padding:0 .3em;border-radius:3px;color:#fff}
+.pass .tag{background:#2e7d32}.fail .tag{background:#c62828}.error .tag{background:#b26a00}
+.score{color:#555;margin-left:.3em}
+pre{white-space:pre-wrap;word-break:break-word;margin:.3em 0;max-height:16em;overflow:auto;font:12px/1.35 ui-monospace,Menlo,Consolas,monospace}
+.reason{color:#8a1c1c}.error .reason{color:#7a4a00}
+details{margin-top:.2em}summary{cursor:pointer;color:#444}
+ul.asserts{margin:.2em 0;padding-left:1.2em}ul.asserts li{margin:.15em 0}
+.ok{color:#2e7d32}.bad{color:#c62828}
+label.filter{display:inline-block;margin:.5em 0;user-select:none}
+body:has(#only-failures:checked) tr.all-pass{display:none}
+"""
+
+
+def _e(value) -> str:
+    import html
+
+    return html.escape(str(value) if value is not None else "", quote=True)
+
+
+def _cell_html(r: EvalResult | None) -> str:
+    if r is None:
+        return '<td class="cell missing">—</td>'
+    status = status_of(r)
+    parts = [f'<td class="cell {status.lower()}"><span class="tag">{status}</span>'
+             f'<span class="score">{_e(_fixed2(r.score))}</span>']
+    if not r.success and r.error:
+        parts.append(f'<div class="reason">{_e(r.error)}</div>')
+    text = output_text(r)
+    if text:
+        parts.append(f"<pre>{_e(text)}</pre>")
+    if r.grading is not None and r.grading.component_results:
+        items = []
+        for c in r.grading.component_results:
+            kind = c.assertion.type if c.assertion is not None else "assert-set"
+            mark = '<span class="ok">PASS</span>' if c.passed else '<span class="bad">FAIL</span>'
+            extra = ""
+            meta = c.metadata or {}
+            if meta.get("category"):
+                extra += f" · category {_e(meta['category'])}"
+            if meta.get("graderError"):
+                extra += " · <b>grader error</b>"
+            items.append(f"<li>{mark} <code>{_e(kind)}</code> {_e(_fixed2(c.score))}: {_e(c.reason)}{extra}</li>")
+        parts.append(f'<details><summary>{len(items)} assertions</summary><ul class="asserts">{"".join(items)}'
+                     "</ul></details>")
+    parts.append("</td>")
+    return "".join(parts)
+
+
+def html_page(run) -> str:
+    """One self-contained page (inline CSS, no scripts, no external resources)."""
+    total = run.successes + run.failures + run.errors
+    rate = run.pass_rate
+    tokens = sum(m.tokens.total for m in run.metrics)
+    grader_tokens = sum(m.grader_tokens.total for m in run.metrics)
+    cost = sum(m.cost for m in run.metrics)
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+           '<meta name="viewport" content="width=device-width, initial-scale=1">',
+           f"<title>factcli {_e(run.run_id)}</title><style>{_CSS}</style></head><body>",
+           f"<h1>factcli run {_e(run.run_id)}</h1>"]
+    if run.suite.description:
+        out.append(f'<p class="meta"><b>{_e(run.suite.description)}</b></p>')
+    files = ", ".join(getattr(run.suite, "config_files", []) or [])
+    out.append(f'<p class="meta">Status <b>{_e(run.status)}</b> · created {_e(run.created_at)} · '
+               f"duration {_e(f'{(run.duration_ms or 0) / 1000:.1f}')} s"
+               + (f" · config {_e(files)}" if files else "") + "</p>")
+    out.append(f'<p class="meta">Rows <b>{total}</b>/{run.total_steps} · <span class="ok">{run.successes} passed</span>'
+               f' · <span class="bad">{run.failures} failed</span> · {run.errors} errors · pass rate '
+               f"<b>{'n/a' if rate is None else f'{rate * 100:.2f}%'}</b></p>")
+    out.append(f'<p class="meta">Tokens {tokens}' + (f" (+{grader_tokens} grading)" if grader_tokens else "")
+               + (f" · cost ${cost:.4f}" if cost else "")
+               + (f" · grader {_e(', '.join(run.graders))}" if run.graders else "") + "</p>")
+    # per-column metrics
+    names = sorted({k for m in run.metrics for k in m.named_scores})
+    derived = {d.get("name") for d in (run.suite.derived_metrics or []) if isinstance(d, dict)}
+    out.append("<h2>Columns</h2><table><thead><tr><th>column</th><th>pass rate</th><th>pass</th><th>fail</th>"
+               "<th>error</th><th>mean score</th>"
+               + "".join(f"<th>{_e(n)}{' (derived)' if n in derived else ''}</th>" for n in names)
+               + "<th>grading errors</th><th>factuality categories</th></tr></thead><tbody>")
+    for col, m in zip(run.columns, run.metrics):
+        n = m.test_pass + m.test_fail + m.test_error
+        means = m.named_means()
+        cells = [f"<td>{_e(column_label(col))}</td>",
+                 f'<td class="num">{(m.test_pass / n * 100 if n else 0):.1f}%</td>',
+                 f'<td class="num">{m.test_pass}</td><td class="num">{m.test_fail}</td><td class="num">{m.test_error}</td>',
+                 f'<td class="num">{(m.score / n if n else 0):.3f}</td>']
+        for name in names:
+            value = m.named_scores.get(name) if name in derived else means.get(name)
+            cells.append(f'<td class="num">{"—" if value is None else _e(f"{value:.3f}")}</td>')
+        cats = " ".join(f"{_e(k)}:{v}" for k, v in sorted(m.categories.items()))
+        cells.append(f'<td class="num">{m.grading_errors}</td><td>{cats}</td>')
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out.append("</tbody></table>")
+    # per-test table
+    names_v = var_names(run)
+    out.append('<h2>Results</h2><label class="filter"><input type="checkbox" id="only-failures"> '
+               "only tests with a failure or error</label>")
+    out.append('<table class="results"><thead><tr><th>#</th><th>test</th>'
+               + "".join(f"<th>{_e(v)}</th>" for v in names_v)
+               + "".join(f"<th>{_e(column_label(c))}</th>" for c in run.columns) + "</tr></thead><tbody>")
+    for test_idx, cells in by_test(run):
+        first = next(iter(cells.values()))
+        all_pass = all(r.success for r in cells.values())
+        row = [f'<tr class="{"all-pass" if all_pass else "has-failure"}"><td class="num">{test_idx}</td>',
+               f"<td>{_e(first.step.test.description or '')}</td>"]
+        row += [f"<td><pre>{_e(var_text(first.step.vars.get(v)))}</pre></td>" for v in names_v]
+        row += [_cell_html(cells.get(c.index)) for c in run.columns]
+        out.append("".join(row) + "</tr>")
+    out.append("</tbody></table>")
+    from factcli import __version__
+
+    out.append(f'<p class="meta">Written by factcli {_e(__version__)}.</p></body></html>')
+    return "\n".join(out) + "\n"

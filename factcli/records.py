@@ -1,0 +1,224 @@
+"""Rows between memory and the store: EvalResult -> results record, and back; a stored run as an EvalRun.
+
+The stored form keeps everything the results JSON needs, so an export from the store is the same
+document `eval -o` writes (minus secrets, which never reach the store).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from typing import Any
+
+from factcli.store import Scrubber, Store, loads, now
+from factcli.types import (Assertion, EvalResult, EvalStep, GradingResult, Prompt, ProviderResponse,
+                           ProviderSpec, TestCase, TokenUsage)
+
+
+def test_key(description: str | None, variables: dict) -> str:
+    """A stable id for a test: its description and concrete vars (not its position in the list)."""
+    blob = json.dumps({"d": description or "", "v": variables}, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return None if math.isnan(value) or math.isinf(value) else float(value)
+    return None
+
+
+def to_record(run_id: str, r: EvalResult, seq: int, scrub: Scrubber) -> dict:
+    from factcli.results import grading_json
+
+    step, resp = r.step, r.response
+    output, output_json = resp.output, 0
+    if output is not None and not isinstance(output, str):
+        output, output_json = scrub.dumps(output), 1
+    else:
+        output = scrub.text(output)
+    test_case = {k: (None if k == "vars" else v) for k, v in step.test.raw.items()}  # vars: stored apart
+    extra = {
+        "testCase": test_case,
+        "metadata": dict(step.test.metadata),
+        "response": {
+            "present": resp.error is None or resp.output is not None,
+            "error": resp.error,
+            "finishReason": resp.finish_reason,
+            "metadata": dict(resp.metadata),
+            "tokenUsage": resp.token_usage.to_json(),
+            "latencyMs": resp.latency_ms,
+            "retries": resp.retries,
+        },
+        "exact": {"score": r.score, "latencyMs": r.latency_ms, "cost": resp.cost},  # as typed (REAL columns are not)
+    }
+    grader_tokens = r.grading.tokens_used.total if r.grading is not None else 0
+    return {
+        "run_id": run_id, "test_idx": step.test_idx, "prompt_idx": step.prompt_idx,
+        "repeat_idx": step.repeat_idx, "provider_idx": step.provider_idx, "seq": seq,
+        "test_key": test_key(step.test.description, step.vars),
+        "description": scrub.text(step.test.description),
+        "success": int(bool(r.success)), "failure_reason": r.failure_reason, "score": _num(r.score),
+        "error": scrub.text(r.error), "output": output, "output_json": output_json,
+        "named_scores_json": scrub.dumps(dict(r.named_scores)),
+        "grading_json": scrub.dumps(grading_json(r.grading, top=True)) if r.grading is not None else None,
+        "latency_ms": _num(r.latency_ms), "tokens_prompt": resp.token_usage.prompt,
+        "tokens_completion": resp.token_usage.completion, "tokens_total": resp.token_usage.total,
+        "grader_tokens": grader_tokens, "cost": _num(resp.cost), "cached": int(bool(resp.cached)),
+        "vars_json": scrub.dumps(dict(step.vars)), "rendered_prompt": scrub.text(r.rendered_prompt),
+        "extra_json": scrub.dumps(extra), "created_at": now(),
+    }
+
+
+# ---------------------------------------------------------------- back from the store
+
+
+def _tokens(d: dict | None) -> TokenUsage:
+    d = d or {}
+    return TokenUsage(prompt=d.get("prompt") or 0, completion=d.get("completion") or 0, total=d.get("total") or 0,
+                      cached=d.get("cached") or 0, num_requests=d.get("numRequests") or 0)
+
+
+def _assertion(raw: dict) -> Assertion:
+    weight = raw.get("weight", 1.0)
+    return Assertion(type=str(raw.get("type", "")), value=raw.get("value"), threshold=raw.get("threshold"),
+                     weight=weight if isinstance(weight, (int, float)) else 1.0, metric=raw.get("metric"),
+                     raw=dict(raw))
+
+
+def grading_from_json(d: dict | None) -> GradingResult | None:
+    if d is None:
+        return None
+    score = d.get("score")
+    return GradingResult(
+        passed=bool(d.get("pass")), score=math.nan if score is None else score, reason=d.get("reason") or "",
+        assertion=_assertion(d["assertion"]) if isinstance(d.get("assertion"), dict) else None,
+        named_scores=dict(d.get("namedScores") or {}), named_score_weights=dict(d.get("namedScoreWeights") or {}),
+        tokens_used=_tokens(d.get("tokensUsed")),
+        component_results=[grading_from_json(c) for c in d.get("componentResults") or []],
+        metadata=dict(d.get("metadata") or {}),
+    )
+
+
+def output_of(rec: dict) -> Any:
+    if rec.get("output_json"):
+        return loads(rec["output"])
+    return rec.get("output")
+
+
+def from_record(rec: dict, columns: list, step: EvalStep | None = None) -> EvalResult:
+    """An EvalResult from a stored row. `step`: the rebuilt plan's step (resume); otherwise one is
+    made from what was stored."""
+    extra = loads(rec.get("extra_json"), {}) or {}
+    resp_x = extra.get("response") or {}
+    variables = loads(rec.get("vars_json"), {}) or {}
+    if step is None:
+        col = columns[rec["prompt_idx"]]
+        tc = dict(extra.get("testCase") or {})
+        test = TestCase(description=tc.get("description"), vars=variables, raw=tc,
+                        metadata=dict(extra.get("metadata") or {}))
+        step = EvalStep(test_idx=rec["test_idx"], prompt_idx=rec["prompt_idx"], repeat_idx=rec["repeat_idx"],
+                        test=test, vars=variables, prompt=col.prompt, provider=col.provider,
+                        provider_idx=rec.get("provider_idx") or col.provider_idx)
+    output = output_of(rec)
+    exact = extra.get("exact") or {}
+    response = ProviderResponse(
+        output=output if resp_x.get("present", True) else None, error=resp_x.get("error"),
+        token_usage=_tokens(resp_x.get("tokenUsage")), cost=exact.get("cost", rec.get("cost")),
+        latency_ms=resp_x.get("latencyMs", rec.get("latency_ms") or 0), cached=bool(rec.get("cached")),
+        finish_reason=resp_x.get("finishReason"), metadata=dict(resp_x.get("metadata") or {}),
+        retries=resp_x.get("retries") or 0,
+    )
+    score = exact.get("score", rec.get("score"))
+    return EvalResult(
+        step=step, rendered_prompt=rec.get("rendered_prompt") or "", response=response,
+        grading=grading_from_json(loads(rec.get("grading_json"))), success=bool(rec.get("success")),
+        score=math.nan if score is None else score, named_scores=loads(rec.get("named_scores_json"), {}) or {},
+        failure_reason=rec.get("failure_reason") or 0, error=rec.get("error"),
+        latency_ms=exact.get("latencyMs", rec.get("latency_ms") or 0),
+    )
+
+
+# ---------------------------------------------------------------- columns and metrics
+
+
+def column_record(col, scrub: Scrubber) -> dict:
+    return {"prompt_idx": col.index, "provider_idx": col.provider_idx, "provider_id": scrub.text(col.provider.id),
+            "provider_label": scrub.text(col.provider.label), "prompt_label": scrub.text(col.prompt.label),
+            "prompt_raw": scrub.text(col.prompt.raw), "prompt_id": col.prompt.id}
+
+
+def columns_from_records(rows: list[dict]):
+    from factcli.plan import Column
+
+    return [Column(index=c["prompt_idx"], provider=ProviderSpec(id=c["provider_id"], label=c["provider_label"]),
+                   provider_idx=c["provider_idx"],
+                   prompt=Prompt(raw=c["prompt_raw"] or "", label=c["prompt_label"] or "", id=c["prompt_id"] or ""))
+            for c in rows]
+
+
+def metrics_to_json(m) -> str:
+    from factcli.results import finite
+
+    return json.dumps(finite(dataclasses.asdict(m)), ensure_ascii=False, default=str)
+
+
+def metrics_from_json(text: str | None):
+    from factcli.metrics import ColumnMetrics
+
+    d = loads(text)
+    if not isinstance(d, dict):
+        return None
+    m = ColumnMetrics()
+    for f in dataclasses.fields(ColumnMetrics):
+        if f.name not in d:
+            continue
+        value = d[f.name]
+        if f.name in ("tokens", "grader_tokens"):
+            value = TokenUsage(**{k: v for k, v in (value or {}).items()
+                                  if k in ("prompt", "completion", "total", "cached", "num_requests")})
+        setattr(m, f.name, value)
+    return m
+
+
+# ---------------------------------------------------------------- a stored run as an EvalRun
+
+
+def load_run(store: Store, run_row: dict):
+    """The whole stored run as an EvalRun (for exports): rows in completion order, metrics as stored
+    when the run was finalised, else replayed from the rows."""
+    from factcli.config import Suite
+    from factcli.metrics import ColumnMetrics, compile_derived
+    from factcli.runner import EvalRun
+
+    config = loads(run_row.get("config_json"), {}) or {}
+    options = loads(run_row.get("options_json"), {}) or {}
+    columns = columns_from_records(store.columns(run_row["id"]))
+    derived_raw = config.get("derivedMetrics") if isinstance(config, dict) else None
+    derived_list = [d for d in derived_raw or [] if isinstance(d, dict) and "name" in d and "value" in d]
+    suite = Suite(description=run_row.get("description"), prompts=[c.prompt for c in columns], providers=[],
+                  tests=[], derived_metrics=derived_list, raw=config,
+                  config_files=loads(run_row.get("config_files_json"), []) or [])
+    rows = [from_record(rec, columns) for rec in store.results(run_row["id"])]
+    stored = [metrics_from_json(c.get("metrics_json")) for c in store.columns(run_row["id"])]
+    if run_row.get("finished_at") and all(m is not None for m in stored):
+        metrics = stored
+    else:
+        try:
+            derived = compile_derived(derived_list)
+        except Exception:
+            derived = []
+        metrics = [ColumnMetrics() for _ in columns]
+        for r in rows:
+            metrics[r.step.prompt_idx].add(r, derived)
+    from factcli.store import shown_status
+
+    run = EvalRun(run_id=run_row["id"], suite=suite, columns=columns, metrics=metrics, rows=rows,
+                  total_steps=run_row.get("total_steps") or len(rows), created_at=run_row.get("created_at") or "",
+                  duration_ms=run_row.get("duration_ms") or 0, status=shown_status(run_row),
+                  abort_reason=run_row.get("abort_reason"), retries=run_row.get("retries") or 0,
+                  calls=run_row.get("calls") or 0, warnings=loads(run_row.get("warnings_json"), []) or [],
+                  concurrency=options.get("concurrency") or 4, repeat=options.get("repeat") or 1,
+                  cache=options.get("cache", True), graders=loads(run_row.get("graders_json"), []) or [])
+    return run

@@ -1,0 +1,396 @@
+"""The store's side of `factcli eval`: record a run row by row, resume it, retry its errors, and
+re-run the tests another run failed.
+
+cli._run_eval drives it:
+    session = EvalSession.open(args, options)   # may rebuild the suite of a stored run
+    session.filter_suite(suite)                 # --filter-failing
+    session.begin(run)                          # run row (status started); resume: skip finished steps
+    on_result = session.recorder(progress.advance)
+    session.finish(run)                         # final status, totals, metrics
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import time
+from pathlib import Path
+
+from factcli import __version__
+from factcli.errors import FactcliError
+from factcli.records import column_record, from_record, metrics_to_json, test_key, to_record
+from factcli.store import REDACTED, Scrubber, Store, loads, now, shown_status
+
+METRICS_EVERY_S = 1.0  # column metrics are refreshed this often while a run writes
+_RESUME_CONFLICTS = (("-c", "config"), ("--var", "var"), ("--repeat", "repeat"),
+                     ("--filter-pattern", "filter_pattern"), ("--filter-first-n", "filter_first_n"),
+                     ("--filter-sample", "filter_sample"), ("--filter-failing", "filter_failing"),
+                     ("--assertions", "assertions"), ("--model-outputs", "model_outputs"),
+                     ("--description", "description"))
+
+
+def _note(message: str) -> None:
+    from factcli.report import stderr_console
+    from rich.markup import escape
+
+    stderr_console().print(escape(message), soft_wrap=True)
+
+
+def _warn(message: str) -> None:
+    from factcli.report import stderr_console
+    from rich.markup import escape
+
+    stderr_console().print(f"[yellow]warning:[/] {escape(message)}", soft_wrap=True)
+
+
+def _compare_test(test) -> bool:
+    from factcli.compare import COMPARE_TYPES
+
+    return any(a.type in COMPARE_TYPES for a in test.assertions)
+
+
+class EvalSession:
+    def __init__(self) -> None:
+        self.store: Store | None = None
+        self.writing = False
+        self.source: dict | None = None  # the stored run being resumed / retried
+        self.mode: str | None = None  # "resume" | "retry"
+        self.suite = None  # rebuilt from the stored run
+        self.source_options: dict = {}
+        self.failing: tuple[str, set[str]] | None = None
+        self.all_tests: list | None = None
+        self.run = None
+        self.scrub: Scrubber | None = None
+        self.seq = 0
+        self.loaded: list = []
+        self.finished = False
+        self._metrics_at = 0.0
+        self._derived: list = []
+        self._args: dict = {}
+        self._options = None
+
+    # ------------------------------------------------------------ before the suite is loaded
+
+    @classmethod
+    def open(cls, args: dict, options) -> "EvalSession":
+        session = cls()
+        session._args, session._options = args, options
+        resume, retry, failing = args.get("resume"), args.get("retry_errors"), args.get("filter_failing")
+        if resume and retry:
+            raise FactcliError("--resume and --retry-errors cannot be combined")
+        ref = resume or retry
+        if ref and args.get("no_write"):
+            raise FactcliError(f"{'--resume' if resume else '--retry-errors'} updates the stored run; "
+                               "it cannot be combined with --no-write")
+        if ref:
+            flag = "--resume" if resume else "--retry-errors"
+            clash = [name for name, key in _RESUME_CONFLICTS if args.get(key)]
+            if clash:
+                raise FactcliError(f"{flag} uses the stored run's config and options; drop {', '.join(clash)}")
+        if not args.get("no_write"):
+            session.store = Store.open(args.get("db"), create=not ref)  # resuming needs the database
+            session.writing = True
+        elif failing:
+            session.store = Store.open(args.get("db"))
+        if ref:
+            session.mode = "resume" if resume else "retry"
+            session._load_source(ref, options)
+        if failing:
+            row = session.store.resolve(failing)
+            keys = {r["test_key"] for r in session.store.results(row["id"], "success = 0", fields="test_key",
+                                                                    order="test_idx")}
+            session.failing = (row["id"], keys)
+        return session
+
+    def _load_source(self, ref: str, options) -> None:
+        row = self.store.resolve(ref)
+        status = shown_status(row)
+        if status == "running":
+            raise FactcliError(f"run {row['id']} is still running (pid {row['pid']}); wait for it or stop it first")
+        if self.mode == "resume" and status == "complete":
+            raise FactcliError(f"run {row['id']} is complete: nothing to resume "
+                               "(--retry-errors re-runs its ERROR rows)")
+        self.source = row
+        opts = loads(row.get("options_json"), {}) or {}
+        self.source_options = opts
+        from factcli.sources import expand_env
+
+        stored_vars = expand_env(opts.get("vars") or {})
+        redacted = [k for k, v in stored_vars.items() if isinstance(v, str) and REDACTED in v]
+        if redacted:
+            _warn(f"--var {', '.join(redacted)} held secrets that were not stored; they are empty now")
+        options.vars = {k: ("" if k in redacted else v) for k, v in stored_vars.items()}
+        options.repeat = opts.get("repeat")
+        options.filter_pattern = options.filter_first_n = options.filter_sample = None
+        if options.max_concurrency is None:
+            options.max_concurrency = opts.get("max_concurrency")
+        if options.delay_ms is None:
+            options.delay_ms = opts.get("delay_ms")
+        if options.cache is None and opts.get("no_cache"):
+            options.cache = False
+        if options.grader is None:
+            options.grader = opts.get("grader")
+        self.suite = self._rebuild_suite(row, opts, options)
+        selected = opts.get("tests")
+        if selected is not None:
+            if any(i >= len(self.suite.tests) for i in selected):
+                raise FactcliError(f"the tests changed since run {row['id']} started; it cannot be resumed")
+            self.suite.tests = [self.suite.tests[i] for i in selected]
+        if row.get("description"):
+            self.suite.description = row["description"]
+
+    def _rebuild_suite(self, row: dict, opts: dict, options):
+        from factcli import runner
+
+        run_id = row["id"]
+        files = loads(row.get("config_files_json"), []) or []
+        if opts.get("mode") == "model_outputs":
+            from factcli.model_outputs import suite_from_outputs
+
+            a, o = Path(opts.get("assertions") or ""), Path(opts.get("model_outputs") or "")
+            if not (a.is_file() and o.is_file()):
+                raise FactcliError(f"run {run_id} scored {a} and {o}, which are gone; it cannot be resumed")
+            _note(f"Re-loading {a} and {o} (they still exist).")
+            return suite_from_outputs(a, o, options.vars)
+        stored = loads(row.get("config_json"), {}) or {}
+        if files and all(Path(f).is_file() for f in files):
+            _note(f"Re-loading the config from {', '.join(files)} (the files still exist).")
+            suite = runner.load(files, options)
+            if Scrubber(suite.raw).dumps(suite.raw) != json.dumps(stored, ensure_ascii=False):
+                _warn(f"the config files changed since run {run_id} started")
+            return suite
+        from factcli.config import build_suite
+
+        _note(f"The config files of run {run_id} are gone; using the config stored with the run.")
+        cfg = dict(stored) if isinstance(stored, dict) else {}
+        if REDACTED in json.dumps(cfg):
+            _warn("the stored config had secrets that were never stored; they stay '[redacted]' "
+                  "(put them in environment variables and reference them as ${NAME})")
+        env_block = cfg.get("env")
+        if isinstance(env_block, dict):  # secrets there were stored as ${NAME}: the environment has them now
+            from factcli.sources import expand_env
+
+            kept = {}
+            for k, v in env_block.items():
+                value = expand_env(v) if isinstance(v, str) else v
+                if isinstance(value, str) and (value.startswith("${") or REDACTED in value):
+                    continue
+                kept[k] = value
+            cfg["env"] = kept
+        base = Path(row.get("base_dir") or ".")
+        return build_suite(cfg, base / "stored-config.yaml", options.vars)
+
+    def filter_suite(self, suite) -> None:
+        """--filter-failing RUN: keep the tests (by description and vars) that failed or errored there."""
+        self.all_tests = list(suite.tests)
+        if self.failing is None:
+            return
+        from factcli.plan import var_combinations
+
+        run_id, keys = self.failing
+        keep = [t for t in suite.tests
+                if any(test_key(t.description, combo) in keys
+                       for combo in var_combinations(t.vars, bool(t.options.get("disableVarExpansion"))))]
+        suite.tests = keep
+        _note(f"--filter-failing {run_id}: {len(keep)} of {len(self.all_tests)} tests failed or errored there.")
+
+    # ------------------------------------------------------------ the run
+
+    def begin(self, run) -> None:
+        self.run = run
+        if not self.writing:
+            return
+        from factcli.metrics import compile_derived
+
+        self._derived = compile_derived(run.suite.derived_metrics)
+        self.scrub = Scrubber(run.suite.raw)
+        try:
+            if self.source is not None:
+                self._resume(run)
+            else:
+                self._insert(run)
+        except sqlite3.Error as exc:
+            raise FactcliError(f"{self.store.path}: cannot write the run: {exc} "
+                               "(--db FILE stores runs elsewhere; --no-write does not store them)") from None
+
+    def _options_record(self, run) -> dict:
+        args, options = self._args, self._options
+        record = {
+            "repeat": run.repeat, "concurrency": run.concurrency, "cache": run.cache,
+            "max_concurrency": options.max_concurrency, "delay_ms": options.delay_ms,
+            "no_cache": bool(args.get("no_cache")), "grader": options.grader, "vars": dict(options.vars or {}),
+            "filter_pattern": options.filter_pattern, "filter_first_n": options.filter_first_n,
+            "filter_sample": options.filter_sample, "filter_failing": self.failing[0] if self.failing else None,
+            "mode": "config",
+        }
+        if args.get("assertions") is not None:
+            record.update(mode="model_outputs", assertions=str(Path(args["assertions"]).resolve()),
+                          model_outputs=str(Path(args["model_outputs"]).resolve()))
+        all_tests = self.all_tests if self.all_tests is not None else list(run.suite.tests)
+        index = {id(t): i for i, t in enumerate(all_tests)}
+        selected = sorted({index[id(s.test)] for s in run._steps if id(s.test) in index})
+        if len(selected) != len(all_tests):
+            record["tests"] = selected
+        return record
+
+    def _insert(self, run) -> None:
+        scrub = self.scrub
+        files = [str(Path(f).resolve()) for f in run.suite.config_files if f and not f.startswith("<")]
+        self.store.insert_run({
+            "id": run.run_id, "created_at": run.created_at, "updated_at": now(), "finished_at": None,
+            "description": scrub.text(run.suite.description), "status": "started",
+            "config_json": scrub.dumps(run.suite.raw), "config_files_json": json.dumps(files),
+            "base_dir": str(Path(run.suite.base_dir).resolve()),
+            "options_json": scrub.dumps(self._options_record(run)), "graders_json": json.dumps(run.graders),
+            "total_steps": run.total_steps, "rows_done": 0, "successes": 0, "failures": 0, "errors": 0,
+            "tokens_json": None, "cost": None, "duration_ms": 0, "retries": 0, "calls": 0,
+            "abort_reason": None, "warnings_json": None, "factcli_version": __version__,
+            "pid": os.getpid(), "host": socket.gethostname(), "attempts": 1,
+        })
+        self.store.set_columns(run.run_id, [column_record(c, scrub) for c in run.columns])
+
+    def _resume(self, run) -> None:
+        import dataclasses
+
+        from factcli.compare import COMPARE_TYPES
+
+        src, store = self.source, self.store
+        run_id = src["id"]
+        stored_cols = store.columns(run_id)
+        same = len(stored_cols) == len(run.columns) and all(
+            s["provider_id"] == self.scrub.text(c.provider.id)
+            and (s["prompt_label"] or "") == self.scrub.text(c.prompt.label)
+            for s, c in zip(stored_cols, run.columns))
+        if not same:
+            raise FactcliError(f"the prompts or providers changed since run {run_id} started; "
+                               "it cannot be resumed (start a new eval)")
+        plan = {(s.test_idx, s.prompt_idx, s.repeat_idx): s for s in run._steps}
+        done = store.done_keys(run_id)
+        for key, (_, stored_key) in done.items():
+            step = plan.get(key)
+            if step is None or test_key(step.test.description, step.vars) != stored_key:
+                raise FactcliError(f"test {key[0]} of run {run_id} no longer matches the config "
+                                   "(the tests changed since the run started); it cannot be resumed")
+        keep = set(done) if self.mode == "resume" else {k for k, (fr, _) in done.items() if fr != 2}
+        rerun_tests = {s.test_idx for k, s in plan.items() if k not in keep}
+        for k in list(keep):  # a comparison (select-best, max-score) needs every column of its test again
+            if k[0] in rerun_tests and _compare_test(plan[k].test):
+                keep.discard(k)
+        run.run_id, run.created_at = run_id, src["created_at"]
+        for rec in store.results(run_id):
+            key = (rec["test_idx"], rec["prompt_idx"], rec["repeat_idx"])
+            if key not in keep:
+                continue
+            step = plan[key]
+            result = from_record(rec, run.columns, step)
+            if result.grading is not None and any(
+                    c.assertion is not None and c.assertion.type in COMPARE_TYPES
+                    for c in result.grading.component_results):
+                frozen = [a for a in step.test.assertions if a.type not in COMPARE_TYPES]
+                result.step = dataclasses.replace(step, test=dataclasses.replace(step.test, assertions=frozen))
+            run.rows.append(result)
+            run.metrics[result.step.prompt_idx].add(result, self._derived)
+            self.loaded.append(result)
+            self.seq = max(self.seq, rec["seq"] or 0)
+        run._steps = [s for k, s in plan.items() if k not in keep]
+        store.update_run(run_id, {"status": "started", "updated_at": now(), "finished_at": None,
+                                  "pid": os.getpid(), "host": socket.gethostname(),
+                                  "attempts": (src.get("attempts") or 1) + 1})
+        what = "Resuming" if self.mode == "resume" else "Retrying the errors of"
+        _note(f"{what} run {run_id}: {len(self.loaded)} of {run.total_steps} rows kept, "
+              f"{len(run._steps)} to run.")
+
+    def recorder(self, forward=None):
+        """The on_result callback: forward (progress bar), then write the row and commit."""
+        if forward is not None:
+            for r in self.loaded:
+                forward(r)
+
+        def on_result(result) -> None:
+            if forward is not None:
+                forward(result)
+            self.write(result)
+
+        return on_result
+
+    def write(self, result, commit: bool = True) -> None:
+        if not self.writing:
+            return
+        self.seq += 1
+        try:
+            self.store.upsert_result(to_record(self.run.run_id, result, self.seq, self.scrub), commit=False)
+            if time.monotonic() - self._metrics_at >= METRICS_EVERY_S:
+                self._metrics_at = time.monotonic()
+                self.store.set_column_metrics(self.run.run_id, [metrics_to_json(m) for m in self.run.metrics],
+                                              commit=False)
+                tokens, cost = self._totals(self.run)
+                self.store.update_run(self.run.run_id, {"updated_at": now(), "tokens_json": json.dumps(tokens),
+                                                        "cost": cost}, commit=False)
+            if commit:
+                self.store.commit()
+        except sqlite3.Error as exc:
+            self.writing = False
+            _warn(f"could not write to {self.store.path} ({exc}); the rest of this run is not stored")
+
+    def finish(self, run, error: BaseException | None = None) -> None:
+        """Final status, totals and column metrics; also after Ctrl-C, an abort or an error."""
+        if self.finished or self.store is None:
+            return
+        self.finished = True
+        try:
+            if self.writing:
+                self._finish(run, error)
+        except sqlite3.Error as exc:
+            _warn(f"could not finish the run in {self.store.path}: {exc}")
+        finally:
+            try:
+                self.store.close()
+            except sqlite3.Error:
+                pass
+
+    @staticmethod
+    def _totals(run) -> tuple[dict, float]:
+        from factcli.types import TokenUsage
+
+        tokens, grader, cost, grader_cost = TokenUsage(), TokenUsage(), 0.0, 0.0
+        for m in run.metrics:
+            tokens.add(m.tokens)
+            grader.add(m.grader_tokens)
+            cost += m.cost
+            grader_cost += m.grader_cost
+        return {**tokens.to_json(), "assertions": grader.to_json(), "graderCost": grader_cost}, cost
+
+    def _finish(self, run, error) -> None:
+        store, run_id = self.store, run.run_id
+        store.commit()
+        status = "error" if error is not None else run.status
+        if status == "started":
+            status = "interrupted"
+        counts = store.counts(run_id)
+        rows_done = sum(sum(c.values()) for c in counts.values())
+        if status == "complete":
+            if rows_done < run.total_steps:
+                status = "interrupted"  # e.g. --retry-errors on a run that never finished
+            for r in run.rows:  # comparisons changed these rows after they were written
+                if _compare_test(r.step.test):
+                    self.write(r, commit=False)
+        tokens_json, cost = self._totals(run)
+        src = self.source or {}
+        run.duration_ms = (src.get("duration_ms") or 0) + (run.duration_ms or 0)
+        warnings = list(run.warnings)
+        if error is not None and not isinstance(error, KeyboardInterrupt):
+            warnings.append(f"{type(error).__name__}: {error}")
+        store.update_run(run_id, {
+            "status": status, "updated_at": now(), "finished_at": now(), "rows_done": rows_done,
+            "successes": sum(c["pass"] for c in counts.values()),
+            "failures": sum(c["fail"] for c in counts.values()),
+            "errors": sum(c["error"] for c in counts.values()),
+            "tokens_json": json.dumps(tokens_json), "cost": cost, "duration_ms": run.duration_ms,
+            "retries": (src.get("retries") or 0) + run.retries, "calls": (src.get("calls") or 0) + run.calls,
+            "abort_reason": self.scrub.text(run.abort_reason), "graders_json": json.dumps(run.graders),
+            "warnings_json": self.scrub.dumps(warnings) if warnings else None,
+        }, commit=False)
+        store.set_column_metrics(run_id, [metrics_to_json(m) for m in run.metrics], commit=False)
+        store.commit()

@@ -1,0 +1,405 @@
+"""`factcli view` and `factcli list`: read the store in SQL (one page at a time) and render it.
+
+Nothing here loads a whole run: a page is the distinct test indices of one screen, then the cells
+of those tests, with long texts cut in SQL unless --full.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from factcli.store import Store, loads, shown_status
+
+CELL_CHARS = 400  # text fetched per cell unless --full
+
+
+def when(iso: str | None) -> str:
+    if not iso:
+        return ""
+    return iso.replace("T", " ")[:19] + " UTC"
+
+
+def duration(ms: int | None) -> str:
+    s = (ms or 0) / 1000
+    if s < 60:
+        return f"{s:.1f} s"
+    m, s = divmod(int(s), 60)
+    return f"{m} min {s} s" if m < 60 else f"{m // 60} h {m % 60} min"
+
+
+def column_label(c: dict) -> str:
+    provider = c.get("provider_label") or c.get("provider_id") or ""
+    return f"[{provider}] {c.get('prompt_label') or ''}"
+
+
+def one_line(text: Any, limit: int | None) -> str:
+    if text is None:
+        return ""
+    if not isinstance(text, str):
+        text = json.dumps(text, ensure_ascii=False)
+    text = " ".join(text.split())
+    if limit is not None and len(text) > limit:
+        return text[: max(1, limit - 1)] + "…"
+    return text
+
+
+# ---------------------------------------------------------------- run summary
+
+
+def run_header(store: Store, run: dict) -> dict:
+    """What the header shows; totals from the run row when it was finalised, else counted in SQL."""
+    rid = run["id"]
+    status = shown_status(run)
+    if run.get("finished_at") and status == run["status"]:
+        passed, failed, errors = run.get("successes") or 0, run.get("failures") or 0, run.get("errors") or 0
+    else:  # still writing (or killed): count in SQL; tokens and cost are refreshed every second
+        counts = store.counts(rid)
+        passed = sum(c["pass"] for c in counts.values())
+        failed = sum(c["fail"] for c in counts.values())
+        errors = sum(c["error"] for c in counts.values())
+    tokens = loads(run.get("tokens_json"), {}) or {}
+    total_tokens = tokens.get("total") or 0
+    grader_tokens = (tokens.get("assertions") or {}).get("total") or 0
+    cost, grader_cost = run.get("cost"), tokens.get("graderCost") or 0
+    done = passed + failed + errors
+    return {
+        "id": rid, "description": run.get("description"), "status": status, "createdAt": run.get("created_at"),
+        "finishedAt": run.get("finished_at"), "durationMs": run.get("duration_ms") or 0,
+        "configFiles": loads(run.get("config_files_json"), []) or [],
+        "graders": loads(run.get("graders_json"), []) or [], "totalRows": run.get("total_steps") or 0,
+        "rows": done, "successes": passed, "failures": failed, "errors": errors,
+        "passRate": (passed / done) if done else None, "tokens": total_tokens, "graderTokens": grader_tokens,
+        "cost": cost, "graderCost": grader_cost, "abortReason": run.get("abort_reason"),
+        "factcliVersion": run.get("factcli_version"),
+    }
+
+
+def column_summaries(store: Store, run: dict, derived_names: set[str] | None = None) -> list[dict]:
+    """Per column: counts (exact, from SQL unless finalised), named metric means, derived metrics,
+    factuality categories and grading errors (from the stored column metrics)."""
+    from factcli.records import metrics_from_json
+
+    cols = store.columns(run["id"])
+    final = bool(run.get("finished_at")) and shown_status(run) == run["status"]
+    counts = None if final else store.counts(run["id"])
+    config = loads(run.get("config_json"), {}) or {}
+    if derived_names is None:
+        derived_names = {d.get("name") for d in (config.get("derivedMetrics") or []) if isinstance(d, dict)}
+    out = []
+    for c in cols:
+        m = metrics_from_json(c.get("metrics_json"))
+        if counts is not None or m is None:
+            cnt = (counts or {}).get(c["prompt_idx"], {"pass": 0, "fail": 0, "error": 0})
+        else:
+            cnt = {"pass": m.test_pass, "fail": m.test_fail, "error": m.test_error}
+        n = cnt["pass"] + cnt["fail"] + cnt["error"]
+        means, derived, categories, grading_errors, score_mean = {}, {}, {}, 0, None
+        if m is not None:
+            all_means = m.named_means()
+            for k, v in m.named_scores.items():
+                if k in derived_names:
+                    derived[k] = v
+                else:
+                    means[k] = all_means.get(k)
+            categories = dict(m.categories)
+            grading_errors = m.grading_errors
+            score_mean = (m.score / m.rows) if m.rows else None
+        out.append({
+            "promptIdx": c["prompt_idx"], "label": column_label(c), "provider": c.get("provider_label") or c["provider_id"],
+            "prompt": c.get("prompt_label"), "pass": cnt["pass"], "fail": cnt["fail"], "error": cnt["error"],
+            "passRate": (cnt["pass"] / n) if n else None, "meanScore": score_mean, "namedMeans": means,
+            "derived": derived, "categories": categories, "gradingErrors": grading_errors,
+        })
+    return out
+
+
+# ---------------------------------------------------------------- one page of the table
+
+
+def _filters(failures: bool, errors: bool, text: str | None) -> tuple[str, list]:
+    conds, params = [], []
+    status = []
+    if failures:
+        status.append("failure_reason = 1")
+    if errors:
+        status.append("failure_reason = 2")
+    if status:
+        conds.append("(" + " OR ".join(status) + ")")
+    if text:
+        pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        fields = ("output", "error", "description", "vars_json")
+        conds.append("(" + " OR ".join(f"{f} LIKE ? ESCAPE '\\'" for f in fields) + ")")
+        params += [pattern] * len(fields)
+    return " AND ".join(conds), params
+
+
+def page(store: Store, run: dict, *, failures: bool = False, errors: bool = False, text: str | None = None,
+         limit: int = 50, page_no: int = 1, full: bool = False) -> dict:
+    rid = run["id"]
+    where, params = _filters(failures, errors, text)
+    offset = (page_no - 1) * limit
+    if where:  # one scan gives both the page and the count
+        matching = [r[0] for r in store.conn.execute(
+            f"SELECT DISTINCT test_idx FROM results WHERE run_id = ? AND {where} ORDER BY test_idx", [rid, *params])]
+        total, idxs = len(matching), matching[offset: offset + limit]
+    else:  # both from the (run_id, test_idx, ...) index
+        total = store.conn.execute("SELECT COUNT(*) FROM (SELECT DISTINCT test_idx FROM results WHERE run_id = ?)",
+                                   (rid,)).fetchone()[0]
+        idxs = [r[0] for r in store.conn.execute(
+            "SELECT DISTINCT test_idx FROM results WHERE run_id = ? ORDER BY test_idx LIMIT ? OFFSET ?",
+            (rid, limit, offset))]
+    pages = max(1, -(-total // limit))
+    tests: dict[int, dict] = {i: {"testIdx": i, "description": None, "vars": None, "cells": {}} for i in idxs}
+    if idxs:
+        n = None if full else CELL_CHARS
+        text_of = (lambda f: f) if n is None else (lambda f: f"substr({f}, 1, {n}) AS {f}")
+        sql = ("SELECT test_idx, prompt_idx, repeat_idx, success, failure_reason, score, cached, latency_ms, "
+               f"output_json, {text_of('description')}, {text_of('vars_json')}, {text_of('output')}, "
+               f"{text_of('error')} FROM results WHERE run_id = ? AND test_idx IN ({','.join('?' * len(idxs))})")
+        for r in store.conn.execute(sql, [rid, *idxs]):
+            t = tests[r["test_idx"]]
+            if t["description"] is None:
+                t["description"] = r["description"]
+                t["vars"] = r["vars_json"]
+            status = "PASS" if r["success"] else ("ERROR" if r["failure_reason"] == 2 else "FAIL")
+            t["cells"][r["prompt_idx"]] = {
+                "promptIdx": r["prompt_idx"], "repeatIdx": r["repeat_idx"], "status": status,
+                "score": r["score"], "output": r["output"], "error": r["error"], "cached": bool(r["cached"]),
+                "latencyMs": r["latency_ms"],
+            }
+    for t in tests.values():  # vars: parse when whole, else show the stored text
+        parsed = loads(t["vars"]) if t["vars"] else None
+        t["vars"] = parsed if isinstance(parsed, dict) else (t["vars"] or "")
+    return {"total": total, "page": page_no, "pages": pages, "limit": limit, "tests": [tests[i] for i in idxs]}
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def console_for_stdout():
+    from rich.console import Console
+
+    if os.isatty(1):
+        return Console(highlight=False), True
+    width = int(os.environ.get("COLUMNS") or 0) or 120
+    return Console(highlight=False, width=width, no_color=True, force_terminal=False, soft_wrap=False), False
+
+
+def render_header(console, h: dict, *, page_info: dict | None = None) -> None:
+    from rich.markup import escape
+
+    status = h["status"]
+    color = {"complete": "green", "running": "cyan", "interrupted": "yellow", "aborted": "red", "error": "red"}
+    console.print(f"[bold]Run[/] {escape(h['id'])} · [{color.get(status, 'white')}]{escape(status)}[/]"
+                  + (f" · {escape(h['description'])}" if h.get("description") else ""))
+    files = ", ".join(h["configFiles"]) or "—"
+    console.print(f"Config: {escape(files)} · {when(h['createdAt'])} · {duration(h['durationMs'])}")
+    rate = "n/a" if h["passRate"] is None else f"{h['passRate'] * 100:.2f}%"
+    console.print(f"Rows: {h['rows']}/{h['totalRows']} · [green]{h['successes']} pass[/] · "
+                  f"[red]{h['failures']} fail[/] · [yellow]{h['errors']} error[/] · pass rate {rate}")
+    tokens = f"Tokens: {h['tokens']}" + (f" (+{h['graderTokens']} grading)" if h["graderTokens"] else "")
+    cost = h.get("cost")
+    money = "" if not cost and not h.get("graderCost") else f" · cost ${(cost or 0):.4f}" + (
+        f" (+${h['graderCost']:.4f} grading)" if h.get("graderCost") else "")
+    grader = f"Grader: {escape(', '.join(h['graders']))} · " if h["graders"] else ""
+    console.print(grader + tokens + money)
+    if h.get("abortReason"):
+        console.print(f"[red]Aborted:[/] {escape(h['abortReason'])}")
+    if page_info is not None:
+        shown = len(page_info["tests"])
+        if page_info["total"]:
+            first = (page_info["page"] - 1) * page_info["limit"] + 1
+            console.print(f"[dim]Tests {first}–{first + shown - 1} of {page_info['total']} "
+                          f"(page {page_info['page']}/{page_info['pages']})[/]")
+
+
+def _vars_summary(v: Any, limit: int) -> str:
+    if isinstance(v, dict):
+        return one_line(", ".join(f"{k}={v2 if isinstance(v2, str) else json.dumps(v2)}" for k, v2 in v.items()), limit)
+    return one_line(v, limit)
+
+
+STYLES = {"PASS": "bold green", "FAIL": "bold red", "ERROR": "bold yellow"}
+BODY_LINES = 2  # lines of output / reason under a cell's status line (unless --full)
+
+
+def _cell_head(cell: dict):
+    from rich.text import Text
+
+    head = Text(cell["status"], style=STYLES[cell["status"]])
+    if cell["score"] is not None:
+        head.append(f" {cell['score']:.2f}", style="dim")
+    if cell["cached"]:
+        head.append(" cached", style="dim")
+    return head
+
+
+def _cell_body(cell: dict):
+    return cell["error"] if cell["status"] != "PASS" and cell["error"] else cell["output"]
+
+
+def _chunks(text: str, width: int, lines: int) -> list[str]:
+    """`text` (one line already) wrapped at spaces into at most `lines` pieces of `width`; the last
+    ends in … when text was left over."""
+    out: list[str] = []
+    while text and len(out) < lines:
+        if len(text) <= width:
+            out.append(text)
+            break
+        if len(out) == lines - 1:
+            out.append(text[: width - 1] + "…")
+            break
+        cut = text.rfind(" ", 0, width + 1)
+        if cut < width // 2:
+            cut = width
+        out.append(text[:cut].rstrip())
+        text = text[cut:].lstrip()
+    return out
+
+
+def render_table(console, cols: list[dict], page_info: dict, *, full: bool, terminal: bool) -> None:
+    width = console.width
+    test_w = 16 if width < 100 else 28
+    idx_w = max(1, max((len(str(t["testIdx"])) for t in page_info["tests"]), default=1))
+    available = max(20, width - idx_w - test_w - 7)
+    max_cols = max(1, available // 19)  # columns of at least 16 characters
+    if full:
+        return _render_full(console, cols, page_info, terminal)
+    shown = cols if len(cols) <= max_cols else cols[:max_cols]
+    per = max(12, (available - 3 * len(shown)) // len(shown))
+    _render_grid(console, shown, page_info, [idx_w, test_w] + [per] * len(shown), terminal)
+    if len(shown) < len(cols):
+        console.print(f"[dim]{len(cols) - len(shown)} more columns not shown: widen the terminal, "
+                      "or use --full or --json[/]")
+
+
+def _render_grid(console, shown: list[dict], page_info: dict, widths: list[int], terminal: bool) -> None:
+    """A fixed-width grid drawn line by line: far cheaper than a rich Table for a page of cells."""
+    from rich.text import Text
+
+    bar, cross = ("│", "┼") if terminal else ("|", "+")
+    dash = "─" if terminal else "-"
+    rule = Text(cross.join(dash * (w + 2) for w in widths), style="dim")
+
+    def line_of(cells: list) -> Text:
+        out = Text()
+        for i, (cell, w) in enumerate(zip(cells, widths)):
+            if i:
+                out.append(f" {bar} ", style="dim")
+            else:
+                out.append(" ")
+            piece = cell if isinstance(cell, Text) else Text(cell or "")
+            piece.truncate(w, overflow="ellipsis", pad=True)
+            out.append_text(piece)
+        return out
+
+    def header_lines(label: str, w: int) -> list[str]:
+        return _chunks(label, w, 2) or [""]
+
+    heads = [["#"], ["test"]] + [header_lines(c["label"], w) for c, w in zip(shown, widths[2:])]
+    lines: list[Text] = []
+    for i in range(max(len(h) for h in heads)):
+        lines.append(line_of([Text(h[i], style="bold") if i < len(h) else "" for h in heads]))
+    lines.append(rule)
+    for t in page_info["tests"]:
+        label = t["description"] or _vars_summary(t["vars"], None)
+        rows: list[list] = [[str(t["testIdx"]).rjust(widths[0])], _chunks(one_line(label, None), widths[1], 1 + BODY_LINES)]
+        for c, w in zip(shown, widths[2:]):
+            cell = t["cells"].get(c["promptIdx"])
+            if cell is None:
+                rows.append([Text("—", style="dim")])
+                continue
+            rows.append([_cell_head(cell)] + _chunks(one_line(_cell_body(cell), w * BODY_LINES), w, BODY_LINES))
+        for i in range(max(len(r) for r in rows)):
+            lines.append(line_of([r[i] if i < len(r) else "" for r in rows]))
+        lines.append(rule)
+    console.print(Text("\n").join(lines), no_wrap=True, overflow="crop", crop=True, soft_wrap=False)
+
+
+def _render_full(console, cols: list[dict], page_info: dict, terminal: bool) -> None:
+    """--full: every column, whole texts, wrapped by a rich Table."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(box=box.ROUNDED if terminal else box.ASCII, show_lines=True, expand=False)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("test", overflow="fold")
+    for c in cols:
+        table.add_column(Text(c["label"]), overflow="fold", min_width=10)
+    for t in page_info["tests"]:
+        label = t["description"] or _vars_summary(t["vars"], None)
+        line: list = [str(t["testIdx"]), Text(label)]
+        for c in cols:
+            cell = t["cells"].get(c["promptIdx"])
+            if cell is None:
+                line.append(Text("—", style="dim"))
+                continue
+            body = _cell_body(cell)
+            text = body if isinstance(body, str) else one_line(body, None)
+            line.append(_cell_head(cell) + Text("\n" + text if text else ""))
+        table.add_row(*line)
+    console.print(table)
+
+
+def render_footer(console, summaries: list[dict], terminal: bool) -> None:
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    if not summaries:
+        return
+    names = sorted({k for s in summaries for k in s["namedMeans"]})
+    derived = sorted({k for s in summaries for k in s["derived"]})
+    table = Table(box=box.SIMPLE_HEAD if terminal else box.ASCII, title=None, expand=False)
+    table.add_column("column", overflow="fold")
+    table.add_column("pass rate", justify="right")
+    table.add_column("pass/fail/error", justify="right")
+    table.add_column("mean score", justify="right")
+    for n in names:
+        table.add_column(Text(f"{n} (mean)"), justify="right")
+    for n in derived:
+        table.add_column(Text(f"{n} (derived)"), justify="right")
+    if any(s["gradingErrors"] for s in summaries):
+        table.add_column("grading errors", justify="right")
+    if any(s["categories"] for s in summaries):
+        table.add_column("factuality categories")
+
+    def num(v):
+        return "—" if v is None else f"{v:.3f}"
+
+    for s in summaries:
+        rate = "n/a" if s["passRate"] is None else f"{s['passRate'] * 100:.1f}%"
+        row = [Text(s["label"]), rate, f"{s['pass']}/{s['fail']}/{s['error']}", num(s["meanScore"])]
+        row += [num(s["namedMeans"].get(n)) for n in names]
+        row += [num(s["derived"].get(n)) for n in derived]
+        if any(x["gradingErrors"] for x in summaries):
+            row.append(str(s["gradingErrors"]))
+        if any(x["categories"] for x in summaries):
+            row.append(" ".join(f"{k}:{v}" for k, v in sorted(s["categories"].items())))
+        table.add_row(*row)
+    console.print(table)
+
+
+def render_runs(console, runs: list[dict], terminal: bool, counts: dict[str, int]) -> None:
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(box=box.SIMPLE_HEAD if terminal else box.ASCII, expand=False)
+    for name, justify in (("id", "left"), ("created", "left"), ("status", "left"), ("rows", "right"),
+                          ("pass rate", "right"), ("duration", "right"), ("description / config", "left")):
+        table.add_column(name, justify=justify, overflow="fold", no_wrap=name != "description / config")
+    for r in runs:
+        status = shown_status(r)
+        done = counts.get(r["id"], (r.get("successes") or 0) + (r.get("failures") or 0) + (r.get("errors") or 0))
+        rate = ""
+        if r.get("finished_at") and done:
+            rate = f"{(r.get('successes') or 0) / done * 100:.1f}%"
+        files = loads(r.get("config_files_json"), []) or []
+        what = r.get("description") or ", ".join(os.path.basename(f) for f in files)
+        table.add_row(r["id"], when(r.get("created_at")), status, f"{done}/{r.get('total_steps') or 0}", rate,
+                      duration(r.get("duration_ms")), Text(one_line(what, 60)))
+    console.print(table)

@@ -1,0 +1,432 @@
+"""The run store: migrations, round trips, resume after SIGKILL, retry/filter-failing, secrets, bad input."""
+
+import hashlib
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import ROOT, write
+from factcli.cli import app
+from factcli.errors import FactcliError
+from factcli.store import MIGRATION_NAMES, Store, default_path
+from parity_compare import differences
+
+runner = CliRunner()
+PARITY = ROOT / "tests" / "parity"
+
+
+def cli(*args):
+    return runner.invoke(app, [*map(str, args)])
+
+
+def evaluate(*args):
+    return cli("eval", "--no-progress-bar", "--no-table", *args)
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def one_line_error(result, *needles):
+    assert result.exit_code == 1, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
+    assert "Traceback" not in result.output
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+ECHO = """
+description: store test
+prompts: ["Say {{word}}", "Shout {{word}}"]
+providers: [echo]
+derivedMetrics: [{name: double, value: "acc * 2"}]
+tests:
+  - description: greets
+    vars: {word: hello}
+    assert: [{type: contains, value: hello, metric: acc}]
+  - vars: {word: bye}
+    assert: [{type: contains, value: hello, metric: acc}]
+"""
+
+
+# ---------------------------------------------------------------- schema
+
+
+def test_migrate_blank_db(tmp_path):
+    path = tmp_path / "x.db"
+    with Store.open(path, create=True) as store:
+        tables = {r[0] for r in store.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert {"runs", "results", "columns", "_sqlite_migrations"} <= tables
+        assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        applied = [r[0] for r in store.conn.execute("SELECT name FROM _sqlite_migrations ORDER BY id")]
+        assert tuple(applied) == MIGRATION_NAMES
+        unique = [r for r in store.conn.execute("PRAGMA index_list(results)") if r["unique"]]
+        cols = {tuple(c["name"] for c in store.conn.execute(f"PRAGMA index_info('{r['name']}')")) for r in unique}
+        assert ("run_id", "test_idx", "prompt_idx", "repeat_idx") in cols
+    with Store.open(path) as store:  # migrating again changes nothing
+        assert store.conn.execute("SELECT COUNT(*) FROM _sqlite_migrations").fetchone()[0] == len(MIGRATION_NAMES)
+        assert store.run_count() == 0
+
+
+def test_default_db_lives_in_factcli_home(tmp_path, isolated_home):
+    assert evaluate("-c", write(tmp_path / "c.yaml", ECHO)).exit_code == 100
+    assert default_path() == isolated_home / "factcli.db" and default_path().exists()
+    with Store.open() as store:
+        run = store.resolve("latest")
+        assert run["status"] == "complete" and run["description"] == "store test"
+        assert (run["successes"], run["failures"], run["errors"], run["total_steps"]) == (2, 2, 0, 4)
+
+
+def test_no_write_and_db_flag(tmp_path, isolated_home):
+    cfg = write(tmp_path / "c.yaml", ECHO)
+    assert evaluate("-c", cfg, "--no-write").exit_code == 100
+    assert not default_path().exists()
+    other = tmp_path / "sub" / "runs.db"
+    assert evaluate("-c", cfg, "--db", other).exit_code == 100
+    assert other.exists() and not default_path().exists()
+    assert "store test" in cli("list", "--db", other).output
+
+
+def test_round_trip_of_every_parity_config(fake_openai, tmp_path, monkeypatch):
+    """An export from the store is the document `eval -o` wrote: same rows, grading, metrics."""
+    monkeypatch.setenv("OPENAI_API_KEY", "dummy")
+    for name in ("", "graders", "compare"):
+        folder = PARITY / name if name else PARITY
+        fake_openai.clear_rules()
+        for pattern, reply, model in json.loads((folder / "rules.json").read_text()):
+            fake_openai.add_rule(pattern, reply, model=model)
+        out, exported = tmp_path / f"eval-{name}.json", tmp_path / f"export-{name}.json"
+        result = evaluate("-c", folder / "promptfooconfig.yaml", "-o", out)
+        assert result.exit_code in (0, 100), result.output
+        assert cli("export", "latest", "-o", exported).exit_code == 0
+        ours, back = json.loads(out.read_text()), json.loads(exported.read_text())
+        assert differences(back, ours) == [], name
+        assert back["results"]["results"] == ours["results"]["results"], name
+        assert back["results"]["prompts"] == ours["results"]["prompts"], name
+        assert differences(back, json.loads((folder / "golden.json").read_text())) == [], name
+
+
+def test_run_row_is_created_at_start_and_rows_written_as_they_finish(tmp_path, monkeypatch):
+    """on_result writes and commits each row: another connection sees it before the run ends."""
+    from factcli.session import EvalSession
+
+    seen = []
+    original = EvalSession.write
+
+    def spy(self, result, commit=True):
+        original(self, result, commit)
+        with sqlite3.connect(self.store.path) as other:
+            seen.append((other.execute("SELECT status FROM runs").fetchone()[0],
+                         other.execute("SELECT COUNT(*) FROM results").fetchone()[0]))
+
+    monkeypatch.setattr(EvalSession, "write", spy)
+    assert evaluate("-c", write(tmp_path / "c.yaml", ECHO), "-j", "1").exit_code == 100
+    assert seen == [("started", 1), ("started", 2), ("started", 3), ("started", 4)]
+
+
+# ---------------------------------------------------------------- resume, retry, filter-failing
+
+KILL_CONFIG = """
+prompts: ["Q: {{n}}"]
+providers: [{id: "openai:chat:m1", config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"}}]
+tests:
+""" + "".join(f"  - vars: {{n: '{i}'}}\n    assert: [{{type: contains, value: 'Q: {i}'}}]\n" for i in range(40))
+
+
+def _rows(db: Path) -> list[tuple]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT test_idx, prompt_idx, repeat_idx FROM results").fetchall()
+
+
+def test_sigkill_half_way_then_resume(tmp_path, fake_openai, isolated_home):
+    fake_openai.latency = 0.05
+    cfg = write(tmp_path / "c.yaml", KILL_CONFIG)
+    db = isolated_home / "factcli.db"
+    proc = subprocess.Popen([sys.executable, "-m", "factcli", "eval", "-c", str(cfg), "-j", "2", "--no-cache",
+                             "--no-progress-bar", "--no-table"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=dict(os.environ))
+    deadline = time.time() + 60
+    finished = 0
+    while time.time() < deadline:
+        time.sleep(0.02)
+        if db.exists():
+            try:
+                finished = len(_rows(db))
+            except sqlite3.Error:
+                continue
+            if finished >= 15:
+                break
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert 15 <= finished < 40, finished
+    time.sleep(0.3)  # requests the dead process had in flight have reached the server
+    before_rows = _rows(db)
+    assert len(before_rows) < 40 and len(set(before_rows)) == len(before_rows)
+    with Store.open(db) as store:
+        assert store.resolve("latest")["status"] == "started"  # never finalised
+    finished_prompts = {f"Q: {t}" for t, _, _ in before_rows}
+    already = fake_openai.request_count
+
+    listed = cli("list").output
+    assert "interrupted" in listed  # started, and its process is gone
+    result = evaluate("--resume", "latest")
+    assert result.exit_code == 0, result.output
+    assert f"{len(before_rows)} of 40 rows kept" in result.output
+
+    new_requests = fake_openai.requests[already:] if already < 10_000 else []
+    asked = [r["json"]["messages"][-1]["content"] for r in new_requests]
+    assert fake_openai.request_count - already == 40 - len(before_rows)
+    assert not (set(asked) & finished_prompts)  # no provider call for a row that had finished
+    rows = _rows(db)
+    assert len(rows) == 40 and len(set(rows)) == 40 and {t for t, _, _ in rows} == set(range(40))
+    with Store.open(db) as store:
+        run = store.resolve("latest")
+        assert run["status"] == "complete" and run["successes"] == 40 and run["attempts"] == 2
+        assert store.run_count() == 1
+    out = tmp_path / "r.json"
+    assert cli("export", "latest", "-o", out).exit_code == 0
+    doc = json.loads(out.read_text())
+    assert [r["testIdx"] for r in doc["results"]["results"]] == list(range(40))
+    assert doc["results"]["prompts"][0]["metrics"]["testPassCount"] == 40
+    # a complete run has nothing to resume
+    one_line_error(evaluate("--resume", "latest"), "nothing to resume")
+
+
+def test_ctrl_c_marks_the_run_interrupted_and_resume_finishes_it(tmp_path, fake_openai, isolated_home):
+    fake_openai.latency = 0.1
+    cfg = write(tmp_path / "c.yaml", KILL_CONFIG)
+    proc = subprocess.Popen([sys.executable, "-m", "factcli", "eval", "-c", str(cfg), "-j", "1", "--no-cache",
+                             "--no-progress-bar", "--no-table"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=dict(os.environ))
+    deadline = time.time() + 30
+    while fake_openai.request_count < 4 and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130, stderr.decode()
+    with Store.open() as store:
+        run = store.resolve("latest")
+        assert run["status"] == "interrupted" and run["finished_at"]
+        done = run["rows_done"]
+    assert 2 <= done < 40
+    fake_openai.reset()
+    assert evaluate("--resume", run["id"][:20], "-j", "8").exit_code == 0  # -j may change on resume
+    assert fake_openai.request_count == 40 - done
+    assert len(_rows(isolated_home / "factcli.db")) == 40
+
+
+def test_retry_errors_reruns_only_error_rows(tmp_path, fake_openai, monkeypatch):
+    monkeypatch.setenv("FACTCLI_MAX_RETRIES", "0")
+    cfg = write(tmp_path / "c.yaml", KILL_CONFIG.split("tests:")[0] + "tests:\n" + "".join(
+        f"  - vars: {{n: '{i}'}}\n    assert: [{{type: contains, value: 'Q: 1'}}]\n" for i in range(4)))
+    fake_openai.enqueue_fault(status=400)  # the first request: an ERROR row
+    assert evaluate("-c", cfg, "-j", "1", "--no-cache").exit_code == 100
+    with Store.open() as store:
+        first = store.resolve("latest")
+        assert (first["successes"], first["failures"], first["errors"]) == (1, 2, 1)
+    fake_openai.reset()
+    result = evaluate("--retry-errors", "latest")
+    assert result.exit_code == 100, result.output
+    assert fake_openai.request_count == 1
+    with Store.open() as store:
+        run = store.resolve("latest")
+        assert run["id"] == first["id"] and store.run_count() == 1
+        assert (run["successes"], run["failures"], run["errors"]) == (1, 3, 0)
+    # --filter-failing: a new run with only the tests that failed there (matched by vars, not position)
+    fake_openai.reset()
+    result = evaluate("-c", cfg, "--filter-failing", first["id"], "--no-cache")
+    assert "3 of 4 tests failed or errored" in result.output
+    assert fake_openai.request_count == 3
+    with Store.open() as store:
+        assert store.run_count() == 2
+        newest = store.resolve("latest")
+        assert newest["id"] != first["id"] and newest["total_steps"] == 3
+        assert json.loads(newest["options_json"])["filter_failing"] == first["id"]
+
+
+def test_resume_uses_the_stored_config_when_the_files_are_gone(tmp_path, fake_openai, isolated_home, monkeypatch):
+    monkeypatch.setenv("FACTCLI_MAX_RETRIES", "0")
+    monkeypatch.setenv("PLANTED_SERVICE_KEY", "sk-planted-resume-12345")
+    cfg = write(tmp_path / "gone" / "c.yaml", """
+prompts: ["Q: {{n}}"]
+providers: [{id: "openai:chat:m1", config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}", apiKey: "${PLANTED_SERVICE_KEY}"}}]
+tests: [{vars: {n: '1'}}, {vars: {n: '2'}}]
+""")
+    fake_openai.enqueue_fault(status=500)
+    assert evaluate("-c", cfg, "--no-cache", "-j", "1").exit_code == 100
+    cfg.unlink()
+    fake_openai.reset()
+    result = evaluate("--retry-errors", "latest")
+    assert result.exit_code == 0, result.output
+    assert "using the config stored with the run" in result.output
+    # ${NAME} references resolve at resume time: the key reached the server, and was never stored
+    assert fake_openai.requests[0]["headers"]["Authorization"] == "Bearer sk-planted-resume-12345"
+    for f in isolated_home.glob("factcli.db*"):
+        assert b"sk-planted-resume-12345" not in f.read_bytes()
+
+
+def test_an_aborted_run_is_stored_and_resumable(tmp_path, fake_openai):
+    cfg = write(tmp_path / "c.yaml", KILL_CONFIG)
+    fake_openai.enqueue_fault(status=401)
+    result = evaluate("-c", cfg, "-j", "1", "--no-cache")
+    assert result.exit_code == 3, result.output
+    with Store.open() as store:
+        run = store.resolve("latest")
+        assert run["status"] == "aborted" and "401" in run["abort_reason"] and run["rows_done"] == 0
+    fake_openai.reset()
+    assert evaluate("--resume", "latest").exit_code == 0
+    assert fake_openai.request_count == 40
+    with Store.open() as store:
+        assert store.resolve("latest")["status"] == "complete"
+
+
+def test_resume_flag_conflicts(tmp_path):
+    cfg = write(tmp_path / "c.yaml", ECHO)
+    evaluate("-c", cfg)
+    one_line_error(evaluate("--resume", "latest", "-c", cfg), "drop -c")
+    one_line_error(evaluate("--resume", "latest", "--no-write"), "--no-write")
+    one_line_error(evaluate("--resume", "latest", "--retry-errors", "latest"), "cannot be combined")
+
+
+# ---------------------------------------------------------------- secrets
+
+SECRETS = """
+prompts: ["{{ env.PLANTED_SERVICE_TOKEN }} says {{word}} {{leak}}"]
+providers:
+  - id: openai:chat:m1
+    config:
+      apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"
+      apiKey: sk-planted-literal-key-0001
+      headers: {X-Custom-Auth: hdr-planted-secret-0002, X-Trace: trace-visible}
+tests:
+  - vars: {word: hi, leak: sk-planted-literal-key-0001}
+    assert: [{type: contains, value: hi}]
+  - vars: {word: bye, leak: none}
+    assert: [{type: contains, value: nothing-matches}]
+"""
+PLANTED = (b"sk-planted-literal-key-0001", b"hdr-planted-secret-0002", b"tok-planted-env-0003",
+           b"sk-planted-openai-env-0004")
+
+
+def test_planted_secrets_appear_nowhere(tmp_path, fake_openai, isolated_home, monkeypatch):
+    monkeypatch.setenv("PLANTED_SERVICE_TOKEN", "tok-planted-env-0003")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-planted-openai-env-0004")
+    cfg = write(tmp_path / "c.yaml", SECRETS)
+    formats = ("json", "jsonl", "yaml", "csv", "xml", "junit.xml", "html")
+    outs = [tmp_path / f"eval.{f}" for f in formats]
+    result = evaluate("-c", cfg, "--no-cache", *[a for p in outs for a in ("-o", p)])
+    assert result.exit_code == 100, result.output
+    # the secrets were really used: the key and header went out, the token reached the output
+    req = fake_openai.requests[0]
+    assert req["headers"]["Authorization"] == "Bearer sk-planted-literal-key-0001"
+    assert req["headers"]["X-Custom-Auth"] == "hdr-planted-secret-0002"
+    assert "tok-planted-env-0003" in req["json"]["messages"][-1]["content"]
+    exports = [tmp_path / f"export.{f}" for f in formats]
+    assert cli("export", "latest", *[a for p in exports for a in ("-o", p)]).exit_code == 0
+    files = [*outs, *exports, *isolated_home.glob("factcli.db*")]
+    assert len(files) >= 15
+    for f in files:
+        blob = f.read_bytes()
+        for secret in PLANTED:
+            assert secret not in blob, (f.name, secret)
+    with Store.open() as store:
+        run = store.resolve("latest")
+        config = json.loads(run["config_json"])
+        assert config["providers"][0]["config"]["apiKey"] == "[redacted]"
+        assert config["providers"][0]["config"]["headers"] == {"X-Custom-Auth": "[redacted]", "X-Trace": "[redacted]"}
+        out = store.conn.execute("SELECT output FROM results ORDER BY test_idx").fetchone()[0]
+        assert out.startswith("Echo: ${PLANTED_SERVICE_TOKEN} says hi [redacted]")
+    for view_args in (["view", "--full"], ["view", "--json"], ["show", "latest", "0"], ["show", "latest"]):
+        shown = cli(*view_args).output.encode()
+        assert not any(s in shown for s in PLANTED), view_args
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def test_unknown_or_ambiguous_run_id_is_one_line(tmp_path):
+    cfg = write(tmp_path / "c.yaml", ECHO)
+    evaluate("-c", cfg)
+    evaluate("-c", cfg)
+    for args in (["view", "nope"], ["show", "nope"], ["export", "nope", "-o", tmp_path / "x.json"],
+                 ["delete", "nope"], ["diff", "latest", "nope"]):
+        one_line_error(cli(*args), "no run 'nope'")
+    one_line_error(cli("view", "eval-"), "ambiguous")
+    one_line_error(evaluate("--resume", "nope"), "no run 'nope'")
+    one_line_error(evaluate("-c", cfg, "--filter-failing", "nope"), "no run 'nope'")
+    one_line_error(cli("show", "latest", "99"), "no test 99")
+
+
+def test_missing_database_is_one_line_and_not_created(tmp_path):
+    missing = tmp_path / "missing.db"
+    for args in (["view"], ["show", "latest"], ["export", "latest", "-o", tmp_path / "x.json"], ["delete", "x"],
+                 ["list"]):
+        one_line_error(cli(*args, "--db", missing), "does not exist")
+    one_line_error(evaluate("--resume", "latest", "--db", missing), "does not exist")
+    assert not missing.exists()
+    assert "No runs stored yet" in cli("list").output  # the default database: simply empty
+    assert not default_path().exists()
+
+
+@pytest.mark.parametrize("content", [b"this is not a database at all" * 100, b"SQLite format 3\x00" + b"\x01" * 4000])
+def test_corrupt_database_is_one_line_and_untouched(tmp_path, fake_openai, content):
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(content)
+    before = digest(bad)
+    for args in (["view"], ["list"], ["show", "latest"], ["delete", "latest"], ["diff", "a", "b"]):
+        one_line_error(cli(*args, "--db", bad), str(bad))
+    cfg = write(tmp_path / "c.yaml", KILL_CONFIG)
+    one_line_error(evaluate("-c", cfg, "--db", bad), str(bad))
+    assert fake_openai.request_count == 0  # nothing was called
+    assert digest(bad) == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("bad.db")) == ["bad.db"]
+
+
+def test_database_from_a_newer_factcli_is_refused(tmp_path):
+    path = tmp_path / "new.db"
+    evaluate("-c", write(tmp_path / "c.yaml", ECHO), "--db", path)
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT INTO _sqlite_migrations (migration_set, name, applied_at) VALUES "
+                     "('factcli', 'm999_from_the_future', '2030-01-01')")
+    before = digest(path)
+    one_line_error(cli("list", "--db", path), "newer factcli")
+    one_line_error(cli("view", "--db", path), "newer factcli")
+    one_line_error(evaluate("-c", tmp_path / "c.yaml", "--db", path), "newer factcli")
+    assert digest(path) == before
+    with pytest.raises(FactcliError):
+        Store.open(path)
+
+
+def test_a_foreign_database_is_not_touched(tmp_path):
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE runs (x TEXT)")
+        conn.execute("INSERT INTO runs VALUES ('keep me')")
+    before = digest(path)
+    one_line_error(cli("list", "--db", path), "not a factcli database")
+    one_line_error(evaluate("-c", write(tmp_path / "c.yaml", ECHO), "--db", path), "not a factcli database")
+    assert digest(path) == before
+
+
+def test_delete(tmp_path):
+    cfg = write(tmp_path / "c.yaml", ECHO)
+    evaluate("-c", cfg)
+    evaluate("-c", cfg)
+    with Store.open() as store:
+        first = store.list_runs()[-1]["id"]
+    result = cli("delete", first)
+    assert result.exit_code == 0 and f"Deleted run {first} (4 rows)" in result.output
+    with Store.open() as store:
+        assert store.run_count() == 1
+        assert store.conn.execute("SELECT COUNT(*) FROM results WHERE run_id = ?", (first,)).fetchone()[0] == 0
+        assert store.conn.execute("SELECT COUNT(*) FROM columns WHERE run_id = ?", (first,)).fetchone()[0] == 0
