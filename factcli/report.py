@@ -140,6 +140,8 @@ def summary(run, console: Console) -> None:
             dist = "  ".join(f"{k}:{m.categories[k]}" for k in sorted(m.categories))
             console.print(escape(f"Factuality categories [{col.provider.display}] {_cell_text(col.prompt.label, 30)}: ")
                           + dist)
+        for report in m.methods.values():
+            console.print(escape(f"[{col.provider.display}] {_cell_text(col.prompt.label, 30)}: {report['line']}"))
     if len(run.columns) > 1 or any(m.named_scores for m in run.metrics):
         table = Table(title=None, show_edge=False, pad_edge=False)
         table.add_column("column")

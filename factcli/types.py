@@ -57,6 +57,7 @@ class Assertion:
 
 @dataclass
 class TestCase:
+    __test__ = False  # not a pytest test class, whatever its name
     description: str | None = None
     vars: dict = field(default_factory=dict)
     assertions: list[Assertion] = field(default_factory=list)

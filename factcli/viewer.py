@@ -95,7 +95,7 @@ def column_summaries(store: Store, run: dict, derived_names: set[str] | None = N
         else:
             cnt = {"pass": m.test_pass, "fail": m.test_fail, "error": m.test_error}
         n = cnt["pass"] + cnt["fail"] + cnt["error"]
-        means, derived, categories, grading_errors, score_mean = {}, {}, {}, 0, None
+        means, derived, categories, grading_errors, score_mean, methods = {}, {}, {}, 0, None, {}
         if m is not None:
             all_means = m.named_means()
             for k, v in m.named_scores.items():
@@ -105,12 +105,14 @@ def column_summaries(store: Store, run: dict, derived_names: set[str] | None = N
                     means[k] = all_means.get(k)
             categories = dict(m.categories)
             grading_errors = m.grading_errors
+            methods = {k: v.get("line", "") for k, v in (m.methods or {}).items() if isinstance(v, dict)}
             score_mean = (m.score / m.rows) if m.rows else None
         out.append({
             "promptIdx": c["prompt_idx"], "label": column_label(c), "provider": c.get("provider_label") or c["provider_id"],
             "prompt": c.get("prompt_label"), "pass": cnt["pass"], "fail": cnt["fail"], "error": cnt["error"],
             "passRate": (cnt["pass"] / n) if n else None, "meanScore": score_mean, "namedMeans": means,
             "derived": derived, "categories": categories, "gradingErrors": grading_errors,
+            "methods": methods,
         })
     return out
 
@@ -381,6 +383,9 @@ def render_footer(console, summaries: list[dict], terminal: bool) -> None:
             row.append(" ".join(f"{k}:{v}" for k, v in sorted(s["categories"].items())))
         table.add_row(*row)
     console.print(table)
+    for s in summaries:
+        for line in s["methods"].values():
+            console.print(Text(f"{one_line(s['label'], 40)}: {line}"))
 
 
 def render_runs(console, runs: list[dict], terminal: bool, counts: dict[str, int]) -> None:

@@ -501,6 +501,11 @@ def test_offline_example_runs(tmp_path):
     assert careful["accuracy"] == pytest.approx(8 / 9) and careful["ineligible"] == 0
     assert embellishing["accuracy"] == 0 and embellishing["ineligible"] == 1
     assert set(careful["judges"]) == {"judge-strict", "judge-lenient", "judge-implicit"}
+    columns = doc["factcli"]["columns"]
+    assert [c["methods"]["factsGrounding"] for c in columns] == [careful, embellishing]
+    assert "FACTS 88.9% ±35.6 (N=3; ineligible 0;" in " ".join(result.output.split())
+    shown = runner.invoke(app, ["view", "latest"])
+    assert shown.exit_code == 0 and "FACTS 0.0% ±0.0 (N=3; ineligible 1;" in " ".join(shown.output.split())
 
 
 def test_ready_made_suite_runs_with_scripted_judges(fake_openai, tmp_path):

@@ -552,6 +552,12 @@ def test_example_runs_offline(tmp_path):
     assert careful["gradingErrors"] == loose["gradingErrors"] == 0
     assert careful["factscore"] > loose["factscore"]
     assert careful["respondRatio"] < 1 and loose["respondRatio"] == 1
+    # the same report, per column, in the summary, the results JSON and `view`
+    columns = json.loads(out.read_text())["factcli"]["columns"]
+    assert [c["methods"]["factscore"] for c in columns] == [careful, loose]
+    assert f"FActScore {careful['factscore']:.3f} (init" in " ".join(result.output.split())
+    shown = runner.invoke(app, ["view", "latest"])
+    assert shown.exit_code == 0 and f"FActScore {loose['factscore']:.3f}" in " ".join(shown.output.split())
 
 
 def test_bios_suite_runs_with_a_knowledge_source_from_the_environment(tmp_path, fake_openai, monkeypatch):

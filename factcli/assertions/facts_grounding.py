@@ -96,7 +96,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from factcli import templating
+from factcli import method_reports, templating
 from factcli.assertions import facts_prompts
 from factcli.assertions.core import AssertionContext, AssertionError_, assertion
 from factcli.claims import JudgeCall, JudgeError, ask_text, judges_for, prompt_for
@@ -816,3 +816,6 @@ def format_facts_summary(summary: dict) -> str:
         parts.append(f"grading errors {summary['gradingErrors']}")
     parts += [f"{name} {100 * j['accuracy']:.1f}% ±{100 * j['ci95']:.1f}" for name, j in summary["judges"].items()]
     return f"FACTS {100 * summary['accuracy']:.1f}% ±{100 * summary['ci95']:.1f} ({'; '.join(parts)})"
+
+
+method_reports.register("factsGrounding", METHOD, facts_summary, format_facts_summary)

@@ -81,7 +81,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from factcli import templating
+from factcli import method_reports, templating
 from factcli.assertions import factscore_prompts as prompts
 from factcli.assertions.core import AssertionContext, AssertionError_, assertion
 from factcli.claims import JudgeCall, JudgeError, aligned_verdicts, ask_json, judges_for, numbered, step_prompt, string_list
@@ -669,3 +669,23 @@ def factscore_summary(rows: Iterable[Any]) -> dict:
         "rows": n,
         "judges": {name: _mean(scores) for name, scores in judges.items()},
     }
+
+
+def format_factscore_summary(summary: dict) -> str:
+    """One line for the summary: `FActScore 0.712 (init 0.745; responded 9/10; 23.4 facts/response)`."""
+    if summary["factscore"] is None:
+        return (f"FActScore n/a (responded 0/{summary['rows']}"
+                + (f"; grading errors {summary['gradingErrors']}" if summary["gradingErrors"] else "") + ")")
+    parts = []
+    if summary["initScore"] is not None and abs(summary["initScore"] - summary["factscore"]) > 1e-12:
+        parts.append(f"init {summary['initScore']:.3f}")
+    parts.append(f"responded {summary['responding']}/{summary['rows']}")
+    parts.append(f"{summary['factsPerResponse']:.1f} facts/response")
+    if summary["gradingErrors"]:
+        parts.append(f"grading errors {summary['gradingErrors']}")
+    if len(summary["judges"]) > 1:
+        parts += [f"{name} {score:.3f}" for name, score in summary["judges"].items() if score is not None]
+    return f"FActScore {summary['factscore']:.3f} ({'; '.join(parts)})"
+
+
+method_reports.register("factscore", "factscore", factscore_summary, format_factscore_summary)
