@@ -17,8 +17,7 @@ F-beta    = (1 + β²)·P·R / (β²·P + R), 0 when P = R = 0
 (variables `text`) and `verificationPrompt` (variables `premise`, `claims` as a JSON list,
 `claims_numbered`), each inline text, chat messages or `file://`. Decomposition must reply
 `{"claims": [...]}`; verification `{"verdicts": [{"claim", "verdict", "reason"}]}`, one per claim in
-order, or the assertion is a grading error. So is a judge of a panel that fails (after the
-shared retries): the panel is fixed, as in factscore and facts-grounding.
+order, or the assertion is a grading error.
 
 A side with no claims makes its ratio undefined: the assertion then fails with a reason that says
 so and `metadata.undefined`, never a silent 0 or 1.
@@ -193,17 +192,12 @@ async def factual_correctness(ctx: AssertionContext) -> GradingResult:
     scored = [r for r in results if "score" in r]
     failed = [r for r in results if "error" in r]
     undefined = [r for r in results if "undefined" in r]
-    if failed:
-        # the panel is fixed: a mean over the judges that happened to answer would shift with outages
-        first = failed[0]
-        more = f" (and {len(failed) - 1} more judge(s))" if len(failed) > 1 else ""
-        return grader_error(f"factual-correctness: judge {first['judge']}: {first['error']}{more}",
-                            first.get("raw"), tokens, **meta)
     if not scored:
         if undefined:
             reason = f"Factual correctness is undefined: {undefined[0]['undefined']}"
             return GradingResult(False, 0.0, reason, tokens_used=tokens, metadata={**meta, "undefined": True})
-        raise AssertionError("unreachable: every judge either scored, failed or found no claims")
+        first = failed[0]
+        return grader_error(f"factual-correctness: {first['error']}", first.get("raw"), tokens, **meta)
 
     score = sum(r["score"] for r in scored) / len(scored)
     threshold = ctx.threshold if ctx.threshold is not None else 0.5
@@ -228,6 +222,8 @@ async def factual_correctness(ctx: AssertionContext) -> GradingResult:
             parts.append(f"F{templating.js_string(float(beta))} {_fmt(r['score'])}")
     else:
         parts.append(", ".join(f"{r['judge']} {_fmt(r['score'])}" for r in scored) + f"; mean {_fmt(score)}")
+    if failed:
+        parts.append(f"{len(failed)} judge(s) failed and were left out: " + "; ".join(f"{r['judge']}: {r['error']}" for r in failed))
     unsupported = [c for c in meta["claims"] if c["verdict"] != "SUPPORTED"]
     if unsupported:
         shown = "; ".join(f"{c['verdict'].lower()}: {c['text']}" for c in unsupported[:3])
