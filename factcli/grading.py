@@ -14,7 +14,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from factcli import templating
 from factcli.errors import ConfigError
@@ -206,13 +206,18 @@ def as_template_text(value: Any) -> str:
 # ---------------------------------------------------------------- reading replies
 
 
-def extract_json_objects(text: str, limit: int = 100_000) -> list[dict]:
+def extract_json_objects(text: str, limit: int = 100_000, parse: Callable[[str], Any] | None = None) -> list[dict]:
     """Every top-level `{…}` object in a reply, read leniently (YAML flow syntax, unclosed braces).
 
     Follows promptfoo's brace scanner: from each `{`, grow until the braces balance (or the text
-    ends, closing what is open), and keep the first prefix that parses as a mapping.
+    ends, closing what is open), and keep the first prefix that `parse` (default: JSON, then YAML;
+    None when unreadable) reads as a mapping.
     """
-    import yaml
+    if parse is None:
+        import yaml
+
+        def parse(candidate: str) -> Any:
+            return _lenient_load(candidate, yaml)
 
     found = []
     i = 0
@@ -234,7 +239,7 @@ def extract_json_objects(text: str, limit: int = 100_000) -> list[dict]:
             j += 1
             if opened == closed or j == n or j == i + limit:
                 candidate = text[i:j] + "}" * max(0, opened - closed)
-                obj = _lenient_load(candidate, yaml)
+                obj = parse(candidate)
                 if isinstance(obj, dict):
                     found.append(obj)
                     i = j

@@ -312,36 +312,16 @@ _MAX_JSON_LENGTH = 100000
 
 def extract_json_objects(text: str) -> list:
     """promptfoo's extractJsonObjects: every `{…}` (brace-counted, unterminated ones auto-closed,
-    `//` comments allowed) that js-yaml parses to an object. Arrays are never extracted."""
-    found = []
-    n = len(text)
-    i = 0
-    while i < n:
-        if text[i] == "{":
-            opened, closed = 1, 0
-            j = i + 1
-            limit = min(i + _MAX_JSON_LENGTH, n)
-            while j < limit and opened > closed:
-                ch = text[j]
-                if ch == "{":
-                    opened += 1
-                elif ch == "}":
-                    closed += 1
-                j += 1
-                if opened == closed or j == n or j == i + _MAX_JSON_LENGTH:
-                    candidate = text[i:j] + "}" * max(0, opened - closed)
-                    try:
-                        parsed = _lenient_object(_slash_comments_to_hash(candidate))
-                    except Exception:  # noqa: BLE001 - any parse failure means "not JSON here"
-                        if opened == closed:
-                            break
-                        continue
-                    if isinstance(parsed, (dict, list)):
-                        found.append(parsed)
-                        i = j - 1
-                        break
-        i += 1
-    return found
+    `//` comments allowed) that js-yaml parses to an object."""
+    from factcli.grading import extract_json_objects as scan
+
+    def parse(candidate: str) -> Any:
+        try:
+            return _lenient_object(_slash_comments_to_hash(candidate))
+        except Exception:  # noqa: BLE001 - any parse failure means "not JSON here"
+            return None
+
+    return scan(text, _MAX_JSON_LENGTH, parse)
 
 
 # ------------------------------------------------- JSON Schema: jsonschema validity, Ajv's words
