@@ -28,6 +28,26 @@ class ProviderCallError(Exception):
         self.retry_after = retry_after
 
 
+def retry_after_seconds(headers: Any) -> float | None:
+    """A `Retry-After` header (seconds or an HTTP date) from any header mapping, as seconds."""
+    try:
+        value = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)
+    except AttributeError:
+        return None
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        import time
+        from email.utils import parsedate_to_datetime
+
+        try:
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+        except (TypeError, ValueError):
+            return None
+
+
 @dataclass
 class RenderedPrompt:
     text: str  # what promptfoo calls the prompt (raw text, or the JSON of chat messages)

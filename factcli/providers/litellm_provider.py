@@ -7,11 +7,10 @@ and promptfoo's provider config keys onto litellm's arguments. Retries are ours 
 from __future__ import annotations
 
 import os
-import time
 
 from factcli.errors import ConfigError
 from factcli.providers import (AUTH, ERROR, RATE_LIMIT, TRANSIENT, Provider, ProviderCallError,
-                               RenderedPrompt)
+                               RenderedPrompt, retry_after_seconds)
 from factcli.types import ProviderResponse, TokenUsage
 
 VENDORS = {
@@ -123,26 +122,9 @@ class LiteLLMProvider(Provider):
 
 
 def _retry_after(exc) -> float | None:
-    headers = None
     response = getattr(exc, "response", None)
-    if response is not None:
-        headers = getattr(response, "headers", None)
-    headers = headers or getattr(exc, "litellm_response_headers", None) or {}
-    try:
-        value = headers.get("retry-after") or headers.get("Retry-After")
-    except AttributeError:
-        return None
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        from email.utils import parsedate_to_datetime
-
-        try:
-            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-        except (TypeError, ValueError):
-            return None
+    headers = getattr(response, "headers", None) if response is not None else None
+    return retry_after_seconds(headers or getattr(exc, "litellm_response_headers", None) or {})
 
 
 def classify(exc: Exception) -> ProviderCallError:

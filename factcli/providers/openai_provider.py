@@ -17,7 +17,7 @@ import os
 import re
 
 from factcli.providers import (AUTH, ERROR, RATE_LIMIT, TRANSIENT, Provider, ProviderCallError, RenderedPrompt,
-                               register_provider)
+                               register_provider, retry_after_seconds)
 from factcli.providers.litellm_provider import KINDS, PASSTHROUGH
 from factcli import pricing
 from factcli.types import ProviderResponse, TokenUsage
@@ -197,30 +197,14 @@ def _fix_unsupported(data, params: dict) -> str | None:
     return param
 
 
-def _retry_after(headers: dict) -> float | None:
-    value = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        import time
-        from email.utils import parsedate_to_datetime
-
-        try:
-            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-        except (TypeError, ValueError):
-            return None
-
-
 def _classify_status(status: int, data, headers: dict, text: str) -> ProviderCallError:
     error = data.get("error") if isinstance(data, dict) else None
     detail = error.get("message") if isinstance(error, dict) else None
     message = f"HTTP {status}: {detail or text[:500] or 'no body'}"
     if status == 429:
-        return ProviderCallError(message, RATE_LIMIT, status, _retry_after(headers))
+        return ProviderCallError(message, RATE_LIMIT, status, retry_after_seconds(headers))
     if status in (401, 403):
         return ProviderCallError(message, AUTH, status)
     if status >= 500 or status in (408, 409):
-        return ProviderCallError(message, TRANSIENT, status, _retry_after(headers))
+        return ProviderCallError(message, TRANSIENT, status, retry_after_seconds(headers))
     return ProviderCallError(message, ERROR, status)
