@@ -183,7 +183,13 @@ def _print_component(console, c: dict, depth: int) -> None:
         console.print(Text(f"{pad}    judges:", style="bold"))
         for j in judges:
             if isinstance(j, dict):
-                bits = [str(j.get(k)) for k in ("provider", "id", "verdict", "score") if j.get(k) is not None]
+                name = j.get("judge") or j.get("provider") or j.get("id")
+                if j.get("error"):  # a failed judge was left out of the aggregate (factcli.panels)
+                    console.print(Text(f"{pad}      - {name} · failed, left out: {j['error']}", style="yellow"))
+                    continue
+                bits = [str(name)] + [str(j.get(k)) for k in ("verdict", "score") if j.get(k) is not None]
+                if isinstance(j.get("cost"), (int, float)):
+                    bits.append(f"${j['cost']:.6f}")
                 console.print(Text(f"{pad}      - {' · '.join(bits)}" + (f": {j['reason']}" if j.get("reason") else "")))
     for child in c.get("componentResults") or []:
         _print_component(console, child, depth + 1)

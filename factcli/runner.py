@@ -122,17 +122,57 @@ def prepare(suite: Suite, options: RunOptions) -> EvalRun:
     return run
 
 
-PANEL_TYPES = ("factual-correctness", "factscore", "facts-grounding")
+PANEL_TYPES = ("factuality", "llm-rubric", "model-graded-closedqa", "g-eval", "factual-correctness", "factscore",
+               "facts-grounding")
+# Types that also read `config.models` as their judge list (the seed's spelling for factual-correctness).
+MODELS_ALIAS_TYPES = ("factual-correctness", "factscore", "facts-grounding")
+
+
+def _grader_kinds(type_name: str) -> tuple[str, ...]:
+    """The graders a type calls: `similar` only embeds, answer-relevance writes and embeds."""
+    from factcli.assertions.rag import GRADER_KINDS
+
+    if type_name.startswith("similar"):
+        return ("embedding",)
+    return GRADER_KINDS.get(type_name, ("text",))
+
+
+def self_preference_warning(grader_id: str, provider_ids: list[str]) -> str | None:
+    """A warning when a text grader is, or shares a model family with, a model under test."""
+    from factcli.panels import same_family
+
+    if grader_id in provider_ids:
+        return (f"the grader {grader_id} is also a model under test: it may favour its own answers "
+                "(self-preference bias); prefer a grader from another model family")
+    for pid in provider_ids:
+        family = same_family(grader_id, pid)
+        if family:
+            return (f"the grader {grader_id} is from the same model family ({family}) as the model under test "
+                    f"{pid}: it may favour answers like its own (self-preference bias); prefer a grader from "
+                    "another model family")
+    return None
 
 
 def check_graders(suite: Suite, source, warnings: list[str]) -> list[str]:
-    """Resolve every model-graded assertion's grader before any call: none available is a config error."""
+    """Resolve every model-graded assertion's graders before any call: none available is a config
+    error. Warns once per text grader that is, or is of the same family as, a model under test."""
     from factcli.assertions import lookup
     from factcli.errors import ConfigError
-    from factcli.grading import NoGrader
+    from factcli.grading import NoGrader, pick
 
-    provider_ids = {p.id for p in suite.providers}
+    provider_ids = [p.id for p in suite.providers]
     graders: list[str] = []
+    checked: set[str] = set()
+
+    def note(spec_id: str, kind: str) -> None:
+        if spec_id not in graders:
+            graders.append(spec_id)
+        if kind == "text" and spec_id not in checked:
+            checked.add(spec_id)
+            message = self_preference_warning(spec_id, provider_ids)
+            if message:
+                warnings.append(message)
+
     for test in suite.tests:
         flat = []
         for i, a in enumerate(test.assertions):
@@ -144,18 +184,17 @@ def check_graders(suite: Suite, source, warnings: list[str]) -> list[str]:
             kind = lookup(a.type)
             if kind is None or not kind.model_graded:
                 continue
-            embed = a.base_type.startswith("similar")
-            panel = a.provider if isinstance(a.provider, list) else a.config.get("models")
+            file, path = test.source
+            panel = a.provider if isinstance(a.provider, list) else None
+            if panel is None and a.provider is None and kind.name in MODELS_ALIAS_TYPES:
+                panel = a.config.get("models")
             if isinstance(panel, list):
-                file, path = test.source
                 where_p = f"{path}.{where}.provider" if path else f"{where}.provider"
-                if a.base_type not in PANEL_TYPES:
-                    raise ConfigError(f"a judge panel (a list of providers) is not supported for '{a.type}' yet; "
+                if kind.name not in PANEL_TYPES:
+                    raise ConfigError(f"a judge panel (a list of providers) is not supported for '{a.type}'; "
                                       f"panels work with {', '.join(PANEL_TYPES)}", file or None, where_p)
                 if not panel:
                     raise ConfigError("an empty list of judges", file or None, where_p)
-                from factcli.grading import pick
-
                 for j, item in enumerate(panel):
                     try:
                         spec = pick(item)
@@ -163,23 +202,20 @@ def check_graders(suite: Suite, source, warnings: list[str]) -> list[str]:
                         raise ConfigError(exc.detail, file or None, f"{where_p}[{j}]") from None
                     if spec is None:
                         raise ConfigError("a judge needs a text model", file or None, f"{where_p}[{j}]")
-                    if spec.id not in graders:
-                        graders.append(spec.id)
+                    note(spec.id, "text")
                 continue
-            try:
-                spec = source.resolve(a.provider, test.options.get("provider"), "embedding" if embed else "text",
-                                      test.grader_from_default)
-            except NoGrader as exc:
-                file, path = test.source
-                raise ConfigError(exc.detail, file or None, f"{path}.{where}" if path else where) from None
-            except ConfigError as exc:
-                file, path = test.source
-                raise ConfigError(exc.detail, file or None, f"{path}.{where}.provider" if path else where) from None
-            if spec.id not in graders:
-                graders.append(spec.id)
-                if spec.id in provider_ids and not embed:
-                    warnings.append(f"the grader {spec.id} is also a model under test: it may favour its own "
-                                    "answers (self-preference bias); prefer a grader from another model family")
+            for grader_kind in _grader_kinds(kind.name):
+                try:
+                    spec = source.resolve(a.provider, test.options.get("provider"), grader_kind,
+                                          test.grader_from_default)
+                except NoGrader as exc:
+                    detail = exc.detail if grader_kind == "text" else \
+                        f"{a.type} also needs an embedding model: {exc.detail}"
+                    raise ConfigError(detail, file or None, f"{path}.{where}" if path else where) from None
+                except ConfigError as exc:
+                    raise ConfigError(exc.detail, file or None,
+                                      f"{path}.{where}.provider" if path else where) from None
+                note(spec.id, grader_kind)
     return graders
 
 

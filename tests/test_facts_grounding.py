@@ -357,7 +357,9 @@ def test_an_unreadable_eligibility_reply_is_a_grading_error_not_eligible(fake_op
     assert comp["metadata"]["graderRaw"] == "Looks fine to me."
 
 
-def test_a_failing_judge_makes_the_row_a_grading_error(fake_openai, tmp_path, monkeypatch):
+def test_a_failing_judge_is_left_out_and_reported(fake_openai, tmp_path, monkeypatch):
+    """Issue 8: a judge that errors is left out of the row's aggregate and reported, never counted
+    as a verdict; the column summary shows the rows scored without it."""
     monkeypatch.setenv("FACTCLI_MAX_RETRIES", "0")
     _three_judges(fake_openai)
     cfg = write(tmp_path / "c.yaml", config('  - vars: {request: "Which colours? (r1)"}',
@@ -365,15 +367,55 @@ def test_a_failing_judge_makes_the_row_a_grading_error(fake_openai, tmp_path, mo
     fake_openai.enqueue(RESPONSES["r1"])  # the provider call; then one judge call gets HTTP 500
     fake_openai.enqueue_fault(status=500)
     out = tmp_path / "r.json"
-    assert run("-c", cfg, "-o", out).exit_code == 100
+    assert run("-c", cfg, "-o", out).exit_code == 0  # the two judges that answered find r1 accurate
     doc, rows = rows_of(out)
     comp = component(rows[0])
     meta = comp["metadata"]
-    assert comp["pass"] is False and meta["graderError"] is True
-    assert rows[0]["failureReason"] == 1  # a grading error fails the row; it is not a provider ERROR
+    assert comp["pass"] is True and not meta.get("graderError")
     failed = [j for j in meta["judges"] if "error" in j]
-    assert len(failed) == 1 and comp["reason"].startswith(f"facts-grounding: judge {failed[0]['judge']}")
-    assert "score" not in meta  # no partial mean over the judges that answered
+    assert len(failed) == 1 and "score" not in failed[0]
+    assert meta["judgesFailed"] == [failed[0]["judge"]]
+    assert meta["score"] == 1.0 and comp["score"] == 1.0  # the mean of the two that answered
+    assert f"1 of 3 judges failed and was left out: {failed[0]['judge']}" in comp["reason"]
+    summary = facts_summary(doc["results"]["results"])
+    assert summary["n"] == 1 and summary["rowsWithFailedJudges"] == 1
+    assert summary["judges"][failed[0]["judge"]]["failed"] == 1
+    assert summary["judges"][failed[0]["judge"]]["accuracy"] is None
+    assert "a judge failed and was left out in 1 row(s)" in format_facts_summary(summary)
+    assert doc["factcli"]["columns"][0]["gradingErrors"] == 0
+
+
+def test_a_garbled_judge_reply_is_left_out_and_changes_the_majority(fake_openai, tmp_path):
+    fake_openai.add_rule(r"\(r2\)", RESPONSES["r2"], model="m")
+    for judge in ("judge-a", "judge-b"):
+        fake_openai.add_rule(".", scripted_judge(SCRIPTS[judge]), model=judge)
+    fake_openai.add_rule(".", "I would rather not say.", model="judge-c")
+    cfg = write(tmp_path / "c.yaml", config('  - vars: {request: "Which colours? (r2)"}',
+                                            assert_config="{aggregate: majority}"))
+    out = tmp_path / "r.json"
+    run("-c", cfg, "-o", out)
+    comp = component(rows_of(out)[1][0])
+    # judge-a: inaccurate, judge-b: accurate, judge-c unreadable: one vote each way is a tie
+    assert comp["metadata"]["graderError"] is True and "tie" in comp["reason"]
+    assert comp["metadata"]["judgesFailed"] == ["openai:chat:judge-c"]
+
+
+def test_all_judges_failing_is_a_grading_error(fake_openai, tmp_path, monkeypatch):
+    monkeypatch.setenv("FACTCLI_MAX_RETRIES", "0")
+    _three_judges(fake_openai)
+    cfg = write(tmp_path / "c.yaml", config('  - vars: {request: "Which colours? (r1)"}',
+                                            extra="evaluateOptions: {maxConcurrency: 1}"))
+    fake_openai.enqueue(RESPONSES["r1"])
+    for _ in range(6):  # eligibility and grounding of each judge
+        fake_openai.enqueue_fault(status=500)
+    out = tmp_path / "r.json"
+    assert run("-c", cfg, "-o", out).exit_code == 100
+    doc, rows = rows_of(out)
+    comp = component(rows[0])
+    assert comp["pass"] is False and comp["metadata"]["graderError"] is True
+    assert rows[0]["failureReason"] == 1  # a grading error fails the row; it is not a provider ERROR
+    assert comp["reason"].startswith("facts-grounding: all 3 judges failed: ")
+    assert "score" not in comp["metadata"] and len(comp["metadata"]["judgesFailed"]) == 3
     assert doc["factcli"]["columns"][0]["gradingErrors"] == 1
 
 

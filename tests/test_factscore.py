@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import ROOT, write
-from factcli.assertions.factscore import (detect_abstention, factscore_summary, length_penalty,
-                                          response_sentences)
+from factcli.assertions.factscore import (detect_abstention, factscore_summary, format_factscore_summary,
+                                          length_penalty, response_sentences)
 from factcli.cli import app
 from factcli.knowledge import (FACTSCORE_SEPARATOR, KnowledgeError, open_source, split_passages,
                                split_sentences, text_source)
@@ -287,6 +287,28 @@ def test_judge_panel_scores_each_judge_and_averages(tmp_path, fake_openai):
     assert by_model["judge2"].count("verify") == 2
     summary = factscore_summary([component(curie), component(turing)])
     assert summary["judges"]["openai:chat:judge2"] == pytest.approx((1.0 + math.exp(-1)) / 2)
+
+
+def test_a_failing_judge_is_left_out_and_counted_in_the_summary(tmp_path, fake_openai):
+    kb = make_knowledge(tmp_path, "folder")
+    script_models(fake_openai)
+    script_judge(fake_openai, "judge")
+    script_judge(fake_openai, "judge2", lambda body: verify(body, always_true=True))
+    script_judge(fake_openai, "judge3", _bad_verdicts("prose"))
+    config = CONFIG.replace("      threshold: 0.5\n", "      threshold: 0.5\n      provider:\n" + "".join(
+        f"        - {{id: 'openai:chat:{j}', config: {{apiBaseUrl: '{{{{ env.FAKE_OPENAI_URL }}}}'}}}}\n"
+        for j in ("judge", "judge2", "judge3")))
+    _, (curie, turing, _) = run_eval(tmp_path, config % {"config": json.dumps({"knowledge": str(kb)})})
+    c = component(curie)
+    m = c["metadata"]
+    assert not m.get("graderError") and c["score"] == pytest.approx((CURIE + 1.0) / 2)
+    assert m["judgesFailed"] == ["openai:chat:judge3"]
+    assert "no JSON object" in m["judges"][2]["error"] and "score" not in m["judges"][2]
+    assert "1 of 3 judges failed and was left out: openai:chat:judge3" in c["reason"]
+    summary = factscore_summary([component(curie), component(turing)])
+    assert summary["rowsWithFailedJudges"] == 2 and summary["judgesFailed"] == {"openai:chat:judge3": 2}
+    assert "openai:chat:judge3" not in summary["judges"]
+    assert "a judge failed and was left out in 2 row(s)" in format_factscore_summary(summary)
 
 
 def _bad_verdicts(kind):

@@ -98,6 +98,35 @@ def test_judge_panel_scores_each_and_averages(tmp_path, fake_openai):
     assert [j["score"] for j in bad["metadata"]["judges"]] == [0.5, 0.5] and bad["score"] == 0.5
 
 
+def test_a_failing_judge_is_left_out_and_reported(tmp_path, fake_openai, monkeypatch):
+    monkeypatch.setenv("FACTCLI_MAX_RETRIES", "0")
+    fake_openai.add_rule(".", scripted_judge, model="judge2")
+    fake_openai.add_rule(".", "I cannot help with that.", model="judge3")
+    judges = ", ".join(f'{{id: "openai:chat:{j}", config: {{apiBaseUrl: "{{{{ env.FAKE_OPENAI_URL }}}}"}}}}'
+                       for j in ("judge", "judge2", "judge3"))
+    _, (bad, good) = run_config(tmp_path, fake_openai, f", provider: [{judges}], config: {{aggregate: unanimous}}")
+    for row, score in ((bad, 0.5), (good, 1.0)):
+        meta = row["metadata"]
+        assert not meta.get("graderError") and row["score"] == score
+        assert meta["judgesFailed"] == ["openai:chat:judge3"]
+        failed = meta["judges"][2]
+        assert "score" not in failed and "has no JSON object" in failed["error"]
+        assert "1 of 3 judges failed and was left out: openai:chat:judge3:" in row["reason"]
+        assert "unanimous 2-0" in row["reason"]
+    assert bad["pass"] is True and good["pass"] is True
+
+
+def test_every_judge_failing_is_a_grading_error(tmp_path, fake_openai):
+    fake_openai.add_rule(".", "no json", model="judge2")
+    _, (bad, _good) = run_config(
+        tmp_path, fake_openai,
+        ', provider: [{id: "openai:chat:judge2", config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"}}, '
+        '{id: "openai:chat:judge2", label: j2b, config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"}}]')
+    assert bad["metadata"]["graderError"] is True
+    assert bad["reason"].startswith("factual-correctness: all 2 judges failed: openai:chat:judge2: ")
+    assert bad["metadata"]["judgesFailed"] == ["openai:chat:judge2", "j2b"]
+
+
 @pytest.mark.parametrize("reply, message", [
     ('{"claims": "not a list"}', "expected {\"claims\": [strings]}"),
     ("no json at all", "has no JSON object"),

@@ -4,7 +4,7 @@ Two phases, run by every judge of the panel (`provider:` as a list; one grader o
 
 1. Eligibility (paper §3.2): does the response address the user request? Each judge answers
    "No Issues", "Minor Issue(s)" or "Major Issue(s)". The response is ineligible only if EVERY
-   judge says "Major Issue(s)" (consensus, as in the paper).
+   judge that answered says "Major Issue(s)" (consensus, as in the paper).
 2. Grounding (paper §3.1): is the response accurate, i.e. is every sentence supported by the
    context document or in no need of support? One verdict per judge, with the template of
    `config.template` (default `json`, the template the paper selected for two of its three judges).
@@ -64,8 +64,12 @@ with conflicting verdicts. With `config.checkSentences` (default true), judged s
 from the response (word for word after normalising case, spacing and markup, or with at least 60%
 of their words in it) and must cover at least `config.minCoverage` (default 0.5) of the
 response's words: a judge that labels the few-shot example or skips most of the response is a
-grading error. If any judge fails (HTTP error, unusable reply), the whole assertion is a grading
-error: the paper's score is a mean over a fixed panel, and dropping a judge would shift it.
+grading error of that judge. A judge that fails (HTTP error, unusable reply) is left out of the row
+and reported, as for every judge panel (factcli.panels): eligibility and the score are computed
+over the judges that answered, the row lists the missing judge in `judgesFailed`, and
+`facts_summary` counts such rows (`rowsWithFailedJudges`) and each judge's failures, since a
+row scored by fewer judges is not quite the paper's fixed-panel mean. Every judge failing is a
+grading error.
 
 Every step prompt can be replaced (inline text, chat messages, or `file://` relative to the config):
 `eligibilityPrompt`, `baselinePrompt`, `groundingPrompt` (whatever the template), or per template
@@ -81,7 +85,7 @@ judge calls in flight for one row.
 
 Results metadata: `method` "facts-grounding", `score`, `unadjustedScore`, `eligible`, `judges`
 (per judge: `judge`, `id`, `template`, `eligibility`, `eligible`, `accurate`, `verdict`, `score`,
-`reason`, `eligibilityReason`, `coverage`, `cost`, or `error`), `claims` (per judged sentence or
+`reason`, `eligibilityReason`, `coverage`, `cost`, or `error`), `judgesFailed`, `claims` (per judged sentence or
 span: `judge`, `index`, `text`, `verdict`, `grounded`, `reason`, `evidence`, `evidenceFound`),
 `graderReplies`, `graderCost`. The rendered judge prompts are not stored (each holds the document).
 """
@@ -101,6 +105,8 @@ from factcli.assertions import facts_prompts
 from factcli.assertions.core import AssertionContext, AssertionError_, assertion
 from factcli.claims import JudgeCall, JudgeError, ask_text, judges_for, prompt_for
 from factcli.grading import grader_error
+from factcli.panels import AGGREGATES, JudgeVerdict, aggregate, judge_names
+from factcli.stats import wald_margin as facts_interval  # the paper's interval (Tables 5, 6)
 from factcli.types import GradingResult, ProviderSpec, TokenUsage
 
 METHOD = "facts-grounding"
@@ -109,7 +115,6 @@ DEFAULT_TEMPLATE = "json"
 DEFAULT_THRESHOLD = 0.5
 DEFAULT_MIN_COVERAGE = 0.5
 DEFAULT_MAX_CONCURRENCY = 8
-Z95 = 1.96
 MAJOR = "Major Issue(s)"
 TEMPLATE_PROMPT_KEYS = {"json": "jsonPrompt", "implicit_span_level": "implicitSpanLevelPrompt",
                         "span_level": "spanLevelPrompt", "response_level": "responseLevelPrompt"}
@@ -157,7 +162,7 @@ def _options(ctx: AssertionContext) -> Options:
         raise AssertionError_("facts-grounding: config.templates must map a judge (label or id) to a template")
     templates = {str(k): _template_name(v, f"config.templates[{k}]") for k, v in templates.items()}
     aggregate = str(cfg.get("aggregate", "mean")).lower()
-    if aggregate not in ("mean", "majority", "unanimous"):
+    if aggregate not in AGGREGATES:
         raise AssertionError_(f"facts-grounding: config.aggregate must be mean, majority or unanimous, got {aggregate!r}")
     min_cov = _cfg(cfg, "minCoverage", "min_coverage", default=DEFAULT_MIN_COVERAGE)
     if isinstance(min_cov, bool) or not isinstance(min_cov, (int, float)) or not 0 <= min_cov <= 1:
@@ -508,15 +513,6 @@ def parse_span_level(text: str, step: str) -> tuple[bool, str, str | None]:
 # ---------------------------------------------------------------- one judge
 
 
-def _judge_names(specs: list[ProviderSpec]) -> list[str]:
-    names, seen = [], Counter()
-    for spec in specs:
-        base = spec.label or spec.id
-        seen[base] += 1
-        names.append(base if seen[base] == 1 else f"{base} #{seen[base]}")
-    return names
-
-
 def _grounding_prompt(ctx: AssertionContext, template: str):
     cfg = ctx.assertion.config
     key = TEMPLATE_PROMPT_KEYS[template]
@@ -636,7 +632,7 @@ async def facts_grounding(ctx: AssertionContext) -> GradingResult:
         specs = judges_for(ctx)
     except JudgeError as exc:
         raise AssertionError_(f"facts-grounding: {exc}") from None
-    names = _judge_names(specs)
+    names = judge_names(specs)
     templates = [opts.templates.get(n, opts.templates.get(s.label or "", opts.templates.get(s.id, opts.template)))
                  for n, s in zip(names, specs)]
     inp = await _inputs(ctx)
@@ -657,39 +653,40 @@ async def facts_grounding(ctx: AssertionContext) -> GradingResult:
         tokens.add(r["call"].tokens)
         cost += r["call"].cost
         cost_known = cost_known and r["call"].cost_known
-    failed = [r for r in results if "error" in r]
-    if failed:
-        meta = {**base_meta, **_details(results, cost if cost_known else None)}
-        first = failed[0]
-        more = f" (and {len(failed) - 1} more judge(s))" if len(failed) > 1 else ""
-        return grader_error(f"facts-grounding: judge {first['judge']}: {first['error']}{more}", first.get("raw"),
-                            tokens, **meta)
-
-    eligible = not opts.eligibility or any(r["eligible"] for r in results)
-    for r in results:
+    answered = [r for r in results if "error" not in r]
+    # Eligibility is the paper's consensus over the judges that answered: a failed judge has no say.
+    eligible = not opts.eligibility or any(r["eligible"] for r in answered)
+    for r in answered:
         r["score"] = 1.0 if eligible and r["accurate"] else 0.0
         r["reason"] = _ground_reason(r)
-    score = sum(r["score"] for r in results) / len(results)
-    unadjusted = sum(1.0 for r in results if r["accurate"]) / len(results)
-    meta = {"method": METHOD, "score": score, "unadjustedScore": unadjusted, "eligible": eligible,
-            "threshold": opts.threshold, "aggregate": opts.aggregate, **_details(results, cost if cost_known else None)}
+    verdicts = [JudgeVerdict(r["judge"], error=r["error"], raw=r.get("raw")) if "error" in r
+                else JudgeVerdict(r["judge"], score=r["score"], reason=r["reason"]) for r in results]
+    panel = aggregate(verdicts, opts.threshold, opts.aggregate)
+    details = _details(results, cost if cost_known else None)
+    if not answered:
+        meta = {**base_meta, **details, "judgesFailed": [r["judge"] for r in results]}
+        return grader_error(f"facts-grounding: {panel.error}", panel.raw, tokens, **meta)
 
+    score = panel.score
+    unadjusted = sum(1.0 for r in answered if r["accurate"]) / len(answered)
+    meta = {"method": METHOD, "score": score, "unadjustedScore": unadjusted, "eligible": eligible,
+            "threshold": opts.threshold, "aggregate": opts.aggregate, **details,
+            "judgesFailed": [v.judge for v in panel.failed]}
+    if panel.error:
+        return grader_error(f"facts-grounding: {panel.error}", None, tokens, **meta)
+    passed = panel.passed
     if opts.aggregate in ("majority", "unanimous") and len(results) > 1:
-        votes = [r["score"] == 1.0 for r in results]
-        if opts.aggregate == "unanimous":
-            passed = all(votes)
-        elif votes.count(True) == votes.count(False):
-            return grader_error("facts-grounding: the judges tie under majority voting", None, tokens, **meta)
-        else:
-            passed = votes.count(True) > votes.count(False)
-        rule = f"{opts.aggregate} of {len(votes)} judges"
+        rule = panel.rule() + " judges"
     else:
-        passed = score >= opts.threshold
         rule = f"{'≥' if passed else '<'} {templating.js_string(opts.threshold)}"
-    per_judge = "; ".join(f"{r['judge']}: {r['reason']}" for r in results)
+        if len(answered) < len(results):
+            rule += f" ({panel.rule()})"
+    per_judge = "; ".join(f"{r['judge']}: {r['reason']}" for r in answered)
+    if panel.failed:
+        per_judge += "; " + panel.failed_note()
     if not eligible:
-        head = (f"FACTS grounding {_fmt(score)} {rule}: ineligible, every judge found Major Issue(s) in "
-                f"following the request (grounding alone: {_fmt(unadjusted)})")
+        head = (f"FACTS grounding {_fmt(score)} {rule}: ineligible, every judge that answered found Major "
+                f"Issue(s) in following the request (grounding alone: {_fmt(unadjusted)})")
     else:
         head = f"FACTS grounding {_fmt(score)} {rule}"
     return _finish(ctx, passed, score, f"{head} ({per_judge})", tokens, meta)
@@ -719,13 +716,6 @@ def _finish(ctx: AssertionContext, passed: bool, score: float, reason: str, toke
 
 
 # ---------------------------------------------------------------- column summary
-
-
-def facts_interval(p: float, n: int) -> float:
-    """Half-width of the paper's 95% interval (Tables 5 and 6): 1.96·sqrt(p(1-p)/N)."""
-    if n <= 0:
-        return math.nan
-    return Z95 * math.sqrt(max(p * (1 - p), 0.0) / n)
 
 
 def _facts_components(item: Any) -> list[dict]:
@@ -766,7 +756,9 @@ def facts_summary(rows: Iterable[Any]) -> dict:
     ineligible responses counted inaccurate), `ci95` = 1.96·sqrt(p(1-p)/N), `unadjusted` the same
     without the eligibility filter (Table 5), `ineligible` the number of responses every judge
     found to have Major Issue(s), and `judges`: per judge its accuracy, interval, unadjusted
-    accuracy and eligibility votes.
+    accuracy and eligibility votes over the rows it answered, and `failed`, the rows where it
+    failed and was left out. `rowsWithFailedJudges` counts the judged rows scored without one or
+    more of their judges.
     """
     metas: list[dict] = []
     for row in rows:
@@ -786,7 +778,11 @@ def facts_summary(rows: Iterable[Any]) -> dict:
     per_judge: dict[str, dict] = {}
     for m in judged:
         for j in m.get("judges") or []:
-            entry = per_judge.setdefault(j["judge"], {"scores": [], "accurate": [], "votes": Counter()})
+            entry = per_judge.setdefault(j["judge"], {"scores": [], "accurate": [], "votes": Counter(),
+                                                      "failed": 0})
+            if j.get("error") is not None:
+                entry["failed"] += 1
+                continue
             entry["scores"].append(float(j.get("score") or 0.0))
             entry["accurate"].append(1.0 if j.get("accurate") else 0.0)
             entry["votes"][j.get("eligibility") or "not judged"] += 1
@@ -794,7 +790,8 @@ def facts_summary(rows: Iterable[Any]) -> dict:
     for name, e in per_judge.items():
         s, u = stat(e["scores"]), stat(e["accurate"])
         judges[name] = {**s, "unadjusted": u["accuracy"], "unadjustedCi95": u["ci95"],
-                        "eligibility": dict(e["votes"]), "majorIssues": e["votes"].get(MAJOR, 0)}
+                        "eligibility": dict(e["votes"]), "majorIssues": e["votes"].get(MAJOR, 0),
+                        "failed": e["failed"]}
     return {
         "n": n,
         "accuracy": total["accuracy"],
@@ -803,6 +800,7 @@ def facts_summary(rows: Iterable[Any]) -> dict:
         "unadjustedCi95": unadjusted["ci95"],
         "ineligible": sum(1 for m in judged if m.get("eligible") is False),
         "gradingErrors": errors,
+        "rowsWithFailedJudges": sum(1 for m in judged if m.get("judgesFailed")),
         "judges": judges,
     }
 
@@ -814,7 +812,11 @@ def format_facts_summary(summary: dict) -> str:
     parts = [f"N={summary['n']}", f"ineligible {summary['ineligible']}"]
     if summary["gradingErrors"]:
         parts.append(f"grading errors {summary['gradingErrors']}")
-    parts += [f"{name} {100 * j['accuracy']:.1f}% ±{100 * j['ci95']:.1f}" for name, j in summary["judges"].items()]
+    if summary.get("rowsWithFailedJudges"):
+        parts.append(f"a judge failed and was left out in {summary['rowsWithFailedJudges']} row(s)")
+    for name, j in summary["judges"].items():
+        shown = "n/a" if j["accuracy"] is None else f"{100 * j['accuracy']:.1f}% ±{100 * j['ci95']:.1f}"
+        parts.append(f"{name} {shown}" + (f" (failed {j['failed']})" if j.get("failed") else ""))
     return f"FACTS {100 * summary['accuracy']:.1f}% ±{100 * summary['ci95']:.1f} ({'; '.join(parts)})"
 
 

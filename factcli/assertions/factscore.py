@@ -25,9 +25,11 @@ Score (FActScore's definition, paper §3.1; length penalty from the reference im
     penalty = 1                if γ = 0 or N > γ
             = exp(1 − γ / N)   otherwise                (γ = config.gamma, default 10)
     score   = penalty · f(y)
-With a panel, every judge gets its own score and the assertion's score is their mean; pass is
-score ≥ threshold (default 0.5), or a vote of the judges with `config.aggregate: majority |
-unanimous` (a majority tie is a grading error). `not-factscore` inverts pass and score.
+With a panel, every judge gets its own score and factcli.panels aggregates them: the score is
+their mean; pass is score ≥ threshold (default 0.5), or a vote of the judges with
+`config.aggregate: majority | unanimous` (a majority tie is a grading error). A judge that fails
+is left out and reported (`judgesFailed`); all failing is a grading error. `not-factscore`
+inverts pass and score.
 
 An abstaining response is not scored: it fails (or passes with `config.on_abstain: pass`) with
 `metadata.abstained: true` and the rule that fired, and `factscore_summary()` leaves it out of the
@@ -65,7 +67,8 @@ Abstention rules (`config.abstain`), from FActScore's `abstain_detection.py`:
 Result metadata: `factscore` (the score, None when abstained), `initScore` (before the penalty),
 `penalty`, `supported`, `total` (N), `abstained` (+ `abstainReason`), `facts` (per fact and judge:
 text, verdict SUPPORTED | NOT_SUPPORTED, supported, reason, evidence (the cited passage's text),
-evidenceId, retrieved passage ids, judge), `judges` (per judge: score, initScore, supported, cost),
+evidenceId, retrieved passage ids, judge), `judges` (per judge: score, pass, initScore, supported,
+cost, or error), `judgesFailed`, `aggregate`,
 `topic`, `knowledge`, `k`, `gamma`, `graderReplies`, `graderCost`. `factscore_summary(rows)` turns a
 column of such metadata into the paper's summary: FActScore over responding rows, respond ratio
 and facts per response.
@@ -86,6 +89,7 @@ from factcli.assertions import factscore_prompts as prompts
 from factcli.assertions.core import AssertionContext, AssertionError_, assertion
 from factcli.claims import JudgeCall, JudgeError, aligned_verdicts, ask_json, judges_for, numbered, step_prompt, string_list
 from factcli.grading import grader_error, load_rubric_prompt, pick
+from factcli.panels import AGGREGATES, JudgeVerdict, aggregate, judge_names
 from factcli.knowledge import (DEFAULT_PASSAGE_WORDS, KnowledgeError, KnowledgeSource, Passage, open_source,
                                split_paragraph_sentences, text_source)
 from factcli.types import GradingResult, ProviderSpec, TokenUsage
@@ -248,7 +252,7 @@ def settings_from(cfg: dict) -> Settings:
     if not isinstance(skip, bool):
         raise AssertionError_(f"factscore: config.skip_preambles must be true or false, got {skip!r}")
     s.skip_preambles = skip
-    s.aggregate = _choice(cfg, "aggregate", "mean", ("mean", "majority", "unanimous"))
+    s.aggregate = _choice(cfg, "aggregate", "mean", AGGREGATES)
     s.concurrency = _int(cfg, "concurrency", DEFAULT_CONCURRENCY, 1)
     knowledge = cfg.get("knowledge")
     if knowledge is not None and not isinstance(knowledge, str):
@@ -555,52 +559,53 @@ async def factscore(ctx: AssertionContext) -> GradingResult:
         return {"judge": _judge_name(spec), "verdicts": verdicts, **_judge_score(verdicts, s.gamma)}
 
     results = await asyncio.gather(*(judge(spec, call) for spec, call in zip(specs, calls)))
+    for r, name in zip(results, judge_names(specs)):
+        r["judge"] = name
     tokens, cost = _add_cost([decompose_call, *calls])
-    judges_meta = []
+    verdicts = []
     for r, call in zip(results, calls):
-        entry = {k: r[k] for k in ("judge", "score", "initScore", "supported", "error") if k in r}
-        entry["cost"] = call.cost if call.cost_known else None
-        judges_meta.append(entry)
-    meta.update({"total": len(facts), "judges": judges_meta, "graderCost": cost,
+        judge_cost = call.cost if call.cost_known else None
+        if "error" in r:
+            verdicts.append(JudgeVerdict(r["judge"], error=r["error"], raw=r.get("raw"), cost=judge_cost))
+        else:
+            verdicts.append(JudgeVerdict(r["judge"], score=r["score"], cost=judge_cost,
+                                         details={"initScore": r["initScore"], "supported": r["supported"]}))
+    panel = aggregate(verdicts, threshold, s.aggregate)
+    meta.update({"total": len(facts), **panel.metadata(), "graderCost": cost,
                  "facts": [v for r in results for v in r.get("verdicts", [])],
                  "graderReplies": decompose_call.replies + [rep for c in calls for rep in c.replies]})
-    failed = [r for r in results if "error" in r]
-    if failed:
-        first = failed[0]
-        note = "" if len(specs) == 1 else f" (judge {first['judge']}; {len(failed)} of {len(specs)} judges failed)"
-        return grader_error(f"factscore: {first['error']}{note}", first.get("raw"), tokens, **meta)
+    answered = [r for r in results if "error" not in r]
+    if not answered:
+        return grader_error(f"factscore: {panel.error}", panel.raw, tokens, **meta)
 
-    score = sum(r["score"] for r in results) / len(results)
-    init = sum(r["initScore"] for r in results) / len(results)
-    supported = sum(r["supported"] for r in results) / len(results)
-    penalty = results[0]["penalty"]
-    if len(results) == 1:
-        supported = results[0]["supported"]
+    score = panel.score
+    init = sum(r["initScore"] for r in answered) / len(answered)
+    supported = sum(r["supported"] for r in answered) / len(answered)
+    penalty = answered[0]["penalty"]
+    if len(answered) == 1:
+        supported = answered[0]["supported"]
     meta.update({"abstained": False, "factscore": score, "initScore": init, "penalty": penalty,
                  "supported": supported})
-    if len(results) > 1 and s.aggregate in ("majority", "unanimous"):
-        votes = [r["score"] >= threshold for r in results]
-        if s.aggregate == "unanimous":
-            passed = all(votes)
-        elif votes.count(True) == votes.count(False):
-            return grader_error("factscore: the judges tie under majority voting", None, tokens, **meta)
-        else:
-            passed = votes.count(True) > votes.count(False)
-    else:
-        passed = score >= threshold
+    if panel.error:
+        return grader_error(f"factscore: {panel.error}", None, tokens, **meta)
+    passed = panel.passed
 
     n = len(facts)
     if len(results) == 1:
-        detail = f"{results[0]['supported']}/{n} facts supported"
+        detail = f"{answered[0]['supported']}/{n} facts supported"
     else:
-        detail = ", ".join(f"{r['judge']} {r['supported']}/{n}" for r in results) + f" facts supported, mean {_fmt(init)}"
+        detail = (", ".join(f"{r['judge']} {r['supported']}/{n}" for r in answered)
+                  + f" facts supported, mean {_fmt(init)}; {panel.rule()}")
     if penalty < 1:
         detail += f", × length penalty {_fmt(penalty)} for {n} facts (γ={templating.js_string(s.gamma)})"
     unsupported = [f["text"] for f in meta["facts"] if not f["supported"]]
     unsupported = list(dict.fromkeys(unsupported))
     if unsupported:
         detail += "; not supported: " + "; ".join(unsupported[:3]) + (" …" if len(unsupported) > 3 else "")
-    reason = f"FActScore {_fmt(score)} {'≥' if passed else '<'} {templating.js_string(threshold)} ({detail})"
+    if panel.failed:
+        detail += "; " + panel.failed_note()
+    relation = "≥" if score >= threshold else "<"
+    reason = f"FActScore {_fmt(score)} {relation} {templating.js_string(threshold)} ({detail})"
     if ctx.inverse:
         passed = not passed
         score = 1.0 - score
@@ -637,7 +642,9 @@ def factscore_summary(rows: Iterable[Any]) -> dict:
       respondRatio      responding / (responding + abstained)
       factsPerResponse  mean number of atomic facts over responding rows
       responding, abstained, gradingErrors, rows (responding + abstained)
-      judges            per judge: mean score over responding rows (when there are judges)
+      judges            per judge: mean score over the responding rows it answered
+      judgesFailed      per judge: responding rows where it failed and was left out
+      rowsWithFailedJudges  responding rows scored without one or more of their judges
     Grading errors are counted apart and left out of every ratio.
     """
     responding: list[dict] = []
@@ -654,9 +661,14 @@ def factscore_summary(rows: Iterable[Any]) -> dict:
             responding.append(meta)
     n = len(responding) + abstained
     judges: dict[str, list[float]] = {}
+    judges_failed: dict[str, int] = {}
     for meta in responding:
         for j in meta.get("judges") or []:
-            if isinstance(j, dict) and isinstance(j.get("score"), (int, float)):
+            if not isinstance(j, dict):
+                continue
+            if j.get("error") is not None:
+                judges_failed[str(j.get("judge"))] = judges_failed.get(str(j.get("judge")), 0) + 1
+            elif isinstance(j.get("score"), (int, float)):
                 judges.setdefault(str(j.get("judge")), []).append(j["score"])
     return {
         "factscore": _mean([m["factscore"] for m in responding]),
@@ -668,6 +680,8 @@ def factscore_summary(rows: Iterable[Any]) -> dict:
         "gradingErrors": errors,
         "rows": n,
         "judges": {name: _mean(scores) for name, scores in judges.items()},
+        "judgesFailed": judges_failed,
+        "rowsWithFailedJudges": sum(1 for m in responding if m.get("judgesFailed")),
     }
 
 
@@ -683,6 +697,8 @@ def format_factscore_summary(summary: dict) -> str:
     parts.append(f"{summary['factsPerResponse']:.1f} facts/response")
     if summary["gradingErrors"]:
         parts.append(f"grading errors {summary['gradingErrors']}")
+    if summary.get("rowsWithFailedJudges"):
+        parts.append(f"a judge failed and was left out in {summary['rowsWithFailedJudges']} row(s)")
     if len(summary["judges"]) > 1:
         parts += [f"{name} {score:.3f}" for name, score in summary["judges"].items() if score is not None]
     return f"FActScore {summary['factscore']:.3f} ({'; '.join(parts)})"

@@ -12,8 +12,9 @@ recall    = supported reference claims / reference claims (the seed's definition
 F-beta    = (1 + β²)·P·R / (β²·P + R), 0 when P = R = 0
 
 `config`: `mode` (f1 | precision | recall, default f1), `beta` (default 1), `models` (alias of a
-`provider:` list: several judges, one score each, the final score their mean, or
-`aggregate: majority | unanimous` on pass), and the step prompts `decompositionPrompt`
+`provider:` list: several judges, one score each, aggregated by factcli.panels with
+`aggregate: mean | majority | unanimous`; a failed judge is left out and reported, a judge whose
+decomposition leaves a side without claims is left out as undefined), and the step prompts `decompositionPrompt`
 (variables `text`) and `verificationPrompt` (variables `premise`, `claims` as a JSON list,
 `claims_numbered`), each inline text, chat messages or `file://`. Decomposition must reply
 `{"claims": [...]}`; verification `{"verdicts": [{"claim", "verdict", "reason"}]}`, one per claim in
@@ -32,7 +33,8 @@ from factcli import templating
 from factcli.assertions.core import AssertionContext, AssertionError_, assertion
 from factcli.claims import JudgeCall, JudgeError, aligned_verdicts, ask_json, judges_for, numbered, step_prompt, string_list
 from factcli.grading import grader_error
-from factcli.types import GradingResult, ProviderSpec
+from factcli.panels import JudgeVerdict, PanelConfigError, aggregate, aggregate_mode, judge_names
+from factcli.types import GradingResult, ProviderSpec, TokenUsage
 
 VERDICTS = {"SUPPORTED": "SUPPORTED", "CONTRADICTED": "CONTRADICTED", "NEUTRAL": "NEUTRAL",
             "SUPPORT": "SUPPORTED", "CONTRADICT": "CONTRADICTED", "ENTAILMENT": "SUPPORTED",
@@ -161,58 +163,57 @@ async def factual_correctness(ctx: AssertionContext) -> GradingResult:
     beta = cfg.get("beta", 1.0)
     if isinstance(beta, bool) or not isinstance(beta, (int, float)) or beta <= 0:
         raise AssertionError_(f"factual-correctness: config.beta must be a positive number, got {beta!r}")
-    aggregate = str(cfg.get("aggregate", "mean")).lower()
     try:
+        agg_mode = aggregate_mode(cfg)
         specs = judges_for(ctx)
-    except JudgeError as exc:
+    except (JudgeError, PanelConfigError) as exc:
         raise AssertionError_(f"factual-correctness: {exc}") from None
     results = await asyncio.gather(*(_one_judge(ctx, spec, reference, mode, float(beta)) for spec in specs))
-
-    tokens = None
-    from factcli.types import TokenUsage
+    for r, name in zip(results, judge_names(specs)):
+        r["judge"] = name
 
     tokens = TokenUsage()
-    cost, cost_known = 0.0, True
     for r in results:
         tokens.add(r["call"].tokens)
-        cost += r["call"].cost
-        cost_known = cost_known and r["call"].cost_known
-    judges_meta = []
+    threshold = ctx.threshold if ctx.threshold is not None else 0.5
+    # A judge whose decomposition leaves a side without claims has no score, but it did answer: it
+    # is left out of the aggregate as undefined, not reported as a failed judge.
+    verdicts, undefined_meta = [], []
     for r in results:
-        entry = {"judge": r["judge"]}
-        for key in ("score", "precision", "recall", "error", "undefined"):
-            if key in r:
-                entry[key] = r[key]
-        entry["cost"] = r["call"].cost if r["call"].cost_known else None
-        judges_meta.append(entry)
-    meta = {"mode": mode, "beta": beta, "judges": judges_meta, "graderCost": cost if cost_known else None,
+        cost = r["call"].cost if r["call"].cost_known else None
+        details = {k: r[k] for k in ("precision", "recall") if k in r}
+        if "score" in r:
+            verdicts.append(JudgeVerdict(r["judge"], score=r["score"], cost=cost, details=details))
+        elif "error" in r:
+            verdicts.append(JudgeVerdict(r["judge"], error=r["error"], raw=r.get("raw"), cost=cost))
+        else:
+            undefined_meta.append({"judge": r["judge"], **details, "undefined": r["undefined"], "cost": cost})
+    panel = aggregate(verdicts, threshold, agg_mode)
+    meta = {"mode": mode, "beta": beta, **panel.metadata(), "graderCost": panel.cost(),
             "claims": [dict(c, judge=r["judge"]) for r in results for c in r.get("claims", [])],
             "graderReplies": [rep for r in results for rep in r["call"].replies]}
+    if undefined_meta:
+        order = [r["judge"] for r in results]
+        meta["judges"] = sorted(meta["judges"] + undefined_meta, key=lambda j: order.index(j["judge"]))
+        if any(m["cost"] is None for m in undefined_meta):
+            meta["graderCost"] = None
+        elif meta["graderCost"] is not None:
+            meta["graderCost"] += sum(m["cost"] for m in undefined_meta)
 
-    scored = [r for r in results if "score" in r]
-    failed = [r for r in results if "error" in r]
-    undefined = [r for r in results if "undefined" in r]
-    if not scored:
-        if undefined:
-            reason = f"Factual correctness is undefined: {undefined[0]['undefined']}"
+    if not panel.answered:
+        if undefined_meta:
+            reason = f"Factual correctness is undefined: {undefined_meta[0]['undefined']}"
+            if panel.failed:
+                reason += f" ({panel.failed_note()})"
             return GradingResult(False, 0.0, reason, tokens_used=tokens, metadata={**meta, "undefined": True})
-        first = failed[0]
-        return grader_error(f"factual-correctness: {first['error']}", first.get("raw"), tokens, **meta)
+        return grader_error(f"factual-correctness: {panel.error}", panel.raw, tokens, **meta)
+    if panel.error:
+        return grader_error(f"factual-correctness: {panel.error}", panel.raw, tokens, **meta)
 
-    score = sum(r["score"] for r in scored) / len(scored)
-    threshold = ctx.threshold if ctx.threshold is not None else 0.5
-    if len(scored) > 1 and aggregate in ("majority", "unanimous"):
-        votes = [r["score"] >= threshold for r in scored]
-        if aggregate == "unanimous":
-            passed = all(votes)
-        else:
-            if votes.count(True) == votes.count(False):
-                return grader_error("factual-correctness: the judges tie under majority voting", None, tokens, **meta)
-            passed = votes.count(True) > votes.count(False)
-    else:
-        passed = score >= threshold
+    score, passed = panel.score, panel.passed
+    scored = [r for r in results if "score" in r]
     parts = []
-    if len(scored) == 1:
+    if len(results) == 1:
         r = scored[0]
         if "precision" in r:
             parts.append(f"precision {_fmt(r['precision'])}")
@@ -221,14 +222,16 @@ async def factual_correctness(ctx: AssertionContext) -> GradingResult:
         if mode == "f1":
             parts.append(f"F{templating.js_string(float(beta))} {_fmt(r['score'])}")
     else:
-        parts.append(", ".join(f"{r['judge']} {_fmt(r['score'])}" for r in scored) + f"; mean {_fmt(score)}")
-    if failed:
-        parts.append(f"{len(failed)} judge(s) failed and were left out: " + "; ".join(f"{r['judge']}: {r['error']}" for r in failed))
+        parts.append(", ".join(f"{r['judge']} {_fmt(r['score'])}" for r in scored) + f"; {panel.rule()}")
+    if panel.failed:
+        parts.append(panel.failed_note())
+    if undefined_meta:
+        parts.append("left out as undefined: " + "; ".join(f"{m['judge']}: {m['undefined']}" for m in undefined_meta))
     unsupported = [c for c in meta["claims"] if c["verdict"] != "SUPPORTED"]
     if unsupported:
         shown = "; ".join(f"{c['verdict'].lower()}: {c['text']}" for c in unsupported[:3])
         parts.append(f"not supported: {shown}" + (" …" if len(unsupported) > 3 else ""))
-    reason = f"Factual correctness {_fmt(score)} {'≥' if passed else '<'} {templating.js_string(threshold)} " \
-             f"({'; '.join(parts)})"
+    relation = "≥" if score >= threshold else "<"
+    reason = f"Factual correctness {_fmt(score)} {relation} {templating.js_string(threshold)} ({'; '.join(parts)})"
     meta["score"] = score
     return GradingResult(passed, score, reason, tokens_used=tokens, metadata=meta)

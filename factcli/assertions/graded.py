@@ -4,10 +4,18 @@ Pass and score rules follow promptfoo 0.121.20 (promptfoo-semantics §5-§6). On
 departure (contract §8): a grader reply that cannot be read, or a grader call that failed, is a
 failure marked `graderError` (with the raw reply kept), counted apart from real failures and
 never inverted by `not-`.
+
+factuality, llm-rubric, model-graded-closedqa and g-eval also take a judge panel (`provider:` as a
+list, `config.aggregate`): every judge grades exactly as a single grader would, and factcli.panels
+aggregates their scores and pass votes (a judge that fails is left out and reported). `not-`
+inverts the panel's result, never a judge's. A factuality judge's score is the weight of its
+category; the panel's `category` is the one most judges chose (`panel_category`), the full
+distribution is in `categories`, and the column's category counts count that one per assertion.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 
@@ -15,7 +23,8 @@ from factcli import templating
 from factcli.assertions.core import AssertionContext, AssertionError_, assertion
 from factcli.grading import (FIRST_LETTER, as_template_text, extract_json_objects, grader_error,
                              parse_json_maybe, render_grading_prompt)
-from factcli.types import GradingResult
+from factcli.panels import JudgeVerdict, PanelConfigError, aggregate, aggregate_mode, describe, judge_names
+from factcli.types import GradingResult, TokenUsage
 from factcli.assertions import prompts
 
 
@@ -35,6 +44,61 @@ def _rubric(ctx: AssertionContext, default):
 
 def _base_vars(ctx: AssertionContext) -> dict:
     return {k: v for k, v in ctx.vars.items()}
+
+
+# ---------------------------------------------------------------- judge panels
+
+# The pass threshold of a panel's mean for types that have no threshold of their own (factuality,
+# llm-rubric without `threshold`, closedqa): a judge's score there is 0-1 (a verdict or a weight),
+# so "mean >= 0.5" reads as "at least half the judges' weight says pass".
+PANEL_THRESHOLD = 0.5
+
+
+def _panel_specs(ctx: AssertionContext):
+    """The judges of a panel (`provider:` as a list), or None when one grader grades."""
+    value = ctx.assertion.provider
+    if not isinstance(value, list):
+        return None
+    if not value:
+        raise AssertionError_("an empty list of judges")
+    from factcli.grading import pick
+
+    return [pick(v) for v in value]
+
+
+async def _graded(ctx: AssertionContext, label: str, one, threshold: float, details=None) -> GradingResult:
+    """Grade with the single grader (`one(spec)` as is), or with every judge of a panel, each
+    graded by `one`, aggregated by factcli.panels. `details(result)` adds per-judge metadata."""
+    specs = _panel_specs(ctx)
+    if specs is None:
+        grader = _grader(ctx)
+        return await one(grader.spec_for(ctx.assertion, ctx.test))
+    _grader(ctx)
+    try:
+        mode = aggregate_mode(ctx.assertion.config)
+    except PanelConfigError as exc:
+        raise AssertionError_(f"{label}: {exc}") from None
+    results = await asyncio.gather(*(one(spec) for spec in specs))
+    tokens = TokenUsage()
+    verdicts = []
+    for name, spec, r in zip(judge_names(specs), specs, results):
+        tokens.add(r.tokens_used)
+        cost = r.metadata.get("graderCost")
+        cost = cost if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None
+        extra = {"id": spec.id, **(details(r) if details else {})}
+        if r.metadata.get("graderRaw") is not None:
+            extra["graderRaw"] = r.metadata["graderRaw"]
+        if r.metadata.get("graderError"):
+            verdicts.append(JudgeVerdict(name, error=r.reason, raw=r.metadata.get("graderRaw"), cost=cost,
+                                         details=extra))
+        else:
+            verdicts.append(JudgeVerdict(name, score=r.score, passed=r.passed, reason=r.reason, cost=cost,
+                                         details=extra))
+    panel = aggregate(verdicts, threshold, mode)
+    meta = {**panel.metadata(), "threshold": threshold, "graderCost": panel.cost()}
+    if panel.error:
+        return grader_error(f"{label}: {panel.error}", panel.raw, tokens, **meta)
+    return GradingResult(panel.passed, panel.score, describe(panel), tokens_used=tokens, metadata=meta)
 
 
 # ---------------------------------------------------------------- factuality
@@ -88,8 +152,28 @@ async def factuality(ctx: AssertionContext) -> GradingResult:
         raise AssertionError_("factuality assertion type must have a string value")
     if not ctx.prompt:
         raise AssertionError_("factuality assertion type must have a prompt")
+    weights = factuality_weights(ctx.test.options)
+    threshold = ctx.threshold if ctx.threshold is not None else PANEL_THRESHOLD
+    result = await _graded(ctx, "factuality", lambda spec: _factuality_one(ctx, spec, weights), threshold,
+                           lambda r: {"category": r.metadata["category"]} if r.metadata.get("category") else {})
+    judges = result.metadata.get("judges")
+    if judges is not None:
+        letters = [j["category"] for j in judges if j.get("category") and "error" not in j]
+        if letters:
+            result.metadata["categories"] = {k: letters.count(k) for k in sorted(set(letters))}
+            result.metadata["category"] = panel_category(letters, weights)
+    return result
+
+
+def panel_category(letters: list[str], weights: dict) -> str:
+    """The category a panel gives: the one most judges chose; a tie goes to the tied category with
+    the lowest weight (the more cautious reading), then to the earlier letter."""
+    counts = {k: letters.count(k) for k in set(letters)}
+    return min(counts, key=lambda k: (-counts[k], weights.get(k, 0.0), k))
+
+
+async def _factuality_one(ctx: AssertionContext, spec, weights: dict) -> GradingResult:
     grader = _grader(ctx)
-    spec = grader.spec_for(ctx.assertion, ctx.test)
     variables = {**_base_vars(ctx), "input": ctx.prompt, "ideal": ctx.value,
                  "completion": as_template_text(parse_json_maybe(ctx.output_text))}
     messages = render_grading_prompt(_rubric(ctx, prompts.FACTUALITY), variables)
@@ -105,7 +189,6 @@ async def factuality(ctx: AssertionContext) -> GradingResult:
         return grader_error(f"Factuality checker output did not match expected format: {reply.text}",
                             reply.text, reply.tokens, **meta)
     letter, reason, how = parsed
-    weights = factuality_weights(ctx.test.options)
     score = weights[letter]
     # promptfoo: pass iff the weight is > 0; not- is ignored for factuality in 0.121.20
     return GradingResult(score > 0, score, reason, tokens_used=reply.tokens,
@@ -155,8 +238,16 @@ async def llm_rubric(ctx: AssertionContext) -> GradingResult:
     rubric = value if value else ""
     if isinstance(rubric, (dict, list)):
         rubric = json.dumps(rubric, separators=(",", ":"), ensure_ascii=False)
+    threshold = ctx.threshold if ctx.threshold is not None else PANEL_THRESHOLD
+    result = await _graded(ctx, "llm-rubric", lambda spec: _llm_rubric_one(ctx, spec, rubric), threshold)
+    if ctx.inverse and not result.metadata.get("graderError"):
+        result.passed = not result.passed
+        result.score = min(1.0, max(0.0, 1 - (result.score if math.isfinite(result.score) else 0.0)))
+    return result
+
+
+async def _llm_rubric_one(ctx: AssertionContext, spec, rubric: str) -> GradingResult:
     grader = _grader(ctx)
-    spec = grader.spec_for(ctx.assertion, ctx.test)
     variables = {**_base_vars(ctx), "output": as_template_text(parse_json_maybe(ctx.output_text)), "rubric": rubric}
     messages = render_grading_prompt(_rubric(ctx, prompts.LLM_RUBRIC), variables)
     reply = await grader.complete(spec, messages, json_mode=True)
@@ -167,9 +258,6 @@ async def llm_rubric(ctx: AssertionContext) -> GradingResult:
     if isinstance(read, str):
         return grader_error(read, reply.text, reply.tokens, **meta)
     passed, score, reason = read
-    if ctx.inverse:
-        passed = not passed
-        score = min(1.0, max(0.0, 1 - (score if math.isfinite(score) else 0.0)))
     return GradingResult(passed, score, reason, tokens_used=reply.tokens,
                          metadata={**meta, "graderRaw": reply.text, "graderCost": reply.cost})
 
@@ -183,13 +271,18 @@ async def closedqa(ctx: AssertionContext) -> GradingResult:
         raise AssertionError_("model-graded-closedqa assertion type must have a string value")
     if not ctx.prompt:
         raise AssertionError_("model-graded-closedqa assertion type must have a prompt")
+    threshold = ctx.threshold if ctx.threshold is not None else PANEL_THRESHOLD
+    return await _graded(ctx, "model-graded-closedqa", lambda spec: _closedqa_one(ctx, spec), threshold)
+
+
+async def _closedqa_one(ctx: AssertionContext, spec) -> GradingResult:
     grader = _grader(ctx)
-    spec = grader.spec_for(ctx.assertion, ctx.test)
     variables = {**_base_vars(ctx), "input": ctx.prompt, "criteria": ctx.value,
                  "completion": as_template_text(parse_json_maybe(ctx.output_text))}
     messages = render_grading_prompt(_rubric(ctx, prompts.CLOSED_QA), variables)
     reply = await grader.complete(spec, messages)
-    meta = {"renderedGradingPrompt": json.dumps(messages, ensure_ascii=False), "grader": spec.id}
+    meta = {"renderedGradingPrompt": json.dumps(messages, ensure_ascii=False), "grader": spec.id,
+            "graderCost": reply.cost}
     if reply.error or not reply.text:
         return grader_error(reply.error or "No output", reply.text, reply.tokens, **meta)
     text = reply.text.rstrip()
@@ -205,19 +298,17 @@ async def closedqa(ctx: AssertionContext) -> GradingResult:
 # ---------------------------------------------------------------- g-eval
 
 
-async def _geval_one(ctx: AssertionContext, criteria: str, threshold: float):
+async def _geval_one(ctx: AssertionContext, spec, criteria: str, threshold: float):
     import re
 
     grader = _grader(ctx)
-    spec = grader.spec_for(ctx.assertion, ctx.test)
     rubric = ctx.assertion.rubric_prompt if isinstance(ctx.assertion.rubric_prompt, dict) else \
         ctx.test.options.get("rubricPrompt") if isinstance(ctx.test.options.get("rubricPrompt"), dict) else {}
-    from factcli.types import TokenUsage
-
     tokens = TokenUsage()
     steps_reply = await grader.complete(spec, render_grading_prompt(rubric.get("steps") or prompts.GEVAL_STEPS,
                                                                     {"criteria": criteria}))
     tokens.add(steps_reply.tokens)
+    costs = [steps_reply.cost]
     if steps_reply.error or not steps_reply.text:
         return grader_error(steps_reply.error or f"G-Eval step-generation call to {spec.id} returned no output",
                             steps_reply.text, tokens)
@@ -235,6 +326,7 @@ async def _geval_one(ctx: AssertionContext, criteria: str, threshold: float):
     reply = await grader.complete(spec, render_grading_prompt(rubric.get("evaluate") or prompts.GEVAL_EVALUATE,
                                                               variables))
     tokens.add(reply.tokens)
+    costs.append(reply.cost)
     if reply.error or not reply.text:
         return grader_error(reply.error or f"G-Eval evaluation call to {spec.id} returned no output", reply.text, tokens)
     m = re.search(r"\{.+\}", reply.text, re.S)
@@ -258,8 +350,28 @@ async def _geval_one(ctx: AssertionContext, criteria: str, threshold: float):
     reason = result.get("reason")
     if not isinstance(reason, str) or not reason.strip():
         return grader_error(f"G-Eval result has invalid or missing reason: {json.dumps(reason)}", reply.text, tokens)
+    cost = None if any(c is None for c in costs) else sum(costs)
     return GradingResult(raw / 10 >= threshold, raw / 10, reason, tokens_used=tokens,
-                         metadata={"graderRaw": reply.text, "steps": steps})
+                         metadata={"graderRaw": reply.text, "steps": steps, "graderCost": cost})
+
+
+async def _geval_judge(ctx: AssertionContext, spec, criteria: list[str], threshold: float) -> GradingResult:
+    """One grader over every criterion: the mean of its criterion scores (not yet inverted)."""
+    results = []
+    for i, c in enumerate(criteria):
+        r = await _geval_one(ctx, spec, c, threshold)
+        if r.metadata.get("graderError"):
+            if len(criteria) > 1:
+                r.reason = f"G-Eval criterion {i + 1}/{len(criteria)} ({json.dumps(c)}) failed: {r.reason}"
+            return r
+        results.append(r)
+    score = sum(r.score for r in results) / len(results)
+    costs = [r.metadata.get("graderCost") for r in results]
+    out = GradingResult(score >= threshold, score, "\n\n".join(r.reason for r in results),
+                        metadata={"graderCost": None if any(c is None for c in costs) else sum(costs)})
+    for r in results:
+        out.tokens_used.add(r.tokens_used)
+    return out
 
 
 @assertion("g-eval", model_graded=True, needs_value=True)
@@ -271,22 +383,13 @@ async def g_eval(ctx: AssertionContext) -> GradingResult:
     criteria = value if isinstance(value, list) else [value]
     if not criteria:
         return GradingResult(False, 0.0, "G-Eval assertion requires at least one criterion string in the value array.")
-    results = []
-    for i, c in enumerate(criteria):
-        r = await _geval_one(ctx, c, threshold)
-        if r.metadata.get("graderError"):
-            if len(criteria) > 1:
-                r.reason = f"G-Eval criterion {i + 1}/{len(criteria)} ({json.dumps(c)}) failed: {r.reason}"
-            return r
-        results.append(r)
-    score = sum(r.score for r in results) / len(results)
-    passed = (score >= threshold) != ctx.inverse
+    result = await _graded(ctx, "g-eval", lambda spec: _geval_judge(ctx, spec, criteria, threshold), threshold)
+    if result.metadata.get("graderError"):
+        return result
     if ctx.inverse:
-        score = 1 - score
-    out = GradingResult(passed, score, "\n\n".join(r.reason for r in results))
-    for r in results:
-        out.tokens_used.add(r.tokens_used)
-    return out
+        result.passed = not result.passed
+        result.score = 1 - result.score
+    return result
 
 
 # ---------------------------------------------------------------- similar
