@@ -45,10 +45,11 @@ def suite_from_outputs(assertions_path: Path, outputs_path: Path, cli_vars: dict
             if "output" not in item:
                 raise ConfigError("missing 'output'", ofile, f"[{i}]")
             output = item["output"]
-            tags = item.get("tags") or []
-            if not isinstance(tags, list):
+            tags = item.get("tags")
+            if tags is not None and not isinstance(tags, list):
                 raise ConfigError("tags must be a list", ofile, f"[{i}].tags")
-            if tags:
+            if tags is not None:
+                # promptfoo sets the var whenever the key is there, so `tags: []` gives tags = ""
                 vars_["tags"] = ", ".join(str(t) for t in tags)
         else:
             output = item

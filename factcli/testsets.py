@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from factcli import sources
+from factcli.assertions.core import AssertionError_
 from factcli.errors import ConfigError
 
 # promptfoo 0.121.20's built-in assertion enum, in its order: the CSV cell grammar tries types
@@ -112,7 +113,11 @@ def test_from_csv_row(row: dict[str, str], file: str, rownum: int, warnings: lis
                 warnings.append(msg)
         if key.startswith("__expected"):
             if value.strip():
-                asserts.append(assertion_from_string(value.strip()))
+                try:
+                    asserts.append(assertion_from_string(value.strip()))
+                except AssertionError_ as exc:
+                    # promptfoo aborts the whole eval on such a cell while loading the CSV
+                    raise ConfigError(str(exc), file, f"row {rownum}, column {key}") from None
         elif key == "__prefix":
             options["prefix"] = value
         elif key == "__suffix":

@@ -14,14 +14,48 @@ def _js(value) -> str:
 
 
 def split_commas(value: str) -> list[str]:
-    """promptfoo's contains-any value grammar: commas split, double quotes group, `""`/`\\"` escape."""
-    import csv
-    import io
+    """promptfoo's contains-any value grammar (the CSV cell grammar uses the same one).
 
+    Unquoted fields are trimmed and empty ones skipped; a double-quoted field is kept as written
+    (commas and spaces included, even when empty), with `""`, `\\"` and `\\\\` as escapes.
+    """
     fields: list[str] = []
-    for row in csv.reader(io.StringIO(value.replace('\\"', '""')), skipinitialspace=True):
-        fields.extend(f.strip() for f in row)
-    return [f for f in fields if f != ""]
+    i, n = 0, len(value)
+    while i < n:
+        while i < n and (value[i].isspace() or value[i] == ","):
+            i += 1
+        if i >= n:
+            break
+        if value[i] != '"':
+            start = i
+            while i < n and value[i] != ",":
+                i += 1
+            fields.append(value[start:i].strip())
+            continue
+        i += 1
+        field, terminated = [], False
+        while i < n:
+            if value[i] == "\\" and i + 1 < n and value[i + 1] in '"\\':
+                field.append(value[i + 1])
+                i += 2
+            elif value[i] == '"' and i + 1 < n and value[i + 1] == '"':
+                field.append('"')
+                i += 2
+            elif value[i] == '"':
+                i += 1
+                terminated = True
+                break
+            else:
+                field.append(value[i])
+                i += 1
+        if not terminated:
+            raise AssertionError_("Unterminated quoted field in contains assertion value")
+        fields.append("".join(field))
+        while i < n and value[i].isspace():
+            i += 1
+        if i < n and value[i] != ",":
+            raise AssertionError_("Expected comma after quoted field in contains assertion value")
+    return fields
 
 
 def _scalar_value(ctx: AssertionContext, name: str) -> str:

@@ -1,0 +1,81 @@
+"""factcli reads CSV tests and `--assertions/--model-outputs` inputs exactly as promptfoo 0.121.20 does.
+
+The goldens under tests/parity/csv/ and tests/parity/model-outputs/ are promptfoo's own results on
+the same inputs (how they were made: the README in each folder).
+"""
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from factcli.cli import app
+from parity_compare import differences
+
+PARITY = Path(__file__).parent / "parity"
+runner = CliRunner()
+
+
+def _stats(doc: dict) -> tuple:
+    s = doc["results"]["stats"]
+    return s["successes"], s["failures"], s["errors"]
+
+
+def test_csv_tests_match_promptfoo(fake_openai, tmp_path, monkeypatch):
+    folder = PARITY / "csv"
+    for pattern, reply, model in json.loads((folder / "rules.json").read_text()):
+        fake_openai.add_rule(pattern, reply, model=model)
+    monkeypatch.setenv("OPENAI_API_KEY", "dummy")
+    out = tmp_path / "ours.json"
+    result = runner.invoke(app, ["eval", "-c", str(folder / "promptfooconfig.yaml"), "-o", str(out),
+                                 "--no-table", "--no-progress-bar", "--no-write"])
+    assert result.exit_code == 100, result.output
+    ours = json.loads(out.read_text())
+    golden = json.loads((folder / "golden.json").read_text())
+    assert differences(ours, golden) == []
+    assert _stats(ours) == _stats(golden)
+    # what promptfoo made of each CSV row, beyond what the scores show
+    ours_rows = {r["testIdx"]: r for r in ours["results"]["results"]}
+    for row in golden["results"]["results"]:
+        mine = ours_rows[row["testIdx"]]
+        assert mine["testCase"].get("description") == row["testCase"].get("description")
+        assert mine["vars"] == row["vars"]
+        assert (mine["testCase"].get("metadata") or {}) == (row["testCase"].get("metadata") or {})
+        assert mine["testCase"].get("threshold") == row["testCase"].get("threshold")
+        assert _assertions(mine) == _assertions(row), row["testIdx"]
+    # __providerOutput rows never reach the server; __prefix/__suffix wrap the prompt template
+    prompts = [r["json"]["messages"][-1]["content"] for r in fake_openai.requests
+               if r["path"].endswith("/chat/completions")]
+    assert not any(p == "Q: ignored" for p in prompts)
+    assert "PRE Q: Tell me a joke POST" in prompts
+
+
+def _assertions(row: dict) -> list:
+    """The assertions as each component ran them (None for an assert-set's own entry)."""
+    out = []
+    for c in (row.get("gradingResult") or {}).get("componentResults") or []:
+        a = c.get("assertion")
+        out.append(None if a is None else {k: a[k] for k in ("type", "value", "threshold", "metric", "weight")
+                                           if a.get(k) is not None})
+    return out
+
+
+def test_model_outputs_match_promptfoo(tmp_path, monkeypatch):
+    folder = PARITY / "model-outputs"
+    # relative paths from the fixture folder, as promptfoo was run
+    monkeypatch.chdir(folder)
+    out = tmp_path / "ours.json"
+    result = runner.invoke(app, ["eval", "--assertions", "asserts.yaml", "--model-outputs", "outputs.json",
+                                 "-o", str(out), "--no-table", "--no-progress-bar", "--no-write"])
+    assert result.exit_code == 100, result.output
+    ours = json.loads(out.read_text())
+    golden = json.loads((folder / "golden.json").read_text())
+    assert differences(ours, golden) == []
+    assert _stats(ours) == _stats(golden)
+    ours_rows = {r["testIdx"]: r for r in ours["results"]["results"]}
+    for row in golden["results"]["results"]:
+        mine = ours_rows[row["testIdx"]]
+        assert mine["vars"] == row["vars"]  # `tags` joined with ", ", and "" for an empty list
+        assert _assertions(mine) == _assertions(row), row["testIdx"]
+    assert [p["raw"] for p in ours["results"]["prompts"]] == ["{{output}}"]
+    assert [p["provider"] for p in ours["results"]["prompts"]] == ["echo"]
