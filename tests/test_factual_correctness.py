@@ -170,3 +170,15 @@ def test_f_beta():
     assert f_beta(0.5, 0.5, 1) == 0.5
     assert f_beta(0, 0, 1) == 0
     assert f_beta(1.0, 0.5, 2) == pytest.approx(5 * 0.5 / (4 + 0.5))
+
+
+def test_not_factual_correctness_inverts_a_score_but_never_an_undefined_one(tmp_path, fake_openai):
+    _, (bad, good) = run_config(tmp_path, fake_openai)
+    cfg = (tmp_path / "c.yaml").read_text().replace("type: factual-correctness", "type: not-factual-correctness").replace(
+        "metric: fc", "threshold: 0.8, metric: fc")
+    (tmp_path / "c.yaml").write_text(cfg)
+    out = tmp_path / "r2.json"
+    CliRunner().invoke(app, ["eval", "-c", str(tmp_path / "c.yaml"), "-o", str(out), "--no-progress-bar", "--no-cache"])
+    rows = sorted(json.loads(out.read_text())["results"]["results"], key=lambda r: r["testIdx"])
+    nbad, ngood = [r["gradingResult"]["componentResults"][0] for r in rows]
+    assert (nbad["pass"], nbad["score"]) == (True, 0.5) and (ngood["pass"], ngood["score"]) == (False, 0.0)

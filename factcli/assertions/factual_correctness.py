@@ -234,4 +234,6 @@ async def factual_correctness(ctx: AssertionContext) -> GradingResult:
     relation = "≥" if score >= threshold else "<"
     reason = f"Factual correctness {_fmt(score)} {relation} {templating.js_string(threshold)} ({'; '.join(parts)})"
     meta["score"] = score
+    if ctx.inverse:  # as factscore: a grading error or an undefined score is never inverted
+        passed, score = not passed, 1.0 - score
     return GradingResult(passed, score, reason, tokens_used=tokens, metadata=meta)
