@@ -19,6 +19,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from factcli.errors import FactcliError
+from factcli.redact import SECRET_KEY as _SECRET_KEY_TEXT
+
+_SECRET_KEY_LOWER = re.compile(_SECRET_KEY_TEXT.pattern)  # the pattern is lower case
 
 MIGRATION_SET = "factcli"
 MIGRATION_NAMES = ("m001_initial",)  # keep in step with _migrations()
@@ -114,6 +117,9 @@ class Scrubber:
             forms = {value, json.dumps(value, ensure_ascii=False)[1:-1], _xml_escape(value)}
             variants.extend((form, replacement) for form in forms if form)
         self.variants = sorted(set(variants), key=lambda kv: -len(kv[0]))
+        # what, seen in a value's JSON text, means redaction may change it: each secret as it
+        # appears inside a JSON string, and a secret-looking or header key (matched anywhere)
+        self._json_forms = [f for f in {json.dumps(v, ensure_ascii=False)[1:-1] for v, _ in self.pairs} if f]
 
     def text(self, text: str | None) -> str | None:
         if not text or not self.pairs:
@@ -144,9 +150,27 @@ class Scrubber:
     def dumps(self, value: Any) -> str | None:
         if value is None:
             return None
+        # Fast path (every stored row goes through here several times): encode once in C and keep
+        # the text when nothing in it could be redacted, which is then exactly what the walk
+        # below would produce. Measured: 10,000 echo rows 6.8 s -> see benchmarks/README.md.
+        try:
+            text = json.dumps(value, ensure_ascii=False, default=str, allow_nan=False)
+        except (ValueError, TypeError):
+            text = None
+        if text is not None and not self._may_redact(text):
+            return text
         from factcli.results import finite
 
         return json.dumps(finite(self.data(value)), ensure_ascii=False, default=str)
+
+    def _may_redact(self, text: str) -> bool:
+        if "headers" in text:
+            return True
+        # re.IGNORECASE costs ~40 us on a typical row; lowering ASCII text first is ~8x cheaper
+        # (non-ASCII keeps IGNORECASE: it also folds e.g. the Kelvin sign onto k)
+        if _SECRET_KEY_LOWER.search(text.lower()) if text.isascii() else _SECRET_KEY_TEXT.search(text):
+            return True
+        return any(form in text for form in self._json_forms)
 
     def file(self, path: Path) -> None:
         """A last pass over a written export: replace any secret in its text, however encoded."""

@@ -1,0 +1,53 @@
+"""Fast paths taken for speed (benchmarks/README.md) give exactly what the slow paths give."""
+
+import json
+import math
+
+import pytest
+
+from factcli.results import finite
+from factcli.store import Scrubber
+
+
+def slow_dumps(scrub: Scrubber, value):
+    return json.dumps(finite(scrub.data(value)), ensure_ascii=False, default=str)
+
+
+CONFIG = {"providers": [{"id": "openai:chat:m", "config": {"apiKey": "literal-key-123456",
+                                                            "headers": {"X-Token": "hdr-secret-99"}}}]}
+VALUES = [
+    {"output": "plain text", "n": 1, "f": 0.5, "none": None, "list": [1, "two", {"three": 3}]},
+    {"score": math.nan, "inf": math.inf, "nested": [{"x": -math.inf}]},
+    {"text": "contains literal-key-123456 inside"},
+    {"text": "the env secret sk-env-abcdef0123 leaks"},
+    {"text": 'quoted "sk-env-abcdef0123" and \\ backslash'},
+    {"api_key": "whatever", "other": 1},
+    {"API-KEY": "x1234567"},
+    {"\u212aey": 1, "api\u212aey": "kelvin-sign key"},  # IGNORECASE folds the Kelvin sign onto k
+    {"Authorization": "Bearer abcdefghijkl"},
+    {"headers": {"anything": "goes"}, "extra_headers": {"a": "b"}},
+    {"max_tokens": 10, "maxTokens": 5, "tokenUsage": {"total": 3}},
+    {"unicode": "naïve café ✓", "password_hint": "none"},
+    {"obj": ValueError("sk-env-abcdef0123")},  # encoded by default=str
+    {"tuple": (1, 2)},
+    {3: "int key"},
+    ["a", "b", {"secret": "s3cr3t-value"}],
+    "just a string with sk-env-abcdef0123",
+    "just a string",
+    12.5,
+]
+
+
+@pytest.mark.parametrize("value", VALUES, ids=range(len(VALUES)))
+def test_scrubber_dumps_matches_the_walk(monkeypatch, value):
+    monkeypatch.setenv("MY_API_KEY", "sk-env-abcdef0123")
+    scrub = Scrubber(CONFIG)
+    assert scrub.dumps(value) == slow_dumps(scrub, value)
+
+
+def test_scrubber_dumps_still_redacts(monkeypatch):
+    monkeypatch.setenv("MY_API_KEY", "sk-env-abcdef0123")
+    scrub = Scrubber(CONFIG)
+    out = scrub.dumps({"a": "sk-env-abcdef0123", "b": "literal-key-123456", "apiKey": "zzzzzzzz", "s": math.nan})
+    assert "sk-env-abcdef0123" not in out and "literal-key-123456" not in out and "zzzzzzzz" not in out
+    assert json.loads(out)["s"] is None
