@@ -242,6 +242,7 @@ def diff_runs(store: Store, a: dict, b: dict, as_json: bool) -> None:
             continue
         entry = {"column": s1["label"], "passRate": _delta(s1["passRate"], s2["passRate"]),
                  "meanScore": _delta(s1["meanScore"], s2["meanScore"]), "metrics": {}}
+        _noise(entry, key, rows_a, rows_b)
         for kind in ("namedMeans", "derived"):
             for name in sorted(set(s1[kind]) | set(s2[kind])):
                 entry["metrics"][name] = _delta(s1[kind].get(name), s2[kind].get(name))
@@ -254,6 +255,38 @@ def diff_runs(store: Store, a: dict, b: dict, as_json: bool) -> None:
         _print_json(doc)
         return
     _render_diff(doc, a, b)
+
+
+def _noise(entry: dict, column: tuple, rows_a: dict, rows_b: dict) -> None:
+    """Add to the pass-rate and mean-score deltas of `entry` their 95% bootstrap interval and
+    whether the runs differ beyond noise: paired by test when both runs hold the same rows of
+    this column (so each test is compared with itself), else the two runs resampled apart."""
+    from factcli import stats
+
+    keys_a = {k for k in rows_a if k[2] == column}
+    keys_b = {k for k in rows_b if k[2] == column}
+    paired = bool(keys_a) and keys_a == keys_b
+    for name, value in (("passRate", lambda r: 1.0 if r["status"] == "PASS" else 0.0),
+                        ("meanScore", lambda r: r["score"])):
+        if paired:
+            pairs: dict = {}
+            for k in keys_a:
+                x, y = value(rows_a[k]), value(rows_b[k])
+                if x is not None and y is not None:
+                    pairs.setdefault(k[0], []).append((x, y))
+            result = stats.difference(None, None, paired=pairs)
+        else:
+            sides = []
+            for rows, keys in ((rows_a, keys_a), (rows_b, keys_b)):
+                side: dict = {}
+                for k in keys:
+                    if value(rows[k]) is not None:
+                        side.setdefault(k[0], []).append(value(rows[k]))
+                sides.append(side)
+            result = stats.difference(sides[0], sides[1])
+        if result is not None:
+            entry[name].update({"ci95": result["ci95"], "method": result["method"],
+                                "beyondNoise": result["beyondNoise"], "verdict": result["verdict"]})
 
 
 def _delta(x, y) -> dict:
@@ -282,8 +315,8 @@ def _render_diff(doc: dict, a: dict, b: dict) -> None:
         console.print(table)
     if doc["columns"]:
         table = Table(box=box.SIMPLE_HEAD if terminal else box.ASCII, expand=False, title=None)
-        for name in ("column", "metric", "A", "B", "Δ"):
-            table.add_column(name, justify="left" if name in ("column", "metric") else "right")
+        for name in ("column", "metric", "A", "B", "Δ", "Δ 95% CI", "noise"):
+            table.add_column(name, justify="left" if name in ("column", "metric", "noise") else "right")
 
         def num(v, pct=False):
             if v is None:
@@ -297,6 +330,12 @@ def _render_diff(doc: dict, a: dict, b: dict) -> None:
                 delta = d["delta"]
                 dtext = "—" if delta is None else (f"{delta * 100:+.1f} pts" if pct else f"{delta:+.3f}")
                 style = "" if not delta else ("green" if delta > 0 else "red")
+                ci = d.get("ci95")
+                ci_text = "" if not ci else (f"[{ci[0] * 100:+.1f}, {ci[1] * 100:+.1f}]" if pct
+                                             else f"[{ci[0]:+.3f}, {ci[1]:+.3f}]")
+                verdict = Text(d["verdict"], style="bold" if d["beyondNoise"] else "dim") if ci else ""
                 table.add_row(Text(c["column"]) if i == 0 else "", name, num(d["a"], pct), num(d["b"], pct),
-                              Text(dtext, style=style))
+                              Text(dtext, style=style), ci_text, verdict)
         console.print(table)
+        console.print(Text("Δ 95% CI: percentile bootstrap over tests (2000 resamples), paired by test when both "
+                           "runs hold the same tests; beyond noise when the interval leaves out 0", style="dim"))

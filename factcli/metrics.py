@@ -91,6 +91,7 @@ class ColumnMetrics:
     categories: dict = field(default_factory=dict)  # factuality category -> count
     grader_cost: float = 0.0
     methods: dict = field(default_factory=dict)  # claim-level method reports (method_reports.py)
+    stats: dict = field(default_factory=dict)  # intervals and repeat statistics, filled at the end (stats.py)
 
     def add(self, row: EvalResult, derived: list[tuple[str, object]]) -> None:
         """promptfoo's updatePromptMetricsForRow, in its order (derived metrics before counts)."""

@@ -124,9 +124,13 @@ def summary(run, console: Console) -> None:
     console.print(f"[bold]Run[/] {run.run_id}{status.get(run.status, '')} · {total}/{run.total_steps} rows · "
                   f"{run.duration_ms / 1000:.1f} s" + (f" · {cached} cached" if cached else "")
                   + (f" · {run.retries} retries" if run.retries else ""))
+    from factcli import stats
+
+    stats.fill(run)  # normally done at the end of the run; a run built by hand may lack them
+    margin = stats.wald_margin(rate, total) if rate is not None else None
     console.print(f"[green]Successes: {run.successes}[/]  [red]Failures: {run.failures}[/]  "
                   f"[yellow]Errors: {run.errors}[/]  Pass rate: "
-                  + ("n/a" if rate is None else f"{rate * 100:.2f}%"))
+                  + ("n/a" if rate is None else f"{rate * 100:.2f}% ± {margin * 100:.1f} pts (95% CI)"))
     tokens = sum(m.tokens.total for m in run.metrics)
     grader = sum(m.grader_tokens.total for m in run.metrics)
     costs = [r.response.cost for r in run.rows if r.response.cost is not None]
@@ -142,11 +146,17 @@ def summary(run, console: Console) -> None:
                           + dist)
         for report in m.methods.values():
             console.print(escape(f"[{col.provider.display}] {_cell_text(col.prompt.label, 30)}: {report['line']}"))
-    if len(run.columns) > 1 or any(m.named_scores for m in run.metrics):
+    nonbinary = any(m.stats.get("scoreBinary") is False for m in run.metrics)
+    repeat = max((m.stats.get("repeat") or 1 for m in run.metrics), default=1)
+    if len(run.columns) > 1 or any(m.named_scores for m in run.metrics) or nonbinary or repeat > 1:
         table = Table(title=None, show_edge=False, pad_edge=False)
         table.add_column("column")
         table.add_column("pass", justify="right")
-        table.add_column("score", justify="right")
+        table.add_column("pass rate", justify="right")
+        table.add_column("score" + (" [95% CI]" if nonbinary else ""), justify="right")
+        if repeat > 1:
+            for name in (f"pass@{repeat}", f"pass^{repeat}", "flip rate"):
+                table.add_column(name, justify="right")
         names = sorted({k for m in run.metrics for k in m.named_scores})
         derived = {d["name"] for d in run.suite.derived_metrics}
         for name in names:
@@ -154,12 +164,19 @@ def summary(run, console: Console) -> None:
         for col, m in zip(run.columns, run.metrics):
             n = m.test_pass + m.test_fail + m.test_error
             means = m.named_means()
+            st = m.stats
+            score = f"{(m.score / n if n else 0):.3f}"
+            if st.get("scoreBinary") is False:
+                score += " " + stats.fmt_interval(st.get("scoreCi95"), 2)
             cells = [escape(f"[{col.provider.display}] {_cell_text(col.prompt.label, 30)}"),
-                     f"{m.test_pass}/{n}", f"{(m.score / n if n else 0):.3f}"]
+                     f"{m.test_pass}/{n}", stats.fmt_rate(st.get("passRate"), st.get("passRateMargin")), score]
+            if repeat > 1:
+                cells += stats.repeat_cells(st, repeat)
             for name in names:
                 value = m.named_scores.get(name) if name in derived else means.get(name)
                 cells.append("—" if value is None else f"{value:.3f}")
             table.add_row(*cells)
         console.print(table)
+        console.print("[dim]" + escape(stats.legend(nonbinary, repeat)) + "[/]")
     if run.abort_reason:
         console.print(f"[bold red]Aborted:[/] {escape(run.abort_reason)}")

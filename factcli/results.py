@@ -117,8 +117,10 @@ def column_metrics_json(m) -> dict:
 
 
 def to_promptfoo_json(run) -> dict:
+    from factcli import stats
     from factcli.redact import redact
 
+    stats.fill(run)  # a run replayed from the store (not finished) has none stored yet
     columns = run.columns
     prompts = []
     for col, m in zip(columns, run.metrics):
@@ -165,10 +167,12 @@ def to_promptfoo_json(run) -> dict:
             "graders": list(run.graders),
             "columns": [{"gradingErrors": m.grading_errors, "categories": dict(m.categories),
                          "cached": m.cached, "graderCost": m.grader_cost,
-                         "methods": {k: v["summary"] for k, v in m.methods.items()}} for m in run.metrics],
+                         "methods": {k: v["summary"] for k, v in m.methods.items()}, **m.stats}
+                        for m in run.metrics],
             "retries": run.retries,
             "abortReason": run.abort_reason,
             "passRate": run.pass_rate,
+            "passRateCi95": stats.run_interval(run),
         },
     }
     return finite(doc)

@@ -265,9 +265,10 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
         raise
     finally:
         run.duration_ms = int((time.time() - run.started) * 1000)
-        from factcli import method_reports
+        from factcli import method_reports, stats
 
         method_reports.fill(run)
+        stats.fill(run, force=True)  # before the session stores the column metrics
         for message in executor.missing_var_warnings():
             warning(message)
         run.retries = caller.retries

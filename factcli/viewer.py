@@ -76,9 +76,44 @@ def run_header(store: Store, run: dict) -> dict:
     }
 
 
+# Without stored statistics (a run still writing, or stored by an older factcli), score intervals
+# and repeat statistics need every row's score: a scan of the results table that costs about a
+# second per 100,000 rows, so larger runs show them only once they finish (the pass-rate interval
+# needs only the counts and is always shown).
+LIVE_STATS_MAX_ROWS = 20_000
+
+
+def _stats_from_rows(store: Store, run: dict) -> dict[int, dict]:
+    """prompt_idx -> stats.column_stats, from the stored rows (grouped in SQL)."""
+    from factcli import stats
+
+    repeat = (loads(run.get("options_json"), {}) or {}).get("repeat") or 1
+    if repeat > 1:  # a test's repeats stay together
+        clusters: dict[int, list] = {}
+        nonbinary = "MAX(CASE WHEN score IS NOT NULL AND score NOT IN (0, 1) THEN 1 ELSE 0 END)"
+        sql = (f"SELECT prompt_idx, COUNT(*), SUM(success), SUM(score), COUNT(score), {nonbinary} FROM results "
+               "WHERE run_id = ? GROUP BY prompt_idx, test_key")
+        for p, n, passes, total, scored, nb in store.conn.execute(sql, (run["id"],)):
+            clusters.setdefault(p, []).append(stats.Cluster(n, passes or 0, total or 0.0, scored, bool(nb)))
+        return {p: stats.column_stats(cs, repeat) for p, cs in clusters.items()}
+    # every row is its own test: identical rows are counted once by SQL
+    counts: dict[int, list[int]] = {}
+    scores: dict[int, list[float]] = {}
+    sql = "SELECT prompt_idx, success, score, COUNT(*) FROM results WHERE run_id = ? GROUP BY prompt_idx, success, score"
+    for p, success, score, n in store.conn.execute(sql, (run["id"],)):
+        c = counts.setdefault(p, [0, 0])
+        c[0] += n
+        c[1] += n if success else 0
+        if score is not None:
+            scores.setdefault(p, []).extend([score] * n)
+    return {p: stats.row_stats(c[0], c[1], scores.get(p, [])) for p, c in counts.items()}
+
+
 def column_summaries(store: Store, run: dict, derived_names: set[str] | None = None) -> list[dict]:
-    """Per column: counts (exact, from SQL unless finalised), named metric means, derived metrics,
-    factuality categories and grading errors (from the stored column metrics)."""
+    """Per column: counts (exact, from SQL unless finalised), the pass rate's 95% interval (from the
+    counts), named metric means, derived metrics, factuality categories and grading errors, and the
+    score interval and repeat statistics (stored at the end of the run; see LIVE_STATS_MAX_ROWS)."""
+    from factcli import stats
     from factcli.records import metrics_from_json
 
     cols = store.columns(run["id"])
@@ -87,9 +122,15 @@ def column_summaries(store: Store, run: dict, derived_names: set[str] | None = N
     config = loads(run.get("config_json"), {}) or {}
     if derived_names is None:
         derived_names = {d.get("name") for d in (config.get("derivedMetrics") or []) if isinstance(d, dict)}
+    stored = [metrics_from_json(c.get("metrics_json")) for c in cols]
+    computed: dict[int, dict] | None = None
+    if not (final and all(m is not None and m.stats for m in stored)):
+        rows = (sum(sum(c.values()) for c in counts.values()) if counts is not None
+                else sum(m.rows for m in stored if m is not None))
+        if rows <= LIVE_STATS_MAX_ROWS:
+            computed = _stats_from_rows(store, run)
     out = []
-    for c in cols:
-        m = metrics_from_json(c.get("metrics_json"))
+    for c, m in zip(cols, stored):
         if counts is not None or m is None:
             cnt = (counts or {}).get(c["prompt_idx"], {"pass": 0, "fail": 0, "error": 0})
         else:
@@ -107,12 +148,21 @@ def column_summaries(store: Store, run: dict, derived_names: set[str] | None = N
             grading_errors = m.grading_errors
             methods = {k: v.get("line", "") for k, v in (m.methods or {}).items() if isinstance(v, dict)}
             score_mean = (m.score / m.rows) if m.rows else None
+        rate = stats.wald_interval(cnt["pass"], n)
+        if final and m is not None and m.stats:
+            column_stats = m.stats
+        elif computed is not None:
+            column_stats = computed.get(c["prompt_idx"]) or stats.column_stats([])
+        else:
+            column_stats = None
         out.append({
             "promptIdx": c["prompt_idx"], "label": column_label(c), "provider": c.get("provider_label") or c["provider_id"],
             "prompt": c.get("prompt_label"), "pass": cnt["pass"], "fail": cnt["fail"], "error": cnt["error"],
-            "passRate": (cnt["pass"] / n) if n else None, "meanScore": score_mean, "namedMeans": means,
+            "passRate": (cnt["pass"] / n) if n else None,
+            "passRateCi95": [rate["low"], rate["high"]] if rate else None,
+            "passRateMargin": rate["margin"] if rate else None, "meanScore": score_mean, "namedMeans": means,
             "derived": derived, "categories": categories, "gradingErrors": grading_errors,
-            "methods": methods,
+            "methods": methods, "stats": column_stats,
         })
     return out
 
@@ -198,7 +248,10 @@ def render_header(console, h: dict, *, page_info: dict | None = None) -> None:
                   + (f" · {escape(h['description'])}" if h.get("description") else ""))
     files = ", ".join(h["configFiles"]) or "—"
     console.print(f"Config: {escape(files)} · {when(h['createdAt'])} · {duration(h['durationMs'])}")
-    rate = "n/a" if h["passRate"] is None else f"{h['passRate'] * 100:.2f}%"
+    from factcli.stats import wald_margin
+
+    rate = "n/a" if h["passRate"] is None else (f"{h['passRate'] * 100:.2f}% "
+                                                f"± {wald_margin(h['passRate'], h['rows']) * 100:.1f}")
     console.print(f"Rows: {h['rows']}/{h['totalRows']} · [green]{h['successes']} pass[/] · "
                   f"[red]{h['failures']} fail[/] · [yellow]{h['errors']} error[/] · pass rate {rate}")
     tokens = f"Tokens: {h['tokens']}" + (f" (+{h['graderTokens']} grading)" if h["graderTokens"] else "")
@@ -351,15 +404,23 @@ def render_footer(console, summaries: list[dict], terminal: bool) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    from factcli import stats
+
     if not summaries:
         return
     names = sorted({k for s in summaries for k in s["namedMeans"]})
     derived = sorted({k for s in summaries for k in s["derived"]})
+    col_stats = [s.get("stats") or {} for s in summaries]
+    nonbinary = any(st.get("scoreBinary") is False for st in col_stats)
+    repeat = max((st.get("repeat") or 1 for st in col_stats), default=1)
     table = Table(box=box.SIMPLE_HEAD if terminal else box.ASCII, title=None, expand=False)
     table.add_column("column", overflow="fold")
     table.add_column("pass rate", justify="right")
     table.add_column("pass/fail/error", justify="right")
-    table.add_column("mean score", justify="right")
+    table.add_column("mean score" + (" [95% CI]" if nonbinary else ""), justify="right")
+    if repeat > 1:
+        for name in (f"pass@{repeat}", f"pass^{repeat}", "flip rate"):
+            table.add_column(name, justify="right")
     for n in names:
         table.add_column(Text(f"{n} (mean)"), justify="right")
     for n in derived:
@@ -372,9 +433,14 @@ def render_footer(console, summaries: list[dict], terminal: bool) -> None:
     def num(v):
         return "—" if v is None else f"{v:.3f}"
 
-    for s in summaries:
-        rate = "n/a" if s["passRate"] is None else f"{s['passRate'] * 100:.1f}%"
-        row = [Text(s["label"]), rate, f"{s['pass']}/{s['fail']}/{s['error']}", num(s["meanScore"])]
+    for s, st in zip(summaries, col_stats):
+        score = num(s["meanScore"])
+        if st.get("scoreBinary") is False:
+            score += " " + stats.fmt_interval(st.get("scoreCi95"), 2)
+        row = [Text(s["label"]), stats.fmt_rate(s["passRate"], s.get("passRateMargin")),
+               f"{s['pass']}/{s['fail']}/{s['error']}", score]
+        if repeat > 1:
+            row += stats.repeat_cells(st, repeat)
         row += [num(s["namedMeans"].get(n)) for n in names]
         row += [num(s["derived"].get(n)) for n in derived]
         if any(x["gradingErrors"] for x in summaries):
@@ -383,6 +449,10 @@ def render_footer(console, summaries: list[dict], terminal: bool) -> None:
             row.append(" ".join(f"{k}:{v}" for k, v in sorted(s["categories"].items())))
         table.add_row(*row)
     console.print(table)
+    console.print(Text(stats.legend(nonbinary, repeat), style="dim"))
+    if any(s.get("stats") is None for s in summaries):
+        console.print(Text(f"Score intervals and repeat statistics of a run over {LIVE_STATS_MAX_ROWS:,} rows "
+                           "are shown once it has finished.", style="dim"))
     for s in summaries:
         for line in s["methods"].values():
             console.print(Text(f"{one_line(s['label'], 40)}: {line}"))

@@ -1,0 +1,394 @@
+"""Uncertainty: intervals against known distributions, pass@k / pass^k / flip rate by hand, and
+what the summary, `view`, `diff` and the results JSON show."""
+
+import json
+import math
+import re
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from conftest import write
+from factcli import stats
+from factcli.cli import app
+from factcli.store import Store
+
+runner = CliRunner()
+
+
+def cli(*args, env=None):
+    return runner.invoke(app, [*map(str, args)], env=env or {"COLUMNS": "200"})
+
+
+def latest_id() -> str:
+    with Store.open() as store:
+        return store.resolve("latest")["id"]
+
+
+# ---------------------------------------------------------------- intervals against known distributions
+
+
+def test_wald_interval_covers_a_binomial_proportion_95_percent_of_the_time():
+    rng = np.random.default_rng(1)
+    p, n = 0.8, 200
+    hits = 0
+    for passes in rng.binomial(n, p, size=2000):
+        ci = stats.wald_interval(int(passes), n)
+        hits += ci["low"] <= p <= ci["high"]
+    assert 0.93 <= hits / 2000 <= 0.97
+
+
+def test_bootstrap_of_a_continuous_mean_covers_95_percent_of_the_time():
+    """Scores from Beta(2, 5) (mean 2/7): every sample has more distinct values than the
+    multinomial shortcut takes, so this checks the row-resampling path."""
+    rng = np.random.default_rng(2)
+    hits, trials = 0, 600
+    for _ in range(trials):
+        ci = stats.bootstrap_mean(rng.beta(2, 5, size=100))
+        hits += ci["low"] <= 2 / 7 <= ci["high"]
+    assert 0.92 <= hits / trials <= 0.97
+
+
+def test_bootstrap_of_a_few_valued_mean_covers_95_percent_of_the_time():
+    """Scores on a 5-point scale: the multinomial-per-distinct-value path."""
+    rng = np.random.default_rng(3)
+    values, probs = np.array([0, 0.25, 0.5, 0.75, 1.0]), np.array([0.1, 0.2, 0.3, 0.25, 0.15])
+    true = float(values @ probs)
+    hits, trials = 0, 600
+    for _ in range(trials):
+        ci = stats.bootstrap_mean(rng.choice(values, size=60, p=probs))
+        hits += ci["low"] <= true <= ci["high"]
+    assert 0.93 <= hits / trials <= 0.97
+
+
+def test_paired_and_unpaired_differences_cover_the_true_difference():
+    """Tests of varying difficulty d ~ U(0.2, 0.9); run B passes each with d + 0.05, so the true
+    difference is 0.05. Pairing removes the difficulty from the noise: close to 95% and narrower;
+    resampling the runs apart ignores that they share tests, so it is wider and over-covers."""
+    rng = np.random.default_rng(4)
+    hits = {"paired": 0, "apart": 0}
+    widths = {"paired": [], "apart": []}
+    trials, n = 400, 100
+    for _ in range(trials):
+        d = rng.uniform(0.2, 0.9, size=n)
+        a = (rng.random(n) < d).astype(float)
+        b = (rng.random(n) < d + 0.05).astype(float)
+        paired = stats.difference(None, None, paired={str(i): [(a[i], b[i])] for i in range(n)})
+        apart = stats.difference({str(i): [a[i]] for i in range(n)}, {str(i): [b[i]] for i in range(n)})
+        for name, r in (("paired", paired), ("apart", apart)):
+            hits[name] += r["ci95"][0] <= 0.05 <= r["ci95"][1]
+            widths[name].append(r["ci95"][1] - r["ci95"][0])
+    assert 0.93 <= hits["paired"] / trials <= 0.98 and hits["apart"] / trials >= 0.93
+    assert np.mean(widths["paired"]) < np.mean(widths["apart"])
+    assert paired["method"] == "paired bootstrap" and apart["method"] == "bootstrap"
+
+
+def test_facts_table_5_interval():
+    """FACTS Grounding, Table 5: 91.4% on N = 860 is ±1.9 (the paper's normal interval)."""
+    assert round(100 * stats.wald_margin(0.914, 860), 1) == 1.9
+    assert stats.fmt_rate(0.914, stats.wald_margin(0.914, 860)) == "91.4% ± 1.9"
+    from factcli.assertions.facts_grounding import facts_interval
+
+    assert facts_interval is stats.wald_margin  # one implementation for every report
+    assert math.isnan(stats.wald_margin(0.5, 0)) and stats.wald_interval(0, 0) is None
+    ci = stats.wald_interval(1, 1)  # bounds clipped to [0, 1]
+    assert ci["low"] == ci["high"] == 1.0 and ci["margin"] == 0
+
+
+def test_bootstrap_is_seeded_and_ignores_row_order():
+    rng = np.random.default_rng(5)
+    values = list(rng.beta(2, 5, size=300))
+    first = stats.bootstrap_mean(values)
+    assert stats.bootstrap_mean(values) == first
+    assert stats.bootstrap_mean(list(reversed(values))) == first  # rows finish in any order
+    assert first["resamples"] == stats.RESAMPLES == 2000 and first["low"] < first["value"] < first["high"]
+    few = [0, 0.5, 1, 0.5, 0.5, 1, 0]
+    assert stats.bootstrap_mean(few) == stats.bootstrap_mean(sorted(few))
+    assert stats.bootstrap_mean([]) is None
+    assert stats.bootstrap_mean([0.3, 0.3]) == {"value": 0.3, "low": 0.3, "high": 0.3, "method": "bootstrap",
+                                                "resamples": 2000}
+
+
+def test_differences_say_beyond_or_within_noise():
+    same = {str(i): [(1.0, 1.0)] if i % 2 else [(0.0, 0.0)] for i in range(50)}
+    r = stats.difference(None, None, paired=same)
+    assert r["delta"] == 0 and r["ci95"] == [0, 0] and not r["beyondNoise"] and r["verdict"] == "within noise"
+    fixed = {str(i): [(0.0, 1.0)] if i < 30 else [(1.0, 1.0)] for i in range(50)}
+    r = stats.difference(None, None, paired=fixed)
+    assert r["delta"] == pytest.approx(0.6) and r["ci95"][0] > 0 and r["verdict"] == "beyond noise"
+    small = stats.difference({"a": [1.0], "b": [0.0]}, {"a": [1.0], "b": [1.0]})
+    assert small["delta"] == 0.5 and small["verdict"] == "within noise"
+    assert stats.difference({}, {"a": [1.0]}) is None and stats.difference(None, None, paired={}) is None
+
+
+# ---------------------------------------------------------------- repeats
+
+
+def test_pass_at_k_and_pass_hat_k_by_hand():
+    # n = 5 samples, c = 2 pass: pass@2 = 1 - C(3,2)/C(5,2) = 1 - 3/10; pass^2 = C(2,2)/C(5,2) = 1/10
+    assert stats.pass_at_k(5, 2, 2) == pytest.approx(0.7)
+    assert stats.pass_hat_k(5, 2, 2) == pytest.approx(0.1)
+    assert stats.pass_at_k(5, 2, 1) == pytest.approx(0.4) == stats.pass_hat_k(5, 2, 1)  # k = 1: the pass rate
+    assert stats.pass_at_k(5, 2, 4) == 1.0  # only 3 failures: any 4 include a pass
+    assert stats.pass_at_k(3, 0, 3) == 0.0 and stats.pass_hat_k(3, 3, 3) == 1.0 and stats.pass_hat_k(3, 2, 3) == 0
+    assert stats.pass_at_k(10, 3, 5) == pytest.approx(1 - 21 / 252)  # C(7,5)/C(10,5)
+    with pytest.raises(ValueError):
+        stats.pass_at_k(3, 1, 4)
+
+
+def test_repeat_stats_average_over_tests_and_count_flips():
+    # three tests with 3 repeats: always passes, never passes, passes once
+    r = stats.repeat_stats([(3, 3), (3, 0), (3, 1)], 3)
+    assert r["passAtK"]["1"] == pytest.approx((1 + 0 + 1 / 3) / 3)
+    assert r["passAtK"]["2"] == pytest.approx((1 + 0 + (1 - 1 / 3)) / 3)  # (3,1): 1 - C(2,2)/C(3,2)
+    assert r["passAtK"]["3"] == pytest.approx(2 / 3)
+    assert r["passHatK"]["3"] == pytest.approx(1 / 3) and r["passHatK"]["2"] == pytest.approx(1 / 3)
+    assert r["flipRate"] == pytest.approx(1 / 3) and r["flakyTests"] == 1 and r["repeatedTests"] == 3
+    # a test cut short (2 of 3 rows done) counts for k <= 2 only
+    r = stats.repeat_stats([(3, 3), (2, 1)], 3)
+    assert r["passAtK"]["3"] == 1.0 and r["passAtK"]["2"] == pytest.approx((1 + 1) / 2)
+    assert r["flipRate"] == 0.5
+    assert stats.repeat_stats([(1, 1)], 1) is None
+
+
+def test_column_stats_intervals_by_kind_of_score():
+    binary = [stats.Cluster() for _ in range(10)]
+    for i, c in enumerate(binary):
+        c.add(i < 7, 1.0 if i < 7 else 0.0)
+    st = stats.column_stats(binary)
+    assert st["passRate"] == 0.7 and st["passRateMargin"] == pytest.approx(1.96 * math.sqrt(0.21 / 10))
+    assert st["scoreBinary"] is True and st["scoreCi95Method"] == "wald" and st["scoreCi95"] == st["passRateCi95"]
+    assert "passAtK" not in st
+    graded = [stats.Cluster() for _ in range(10)]
+    for i, c in enumerate(graded):
+        c.add(i >= 5, i / 10)
+    graded[0].add(False, math.nan)  # a NaN score is left out of the mean, not counted as 0
+    st = stats.column_stats(graded)
+    assert st["scoreBinary"] is False and st["scoreCi95Method"] == "bootstrap" and st["scoreN"] == 10
+    assert st["scoreMean"] == pytest.approx(0.45) and st["scoreCi95"][0] < 0.45 < st["scoreCi95"][1]
+    assert st["n"] == 11 and st["passes"] == 5
+
+
+def test_row_stats_match_one_cluster_per_row():
+    """The no-repeat fast path gives what the general one does with each row its own test."""
+    rng = np.random.default_rng(6)
+    for scores in (list(rng.beta(2, 5, size=150)), [0.0, 0.5, 1.0] * 30, [1.0, 0.0] * 40):
+        clusters = []
+        for x in scores:
+            c = stats.Cluster()
+            c.add(x >= 0.5, x)
+            clusters.append(c)
+        fast = stats.row_stats(len(scores), sum(x >= 0.5 for x in scores), scores)
+        assert fast == stats.column_stats(clusters)
+
+
+# ---------------------------------------------------------------- the commands
+
+FLAKY = """
+calls = {}
+
+def call_api(prompt, options, context):
+    # the n-th call for a prompt: "steady" always right, "flaky" right on every other call
+    n = calls[prompt] = calls.get(prompt, 0) + 1
+    if "steady" in prompt or n % 2:
+        return {"output": "Paris"}
+    return {"output": "Lyon"}
+"""
+
+REPEAT_CONFIG = """
+description: repeats
+prompts: ["{{kind}} {{q}}"]
+providers: ["file://flaky.py"]
+tests:
+  - vars: {kind: steady, q: one}
+    assert: [{type: contains, value: Paris}]
+  - vars: {kind: flaky, q: two}
+    assert: [{type: contains, value: Paris}]
+  - vars: {kind: never, q: three}
+    assert: [{type: contains, value: Berlin}]
+"""
+
+
+def repeat_run(tmp_path, *extra):
+    write(tmp_path / "flaky.py", FLAKY)
+    cfg = write(tmp_path / "c.yaml", REPEAT_CONFIG)
+    out = tmp_path / "r.json"
+    result = cli("eval", "-c", cfg, "--repeat", "3", "-j", "1", "--no-progress-bar", "--no-table", "-o", out, *extra)
+    assert result.exit_code == 100, result.output
+    return result.output, json.loads(out.read_text())
+
+
+def test_repeat_statistics_in_the_summary_results_json_and_view(tmp_path):
+    """steady: 3/3; flaky: calls 1 and 3 of its prompt pass (2/3); never: 0/3 -> 5 of 9 rows."""
+    output, doc = repeat_run(tmp_path)
+    col = doc["factcli"]["columns"][0]
+    assert col["n"] == 9 and col["passes"] == 5 and col["repeat"] == 3
+    assert col["passRateMargin"] == pytest.approx(1.96 * math.sqrt(5 / 9 * 4 / 9 / 9))
+    assert col["passRateCi95"] == pytest.approx([5 / 9 - col["passRateMargin"], 5 / 9 + col["passRateMargin"]])
+    # per test (n=3): steady c=3, flaky c=2, never c=0
+    assert col["passAtK"]["3"] == pytest.approx((1 + 1 + 0) / 3)
+    assert col["passAtK"]["2"] == pytest.approx((1 + 1 + 0) / 3)  # flaky: 1 - C(1,2)/C(3,2) = 1
+    assert col["passHatK"]["3"] == pytest.approx(1 / 3)
+    assert col["passHatK"]["2"] == pytest.approx((1 + 1 / 3 + 0) / 3)  # flaky: C(2,2)/C(3,2)
+    assert col["flipRate"] == pytest.approx(1 / 3) and col["flakyTests"] == 1 and col["repeatedTests"] == 3
+    assert "methods" in col and col["scoreBinary"] is True
+    assert doc["factcli"]["passRateCi95"] == pytest.approx(col["passRateCi95"])
+    assert "Pass rate: 55.56% ± 32.5 pts (95% CI)" in output
+    assert re.search(r"5/9\s*│\s*55\.6% ± 32\.5\s*│\s*0\.556\s*│\s*66\.7%\s*│\s*33\.3%\s*│\s*33\.3% \(1/3\)", output), output
+    assert "pass@3" in output and "pass^3" in output and "flip rate" in output
+    assert "95% intervals: pass rate ± 1.96·√(p(1−p)/N)" in output
+
+    view = cli("view").output
+    assert "pass rate 55.56% ± 32.5" in view
+    assert re.search(r"55\.6% ± 32\.5\s*\|\s*5/4/0\s*\|\s*0\.556\s*\|\s*66\.7%\s*\|\s*33\.3%\s*\|\s*33\.3% \(1/3\)", view), view
+    shown = json.loads(cli("view", "--json").output)["columns"][0]
+    assert shown["passRateCi95"] == pytest.approx(col["passRateCi95"])
+    assert shown["stats"]["passAtK"] == pytest.approx(col["passAtK"])
+    assert shown["stats"]["flipRate"] == pytest.approx(1 / 3)
+
+
+def _drop_stored_stats(run_id: str) -> None:
+    """Make the run look like one still being written, or stored by an older factcli."""
+    from factcli.records import metrics_from_json, metrics_to_json
+
+    with Store.open() as store:
+        metrics = [metrics_from_json(c["metrics_json"]) for c in store.columns(run_id)]
+        for m in metrics:
+            m.stats = {}
+        store.set_column_metrics(run_id, [metrics_to_json(m) for m in metrics])
+
+
+def assert_same_stats(got: dict, want: dict) -> None:
+    assert set(got) == set(want)
+    for key, value in want.items():
+        if isinstance(value, dict):
+            assert got[key] == pytest.approx(value), key
+        elif isinstance(value, (int, float, list)) and not isinstance(value, bool):
+            assert got[key] == pytest.approx(value), key
+        else:
+            assert got[key] == value, key
+
+
+def test_view_computes_the_same_statistics_from_the_rows_when_none_are_stored(tmp_path):
+    _, doc = repeat_run(tmp_path)
+    stored = json.loads(cli("view", "--json").output)["columns"][0]["stats"]
+    _drop_stored_stats(latest_id())
+    from_rows = json.loads(cli("view", "--json").output)["columns"][0]["stats"]
+    assert_same_stats(from_rows, stored)
+
+    _, graded = graded_run(tmp_path)
+    stored = json.loads(cli("view", "--json").output)["columns"][0]["stats"]
+    _drop_stored_stats(latest_id())
+    from_rows = json.loads(cli("view", "--json").output)["columns"][0]["stats"]
+    assert_same_stats(from_rows, stored)
+    assert from_rows["scoreBinary"] is False and from_rows["scoreCi95Method"] == "bootstrap"
+    assert stored["scoreCi95"] == pytest.approx(graded["factcli"]["columns"][0]["scoreCi95"])
+
+
+def test_view_of_a_big_run_without_stored_statistics_says_when_they_appear(tmp_path, monkeypatch):
+    from factcli import viewer
+
+    repeat_run(tmp_path)
+    _drop_stored_stats(latest_id())
+    monkeypatch.setattr(viewer, "LIVE_STATS_MAX_ROWS", 5)
+    view = cli("view")
+    assert view.exit_code == 0 and "55.6% ± 32.5" in view.output  # from the counts, always
+    assert "are shown once it has finished" in view.output and "pass@3" not in view.output
+    assert json.loads(cli("view", "--json").output)["columns"][0]["stats"] is None
+
+
+GRADED = """
+prompts: ["{{s}}"]
+providers: [echo]
+tests:
+""" + "".join(f"  - vars: {{s: '{s}'}}\n    assert: [{{type: python, value: 'float(output)', threshold: 0.5}}]\n"
+              for s in (0.1, 0.35, 0.4, 0.55, 0.6, 0.7, 0.8, 0.9, 0.95, 0.25))
+
+
+def graded_run(tmp_path):
+    out = tmp_path / "g.json"
+    result = cli("eval", "-c", write(tmp_path / "g.yaml", GRADED), "--no-progress-bar", "--no-table", "-o", out)
+    assert result.exit_code == 100, result.output
+    return result.output, json.loads(out.read_text())
+
+
+def test_non_binary_scores_get_a_bootstrap_interval(tmp_path):
+    output, doc = graded_run(tmp_path)
+    col = doc["factcli"]["columns"][0]
+    scores = [0.1, 0.35, 0.4, 0.55, 0.6, 0.7, 0.8, 0.9, 0.95, 0.25]
+    expected = stats.bootstrap_mean(scores)
+    assert col["scoreBinary"] is False and col["scoreCi95Method"] == "bootstrap"
+    assert col["scoreMean"] == pytest.approx(np.mean(scores))
+    assert col["scoreCi95"] == pytest.approx([expected["low"], expected["high"]])
+    lo, hi = col["scoreCi95"]
+    assert f"0.560 [{lo:.2f}, {hi:.2f}]" in output and "score [95% CI]" in output
+    assert "percentile bootstrap, 2000 resamples" in output and "pass@" not in output
+    view = cli("view").output
+    assert f"0.560 [{lo:.2f}, {hi:.2f}]" in view and "mean score [95% CI]" in view
+
+
+def test_binary_single_column_summary_shows_only_the_pass_rate_interval(tmp_path):
+    cfg = write(tmp_path / "b.yaml", "prompts: ['{{w}}']\nproviders: [echo]\ntests:\n"
+                "  - vars: {w: a}\n    assert: [{type: equals, value: a}]\n"
+                "  - vars: {w: b}\n    assert: [{type: equals, value: a}]\n")
+    result = cli("eval", "-c", cfg, "--no-progress-bar", "--no-table")
+    assert "Pass rate: 50.00% ± 69.3 pts (95% CI)" in result.output
+    assert "pass@" not in result.output and "[95% CI]" not in result.output
+
+
+def diff_config(tests) -> str:
+    # the expected text comes from the environment, so it is not part of a test's key (vars)
+    return 'prompts: ["{{a}}"]\nproviders: [echo]\ntests:\n' + "".join(
+        f"  - vars: {{a: '{t}'}}\n    assert: [{{type: contains, value: '${{WANT}}'}}]\n" for t in tests)
+
+
+def diff_json(a: str, b: str) -> dict:
+    result = cli("diff", a, b, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)["columns"][0]
+
+
+def test_diff_says_whether_runs_differ_beyond_noise(tmp_path, monkeypatch):
+    cfg = write(tmp_path / "d.yaml", diff_config(f"x{i}" for i in range(40)))
+
+    def run(want: str) -> str:
+        monkeypatch.setenv("WANT", want)
+        cli("eval", "-c", cfg, "--no-progress-bar", "--no-table")
+        return latest_id()
+
+    all_pass = run("x")  # every output contains "x"
+    again = run("x")
+    few = run("x1")  # x1, x10..x19: 11 of 40 pass
+    d = diff_json(all_pass, again)["passRate"]
+    assert d["delta"] == 0 and d["verdict"] == "within noise" and d["method"] == "paired bootstrap"
+    d = diff_json(all_pass, few)["passRate"]
+    assert d["delta"] == pytest.approx(11 / 40 - 1) and d["beyondNoise"] and d["ci95"][1] < 0
+    assert d["method"] == "paired bootstrap"
+    out = cli("diff", all_pass, few).output
+    assert "-72.5 pts" in out and "beyond noise" in out and "Δ 95% CI" in out
+
+    # different tests in the two runs: resampled apart
+    write(tmp_path / "d.yaml", diff_config([f"x{i}" for i in range(40)] + ["no match"]))
+    other = run("x")
+    d = diff_json(all_pass, other)["passRate"]
+    assert d["method"] == "bootstrap" and d["delta"] == pytest.approx(40 / 41 - 1) and d["verdict"] == "within noise"
+    assert diff_json(all_pass, other)["meanScore"]["verdict"] == "within noise"
+
+
+def test_stats_survive_an_export_of_the_stored_run(tmp_path):
+    _, doc = repeat_run(tmp_path)
+    out = tmp_path / "export.json"
+    assert cli("export", "latest", "-o", out).exit_code == 0
+    col = json.loads(out.read_text())["factcli"]["columns"][0]
+    assert col["passAtK"] == pytest.approx(doc["factcli"]["columns"][0]["passAtK"])
+    assert col["passRateCi95"] == pytest.approx(doc["factcli"]["columns"][0]["passRateCi95"])
+
+
+def test_help_does_not_import_numpy():
+    import subprocess
+    import sys
+
+    code = "import sys; from factcli.cli import app; import factcli.stats, factcli.viewer, factcli.report; " \
+           "print('numpy' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
