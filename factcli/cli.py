@@ -239,6 +239,7 @@ def main() -> None:
 
 
 from factcli import cli_runs  # noqa: E402,F401  (registers view, list, show, diff, export, delete)
+from factcli import cli_calibrate  # noqa: E402,F401  (registers calibrate)
 
 if __name__ == "__main__":
     main()

@@ -14,6 +14,7 @@ from typing import Callable
 from factcli import templating
 from factcli.assertions import run_assertions
 from factcli.calls import Caller
+from factcli.errors import AbortRun
 from factcli.providers import Provider, RenderedPrompt
 from factcli.types import (FAILURE_ASSERT, FAILURE_ERROR, FAILURE_NONE, EvalResult, EvalStep,
                            GradingResult, ProviderResponse)
@@ -109,6 +110,8 @@ class Executor:
                 step.test, output=response.output, variables=step.vars, prompt=rendered.text,
                 response=response, provider=provider, grader=self.grader,
             )
+        except AbortRun:  # a grader rejected the credentials: the whole run stops (contract §2), as for providers
+            raise
         except Exception as exc:  # a handler rejected its input: promptfoo makes this an ERROR row
             message = str(exc) or type(exc).__name__
             grading = GradingResult(False, 0.0, message)

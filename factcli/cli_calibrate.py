@@ -1,0 +1,50 @@
+"""`factcli calibrate` (registered on factcli.cli.app). The work is in factcli.calibrate, imported
+inside the command so that `factcli --help` stays fast."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from factcli.cli import _fail, app
+
+
+@app.command("calibrate")
+def calibrate_cmd(
+    labels: Optional[Path] = typer.Argument(None, metavar="LABELS", help="Labeled items: .jsonl or .csv with "
+                                            "output, label (pass/fail, true/false, yes/no, 1/0) and optionally "
+                                            "id, question, reference, context. Default: the config's 'labels:'."),
+    config: Optional[Path] = typer.Option(None, "-c", "--config", help="YAML file with 'graders:' (assertions "
+                                          "to calibrate, each with an optional 'label') and optionally "
+                                          "'labels:' and 'description:'."),
+    assert_types: List[str] = typer.Option(None, "--assert", metavar="TYPE", help="Calibrate this assertion "
+                                           "type (repeatable); factuality when neither -c nor --assert is given."),
+    graders: List[str] = typer.Option(None, "--grader", metavar="PROVIDER", help="Run every configuration "
+                                      "without its own provider once with this grader (repeatable)."),
+    output: List[Path] = typer.Option(None, "-o", "--output", metavar="FILE.json",
+                                      help="Write the metrics as JSON (.json). Repeatable."),
+    max_concurrency: Optional[int] = typer.Option(None, "-j", "--max-concurrency", min=1,
+                                                  help="Grader calls in flight at once (default 4)."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write the response cache."),
+    no_progress_bar: bool = typer.Option(False, "--no-progress-bar", help="Do not show the progress bar."),
+    filter_first_n: Optional[int] = typer.Option(None, "--filter-first-n", min=0,
+                                                 help="Only the first N labeled items."),
+    description: Optional[str] = typer.Option(None, "--description", help="Describe this run."),
+    env_file: Optional[Path] = typer.Option(None, "--env-file", help="Load environment variables from a "
+                                            "dotenv file (variables already set win)."),
+    db: Optional[Path] = typer.Option(None, "--db", help="The run store (default: FACTCLI_HOME/factcli.db)."),
+    no_write: bool = typer.Option(False, "--no-write", help="Do not store this run."),
+) -> None:
+    """Measure grader configurations against human labels: macro-F1, accuracy, FPR, FNR, F1 of
+    each class, Cohen's kappa, the confusion matrix and FActScore's error rate, side by side."""
+    from factcli.calibrate import run_command
+    from factcli.errors import FactcliError
+
+    code = 1
+    try:
+        code = run_command(locals())
+    except FactcliError as exc:
+        _fail(str(exc), exc.exit_code)
+    raise typer.Exit(code)
