@@ -62,6 +62,24 @@ def test_bootstrap_of_a_few_valued_mean_covers_95_percent_of_the_time():
     assert 0.93 <= hits / trials <= 0.97
 
 
+def test_bootstrap_keeps_repeats_of_a_test_together():
+    """40 tests of different difficulty, each answered 3 times with small variation (true mean
+    0.5): resampling tests with their repeats covers 95%; treating the 120 rows as independent
+    would be far too narrow."""
+    rng = np.random.default_rng(8)
+    tests, repeats, trials = 40, 3, 300
+    hits = {"tests": 0, "rows": 0}
+    for _ in range(trials):
+        mu = 0.05 + 0.9 * rng.beta(2, 2, size=tests)
+        scores = mu[:, None] + rng.uniform(-0.05, 0.05, size=(tests, repeats))
+        by_test = stats.bootstrap_cluster_mean(scores.sum(axis=1), [repeats] * tests)
+        by_row = stats.bootstrap_mean(scores.ravel())
+        hits["tests"] += by_test["low"] <= 0.5 <= by_test["high"]
+        hits["rows"] += by_row["low"] <= 0.5 <= by_row["high"]
+    assert 0.92 <= hits["tests"] / trials <= 0.97
+    assert hits["rows"] / trials < 0.85
+
+
 def test_paired_and_unpaired_differences_cover_the_true_difference():
     """Tests of varying difficulty d ~ U(0.2, 0.9); run B passes each with d + 0.05, so the true
     difference is 0.05. Pairing removes the difficulty from the noise: close to 95% and narrower;
