@@ -152,7 +152,7 @@ def summary(run, console: Console) -> None:
         table = Table(title=None, show_edge=False, pad_edge=False)
         table.add_column("column")
         table.add_column("pass", justify="right")
-        table.add_column("pass rate", justify="right")
+        table.add_column("pass rate", justify="right", no_wrap=True)
         table.add_column("score" + (" [95% CI]" if nonbinary else ""), justify="right")
         if repeat > 1:
             for name in (f"pass@{repeat}", f"pass^{repeat}", "flip rate"):

@@ -415,7 +415,7 @@ def render_footer(console, summaries: list[dict], terminal: bool) -> None:
     repeat = max((st.get("repeat") or 1 for st in col_stats), default=1)
     table = Table(box=box.SIMPLE_HEAD if terminal else box.ASCII, title=None, expand=False)
     table.add_column("column", overflow="fold")
-    table.add_column("pass rate", justify="right")
+    table.add_column("pass rate", justify="right", no_wrap=True)
     table.add_column("pass/fail/error", justify="right")
     table.add_column("mean score" + (" [95% CI]" if nonbinary else ""), justify="right")
     if repeat > 1:
