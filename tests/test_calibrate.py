@@ -338,6 +338,17 @@ def test_shipped_truthfulqa_calibration_set():
     assert [g.assertion.type for g in p.graders] == ["factuality"] and p.graders[0].assertion.provider is None
 
 
+def test_offline_baselines_on_the_shipped_set(tmp_path):
+    out = tmp_path / "m.json"
+    result = calibrate("-c", CAL / "baseline.yaml", "-o", out, "--no-write")
+    assert result.exit_code == 0, result.output
+    rouge, lev = json.loads(out.read_text())["graders"]
+    assert rouge["confusion"] == {"tp": 41, "fn": 34, "fp": 30, "tn": 45}  # the figures in its README
+    assert round(rouge["macroF1"] * 100, 2) == 57.30 and round(rouge["kappa"], 3) == 0.147
+    assert round(rouge["errorRate"] * 100, 2) == 2.67 and rouge["bias"] < 0
+    assert lev["confusion"] == {"tp": 18, "fn": 57, "fp": 11, "tn": 64}
+
+
 def test_truthfulqa_set_rebuilds_from_the_source():
     data = ROOT.parent / "shared" / "data" / "truthfulqa"
     if not (data / "finetune_truth.jsonl").is_file():
