@@ -92,7 +92,8 @@ def prepare(suite: Suite, options: RunOptions) -> EvalRun:
     repeat = options.repeat or int(eo.get("repeat") or 1)
     cols, steps = expand(suite, repeat, pattern=options.filter_pattern, first_n=options.filter_first_n,
                          sample=options.filter_sample)
-    concurrency = options.max_concurrency or int(eo.get("maxConcurrency") or settings.DEFAULT_CONCURRENCY)
+    concurrency = (options.max_concurrency or _env_concurrency()
+                   or int(eo.get("maxConcurrency") or settings.DEFAULT_CONCURRENCY))
     delay = options.delay_ms if options.delay_ms is not None else float(eo.get("delay") or 0)
     if delay > 0:
         concurrency = 1  # promptfoo: a delay between calls implies one call at a time
@@ -291,11 +292,20 @@ def load(config, options: RunOptions | None = None) -> Suite:
     return load_suite(paths, options.vars)
 
 
+def _env_concurrency() -> int | None:
+    value = os.environ.get("FACTCLI_MAX_CONCURRENCY", "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        from factcli.errors import FactcliError
+
+        raise FactcliError(f"FACTCLI_MAX_CONCURRENCY: expected a whole number of at least 1, got {value!r}")
+    return int(value)
+
+
 def evaluate(config, **kwargs) -> EvalRun:
     """Python API: run an eval from a config path (or paths, or a dict) and return the EvalRun."""
     options = RunOptions(**kwargs)
-    if options.max_concurrency is None and os.environ.get("FACTCLI_MAX_CONCURRENCY"):
-        options.max_concurrency = int(os.environ["FACTCLI_MAX_CONCURRENCY"])
     run = prepare(load(config, options), options)
     asyncio.run(execute(run))
     return run

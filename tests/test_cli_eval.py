@@ -308,3 +308,17 @@ def test_transient_faults_are_retried(tmp_path, fake_openai, monkeypatch, fault)
     result = run("-c", cfg, "-o", out, "--no-cache")
     assert result.exit_code == 0, result.output
     assert json.loads(out.read_text())["factcli"]["retries"] == 1
+
+
+def test_max_concurrency_from_the_environment(tmp_path, monkeypatch):
+    cfg = write(tmp_path / "c.yaml", "prompts: ['hi {{x}}']\nproviders: [echo]\nevaluateOptions: {maxConcurrency: 2}\n"
+                "tests: [{vars: {x: 1}}]\n")
+    out = tmp_path / "r.json"
+    monkeypatch.setenv("FACTCLI_MAX_CONCURRENCY", "7")
+    assert CliRunner().invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "--no-progress-bar"]).exit_code == 0
+    assert json.loads(out.read_text())["runtimeOptions"]["maxConcurrency"] == 7
+    assert CliRunner().invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "-j", "3"]).exit_code == 0
+    assert json.loads(out.read_text())["runtimeOptions"]["maxConcurrency"] == 3
+    monkeypatch.setenv("FACTCLI_MAX_CONCURRENCY", "many")
+    result = CliRunner().invoke(app, ["eval", "-c", str(cfg)])
+    assert result.exit_code == 1 and "FACTCLI_MAX_CONCURRENCY: expected a whole number" in result.output
