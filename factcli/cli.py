@@ -221,8 +221,18 @@ def cache_clear() -> None:
 
 
 def _fail(message: str, code: int = 1) -> None:
-    typer.echo(f"error: {message}", err=True)
+    typer.echo(f"error: {one_line(message)}", err=True)
     raise typer.Exit(code)
+
+
+def one_line(message: str, limit: int = 1000) -> str:
+    """An error is one readable line even when it quotes a value from the input: control
+    characters (newlines included) are escaped and a huge value is cut in the middle."""
+    if not message.isprintable():
+        message = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+    if len(message) > limit:
+        message = f"{message[:limit * 2 // 3]} [... {len(message) - limit} characters ...] {message[-limit // 3:]}"
+    return message
 
 
 def main() -> None:

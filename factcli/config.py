@@ -111,8 +111,9 @@ def _as_list(value: Any) -> list:
 
 def read_config_file(path: Path) -> dict:
     name = str(path)
-    if not path.is_file():
-        raise ConfigError("config file not found" + ("" if path.parent.exists() else " (its folder does not exist)"), name)
+    if not sources.is_file(path):
+        raise ConfigError("config file not found" + ("" if sources.exists(path.parent) else " (its folder does not exist)"),
+                          name)
     data = sources.load_structured(path)
     if data is None:
         data = {}
@@ -187,6 +188,9 @@ def build_suite(cfg: dict, path: Path | None, cli_vars: dict | None = None, part
 
     templates = cfg.get("assertionTemplates") or {}
     _expect(isinstance(templates, dict), "expected a mapping of name -> assertion", file, "assertionTemplates")
+    for name, template in templates.items():
+        _expect(isinstance(template, dict), f"expected an assertion mapping, got {type(template).__name__}", file,
+                f"assertionTemplates.{name}")
     ctx = _Ctx(file, base, templates)
 
     provider_key = "targets" if "targets" in cfg and "providers" not in cfg else "providers"
@@ -222,10 +226,12 @@ def build_suite(cfg: dict, path: Path | None, cli_vars: dict | None = None, part
         _expect(isinstance(d.get("name"), str) and d["name"], "a derived metric needs a name", file, where + ".name")
         _expect(isinstance(d.get("value"), str) and d["value"], "a derived metric needs a value expression",
                 file, where + ".value")
+        _check_expression(d["value"], file, where + ".value")
 
     options = cfg.get("evaluateOptions") or {}
     _expect(isinstance(options, dict), "expected a mapping", file, "evaluateOptions")
     _check_keys(options, EVAL_OPTION_KEYS, file, "evaluateOptions")
+    _check_evaluate_options(options, file)
 
     output_path = _as_list(cfg.get("outputPath"))
     metadata = cfg.get("metadata") or {}
@@ -244,6 +250,31 @@ def build_suite(cfg: dict, path: Path | None, cli_vars: dict | None = None, part
         config_files=[file],
         warnings=warnings,
     )
+
+
+def _check_expression(expr: str, file: str, where: str) -> None:
+    """A derived metric that cannot parse is refused now, not after every row has run."""
+    from factcli.metrics import compile_expression
+
+    try:
+        compile_expression(expr)
+    except (ValueError, RecursionError, MemoryError) as exc:  # DerivedMetricError is a ValueError
+        message = str(exc) if type(exc).__name__ == "DerivedMetricError" else f"invalid expression: {exc}"
+        raise ConfigError(message.splitlines()[0] if message else "invalid expression", file, where) from None
+
+
+def _check_evaluate_options(options: dict, file: str) -> None:
+    """The runner turns these into ints and floats; a wrong type is a config error, not a crash later."""
+    for key in ("maxConcurrency", "repeat"):
+        value = options.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ConfigError(f"expected a whole number of at least 1, got {value!r}", file, f"evaluateOptions.{key}")
+    for key in ("delay", "timeoutMs", "maxEvalTimeMs"):
+        value = options.get(key)
+        if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool)
+                                      and 0 <= value < float("inf")):
+            raise ConfigError(f"expected a number of milliseconds (0 or more), got {value!r}", file,
+                              f"evaluateOptions.{key}")
 
 
 @dataclass

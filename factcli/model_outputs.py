@@ -30,9 +30,11 @@ def suite_from_outputs(assertions_path: Path, outputs_path: Path, cli_vars: dict
     if not outputs_path.is_file():
         raise ConfigError("model outputs file not found", ofile)
     try:
-        outputs = json.loads(sources.read_text(outputs_path, ofile, ""))
+        outputs = sources.check_depth(json.loads(sources.read_text(outputs_path, ofile, "")), ofile)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"invalid JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}", ofile) from None
+    except RecursionError:
+        raise ConfigError("invalid JSON: nested too deeply", ofile) from None
     if not isinstance(outputs, list):
         raise ConfigError("expected a JSON list of outputs (strings or {output, tags})", ofile)
     tests = []

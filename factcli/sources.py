@@ -31,14 +31,32 @@ def ref_path(ref: str, base: Path) -> tuple[Path, str | None]:
     return (p if p.is_absolute() else base / p), func
 
 
+def exists(path: Path) -> bool:
+    """Path.exists, but a name the OS cannot even look up (too long, ...) just does not exist."""
+    try:
+        return path.exists()
+    except OSError:
+        return False
+
+
+def is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
 def expand_glob(path: Path, file: str, key: str) -> list[Path]:
     if any(ch in str(path) for ch in "*?["):
         matches = sorted(Path(p) for p in glob.glob(str(path), recursive=True))
         if not matches:
             raise ConfigError(f"no files match '{path}'", file, key)
         return matches
-    if not path.exists():
+    if not exists(path):
         raise ConfigError(f"file not found: {path}", file, key)
+    if path.is_dir():
+        raise ConfigError(f"{path} is a folder, not a file (for every file in it, use a glob such as "
+                          f"file://{path}/*.yaml)", file, key)
     return [path]
 
 
@@ -47,8 +65,18 @@ def read_text(path: Path, file: str, key: str) -> str:
         return path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise ConfigError(f"file not found: {path}", file, key) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read {path}: {exc}", file, key) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{_which(path, file)}not UTF-8 text (byte {exc.start})", file, key) from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path} is a folder, not a file", file, key) from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
+        raise ConfigError(f"{_which(path, file)}cannot read: {getattr(exc, 'strerror', None) or exc}", file,
+                          key) from None
+
+
+def _which(path: Path, file: str) -> str:
+    """Name the file read, unless the message already starts with it."""
+    return "" if str(path) == file else f"{path}: "
 
 
 class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml when present: ~10x faster
@@ -70,15 +98,42 @@ def _no_duplicates(loader, node, deep=False):
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates)
 
 
+MAX_DEPTH = 100
+
+
+def check_depth(data: Any, file: str) -> Any:
+    """Refuse absurdly nested data (or a YAML alias that contains itself) up front: everything
+    after loading walks it recursively and would die with a RecursionError."""
+
+    def walk(value: Any, room: int) -> None:
+        if room == 0:
+            raise ConfigError(f"nested more than {MAX_DEPTH} levels deep (or a YAML alias refers to itself)", file)
+        for v in (value.values() if type(value) is dict else value):
+            if type(v) is dict or type(v) is list:
+                walk(v, room - 1)
+
+    if type(data) is dict or type(data) is list:
+        walk(data, MAX_DEPTH)
+    return data
+
+
 def parse_yaml(text: str, file: str) -> Any:
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)
+        return check_depth(yaml.load(text, Loader=_UniqueKeyLoader), file)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         raise ConfigError(f"invalid YAML: {where}{exc.problem or exc.context}", file) from None
+    except yaml.reader.ReaderError as exc:  # its str() spans two lines
+        line = text.count("\n", 0, exc.position) + 1
+        column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        code = ord(exc.character) if isinstance(exc.character, str) else exc.character
+        raise ConfigError(f"invalid YAML: line {line}, column {column}: {exc.reason} (character #x{code:04x})",
+                          file) from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"invalid YAML: {exc}", file) from None
+        raise ConfigError("invalid YAML: " + " ".join(str(exc).split()), file) from None
+    except RecursionError:
+        raise ConfigError("invalid YAML: nested too deeply", file) from None
 
 
 def load_structured(path: Path, file: str | None = None) -> Any:
@@ -88,17 +143,21 @@ def load_structured(path: Path, file: str | None = None) -> Any:
     suffix = path.suffix.lower()
     if suffix == ".json":
         try:
-            return json.loads(text)
+            return check_depth(json.loads(text), name)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"invalid JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}", name) from None
+        except RecursionError:
+            raise ConfigError("invalid JSON: nested too deeply", name) from None
     if suffix == ".jsonl":
         rows = []
         for n, line in enumerate(text.splitlines(), 1):
             if line.strip():
                 try:
-                    rows.append(json.loads(line))
+                    rows.append(check_depth(json.loads(line), name))
                 except json.JSONDecodeError as exc:
                     raise ConfigError(f"invalid JSON: {exc.msg}", name, f"line {n}") from None
+                except RecursionError:
+                    raise ConfigError("invalid JSON: nested too deeply", name, f"line {n}") from None
         return rows
     return parse_yaml(text, name)
 
@@ -128,7 +187,7 @@ def load_var_file(ref: str, base: Path, file: str, key: str) -> Any:
     if suffix in (".py", ".js", ".cjs", ".mjs", ".ts"):
         raise ConfigError(f"script-valued vars ('{ref}') are not supported; load the value from a text, JSON or YAML file",
                           file, key)
-    if not path.exists():
+    if not exists(path):
         raise ConfigError(f"file not found: {path}", file, key)
     if suffix in (".json", ".yaml", ".yml"):
         data = load_structured(path)

@@ -50,7 +50,9 @@ def check_transform(spec: Any, file: str, where: str, base_dir: Path) -> str | N
         if suffix not in (".py",) + JS_SUFFIXES:
             raise ConfigError(f"a transform file must be .py or .js (file://x.py:fn, file://x.js:fn), got {spec!r}",
                               file, where)
-        if not path.is_file():
+        from factcli.sources import is_file
+
+        if not is_file(path):
             raise ConfigError(f"transform file not found: {path}", file, where)
         if suffix in JS_SUFFIXES:
             _need_node(file, where)

@@ -249,6 +249,7 @@ class FakeOpenAI:
         self._rules: list[tuple[re.Pattern, Reply, str | None]] = []
         self._queue: collections.deque = collections.deque()
         self._log: collections.deque = collections.deque(maxlen=MAX_LOG)
+        self._faults: collections.deque = collections.deque(maxlen=MAX_LOG)
         self._request_count = 0
         self._models: dict[str, None] = dict.fromkeys(models)
         self._fault_rate = 0.0
@@ -367,6 +368,7 @@ class FakeOpenAI:
         with self._lock:
             self._queue.clear()
             self._log.clear()
+            self._faults.clear()
             self._request_count = 0
             self._nodelay.clear()
 
@@ -378,6 +380,14 @@ class FakeOpenAI:
         (``json`` is None when the body is empty or not JSON).  Keeps the last MAX_LOG."""
         with self._lock:
             return list(self._log)
+
+    @property
+    def faults_served(self) -> list[dict]:
+        """Faults answered so far (queued or drawn by the fault rate), oldest first:
+        ``{"kind", "status", "json"}`` with the request body, so a test can tell which
+        prompt each fault hit.  Cleared by :meth:`reset`."""
+        with self._lock:
+            return list(self._faults)
 
     @property
     def request_count(self) -> int:
@@ -617,6 +627,8 @@ class FakeOpenAI:
                 self._models.setdefault(model, None)
         item = self._next_item()
         if isinstance(item, Fault):
+            with self._lock:
+                self._faults.append({"kind": item.kind, "status": item.status, "json": body})
             response = await self._apply_fault(request, item)
             return body, None, response
         return body, item, None

@@ -56,7 +56,9 @@ def _resolve_file(ref: str, base: Path, file: str, where: str, kinds: tuple[str,
         raise ConfigError(f"TypeScript files are not supported for {what} ({path.name}); compile it to .js", file, where)
     if suffix not in allowed:
         raise ConfigError(f"{what} must be a {' or '.join(allowed)} file, got {path.name}", file, where)
-    if not path.is_file():
+    from factcli.sources import is_file
+
+    if not is_file(path):
         raise ConfigError(f"file not found: {path}", file, where)
     return f"file://{path.resolve()}" + (f":{func}" if func else "")
 
