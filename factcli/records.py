@@ -222,7 +222,9 @@ def load_run(store: Store, run_row: dict):
                   concurrency=options.get("concurrency") or 4, repeat=options.get("repeat") or 1,
                   cache=options.get("cache", True), graders=loads(run_row.get("graders_json"), []) or [])
     if metrics is not stored:
-        import factcli.assertions  # noqa: F401  (registers the method reports)
+        from factcli.assertions import load_all
+
+        load_all()  # registers the method reports
         from factcli import method_reports
 
         method_reports.fill(run)

@@ -51,3 +51,28 @@ def test_scrubber_dumps_still_redacts(monkeypatch):
     out = scrub.dumps({"a": "sk-env-abcdef0123", "b": "literal-key-123456", "apiKey": "zzzzzzzz", "s": math.nan})
     assert "sk-env-abcdef0123" not in out and "literal-key-123456" not in out and "zzzzzzzz" not in out
     assert json.loads(out)["s"] is None
+
+
+def test_family_map_names_the_module_that_registers_each_type():
+    from factcli.assertions import core
+
+    core.load_all()
+    for name, family in core._FAMILY_OF.items():
+        t = core._REGISTRY.get(core._ALIASES.get(name, name))
+        assert t is not None, name
+        assert t.handler.__module__ == f"factcli.assertions.{family}", name
+    assert set(core.FAMILIES) >= set(core._FAMILY_OF.values())
+
+
+def test_a_run_imports_only_the_assertion_families_it_uses():
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom factcli.assertions import lookup\n"
+            "assert lookup('not-icontains').name == 'icontains'\n"
+            "print(sorted(m for m in sys.modules if m.startswith('factcli.assertions.')))\n"
+            "assert lookup('no-such-type') is None\n"
+            "print('factcli.assertions.structured' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == "['factcli.assertions.core', 'factcli.assertions.text']"
+    assert out[1] == "True"  # an unknown name loads every family before giving up

@@ -64,12 +64,60 @@ def assertion(name: str, *aliases: str, default_threshold: float | None = None,
     return register
 
 
+# Which module registers which type, so that a run imports only the families it uses: importing
+# all of them (numpy, jsonschema, sqlglot, html5lib, nltk, ...) was ~0.3 s of every start-up.
+# Only a shortcut: a type missing here is found by importing every family (load_all).
+FAMILIES = ("text", "structured", "similarity", "operational", "graded", "scripts", "rag", "factual_correctness",
+            "factscore", "facts_grounding")
+_FAMILY_OF = {
+    **dict.fromkeys(("contains", "contains-all", "contains-any", "equals", "icontains", "icontains-all",
+                     "icontains-any", "regex", "starts-with"), "text"),
+    **dict.fromkeys(("contains-html", "contains-json", "contains-sql", "contains-xml", "is-html", "is-json", "is-sql",
+                     "is-valid-function-call", "is-valid-openai-function-call", "is-valid-openai-tools-call",
+                     "is-xml"), "structured"),
+    **dict.fromkeys(("bleu", "gleu", "levenshtein", "meteor", "rouge-n", "word-count"), "similarity"),
+    **dict.fromkeys(("cost", "finish-reason", "is-refusal", "latency", "perplexity", "perplexity-score", "webhook"),
+                    "operational"),
+    **dict.fromkeys(("factuality", "g-eval", "llm-rubric", "max-score", "model-graded-closedqa",
+                     "model-graded-factuality", "select-best", "similar", "similar:cosine", "similar:dot",
+                     "similar:euclidean"), "graded"),
+    **dict.fromkeys(("javascript", "python"), "scripts"),
+    **dict.fromkeys(("answer-relevance", "context-faithfulness", "context-recall", "context-relevance",
+                     "conversation-relevance"), "rag"),
+    "factual-correctness": "factual_correctness", "factscore": "factscore", "facts-grounding": "facts_grounding",
+}
+_all_loaded = False
+
+
+def load_all() -> None:
+    """Import every built-in family (registering its types and method reports)."""
+    global _all_loaded
+    if not _all_loaded:
+        import importlib
+
+        for family in FAMILIES:
+            importlib.import_module(f"factcli.assertions.{family}")
+        _all_loaded = True
+
+
 def lookup(type_name: str) -> AssertionType | None:
     base = type_name[4:] if type_name.startswith("not-") else type_name
-    return _REGISTRY.get(_ALIASES.get(base, base))
+    found = _REGISTRY.get(_ALIASES.get(base, base))
+    if found is None and not _all_loaded:
+        family = _FAMILY_OF.get(base)
+        if family is not None:
+            import importlib
+
+            importlib.import_module(f"factcli.assertions.{family}")
+            found = _REGISTRY.get(_ALIASES.get(base, base))
+        if found is None:
+            load_all()
+            found = _REGISTRY.get(_ALIASES.get(base, base))
+    return found
 
 
 def known_types() -> list[str]:
+    load_all()
     return sorted(set(_REGISTRY) | set(_ALIASES))
 
 
