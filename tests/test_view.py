@@ -315,16 +315,16 @@ def make_big_run(db: Path, tests: int, columns: int) -> str:
     return run_id
 
 
-def test_first_screen_of_a_100k_row_run_is_fast(tmp_path):
+def test_first_screen_of_a_100k_row_run(tmp_path):
+    """Correctness only; how fast this is lives in benchmarks/view.py."""
     db = tmp_path / "big.db"
     make_big_run(db, tests=25_000, columns=4)  # 100,000 rows
-    for args in ([], ["--failures"], ["--filter", "question 24999"], ["--page", "400"]):
-        start = time.perf_counter()
+    for args, shown in (([], "test number 0"), (["--failures"], "test number 0"),
+                        (["--filter", "question 24999"], "test number 24999"), (["--page", "400"], "test number 19950")):
         result = cli("view", "--db", db, *args, env={"COLUMNS": "160"})
-        elapsed = time.perf_counter() - start
         assert result.exit_code == 0, result.output
-        assert elapsed < 1.0, (args, elapsed)
-    assert "Rows: 100000/100000" in result.output
+        assert "Rows: 100000/100000" in result.output, args
+        assert shown in result.output, (args, result.output[-2000:])
 
 
 def test_readme_documents_every_new_command_and_option():

@@ -1,0 +1,43 @@
+"""Memory: peak RSS of `factcli eval` over N echo rows (three assertions each, stored), read from
+the process's own rusage (ru_maxrss). Target: 100,000 rows under 300 MB.
+
+    python benchmarks/memory.py --n 100000 --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import echo_config, factcli, median, run  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, nargs="+", default=[100_000])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--src", help="run the factcli of this source tree (default: this checkout)")
+    args = ap.parse_args()
+    base = run([sys.executable, "-c", "import factcli.cli"], src=args.src)
+    print(f"python importing factcli.cli: {base.rss_mb:.0f} MB")
+    print("| rows | peak RSS MB (median) | all runs | wall s (median) | config file MB |")
+    print("|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in args.n:
+            cfg = echo_config(Path(tmp) / f"echo{n}.yaml", n)
+            rss, walls = [], []
+            for i in range(args.repeats):
+                m = factcli(["eval", "-c", cfg, "--no-table", "--no-progress-bar"], Path(tmp) / f"home-{n}-{i}",
+                            src=args.src)
+                assert f"{n}/{n} rows" in m.stdout, m.stdout[-800:]
+                rss.append(m.rss_mb)
+                walls.append(m.wall)
+            print(f"| {n} | {median(rss):.0f} | {', '.join(f'{r:.0f}' for r in rss)} | {median(walls):.1f} | "
+                  f"{cfg.stat().st_size / 1e6:.1f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
