@@ -191,6 +191,8 @@ def build_suite(cfg: dict, path: Path | None, cli_vars: dict | None = None, part
     for name, template in templates.items():
         _expect(isinstance(template, dict), f"expected an assertion mapping, got {type(template).__name__}", file,
                 f"assertionTemplates.{name}")
+        # only the keys: a template may leave `value` to the assertions that use it
+        _check_keys(template, ASSERT_KEYS - {"$ref"}, file, f"assertionTemplates.{name}")
     ctx = _Ctx(file, base, templates)
 
     provider_key = "targets" if "targets" in cfg and "providers" not in cfg else "providers"
@@ -633,10 +635,22 @@ def _scenario_tests(value: Any, ctx: _Ctx) -> list[tuple[dict, _Ctx, str]]:
         for j, base_cfg in enumerate(configs):
             _expect(isinstance(base_cfg, dict), "expected a mapping", ctx.file, f"{where}.config[{j}]")
             for t, c, w in tests:
-                merged = {**base_cfg, **t}
-                merged["vars"] = {**(base_cfg.get("vars") or {}), **(t.get("vars") or {})}
-                merged["assert"] = list(base_cfg.get("assert") or []) + list(t.get("assert") or [])
-                merged["options"] = {**(base_cfg.get("options") or {}), **(t.get("options") or {})}
+                _expect(isinstance(t, dict), f"expected a test mapping, got {type(t).__name__}", c.file, w)
+                vars_, asserts, options = {}, [], {}
+                # checked here, since merging is the first thing to touch them
+                for part, pc, pw in ((base_cfg, ctx, f"{where}.config[{j}]"), (t, c, w)):
+                    v = part.get("vars") or {}
+                    if sources.is_file_ref(v):
+                        v = sources.load_structured(sources.ref_path(v, pc.base)[0], pc.file)
+                    _expect(isinstance(v, dict), "expected a mapping of variables", pc.file, pw + ".vars")
+                    a = part.get("assert") or []
+                    _expect(isinstance(a, list), "expected a list of assertions", pc.file, pw + ".assert")
+                    o = part.get("options") or {}
+                    _expect(isinstance(o, dict), "expected a mapping", pc.file, pw + ".options")
+                    vars_.update(v)
+                    asserts += a
+                    options.update(o)
+                merged = {**base_cfg, **t, "vars": vars_, "assert": asserts, "options": options}
                 merged = {k: v for k, v in merged.items() if v not in ({}, []) or k == "vars"}
                 out.append((merged, c, w))
     return out

@@ -303,9 +303,11 @@ def csv_files(draw):
     buf = io.StringIO()
     writer = csv.writer(buf, quoting=draw(st.sampled_from([csv.QUOTE_MINIMAL, csv.QUOTE_ALL, csv.QUOTE_NONE])),
                         escapechar="\\")
-    writer.writerow(header)
-    for row in rows:
-        writer.writerow(row)
+    for row in [header, *rows]:
+        try:
+            writer.writerow(row)
+        except csv.Error:  # QUOTE_NONE cannot write some rows: write them raw, broken as they are
+            buf.write(",".join(row) + "\n")
     text = buf.getvalue()
     if draw(st.booleans()):  # raw damage: stray quotes, NULs, cut in half
         pos = draw(st.integers(0, len(text)))
@@ -372,3 +374,53 @@ def test_model_outputs_files(outputs, asserts, names):
     with tmp:
         a, o = root / names[0], root / names[1]
         check(run_eval("--assertions", a, "--model-outputs", o), [root])
+
+
+@pytest.mark.parametrize("mutation, needle", [
+    ((("scenarios", 0, "config", 0, "vars"), True), "scenarios[0].config[0].vars: expected a mapping"),
+    ((("scenarios", 0, "tests", 0, "assert"), "x"), "scenarios[0].tests[0].assert: expected a list"),
+    ((("scenarios", 0, "tests", 0), 5), "scenarios[0].tests[0]: expected a test mapping"),
+    ((("assertionTemplates", "hi"), {"type": "contains", "": 1}), "assertionTemplates.hi.: unknown key ''"),
+    ((("assertionTemplates", "hi"), None), "assertionTemplates.hi: expected an assertion mapping"),
+    ((("derivedMetrics", 0, "value"), ":"), "derivedMetrics[0].value: invalid expression"),
+    ((("evaluateOptions", "maxConcurrency"), "abc"), "evaluateOptions.maxConcurrency"),
+    ((("prompts", 1), "file://sub"), "prompts[1]: "),
+])
+def test_found_by_the_fuzzer(mutation, needle):
+    """Cases the fuzzer once turned into tracebacks or unclear lines, kept as plain regressions."""
+    (path, value) = mutation
+    tmp, root = workdir({"c.yaml": dump(mutate(copy.deepcopy(BASE), path, "replace", value))})
+    with tmp:
+        line = check(run_eval("-c", root / "c.yaml"), [root / "c.yaml"])
+        assert line is not None and needle in line, line
+
+
+def test_several_config_files_with_one_broken(tmp_path):
+    """-c a.yaml -c b.yaml: the error names the file that is wrong, not the first one."""
+    good = tmp_path / "a.yaml"
+    good.write_text(dump({"prompts": ["p {{word}}"], "providers": ["echo"]}), encoding="utf-8")
+    for bad_cfg, needle in [({"tests": [{"vars": True}]}, "tests[0].vars"), ({"tests": "nope"}, "tests"),
+                            ({"evaluateOptions": {"repeat": 0}}, "evaluateOptions.repeat"),
+                            ({"prompts": [{"raw": 3}]}, "prompts[0].raw")]:
+        bad = tmp_path / "b.yaml"
+        bad.write_text(dump(bad_cfg), encoding="utf-8")
+        line = check(run_eval("-c", good, "-c", bad), [bad])
+        assert line is not None and needle in line, line
+
+
+SPLIT_A = ("description", "prompts", "providers", "evaluateOptions")
+
+
+@fuzz(25)
+@given(path=st.sampled_from(BASE_PATHS), op=st.sampled_from(["replace", "delete", "unknown-key"]), value=junk,
+       as_json=st.booleans())
+def test_mutated_config_split_over_two_files(path, op, value, as_json):
+    """The base config split over two -c files (merged in order), one of them mutated."""
+    cfg = mutate(copy.deepcopy(BASE), path, op, value)
+    a = {k: v for k, v in cfg.items() if k in SPLIT_A}
+    b = {k: v for k, v in cfg.items() if k not in SPLIT_A}
+    text_b = json.dumps(b, allow_nan=True) if as_json else dump(b)
+    name_b = "b.json" if as_json else "b.yaml"
+    tmp, root = workdir({"a.yaml": dump(a), name_b: text_b})
+    with tmp:
+        check(run_eval("-c", root / "a.yaml", "-c", root / name_b), [root])
