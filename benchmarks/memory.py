@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import echo_config, factcli, median, run  # noqa: E402
+from common import echo_config, factcli, median, run, warm_home  # noqa: E402
 
 
 def main() -> None:
@@ -30,8 +30,8 @@ def main() -> None:
             cfg = echo_config(Path(tmp) / f"echo{n}.yaml", n)
             rss, walls = [], []
             for i in range(args.repeats):
-                m = factcli(["eval", "-c", cfg, "--no-table", "--no-progress-bar"], Path(tmp) / f"home-{n}-{i}",
-                            src=args.src)
+                m = factcli(["eval", "-c", cfg, "--no-table", "--no-progress-bar"],
+                            warm_home(Path(tmp) / f"home-{n}-{i}", args.src), src=args.src)
                 assert f"{n}/{n} rows" in m.stdout, m.stdout[-800:]
                 rss.append(m.rss_mb)
                 walls.append(m.wall)

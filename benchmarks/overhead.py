@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import echo_config, factcli, median, spread  # noqa: E402
+from common import echo_config, factcli, median, spread, warm_home  # noqa: E402
 
 
 def main() -> None:
@@ -42,7 +42,7 @@ def main() -> None:
         cpus: dict = {s: [] for s in srcs}
         for i in range(args.repeats):
             for j, src in enumerate(srcs):
-                m = factcli(cmd, Path(tmp) / f"home{i}-{j}", src=src)  # a fresh database each time
+                m = factcli(cmd, warm_home(Path(tmp) / f"home{j}", src), src=src)
                 assert m.returncode == 0 and f"{args.n}/{args.n} rows" in m.stdout, m.stdout[-500:]
                 walls[src].append(m.wall)
                 cpus[src].append(m.cpu)

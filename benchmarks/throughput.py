@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import FakeServer, factcli, median, openai_config, run, spread  # noqa: E402
+from common import FakeServer, factcli, median, openai_config, run, spread, warm_home  # noqa: E402
 
 FLOOR = """
 import asyncio, sys, time
@@ -63,7 +63,7 @@ def main() -> None:
                     floors.append(f.wall)
                     fcpu.append(f.cpu)
                     m = factcli(["eval", "-c", cfg, "-j", j, "--no-cache", "--no-table", "--no-progress-bar"],
-                                Path(tmp) / f"home-{n}-{j}-{i}", src=args.src)
+                                warm_home(Path(tmp) / "home", args.src), src=args.src)
                     assert f"{n}/{n} rows" in m.stdout and "Errors: 0" in m.stdout, m.stdout[-1000:]
                     walls.append(m.wall)
                     cpus.append(m.cpu)
