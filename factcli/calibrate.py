@@ -588,8 +588,6 @@ def _session_class():
 
 def run_command(args: dict) -> int:
     """`factcli calibrate`, from parsed arguments to exit code (contract §2)."""
-    import asyncio
-
     from factcli import report as reporting
     from factcli import runner, settings
     from factcli.grading import GraderSource
@@ -620,21 +618,9 @@ def run_command(args: dict) -> int:
     run = runner.prepare(suite, options)
     session.begin(run)
     assign_variants(run, variants)  # after begin: the stored options record the suite's tests
-    for message in run.warnings:
-        reporting.stderr_console().print(f"[yellow]warning:[/] {message}")
-    progress = reporting.Progress(run.total_steps, enabled=not args.get("no_progress_bar"))
-    interrupted = False
-    try:
-        asyncio.run(runner.execute(run, on_result=session.recorder(progress.advance), warn=progress.warn))
-    except KeyboardInterrupt:
-        interrupted = True
-        run.status = runner.STATUS_INTERRUPTED
-    except BaseException as exc:
-        session.finish(run, exc)
-        raise
-    finally:
-        progress.stop()
-    session.finish(run)
+    from factcli.session import drive
+
+    interrupted = drive(session, run, progress_bar=not args.get("no_progress_bar"))
     rep = report(run, items, p.graders)
     from factcli.viewer import console_for_stdout
 

@@ -89,8 +89,6 @@ def eval_cmd(
 
 
 def _run_eval(args: dict) -> int:
-    import asyncio
-
     from factcli import report, runner, settings
     from factcli.errors import FactcliError
 
@@ -143,21 +141,9 @@ def _run_eval(args: dict) -> int:
     session.filter_suite(suite)
     run = runner.prepare(suite, options)
     session.begin(run)
-    for message in run.warnings:
-        report.stderr_console().print(f"[yellow]warning:[/] {message}")
-    progress = report.Progress(run.total_steps, enabled=not args["no_progress_bar"])
-    interrupted = False
-    try:
-        asyncio.run(runner.execute(run, on_result=session.recorder(progress.advance), warn=progress.warn))
-    except KeyboardInterrupt:
-        interrupted = True
-        run.status = runner.STATUS_INTERRUPTED
-    except BaseException as exc:
-        session.finish(run, exc)
-        raise
-    finally:
-        progress.stop()
-    session.finish(run)
+    from factcli.session import drive
+
+    interrupted = drive(session, run, progress_bar=not args["no_progress_bar"])
     from rich.console import Console
 
     console = Console(highlight=False)

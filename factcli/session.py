@@ -397,3 +397,28 @@ class EvalSession:
         }, commit=False)
         store.set_column_metrics(run_id, [metrics_to_json(m) for m in run.metrics], commit=False)
         store.commit()
+
+
+def drive(session: "EvalSession", run, *, progress_bar: bool) -> bool:
+    """Execute a prepared run with a progress bar, storing rows as they finish and the run at the
+    end (also when it fails). Returns True when Ctrl-C stopped it: finished rows are kept."""
+    import asyncio
+
+    from factcli import report, runner
+
+    for message in run.warnings:
+        report.stderr_console().print(f"[yellow]warning:[/] {message}")
+    progress = report.Progress(run.total_steps, enabled=progress_bar)
+    interrupted = False
+    try:
+        asyncio.run(runner.execute(run, on_result=session.recorder(progress.advance), warn=progress.warn))
+    except KeyboardInterrupt:
+        interrupted = True
+        run.status = runner.STATUS_INTERRUPTED
+    except BaseException as exc:
+        session.finish(run, exc)
+        raise
+    finally:
+        progress.stop()
+    session.finish(run)
+    return interrupted

@@ -94,7 +94,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
