@@ -64,6 +64,11 @@ def _cell_text(value, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _one_line(value, limit: int) -> str:
+    """A prompt label for a summary line: its whitespace (newlines too) collapsed, then cut."""
+    return _cell_text(" ".join(str(value).split()), limit)
+
+
 def results_table(run, console: Console) -> None:
     rows = run.sorted_rows()
     if not rows:
@@ -142,10 +147,10 @@ def summary(run, console: Console) -> None:
     for col, m in zip(run.columns, run.metrics):
         if m.categories:
             dist = "  ".join(f"{k}:{m.categories[k]}" for k in sorted(m.categories))
-            console.print(escape(f"Factuality categories [{col.provider.display}] {_cell_text(col.prompt.label, 30)}: ")
+            console.print(escape(f"Factuality categories [{col.provider.display}] {_one_line(col.prompt.label, 30)}: ")
                           + dist)
         for report in m.methods.values():
-            console.print(escape(f"[{col.provider.display}] {_cell_text(col.prompt.label, 30)}: {report['line']}"))
+            console.print(escape(f"[{col.provider.display}] {_one_line(col.prompt.label, 30)}: {report['line']}"))
     nonbinary = any(m.stats.get("scoreBinary") is False for m in run.metrics)
     repeat = max((m.stats.get("repeat") or 1 for m in run.metrics), default=1)
     if len(run.columns) > 1 or any(m.named_scores for m in run.metrics) or nonbinary or repeat > 1:
@@ -168,7 +173,7 @@ def summary(run, console: Console) -> None:
             score = f"{(m.score / n if n else 0):.3f}"
             if st.get("scoreBinary") is False:
                 score += " " + stats.fmt_interval(st.get("scoreCi95"), 2)
-            cells = [escape(f"[{col.provider.display}] {_cell_text(col.prompt.label, 30)}"),
+            cells = [escape(f"[{col.provider.display}] {_one_line(col.prompt.label, 30)}"),
                      f"{m.test_pass}/{n}", stats.fmt_rate(st.get("passRate"), st.get("passRateMargin")), score]
             if repeat > 1:
                 cells += stats.repeat_cells(st, repeat)
