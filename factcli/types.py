@@ -9,7 +9,7 @@ from typing import Any
 FAILURE_NONE, FAILURE_ASSERT, FAILURE_ERROR = 0, 1, 2
 
 
-@dataclass
+@dataclass(slots=True)
 class Prompt:
     raw: str  # the template text as written (for chat prompts: the JSON text of the messages)
     label: str
@@ -17,7 +17,7 @@ class Prompt:
     id: str = ""
 
 
-@dataclass
+@dataclass(slots=True)
 class ProviderSpec:
     id: str
     label: str | None = None
@@ -31,7 +31,7 @@ class ProviderSpec:
         return self.label or self.id
 
 
-@dataclass
+@dataclass(slots=True)
 class Assertion:
     type: str  # may carry the "not-" prefix
     value: Any = None
@@ -55,7 +55,7 @@ class Assertion:
         return self.type.startswith("not-")
 
 
-@dataclass
+@dataclass(slots=True)
 class TestCase:
     __test__ = False  # not a pytest test class, whatever its name
     description: str | None = None
@@ -70,7 +70,7 @@ class TestCase:
     grader_from_default: bool = False  # options.provider came from defaultTest, not the test itself
 
 
-@dataclass
+@dataclass(slots=True)
 class EvalStep:
     test_idx: int
     prompt_idx: int  # the column
@@ -82,7 +82,7 @@ class EvalStep:
     provider_idx: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class TokenUsage:
     prompt: int = 0
     completion: int = 0
@@ -107,7 +107,7 @@ class TokenUsage:
         }
 
 
-@dataclass
+@dataclass(slots=True)
 class ProviderResponse:
     output: Any = None
     error: str | None = None
@@ -121,7 +121,7 @@ class ProviderResponse:
     retries: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class GradingResult:
     passed: bool
     score: float
@@ -134,7 +134,7 @@ class GradingResult:
     metadata: dict = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(slots=True)
 class EvalResult:
     step: EvalStep
     rendered_prompt: str
