@@ -15,7 +15,7 @@ from factcli import settings
 from factcli.config import Suite, build_suite, load_suite
 from factcli.metrics import ColumnMetrics, compile_derived
 from factcli.plan import Column, expand
-from factcli.types import EvalResult
+from factcli.types import EvalResult, compact_row
 
 STATUS_COMPLETE, STATUS_INTERRUPTED, STATUS_ABORTED = "complete", "interrupted", "aborted"
 
@@ -240,6 +240,7 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
         run.metrics[result.step.prompt_idx].add(result, derived)
         if on_result:
             on_result(result)
+        compact_row(result)
 
     def warning(message: str) -> None:
         run.warnings.append(message)

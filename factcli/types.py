@@ -146,3 +146,79 @@ class EvalResult:
     failure_reason: int
     error: str | None = None
     latency_ms: float = 0
+
+
+# ------------------------------------------------------------------ finished rows, shared empties
+# A finished row stays in memory until the run ends (the table, exports and comparisons read it),
+# and most of its small containers are empty: a leaf GradingResult alone carries three empty dicts,
+# an empty list and a zero TokenUsage. `compact_row` swaps those for shared read-only instances once
+# the row is recorded. They compare, serialise and read as their plain counterparts; any mutation
+# raises instead of silently changing every row that shares them.
+
+
+def _read_only(self, *args, **kwargs):
+    raise TypeError("a shared empty value of a finished row is read-only")
+
+
+class _EmptyDict(dict):
+    __slots__ = ()
+    __setitem__ = __delitem__ = update = setdefault = pop = popitem = clear = __ior__ = _read_only
+
+
+class _EmptyList(list):
+    __slots__ = ()
+    __setitem__ = __delitem__ = append = extend = insert = pop = remove = clear = sort = reverse = _read_only
+    __iadd__ = __imul__ = _read_only
+
+
+class _ZeroTokens(TokenUsage):
+    __slots__ = ()
+    __setattr__ = __delattr__ = add = _read_only
+
+    def __eq__(self, other):
+        if isinstance(other, TokenUsage):
+            return self.to_json() == other.to_json()
+        return NotImplemented
+
+    __hash__ = None
+
+
+EMPTY_DICT = _EmptyDict()
+EMPTY_LIST = _EmptyList()
+ZERO_TOKENS = object.__new__(_ZeroTokens)
+for _name in ("prompt", "completion", "total", "cached", "num_requests"):
+    object.__setattr__(ZERO_TOKENS, _name, 0)
+del _name
+
+
+def _is_zero(t) -> bool:
+    return (type(t) is TokenUsage and not t.prompt and not t.completion and not t.total and not t.cached
+            and not t.num_requests)
+
+
+def compact_row(row: EvalResult) -> None:
+    """Share the empty containers of a recorded row (see above). The aggregate GradingResult keeps
+    its own component list and TokenUsage: select-best/max-score append to them afterwards."""
+    if type(row.named_scores) is dict and not row.named_scores:
+        row.named_scores = EMPTY_DICT
+    r = row.response
+    if type(r.metadata) is dict and not r.metadata:
+        r.metadata = EMPTY_DICT
+    if _is_zero(r.token_usage):
+        r.token_usage = ZERO_TOKENS
+    g = row.grading
+    if g is None:
+        return
+    for name in ("named_scores", "named_score_weights", "metadata"):
+        value = getattr(g, name)
+        if type(value) is dict and not value:
+            setattr(g, name, EMPTY_DICT)
+    for c in g.component_results:
+        for name in ("named_scores", "named_score_weights", "metadata"):
+            value = getattr(c, name)
+            if type(value) is dict and not value:
+                setattr(c, name, EMPTY_DICT)
+        if type(c.component_results) is list and not c.component_results:
+            c.component_results = EMPTY_LIST
+        if _is_zero(c.tokens_used):
+            c.tokens_used = ZERO_TOKENS
