@@ -587,17 +587,32 @@ def _opt_num(a: dict, key: str, ctx: _Ctx, where: str, default=None):
     return _number(a[key], ctx.file, f"{where}.{key}")
 
 
+_raws_cache: tuple[list, list] = ([], [])
+
+
+def _shared_raws(asserts: list) -> list:
+    """[a.raw for a in asserts], one list for consecutive tests sharing defaultTest's assertions."""
+    global _raws_cache
+    if _raws_cache[0] is not asserts:
+        _raws_cache = (asserts, [a.raw for a in asserts])
+    return _raws_cache[1]
+
+
 def merge_default(test: TestCase, default: TestCase, cli_vars: dict | None = None) -> TestCase:
     """promptfoo-semantics §1: assert appended, vars/options/metadata shallow, threshold falls back."""
     options = {**default.options, **test.options}
-    asserts = list(test.assertions)
-    if not options.get("disableDefaultAsserts"):
-        asserts = list(default.assertions) + asserts
+    shared = not test.assertions and not options.get("disableDefaultAsserts")
+    if shared:  # the common case: only defaultTest's assertions, one list shared by every such test
+        asserts = default.assertions
+    else:
+        asserts = list(test.assertions)
+        if not options.get("disableDefaultAsserts"):
+            asserts = list(default.assertions) + asserts
     vars_ = {**default.vars, **test.vars, **(cli_vars or {})}
     raw = {**test.raw}
     raw["vars"] = vars_
     if asserts:
-        raw["assert"] = [a.raw for a in asserts]
+        raw["assert"] = _shared_raws(asserts) if shared else [a.raw for a in asserts]
     if options:
         raw["options"] = options
     meta = {**default.metadata, **test.metadata}

@@ -56,7 +56,7 @@ def var_combinations(variables: dict, disable: bool = False) -> list[dict]:
             keys.append(k)
             pools.append(v)
     if not keys:
-        return [dict(variables)]
+        return [variables]  # the test's own dict: nothing writes to a step's vars
     combos = []
     for values in itertools.product(*pools):
         combo = dict(variables)
