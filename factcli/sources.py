@@ -140,6 +140,8 @@ def _load_events(text: str) -> Any:
     from yaml.events import (AliasEvent, DocumentEndEvent, DocumentStartEvent, MappingEndEvent,
                              MappingStartEvent, ScalarEvent, SequenceEndEvent, SequenceStartEvent,
                              StreamEndEvent, StreamStartEvent)
+    from sys import intern
+
     from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
     loader = _UniqueKeyLoader(text)
@@ -178,6 +180,8 @@ def _load_events(text: str) -> Any:
                     if type(e) is MappingEndEvent:
                         break
                     key = node(e)
+                    if type(key) is str:
+                        key = intern(key)  # "vars", "assert", ...: one string for every test's mapping
                     out[key] = node(get())
                     pairs += 1
                 if len(out) != pairs:
