@@ -8,7 +8,6 @@ tests/test_view.py; the test now checks the output only.)
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from pathlib import Path
@@ -17,41 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ROOT, factcli, median, spread  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
-
-
-def make_big_run(db: Path, tests: int, columns: int) -> str:
-    """A finished run written straight into the store (an eval of 100,000 rows takes a while)."""
-    from factcli.metrics import ColumnMetrics
-    from factcli.records import metrics_to_json
-    from factcli.store import RESULT_FIELDS, Store
-
-    run_id = "eval-20990101T000000-bigrun"
-    with Store.open(db, create=True) as store:
-        store.insert_run({"id": run_id, "created_at": "2099-01-01T00:00:00.000+00:00", "status": "complete",
-                          "finished_at": "2099-01-01T01:00:00.000+00:00", "description": "big",
-                          "config_files_json": "[]", "total_steps": tests * columns,
-                          "successes": tests * columns // 2, "failures": tests * columns // 2, "errors": 0,
-                          "duration_ms": 3_600_000, "graders_json": "[]"})
-        metrics = []
-        for c in range(columns):
-            m = ColumnMetrics(test_pass=tests // 2, test_fail=tests - tests // 2, rows=tests, score=tests / 2)
-            m.named_scores, m.named_weights = {"acc": tests / 2}, {"acc": float(tests)}
-            metrics.append(metrics_to_json(m))
-        store.set_columns(run_id, [{"prompt_idx": c, "provider_idx": c, "provider_id": f"openai:chat:model-{c}",
-                                    "provider_label": None, "prompt_label": "Answer: {{q}}",
-                                    "prompt_raw": "Answer: {{q}}", "prompt_id": "x", "metrics_json": metrics[c]}
-                                   for c in range(columns)])
-        text = "The answer is " + "lorem ipsum dolor sit amet " * 20
-        grading = json.dumps({"pass": True, "score": 1, "reason": "ok", "componentResults": [
-            {"pass": True, "score": 1, "reason": "ok", "assertion": {"type": "contains", "value": "answer"}}]})
-        rows = ((run_id, t, c, 0, c, t * columns + c, f"k{t}", f"test number {t}", t % 2, t % 2 ^ 1, float(t % 2),
-                 None if t % 2 else "Expected output to contain 'answer'", f"{text} {t}", 0, '{"acc": 1}', grading,
-                 12.5, 10, 20, 30, 0, 0.0001, 0, json.dumps({"q": f"question {t}"}), f"Answer: question {t}", "{}", "")
-                for t in range(tests) for c in range(columns))
-        store.conn.executemany(f"INSERT INTO results ({', '.join(RESULT_FIELDS)}) VALUES "
-                               f"({', '.join('?' * len(RESULT_FIELDS))})", rows)
-        store.commit()
-    return run_id
+sys.path.insert(0, str(ROOT / "tests"))
+from test_view import make_big_run  # noqa: E402  (the test builds the same stored run)
 
 
 CASES = {"first page": [], "--failures": ["--failures"], "--filter (last test)": ["--filter", "question 24999"],
