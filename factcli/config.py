@@ -16,7 +16,7 @@ from typing import Any
 
 from factcli import sources, templating
 from factcli.errors import ConfigError, did_you_mean
-from factcli.types import Assertion, Prompt, ProviderSpec, TestCase
+from factcli.types import EMPTY_DICT, Assertion, Prompt, ProviderSpec, TestCase
 
 TOP_KEYS = {
     "description", "prompts", "providers", "targets", "tests", "defaultTest", "scenarios",
@@ -456,8 +456,12 @@ def parse_test(t: Any, ctx: _Ctx, where: str, is_default: bool = False) -> TestC
         vars_ = sources.load_structured(p)
     _expect(isinstance(vars_, dict), "expected a mapping of variables", ctx.file, where + ".vars")
     resolved = {}
+    same = True
     for k, v in vars_.items():
-        resolved[str(k)] = _resolve_var(v, ctx, f"{where}.vars.{k}")
+        value = resolved[str(k)] = _resolve_var(v, ctx, f"{where}.vars.{k}")
+        same = same and value is v and type(k) is str
+    if same:  # nothing to resolve: share the mapping as written (vars are never written to)
+        resolved = vars_
     options = t.get("options") or {}
     _expect(isinstance(options, dict), "expected a mapping", ctx.file, where + ".options")
     _check_keys(options, OPTION_KEYS, ctx.file, where + ".options")
@@ -599,8 +603,12 @@ def _shared_raws(asserts: list) -> list:
 
 
 def merge_default(test: TestCase, default: TestCase, cli_vars: dict | None = None) -> TestCase:
-    """promptfoo-semantics §1: assert appended, vars/options/metadata shallow, threshold falls back."""
-    options = {**default.options, **test.options}
+    """promptfoo-semantics §1: assert appended, vars/options/metadata shallow, threshold falls back.
+
+    `test` is a freshly parsed test that the merged one replaces: its dicts are reused where the
+    merge would copy them unchanged (a large suite holds one set per test, not two)."""
+    options = ({**default.options, **test.options} if default.options and test.options
+               else test.options or default.options or EMPTY_DICT)
     shared = not test.assertions and not options.get("disableDefaultAsserts")
     if shared:  # the common case: only defaultTest's assertions, one list shared by every such test
         asserts = default.assertions
@@ -608,14 +616,15 @@ def merge_default(test: TestCase, default: TestCase, cli_vars: dict | None = Non
         asserts = list(test.assertions)
         if not options.get("disableDefaultAsserts"):
             asserts = list(default.assertions) + asserts
-    vars_ = {**default.vars, **test.vars, **(cli_vars or {})}
-    raw = {**test.raw}
+    vars_ = {**default.vars, **test.vars, **(cli_vars or {})} if default.vars or cli_vars else test.vars
+    raw = test.raw
     raw["vars"] = vars_
     if asserts:
         raw["assert"] = _shared_raws(asserts) if shared else [a.raw for a in asserts]
     if options:
         raw["options"] = options
-    meta = {**default.metadata, **test.metadata}
+    meta = ({**default.metadata, **test.metadata} if default.metadata and test.metadata
+            else test.metadata or default.metadata or EMPTY_DICT)
     if meta:
         raw["metadata"] = meta
     threshold = test.threshold if test.threshold is not None else default.threshold

@@ -275,10 +275,14 @@ def expand_env(value: Any) -> Any:
             return os.environ.get(name, m.group(0))
 
         return _ENV_REF.sub(sub, value)
+    # Unchanged containers are returned as they are, so that the expanded config shares its
+    # tests with the document as written instead of copying every mapping (nothing mutates either).
     if isinstance(value, list):
-        return [expand_env(v) for v in value]
+        items = [expand_env(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value)) else items
     if isinstance(value, dict):
-        return {k: expand_env(v) for k, v in value.items()}
+        out = {k: expand_env(v) for k, v in value.items()}
+        return value if all(out[k] is v for k, v in value.items()) else out
     return value
 
 
