@@ -449,7 +449,7 @@ def report(run, items: list[LabeledItem], configs: list[GraderConfig]) -> dict:
     items it judged, and its grading errors apart."""
     from factcli import __version__
 
-    cells: dict[tuple[int, int], EvalResult] = {(r.step.test_idx, r.step.prompt_idx): r for r in run.rows}
+    cells: dict[tuple[int, int], EvalResult] = {(r.step.test_idx, r.step.prompt_idx): r for r in run.all_rows()}
     gold_pos = sum(it.gold for it in items)
     out = {
         "factcli": {"version": __version__, "runId": run.run_id, "status": run.status},

@@ -188,7 +188,7 @@ def write_output(run, path: Path) -> None:
         from factcli.results import finite
 
         with open(path, "w", encoding="utf-8") as fh:
-            for r in run.sorted_rows():
+            for r in run.all_rows():
                 fh.write(json.dumps(finite(row_json(r, run.columns)), ensure_ascii=False, default=str) + "\n")
     elif suffix in (".yaml", ".yml"):
         import yaml

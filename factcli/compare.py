@@ -12,9 +12,7 @@ import math
 
 from factcli import templating
 from factcli.grading import as_template_text, grader_error, parse_json_maybe, render_grading_prompt
-from factcli.types import FAILURE_ASSERT, EvalResult, GradingResult
-
-COMPARE_TYPES = ("select-best", "max-score")
+from factcli.types import COMPARE_TYPES, FAILURE_ASSERT, EvalResult, GradingResult, compares
 
 
 def _find(result: EvalResult, kind: str):
@@ -26,8 +24,8 @@ def _find(result: EvalResult, kind: str):
 
 async def run_comparisons(run, grader) -> None:
     by_test: dict[int, list[EvalResult]] = {}
-    for r in run.rows:
-        if any(a.type in COMPARE_TYPES for a in r.step.test.assertions):
+    for r in run.rows:  # a stored run holds these rows in memory too (EvalRun.keep)
+        if compares(r.step.test):
             by_test.setdefault(r.step.test_idx, []).append(r)
     for test_idx in sorted(by_test):
         rows = sorted(by_test[test_idx], key=lambda r: r.step.prompt_idx)

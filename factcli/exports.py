@@ -13,6 +13,8 @@ import re
 from pathlib import Path
 
 from factcli.errors import FactcliError
+from typing import Iterator
+
 from factcli.types import FAILURE_ERROR, EvalResult
 
 FORMATS = (".json", ".jsonl", ".yaml", ".yml", ".csv", ".xml", ".junit.xml", ".html")
@@ -60,22 +62,17 @@ def output_text(r: EvalResult) -> str:
     return out if isinstance(out, str) else json.dumps(out, ensure_ascii=False)
 
 
-def by_test(run) -> list[tuple[int, dict[int, EvalResult]]]:
-    tests: dict[int, dict[int, EvalResult]] = {}
-    for r in run.sorted_rows():
-        tests.setdefault(r.step.test_idx, {})[r.step.prompt_idx] = r
-    return sorted(tests.items())
-
-
-def var_names(run) -> list[str]:
-    names: list[str] = []
-    seen = set()
-    for r in run.rows:
-        for k in r.step.vars:
-            if k not in seen:
-                seen.add(k)
-                names.append(k)
-    return names
+def by_test(run) -> Iterator[tuple[int, dict[int, EvalResult]]]:
+    """(test index, {column: row}) for each test in order, read as the rows stream in."""
+    test_idx, cells = None, {}
+    for r in run.all_rows():
+        if r.step.test_idx != test_idx:
+            if cells:
+                yield test_idx, cells
+            test_idx, cells = r.step.test_idx, {}
+        cells[r.step.prompt_idx] = r
+    if cells:
+        yield test_idx, cells
 
 
 def var_text(value) -> str:
@@ -109,10 +106,10 @@ def write_csv(run, path: Path) -> None:
     Named Scores, one "Metric: x" column per metric, Grader Reason, Comment."""
     import csv
 
-    tests = by_test(run)
-    names = var_names(run)
-    metrics = sorted({k for r in run.rows for k in r.named_scores})
-    has_desc = any(r.step.test.description for r in run.rows)
+    facts = run.row_facts()
+    names = facts.var_names
+    metrics = sorted(facts.named_scores)
+    has_desc = facts.has_description
     header = (["Description"] if has_desc else []) + names
     for col in run.columns:
         header += [column_label(col), "Status", "Score", "Named Scores", *[f"Metric: {m}" for m in metrics],
@@ -120,7 +117,7 @@ def write_csv(run, path: Path) -> None:
     with open(path, "w", encoding="utf-8", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(header)
-        for _, cells in tests:
+        for _, cells in by_test(run):
             first = next(iter(cells.values()))
             line = ([first.step.test.description or ""] if has_desc else [])
             line += [var_text(first.step.vars.get(n)) for n in names]
@@ -192,36 +189,37 @@ def junit_xml(run) -> str:
     """One <testsuite> per column; a failed row lists its failed assertion types."""
     import xml.etree.ElementTree as ET
 
-    rows = run.sorted_rows()
     total_time = (run.duration_ms or 0) / 1000
     root = ET.Element("testsuites", {
-        "name": "factcli", "tests": str(len(rows)), "failures": str(run.failures), "errors": str(run.errors),
+        "name": "factcli", "tests": "0", "failures": str(run.failures), "errors": str(run.errors),
         "time": f"{total_time:.3f}",
     })
-    for col, m in zip(run.columns, run.metrics):
-        mine = [r for r in rows if r.step.prompt_idx == col.index]
-        suite = ET.SubElement(root, "testsuite", {
-            "name": _xml_text(column_label(col)), "tests": str(len(mine)),
-            "failures": str(sum(1 for r in mine if status_of(r) == "FAIL")),
-            "errors": str(sum(1 for r in mine if status_of(r) == "ERROR")), "skipped": "0",
-            "time": f"{sum(r.latency_ms or 0 for r in mine) / 1000:.3f}",
+    suites = [ET.SubElement(root, "testsuite", {"name": _xml_text(column_label(col))}) for col in run.columns]
+    tally = [{"tests": 0, "FAIL": 0, "ERROR": 0, "PASS": 0, "ms": 0.0} for _ in run.columns]
+    for r in run.all_rows():  # each row goes to its column's suite; the suites' counts are set after
+        col, suite, t = run.columns[r.step.prompt_idx], suites[r.step.prompt_idx], tally[r.step.prompt_idx]
+        status = status_of(r)
+        t["tests"] += 1
+        t[status] += 1
+        t["ms"] += r.latency_ms or 0
+        name = r.step.test.description or ", ".join(f"{k}={var_text(v)}" for k, v in r.step.vars.items())
+        name = f"{name[:200]} [test {r.step.test_idx}]" if name else f"test {r.step.test_idx}"
+        case = ET.SubElement(suite, "testcase", {
+            "name": _xml_text(name), "classname": _xml_text(column_label(col)),
+            "time": f"{(r.latency_ms or 0) / 1000:.3f}",
         })
-        for r in mine:
-            name = r.step.test.description or ", ".join(f"{k}={var_text(v)}" for k, v in r.step.vars.items())
-            name = f"{name[:200]} [test {r.step.test_idx}]" if name else f"test {r.step.test_idx}"
-            case = ET.SubElement(suite, "testcase", {
-                "name": _xml_text(name), "classname": _xml_text(column_label(col)),
-                "time": f"{(r.latency_ms or 0) / 1000:.3f}",
-            })
-            status = status_of(r)
-            if status == "FAIL":
-                types = failed_assertion_types(r)
-                el = ET.SubElement(case, "failure", {"message": _xml_text(r.error or ""),
-                                                      "type": _xml_text(", ".join(types) or "assertion")})
-                el.text = _xml_text(output_text(r))
-            elif status == "ERROR":
-                el = ET.SubElement(case, "error", {"message": _xml_text(r.error or ""), "type": "error"})
-                el.text = _xml_text(r.error or "")
+        if status == "FAIL":
+            types = failed_assertion_types(r)
+            el = ET.SubElement(case, "failure", {"message": _xml_text(r.error or ""),
+                                                  "type": _xml_text(", ".join(types) or "assertion")})
+            el.text = _xml_text(output_text(r))
+        elif status == "ERROR":
+            el = ET.SubElement(case, "error", {"message": _xml_text(r.error or ""), "type": "error"})
+            el.text = _xml_text(r.error or "")
+    for suite, t in zip(suites, tally):
+        suite.attrib.update({"tests": str(t["tests"]), "failures": str(t["FAIL"]), "errors": str(t["ERROR"]),
+                             "skipped": "0", "time": f"{t['ms'] / 1000:.3f}"})
+    root.set("tests", str(sum(t["tests"] for t in tally)))
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
@@ -329,7 +327,7 @@ def html_page(run) -> str:
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</tbody></table>")
     # per-test table
-    names_v = var_names(run)
+    names_v = run.row_facts().var_names
     out.append('<h2>Results</h2><label class="filter"><input type="checkbox" id="only-failures"> '
                "only tests with a failure or error</label>")
     out.append('<table class="results"><thead><tr><th>#</th><th>test</th>'

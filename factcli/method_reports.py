@@ -1,7 +1,8 @@
 """Per-column reports of the claim-level methods, as their papers ask results to be reported.
 
 A method registers a `summarize(metadatas) -> dict | None` and a `describe(summary) -> str`; the
-runner computes the reports once all rows are in (and again for a stored run being re-rendered),
+runner collects each row's metadata as the row becomes final and computes the reports once all rows
+are in (a stored run being re-rendered collects them from its rows),
 they are stored with the column metrics, written to the results JSON (`factcli.columns[i].methods`)
 and shown as one line per column by the summary and by `view`. The line is stored next to the
 numbers so that showing a stored run needs no method code.
@@ -41,27 +42,48 @@ def _metadatas(grading: GradingResult | None, method: str, out: list[dict]) -> N
             _metadatas(child, method, out)
 
 
+class ColumnMethods:
+    """The metadata of one column's method gradings, collected row by row as rows become final
+    (only rows graded by a method with a report add anything)."""
+
+    __slots__ = ("found",)
+
+    def __init__(self) -> None:
+        self.found: dict[str, list[dict]] = {}
+
+    def add(self, row: Any) -> None:
+        grading = getattr(row, "grading", None)
+        if grading is None:
+            return
+        for report in _REPORTS.values():
+            _metadatas(grading, report.method, self.found.setdefault(report.key, []))
+
+    def reports(self) -> dict:
+        """{key: {"summary": {...}, "line": "..."}} for every registered method found; methods with
+        no result in the column are left out."""
+        out = {}
+        for report in _REPORTS.values():
+            found = self.found.get(report.key)
+            if not found:
+                continue
+            summary = report.summarize(found)
+            if summary is not None:
+                out[report.key] = {"summary": summary, "line": report.describe(summary)}
+        return out
+
+
 def column_reports(rows: Iterable[Any]) -> dict:
-    """{key: {"summary": {...}, "line": "..."}} for every registered method found in `rows`
-    (EvalResults of one column); methods with no result in the column are left out."""
-    rows = list(rows)
-    reports = {}
-    for report in _REPORTS.values():
-        found: list[dict] = []
-        for row in rows:
-            _metadatas(getattr(row, "grading", None), report.method, found)
-        if not found:
-            continue
-        summary = report.summarize(found)
-        if summary is not None:
-            reports[report.key] = {"summary": summary, "line": report.describe(summary)}
-    return reports
+    """The reports of one column's rows (EvalResults), as ColumnMethods.reports."""
+    collected = ColumnMethods()
+    for row in rows:
+        collected.add(row)
+    return collected.reports()
 
 
 def fill(run) -> None:
-    """Compute every column's reports of `run` (an EvalRun) into its metrics."""
-    by_column: dict[int, list] = {}
-    for row in run.rows:
-        by_column.setdefault(row.step.prompt_idx, []).append(row)
-    for idx, metrics in enumerate(run.metrics):
-        metrics.methods = column_reports(by_column.get(idx, []))
+    """Compute every column's reports of a stored run (an EvalRun) from its rows into its metrics."""
+    by_column = [ColumnMethods() for _ in run.metrics]
+    for row in run.all_rows():
+        by_column[row.step.prompt_idx].add(row)
+    for metrics, collected in zip(run.metrics, by_column):
+        metrics.methods = collected.reports()

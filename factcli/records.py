@@ -186,8 +186,8 @@ def metrics_from_json(text: str | None):
 
 
 def load_run(store: Store, run_row: dict):
-    """The whole stored run as an EvalRun (for exports): rows in completion order, metrics as stored
-    when the run was finalised, else replayed from the rows."""
+    """The whole stored run as an EvalRun (for exports), its rows read back from the store as they
+    are written out; metrics as stored when the run was finalised, else replayed from the rows."""
     from factcli.config import Suite
     from factcli.metrics import ColumnMetrics, compile_derived
     from factcli.runner import EvalRun
@@ -200,7 +200,7 @@ def load_run(store: Store, run_row: dict):
     suite = Suite(description=run_row.get("description"), prompts=[c.prompt for c in columns], providers=[],
                   tests=[], derived_metrics=derived_list, raw=config,
                   config_files=loads(run_row.get("config_files_json"), []) or [])
-    rows = [from_record(rec, columns) for rec in store.results(run_row["id"])]
+    rows = StoredRows(store.path, run_row["id"], columns)
     stored = [metrics_from_json(c.get("metrics_json")) for c in store.columns(run_row["id"])]
     if run_row.get("finished_at") and all(m is not None for m in stored):
         metrics = stored
@@ -214,8 +214,9 @@ def load_run(store: Store, run_row: dict):
             metrics[r.step.prompt_idx].add(r, derived)
     from factcli.store import shown_status
 
-    run = EvalRun(run_id=run_row["id"], suite=suite, columns=columns, metrics=metrics, rows=rows,
-                  total_steps=run_row.get("total_steps") or len(rows), created_at=run_row.get("created_at") or "",
+    run = EvalRun(run_id=run_row["id"], suite=suite, columns=columns, metrics=metrics, stored_rows=rows,
+                  total_steps=run_row.get("total_steps") or sum(m.rows for m in metrics),
+                  created_at=run_row.get("created_at") or "",
                   duration_ms=run_row.get("duration_ms") or 0, status=shown_status(run_row),
                   abort_reason=run_row.get("abort_reason"), retries=run_row.get("retries") or 0,
                   calls=run_row.get("calls") or 0, warnings=loads(run_row.get("warnings_json"), []) or [],
@@ -229,3 +230,95 @@ def load_run(store: Store, run_row: dict):
 
         method_reports.fill(run)
     return run
+
+
+# ---------------------------------------------------------------- a run's rows, in memory or in the store
+# A stored run does not hold its finished rows in memory (a 100,000-row run would need ~120 MB
+# more): whatever reads every row afterwards (the results table, -o files, calibrate's report)
+# reads them through one of these two sources, in the same order and with the same interface.
+
+ROW_ORDER = "test_idx, prompt_idx, seq"  # a test's columns together; repeats of a cell in finishing order
+
+
+@dataclasses.dataclass(slots=True)
+class RowFacts:
+    """What a results file's header needs from every row, read before the rows themselves."""
+
+    count: int = 0
+    seen_vars: dict = dataclasses.field(default_factory=dict)  # as an ordered set: first seen, in ROW_ORDER
+    named_scores: set = dataclasses.field(default_factory=set)
+    has_description: bool = False
+
+    def add(self, variables: dict, named_scores: dict, description: str | None) -> None:
+        self.count += 1
+        self.seen_vars.update(dict.fromkeys(variables))
+        self.named_scores.update(named_scores)
+        self.has_description = self.has_description or bool(description)
+
+    @property
+    def var_names(self) -> list[str]:
+        return list(self.seen_vars)
+
+
+def _row_order(r: EvalResult) -> tuple[int, int]:
+    return r.step.test_idx, r.step.prompt_idx
+
+
+class MemoryRows:
+    """Rows held in memory (a run that is not stored, or one built by hand)."""
+
+    def __init__(self, rows: list[EvalResult]):
+        self.rows = rows
+
+    def __iter__(self):
+        return iter(sorted(self.rows, key=_row_order))
+
+    def first_tests(self, n: int) -> tuple[list[EvalResult], int]:
+        """The rows of the first `n` tests (by index), and how many tests there are."""
+        tests = sorted({r.step.test_idx for r in self.rows})
+        shown = set(tests[:n])
+        return [r for r in self if r.step.test_idx in shown], len(tests)
+
+    def facts(self) -> RowFacts:
+        facts = RowFacts()
+        for r in self:
+            facts.add(r.step.vars, r.named_scores, r.step.test.description)
+        return facts
+
+
+class StoredRows:
+    """The rows of a run as the store has them, read back one at a time (each read opens its own
+    connection, so it works after the writer closed its own)."""
+
+    def __init__(self, path, run_id: str, columns: list):
+        self.path, self.run_id, self.columns = path, run_id, columns
+
+    def __iter__(self):
+        store = Store.open(self.path)
+        try:
+            for rec in store.results(self.run_id, order=ROW_ORDER):
+                yield from_record(rec, self.columns)
+        finally:
+            store.close()
+
+    def first_tests(self, n: int) -> tuple[list[EvalResult], int]:
+        with Store.open(self.path) as store:
+            total = store.conn.execute("SELECT COUNT(DISTINCT test_idx) FROM results WHERE run_id = ?",
+                                       (self.run_id,)).fetchone()[0]
+            shown = [r[0] for r in store.conn.execute(
+                "SELECT DISTINCT test_idx FROM results WHERE run_id = ? ORDER BY test_idx LIMIT ?", (self.run_id, n))]
+            if not shown:
+                return [], total
+            marks = ",".join("?" * len(shown))
+            rows = [from_record(rec, self.columns)
+                    for rec in store.results(self.run_id, f"test_idx IN ({marks})", shown, order=ROW_ORDER)]
+        return rows, total
+
+    def facts(self) -> RowFacts:
+        facts = RowFacts()
+        with Store.open(self.path) as store:
+            for rec in store.results(self.run_id, order=ROW_ORDER,
+                                     fields="vars_json, named_scores_json, description"):
+                facts.add(loads(rec["vars_json"], {}) or {}, loads(rec["named_scores_json"], {}) or {},
+                          rec["description"])
+        return facts

@@ -21,8 +21,11 @@ def stderr_console() -> Console:
 class Progress:
     """A rich progress bar on stderr: done/total, pass/fail/error, ETA. Silent when disabled."""
 
-    def __init__(self, total: int, enabled: bool = True):
-        self.passed = self.failed = self.errors = 0
+    def __init__(self, total: int, enabled: bool = True, done=()):
+        """`done`: the column metrics of rows already finished (kept by --resume), counted from the start."""
+        self.passed = sum(m.test_pass for m in done)
+        self.failed = sum(m.test_fail for m in done)
+        self.errors = sum(m.test_error for m in done)
         self._progress = None
         if enabled and total and sys.stderr.isatty():
             from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress
@@ -34,7 +37,8 @@ class Progress:
                            "[yellow]{task.fields[errors]} error[/]"),
                 TimeRemainingColumn(), console=stderr_console(), transient=True,
             )
-            self._task = self._progress.add_task("eval", total=total, passed=0, failed=0, errors=0)
+            self._task = self._progress.add_task("eval", total=total, completed=self.passed + self.failed + self.errors,
+                                                 passed=self.passed, failed=self.failed, errors=self.errors)
             self._progress.start()
 
     def advance(self, result: EvalResult) -> None:
@@ -70,7 +74,7 @@ def _one_line(value, limit: int) -> str:
 
 
 def results_table(run, console: Console) -> None:
-    rows = run.sorted_rows()
+    rows, tests = run.first_tests(TABLE_MAX_TESTS)
     if not rows:
         return
     var_names = []
@@ -88,8 +92,6 @@ def results_table(run, console: Console) -> None:
         by_test.setdefault(r.step.test_idx, {})[r.step.prompt_idx] = r
     shown = 0
     for test_idx in sorted(by_test):
-        if shown == TABLE_MAX_TESTS:
-            break
         cells = by_test[test_idx]
         first = next(iter(cells.values()))
         line = [escape(_cell_text(first.step.vars.get(v, ""), 120)) for v in var_names]
@@ -99,8 +101,8 @@ def results_table(run, console: Console) -> None:
         table.add_row(*line)
         shown += 1
     console.print(table)
-    if len(by_test) > shown:
-        console.print(f"[dim]… {len(by_test) - shown} more tests not shown (write them all with -o results.json)[/]")
+    if tests > shown:
+        console.print(f"[dim]… {tests - shown} more tests not shown (write them all with -o results.json)[/]")
 
 
 def _result_cell(r: EvalResult) -> Text:
@@ -138,8 +140,8 @@ def summary(run, console: Console) -> None:
                   + ("n/a" if rate is None else f"{rate * 100:.2f}% ± {margin * 100:.1f} pts (95% CI)"))
     tokens = sum(m.tokens.total for m in run.metrics)
     grader = sum(m.grader_tokens.total for m in run.metrics)
-    costs = [r.response.cost for r in run.rows if r.response.cost is not None]
-    cost = f" · cost ${sum(costs):.4f}" if costs and sum(costs) else ""
+    total_cost = sum(m.cost for m in run.metrics)
+    cost = f" · cost ${total_cost:.4f}" if total_cost else ""
     console.print(f"Tokens: {tokens}" + (f" (+{grader} grading)" if grader else "") + cost)
     if run.graders:
         errors = sum(m.grading_errors for m in run.metrics)

@@ -116,7 +116,9 @@ def column_metrics_json(m) -> dict:
     }
 
 
-def to_promptfoo_json(run) -> dict:
+def to_promptfoo_json(run, rows: bool = True) -> dict:
+    """The whole document. `rows=False`: its results list left empty and its "vars" taken from
+    the rows' facts, for write_json to stream the rows in."""
     from factcli import stats
     from factcli.redact import redact
 
@@ -132,14 +134,18 @@ def to_promptfoo_json(run) -> dict:
     for m in run.metrics:
         total_tokens.add(m.tokens)
         grader_tokens.add(m.grader_tokens)
-    var_names = sorted({k for r in run.rows for k in r.step.vars})
+    if rows:
+        results = [row_json(r, columns) for r in run.all_rows()]
+        var_names = sorted({k for r in results for k in r["vars"]})
+    else:
+        results, var_names = [], sorted(run.row_facts().var_names)
     doc = {
         "evalId": run.run_id,
         "results": {
             "version": 3,
             "timestamp": run.created_at,
             "prompts": prompts,
-            "results": [row_json(r, columns) for r in run.sorted_rows()],
+            "results": results,
             "stats": {
                 "successes": run.successes,
                 "failures": run.failures,
@@ -189,12 +195,26 @@ def finite(doc: Any) -> Any:
         return clean(doc)
 
 
+PRETTY_MAX_ROWS = 2000
+_ROWS_MARK = "\x00factcli:results\x00"
+
+
 def write_json(run, path) -> None:
+    """Small runs are pretty-printed. A larger one is written compactly (json's C encoder is only
+    used without indent) and row by row, so that its rows are never all in memory at once: the
+    bytes are those of json.dumps(to_promptfoo_json(run)) either way."""
     import json
 
-    doc = to_promptfoo_json(run)
-    # json's C encoder is only used without indent: pretty-print small files, keep big ones fast
-    indent = 2 if len(run.rows) <= 2000 else None
     with open(path, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(doc, ensure_ascii=False, indent=indent, default=str))
-        fh.write("\n")
+        if run.row_count <= PRETTY_MAX_ROWS:
+            fh.write(json.dumps(to_promptfoo_json(run), ensure_ascii=False, indent=2, default=str))
+            fh.write("\n")
+            return
+        doc = to_promptfoo_json(run, rows=False)
+        doc["results"]["results"] = _ROWS_MARK
+        head, tail = json.dumps(doc, ensure_ascii=False, default=str).split(json.dumps(_ROWS_MARK))
+        fh.write(head + "[")
+        for i, r in enumerate(run.all_rows()):
+            fh.write((", " if i else "") + json.dumps(finite(row_json(r, run.columns)), ensure_ascii=False,
+                                                         default=str))
+        fh.write("]" + tail + "\n")

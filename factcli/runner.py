@@ -9,13 +9,13 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
-from factcli import settings
+from factcli import method_reports, settings, stats
 from factcli.config import Suite, build_suite, load_suite
 from factcli.metrics import ColumnMetrics, compile_derived
 from factcli.plan import Column, expand
-from factcli.types import EvalResult, compact_row
+from factcli.types import EvalResult, compact_row, compares
 
 STATUS_COMPLETE, STATUS_INTERRUPTED, STATUS_ABORTED = "complete", "interrupted", "aborted"
 
@@ -40,7 +40,10 @@ class EvalRun:
     suite: Suite
     columns: list[Column]
     metrics: list[ColumnMetrics]
+    # Finished rows held in memory: every row, unless `stored_rows` is set (a stored run), when only
+    # the rows a comparison will still change stay here. Read every row through all_rows().
     rows: list[EvalResult] = field(default_factory=list)
+    stored_rows: object = None  # records.StoredRows: the store has this run's rows
     total_steps: int = 0
     created_at: str = ""
     started: float = 0.0
@@ -55,6 +58,8 @@ class EvalRun:
     cache: bool = True
     graders: list[str] = field(default_factory=list)
     grader_source: object = None
+    _tallies: list | None = field(default=None, repr=False)  # per column: (stats.ColumnSample, ColumnMethods)
+    _pending: list = field(default_factory=list, repr=False)  # rows waiting for the comparisons
 
     @property
     def successes(self) -> int:
@@ -73,8 +78,60 @@ class EvalRun:
         total = self.successes + self.failures + self.errors
         return None if total == 0 else self.successes / total
 
+    @property
+    def row_count(self) -> int:
+        return self.successes + self.failures + self.errors
+
+    def _source(self):
+        from factcli.records import MemoryRows
+
+        return self.stored_rows if self.stored_rows is not None else MemoryRows(self.rows)
+
+    def all_rows(self) -> Iterator[EvalResult]:
+        """Every row in (test, column) order, streamed back from the store for a stored run."""
+        return iter(self._source())
+
     def sorted_rows(self) -> list[EvalResult]:
-        return sorted(self.rows, key=lambda r: (r.step.test_idx, r.step.prompt_idx))
+        return list(self.all_rows())
+
+    def first_tests(self, n: int) -> tuple[list[EvalResult], int]:
+        """The rows of the first `n` tests, in all_rows() order, and the number of tests."""
+        return self._source().first_tests(n)
+
+    def row_facts(self):
+        """records.RowFacts: the var names, named scores and descriptions of every row."""
+        return self._source().facts()
+
+    # -- while the run executes
+
+    def keep(self, row: EvalResult) -> None:
+        """Take a recorded row (after its metrics and its write to the store): count it in its
+        column's statistics once it is final, and hold it in memory unless the store has it. A row
+        a comparison will still change is final, and let go, only after the comparisons."""
+        if self._tallies is None:
+            self._tallies = [(stats.ColumnSample(self.repeat), method_reports.ColumnMethods()) for _ in self.columns]
+        if compares(row.step.test):
+            self._pending.append(row)
+        else:
+            for tally in self._tallies[row.step.prompt_idx]:
+                tally.add(row)
+            if self.stored_rows is not None:
+                return
+        compact_row(row)
+        self.rows.append(row)
+
+    def finalize(self) -> None:
+        """Every column's statistics and method reports, from the rows kept so far (also for a run
+        that stopped early)."""
+        if self._tallies is None:
+            self._tallies = [(stats.ColumnSample(self.repeat), method_reports.ColumnMethods()) for _ in self.columns]
+        for row in self._pending:
+            for tally in self._tallies[row.step.prompt_idx]:
+                tally.add(row)
+        self._pending = []
+        for m, (sample, methods) in zip(self.metrics, self._tallies):
+            m.stats = sample.stats()
+            m.methods = methods.reports()
 
     def to_promptfoo(self) -> dict:
         from factcli.results import to_promptfoo_json
@@ -236,11 +293,10 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
     providers = {i: create_provider(spec, suite.base_dir) for i, spec in enumerate(suite.providers)}
 
     def record(result: EvalResult) -> None:
-        run.rows.append(result)
         run.metrics[result.step.prompt_idx].add(result, derived)
         if on_result:
             on_result(result)
-        compact_row(result)
+        run.keep(result)
 
     def warning(message: str) -> None:
         run.warnings.append(message)
@@ -267,10 +323,7 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
         raise
     finally:
         run.duration_ms = int((time.time() - run.started) * 1000)
-        from factcli import method_reports, stats
-
-        method_reports.fill(run)
-        stats.fill(run, force=True)  # before the session stores the column metrics
+        run.finalize()  # before the session stores the column metrics
         for message in executor.missing_var_warnings():
             warning(message)
         run.retries = caller.retries

@@ -22,6 +22,7 @@ from factcli import __version__
 from factcli.errors import FactcliError
 from factcli.records import column_record, from_record, metrics_to_json, test_key, to_record
 from factcli.store import REDACTED, Scrubber, Store, loads, now, shown_status
+from factcli.types import COMPARE_TYPES, compares
 
 METRICS_EVERY_S = 1.0  # column metrics are refreshed this often while a run writes
 _RESUME_CONFLICTS = (("-c", "config"), ("--var", "var"), ("--repeat", "repeat"),
@@ -45,12 +46,6 @@ def _warn(message: str) -> None:
     stderr_console().print(f"[yellow]warning:[/] {escape(message)}", soft_wrap=True)
 
 
-def _compare_test(test) -> bool:
-    from factcli.compare import COMPARE_TYPES
-
-    return any(a.type in COMPARE_TYPES for a in test.assertions)
-
-
 class EvalSession:
     def __init__(self) -> None:
         self.store: Store | None = None
@@ -64,7 +59,7 @@ class EvalSession:
         self.run = None
         self.scrub: Scrubber | None = None
         self.seq = 0
-        self.loaded: list = []
+        self.loaded = 0  # rows kept from the stored run (resume, retry)
         self.finished = False
         self._metrics_at = 0.0
         self._derived: list = []
@@ -214,6 +209,7 @@ class EvalSession:
                 self._resume(run)
             else:
                 self._insert(run)
+                self._stream_rows(run)
         except sqlite3.Error as exc:
             raise FactcliError(f"{self.store.path}: cannot write the run: {exc} "
                                "(--db FILE stores runs elsewhere; --no-write does not store them)") from None
@@ -257,8 +253,6 @@ class EvalSession:
     def _resume(self, run) -> None:
         import dataclasses
 
-        from factcli.compare import COMPARE_TYPES
-
         src, store = self.source, self.store
         run_id = src["id"]
         stored_cols = store.columns(run_id)
@@ -279,9 +273,10 @@ class EvalSession:
         keep = set(done) if self.mode == "resume" else {k for k, (fr, _) in done.items() if fr != 2}
         rerun_tests = {s.test_idx for k, s in plan.items() if k not in keep}
         for k in list(keep):  # a comparison (select-best, max-score) needs every column of its test again
-            if k[0] in rerun_tests and _compare_test(plan[k].test):
+            if k[0] in rerun_tests and compares(plan[k].test):
                 keep.discard(k)
         run.run_id, run.created_at = run_id, src["created_at"]
+        self._stream_rows(run)
         for rec in store.results(run_id):
             key = (rec["test_idx"], rec["prompt_idx"], rec["repeat_idx"])
             if key not in keep:
@@ -293,23 +288,42 @@ class EvalSession:
                     for c in result.grading.component_results):
                 frozen = [a for a in step.test.assertions if a.type not in COMPARE_TYPES]
                 result.step = dataclasses.replace(step, test=dataclasses.replace(step.test, assertions=frozen))
-            run.rows.append(result)
             run.metrics[result.step.prompt_idx].add(result, self._derived)
-            self.loaded.append(result)
+            run.keep(result)
+            self.loaded += 1
             self.seq = max(self.seq, rec["seq"] or 0)
         run._steps = [s for k, s in plan.items() if k not in keep]
         store.update_run(run_id, {"status": "started", "updated_at": now(), "finished_at": None,
                                   "pid": os.getpid(), "host": socket.gethostname(),
                                   "attempts": (src.get("attempts") or 1) + 1})
         what = "Resuming" if self.mode == "resume" else "Retrying the errors of"
-        _note(f"{what} run {run_id}: {len(self.loaded)} of {run.total_steps} rows kept, "
+        _note(f"{what} run {run_id}: {self.loaded} of {run.total_steps} rows kept, "
               f"{len(run._steps)} to run.")
+
+    def _stream_rows(self, run) -> None:
+        """From here on the run's rows live in the store, not in memory (EvalRun.keep)."""
+        from factcli.records import StoredRows
+
+        run.stored_rows = StoredRows(self.store.path, run.run_id, run.columns)
+
+    def _hold_rows(self) -> None:
+        """The store stopped taking rows: read back the ones it has, so that the table and the
+        result files still show every row; the rows still to come stay in memory."""
+        run = self.run
+        stored, run.stored_rows = run.stored_rows, None
+        if stored is None:
+            return
+        held = {(r.step.test_idx, r.step.prompt_idx, r.step.repeat_idx) for r in run.rows}
+        try:
+            for r in stored:
+                if (r.step.test_idx, r.step.prompt_idx, r.step.repeat_idx) not in held:
+                    run.rows.append(r)
+        except (sqlite3.Error, FactcliError) as exc:
+            _warn(f"could not read back the rows already stored ({exc}); they are in {self.store.path} "
+                  "but missing from this run's table and result files")
 
     def recorder(self, forward=None):
         """The on_result callback: forward (progress bar), then write the row and commit."""
-        if forward is not None:
-            for r in self.loaded:
-                forward(r)
 
         def on_result(result) -> None:
             if forward is not None:
@@ -336,6 +350,7 @@ class EvalSession:
         except sqlite3.Error as exc:
             self.writing = False
             _warn(f"could not write to {self.store.path} ({exc}); the rest of this run is not stored")
+            self._hold_rows()
 
     def finish(self, run, error: BaseException | None = None) -> None:
         """Final status, totals and column metrics; also after Ctrl-C, an abort or an error."""
@@ -377,7 +392,7 @@ class EvalSession:
             if rows_done < run.total_steps:
                 status = "interrupted"  # e.g. --retry-errors on a run that never finished
             for r in run.rows:  # comparisons changed these rows after they were written
-                if _compare_test(r.step.test):
+                if compares(r.step.test):
                     self.write(r, commit=False)
         tokens_json, cost = self._totals(run)
         src = self.source or {}
@@ -408,7 +423,7 @@ def drive(session: "EvalSession", run, *, progress_bar: bool) -> bool:
 
     for message in run.warnings:
         report.stderr_console().print(f"[yellow]warning:[/] {message}")
-    progress = report.Progress(run.total_steps, enabled=progress_bar)
+    progress = report.Progress(run.total_steps, enabled=progress_bar, done=run.metrics)
     interrupted = False
     try:
         asyncio.run(runner.execute(run, on_result=session.recorder(progress.advance), warn=progress.warn))

@@ -221,42 +221,59 @@ def column_stats(clusters: Iterable[Cluster], repeat: int = 1) -> dict:
                       any(c.nonbinary for c in scored), [(c.rows, c.passes) for c in clusters], repeat)
 
 
-def row_stats(rows: int, passes: int, scores: list[float]) -> dict:
+def row_stats(rows: int, passes: int, scores: Sequence[float]) -> dict:
     """A column's statistics when every row is its own test (no repeats); `scores` are the finite
     ones. Cheaper than building a Cluster per row on a large run."""
     nonbinary = any(x != 0 and x != 1 for x in scores)
     return _summarize(rows, passes, scores, [1] * len(scores), nonbinary, (), 1)
 
 
-def fill(run, force: bool = False) -> None:
-    """Compute every column's stats of `run` (an EvalRun) into its metrics, where missing."""
-    todo = [i for i, m in enumerate(run.metrics) if force or not getattr(m, "stats", None)]
+class ColumnSample:
+    """A column's final rows reduced to what its statistics need, so that a run can count a row and
+    let it go: the counts and finite scores, or with repeats one Cluster per test."""
+
+    __slots__ = ("repeat", "rows", "passes", "scores", "clusters")
+
+    def __init__(self, repeat: int = 1):
+        from array import array
+
+        self.repeat = repeat
+        self.rows = self.passes = 0
+        self.scores = array("d")
+        self.clusters: dict[str, Cluster] = {}
+
+    def add(self, row) -> None:
+        if self.repeat > 1:
+            from factcli.records import test_key
+
+            # a test's repeats share the store's test key, so `view` groups them alike
+            key = test_key(row.step.test.description, row.step.vars)
+            self.clusters.setdefault(key, Cluster()).add(row.success, row.score)
+            return
+        self.rows += 1
+        self.passes += bool(row.success)
+        if _finite(row.score):
+            self.scores.append(row.score)
+
+    def stats(self) -> dict:
+        if self.repeat > 1:
+            return column_stats(self.clusters.values(), self.repeat)
+        return row_stats(self.rows, self.passes, self.scores)
+
+
+def fill(run) -> None:
+    """Compute the stats of `run`'s columns (an EvalRun's, from its rows) where they are missing; a
+    run that executed here has them already (EvalRun.finalize)."""
+    todo = {i: ColumnSample(getattr(run, "repeat", 1) or 1)
+            for i, m in enumerate(run.metrics) if not getattr(m, "stats", None)}
     if not todo:
         return
-    repeat = getattr(run, "repeat", 1) or 1
-    if repeat > 1:
-        from factcli.records import test_key
-
-        by_column: dict[int, dict[str, Cluster]] = {i: {} for i in todo}
-        for r in run.rows:
-            col = by_column.get(r.step.prompt_idx)
-            if col is not None:  # a test's repeats share the store's test key, so `view` groups alike
-                col.setdefault(test_key(r.step.test.description, r.step.vars), Cluster()).add(r.success, r.score)
-        for i in todo:
-            run.metrics[i].stats = column_stats(by_column[i].values(), repeat)
-        return
-    counts = {i: [0, 0] for i in todo}
-    scores: dict[int, list[float]] = {i: [] for i in todo}
-    for r in run.rows:
-        c = counts.get(r.step.prompt_idx)
-        if c is None:
-            continue
-        c[0] += 1
-        c[1] += bool(r.success)
-        if _finite(r.score):
-            scores[r.step.prompt_idx].append(r.score)
-    for i in todo:
-        run.metrics[i].stats = row_stats(counts[i][0], counts[i][1], scores[i])
+    for r in run.all_rows():
+        sample = todo.get(r.step.prompt_idx)
+        if sample is not None:
+            sample.add(r)
+    for i, sample in todo.items():
+        run.metrics[i].stats = sample.stats()
 
 
 def run_interval(run) -> list[float] | None:

@@ -7,6 +7,8 @@ from typing import Any
 
 # promptfoo's ResultFailureReason
 FAILURE_NONE, FAILURE_ASSERT, FAILURE_ERROR = 0, 1, 2
+# Assertions that compare a test's columns once all of them have run (factcli.compare)
+COMPARE_TYPES = ("select-best", "max-score")
 
 
 @dataclass(slots=True)
@@ -68,6 +70,11 @@ class TestCase:
     raw: dict = field(default_factory=dict)  # merged test as promptfoo reports it in testCase
     source: tuple[str, str] = ("", "")  # (file, key path) where the test was declared, for errors
     grader_from_default: bool = False  # options.provider came from defaultTest, not the test itself
+
+
+def compares(test: TestCase) -> bool:
+    """Whether a comparison (select-best, max-score) still changes the rows of `test` after they run."""
+    return any(a.type in COMPARE_TYPES for a in test.assertions)
 
 
 @dataclass(slots=True)

@@ -134,6 +134,105 @@ def test_run_row_is_created_at_start_and_rows_written_as_they_finish(tmp_path, m
     assert seen == [("started", 1), ("started", 2), ("started", 3), ("started", 4)]
 
 
+# ---------------------------------------------------------------- rows live in the store, not in memory
+
+def _many(n: int) -> str:
+    """n tests through echo; every third fails, descriptions on some, a metric on all."""
+    tests = "".join(f"  - vars: {{q: 'q{i}'{', extra: x' if i % 7 == 0 else ''}}}\n"
+                    + (f"    description: test {i}\n" if i % 5 == 0 else "")
+                    + (f"    assert: [{{type: contains, value: nope, metric: m}}]\n" if i % 3 == 0 else "")
+                    for i in range(n))
+    return ("prompts: ['Answer {{q}}', 'Reply {{q}}']\nproviders: [echo]\n"
+            "defaultTest: {assert: [{type: icontains, value: answer, metric: m}]}\ntests:\n" + tests)
+
+
+def _grab_run(monkeypatch) -> list:
+    import factcli.session as session_mod
+
+    runs, original = [], session_mod.drive
+
+    def spy(session, run, **kw):
+        runs.append(run)
+        return original(session, run, **kw)
+
+    monkeypatch.setattr(session_mod, "drive", spy)
+    return runs
+
+
+def test_a_stored_run_streams_its_rows_to_files_and_the_table(tmp_path, monkeypatch):
+    """1,100 tests x 2 columns: the finished run holds no rows in memory, yet the table, the
+    (streamed) JSON, JSONL and CSV have every row, in order, as the store's export has them."""
+    runs = _grab_run(monkeypatch)
+    cfg = write(tmp_path / "c.yaml", _many(1100))
+    outs = {f: tmp_path / f"eval.{f}" for f in ("json", "jsonl", "csv")}
+    result = cli("eval", "--no-progress-bar", "-c", cfg, *[a for p in outs.values() for a in ("-o", p)])
+    assert result.exit_code == 100, result.output
+    run = runs[0]
+    assert run.stored_rows is not None and run.rows == []
+    assert "… 1050 more tests not shown" in result.output
+    assert "q49" in result.output and "q50" not in result.output
+    doc = json.loads(outs["json"].read_text())
+    rows = doc["results"]["results"]
+    assert [(r["testIdx"], r["promptIdx"]) for r in rows] == [(t, p) for t in range(1100) for p in (0, 1)]
+    assert doc["vars"] == ["extra", "q"]
+    assert doc["results"]["stats"]["successes"] == sum(r["success"] for r in rows) == 733  # column 0, i % 3 != 0
+    assert len(outs["jsonl"].read_text().splitlines()) == 2200
+    header = outs["csv"].read_text().splitlines()[0]
+    assert header.startswith("Description,q,extra,[echo] Answer {{q}},Status,Score,Named Scores,Metric: m,")
+    exported = tmp_path / "export.json"
+    assert cli("export", "latest", "-o", exported).exit_code == 0
+    back = json.loads(exported.read_text())
+    assert back["results"]["results"] == rows
+    assert differences(back, doc) == []
+
+
+def test_the_streamed_json_is_the_document_byte_for_byte(tmp_path, monkeypatch):
+    """A run over PRETTY_MAX_ROWS is written row by row: the same bytes as json.dumps of the whole
+    document (checked on a run held in memory, with the limit lowered)."""
+    import factcli
+    from factcli import results
+
+    run = factcli.evaluate(str(write(tmp_path / "c.yaml", _many(40))))
+    assert len(run.rows) == 80 and run.stored_rows is None
+    small, big = tmp_path / "small.json", tmp_path / "big.json"
+    results.write_json(run, small)
+    monkeypatch.setattr(results, "PRETTY_MAX_ROWS", 10)
+    results.write_json(run, big)
+    text = big.read_text()
+    pretty = json.loads(small.read_text())
+    doc = results.to_promptfoo_json(run)
+    assert "\n" not in text[:-1] and len(json.loads(text)["results"]["results"]) == 80
+    for d in (doc, pretty):  # the time of writing is the one thing that differs
+        d["metadata"]["exportedAt"] = json.loads(text)["metadata"]["exportedAt"]
+    assert text == json.dumps(doc, ensure_ascii=False, default=str) + "\n"
+    assert json.loads(text) == pretty
+
+
+def test_a_store_that_fails_mid_run_loses_no_row(tmp_path, monkeypatch):
+    """The database stops taking rows after the 5th: the rows it has are read back, the rest stay
+    in memory, and the table and -o file show all of them."""
+    calls = []
+    original = Store.upsert_result
+
+    def failing(self, record, commit=True):
+        calls.append(1)
+        if len(calls) > 5:
+            raise sqlite3.OperationalError("disk I/O error")
+        return original(self, record, commit)
+
+    monkeypatch.setattr(Store, "upsert_result", failing)
+    runs = _grab_run(monkeypatch)
+    out = tmp_path / "out.json"
+    result = cli("eval", "--no-progress-bar", "-j", "1", "-c", write(tmp_path / "c.yaml", _many(30)), "-o", out)
+    assert result.exit_code == 100, result.output
+    assert "disk I/O error" in result.output and "the rest of this run is not stored" in result.output
+    run = runs[0]
+    assert run.stored_rows is None and len(run.rows) == 60
+    rows = json.loads(out.read_text())["results"]["results"]
+    assert [(r["testIdx"], r["promptIdx"]) for r in rows] == [(t, p) for t in range(30) for p in (0, 1)]
+    assert len(_rows(default_path())) == 5
+
+
 # ---------------------------------------------------------------- resume, retry, filter-failing
 
 KILL_CONFIG = """
