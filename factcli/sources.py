@@ -117,6 +117,47 @@ def check_depth(data: Any, file: str) -> Any:
     return data
 
 
+MAX_ALIAS_VALUES = 1_000_000  # values a document may have once its aliases are expanded ...
+MAX_ALIAS_RATIO = 100  # ... when that is this many times what it holds
+
+
+def check_aliases(data: Any, file: str) -> Any:
+    """check_depth for a document that may share nodes (YAML anchors and aliases): each shared node
+    is measured once, so that an alias bomb (aliases of aliases, a few lines that expand to
+    billions of values) is refused at once instead of being walked, copied or stored."""
+    memo: dict[int, tuple[int, int]] = {}  # id -> (depth, values once expanded)
+    path: set[int] = set()
+    held = 0
+
+    def measure(value: Any) -> tuple[int, int]:
+        nonlocal held
+        key = id(value)
+        if key in memo:
+            return memo[key]
+        if key in path or len(path) >= MAX_DEPTH:
+            raise ConfigError(f"nested more than {MAX_DEPTH} levels deep (or a YAML alias refers to itself)", file)
+        path.add(key)
+        depth, size = 0, 1
+        items = value.values() if type(value) is dict else value
+        held += 1 + len(items)
+        for v in items:
+            if type(v) is dict or type(v) is list:
+                d, n = measure(v)
+                depth, size = max(depth, d), size + n
+            else:
+                size += 1
+        path.discard(key)
+        memo[key] = (depth + 1, size)
+        return memo[key]
+
+    if type(data) is dict or type(data) is list:
+        _, size = measure(data)
+        if size > MAX_ALIAS_VALUES and size > MAX_ALIAS_RATIO * held:
+            raise ConfigError(f"its YAML aliases expand to {size:,} values from {held:,} written (an alias bomb?); "
+                              "repeat the data itself or nest fewer aliases", file)
+    return data
+
+
 class _Unusual(Exception):
     """Something the event-stream reader leaves to PyYAML's own loader."""
 
@@ -221,7 +262,7 @@ def parse_yaml(text: str, file: str) -> Any:
     except _Unusual:
         pass
     try:
-        return check_depth(yaml.load(text, Loader=_UniqueKeyLoader), file)
+        return check_aliases(yaml.load(text, Loader=_UniqueKeyLoader), file)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""

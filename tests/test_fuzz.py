@@ -257,6 +257,9 @@ def test_deeply_nested_and_exotic_yaml(tmp_path):
         "dir-tests.yaml": "prompts: [x]\nproviders: [echo]\ntests: file://sub\n",
         "bin-prompt.yaml": "prompts: [file://bin.txt]\nproviders: [echo]\n",
         "bin-tests.yaml": "prompts: [x]\nproviders: [echo]\ntests: file://bin.csv\n",
+        "alias-bomb.yaml": "".join(f"{k}: &{k} [" + ",".join([f"*{p}" if p else '"lol"'] * 9) + "]\n"
+                                   for p, k in zip(["", *"abcdefgh"], "abcdefghi")) + "prompts: [x]\nproviders: [echo]\n",
+        "alias-loop.yaml": "prompts: &p [x, *p]\nproviders: [echo]\n",
     }
     (tmp_path / "sub").mkdir()
     (tmp_path / "bin.txt").write_bytes(b"\xff\xfe\xfa")
@@ -269,6 +272,8 @@ def test_deeply_nested_and_exotic_yaml(tmp_path):
         "bad-delay.yaml": "evaluateOptions.delay", "huge-int.yaml": "evaluateOptions.maxConcurrency",
         "dir-prompt.yaml": "prompts[0]: ", "dir-tests.yaml": "tests: ", "bin-prompt.yaml": "not UTF-8",
         "bin-tests.yaml": "bin.csv: not UTF-8", "dup.yaml": "duplicate key 'prompts'",
+        "alias-bomb.yaml": "its YAML aliases expand to 490,329,059 values from 106 written",
+        "alias-loop.yaml": "a YAML alias refers to itself",
     }
     for name, text in cases.items():
         p = tmp_path / name
@@ -279,6 +284,17 @@ def test_deeply_nested_and_exotic_yaml(tmp_path):
                 assert line is not None and expected[name] in line, line
         except AssertionError as exc:
             raise AssertionError(f"{name}: {exc}") from None
+
+
+def test_yaml_aliases_that_repeat_data_still_load(tmp_path):
+    """Anchors are for sharing: 3,000 tests that each alias one assertion list expand to 10x what
+    is written, far from an alias bomb's ratio."""
+    text = ("prompts: [x]\nproviders: [echo]\ntests:\n"
+            "  - {vars: {n: '0'}, assert: &c [{type: contains, value: x}, {type: icontains, value: X}]}\n"
+            + "".join(f"  - {{vars: {{n: '{i}'}}, assert: *c}}\n" for i in range(1, 3000)))
+    (tmp_path / "c.yaml").write_text(text, encoding="utf-8")
+    result = run_eval("-c", tmp_path / "c.yaml")
+    assert result.exit_code == 0, result.output
 
 
 # ---------------------------------------------------------------- the files a config points at
