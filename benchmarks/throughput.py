@@ -14,10 +14,8 @@ reported with the ratio to the floor and the CPU milliseconds per row of each pr
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -175,28 +175,6 @@ def exit_code_for(run) -> int:
     return failed_code
 
 
-def write_output(run, path: Path) -> None:
-    import json
-
-    from factcli.results import row_json, to_promptfoo_json, write_json
-
-    suffix = path.suffix.lower()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if suffix == ".json":
-        write_json(run, path)
-    elif suffix == ".jsonl":
-        from factcli.results import finite
-
-        with open(path, "w", encoding="utf-8") as fh:
-            for r in run.all_rows():
-                fh.write(json.dumps(finite(row_json(r, run.columns)), ensure_ascii=False, default=str) + "\n")
-    elif suffix in (".yaml", ".yml"):
-        import yaml
-
-        with open(path, "w", encoding="utf-8") as fh:
-            yaml.safe_dump(to_promptfoo_json(run), fh, sort_keys=False, allow_unicode=True)
-
-
 @cache_app.command("clear")
 def cache_clear() -> None:
     """Delete every cached response."""

@@ -1,8 +1,9 @@
-"""Result files, from a run in memory (`eval -o`) or from the store (`factcli export`).
+"""Result files of a run just finished (`eval -o`) or stored earlier (`factcli export`).
 
-The format comes from the file name: .json (promptfoo's layout), .jsonl, .yaml/.yml (written by
-cli.write_output), .csv (promptfoo's CSV layout), .xml (the JSON document as XML), .junit.xml
-(one testsuite per column) and .html (one self-contained page that opens offline).
+The format comes from the file name: .json (promptfoo's layout), .jsonl, .yaml/.yml, .csv
+(promptfoo's CSV layout), .xml (the JSON document as XML), .junit.xml (one testsuite per column)
+and .html (one self-contained page that opens offline). Rows are read through run.all_rows(), so
+a stored run's rows stream from the store (JSON, JSONL, CSV, JUnit and HTML never hold them all).
 Every file gets a last secrets pass (contract §9) after it is written.
 """
 
@@ -30,9 +31,7 @@ def write_export(run, path: Path, scrub=None) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         if name.endswith((".json", ".jsonl", ".yaml", ".yml")):
-            from factcli.cli import write_output
-
-            write_output(run, path)
+            write_document(run, path)
         elif name.endswith("junit.xml"):
             path.write_text(junit_xml(run), encoding="utf-8")
         elif name.endswith(".xml"):
@@ -44,6 +43,24 @@ def write_export(run, path: Path, scrub=None) -> None:
         (scrub or Scrubber(run.suite.raw)).file(path)
     except OSError as exc:
         raise FactcliError(f"{path}: cannot write: {exc.strerror or exc}") from None
+
+
+def write_document(run, path: Path) -> None:
+    """The results document as .json, one row per line as .jsonl, or as .yaml/.yml."""
+    from factcli.results import dumps_finite, row_json, to_promptfoo_json, write_json
+
+    name = path.name.lower()
+    if name.endswith(".json"):
+        write_json(run, path)
+    elif name.endswith(".jsonl"):
+        with open(path, "w", encoding="utf-8") as fh:
+            for r in run.all_rows():
+                fh.write(dumps_finite(row_json(r, run.columns)) + "\n")
+    else:  # held in memory whole: PyYAML writes a document, not a stream
+        import yaml
+
+        with open(path, "w", encoding="utf-8") as fh:
+            yaml.safe_dump(to_promptfoo_json(run), fh, sort_keys=False, allow_unicode=True)
 
 
 # ---------------------------------------------------------------- shared helpers

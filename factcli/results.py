@@ -195,6 +195,16 @@ def finite(doc: Any) -> Any:
         return clean(doc)
 
 
+def dumps_finite(value: Any) -> str:
+    """json.dumps(finite(value)) on one line, encoding once when nothing is NaN or infinite."""
+    import json
+
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, default=str)
+    except ValueError:
+        return json.dumps(clean(value), ensure_ascii=False, default=str)
+
+
 PRETTY_MAX_ROWS = 2000
 _ROWS_MARK = "\x00factcli:results\x00"
 
@@ -215,6 +225,5 @@ def write_json(run, path) -> None:
         head, tail = json.dumps(doc, ensure_ascii=False, default=str).split(json.dumps(_ROWS_MARK))
         fh.write(head + "[")
         for i, r in enumerate(run.all_rows()):
-            fh.write((", " if i else "") + json.dumps(finite(row_json(r, run.columns)), ensure_ascii=False,
-                                                         default=str))
+            fh.write((", " if i else "") + dumps_finite(row_json(r, run.columns)))
         fh.write("]" + tail + "\n")

@@ -1,7 +1,6 @@
 """Every example in examples/ loads, and those that need a model run against the fake server."""
 
 import json
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner

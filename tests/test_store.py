@@ -140,7 +140,7 @@ def _many(n: int) -> str:
     """n tests through echo; every third fails, descriptions on some, a metric on all."""
     tests = "".join(f"  - vars: {{q: 'q{i}'{', extra: x' if i % 7 == 0 else ''}}}\n"
                     + (f"    description: test {i}\n" if i % 5 == 0 else "")
-                    + (f"    assert: [{{type: contains, value: nope, metric: m}}]\n" if i % 3 == 0 else "")
+                    + ("    assert: [{type: contains, value: nope, metric: m}]\n" if i % 3 == 0 else "")
                     for i in range(n))
     return ("prompts: ['Answer {{q}}', 'Reply {{q}}']\nproviders: [echo]\n"
             "defaultTest: {assert: [{type: icontains, value: answer, metric: m}]}\ntests:\n" + tests)
