@@ -195,35 +195,40 @@ def finite(doc: Any) -> Any:
         return clean(doc)
 
 
-def dumps_finite(value: Any) -> str:
-    """json.dumps(finite(value)) on one line, encoding once when nothing is NaN or infinite."""
+def dumps_finite(value: Any, indent: int | None = None) -> str:
+    """json.dumps(finite(value)), encoding once when nothing is NaN or infinite."""
     import json
 
     try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False, default=str)
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, default=str, indent=indent)
     except ValueError:
-        return json.dumps(clean(value), ensure_ascii=False, default=str)
+        return json.dumps(clean(value), ensure_ascii=False, default=str, indent=indent)
 
 
-PRETTY_MAX_ROWS = 2000
+PRETTY_MAX_ROWS = 2000  # json's C encoder is only used without indent: larger files go on one line
 _ROWS_MARK = "\x00factcli:results\x00"
+_ROWS_DEPTH = 3  # results.results[] items sit three levels down
 
 
 def write_json(run, path) -> None:
-    """Small runs are pretty-printed. A larger one is written compactly (json's C encoder is only
-    used without indent) and row by row, so that its rows are never all in memory at once: the
-    bytes are those of json.dumps(to_promptfoo_json(run)) either way."""
+    """The document, its rows written one at a time as they are read (a stored run's stream from
+    the store), so that they are never all in memory: the bytes of json.dumps(to_promptfoo_json(run))
+    with indent 2 up to PRETTY_MAX_ROWS rows, on one line beyond."""
     import json
 
+    indent = 2 if run.row_count <= PRETTY_MAX_ROWS else None
+    doc = to_promptfoo_json(run, rows=False)
+    doc["results"]["results"] = _ROWS_MARK
+    head, tail = json.dumps(doc, ensure_ascii=False, indent=indent, default=str).split(json.dumps(_ROWS_MARK))
+    pad = "\n" + " " * (indent * _ROWS_DEPTH) if indent else ""
     with open(path, "w", encoding="utf-8") as fh:
-        if run.row_count <= PRETTY_MAX_ROWS:
-            fh.write(json.dumps(to_promptfoo_json(run), ensure_ascii=False, indent=2, default=str))
-            fh.write("\n")
-            return
-        doc = to_promptfoo_json(run, rows=False)
-        doc["results"]["results"] = _ROWS_MARK
-        head, tail = json.dumps(doc, ensure_ascii=False, default=str).split(json.dumps(_ROWS_MARK))
         fh.write(head + "[")
-        for i, r in enumerate(run.all_rows()):
-            fh.write((", " if i else "") + dumps_finite(row_json(r, run.columns)))
+        n = 0
+        for n, r in enumerate(run.all_rows(), 1):
+            text = dumps_finite(row_json(r, run.columns), indent)
+            if indent:
+                text = pad + text.replace("\n", pad)
+            fh.write(("" if n == 1 else "," if indent else ", ") + text)
+        if n and indent:
+            fh.write(pad[: -indent])
         fh.write("]" + tail + "\n")

@@ -187,25 +187,24 @@ def test_a_stored_run_streams_its_rows_to_files_and_the_table(tmp_path, monkeypa
 
 
 def test_the_streamed_json_is_the_document_byte_for_byte(tmp_path, monkeypatch):
-    """A run over PRETTY_MAX_ROWS is written row by row: the same bytes as json.dumps of the whole
-    document (checked on a run held in memory, with the limit lowered)."""
+    """write_json writes its rows one at a time: the bytes are json.dumps of the whole document,
+    indented up to PRETTY_MAX_ROWS rows and on one line beyond (both checked, the limit lowered)."""
     import factcli
     from factcli import results
 
     run = factcli.evaluate(str(write(tmp_path / "c.yaml", _many(40))))
     assert len(run.rows) == 80 and run.stored_rows is None
-    small, big = tmp_path / "small.json", tmp_path / "big.json"
-    results.write_json(run, small)
-    monkeypatch.setattr(results, "PRETTY_MAX_ROWS", 10)
-    results.write_json(run, big)
-    text = big.read_text()
-    pretty = json.loads(small.read_text())
-    doc = results.to_promptfoo_json(run)
-    assert "\n" not in text[:-1] and len(json.loads(text)["results"]["results"]) == 80
-    for d in (doc, pretty):  # the time of writing is the one thing that differs
-        d["metadata"]["exportedAt"] = json.loads(text)["metadata"]["exportedAt"]
-    assert text == json.dumps(doc, ensure_ascii=False, default=str) + "\n"
-    assert json.loads(text) == pretty
+    empty = factcli.evaluate({"prompts": ["x"], "providers": ["echo"], "tests": [{"vars": {"a": "1"}}]},
+                             filter_first_n=0)
+    for case, limit, indent in ((run, 2000, 2), (run, 10, None), (empty, 2000, 2)):
+        monkeypatch.setattr(results, "PRETTY_MAX_ROWS", limit)
+        out = tmp_path / "out.json"
+        results.write_json(case, out)
+        text = out.read_text()
+        doc = results.to_promptfoo_json(case)
+        doc["metadata"]["exportedAt"] = json.loads(text)["metadata"]["exportedAt"]  # the time of writing
+        assert text == json.dumps(doc, ensure_ascii=False, default=str, indent=indent) + "\n", (limit, indent)
+        assert len(json.loads(text)["results"]["results"]) == len(case.rows)
 
 
 def test_a_store_that_fails_mid_run_loses_no_row(tmp_path, monkeypatch):
