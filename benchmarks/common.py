@@ -70,6 +70,9 @@ def run(cmd: list[str], env: dict | None = None, cwd: str | Path | None = None, 
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     if src:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+        # `python -m` puts the working directory first on sys.path: run from `src` itself, or a
+        # checkout in the working directory would be imported instead of it
+        cwd = cwd or src
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     # read the pipes while waiting: a child that fills one would block forever otherwise

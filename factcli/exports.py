@@ -3,7 +3,8 @@
 The format comes from the file name: .json (promptfoo's layout), .jsonl, .yaml/.yml, .csv
 (promptfoo's CSV layout), .xml (the JSON document as XML), .junit.xml (one testsuite per column)
 and .html (one self-contained page that opens offline). Rows are read through run.all_rows(), so
-a stored run's rows stream from the store (JSON, JSONL, CSV, JUnit and HTML never hold them all).
+a stored run's rows stream from the store: JSON, JSONL and CSV are written row by row; YAML and XML
+build the whole document, JUnit and HTML their element tree or page text, in memory.
 Every file gets a last secrets pass (contract §9) after it is written.
 """
 

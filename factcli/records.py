@@ -244,13 +244,11 @@ ROW_ORDER = "test_idx, prompt_idx, seq"  # a test's columns together; repeats of
 class RowFacts:
     """What a results file's header needs from every row, read before the rows themselves."""
 
-    count: int = 0
     seen_vars: dict = dataclasses.field(default_factory=dict)  # as an ordered set: first seen, in ROW_ORDER
     named_scores: set = dataclasses.field(default_factory=set)
     has_description: bool = False
 
     def add(self, variables: dict, named_scores: dict, description: str | None) -> None:
-        self.count += 1
         self.seen_vars.update(dict.fromkeys(variables))
         self.named_scores.update(named_scores)
         self.has_description = self.has_description or bool(description)

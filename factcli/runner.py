@@ -108,13 +108,10 @@ class EvalRun:
         """Take a recorded row (after its metrics and its write to the store): count it in its
         column's statistics once it is final, and hold it in memory unless the store has it. A row
         a comparison will still change is final, and let go, only after the comparisons."""
-        if self._tallies is None:
-            self._tallies = [(stats.ColumnSample(self.repeat), method_reports.ColumnMethods()) for _ in self.columns]
         if compares(row.step.test):
             self._pending.append(row)
         else:
-            for tally in self._tallies[row.step.prompt_idx]:
-                tally.add(row)
+            self._tally(row)
             if self.stored_rows is not None:
                 return
         compact_row(row)
@@ -123,15 +120,21 @@ class EvalRun:
     def finalize(self) -> None:
         """Every column's statistics and method reports, from the rows kept so far (also for a run
         that stopped early)."""
-        if self._tallies is None:
-            self._tallies = [(stats.ColumnSample(self.repeat), method_reports.ColumnMethods()) for _ in self.columns]
         for row in self._pending:
-            for tally in self._tallies[row.step.prompt_idx]:
-                tally.add(row)
+            self._tally(row)
         self._pending = []
-        for m, (sample, methods) in zip(self.metrics, self._tallies):
+        for m, (sample, methods) in zip(self.metrics, self._column_tallies()):
             m.stats = sample.stats()
             m.methods = methods.reports()
+
+    def _column_tallies(self) -> list:
+        if self._tallies is None:
+            self._tallies = [(stats.ColumnSample(self.repeat), method_reports.ColumnMethods()) for _ in self.columns]
+        return self._tallies
+
+    def _tally(self, row: EvalResult) -> None:
+        for tally in self._column_tallies()[row.step.prompt_idx]:
+            tally.add(row)
 
     def to_promptfoo(self) -> dict:
         from factcli.results import to_promptfoo_json

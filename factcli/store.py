@@ -172,17 +172,45 @@ class Scrubber:
             return True
         return any(form in text for form in self._json_forms)
 
+    FILE_CHUNK = 1 << 20  # characters read at a time by file()
+
     def file(self, path: Path) -> None:
-        """A last pass over a written export: replace any secret in its text, however encoded."""
+        """A last pass over a written export: replace any secret in its text, however encoded. The
+        file is read a chunk at a time (an export of a large run is hundreds of MB); each chunk
+        keeps the last len(longest secret) - 1 characters for the next, so a secret split across
+        two chunks is still found. The file is replaced only if something changed."""
         if not self.variants:
             return
-        text = path.read_text(encoding="utf-8")
-        changed = text
-        for value, replacement in self.variants:
-            if value in changed:
-                changed = changed.replace(value, replacement)
-        if changed != text:
-            path.write_text(changed, encoding="utf-8")
+        import tempfile
+
+        carry_len = max(len(v) for v, _ in self.variants) - 1
+        changed = False
+        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+        try:
+            with open(path, encoding="utf-8", newline="") as src, \
+                    open(fd, "w", encoding="utf-8", newline="") as out:
+                buffer = ""
+                while True:
+                    chunk = src.read(self.FILE_CHUNK)
+                    buffer += chunk
+                    for value, replacement in self.variants:
+                        if value in buffer:
+                            buffer = buffer.replace(value, replacement)
+                            changed = True
+                    if not chunk:
+                        out.write(buffer)
+                        break
+                    keep = min(carry_len, len(buffer))
+                    out.write(buffer[:len(buffer) - keep])
+                    buffer = buffer[len(buffer) - keep:]
+            if changed:
+                import shutil
+
+                shutil.copymode(path, tmp)
+                os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
 
 
 def _xml_escape(value: str) -> str:

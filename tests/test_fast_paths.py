@@ -53,6 +53,37 @@ def test_scrubber_dumps_still_redacts(monkeypatch):
     assert json.loads(out)["s"] is None
 
 
+def whole_file_pass(scrub: Scrubber, text: str) -> str:
+    for value, replacement in scrub.variants:
+        text = text.replace(value, replacement)
+    return text
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 7, 16, 1 << 20])
+def test_scrubber_file_reads_in_chunks_and_misses_no_secret(tmp_path, monkeypatch, chunk):
+    """The export pass reads a file a chunk at a time: secrets across chunk edges, at both ends,
+    back to back and in their JSON and XML forms are replaced exactly as a whole-text pass would."""
+    monkeypatch.setenv("MY_API_KEY", "sk-env-abc&def\"0123")
+    scrub = Scrubber(CONFIG)
+    monkeypatch.setattr(Scrubber, "FILE_CHUNK", chunk)
+    text = ("literal-key-123456 start\r\n" + "x" * 13 + "hdr-secret-99hdr-secret-99 é ✓\n"
+            + json.dumps("sk-env-abc&def\"0123") + " sk-env-abc&amp;def&quot;0123 " * 3 + "y" * 50
+            + "sk-env-abc&def\"0123")
+    path = tmp_path / "export.txt"
+    path.write_text(text, encoding="utf-8", newline="")
+    path.chmod(0o644)
+    scrub.file(path)
+    out = path.read_bytes().decode("utf-8")
+    assert out == whole_file_pass(scrub, text)
+    assert "0123" not in out and "literal-key" not in out and "hdr-secret" not in out and "\r\n" in out
+    assert path.stat().st_mode & 0o777 == 0o644 and list(tmp_path.iterdir()) == [path]
+    clean = tmp_path / "clean.txt"
+    clean.write_text("nothing to hide\n" * 100, encoding="utf-8")
+    before = clean.stat().st_mtime_ns
+    scrub.file(clean)
+    assert clean.stat().st_mtime_ns == before and len(list(tmp_path.iterdir())) == 2
+
+
 def test_family_map_names_the_module_that_registers_each_type():
     from factcli.assertions import core
 
