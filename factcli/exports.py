@@ -13,10 +13,9 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-
-from factcli.errors import FactcliError
 from typing import Iterator
 
+from factcli.errors import FactcliError
 from factcli.types import FAILURE_ERROR, EvalResult
 
 FORMATS = (".json", ".jsonl", ".yaml", ".yml", ".csv", ".xml", ".junit.xml", ".html")

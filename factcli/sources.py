@@ -101,13 +101,17 @@ _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
 MAX_DEPTH = 100
 
 
+def _too_deep(file: str) -> ConfigError:
+    return ConfigError(f"nested more than {MAX_DEPTH} levels deep (or a YAML alias refers to itself)", file)
+
+
 def check_depth(data: Any, file: str) -> Any:
     """Refuse absurdly nested data (or a YAML alias that contains itself) up front: everything
     after loading walks it recursively and would die with a RecursionError."""
 
     def walk(value: Any, room: int) -> None:
         if room == 0:
-            raise ConfigError(f"nested more than {MAX_DEPTH} levels deep (or a YAML alias refers to itself)", file)
+            raise _too_deep(file)
         for v in (value.values() if type(value) is dict else value):
             if type(v) is dict or type(v) is list:
                 walk(v, room - 1)
@@ -135,7 +139,7 @@ def check_aliases(data: Any, file: str) -> Any:
         if key in memo:
             return memo[key]
         if key in path or len(path) >= MAX_DEPTH:
-            raise ConfigError(f"nested more than {MAX_DEPTH} levels deep (or a YAML alias refers to itself)", file)
+            raise _too_deep(file)
         path.add(key)
         depth, size = 0, 1
         items = value.values() if type(value) is dict else value
