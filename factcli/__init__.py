@@ -10,6 +10,6 @@ def evaluate(config, **options):
 
     Imported lazily so that `import factcli` (and `factcli --help`) stays cheap.
     """
-    from factcli.runner import evaluate as _evaluate
+    from factcli.run.runner import evaluate as _evaluate
 
     return _evaluate(config, **options)

@@ -1,3 +1,3 @@
-from factcli.cli import main
+from factcli.cli.app import main
 
 main()

@@ -7,7 +7,7 @@ from typing import Any
 
 # promptfoo's ResultFailureReason
 FAILURE_NONE, FAILURE_ASSERT, FAILURE_ERROR = 0, 1, 2
-# Assertions that compare a test's columns once all of them have run (factcli.compare)
+# Assertions that compare a test's columns once all of them have run (factcli.assertions.compare)
 COMPARE_TYPES = ("select-best", "max-score")
 
 

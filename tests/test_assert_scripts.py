@@ -18,13 +18,13 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import write
-from factcli.assertions.core import AssertionError_, run_assertions
+from factcli.scoring.registry import AssertionError_, run_assertions
 from factcli.assertions.scripts import build_python_script, parse_float
-from factcli.cli import app
-from factcli.config import _Ctx, parse_test
+from factcli.cli.app import app
+from factcli.config.loader import _Ctx, parse_test
 from factcli.errors import ConfigError
-from factcli.node_worker import JSError, NodeNotFound, NodeTimeout, NodeWorker, NodeWorkerError
-from factcli.transforms import TransformError, apply_transform, check_transform
+from factcli.scripting.node import JSError, NodeNotFound, NodeTimeout, NodeWorker, NodeWorkerError
+from factcli.scripting.transforms import TransformError, apply_transform, check_transform
 from factcli.types import ProviderResponse, ProviderSpec
 from parity_compare import differences
 
@@ -569,7 +569,7 @@ def test_node_missing_is_a_clear_error(tmp_path, monkeypatch):
 
 @needs_node
 def test_worker_stops_when_factcli_exits(tmp_path):
-    script = ("import asyncio\nfrom factcli.node_worker import get_worker\n"
+    script = ("import asyncio\nfrom factcli.scripting.node import get_worker\n"
               "w = get_worker()\nasyncio.run(w.call('ping'))\nprint(w.pid)\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr

@@ -21,10 +21,10 @@ import pytest
 from typer.testing import CliRunner
 
 import factcli.assertions  # noqa: F401  (registers the handlers)
-from factcli.assertions.core import AssertionError_, run_assertion
+from factcli.scoring.registry import AssertionError_, run_assertion
 from factcli.assertions.similarity import (js_number, js_to_fixed, js_to_precision, porter_stem,
                                            treebank_tokenize)
-from factcli.cli import app
+from factcli.cli.app import app
 from factcli.types import Assertion, ProviderResponse
 from factcli.types import TestCase as Case
 from parity_compare import differences, row_key

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from factcli.assertions.core import run_assertion
+from factcli.scoring.registry import run_assertion
 from factcli.assertions.structured import (compile_schema, contains_html_text, errors_text,
                                            extract_json_objects, extract_sql_blocks,
                                            extract_xml_candidates, xml_tree)
-from factcli.cli import app
+from factcli.cli.app import app
 from factcli.providers import create_provider
 from factcli.types import Assertion, ProviderResponse, ProviderSpec, TestCase
 from parity_compare import differences
@@ -352,7 +352,7 @@ def test_tool_definitions_from_a_file(tmp_path):
 
 
 def test_weight_zero_and_registry_aliases():
-    from factcli.assertions.core import lookup
+    from factcli.scoring.registry import lookup
 
     assert lookup("is-valid-function-call").name == "is-valid-openai-function-call"
     assert lookup("not-contains-sql").name == "contains-sql"

@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import ROOT, write
-from factcli.calibrate import binary_metrics, load_items, parse_label, plan
-from factcli.cli import app
+from factcli.run.calibrate import binary_metrics, load_items, parse_label, plan
+from factcli.cli.app import app
 
 runner = CliRunner()
 
@@ -359,7 +359,7 @@ def test_truthfulqa_set_rebuilds_from_the_source():
 
 
 def test_truthfulqa_factuality_suite_loads_offline():
-    from factcli import runner
+    from factcli.run import runner
 
     suite = runner.load([ROOT / "configs" / "truthfulqa" / "factuality.yaml"])
     assert len(suite.tests) == 50

@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import ROOT, write
-from factcli.cli import app
+from factcli.cli.app import app
 
 runner = CliRunner()
 

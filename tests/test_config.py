@@ -6,10 +6,10 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import write
-from factcli.cli import app
-from factcli.config import load_suite
+from factcli.cli.app import app
+from factcli.config.loader import load_suite
 from factcli.errors import ConfigError
-from factcli.plan import expand
+from factcli.config.plan import expand
 
 runner = CliRunner()
 

@@ -19,8 +19,8 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import write
-from factcli.cli import app
-from factcli.store import Store
+from factcli.cli.app import app
+from factcli.store.database import Store
 
 runner = CliRunner()
 N = 40

@@ -6,8 +6,8 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import ROOT
-from factcli.cli import app
-from factcli.config import load_suite
+from factcli.cli.app import app
+from factcli.config.loader import load_suite
 
 EXAMPLES = sorted((ROOT / "examples").glob("*/promptfooconfig.yaml"))
 

@@ -12,11 +12,11 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import ROOT, write
-from factcli.assertions.facts_grounding import (facts_interval, facts_summary, format_facts_summary,
+from factcli.methods.facts_grounding import (facts_interval, facts_summary, format_facts_summary,
                                                 parse_eligibility, parse_implicit_span_level, parse_json_labels,
                                                 parse_span_level, read_final_answer, split_sentences)
-from factcli.claims import JudgeError
-from factcli.cli import app
+from factcli.methods.claims import JudgeError
+from factcli.cli.app import app
 
 runner = CliRunner()
 DOC = "Alpha is red. Beta is blue. Delta is yellow."

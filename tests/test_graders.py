@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import write
-from factcli.cli import app
+from factcli.cli.app import app
 from parity_compare import differences
 
 PARITY = Path(__file__).parent / "parity" / "graders"
@@ -117,7 +117,7 @@ tests: [{assert: [{type: contains, value: x}, {type: factuality, value: y}]}]
 
 
 def test_grader_resolution_order(monkeypatch):
-    from factcli.grading import GraderSource
+    from factcli.scoring.grading import GraderSource
 
     src = GraderSource(cli="cli-grader", default_test="default-grader")
     assert src.resolve("assert-grader", "test-grader").id == "assert-grader"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import factcli.assertions as assertions
-from factcli.assertions import core
+from factcli.scoring import registry as core
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")

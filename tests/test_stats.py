@@ -10,9 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import write
-from factcli import stats
-from factcli.cli import app
-from factcli.store import Store
+from factcli.stats import intervals as stats
+from factcli.cli.app import app
+from factcli.store.database import Store
 
 runner = CliRunner()
 
@@ -106,7 +106,7 @@ def test_facts_table_5_interval():
     """FACTS Grounding, Table 5: 91.4% on N = 860 is ±1.9 (the paper's normal interval)."""
     assert round(100 * stats.wald_margin(0.914, 860), 1) == 1.9
     assert stats.fmt_rate(0.914, stats.wald_margin(0.914, 860)) == "91.4% ± 1.9"
-    from factcli.assertions.facts_grounding import facts_interval
+    from factcli.methods.facts_grounding import facts_interval
 
     assert facts_interval is stats.wald_margin  # one implementation for every report
     assert math.isnan(stats.wald_margin(0.5, 0)) and stats.wald_interval(0, 0) is None
@@ -268,7 +268,7 @@ def test_repeat_statistics_in_the_summary_results_json_and_view(tmp_path):
 
 def _drop_stored_stats(run_id: str) -> None:
     """Make the run look like one still being written, or stored by an older factcli."""
-    from factcli.records import metrics_from_json, metrics_to_json
+    from factcli.store.records import metrics_from_json, metrics_to_json
 
     with Store.open() as store:
         metrics = [metrics_from_json(c["metrics_json"]) for c in store.columns(run_id)]
@@ -305,7 +305,7 @@ def test_view_computes_the_same_statistics_from_the_rows_when_none_are_stored(tm
 
 
 def test_view_of_a_big_run_without_stored_statistics_says_when_they_appear(tmp_path, monkeypatch):
-    from factcli import viewer
+    from factcli.report import view as viewer
 
     repeat_run(tmp_path)
     _drop_stored_stats(latest_id())
@@ -407,6 +407,6 @@ def test_help_does_not_import_numpy():
     import subprocess
     import sys
 
-    code = "import sys; from factcli.cli import app; import factcli.stats, factcli.viewer, factcli.report; " \
+    code = "import sys; from factcli.cli.app import app; import factcli.stats.intervals, factcli.report.view, factcli.report.summary; " \
            "print('numpy' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"

@@ -14,9 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import ROOT, write
-from factcli.cli import app
+from factcli.cli.app import app
 from factcli.errors import FactcliError
-from factcli.store import MIGRATION_NAMES, Store, default_path
+from factcli.store.database import MIGRATION_NAMES, Store, default_path
 from parity_compare import differences
 
 runner = CliRunner()
@@ -118,7 +118,7 @@ def test_round_trip_of_every_parity_config(fake_openai, tmp_path, monkeypatch):
 
 def test_run_row_is_created_at_start_and_rows_written_as_they_finish(tmp_path, monkeypatch):
     """on_result writes and commits each row: another connection sees it before the run ends."""
-    from factcli.session import EvalSession
+    from factcli.run.session import EvalSession
 
     seen = []
     original = EvalSession.write
@@ -147,7 +147,7 @@ def _many(n: int) -> str:
 
 
 def _grab_run(monkeypatch) -> list:
-    import factcli.session as session_mod
+    import factcli.run.session as session_mod
 
     runs, original = [], session_mod.drive
 
@@ -190,7 +190,7 @@ def test_the_streamed_json_is_the_document_byte_for_byte(tmp_path, monkeypatch):
     """write_json writes its rows one at a time: the bytes are json.dumps of the whole document,
     indented up to PRETTY_MAX_ROWS rows and on one line beyond (both checked, the limit lowered)."""
     import factcli
-    from factcli import results
+    from factcli.report import results_json as results
 
     run = factcli.evaluate(str(write(tmp_path / "c.yaml", _many(40))))
     assert len(run.rows) == 80 and run.stored_rows is None

@@ -17,8 +17,8 @@ import yaml
 from typer.testing import CliRunner
 
 from conftest import ROOT, write
-from factcli.cli import app
-from factcli.store import Store
+from factcli.cli.app import app
+from factcli.store.database import Store
 
 runner = CliRunner()
 PARITY = ROOT / "tests" / "parity"
@@ -283,8 +283,8 @@ tests:
 
 
 def make_big_run(db: Path, tests: int, columns: int) -> str:
-    from factcli.metrics import ColumnMetrics
-    from factcli.records import metrics_to_json
+    from factcli.scoring.metrics import ColumnMetrics
+    from factcli.store.records import metrics_to_json
 
     run_id = "eval-20990101T000000-bigrun"
     with Store.open(db, create=True) as store:
@@ -307,7 +307,7 @@ def make_big_run(db: Path, tests: int, columns: int) -> str:
                  None if t % 2 else "Expected output to contain 'answer'", f"{text} {t}", 0, '{"acc": 1}', grading,
                  12.5, 10, 20, 30, 0, 0.0001, 0, json.dumps({"q": f"question {t}"}), f"Answer: question {t}", "{}", "")
                 for t in range(tests) for c in range(columns))
-        from factcli.store import RESULT_FIELDS
+        from factcli.store.database import RESULT_FIELDS
 
         store.conn.executemany(f"INSERT INTO results ({', '.join(RESULT_FIELDS)}) VALUES "
                                f"({', '.join('?' * len(RESULT_FIELDS))})", rows)

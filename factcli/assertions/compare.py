@@ -11,7 +11,7 @@ import json
 import math
 
 from factcli import templating
-from factcli.grading import as_template_text, grader_error, parse_json_maybe, render_grading_prompt
+from factcli.scoring.grading import as_template_text, grader_error, parse_json_maybe, render_grading_prompt
 from factcli.types import COMPARE_TYPES, FAILURE_ASSERT, EvalResult, GradingResult, compares
 
 

@@ -6,7 +6,7 @@ failure marked `graderError` (with the raw reply kept), counted apart from real 
 never inverted by `not-`.
 
 factuality, llm-rubric, model-graded-closedqa and g-eval also take a judge panel (`provider:` as a
-list, `config.aggregate`): every judge grades exactly as a single grader would, and factcli.panels
+list, `config.aggregate`): every judge grades exactly as a single grader would, and factcli.scoring.panels
 aggregates their scores and pass votes (a judge that fails is left out and reported). `not-`
 inverts the panel's result, never a judge's. A factuality judge's score is the weight of its
 category; the panel's `category` is the one most judges chose (`panel_category`), the full
@@ -20,10 +20,10 @@ import json
 import math
 
 from factcli import templating
-from factcli.assertions.core import AssertionContext, AssertionError_, assertion
-from factcli.grading import (FIRST_LETTER, as_template_text, extract_json_objects, grader_error,
+from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
+from factcli.scoring.grading import (FIRST_LETTER, as_template_text, extract_json_objects, grader_error,
                              parse_json_maybe, render_grading_prompt)
-from factcli.panels import JudgeVerdict, PanelConfigError, aggregate, aggregate_mode, describe, judge_names
+from factcli.scoring.panels import JudgeVerdict, PanelConfigError, aggregate, aggregate_mode, describe, judge_names
 from factcli.types import GradingResult, TokenUsage
 from factcli.assertions import prompts
 
@@ -61,14 +61,14 @@ def _panel_specs(ctx: AssertionContext):
         return None
     if not value:
         raise AssertionError_("an empty list of judges")
-    from factcli.grading import pick
+    from factcli.scoring.grading import pick
 
     return [pick(v) for v in value]
 
 
 async def _graded(ctx: AssertionContext, label: str, one, threshold: float, details=None) -> GradingResult:
     """Grade with the single grader (`one(spec)` as is), or with every judge of a panel, each
-    graded by `one`, aggregated by factcli.panels. `details(result)` adds per-judge metadata."""
+    graded by `one`, aggregated by factcli.scoring.panels. `details(result)` adds per-judge metadata."""
     specs = _panel_specs(ctx)
     if specs is None:
         grader = _grader(ctx)
@@ -491,7 +491,7 @@ async def similar_euclidean(ctx):
     return await _similar(ctx, "euclidean")
 
 
-# select-best and max-score compare a test's columns after every row has run (factcli.compare);
+# select-best and max-score compare a test's columns after every row has run (factcli.assertions.compare);
 # they are registered so configs validate, and the per-row runner skips them.
 
 

@@ -24,7 +24,7 @@ import math
 import os
 import re
 
-from factcli.assertions.core import AssertionContext, AssertionError_, assertion
+from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.assertions.similarity import js_number, js_to_fixed, js_to_precision, js_trim
 from factcli.types import GradingResult
 

@@ -35,9 +35,9 @@ from typing import Any
 
 from factcli import templating
 from factcli.assertions import rag_prompts as prompts
-from factcli.assertions.core import AssertionContext, AssertionError_, assertion
+from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.assertions.graded import _grader, _rubric
-from factcli.grading import (as_template_text, extract_json_objects, grader_error, load_rubric_prompt,
+from factcli.scoring.grading import (as_template_text, extract_json_objects, grader_error, load_rubric_prompt,
                              parse_json_maybe, render_grading_prompt)
 from factcli.types import GradingResult, TokenUsage
 
@@ -148,7 +148,7 @@ def _transform_label(spec: str) -> str:
 async def resolve_context(ctx: AssertionContext, fallback: str | None = None) -> str | list[str]:
     """The context for a context-based assertion: the `context` var, else `fallback`; then
     `contextTransform` if set. It must be a non-empty string or a list of non-empty strings."""
-    from factcli.transforms import apply_transform
+    from factcli.scripting.transforms import apply_transform
 
     raw = ctx.vars.get("context")
     context: Any = None

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from factcli import templating
-from factcli.assertions.core import AssertionContext, AssertionError_, assertion
+from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.errors import ConfigError
 from factcli.types import GradingResult, TokenUsage
 
@@ -64,7 +64,7 @@ def _resolve_file(ref: str, base: Path, file: str, where: str, kinds: tuple[str,
 
 
 def _need_node(what: str, instead: str, file: str, where: str) -> None:
-    from factcli.node_worker import NodeNotFound, require_node
+    from factcli.scripting.node import NodeNotFound, require_node
 
     try:
         require_node(what, instead)
@@ -270,7 +270,7 @@ def _raw_value(ctx: AssertionContext) -> Any:
 
 @assertion("javascript", needs_value=True)
 async def javascript(ctx: AssertionContext) -> GradingResult:
-    from factcli.node_worker import JSError, NodeWorkerError, get_worker, js_value
+    from factcli.scripting.node import JSError, NodeWorkerError, get_worker, js_value
     from factcli.sources import is_file_ref, ref_path
 
     value = ctx.value
@@ -487,7 +487,7 @@ async def python(ctx: AssertionContext) -> GradingResult:
 
 
 async def _call_scoring(spec: str, named: dict, context: dict) -> Any:
-    from factcli.node_worker import JSError, NodeWorkerError, get_worker, js_value
+    from factcli.scripting.node import JSError, NodeWorkerError, get_worker, js_value
     from factcli.sources import ref_path
 
     path, func = ref_path(spec, Path.cwd())
@@ -509,7 +509,7 @@ async def _call_scoring(spec: str, named: dict, context: dict) -> Any:
 async def apply_scoring_function(spec: str, result: GradingResult, threshold: float | None) -> GradingResult:
     """promptfoo's assertScoringFunction: fn(namedScores, {threshold, componentResults, tokensUsed})
     returns the {pass, score, reason} that replaces the aggregate; a failure is pass false, score 0."""
-    from factcli.results import grading_json
+    from factcli.report.results_json import grading_json
 
     context: dict[str, Any] = {}
     if threshold is not None:

@@ -56,7 +56,7 @@ from typing import Any
 import regex
 from rapidfuzz.distance import Levenshtein
 
-from factcli.assertions.core import AssertionContext, AssertionError_, assertion
+from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.types import GradingResult
 
 # --------------------------------------------------------------------------- JavaScript helpers

@@ -72,7 +72,7 @@ from urllib.parse import quote
 import yaml
 
 from factcli import templating
-from factcli.assertions.core import AssertionContext, AssertionError_, assertion
+from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.types import GradingResult
 
 # ------------------------------------------------------------------------------------ helpers
@@ -313,7 +313,7 @@ _MAX_JSON_LENGTH = 100000
 def extract_json_objects(text: str) -> list:
     """promptfoo's extractJsonObjects: every `{…}` (brace-counted, unterminated ones auto-closed,
     `//` comments allowed) that js-yaml parses to an object."""
-    from factcli.grading import extract_json_objects as scan
+    from factcli.scoring.grading import extract_json_objects as scan
 
     def parse(candidate: str) -> Any:
         try:

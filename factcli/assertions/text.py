@@ -6,7 +6,7 @@ import json
 import re
 
 from factcli import templating
-from factcli.assertions.core import AssertionContext, AssertionError_, assertion
+from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 
 
 def _js(value) -> str:

@@ -89,7 +89,9 @@ def eval_cmd(
 
 
 def _run_eval(args: dict) -> int:
-    from factcli import report, runner, settings
+    from factcli import settings
+    from factcli.report import summary as report
+    from factcli.run import runner
     from factcli.errors import FactcliError
 
     if args["env_file"]:
@@ -112,17 +114,17 @@ def _run_eval(args: dict) -> int:
     )
     if (args["assertions"] is None) != (args["model_outputs"] is None):
         raise FactcliError("--assertions and --model-outputs go together")
-    from factcli.session import EvalSession
+    from factcli.run.session import EvalSession
 
     session = EvalSession.open(args, options)
     if session.suite is not None:
         suite = session.suite
     elif args["assertions"] is not None:
-        from factcli.model_outputs import suite_from_outputs
+        from factcli.config.model_outputs import suite_from_outputs
 
         suite = suite_from_outputs(args["assertions"], args["model_outputs"], cli_vars)
     else:
-        from factcli.config import default_config_path
+        from factcli.config.loader import default_config_path
 
         paths = list(args["config"] or [])
         if not paths:
@@ -141,7 +143,7 @@ def _run_eval(args: dict) -> int:
     session.filter_suite(suite)
     run = runner.prepare(suite, options)
     session.begin(run)
-    from factcli.session import drive
+    from factcli.run.session import drive
 
     interrupted = drive(session, run, progress_bar=not args["no_progress_bar"])
     from rich.console import Console
@@ -151,7 +153,7 @@ def _run_eval(args: dict) -> int:
         report.results_table(run, console)
     report.summary(run, console)
     for path in outputs + [Path(p) for p in suite.output_path]:
-        from factcli.exports import write_export
+        from factcli.report.exports import write_export
 
         write_export(run, path)
         console.print(f"Wrote {path}")
@@ -178,7 +180,7 @@ def exit_code_for(run) -> int:
 @cache_app.command("clear")
 def cache_clear() -> None:
     """Delete every cached response."""
-    from factcli.cache import ResponseCache
+    from factcli.run.cache import ResponseCache
 
     n = ResponseCache().clear()
     typer.echo(f"Cleared {n} cached responses.")
@@ -212,8 +214,8 @@ def main() -> None:
         sys.exit(1)
 
 
-from factcli import cli_runs  # noqa: E402,F401  (registers view, list, show, diff, export, delete)
-from factcli import cli_calibrate  # noqa: E402,F401  (registers calibrate)
+from factcli.cli import runs as cli_runs  # noqa: E402,F401  (registers view, list, show, diff, export, delete)
+from factcli.cli import calibrate as cli_calibrate  # noqa: E402,F401  (registers calibrate)
 
 if __name__ == "__main__":
     main()

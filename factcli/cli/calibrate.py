@@ -1,4 +1,4 @@
-"""`factcli calibrate` (registered on factcli.cli.app). The work is in factcli.calibrate, imported
+"""`factcli calibrate` (registered on factcli.cli.app.app). The work is in factcli.run.calibrate, imported
 inside the command so that `factcli --help` stays fast."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from factcli.cli import _fail, app
+from factcli.cli.app import _fail, app
 
 
 @app.command("calibrate")
@@ -39,7 +39,7 @@ def calibrate_cmd(
 ) -> None:
     """Measure grader configurations against human labels: macro-F1, accuracy, FPR, FNR, F1 of
     each class, Cohen's kappa, the confusion matrix and FActScore's error rate, side by side."""
-    from factcli.calibrate import run_command
+    from factcli.run.calibrate import run_command
     from factcli.errors import FactcliError
 
     code = 1

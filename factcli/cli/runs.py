@@ -1,4 +1,4 @@
-"""Commands over stored runs: view, list, show, diff, export, delete (registered on factcli.cli.app).
+"""Commands over stored runs: view, list, show, diff, export, delete (registered on factcli.cli.app.app).
 
 Only typer is imported here; the store, rich and the renderers are imported inside the commands so
 that `factcli --help` stays fast.
@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from factcli.cli import _fail, app
+from factcli.cli.app import _fail, app
 
 DB_HELP = "The run store (default: FACTCLI_HOME/factcli.db)."
 RUN_HELP = "A run id, a unique prefix of one, or 'latest'."
@@ -24,7 +24,7 @@ def _store(db: Optional[Path]):
     import sqlite3
 
     from factcli.errors import FactcliError
-    from factcli.store import Store
+    from factcli.store.database import Store
 
     store = None
     try:
@@ -58,7 +58,7 @@ def view_cmd(
     db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
 ) -> None:
     """Show a stored run as a table: tests as rows, prompt x provider as columns."""
-    from factcli import viewer
+    from factcli.report import view as viewer
 
     with _store(db) as store:
         row = store.resolve(run)
@@ -95,8 +95,8 @@ def list_cmd(
     db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
 ) -> None:
     """List stored runs, newest first."""
-    from factcli import viewer
-    from factcli.store import default_path, shown_status
+    from factcli.report import view as viewer
+    from factcli.store.database import default_path, shown_status
 
     path = db or default_path()
     if db is None and not path.exists():
@@ -137,7 +137,7 @@ def show_cmd(
     db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
 ) -> None:
     """Show one run (config, options, column metrics) or one test of it in full."""
-    from factcli import detail
+    from factcli.report import show as detail
 
     with _store(db) as store:
         row = store.resolve(run)
@@ -157,7 +157,7 @@ def diff_cmd(
     """Compare two runs: rows that flipped between PASS, FAIL and ERROR, and metric deltas per column.
 
     Rows are matched by test description and vars (not position), repeat and column."""
-    from factcli import detail
+    from factcli.report import show as detail
 
     with _store(db) as store:
         a, b = store.resolve(run_a), store.resolve(run_b)
@@ -172,13 +172,13 @@ def export_cmd(
     db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
 ) -> None:
     """Write a stored run to files, in the formats `eval -o` writes."""
-    from factcli.exports import FORMATS, write_export
+    from factcli.report.exports import FORMATS, write_export
 
     for p in output:
         if not p.name.lower().endswith(FORMATS):
             _fail(f"-o {p}: unsupported output format (use {', '.join(FORMATS)})")
     with _store(db) as store:
-        from factcli.records import load_run
+        from factcli.store.records import load_run
 
         row = store.resolve(run)
         stored = load_run(store, row)
@@ -198,7 +198,7 @@ def delete_cmd(
     db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
 ) -> None:
     """Delete a stored run and its rows."""
-    from factcli.store import shown_status
+    from factcli.store.database import shown_status
 
     with _store(db) as store:
         row = store.resolve(run)

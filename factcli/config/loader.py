@@ -208,7 +208,7 @@ def build_suite(cfg: dict, path: Path | None, cli_vars: dict | None = None, part
     default_parsed = parse_test(default_test, ctx, "defaultTest", is_default=True)
 
     tests_raw: list[tuple[dict, _Ctx, str]] = []
-    from factcli.testsets import load_tests
+    from factcli.config.testsets import load_tests
 
     tests_raw.extend(load_tests(cfg.get("tests"), ctx, "tests"))
     tests_raw.extend(_scenario_tests(cfg.get("scenarios"), ctx))
@@ -256,7 +256,7 @@ def build_suite(cfg: dict, path: Path | None, cli_vars: dict | None = None, part
 
 def _check_expression(expr: str, file: str, where: str) -> None:
     """A derived metric that cannot parse is refused now, not after every row has run."""
-    from factcli.metrics import compile_expression
+    from factcli.scoring.metrics import compile_expression
 
     try:
         compile_expression(expr)
@@ -435,7 +435,7 @@ def parse_provider(item: Any, ctx: _Ctx, where: str) -> ProviderSpec:
     if prompts is not None:
         prompts = [str(p) for p in _as_list(prompts)]
     delay = item.get("delay") or 0
-    from factcli.transforms import check_transform
+    from factcli.scripting.transforms import check_transform
 
     return ProviderSpec(
         id=pid.strip(), label=item.get("label"), config=config, prompts=prompts,
@@ -465,7 +465,7 @@ def parse_test(t: Any, ctx: _Ctx, where: str, is_default: bool = False) -> TestC
     options = t.get("options") or {}
     _expect(isinstance(options, dict), "expected a mapping", ctx.file, where + ".options")
     _check_keys(options, OPTION_KEYS, ctx.file, where + ".options")
-    from factcli.transforms import check_transform
+    from factcli.scripting.transforms import check_transform
 
     options = dict(options)
     for key in ("transform", "postprocess"):
@@ -483,7 +483,7 @@ def parse_test(t: Any, ctx: _Ctx, where: str, is_default: bool = False) -> TestC
     metadata = t.get("metadata") or {}
     _expect(isinstance(metadata, dict), "expected a mapping", ctx.file, where + ".metadata")
     desc = t.get("description")
-    from factcli.grading import load_rubric_prompt
+    from factcli.scoring.grading import load_rubric_prompt
 
     if "rubricPrompt" in options:
         options["rubricPrompt"] = load_rubric_prompt(options["rubricPrompt"], ctx.base, ctx.file,
@@ -510,7 +510,7 @@ def _resolve_var(v: Any, ctx: _Ctx, where: str) -> Any:
 
 
 def parse_assertion(a: Any, ctx: _Ctx, where: str, in_set: bool = False) -> Assertion:
-    from factcli.assertions import core
+    from factcli.scoring import registry as core
 
     _expect(isinstance(a, dict), f"expected an assertion mapping, got {type(a).__name__}", ctx.file, where)
     if "$ref" in a:
@@ -553,7 +553,7 @@ def parse_assertion(a: Any, ctx: _Ctx, where: str, in_set: bool = False) -> Asse
     value = a.get("value")
     if kind.needs_value and value is None:
         raise ConfigError(f"'{typ}' needs a 'value'", ctx.file, where + ".value")
-    from factcli.transforms import check_transform
+    from factcli.scripting.transforms import check_transform
 
     if base in ("javascript", "python"):
         from factcli.assertions.scripts import check_script_value
@@ -561,7 +561,7 @@ def parse_assertion(a: Any, ctx: _Ctx, where: str, in_set: bool = False) -> Asse
         value = check_script_value(typ, value, ctx.base, ctx.file, where + ".value")
     elif sources.is_file_ref(value):
         value = _assertion_value_file(value, typ, ctx, where + ".value")
-    from factcli.grading import load_rubric_prompt
+    from factcli.scoring.grading import load_rubric_prompt
 
     return Assertion(
         type=typ, value=value, threshold=_opt_num(a, "threshold", ctx, where),
@@ -643,7 +643,7 @@ def merge_default(test: TestCase, default: TestCase, cli_vars: dict | None = Non
 
 def _scenario_tests(value: Any, ctx: _Ctx) -> list[tuple[dict, _Ctx, str]]:
     """promptfoo scenarios: every `config` entry combined with every test of the scenario."""
-    from factcli.testsets import load_tests
+    from factcli.config.testsets import load_tests
 
     out = []
     for i, sc in enumerate(_as_list(value)):

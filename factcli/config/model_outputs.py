@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from factcli import sources
-from factcli.config import Suite, _Ctx, make_prompt, merge_default, parse_assertion
+from factcli.config.loader import Suite, _Ctx, make_prompt, merge_default, parse_assertion
 from factcli.errors import ConfigError
 from factcli.types import ProviderSpec, TestCase
 

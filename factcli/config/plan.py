@@ -12,7 +12,7 @@ import random
 import re
 from dataclasses import dataclass
 
-from factcli.config import Suite
+from factcli.config.loader import Suite
 from factcli.types import EvalStep, Prompt, ProviderSpec
 
 

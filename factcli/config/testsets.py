@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from factcli import sources
-from factcli.assertions.core import AssertionError_
+from factcli.scoring.registry import AssertionError_
 from factcli.errors import ConfigError
 
 # promptfoo 0.121.20's built-in assertion enum, in its order: the CSV cell grammar tries types
@@ -212,7 +212,7 @@ def read_csv_tests(path: Path, warnings: list[str]) -> list[dict]:
 
 def load_tests(value: Any, ctx, key: str) -> list[tuple[dict, Any, str]]:
     """-> [(test mapping, context whose file/base it came from, key path)]."""
-    from factcli.config import _Ctx
+    from factcli.config.loader import _Ctx
 
     if value is None:
         return []

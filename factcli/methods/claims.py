@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from factcli.grading import extract_json_objects, pick, render_grading_prompt
+from factcli.scoring.grading import extract_json_objects, pick, render_grading_prompt
 from factcli.types import ProviderSpec, TokenUsage
 
 
@@ -118,7 +118,7 @@ def prompt_for(ctx, key: str, default: Any) -> Any:
     .json/.yaml files hold chat messages, any other file is the prompt text."""
     value = step_prompt(ctx, key, default)
     if isinstance(value, str) and value.startswith("file://"):
-        from factcli.grading import load_rubric_prompt
+        from factcli.scoring.grading import load_rubric_prompt
 
         base = getattr(getattr(ctx, "grader", None), "base_dir", None)
         value = load_rubric_prompt(value, base, "", f"config.{key}")

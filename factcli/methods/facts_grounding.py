@@ -65,7 +65,7 @@ from the response (word for word after normalising case, spacing and markup, or 
 of their words in it) and must cover at least `config.minCoverage` (default 0.5) of the
 response's words: a judge that labels the few-shot example or skips most of the response is a
 grading error of that judge. A judge that fails (HTTP error, unusable reply) is left out of the row
-and reported, as for every judge panel (factcli.panels): eligibility and the score are computed
+and reported, as for every judge panel (factcli.scoring.panels): eligibility and the score are computed
 over the judges that answered, the row lists the missing judge in `judgesFailed`, and
 `facts_summary` counts such rows (`rowsWithFailedJudges`) and each judge's failures, since a
 row scored by fewer judges is not quite the paper's fixed-panel mean. Every judge failing is a
@@ -99,13 +99,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from factcli import method_reports, templating
-from factcli.assertions import facts_prompts
-from factcli.assertions.core import AssertionContext, AssertionError_, assertion
-from factcli.claims import JudgeCall, JudgeError, ask_text, judges_for, prompt_for
-from factcli.grading import grader_error
-from factcli.panels import AGGREGATES, JudgeVerdict, aggregate, judge_names
-from factcli.stats import wald_margin as facts_interval  # the paper's interval (Tables 5, 6)
+from factcli import templating
+from factcli.methods import reports as method_reports
+from factcli.methods import facts_prompts
+from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
+from factcli.methods.claims import JudgeCall, JudgeError, ask_text, judges_for, prompt_for
+from factcli.scoring.grading import grader_error
+from factcli.scoring.panels import AGGREGATES, JudgeVerdict, aggregate, judge_names
+from factcli.stats.intervals import wald_margin as facts_interval  # the paper's interval (Tables 5, 6)
 from factcli.types import GradingResult, ProviderSpec, TokenUsage
 
 METHOD = "facts-grounding"
@@ -223,7 +224,7 @@ def _chat_messages(prompt: str) -> list[dict] | None:
 async def _inputs(ctx: AssertionContext) -> Inputs:
     cfg = ctx.assertion.config
     if ctx.assertion.context_transform:
-        from factcli.transforms import apply_transform
+        from factcli.scripting.transforms import apply_transform
 
         context = _as_text(await apply_transform(ctx.assertion.context_transform, ctx.output,
                                                  {"vars": ctx.vars, "prompt": {"label": ctx.prompt}}))

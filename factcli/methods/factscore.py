@@ -13,7 +13,7 @@ Pipeline, per response (factuality-methods.md §3, the paper's §3.1 and §4.1):
    decomposition is checked by several evaluators. A response with no facts counts as abstaining
    (FActScore: 0 facts -> not responding).
 4. For each fact, BM25 retrieves the top `k` passages (query: "<topic> <fact>") from the knowledge
-   source, restricted to the topic's document when there is a topic (factcli.knowledge).
+   source, restricted to the topic's document when there is a topic (factcli.methods.knowledge).
 5. Each judge verifies the facts against their passages: one call per fact list (the union of the
    facts' passages is shown once, numbered), or one call per fact with `config.batch: false`, or
    lists of `config.batch_size` facts. The reply must hold exactly one verdict per fact, in order;
@@ -25,7 +25,7 @@ Score (FActScore's definition, paper §3.1; length penalty from the reference im
     penalty = 1                if γ = 0 or N > γ
             = exp(1 − γ / N)   otherwise                (γ = config.gamma, default 10)
     score   = penalty · f(y)
-With a panel, every judge gets its own score and factcli.panels aggregates them: the score is
+With a panel, every judge gets its own score and factcli.scoring.panels aggregates them: the score is
 their mean; pass is score ≥ threshold (default 0.5), or a vote of the judges with
 `config.aggregate: majority | unanimous` (a majority tie is a grading error). A judge that fails
 is left out and reported (`judgesFailed`); all failing is a grading error. `not-factscore`
@@ -84,13 +84,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from factcli import method_reports, templating
-from factcli.assertions import factscore_prompts as prompts
-from factcli.assertions.core import AssertionContext, AssertionError_, assertion
-from factcli.claims import JudgeCall, JudgeError, aligned_verdicts, ask_json, judges_for, numbered, step_prompt, string_list
-from factcli.grading import grader_error, load_rubric_prompt, pick
-from factcli.panels import AGGREGATES, JudgeVerdict, aggregate, judge_names
-from factcli.knowledge import (DEFAULT_PASSAGE_WORDS, KnowledgeError, KnowledgeSource, Passage, open_source,
+from factcli import templating
+from factcli.methods import reports as method_reports
+from factcli.methods import factscore_prompts as prompts
+from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
+from factcli.methods.claims import JudgeCall, JudgeError, aligned_verdicts, ask_json, judges_for, numbered, step_prompt, string_list
+from factcli.scoring.grading import grader_error, load_rubric_prompt, pick
+from factcli.scoring.panels import AGGREGATES, JudgeVerdict, aggregate, judge_names
+from factcli.methods.knowledge import (DEFAULT_PASSAGE_WORDS, KnowledgeError, KnowledgeSource, Passage, open_source,
                                split_paragraph_sentences, text_source)
 from factcli.types import GradingResult, ProviderSpec, TokenUsage
 

@@ -12,7 +12,7 @@ recall    = supported reference claims / reference claims (the seed's definition
 F-beta    = (1 + β²)·P·R / (β²·P + R), 0 when P = R = 0
 
 `config`: `mode` (f1 | precision | recall, default f1), `beta` (default 1), `models` (alias of a
-`provider:` list: several judges, one score each, aggregated by factcli.panels with
+`provider:` list: several judges, one score each, aggregated by factcli.scoring.panels with
 `aggregate: mean | majority | unanimous`; a failed judge is left out and reported, a judge whose
 decomposition leaves a side without claims is left out as undefined), and the step prompts `decompositionPrompt`
 (variables `text`) and `verificationPrompt` (variables `premise`, `claims` as a JSON list,
@@ -30,10 +30,10 @@ import asyncio
 import json
 
 from factcli import templating
-from factcli.assertions.core import AssertionContext, AssertionError_, assertion
-from factcli.claims import JudgeCall, JudgeError, aligned_verdicts, ask_json, judges_for, numbered, step_prompt, string_list
-from factcli.grading import grader_error
-from factcli.panels import JudgeVerdict, PanelConfigError, aggregate, aggregate_mode, judge_names
+from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
+from factcli.methods.claims import JudgeCall, JudgeError, aligned_verdicts, ask_json, judges_for, numbered, step_prompt, string_list
+from factcli.scoring.grading import grader_error
+from factcli.scoring.panels import JudgeVerdict, PanelConfigError, aggregate, aggregate_mode, judge_names
 from factcli.types import GradingResult, ProviderSpec, TokenUsage
 
 VERDICTS = {"SUPPORTED": "SUPPORTED", "CONTRADICTED": "CONTRADICTED", "NEUTRAL": "NEUTRAL",

@@ -15,7 +15,7 @@ from typing import Any, Callable
 from factcli.errors import ConfigError
 from factcli.types import ProviderResponse, ProviderSpec
 
-# kinds of failure, decided by the provider, acted on by factcli.calls
+# kinds of failure, decided by the provider, acted on by factcli.run.calls
 RATE_LIMIT, TRANSIENT, AUTH, FATAL, ERROR = "rate_limit", "transient", "auth", "fatal", "error"
 
 

@@ -5,7 +5,7 @@ Measured here (2,000 calls, -j 64, 100 ms server latency; see benchmarks/): aioh
 4.2 s and 0.4 ms of CPU per call; the official openai SDK on its aiohttp transport 7.6-10 s and
 1.5-2.9 ms per call (request/response model validation); litellm slower still, plus ~3 s to
 import. So OpenAI's protocol, one JSON POST, is spoken here directly and litellm keeps the other
-vendors. Retries belong to factcli.calls. Parameters a model rejects (temperature on reasoning
+vendors. Retries belong to factcli.run.calls. Parameters a model rejects (temperature on reasoning
 models, max_tokens where max_completion_tokens is wanted) are dropped or renamed and the call is
 made again, as litellm's drop_params would.
 """
@@ -19,7 +19,7 @@ import re
 from factcli.providers import (AUTH, ERROR, RATE_LIMIT, TRANSIENT, Provider, ProviderCallError, RenderedPrompt,
                                register_provider, retry_after_seconds)
 from factcli.providers.litellm_provider import KINDS, PASSTHROUGH
-from factcli import pricing
+from factcli.providers import pricing
 from factcli.types import ProviderResponse, TokenUsage
 
 

@@ -22,7 +22,7 @@ FORMATS = (".json", ".jsonl", ".yaml", ".yml", ".csv", ".xml", ".junit.xml", ".h
 
 
 def write_export(run, path: Path, scrub=None) -> None:
-    from factcli.store import Scrubber
+    from factcli.store.database import Scrubber
 
     path = Path(path)
     name = path.name.lower()
@@ -47,7 +47,7 @@ def write_export(run, path: Path, scrub=None) -> None:
 
 def write_document(run, path: Path) -> None:
     """The results document as .json, one row per line as .jsonl, or as .yaml/.yml."""
-    from factcli.results import dumps_finite, row_json, to_promptfoo_json, write_json
+    from factcli.report.results_json import dumps_finite, row_json, to_promptfoo_json, write_json
 
     name = path.name.lower()
     if name.endswith(".json"):
@@ -192,7 +192,7 @@ def document_xml(run) -> str:
     its element; keys that are not XML names become <entry key="…">."""
     import xml.etree.ElementTree as ET
 
-    from factcli.results import to_promptfoo_json
+    from factcli.report.results_json import to_promptfoo_json
 
     doc = to_promptfoo_json(run)
     root = ET.Element("promptfoo")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from factcli.store import Store, loads, shown_status
-from factcli.viewer import column_label, column_summaries, console_for_stdout, one_line, render_footer, render_header, run_header
+from factcli.store.database import Store, loads, shown_status
+from factcli.report.view import column_label, column_summaries, console_for_stdout, one_line, render_footer, render_header, run_header
 
 
 def _print_json(doc: Any) -> None:
@@ -60,7 +60,7 @@ def _test_rows(store: Store, run: dict, test_idx: int) -> list[dict]:
 
 
 def show_test(store: Store, run: dict, test_idx: int, as_json: bool) -> None:
-    from factcli.records import output_of
+    from factcli.store.records import output_of
 
     cols = {c["prompt_idx"]: c for c in store.columns(run["id"])}
     rows = _test_rows(store, run, test_idx)
@@ -184,7 +184,7 @@ def _print_component(console, c: dict, depth: int) -> None:
         for j in judges:
             if isinstance(j, dict):
                 name = j.get("judge") or j.get("provider") or j.get("id")
-                if j.get("error"):  # a failed judge was left out of the aggregate (factcli.panels)
+                if j.get("error"):  # a failed judge was left out of the aggregate (factcli.scoring.panels)
                     console.print(Text(f"{pad}      - {name} · failed, left out: {j['error']}", style="yellow"))
                     continue
                 bits = [str(name)] + [str(j.get(k)) for k in ("verdict", "score") if j.get(k) is not None]
@@ -261,7 +261,7 @@ def _noise(entry: dict, column: tuple, rows_a: dict, rows_b: dict) -> None:
     """Add to the pass-rate and mean-score deltas of `entry` their 95% bootstrap interval and
     whether the runs differ beyond noise: paired by test when both runs hold the same rows of
     this column (so each test is compared with itself), else the two runs resampled apart."""
-    from factcli import stats
+    from factcli.stats import intervals as stats
 
     keys_a = {k for k in rows_a if k[2] == column}
     keys_b = {k for k in rows_b if k[2] == column}

@@ -62,7 +62,7 @@ class Progress:
 
 
 def _cell_text(value, limit: int = 200) -> str:
-    from factcli.assertions.core import coerce_string
+    from factcli.scoring.registry import coerce_string
 
     text = coerce_string(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -131,7 +131,7 @@ def summary(run, console: Console) -> None:
     console.print(f"[bold]Run[/] {run.run_id}{status.get(run.status, '')} · {total}/{run.total_steps} rows · "
                   f"{run.duration_ms / 1000:.1f} s" + (f" · {cached} cached" if cached else "")
                   + (f" · {run.retries} retries" if run.retries else ""))
-    from factcli import stats
+    from factcli.stats import intervals as stats
 
     stats.fill(run)  # normally done at the end of the run; a run built by hand may lack them
     margin = stats.wald_margin(rate, total) if rate is not None else None

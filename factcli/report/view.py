@@ -10,7 +10,7 @@ import json
 import os
 from typing import Any
 
-from factcli.store import Store, loads, shown_status
+from factcli.store.database import Store, loads, shown_status
 
 CELL_CHARS = 400  # text fetched per cell unless --full
 
@@ -85,7 +85,7 @@ LIVE_STATS_MAX_ROWS = 20_000
 
 def _stats_from_rows(store: Store, run: dict) -> dict[int, dict]:
     """prompt_idx -> stats.column_stats, from the stored rows (grouped in SQL)."""
-    from factcli import stats
+    from factcli.stats import intervals as stats
 
     repeat = (loads(run.get("options_json"), {}) or {}).get("repeat") or 1
     if repeat > 1:  # a test's repeats stay together
@@ -113,8 +113,8 @@ def column_summaries(store: Store, run: dict, derived_names: set[str] | None = N
     """Per column: counts (exact, from SQL unless finalised), the pass rate's 95% interval (from the
     counts), named metric means, derived metrics, factuality categories and grading errors, and the
     score interval and repeat statistics (stored at the end of the run; see LIVE_STATS_MAX_ROWS)."""
-    from factcli import stats
-    from factcli.records import metrics_from_json
+    from factcli.stats import intervals as stats
+    from factcli.store.records import metrics_from_json
 
     cols = store.columns(run["id"])
     final = bool(run.get("finished_at")) and shown_status(run) == run["status"]
@@ -248,7 +248,7 @@ def render_header(console, h: dict, *, page_info: dict | None = None) -> None:
                   + (f" · {escape(h['description'])}" if h.get("description") else ""))
     files = ", ".join(h["configFiles"]) or "—"
     console.print(f"Config: {escape(files)} · {when(h['createdAt'])} · {duration(h['durationMs'])}")
-    from factcli.stats import wald_margin
+    from factcli.stats.intervals import wald_margin
 
     rate = "n/a" if h["passRate"] is None else (f"{h['passRate'] * 100:.2f}% "
                                                 f"± {wald_margin(h['passRate'], h['rows']) * 100:.1f}")
@@ -404,7 +404,7 @@ def render_footer(console, summaries: list[dict], terminal: bool) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from factcli import stats
+    from factcli.stats import intervals as stats
 
     if not summaries:
         return

@@ -11,7 +11,8 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from factcli import redact, settings
+from factcli import settings
+from factcli.store import redact
 from factcli.types import ProviderResponse, TokenUsage
 
 CACHE_VERSION = 1

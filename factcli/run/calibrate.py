@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from factcli import sources
-from factcli.config import Suite, _Ctx, _check_keys, make_prompt, parse_assertion
+from factcli.config.loader import Suite, _Ctx, _check_keys, make_prompt, parse_assertion
 from factcli.errors import ConfigError, FactcliError, did_you_mean
 from factcli.types import FAILURE_ERROR, Assertion, EvalResult, ProviderSpec, TestCase
 
@@ -282,7 +282,7 @@ def _grader_name(gc: GraderConfig, source) -> str | None:
     """The grader a configuration resolves to (a panel: its judges joined by '+'); None if not
     model-graded. A configuration with no grader at all is a config error naming where it was declared."""
     from factcli.assertions import lookup
-    from factcli.grading import NoGrader, pick
+    from factcli.scoring.grading import NoGrader, pick
 
     def one(a: Assertion) -> str | None:
         kind = lookup(a.type)
@@ -559,7 +559,7 @@ def _one_line(text: str, limit: int = 100) -> str:
 
 
 def write_json(rep: dict, path: Path) -> None:
-    from factcli.results import finite
+    from factcli.report.results_json import finite
 
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(finite(rep), ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
@@ -570,7 +570,7 @@ def write_json(rep: dict, path: Path) -> None:
 
 
 def _session_class():
-    from factcli.session import EvalSession
+    from factcli.run.session import EvalSession
 
     class CalibrationSession(EvalSession):
         """Stores the run like any eval's, marked as a calibration (mode `calibrate`) so that
@@ -588,9 +588,10 @@ def _session_class():
 
 def run_command(args: dict) -> int:
     """`factcli calibrate`, from parsed arguments to exit code (contract §2)."""
-    from factcli import report as reporting
-    from factcli import runner, settings
-    from factcli.grading import GraderSource
+    from factcli.report import summary as reporting
+    from factcli import settings
+    from factcli.run import runner
+    from factcli.scoring.grading import GraderSource
 
     if args.get("env_file"):
         settings.load_env_file(str(args["env_file"]))
@@ -618,11 +619,11 @@ def run_command(args: dict) -> int:
     run = runner.prepare(suite, options)
     session.begin(run)
     assign_variants(run, variants)  # after begin: the stored options record the suite's tests
-    from factcli.session import drive
+    from factcli.run.session import drive
 
     interrupted = drive(session, run, progress_bar=not args.get("no_progress_bar"))
     rep = report(run, items, p.graders)
-    from factcli.viewer import console_for_stdout
+    from factcli.report.view import console_for_stdout
 
     console, _ = console_for_stdout()
     render(console, rep, str(p.labels))

@@ -14,10 +14,10 @@ import time
 from dataclasses import dataclass
 
 from factcli import settings
-from factcli.cache import ResponseCache, cache_key
+from factcli.run.cache import ResponseCache, cache_key
 from factcli.errors import AbortRun
 from factcli.providers import AUTH, FATAL, RATE_LIMIT, TRANSIENT, Provider, ProviderCallError, RenderedPrompt
-from factcli.redact import scrub_text
+from factcli.store.redact import scrub_text
 from factcli.types import ProviderResponse
 
 

@@ -13,7 +13,7 @@ from typing import Callable
 
 from factcli import templating
 from factcli.assertions import run_assertions
-from factcli.calls import Caller
+from factcli.run.calls import Caller
 from factcli.errors import AbortRun
 from factcli.providers import Provider, RenderedPrompt
 from factcli.types import (FAILURE_ASSERT, FAILURE_ERROR, FAILURE_NONE, EvalResult, EvalStep,
@@ -125,7 +125,7 @@ class Executor:
                           latency_ms=response.latency_ms)
 
     async def _transform_output(self, step: EvalStep, response: ProviderResponse, rendered: RenderedPrompt):
-        from factcli.transforms import apply_transform
+        from factcli.scripting.transforms import apply_transform
 
         output = response.output
         context = {"vars": step.vars, "prompt": {"raw": rendered.text, "label": rendered.label}}

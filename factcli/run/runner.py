@@ -11,10 +11,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterator
 
-from factcli import method_reports, settings, stats
-from factcli.config import Suite, build_suite, load_suite
-from factcli.metrics import ColumnMetrics, compile_derived
-from factcli.plan import Column, expand
+from factcli import settings
+from factcli.methods import reports as method_reports
+from factcli.stats import intervals as stats
+from factcli.config.loader import Suite, build_suite, load_suite
+from factcli.scoring.metrics import ColumnMetrics, compile_derived
+from factcli.config.plan import Column, expand
 from factcli.types import EvalResult, compact_row, compares
 
 STATUS_COMPLETE, STATUS_INTERRUPTED, STATUS_ABORTED = "complete", "interrupted", "aborted"
@@ -83,7 +85,7 @@ class EvalRun:
         return self.successes + self.failures + self.errors
 
     def _source(self):
-        from factcli.records import MemoryRows
+        from factcli.store.records import MemoryRows
 
         return self.stored_rows if self.stored_rows is not None else MemoryRows(self.rows)
 
@@ -137,7 +139,7 @@ class EvalRun:
             tally.add(row)
 
     def to_promptfoo(self) -> dict:
-        from factcli.results import to_promptfoo_json
+        from factcli.report.results_json import to_promptfoo_json
 
         return to_promptfoo_json(self)
 
@@ -167,7 +169,7 @@ def prepare(suite: Suite, options: RunOptions) -> EvalRun:
     )
     run._steps = steps  # type: ignore[attr-defined]
     run._delay = delay  # type: ignore[attr-defined]
-    from factcli.grading import GraderSource
+    from factcli.scoring.grading import GraderSource
 
     run.grader_source = GraderSource(cli=options.grader, default_test=(suite.default_test.get("options") or {}).get("provider"))
     run.graders = check_graders(suite, run.grader_source, run.warnings)
@@ -200,7 +202,7 @@ def _grader_kinds(type_name: str) -> tuple[str, ...]:
 
 def self_preference_warning(grader_id: str, provider_ids: list[str]) -> str | None:
     """A warning when a text grader is, or shares a model family with, a model under test."""
-    from factcli.panels import same_family
+    from factcli.scoring.panels import same_family
 
     if grader_id in provider_ids:
         return (f"the grader {grader_id} is also a model under test: it may favour its own answers "
@@ -219,7 +221,7 @@ def check_graders(suite: Suite, source, warnings: list[str]) -> list[str]:
     error. Warns once per text grader that is, or is of the same family as, a model under test."""
     from factcli.assertions import lookup
     from factcli.errors import ConfigError
-    from factcli.grading import NoGrader, pick
+    from factcli.scoring.grading import NoGrader, pick
 
     provider_ids = [p.id for p in suite.providers]
     graders: list[str] = []
@@ -282,10 +284,10 @@ def check_graders(suite: Suite, source, warnings: list[str]) -> list[str]:
 
 async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | None = None,
                   warn: Callable[[str], None] | None = None) -> None:
-    from factcli.cache import ResponseCache
-    from factcli.calls import Caller, RetryPolicy
+    from factcli.run.cache import ResponseCache
+    from factcli.run.calls import Caller, RetryPolicy
     from factcli.errors import AbortRun
-    from factcli.executor import Executor
+    from factcli.run.executor import Executor
     from factcli.providers import create_provider
 
     suite = run.suite
@@ -306,7 +308,7 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
         if warn:
             warn(message)
 
-    from factcli.grading import Grader
+    from factcli.scoring.grading import Grader
 
     grader = Grader(caller, suite.base_dir, run.grader_source)
     executor = Executor(caller, providers, concurrency=run.concurrency, delay_ms=run._delay,  # type: ignore
@@ -314,7 +316,7 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
     run.started = time.time()
     try:
         await executor.run(run._steps, record)  # type: ignore[attr-defined]
-        from factcli.compare import run_comparisons
+        from factcli.assertions.compare import run_comparisons
 
         await run_comparisons(run, grader)
         run.status = STATUS_COMPLETE

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from factcli import __version__
 from factcli.errors import FactcliError
-from factcli.records import column_record, from_record, metrics_to_json, test_key, to_record
-from factcli.store import REDACTED, Scrubber, Store, loads, now, shown_status
+from factcli.store.records import column_record, from_record, metrics_to_json, test_key, to_record
+from factcli.store.database import REDACTED, Scrubber, Store, loads, now, shown_status
 from factcli.types import COMPARE_TYPES, compares
 
 METRICS_EVERY_S = 1.0  # column metrics are refreshed this often while a run writes
@@ -33,14 +33,14 @@ _RESUME_CONFLICTS = (("-c", "config"), ("--var", "var"), ("--repeat", "repeat"),
 
 
 def _note(message: str) -> None:
-    from factcli.report import stderr_console
+    from factcli.report.summary import stderr_console
     from rich.markup import escape
 
     stderr_console().print(escape(message), soft_wrap=True)
 
 
 def _warn(message: str) -> None:
-    from factcli.report import stderr_console
+    from factcli.report.summary import stderr_console
     from rich.markup import escape
 
     stderr_console().print(f"[yellow]warning:[/] {escape(message)}", soft_wrap=True)
@@ -137,15 +137,15 @@ class EvalSession:
             self.suite.description = row["description"]
 
     def _rebuild_suite(self, row: dict, opts: dict, options):
-        from factcli import runner
+        from factcli.run import runner
 
         run_id = row["id"]
         files = loads(row.get("config_files_json"), []) or []
-        if opts.get("mode") == "calibrate":  # its steps are built by factcli.calibrate, not from a config
+        if opts.get("mode") == "calibrate":  # its steps are built by factcli.run.calibrate, not from a config
             raise FactcliError(f"run {run_id} is a calibration: run factcli calibrate again instead "
                                "(grader replies it already got come from the cache)")
         if opts.get("mode") == "model_outputs":
-            from factcli.model_outputs import suite_from_outputs
+            from factcli.config.model_outputs import suite_from_outputs
 
             a, o = Path(opts.get("assertions") or ""), Path(opts.get("model_outputs") or "")
             if not (a.is_file() and o.is_file()):
@@ -159,7 +159,7 @@ class EvalSession:
             if Scrubber(suite.raw).dumps(suite.raw) != json.dumps(stored, ensure_ascii=False):
                 _warn(f"the config files changed since run {run_id} started")
             return suite
-        from factcli.config import build_suite
+        from factcli.config.loader import build_suite
 
         _note(f"The config files of run {run_id} are gone; using the config stored with the run.")
         cfg = dict(stored) if isinstance(stored, dict) else {}
@@ -185,7 +185,7 @@ class EvalSession:
         self.all_tests = list(suite.tests)
         if self.failing is None:
             return
-        from factcli.plan import var_combinations
+        from factcli.config.plan import var_combinations
 
         run_id, keys = self.failing
         keep = [t for t in suite.tests
@@ -200,7 +200,7 @@ class EvalSession:
         self.run = run
         if not self.writing:
             return
-        from factcli.metrics import compile_derived
+        from factcli.scoring.metrics import compile_derived
 
         self._derived = compile_derived(run.suite.derived_metrics)
         self.scrub = Scrubber(run.suite.raw)
@@ -302,7 +302,7 @@ class EvalSession:
 
     def _stream_rows(self, run) -> None:
         """From here on the run's rows live in the store, not in memory (EvalRun.keep)."""
-        from factcli.records import StoredRows
+        from factcli.store.records import StoredRows
 
         run.stored_rows = StoredRows(self.store.path, run.run_id, run.columns)
 
@@ -419,7 +419,8 @@ def drive(session: "EvalSession", run, *, progress_bar: bool) -> bool:
     end (also when it fails). Returns True when Ctrl-C stopped it: finished rows are kept."""
     import asyncio
 
-    from factcli import report, runner
+    from factcli.report import summary as report
+    from factcli.run import runner
 
     for message in run.warnings:
         report.stderr_console().print(f"[yellow]warning:[/] {message}")

@@ -67,24 +67,26 @@ def assertion(name: str, *aliases: str, default_threshold: float | None = None,
 # Which module registers which type, so that a run imports only the families it uses: importing
 # all of them (numpy, jsonschema, sqlglot, html5lib, nltk, ...) was ~0.3 s of every start-up.
 # Only a shortcut: a type missing here is found by importing every family (load_all).
-FAMILIES = ("text", "structured", "similarity", "operational", "graded", "scripts", "rag", "factual_correctness",
-            "factscore", "facts_grounding")
+FAMILIES = ("assertions.text", "assertions.structured", "assertions.similarity", "assertions.operational",
+            "assertions.graded", "assertions.scripts", "assertions.rag", "methods.factual_correctness",
+            "methods.factscore", "methods.facts_grounding")
 _FAMILY_OF = {
     **dict.fromkeys(("contains", "contains-all", "contains-any", "equals", "icontains", "icontains-all",
-                     "icontains-any", "regex", "starts-with"), "text"),
+                     "icontains-any", "regex", "starts-with"), "assertions.text"),
     **dict.fromkeys(("contains-html", "contains-json", "contains-sql", "contains-xml", "is-html", "is-json", "is-sql",
                      "is-valid-function-call", "is-valid-openai-function-call", "is-valid-openai-tools-call",
-                     "is-xml"), "structured"),
-    **dict.fromkeys(("bleu", "gleu", "levenshtein", "meteor", "rouge-n", "word-count"), "similarity"),
+                     "is-xml"), "assertions.structured"),
+    **dict.fromkeys(("bleu", "gleu", "levenshtein", "meteor", "rouge-n", "word-count"), "assertions.similarity"),
     **dict.fromkeys(("cost", "finish-reason", "is-refusal", "latency", "perplexity", "perplexity-score", "webhook"),
-                    "operational"),
+                    "assertions.operational"),
     **dict.fromkeys(("factuality", "g-eval", "llm-rubric", "max-score", "model-graded-closedqa",
                      "model-graded-factuality", "select-best", "similar", "similar:cosine", "similar:dot",
-                     "similar:euclidean"), "graded"),
-    **dict.fromkeys(("javascript", "python"), "scripts"),
+                     "similar:euclidean"), "assertions.graded"),
+    **dict.fromkeys(("javascript", "python"), "assertions.scripts"),
     **dict.fromkeys(("answer-relevance", "context-faithfulness", "context-recall", "context-relevance",
-                     "conversation-relevance"), "rag"),
-    "factual-correctness": "factual_correctness", "factscore": "factscore", "facts-grounding": "facts_grounding",
+                     "conversation-relevance"), "assertions.rag"),
+    "factual-correctness": "methods.factual_correctness", "factscore": "methods.factscore",
+    "facts-grounding": "methods.facts_grounding",
 }
 _all_loaded = False
 
@@ -96,7 +98,7 @@ def load_all() -> None:
         import importlib
 
         for family in FAMILIES:
-            importlib.import_module(f"factcli.assertions.{family}")
+            importlib.import_module(f"factcli.{family}")
         _all_loaded = True
 
 
@@ -108,7 +110,7 @@ def lookup(type_name: str) -> AssertionType | None:
         if family is not None:
             import importlib
 
-            importlib.import_module(f"factcli.assertions.{family}")
+            importlib.import_module(f"factcli.{family}")
             found = _REGISTRY.get(_ALIASES.get(base, base))
         if found is None:
             load_all()
@@ -251,7 +253,7 @@ async def run_assertion(a: Assertion, *, output: Any, test: TestCase, variables:
     if kind is None:  # config validation rejects these earlier; this guards the Python API
         raise AssertionError_(f"Unknown assertion type: {a.type}")
     if a.transform:
-        from factcli.transforms import apply_transform
+        from factcli.scripting.transforms import apply_transform
 
         output = await apply_transform(a.transform, output, {"vars": variables, "prompt": {"label": prompt}})
     value = templating.render_value(a.value, variables) if a.value is not None else None

@@ -65,7 +65,7 @@ def check_transform(spec: Any, file: str, where: str, base_dir: Path) -> str | N
 
 
 def _need_node(file: str, where: str) -> None:
-    from factcli.node_worker import NodeNotFound, require_node
+    from factcli.scripting.node import NodeNotFound, require_node
 
     try:
         require_node(*NODE_FOR)
@@ -74,7 +74,7 @@ def _need_node(file: str, where: str) -> None:
 
 
 def _check_syntax(code: str, file: str, where: str) -> None:
-    from factcli.node_worker import JSError, NodeWorkerError, get_worker
+    from factcli.scripting.node import JSError, NodeWorkerError, get_worker
 
     try:
         get_worker().call_sync("compile", {"code": code, "inputType": "output"}, timeout=30)
@@ -123,7 +123,7 @@ async def _python_transform(path: Path, func: str | None, output: Any, context: 
 
 
 async def _js_transform(target: dict, output: Any, context: dict, label: str) -> Any:
-    from factcli.node_worker import JSError, NodeWorkerError, get_worker
+    from factcli.scripting.node import JSError, NodeWorkerError, get_worker
 
     try:
         answer = await get_worker().call("transform", {**target, "input": output, "context": context,

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from factcli.errors import FactcliError
-from factcli.redact import SECRET_KEY as _SECRET_KEY_TEXT
+from factcli.store.redact import SECRET_KEY as _SECRET_KEY_TEXT
 
 _SECRET_KEY_LOWER = re.compile(_SECRET_KEY_TEXT.pattern)  # the pattern is lower case
 
@@ -105,7 +105,7 @@ class Scrubber:
     """
 
     def __init__(self, config: Any = None):
-        from factcli.redact import secret_env_values
+        from factcli.store.redact import secret_env_values
 
         self.env = secret_env_values()
         pairs = {value: "${" + name + "}" for value, name in self.env.items()}
@@ -131,7 +131,7 @@ class Scrubber:
 
     def data(self, value: Any) -> Any:
         """A redacted copy (secret keys, headers, env values) with literal secrets scrubbed."""
-        from factcli.redact import redact
+        from factcli.store.redact import redact
 
         out = redact(value, self.env)
         if any(v not in self.env for v, _ in self.pairs):
@@ -159,7 +159,7 @@ class Scrubber:
             text = None
         if text is not None and not self._may_redact(text):
             return text
-        from factcli.results import finite
+        from factcli.report.results_json import finite
 
         return json.dumps(finite(self.data(value)), ensure_ascii=False, default=str)
 
@@ -220,7 +220,7 @@ def _xml_escape(value: str) -> str:
 
 
 def _config_secrets(config: Any) -> Iterable[tuple[str, str]]:
-    from factcli.redact import is_secret_key
+    from factcli.store.redact import is_secret_key
 
     def env_refs(text: str):
         for m in _ENV_REF.finditer(text):

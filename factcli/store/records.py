@@ -12,7 +12,7 @@ import json
 import math
 from typing import Any
 
-from factcli.store import Scrubber, Store, loads, now
+from factcli.store.database import Scrubber, Store, loads, now
 from factcli.types import (Assertion, EvalResult, EvalStep, GradingResult, Prompt, ProviderResponse,
                            ProviderSpec, TestCase, TokenUsage)
 
@@ -30,7 +30,7 @@ def _num(value: Any) -> float | None:
 
 
 def to_record(run_id: str, r: EvalResult, seq: int, scrub: Scrubber) -> dict:
-    from factcli.results import grading_json
+    from factcli.report.results_json import grading_json
 
     step, resp = r.step, r.response
     output, output_json = resp.output, 0
@@ -150,7 +150,7 @@ def column_record(col, scrub: Scrubber) -> dict:
 
 
 def columns_from_records(rows: list[dict]):
-    from factcli.plan import Column
+    from factcli.config.plan import Column
 
     return [Column(index=c["prompt_idx"], provider=ProviderSpec(id=c["provider_id"], label=c["provider_label"]),
                    provider_idx=c["provider_idx"],
@@ -159,13 +159,13 @@ def columns_from_records(rows: list[dict]):
 
 
 def metrics_to_json(m) -> str:
-    from factcli.results import finite
+    from factcli.report.results_json import finite
 
     return json.dumps(finite(dataclasses.asdict(m)), ensure_ascii=False, default=str)
 
 
 def metrics_from_json(text: str | None):
-    from factcli.metrics import ColumnMetrics
+    from factcli.scoring.metrics import ColumnMetrics
 
     d = loads(text)
     if not isinstance(d, dict):
@@ -188,9 +188,9 @@ def metrics_from_json(text: str | None):
 def load_run(store: Store, run_row: dict):
     """The whole stored run as an EvalRun (for exports), its rows read back from the store as they
     are written out; metrics as stored when the run was finalised, else replayed from the rows."""
-    from factcli.config import Suite
-    from factcli.metrics import ColumnMetrics, compile_derived
-    from factcli.runner import EvalRun
+    from factcli.config.loader import Suite
+    from factcli.scoring.metrics import ColumnMetrics, compile_derived
+    from factcli.run.runner import EvalRun
 
     config = loads(run_row.get("config_json"), {}) or {}
     options = loads(run_row.get("options_json"), {}) or {}
@@ -212,7 +212,7 @@ def load_run(store: Store, run_row: dict):
         metrics = [ColumnMetrics() for _ in columns]
         for r in rows:
             metrics[r.step.prompt_idx].add(r, derived)
-    from factcli.store import shown_status
+    from factcli.store.database import shown_status
 
     run = EvalRun(run_id=run_row["id"], suite=suite, columns=columns, metrics=metrics, stored_rows=rows,
                   total_steps=run_row.get("total_steps") or sum(m.rows for m in metrics),
@@ -226,7 +226,7 @@ def load_run(store: Store, run_row: dict):
         from factcli.assertions import load_all
 
         load_all()  # registers the method reports
-        from factcli import method_reports
+        from factcli.methods import reports as method_reports
 
         method_reports.fill(run)
     return run
