@@ -1,6 +1,6 @@
 """factcli: promptfoo-compatible LLM evaluations with factuality scoring, from Python."""
 
-__version__ = "0.1.0"
+from factcli.settings import VERSION as __version__
 
 __all__ = ["__version__", "evaluate"]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+VERSION = "0.1.0"  # the one place the version is written (pyproject.toml reads it)
 DEFAULT_CONCURRENCY = 4
 CACHE_TTL_SECONDS = 14 * 24 * 3600
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -229,3 +232,54 @@ def compact_row(row: EvalResult) -> None:
             c.component_results = EMPTY_LIST
         if _is_zero(c.tokens_used):
             c.tokens_used = ZERO_TOKENS
+
+
+def grading_json(g: GradingResult, top: bool = False) -> dict:
+    out: dict = {"pass": g.passed, "score": g.score, "reason": g.reason}
+    if top or g.named_scores:
+        out["namedScores"] = dict(g.named_scores)
+    if g.named_score_weights:
+        out["namedScoreWeights"] = dict(g.named_score_weights)
+    out["tokensUsed"] = g.tokens_used.to_json()
+    if g.assertion is not None:
+        out["assertion"] = dict(g.assertion.raw)
+    if g.component_results or top:
+        out["componentResults"] = [grading_json(c) for c in g.component_results]
+    if g.metadata:
+        out["metadata"] = dict(g.metadata)
+    return out
+
+
+def tokens_from_json(d: dict | None) -> TokenUsage:
+    d = d or {}
+    return TokenUsage(prompt=d.get("prompt") or 0, completion=d.get("completion") or 0, total=d.get("total") or 0,
+                      cached=d.get("cached") or 0, num_requests=d.get("numRequests") or 0)
+
+
+
+def _assertion(raw: dict) -> Assertion:
+    weight = raw.get("weight", 1.0)
+    return Assertion(type=str(raw.get("type", "")), value=raw.get("value"), threshold=raw.get("threshold"),
+                     weight=weight if isinstance(weight, (int, float)) else 1.0, metric=raw.get("metric"),
+                     raw=dict(raw))
+
+
+
+def grading_from_json(d: dict | None) -> GradingResult | None:
+    if d is None:
+        return None
+    score = d.get("score")
+    return GradingResult(
+        passed=bool(d.get("pass")), score=math.nan if score is None else score, reason=d.get("reason") or "",
+        assertion=_assertion(d["assertion"]) if isinstance(d.get("assertion"), dict) else None,
+        named_scores=dict(d.get("namedScores") or {}), named_score_weights=dict(d.get("namedScoreWeights") or {}),
+        tokens_used=tokens_from_json(d.get("tokensUsed")),
+        component_results=[grading_from_json(c) for c in d.get("componentResults") or []],
+        metadata=dict(d.get("metadata") or {}),
+    )
+
+
+def test_key(description: str | None, variables: dict) -> str:
+    """A stable id for a test: its description and concrete vars (not its position in the list)."""
+    blob = json.dumps({"d": description or "", "v": variables}, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 import factcli.assertions  # noqa: F401  (registers the handlers)
-from factcli.scoring.registry import AssertionError_, run_assertion
+from factcli.scoring.registry import AssertionError_
+from factcli.scoring.scorer import run_assertion
 from factcli.assertions.operational import REFUSAL_PHRASES, REFUSAL_PREFIXES, is_basic_refusal
 from factcli.types import Assertion, ProviderResponse
 from factcli.types import TestCase as Case

@@ -18,8 +18,10 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import write
-from factcli.scoring.registry import AssertionError_, run_assertions
-from factcli.assertions.scripts import build_python_script, parse_float
+from factcli.scoring.registry import AssertionError_
+from factcli.scoring.scorer import run_assertions
+from factcli.assertions.scripts import parse_float
+from factcli.scripting.python import build_python_script
 from factcli.cli.app import app
 from factcli.config.loader import _Ctx, parse_test
 from factcli.errors import ConfigError

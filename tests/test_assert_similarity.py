@@ -21,7 +21,8 @@ import pytest
 from typer.testing import CliRunner
 
 import factcli.assertions  # noqa: F401  (registers the handlers)
-from factcli.scoring.registry import AssertionError_, run_assertion
+from factcli.scoring.registry import AssertionError_
+from factcli.scoring.scorer import run_assertion
 from factcli.assertions.similarity import (js_number, js_to_fixed, js_to_precision, porter_stem,
                                            treebank_tokenize)
 from factcli.cli.app import app

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from factcli.scoring.registry import run_assertion
+from factcli.scoring.scorer import run_assertion
 from factcli.assertions.structured import (compile_schema, contains_html_text, errors_text,
                                            extract_json_objects, extract_sql_blocks,
                                            extract_xml_candidates, xml_tree)

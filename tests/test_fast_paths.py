@@ -5,8 +5,8 @@ import math
 
 import pytest
 
-from factcli.report.results_json import finite
-from factcli.store.database import Scrubber
+from factcli.store.encode import finite
+from factcli.store.redact import Scrubber
 
 
 def slow_dumps(scrub: Scrubber, value):
@@ -99,7 +99,7 @@ def test_a_run_imports_only_the_assertion_families_it_uses():
     import subprocess
     import sys
 
-    code = ("import sys\nfrom factcli.assertions import lookup\n"
+    code = ("import sys\nfrom factcli.scoring.registry import lookup\n"
             "assert lookup('not-icontains').name == 'icontains'\n"
             "print(sorted(m for m in sys.modules if m.startswith('factcli.assertions.')))\n"
             "assert lookup('no-such-type') is None\n"

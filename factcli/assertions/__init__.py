@@ -1,7 +1,3 @@
-"""Assertion types. A family (module) is imported, registering its types, the first time `lookup`
-meets one of them; `load_all()` imports every built-in family."""
-
-from factcli.scoring import registry as core
-from factcli.scoring.registry import assertion, known_types, load_all, lookup, run_assertions
-
-__all__ = ["assertion", "core", "known_types", "load_all", "lookup", "run_assertions"]
+"""Assertion types, one module per family (text, structured, similarity, operational, graded, rag,
+scripts, compare). A family registers its types with `factcli.scoring.registry` when it is imported;
+the registry imports a family by name the first time a config uses one of its types."""

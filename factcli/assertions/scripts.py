@@ -21,22 +21,25 @@ python
 
 from __future__ import annotations
 
-import asyncio
 import copy
-import inspect
-import itertools
 import json
-import linecache
 import math
 import re
-import traceback
 from pathlib import Path
 from typing import Any
 
 from factcli import templating
-from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.errors import ConfigError
-from factcli.types import GradingResult, TokenUsage
+from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
+from factcli.scripting.python import ScriptError, run_python_file, run_python_inline
+from factcli.scripting.values import (
+    is_grading_result,
+    is_number,
+    numbers_of,
+    plain,
+    tokens_of,
+)
+from factcli.types import GradingResult
 
 JS_SUFFIXES = (".js", ".cjs", ".mjs")
 TS_SUFFIXES = (".ts", ".cts", ".mts", ".tsx")
@@ -107,21 +110,6 @@ def _is_python_ref(ref: str) -> bool:
 # ---------------------------------------------------------------- what user code receives
 
 
-def _plain(value: Any) -> Any:
-    """A JSON copy: what promptfoo's subprocesses receive, and safe from user mutation."""
-    return json.loads(json.dumps(value, ensure_ascii=False, default=_json_default))
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, TokenUsage):
-        return value.to_json()
-    if isinstance(value, (set, tuple)):
-        return list(value)
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    return str(value)
-
-
 def _provider_json(provider: Any) -> dict | None:
     if provider is None:
         return None
@@ -155,7 +143,7 @@ def script_context(ctx: AssertionContext) -> dict:
         out["config"] = copy.deepcopy(a.config)
     if r is not None and r.metadata is not None:
         out["metadata"] = r.metadata
-    return _plain(out)
+    return plain(out)
 
 
 # ---------------------------------------------------------------- result normalisation
@@ -163,26 +151,6 @@ def script_context(ctx: AssertionContext) -> dict:
 
 def _js(x: Any) -> str:
     return templating.js_string(x)
-
-
-def _is_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
-def is_grading_result(r: Any) -> bool:
-    """promptfoo's isGradingResult on a JSON value (JS null is an object; a missing key is undefined)."""
-    if not isinstance(r, dict):
-        return False
-    if not (isinstance(r.get("pass"), bool) and _is_number(r.get("score")) and isinstance(r.get("reason"), str)):
-        return False
-    for key in ("namedScores", "namedScoreWeights", "tokensUsed", "assertion"):
-        if key in r and not (r[key] is None or isinstance(r[key], (dict, list))):
-            return False
-    if "componentResults" in r and not isinstance(r["componentResults"], list):
-        return False
-    if "comment" in r and not isinstance(r["comment"], str):
-        return False
-    return True
 
 
 def _jsonish(value: Any) -> Any:
@@ -205,29 +173,13 @@ def js_json(value: Any, indent: int | None = None) -> str:
     return json.dumps(_jsonish(value), separators=(",", ":"), ensure_ascii=False, default=str)
 
 
-def _numbers(d: Any) -> dict:
-    if not isinstance(d, dict):
-        return {}
-    return {str(k): float(v) for k, v in d.items() if _is_number(v)}
-
-
-def _tokens(d: Any) -> TokenUsage:
-    if not isinstance(d, dict):
-        return TokenUsage()
-    def n(key: str) -> int:
-        v = d.get(key)
-        return int(v) if _is_number(v) and v == v else 0
-    return TokenUsage(prompt=n("prompt"), completion=n("completion"), total=n("total"), cached=n("cached"),
-                      num_requests=n("numRequests"))
-
-
 def _from_dict(d: dict, passed: bool, reason: str, ctx: AssertionContext) -> GradingResult:
     """A GradingResult from a user's {pass, score, reason, namedScores?, …}."""
     metadata = d.get("metadata") if isinstance(d.get("metadata"), dict) else {}
     return GradingResult(
         passed=passed, score=float(d["score"]), reason=reason, assertion=ctx.assertion,
-        named_scores=_numbers(d.get("namedScores")), named_score_weights=_numbers(d.get("namedScoreWeights")),
-        tokens_used=_tokens(d.get("tokensUsed")), metadata=dict(metadata),
+        named_scores=numbers_of(d.get("namedScores")), named_score_weights=numbers_of(d.get("namedScoreWeights")),
+        tokens_used=tokens_of(d.get("tokensUsed")), metadata=dict(metadata),
     )
 
 
@@ -247,7 +199,7 @@ def _normalize(ctx: AssertionContext, result: Any, code_label: str, suffix: Any)
         passed = result != inverse
         return GradingResult(passed, 1.0 if passed else 0.0, "Assertion passed" if passed else failed(result),
                              ctx.assertion)
-    if _is_number(result):
+    if is_number(result):
         raw_pass = result > 0 if threshold is None else result >= threshold
         passed = bool(raw_pass) != inverse
         return GradingResult(passed, float(result), "Assertion passed" if passed else failed(bool(raw_pass)),
@@ -279,7 +231,7 @@ async def javascript(ctx: AssertionContext) -> GradingResult:
     is_file = is_file_ref(value)
     shown = _raw_value(ctx) if is_file else value
     suffix = shown.rstrip() if isinstance(shown, str) else None
-    payload: dict[str, Any] = {"output": _plain(ctx.output), "context": script_context(ctx)}
+    payload: dict[str, Any] = {"output": plain(ctx.output), "context": script_context(ctx)}
     if is_file:
         path, func = ref_path(value, Path.cwd())
         payload.update(file=str(path), fn=func, label=shown)
@@ -298,91 +250,6 @@ async def javascript(ctx: AssertionContext) -> GradingResult:
 
 
 # ---------------------------------------------------------------- python
-
-_inline_ids = itertools.count(1)
-_inline_cache: dict[str, Any] = {}
-
-
-def build_python_script(code: str) -> str:
-    """promptfoo's wrapper: `def main(output, context):` around the code."""
-    if "\n" in code:
-        m = re.search(r"^(?!\s*$)\s+", code, re.M)
-        indent = m.group(0) if m else "    "
-        body = "\n".join(indent + line for line in code.split("\n"))
-    else:
-        body = f"    return {code}"
-    return f"import json\n\ndef main(output, context):\n{body}\n"
-
-
-def _compile_inline(code: str):
-    script = build_python_script(code)
-    compiled = _inline_cache.get(script)
-    if compiled is None:
-        filename = f"<python assertion {next(_inline_ids)}>"
-        linecache.cache[filename] = (len(script), None, script.splitlines(True), filename)
-        compiled = compile(script, filename, "exec")
-        _inline_cache[script] = compiled
-    return compiled
-
-
-class ScriptError(Exception):
-    """User Python failed; the message is promptfoo's "Error running Python script: …"."""
-
-
-def python_error(exc: BaseException, user_files: tuple[str, ...] = ()) -> ScriptError:
-    """The user's exception with a traceback of their own frames only."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    mine = [i for i, f in enumerate(frames) if f.filename in user_files or f.filename.startswith("<python assertion")]
-    lines = ["Traceback (most recent call last):\n"] + traceback.format_list(frames[mine[0]:]) if mine else []
-    last = traceback.format_exception_only(type(exc), exc)
-    lines += last
-    head = last[-1].strip()  # "ZeroDivisionError: division by zero", "SyntaxError: invalid syntax"
-    return ScriptError(f"Error running Python script: {head}\nStack Trace: {''.join(lines).rstrip()}")
-
-
-async def call_python(fn, *args) -> Any:
-    if inspect.iscoroutinefunction(fn):
-        return await fn(*args)
-    result = await asyncio.to_thread(fn, *args)
-    if inspect.isawaitable(result):
-        result = await result
-    return result
-
-
-def load_python_function(path: Path, name: str):
-    """Import the user's file (once per process) and return its function `name`."""
-    from factcli.providers.script import load_module
-
-    module = load_module(path)
-    fn = getattr(module, name, None)
-    if fn is None and "." in name:  # Class.method, as promptfoo's wrapper allows
-        owner, _, attr = name.partition(".")
-        fn = getattr(getattr(module, owner, None), attr, None)
-    if fn is None:
-        raise AttributeError(f"module '{path.stem}' has no attribute '{name}'")
-    if not callable(fn):
-        raise TypeError(f"'{name}' in {path.name} is not callable")
-    return fn
-
-
-async def run_python_file(path: Path, name: str, *args) -> Any:
-    """Call name(*args) from the user's file; any failure -> ScriptError (promptfoo's runPython)."""
-    try:
-        fn = load_python_function(path, name)
-        result = await call_python(fn, *args)
-        return _plain(result)
-    except Exception as exc:
-        raise python_error(exc, (str(path), str(path.resolve()))) from None
-
-
-async def run_python_inline(code: str, *args) -> Any:
-    try:
-        namespace: dict[str, Any] = {"__name__": "factcli_python_assertion"}
-        exec(_compile_inline(code), namespace)  # noqa: S102 - the user's own assertion code
-        return _plain(await call_python(namespace["main"], *args))
-    except Exception as exc:
-        raise python_error(exc) from None
-
 
 class _ResultShapeError(Exception):
     pass
@@ -465,7 +332,7 @@ async def python(ctx: AssertionContext) -> GradingResult:
     if not isinstance(value, str):
         raise AssertionError_("python assertion must have a string value")
     suffix = _raw_value(ctx)
-    args = (_plain(ctx.output), script_context(ctx))
+    args = (plain(ctx.output), script_context(ctx))
     if is_file_ref(value):
         path, func = ref_path(value, Path.cwd())
         try:
@@ -486,54 +353,3 @@ async def python(ctx: AssertionContext) -> GradingResult:
 # ---------------------------------------------------------------- assertScoringFunction
 
 
-async def _call_scoring(spec: str, named: dict, context: dict) -> Any:
-    from factcli.scripting.node import JSError, NodeWorkerError, get_worker, js_value
-    from factcli.sources import ref_path
-
-    path, func = ref_path(spec, Path.cwd())
-    if path.suffix.lower() == ".py":
-        try:
-            return await run_python_file(path, func or "func", named, context)
-        except ScriptError as exc:
-            raise RuntimeError(str(exc)) from None
-    try:
-        answer = await get_worker().call("call", {"file": str(path), "fn": func, "args": [named, context],
-                                                  "defaultName": "func"})
-    except JSError as exc:
-        raise RuntimeError(exc.js_message) from None
-    except NodeWorkerError as exc:
-        raise RuntimeError(str(exc)) from None
-    return None if answer.get("undefined") else js_value(answer)
-
-
-async def apply_scoring_function(spec: str, result: GradingResult, threshold: float | None) -> GradingResult:
-    """promptfoo's assertScoringFunction: fn(namedScores, {threshold, componentResults, tokensUsed})
-    returns the {pass, score, reason} that replaces the aggregate; a failure is pass false, score 0."""
-    from factcli.report.results_json import grading_json
-
-    context: dict[str, Any] = {}
-    if threshold is not None:
-        context["threshold"] = threshold
-    context["componentResults"] = [grading_json(c) for c in result.component_results]
-    context["tokensUsed"] = result.tokens_used.to_json()
-    try:
-        out = await _call_scoring(spec, _plain(dict(result.named_scores)), _plain(context))
-        if not is_grading_result(out):
-            raise RuntimeError("assertion scoring function must return a GradingResult")
-    except Exception as exc:
-        result.passed = False
-        result.score = 0.0
-        result.reason = f"Scoring function error: {exc}"
-        return result
-    result.passed = out["pass"]
-    result.score = float(out["score"])
-    result.reason = out["reason"]
-    if isinstance(out.get("namedScores"), dict):
-        result.named_scores = _numbers(out["namedScores"])
-    if isinstance(out.get("namedScoreWeights"), dict):
-        result.named_score_weights = _numbers(out["namedScoreWeights"])
-    if isinstance(out.get("tokensUsed"), dict):
-        result.tokens_used = _tokens(out["tokensUsed"])
-    if isinstance(out.get("metadata"), dict):
-        result.metadata = {**out["metadata"], **result.metadata}  # the aggregate's own keys win
-    return result

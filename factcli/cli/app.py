@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from factcli import __version__
+from factcli.settings import VERSION
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
@@ -24,7 +24,7 @@ app.add_typer(cache_app, name="cache")
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"factcli {__version__}")
+        typer.echo(f"factcli {VERSION}")
         raise typer.Exit()
 
 

@@ -4,19 +4,22 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import inspect
 import json
 import shlex
-import sys
 from pathlib import Path
 
 from factcli.errors import ConfigError
-from factcli.providers import (ERROR, Provider, ProviderCallError, RenderedPrompt, register_provider,
-                               response_from_dict)
+from factcli.providers import (
+    ERROR,
+    Provider,
+    ProviderCallError,
+    RenderedPrompt,
+    register_provider,
+    response_from_dict,
+)
+from factcli.scripting.python import load_module
 from factcli.types import ProviderResponse
-
-_modules: dict[Path, object] = {}
 
 
 def _python_target(pid: str, base_dir: Path) -> tuple[Path, str]:
@@ -26,21 +29,6 @@ def _python_target(pid: str, base_dir: Path) -> tuple[Path, str]:
         rest, func = rest.rsplit(":", 1)
     path = Path(rest).expanduser()
     return (path if path.is_absolute() else base_dir / path), func
-
-
-def load_module(path: Path):
-    """Import a user's .py file once per run (promptfoo imports it per call; same result, less cost)."""
-    path = path.resolve()
-    if path not in _modules:
-        spec = importlib.util.spec_from_file_location(f"factcli_user_{abs(hash(path))}", path)
-        module = importlib.util.module_from_spec(spec)
-        sys.path.insert(0, str(path.parent))
-        try:
-            spec.loader.exec_module(module)
-        finally:
-            sys.path.remove(str(path.parent))
-        _modules[path] = module
-    return _modules[path]
 
 
 @register_provider(lambda pid: pid.startswith("python:") or (pid.startswith("file://") and ".py" in pid))

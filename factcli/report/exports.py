@@ -22,7 +22,7 @@ FORMATS = (".json", ".jsonl", ".yaml", ".yml", ".csv", ".xml", ".junit.xml", ".h
 
 
 def write_export(run, path: Path, scrub=None) -> None:
-    from factcli.store.database import Scrubber
+    from factcli.store.redact import Scrubber
 
     path = Path(path)
     name = path.name.lower()
@@ -47,7 +47,8 @@ def write_export(run, path: Path, scrub=None) -> None:
 
 def write_document(run, path: Path) -> None:
     """The results document as .json, one row per line as .jsonl, or as .yaml/.yml."""
-    from factcli.report.results_json import dumps_finite, row_json, to_promptfoo_json, write_json
+    from factcli.report.results_json import row_json, to_promptfoo_json, write_json
+    from factcli.store.encode import dumps_finite
 
     name = path.name.lower()
     if name.endswith(".json"):
@@ -359,7 +360,7 @@ def html_page(run) -> str:
         row += [_cell_html(cells.get(c.index)) for c in run.columns]
         out.append("".join(row) + "</tr>")
     out.append("</tbody></table>")
-    from factcli import __version__
+    from factcli.settings import VERSION
 
-    out.append(f'<p class="meta">Written by factcli {_e(__version__)}.</p></body></html>')
+    out.append(f'<p class="meta">Written by factcli {_e(VERSION)}.</p></body></html>')
     return "\n".join(out) + "\n"

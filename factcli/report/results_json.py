@@ -5,47 +5,19 @@ This module and config.py are the only places that speak promptfoo's spellings.
 
 from __future__ import annotations
 
-import math
 import platform
 import sys
 from datetime import datetime, timezone
-from typing import Any
 
-from factcli import __version__
-from factcli.types import EvalResult, GradingResult, TokenUsage
-
-
-def clean(value: Any) -> Any:
-    """NaN and infinities become null (contract §6)."""
-    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
-        return None
-    if isinstance(value, dict):
-        return {k: clean(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [clean(v) for v in value]
-    return value
+from factcli.settings import VERSION
+from factcli.store.encode import dumps_finite, finite
+from factcli.types import EvalResult, TokenUsage, grading_json
 
 
 def tokens_json(t: TokenUsage, assertions: TokenUsage | None = None) -> dict:
     out = t.to_json()
     if assertions is not None:
         out["assertions"] = assertions.to_json()
-    return out
-
-
-def grading_json(g: GradingResult, top: bool = False) -> dict:
-    out: dict = {"pass": g.passed, "score": g.score, "reason": g.reason}
-    if top or g.named_scores:
-        out["namedScores"] = dict(g.named_scores)
-    if g.named_score_weights:
-        out["namedScoreWeights"] = dict(g.named_score_weights)
-    out["tokensUsed"] = g.tokens_used.to_json()
-    if g.assertion is not None:
-        out["assertion"] = dict(g.assertion.raw)
-    if g.component_results or top:
-        out["componentResults"] = [grading_json(c) for c in g.component_results]
-    if g.metadata:
-        out["metadata"] = dict(g.metadata)
     return out
 
 
@@ -157,7 +129,7 @@ def to_promptfoo_json(run, rows: bool = True) -> dict:
         "config": redact(run.suite.raw),
         "shareableUrl": None,
         "metadata": {
-            "factcliVersion": __version__,
+            "factcliVersion": VERSION,
             "pythonVersion": sys.version.split()[0],
             "platform": sys.platform,
             "arch": platform.machine(),
@@ -167,7 +139,7 @@ def to_promptfoo_json(run, rows: bool = True) -> dict:
         "vars": var_names,
         "runtimeOptions": {"maxConcurrency": run.concurrency, "repeat": run.repeat, "cache": run.cache},
         "factcli": {
-            "version": __version__,
+            "version": VERSION,
             "runId": run.run_id,
             "status": run.status,
             "graders": list(run.graders),
@@ -182,27 +154,6 @@ def to_promptfoo_json(run, rows: bool = True) -> dict:
         },
     }
     return finite(doc)
-
-
-def finite(doc: Any) -> Any:
-    """`doc` with NaN/±Infinity as None; a C-speed check first, the walk only when needed."""
-    import json
-
-    try:
-        json.dumps(doc, allow_nan=False, default=str)
-        return doc
-    except ValueError:
-        return clean(doc)
-
-
-def dumps_finite(value: Any, indent: int | None = None) -> str:
-    """json.dumps(finite(value)), encoding once when nothing is NaN or infinite."""
-    import json
-
-    try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False, default=str, indent=indent)
-    except ValueError:
-        return json.dumps(clean(value), ensure_ascii=False, default=str, indent=indent)
 
 
 PRETTY_MAX_ROWS = 2000  # json's C encoder is only used without indent: larger files go on one line

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from factcli.store.database import Store, loads, shown_status
+from factcli.store.database import Store, shown_status
+from factcli.store.encode import loads
 from factcli.report.view import column_label, column_summaries, console_for_stdout, one_line, render_footer, render_header, run_header
 
 

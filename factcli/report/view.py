@@ -10,7 +10,8 @@ import json
 import os
 from typing import Any
 
-from factcli.store.database import Store, loads, shown_status
+from factcli.store.database import Store, shown_status
+from factcli.store.encode import loads
 
 CELL_CHARS = 400  # text fetched per cell unless --full
 

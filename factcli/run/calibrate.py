@@ -281,7 +281,7 @@ def plan(config: Path | None, labels: Path | None, asserts: list[str], graders: 
 def _grader_name(gc: GraderConfig, source) -> str | None:
     """The grader a configuration resolves to (a panel: its judges joined by '+'); None if not
     model-graded. A configuration with no grader at all is a config error naming where it was declared."""
-    from factcli.assertions import lookup
+    from factcli.scoring.registry import lookup
     from factcli.scoring.grading import NoGrader, pick
 
     def one(a: Assertion) -> str | None:
@@ -447,12 +447,12 @@ def verdict(row: EvalResult) -> tuple[bool | None, str | None]:
 def report(run, items: list[LabeledItem], configs: list[GraderConfig]) -> dict:
     """The calibration report of a run (finished or not): per configuration, the metrics over the
     items it judged, and its grading errors apart."""
-    from factcli import __version__
+    from factcli.settings import VERSION
 
     cells: dict[tuple[int, int], EvalResult] = {(r.step.test_idx, r.step.prompt_idx): r for r in run.all_rows()}
     gold_pos = sum(it.gold for it in items)
     out = {
-        "factcli": {"version": __version__, "runId": run.run_id, "status": run.status},
+        "factcli": {"version": VERSION, "runId": run.run_id, "status": run.status},
         "items": len(items),
         "gold": {"positive": gold_pos, "negative": len(items) - gold_pos,
                  "positiveRate": gold_pos / len(items) if items else None},
@@ -559,7 +559,7 @@ def _one_line(text: str, limit: int = 100) -> str:
 
 
 def write_json(rep: dict, path: Path) -> None:
-    from factcli.report.results_json import finite
+    from factcli.store.encode import finite
 
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(finite(rep), ensure_ascii=False, indent=2) + "\n", encoding="utf-8")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from factcli import templating
-from factcli.assertions import run_assertions
+from factcli.scoring.scorer import run_assertions
 from factcli.run.calls import Caller
 from factcli.errors import AbortRun
 from factcli.providers import Provider, RenderedPrompt

@@ -219,7 +219,7 @@ def self_preference_warning(grader_id: str, provider_ids: list[str]) -> str | No
 def check_graders(suite: Suite, source, warnings: list[str]) -> list[str]:
     """Resolve every model-graded assertion's graders before any call: none available is a config
     error. Warns once per text grader that is, or is of the same family as, a model under test."""
-    from factcli.assertions import lookup
+    from factcli.scoring.registry import lookup
     from factcli.errors import ConfigError
     from factcli.scoring.grading import NoGrader, pick
 

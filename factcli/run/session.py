@@ -18,10 +18,13 @@ import sqlite3
 import time
 from pathlib import Path
 
-from factcli import __version__
+from factcli.settings import VERSION
 from factcli.errors import FactcliError
-from factcli.store.records import column_record, from_record, metrics_to_json, test_key, to_record
-from factcli.store.database import REDACTED, Scrubber, Store, loads, now, shown_status
+from factcli.store.records import column_record, from_record, metrics_to_json, to_record
+from factcli.types import test_key
+from factcli.store.database import Store, now, shown_status
+from factcli.store.redact import REDACTED, Scrubber
+from factcli.store.encode import loads
 from factcli.types import COMPARE_TYPES, compares
 
 METRICS_EVERY_S = 1.0  # column metrics are refreshed this often while a run writes
@@ -245,7 +248,7 @@ class EvalSession:
             "options_json": scrub.dumps(self._options_record(run)), "graders_json": json.dumps(run.graders),
             "total_steps": run.total_steps, "rows_done": 0, "successes": 0, "failures": 0, "errors": 0,
             "tokens_json": None, "cost": None, "duration_ms": 0, "retries": 0, "calls": 0,
-            "abort_reason": None, "warnings_json": None, "factcli_version": __version__,
+            "abort_reason": None, "warnings_json": None, "factcli_version": VERSION,
             "pid": os.getpid(), "host": socket.gethostname(), "attempts": 1,
         })
         self.store.set_columns(run.run_id, [column_record(c, scrub) for c in run.columns])

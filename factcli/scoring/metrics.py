@@ -102,7 +102,7 @@ class ColumnMetrics:
             count = 0
             weight_total = None
             if grading is not None:
-                from factcli.scoring.registry import render_metric
+                from factcli.scoring.scorer import render_metric
 
                 count = sum(1 for c in grading.component_results
                             if c.assertion is not None and render_metric(c.assertion.metric, row.step.vars) == name)

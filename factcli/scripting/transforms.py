@@ -102,7 +102,7 @@ async def apply_transform(spec: str, output: Any, context: dict, base_dir: Path 
 
 
 async def _python_transform(path: Path, func: str | None, output: Any, context: dict, label: str) -> Any:
-    from factcli.providers.script import load_module
+    from factcli.scripting.python import load_module
 
     try:
         module = load_module(path)

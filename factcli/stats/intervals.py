@@ -244,7 +244,7 @@ class ColumnSample:
 
     def add(self, row) -> None:
         if self.repeat > 1:
-            from factcli.store.records import test_key
+            from factcli.types import test_key
 
             # a test's repeats share the store's test key, so `view` groups them alike
             key = test_key(row.step.test.description, row.step.vars)

@@ -10,18 +10,13 @@
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
 from factcli.errors import FactcliError
-from factcli.store.redact import SECRET_KEY as _SECRET_KEY_TEXT
-
-_SECRET_KEY_LOWER = re.compile(_SECRET_KEY_TEXT.pattern)  # the pattern is lower case
 
 MIGRATION_SET = "factcli"
 MIGRATION_NAMES = ("m001_initial",)  # keep in step with _migrations()
@@ -90,176 +85,6 @@ def _migrations():
 
 # ---------------------------------------------------------------- secrets
 
-_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\benv\.([A-Za-z_][A-Za-z0-9_]*)")
-_SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie|password", re.IGNORECASE)
-_ENV_NAME_KEY = re.compile(r"env[_-]?var|envar", re.IGNORECASE)
-REDACTED = "[redacted]"
-
-
-class Scrubber:
-    """Everything written to the store or an export goes through here (contract §9).
-
-    Secret values are the values of secret-looking environment variables (replaced by `${NAME}`),
-    plus literal secrets found in the config: values of api-key-like keys, secret-looking header
-    values, and the values of variables such keys reference (replaced by `[redacted]`).
-    """
-
-    def __init__(self, config: Any = None):
-        from factcli.store.redact import secret_env_values
-
-        self.env = secret_env_values()
-        pairs = {value: "${" + name + "}" for value, name in self.env.items()}
-        for value, replacement in _config_secrets(config):
-            pairs.setdefault(value, replacement)
-        self.pairs = sorted(pairs.items(), key=lambda kv: -len(kv[0]))
-        variants = []
-        for value, replacement in self.pairs:
-            forms = {value, json.dumps(value, ensure_ascii=False)[1:-1], _xml_escape(value)}
-            variants.extend((form, replacement) for form in forms if form)
-        self.variants = sorted(set(variants), key=lambda kv: -len(kv[0]))
-        # what, seen in a value's JSON text, means redaction may change it: each secret as it
-        # appears inside a JSON string, and a secret-looking or header key (matched anywhere)
-        self._json_forms = [f for f in {json.dumps(v, ensure_ascii=False)[1:-1] for v, _ in self.pairs} if f]
-
-    def text(self, text: str | None) -> str | None:
-        if not text or not self.pairs:
-            return text
-        for value, replacement in self.pairs:
-            if value in text:
-                text = text.replace(value, replacement)
-        return text
-
-    def data(self, value: Any) -> Any:
-        """A redacted copy (secret keys, headers, env values) with literal secrets scrubbed."""
-        from factcli.store.redact import redact
-
-        out = redact(value, self.env)
-        if any(v not in self.env for v, _ in self.pairs):
-            out = self._walk(out)
-        return out
-
-    def _walk(self, value: Any) -> Any:
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, dict):
-            return {k: self._walk(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self._walk(v) for v in value]
-        return value
-
-    def dumps(self, value: Any) -> str | None:
-        if value is None:
-            return None
-        # Fast path (every stored row goes through here several times): encode once in C and keep
-        # the text when nothing in it could be redacted, which is then exactly what the walk
-        # below would produce. Measured: 10,000 echo rows 6.8 s -> see benchmarks/README.md.
-        try:
-            text = json.dumps(value, ensure_ascii=False, default=str, allow_nan=False)
-        except (ValueError, TypeError):
-            text = None
-        if text is not None and not self._may_redact(text):
-            return text
-        from factcli.report.results_json import finite
-
-        return json.dumps(finite(self.data(value)), ensure_ascii=False, default=str)
-
-    def _may_redact(self, text: str) -> bool:
-        if "headers" in text:
-            return True
-        # re.IGNORECASE costs ~40 us on a typical row; lowering ASCII text first is ~8x cheaper
-        # (non-ASCII keeps IGNORECASE: it also folds e.g. the Kelvin sign onto k)
-        if _SECRET_KEY_LOWER.search(text.lower()) if text.isascii() else _SECRET_KEY_TEXT.search(text):
-            return True
-        return any(form in text for form in self._json_forms)
-
-    FILE_CHUNK = 1 << 20  # characters read at a time by file()
-
-    def file(self, path: Path) -> None:
-        """A last pass over a written export: replace any secret in its text, however encoded. The
-        file is read a chunk at a time (an export of a large run is hundreds of MB); each chunk
-        keeps the last len(longest secret) - 1 characters for the next, so a secret split across
-        two chunks is still found. The file is replaced only if something changed."""
-        if not self.variants:
-            return
-        import tempfile
-
-        carry_len = max(len(v) for v, _ in self.variants) - 1
-        changed = False
-        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-        try:
-            with open(path, encoding="utf-8", newline="") as src, \
-                    open(fd, "w", encoding="utf-8", newline="") as out:
-                buffer = ""
-                while True:
-                    chunk = src.read(self.FILE_CHUNK)
-                    buffer += chunk
-                    for value, replacement in self.variants:
-                        if value in buffer:
-                            buffer = buffer.replace(value, replacement)
-                            changed = True
-                    if not chunk:
-                        out.write(buffer)
-                        break
-                    keep = min(carry_len, len(buffer))
-                    out.write(buffer[:len(buffer) - keep])
-                    buffer = buffer[len(buffer) - keep:]
-            if changed:
-                import shutil
-
-                shutil.copymode(path, tmp)
-                os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-
-
-def _xml_escape(value: str) -> str:
-    import html
-
-    return html.escape(value, quote=True)
-
-
-def _config_secrets(config: Any) -> Iterable[tuple[str, str]]:
-    from factcli.store.redact import is_secret_key
-
-    def env_refs(text: str):
-        for m in _ENV_REF.finditer(text):
-            name = m.group(1) or m.group(2)
-            value = os.environ.get(name)
-            if value and len(value) >= 6:
-                yield value, "${" + name + "}"
-
-    def secret(value: Any):
-        if not isinstance(value, str) or not value:
-            return
-        refs = list(env_refs(value))
-        yield from refs
-        if not refs and len(value) >= 6:
-            yield value, REDACTED
-            if value.lower().startswith("bearer ") and len(value) > 13:
-                yield value[7:].strip(), REDACTED
-
-    def walk(node: Any):
-        if isinstance(node, dict):
-            for k, v in node.items():
-                key = str(k)
-                if key in ("headers", "extra_headers") and isinstance(v, dict):
-                    for hk, hv in v.items():
-                        if _SECRET_HEADER.search(str(hk)):
-                            yield from secret(hv)
-                elif _ENV_NAME_KEY.search(key) and isinstance(v, str):
-                    value = os.environ.get(v)
-                    if value and len(value) >= 6:
-                        yield value, "${" + v + "}"
-                elif is_secret_key(key) and isinstance(v, str):
-                    yield from secret(v)
-                else:
-                    yield from walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                yield from walk(v)
-
-    yield from walk(config)
 
 
 # ---------------------------------------------------------------- the database
@@ -474,10 +299,3 @@ def shown_status(run: dict) -> str:
     return run["status"]
 
 
-def loads(text: str | None, default: Any = None) -> Any:
-    if text is None or text == "":
-        return default
-    try:
-        return json.loads(text)
-    except ValueError:
-        return default

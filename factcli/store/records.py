@@ -7,20 +7,15 @@ document `eval -o` writes (minus secrets, which never reach the store).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import math
 from typing import Any
 
-from factcli.store.database import Scrubber, Store, loads, now
-from factcli.types import (Assertion, EvalResult, EvalStep, GradingResult, Prompt, ProviderResponse,
-                           ProviderSpec, TestCase, TokenUsage)
-
-
-def test_key(description: str | None, variables: dict) -> str:
-    """A stable id for a test: its description and concrete vars (not its position in the list)."""
-    blob = json.dumps({"d": description or "", "v": variables}, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+from factcli.store.database import Store, now
+from factcli.store.redact import Scrubber
+from factcli.store.encode import loads
+from factcli.types import (EvalResult, EvalStep, Prompt, ProviderResponse, ProviderSpec, TestCase, TokenUsage,
+                           grading_from_json, test_key, tokens_from_json)
 
 
 def _num(value: Any) -> float | None:
@@ -30,7 +25,7 @@ def _num(value: Any) -> float | None:
 
 
 def to_record(run_id: str, r: EvalResult, seq: int, scrub: Scrubber) -> dict:
-    from factcli.report.results_json import grading_json
+    from factcli.types import grading_json
 
     step, resp = r.step, r.response
     output, output_json = resp.output, 0
@@ -74,33 +69,6 @@ def to_record(run_id: str, r: EvalResult, seq: int, scrub: Scrubber) -> dict:
 # ---------------------------------------------------------------- back from the store
 
 
-def _tokens(d: dict | None) -> TokenUsage:
-    d = d or {}
-    return TokenUsage(prompt=d.get("prompt") or 0, completion=d.get("completion") or 0, total=d.get("total") or 0,
-                      cached=d.get("cached") or 0, num_requests=d.get("numRequests") or 0)
-
-
-def _assertion(raw: dict) -> Assertion:
-    weight = raw.get("weight", 1.0)
-    return Assertion(type=str(raw.get("type", "")), value=raw.get("value"), threshold=raw.get("threshold"),
-                     weight=weight if isinstance(weight, (int, float)) else 1.0, metric=raw.get("metric"),
-                     raw=dict(raw))
-
-
-def grading_from_json(d: dict | None) -> GradingResult | None:
-    if d is None:
-        return None
-    score = d.get("score")
-    return GradingResult(
-        passed=bool(d.get("pass")), score=math.nan if score is None else score, reason=d.get("reason") or "",
-        assertion=_assertion(d["assertion"]) if isinstance(d.get("assertion"), dict) else None,
-        named_scores=dict(d.get("namedScores") or {}), named_score_weights=dict(d.get("namedScoreWeights") or {}),
-        tokens_used=_tokens(d.get("tokensUsed")),
-        component_results=[grading_from_json(c) for c in d.get("componentResults") or []],
-        metadata=dict(d.get("metadata") or {}),
-    )
-
-
 def output_of(rec: dict) -> Any:
     if rec.get("output_json"):
         return loads(rec["output"])
@@ -125,7 +93,7 @@ def from_record(rec: dict, columns: list, step: EvalStep | None = None) -> EvalR
     exact = extra.get("exact") or {}
     response = ProviderResponse(
         output=output if resp_x.get("present", True) else None, error=resp_x.get("error"),
-        token_usage=_tokens(resp_x.get("tokenUsage")), cost=exact.get("cost", rec.get("cost")),
+        token_usage=tokens_from_json(resp_x.get("tokenUsage")), cost=exact.get("cost", rec.get("cost")),
         latency_ms=resp_x.get("latencyMs", rec.get("latency_ms") or 0), cached=bool(rec.get("cached")),
         finish_reason=resp_x.get("finishReason"), metadata=dict(resp_x.get("metadata") or {}),
         retries=resp_x.get("retries") or 0,
@@ -159,7 +127,7 @@ def columns_from_records(rows: list[dict]):
 
 
 def metrics_to_json(m) -> str:
-    from factcli.report.results_json import finite
+    from factcli.store.encode import finite
 
     return json.dumps(finite(dataclasses.asdict(m)), ensure_ascii=False, default=str)
 
@@ -223,7 +191,7 @@ def load_run(store: Store, run_row: dict):
                   concurrency=options.get("concurrency") or 4, repeat=options.get("repeat") or 1,
                   cache=options.get("cache", True), graders=loads(run_row.get("graders_json"), []) or [])
     if metrics is not stored:
-        from factcli.assertions import load_all
+        from factcli.scoring.registry import load_all
 
         load_all()  # registers the method reports
         from factcli.methods import reports as method_reports

@@ -1,0 +1,237 @@
+"""The one scoring runner: promptfoo's scoring rules (promptfoo-semantics.md §1-§3) in one place.
+
+A test's assertions run here: the `not-` prefix, per-assertion `transform`, weights (including
+weight 0), thresholds, templated metric names, assert-sets, the weighted aggregate with named
+scores, and `assertScoringFunction`, which may replace the aggregate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from pathlib import Path
+from typing import Any
+
+from factcli import templating
+from factcli.scoring.registry import AssertionContext, AssertionError_, lookup
+from factcli.scripting.python import ScriptError, run_python_file
+from factcli.scripting.values import is_grading_result, numbers_of, plain, tokens_of
+from factcli.types import (
+    Assertion,
+    GradingResult,
+    ProviderResponse,
+    TestCase,
+    TokenUsage,
+)
+
+ASSERTIONS_MAX_CONCURRENCY = 3
+
+
+
+class _Aggregate:
+    """promptfoo's AssertionsResult: a weighted mean with named scores and an optional threshold."""
+
+    def __init__(self, threshold: float | None, assertion_set: Assertion | None = None):
+        self.threshold = threshold
+        self.assertion_set = assertion_set
+        self.total_score = 0.0
+        self.total_weight = 0.0
+        self.failed_reason: str | None = None
+        self.components: dict[int, GradingResult] = {}
+        self.named: dict[str, float] = {}
+        self.named_weights: dict[str, float] = {}
+        self.tokens = TokenUsage()
+
+    def add(self, index: int, result: GradingResult, metric: str | None, weight: float) -> None:
+        self.total_score += result.score * weight
+        self.total_weight += weight
+        self.components[index] = result
+        if metric:
+            self.named[metric] = self.named.get(metric, 0.0) + result.score * weight
+            self.named_weights[metric] = self.named_weights.get(metric, 0.0) + weight
+        for name, score in result.named_scores.items():
+            if name != metric:
+                w = result.named_score_weights.get(name, 1.0) * weight
+                self.named[name] = self.named.get(name, 0.0) + score * w
+                self.named_weights[name] = self.named_weights.get(name, 0.0) + w
+        self.tokens.add(result.tokens_used)
+        if not result.passed:
+            self.failed_reason = result.reason
+
+    def result(self) -> GradingResult:
+        score = self.total_score / self.total_weight if self.total_weight > 0 else 0.0
+        passed = not self.failed_reason
+        reason = self.failed_reason or "All assertions passed"
+        if self.threshold is not None and not _isnan(self.threshold):
+            passed = score >= self.threshold
+            reason = (f"Aggregate score {templating.to_fixed(score)} {'≥' if passed else '<'} "
+                      f"{_js_num(self.threshold)} threshold")
+        flattened: list[GradingResult] = []
+        for idx in sorted(self.components):
+            res = self.components[idx]
+            flattened.append(res)
+            if res.assertion is None and res.component_results:
+                flattened.extend(res.component_results)
+        named = {k: (v / self.named_weights[k] if self.named_weights.get(k, 0) > 0 else 0.0)
+                 for k, v in self.named.items()}
+        metadata = {}
+        if self.assertion_set is not None:
+            s = self.assertion_set
+            meta = {"type": "assert-set", "assertionCount": len(s.children or [])}
+            for key in ("metric", "threshold", "weight"):
+                if key in s.raw:
+                    meta[key] = s.raw[key]
+            metadata["assertionSet"] = meta
+        return GradingResult(
+            passed=passed, score=score, reason=reason, named_scores=named,
+            named_score_weights=dict(self.named_weights), tokens_used=self.tokens,
+            component_results=flattened, metadata=metadata,
+        )
+
+
+
+def _isnan(x: float) -> bool:
+    return isinstance(x, float) and math.isnan(x)
+
+
+
+def _js_num(x: float) -> str:
+    return templating.js_string(float(x)) if isinstance(x, (int, float)) else str(x)
+
+
+
+def render_metric(metric: str | None, variables: dict) -> str | None:
+    if not metric:
+        return metric
+    return templating.render(metric, variables)
+
+
+
+async def run_assertion(a: Assertion, *, output: Any, test: TestCase, variables: dict, prompt: str,
+                        response: ProviderResponse, provider=None, grader=None) -> GradingResult:
+    """Run one assertion; handler exceptions propagate and turn the row into ERROR."""
+    kind = lookup(a.type)
+    if kind is None:  # config validation rejects these earlier; this guards the Python API
+        raise AssertionError_(f"Unknown assertion type: {a.type}")
+    if a.transform:
+        from factcli.scripting.transforms import apply_transform
+
+        output = await apply_transform(a.transform, output, {"vars": variables, "prompt": {"label": prompt}})
+    value = templating.render_value(a.value, variables) if a.value is not None else None
+    ctx = AssertionContext(a, output, value, test, variables, prompt, response, provider, grader)
+    if kind.is_async:
+        result = await kind.handler(ctx)
+    else:
+        result = kind.handler(ctx)
+    if result.assertion is None:
+        result.assertion = a
+    if isinstance(value, str) and value != a.value:
+        result.metadata.setdefault("renderedAssertionValue", value)
+    if a.weight == 0:
+        result.passed = True
+    return result
+
+
+
+async def run_assertions(test: TestCase, *, output: Any, variables: dict, prompt: str,
+                         response: ProviderResponse, provider=None, grader=None,
+                         scoring_function: str | None = None) -> GradingResult:
+    """Aggregate a test's assertions exactly as promptfoo's runAssertions does.
+
+    `scoring_function` (default: the test's `assertScoringFunction`, an absolute file:// reference)
+    replaces the aggregate's pass, score and reason, as promptfoo's assertScoringFunction does."""
+    if not test.assertions:
+        return GradingResult(passed=True, score=1.0, reason="No assertions")
+    main = _Aggregate(test.threshold)
+    sets: list[tuple[int, Assertion, _Aggregate]] = []
+    jobs: list[tuple[Assertion, _Aggregate, int]] = []
+    for i, a in enumerate(test.assertions):
+        if a.type == "assert-set":
+            sub = _Aggregate(a.threshold, a)
+            sets.append((i, a, sub))
+            jobs.extend((child, sub, j) for j, child in enumerate(a.children or []))
+        else:
+            jobs.append((a, main, i))
+
+    async def one(a: Assertion, agg: _Aggregate, index: int) -> None:
+        if a.base_type in ("select-best", "max-score"):
+            return  # run after all rows, across columns
+        res = await run_assertion(a, output=output, test=test, variables=variables, prompt=prompt,
+                                  response=response, provider=provider, grader=grader)
+        agg.add(index, res, render_metric(a.metric, variables), a.weight)
+
+    concurrent = any(a.transform or (lookup(a.type) and lookup(a.type).is_async) for a, _, _ in jobs)
+    if not concurrent:
+        for job in jobs:  # all synchronous: no scheduling overhead
+            await one(*job)
+    else:
+        sem = asyncio.Semaphore(ASSERTIONS_MAX_CONCURRENCY)
+
+        async def bounded(job):
+            async with sem:
+                await one(*job)
+
+        await asyncio.gather(*(bounded(job) for job in jobs))
+    for index, s, sub in sets:
+        res = sub.result()
+        main.add(index, res, render_metric(s.metric, variables), s.weight)
+    result = main.result()
+    scoring_function = scoring_function or test.raw.get("assertScoringFunction")
+    if scoring_function:
+
+        result = await apply_scoring_function(scoring_function, result, test.threshold)
+    return result
+
+
+async def _call_scoring(spec: str, named: dict, context: dict) -> Any:
+    from factcli.scripting.node import JSError, NodeWorkerError, get_worker, js_value
+    from factcli.sources import ref_path
+
+    path, func = ref_path(spec, Path.cwd())
+    if path.suffix.lower() == ".py":
+        try:
+            return await run_python_file(path, func or "func", named, context)
+        except ScriptError as exc:
+            raise RuntimeError(str(exc)) from None
+    try:
+        answer = await get_worker().call("call", {"file": str(path), "fn": func, "args": [named, context],
+                                                  "defaultName": "func"})
+    except JSError as exc:
+        raise RuntimeError(exc.js_message) from None
+    except NodeWorkerError as exc:
+        raise RuntimeError(str(exc)) from None
+    return None if answer.get("undefined") else js_value(answer)
+
+
+
+async def apply_scoring_function(spec: str, result: GradingResult, threshold: float | None) -> GradingResult:
+    """promptfoo's assertScoringFunction: fn(namedScores, {threshold, componentResults, tokensUsed})
+    returns the {pass, score, reason} that replaces the aggregate; a failure is pass false, score 0."""
+    from factcli.types import grading_json
+
+    context: dict[str, Any] = {}
+    if threshold is not None:
+        context["threshold"] = threshold
+    context["componentResults"] = [grading_json(c) for c in result.component_results]
+    context["tokensUsed"] = result.tokens_used.to_json()
+    try:
+        out = await _call_scoring(spec, plain(dict(result.named_scores)), plain(context))
+        if not is_grading_result(out):
+            raise RuntimeError("assertion scoring function must return a GradingResult")
+    except Exception as exc:
+        result.passed = False
+        result.score = 0.0
+        result.reason = f"Scoring function error: {exc}"
+        return result
+    result.passed = out["pass"]
+    result.score = float(out["score"])
+    result.reason = out["reason"]
+    if isinstance(out.get("namedScores"), dict):
+        result.named_scores = numbers_of(out["namedScores"])
+    if isinstance(out.get("namedScoreWeights"), dict):
+        result.named_score_weights = numbers_of(out["namedScoreWeights"])
+    if isinstance(out.get("tokensUsed"), dict):
+        result.tokens_used = tokens_of(out["tokensUsed"])
+    if isinstance(out.get("metadata"), dict):
+        result.metadata = {**out["metadata"], **result.metadata}  # the aggregate's own keys win
+    return result
