@@ -38,8 +38,8 @@ def main() -> None:
     extra = ([] if args.table else ["--no-table"]) + (["--no-write"] if args.no_write else [])
     print(f"eval options: {' '.join(extra + [f'-o results.{e}' for e in args.output]) or '(none)'}"
           + (f"; measuring: factcli export latest -o results.{args.export}" if args.export else ""))
-    base = run([sys.executable, "-c", "import factcli.cli.app"], src=args.src)
-    print(f"python importing factcli.cli.app: {base.rss_mb:.0f} MB")
+    base = run([sys.executable, "-c", "import factcli.cli"], src=args.src)
+    print(f"python importing factcli.cli: {base.rss_mb:.0f} MB")
     print("| rows | peak RSS MB (median) | all runs | wall s (median) | config file MB | `python -c pass` MB |")
     print("|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,3 +1,3 @@
-from factcli.cli.app import main
+from factcli.cli.main import main
 
 main()

@@ -22,8 +22,9 @@ from factcli.scoring.registry import AssertionError_
 from factcli.scoring.scorer import run_assertions
 from factcli.assertions.scripts import parse_float
 from factcli.scripting.python import build_python_script
-from factcli.cli.app import app
-from factcli.config.loader import _Ctx, parse_test
+from factcli.cli import app
+from factcli.config.loader import parse_test
+from factcli.config.context import Ctx
 from factcli.errors import ConfigError
 from factcli.scripting.node import JSError, NodeNotFound, NodeTimeout, NodeWorker, NodeWorkerError
 from factcli.scripting.transforms import TransformError, apply_transform, check_transform
@@ -39,7 +40,7 @@ def grade(tmp_path: Path, asserts: list, output="hello world", vars=None, extra:
           provider=None):
     """Parse one test as config.py would (relative to tmp_path) and grade `output` with it."""
     test = parse_test({"vars": vars or {}, "assert": asserts, **(extra or {})},
-                      _Ctx(str(tmp_path / "c.yaml"), tmp_path, {}), "tests[0]")
+                      Ctx(str(tmp_path / "c.yaml"), tmp_path, {}), "tests[0]")
     return asyncio.run(run_assertions(test, output=output, variables=test.vars, prompt="the prompt",
                                       response=ProviderResponse(output=output), provider=provider))
 
@@ -154,7 +155,7 @@ def test_javascript_files(tmp_path):
 
 
 def test_script_values_are_checked_at_load(tmp_path):
-    ctx = _Ctx("c.yaml", tmp_path, {})
+    ctx = Ctx("c.yaml", tmp_path, {})
     write(tmp_path / "a.py", "def get_assert(output, context):\n    return True\n")
     cases = [
         ({"type": "python", "value": "file://missing.py"}, "file not found"),
@@ -446,7 +447,7 @@ def test_scoring_function_from_default_test_and_relative_to_its_file(tmp_path):
 
 
 def test_scoring_function_errors_at_load(tmp_path):
-    ctx = _Ctx("c.yaml", tmp_path, {})
+    ctx = Ctx("c.yaml", tmp_path, {})
     for value, message in [("score.py", "assertScoringFunction must be a file reference"),
                            ("file://nope.py:f", "file not found"), ("file://s.rb", "must be a .js or .cjs or .mjs or .py file")]:
         with pytest.raises(ConfigError, match=re.escape(message)):
@@ -456,7 +457,7 @@ def test_scoring_function_errors_at_load(tmp_path):
 def test_scoring_function_parameter_overrides_the_test(tmp_path):
     scoring_files(tmp_path)
     test = parse_test({"assert": [{"type": "contains", "value": "hello", "metric": "a"}]},
-                      _Ctx("c.yaml", tmp_path, {}), "tests[0]")
+                      Ctx("c.yaml", tmp_path, {}), "tests[0]")
     spec = f"file://{tmp_path / 'sub' / 'score.py'}:func"
     result = asyncio.run(run_assertions(test, output="hello", variables={}, prompt="p",
                                         response=ProviderResponse(output="hello"), scoring_function=spec))

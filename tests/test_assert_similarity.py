@@ -25,7 +25,7 @@ from factcli.scoring.registry import AssertionError_
 from factcli.scoring.scorer import run_assertion
 from factcli.assertions.similarity import (js_number, js_to_fixed, js_to_precision, porter_stem,
                                            treebank_tokenize)
-from factcli.cli.app import app
+from factcli.cli import app
 from factcli.types import Assertion, ProviderResponse
 from factcli.types import TestCase as Case
 from parity_compare import differences, row_key

@@ -19,8 +19,8 @@ from factcli.scoring.scorer import run_assertion
 from factcli.assertions.structured import (compile_schema, contains_html_text, errors_text,
                                            extract_json_objects, extract_sql_blocks,
                                            extract_xml_candidates, xml_tree)
-from factcli.cli.app import app
-from factcli.providers import create_provider
+from factcli.cli import app
+from factcli.providers.registry import create_provider
 from factcli.types import Assertion, ProviderResponse, ProviderSpec, TestCase
 from parity_compare import differences
 

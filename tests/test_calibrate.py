@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from conftest import ROOT, write
 from factcli.run.calibrate import binary_metrics, load_items, parse_label, plan
-from factcli.cli.app import app
+from factcli.cli import app
 
 runner = CliRunner()
 

@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import write
-from factcli.cli.app import app
+from factcli.cli import app
 from factcli.config.loader import load_suite
 from factcli.errors import ConfigError
 from factcli.config.plan import expand

@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import ROOT
-from factcli.cli.app import app
+from factcli.cli import app
 from factcli.config.loader import load_suite
 
 EXAMPLES = sorted((ROOT / "examples").glob("*/promptfooconfig.yaml"))

@@ -16,7 +16,7 @@ from factcli.methods.facts_grounding import (facts_interval, facts_summary, form
                                                 parse_eligibility, parse_implicit_span_level, parse_json_labels,
                                                 parse_span_level, read_final_answer, split_sentences)
 from factcli.methods.claims import JudgeError
-from factcli.cli.app import app
+from factcli.cli import app
 
 runner = CliRunner()
 DOC = "Alpha is red. Beta is blue. Delta is yellow."

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from conftest import ROOT, write
 from factcli.methods.factscore import (detect_abstention, factscore_summary, format_factscore_summary,
                                           length_penalty, response_sentences)
-from factcli.cli.app import app
+from factcli.cli import app
 from factcli.methods.knowledge import (FACTSCORE_SEPARATOR, KnowledgeError, open_source, split_passages,
                                split_sentences, text_source)
 

@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 from conftest import write
 from factcli.methods.factual_correctness import f_beta
-from factcli.cli.app import app
+from factcli.cli import app
 
 REFERENCE = "Paris is the capital of France. The Eiffel Tower was completed in 1889."
 BAD = "Paris is the capital of France. The Eiffel Tower was built in 1500."

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from factcli.cli.app import app
+from factcli.cli import app
 
 runner = CliRunner()
 

@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import write
-from factcli.cli.app import app
+from factcli.cli import app
 from parity_compare import differences
 
 PARITY = Path(__file__).parent / "parity" / "graders"

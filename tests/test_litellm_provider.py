@@ -8,7 +8,7 @@ import sys
 from typer.testing import CliRunner
 
 from conftest import write
-from factcli.cli.app import app
+from factcli.cli import app
 
 CONFIG = """
 prompts: ["Capital of {{country}}?"]
@@ -66,7 +66,7 @@ def test_litellm_auth_failure_stops_the_run(tmp_path, fake_openai):
 
 def test_help_and_echo_runs_do_not_import_litellm(tmp_path):
     cfg = write(tmp_path / "c.yaml", "prompts: ['hi {{x}}']\nproviders: [echo]\ntests: [{vars: {x: 1}}]\n")
-    code = ("import sys\nfrom factcli.cli.app import main\nsys.argv = ['factcli', 'eval', '-c', sys.argv[1], "
+    code = ("import sys\nfrom factcli.cli import main\nsys.argv = ['factcli', 'eval', '-c', sys.argv[1], "
             "'--no-progress-bar', '--no-write']\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
             "print('LITELLM' if 'litellm' in sys.modules else 'NO-LITELLM')")
     proc = subprocess.run([sys.executable, "-c", code, str(cfg)], capture_output=True, text=True, timeout=60)

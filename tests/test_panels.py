@@ -8,7 +8,7 @@ from aiohttp import web
 from typer.testing import CliRunner
 
 from conftest import write
-from factcli.cli.app import app
+from factcli.cli import app
 from factcli.scoring.panels import JudgeVerdict, aggregate, model_family, same_family
 
 runner = CliRunner()

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from factcli.cli.app import app
+from factcli.cli import app
 from parity_compare import differences
 
 PARITY = Path(__file__).parent / "parity"

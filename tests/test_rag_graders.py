@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from conftest import write
 from factcli.assertions import rag
-from factcli.cli.app import app
+from factcli.cli import app
 from parity_compare import differences
 
 PARITY = Path(__file__).parent / "parity" / "rag"

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import write
-from factcli.cli.app import app
+from factcli.cli import app
 
 runner = CliRunner()
 

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from conftest import write
 from factcli.stats import intervals as stats
-from factcli.cli.app import app
+from factcli.cli import app
 from factcli.store.database import Store
 
 runner = CliRunner()
@@ -407,6 +407,6 @@ def test_help_does_not_import_numpy():
     import subprocess
     import sys
 
-    code = "import sys; from factcli.cli.app import app; import factcli.stats.intervals, factcli.report.view, factcli.report.summary; " \
+    code = "import sys; from factcli.cli import app; import factcli.stats.intervals, factcli.report.view, factcli.report.summary; " \
            "print('numpy' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"

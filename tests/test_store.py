@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import ROOT, write
-from factcli.cli.app import app
+from factcli.cli import app
 from factcli.errors import FactcliError
 from factcli.store.database import MIGRATION_NAMES, Store, default_path
 from parity_compare import differences

@@ -17,7 +17,7 @@ import yaml
 from typer.testing import CliRunner
 
 from conftest import ROOT, write
-from factcli.cli.app import app
+from factcli.cli import app
 from factcli.store.database import Store
 
 runner = CliRunner()

@@ -1,14 +1,11 @@
-"""The `factcli` command line. Argument parsing and exit codes only; the work lives elsewhere.
+"""The typer app that every command module registers on, and the one printer of errors.
 
-Heavy modules are imported inside the commands so that `factcli --help` stays fast.
+Argument parsing and exit codes only; the work lives in the stages below. Heavy modules are
+imported inside the commands so that `factcli --help` stays fast.
 """
 
 from __future__ import annotations
 
-import os
-import sys
-from pathlib import Path
-from typing import List, Optional
 
 import typer
 
@@ -36,157 +33,7 @@ def _root(
     """factcli: measure whether LLM outputs are factually right."""
 
 
-OUTPUT_FORMATS = (".json", ".jsonl", ".yaml", ".yml", ".csv", ".xml", ".html")  # .xml covers .junit.xml
-
-
-@app.command("eval")
-def eval_cmd(
-    config: List[Path] = typer.Option(None, "-c", "--config", help="Config file(s); merged in order. "
-                                      "Default: promptfooconfig.yaml/.yml/.json in the current directory."),
-    output: List[Path] = typer.Option(None, "-o", "--output", help="Write results; format from the extension: "
-                                      ".json (promptfoo layout), .jsonl, .yaml, .csv, .xml, .junit.xml, .html. "
-                                      "Repeatable."),
-    max_concurrency: Optional[int] = typer.Option(None, "-j", "--max-concurrency", min=1,
-                                                  help="Calls in flight at once (default 4)."),
-    repeat: Optional[int] = typer.Option(None, "--repeat", min=1, help="Run every test N times."),
-    delay: Optional[float] = typer.Option(None, "--delay", min=0, help="Milliseconds to wait after each "
-                                          "call; implies -j 1."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write the response cache."),
-    no_table: bool = typer.Option(False, "--no-table", help="Do not print the results table."),
-    no_progress_bar: bool = typer.Option(False, "--no-progress-bar", help="Do not show the progress bar."),
-    grader: Optional[str] = typer.Option(None, "--grader", help="Provider that grades model-graded assertions "
-                                         "(below an assertion's or a test's own provider)."),
-    env_file: Optional[Path] = typer.Option(None, "--env-file", help="Load environment variables from a "
-                                            "dotenv file (variables already set win)."),
-    var: List[str] = typer.Option(None, "--var", help="Set a test var for every test: --var K=V. Repeatable."),
-    description: Optional[str] = typer.Option(None, "--description", help="Describe this run."),
-    filter_pattern: Optional[str] = typer.Option(None, "--filter-pattern",
-                                                 help="Only tests whose description matches this regex."),
-    filter_first_n: Optional[int] = typer.Option(None, "--filter-first-n", min=0, help="Only the first N tests."),
-    filter_sample: Optional[int] = typer.Option(None, "--filter-sample", min=0, help="A random sample of N tests."),
-    assertions: Optional[Path] = typer.Option(None, "--assertions", help="Assertions file (a YAML/JSON list) "
-                                              "to score existing outputs; use with --model-outputs."),
-    model_outputs: Optional[Path] = typer.Option(None, "--model-outputs", help="JSON list of outputs "
-                                                 "(strings or {output, tags}) to score with --assertions."),
-    db: Optional[Path] = typer.Option(None, "--db", help="The run store (default: FACTCLI_HOME/factcli.db)."),
-    no_write: bool = typer.Option(False, "--no-write", help="Do not store this run."),
-    resume: Optional[str] = typer.Option(None, "--resume", metavar="RUN", help="Finish an interrupted run "
-                                         "(id, prefix or 'latest') with its stored config; finished rows are kept."),
-    retry_errors: Optional[str] = typer.Option(None, "--retry-errors", metavar="RUN", help="Re-run only the "
-                                               "ERROR rows of a stored run (id, prefix or 'latest')."),
-    filter_failing: Optional[str] = typer.Option(None, "--filter-failing", metavar="RUN", help="Only the tests "
-                                                 "that failed or errored in a stored run (id, prefix or 'latest')."),
-) -> None:
-    """Run an eval: prompts x providers x tests, scored by the config's assertions."""
-    from factcli.errors import FactcliError
-
-    code = 1
-    try:
-        code = _run_eval(locals())
-    except FactcliError as exc:
-        _fail(str(exc), exc.exit_code)
-    raise typer.Exit(code)
-
-
-def _run_eval(args: dict) -> int:
-    from factcli import settings
-    from factcli.report import summary as report
-    from factcli.run import runner
-    from factcli.errors import FactcliError
-
-    if args["env_file"]:
-        settings.load_env_file(str(args["env_file"]))
-    outputs = [Path(p) for p in (args["output"] or [])]
-    for p in outputs:
-        if not str(p).lower().endswith(OUTPUT_FORMATS):
-            raise FactcliError(f"-o {p}: unsupported output format (use {', '.join(OUTPUT_FORMATS)})")
-    cli_vars = {}
-    for item in args["var"] or []:
-        if "=" not in item:
-            raise FactcliError(f"--var {item!r}: expected K=V")
-        k, v = item.split("=", 1)
-        cli_vars[k] = v
-    options = runner.RunOptions(
-        max_concurrency=args["max_concurrency"], repeat=args["repeat"], delay_ms=args["delay"],
-        cache=False if args["no_cache"] else None, filter_pattern=args["filter_pattern"],
-        filter_first_n=args["filter_first_n"], filter_sample=args["filter_sample"],
-        description=args["description"], vars=cli_vars, grader=args["grader"],
-    )
-    if (args["assertions"] is None) != (args["model_outputs"] is None):
-        raise FactcliError("--assertions and --model-outputs go together")
-    from factcli.run.session import EvalSession
-
-    session = EvalSession.open(args, options)
-    if session.suite is not None:
-        suite = session.suite
-    elif args["assertions"] is not None:
-        from factcli.config.model_outputs import suite_from_outputs
-
-        suite = suite_from_outputs(args["assertions"], args["model_outputs"], cli_vars)
-    else:
-        from factcli.config.loader import default_config_path
-
-        paths = list(args["config"] or [])
-        if not paths:
-            found = default_config_path()
-            if found is None:
-                raise FactcliError("no config: pass -c FILE, or run where promptfooconfig.yaml is")
-            paths = [found]
-        suite = runner.load(paths, options)
-    if args["filter_pattern"]:
-        import re
-
-        try:
-            re.compile(args["filter_pattern"])
-        except re.error as exc:
-            raise FactcliError(f"--filter-pattern: invalid regex: {exc}")
-    session.filter_suite(suite)
-    run = runner.prepare(suite, options)
-    session.begin(run)
-    from factcli.run.session import drive
-
-    interrupted = drive(session, run, progress_bar=not args["no_progress_bar"])
-    from rich.console import Console
-
-    console = Console(highlight=False)
-    if not args["no_table"]:
-        report.results_table(run, console)
-    report.summary(run, console)
-    for path in outputs + [Path(p) for p in suite.output_path]:
-        from factcli.report.exports import write_export
-
-        write_export(run, path)
-        console.print(f"Wrote {path}")
-    if interrupted:
-        report.stderr_console().print("[yellow]Interrupted:[/] finished rows were kept.")
-        return 130
-    if run.status == runner.STATUS_ABORTED:
-        return 3
-    return exit_code_for(run)
-
-
-def exit_code_for(run) -> int:
-    """0 when the pass rate reaches FACTCLI_PASS_RATE_THRESHOLD (percent, default 100), else 100."""
-    from factcli.settings import env_float
-
-    threshold = env_float("FACTCLI_PASS_RATE_THRESHOLD", 100.0)
-    failed_code = int(env_float("FACTCLI_FAILED_TEST_EXIT_CODE", 100))
-    rate = run.pass_rate
-    if rate is None or rate * 100 >= threshold:
-        return 0
-    return failed_code
-
-
-@cache_app.command("clear")
-def cache_clear() -> None:
-    """Delete every cached response."""
-    from factcli.run.cache import ResponseCache
-
-    n = ResponseCache().clear()
-    typer.echo(f"Cleared {n} cached responses.")
-
-
-def _fail(message: str, code: int = 1) -> None:
+def fail(message: str, code: int = 1) -> None:
     typer.echo(f"error: {one_line(message)}", err=True)
     raise typer.Exit(code)
 
@@ -201,21 +48,3 @@ def one_line(message: str, limit: int = 1000) -> str:
     return message
 
 
-def main() -> None:
-    try:
-        app()
-    except SystemExit:
-        raise
-    except Exception as exc:  # a bug: one line for the user, the traceback with FACTCLI_DEBUG=1
-        if os.environ.get("FACTCLI_DEBUG", "") not in ("", "0"):
-            raise
-        print(f"error: internal error: {type(exc).__name__}: {exc} (set FACTCLI_DEBUG=1 for the traceback)",
-              file=sys.stderr)
-        sys.exit(1)
-
-
-from factcli.cli import runs as cli_runs  # noqa: E402,F401  (registers view, list, show, diff, export, delete)
-from factcli.cli import calibrate as cli_calibrate  # noqa: E402,F401  (registers calibrate)
-
-if __name__ == "__main__":
-    main()

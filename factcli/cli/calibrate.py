@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from factcli.cli.app import _fail, app
+from factcli.cli.app import app, fail
 
 
 @app.command("calibrate")
@@ -46,5 +46,5 @@ def calibrate_cmd(
     try:
         code = run_command(locals())
     except FactcliError as exc:
-        _fail(str(exc), exc.exit_code)
+        fail(str(exc), exc.exit_code)
     raise typer.Exit(code)

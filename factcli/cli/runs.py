@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from factcli.cli.app import _fail, app
+from factcli.cli.app import app, fail
 
 DB_HELP = "The run store (default: FACTCLI_HOME/factcli.db)."
 RUN_HELP = "A run id, a unique prefix of one, or 'latest'."
@@ -31,9 +31,9 @@ def _store(db: Optional[Path]):
         store = Store.open(db)
         yield store
     except FactcliError as exc:
-        _fail(str(exc), exc.exit_code)
+        fail(str(exc), exc.exit_code)
     except sqlite3.Error as exc:
-        _fail(f"{db or 'the database'}: database error: {exc}")
+        fail(f"{db or 'the database'}: database error: {exc}")
     finally:
         if store is not None:
             try:
@@ -176,9 +176,9 @@ def export_cmd(
 
     for p in output:
         if not p.name.lower().endswith(FORMATS):
-            _fail(f"-o {p}: unsupported output format (use {', '.join(FORMATS)})")
+            fail(f"-o {p}: unsupported output format (use {', '.join(FORMATS)})")
     with _store(db) as store:
-        from factcli.store.records import load_run
+        from factcli.run.stored import load_run
 
         row = store.resolve(run)
         stored = load_run(store, row)
@@ -188,7 +188,7 @@ def export_cmd(
         try:
             write_export(stored, p)
         except FactcliError as exc:
-            _fail(str(exc), exc.exit_code)
+            fail(str(exc), exc.exit_code)
         typer.echo(f"Wrote {p}")
 
 
@@ -203,6 +203,6 @@ def delete_cmd(
     with _store(db) as store:
         row = store.resolve(run)
         if shown_status(row) == "running":
-            _fail(f"run {row['id']} is still running (pid {row['pid']})")
+            fail(f"run {row['id']} is still running (pid {row['pid']})")
         n = store.delete_run(row["id"])
     typer.echo(f"Deleted run {row['id']} ({n} rows).")

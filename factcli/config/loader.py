@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from factcli import sources, templating
+from factcli.config.context import Ctx, as_list, check_keys, expect, number
 from factcli.errors import ConfigError, did_you_mean
 from factcli.types import EMPTY_DICT, Assertion, Prompt, ProviderSpec, TestCase
 
@@ -68,44 +69,6 @@ def default_config_path(cwd: Path | None = None) -> Path | None:
     return None
 
 
-def _expect(cond: bool, msg: str, file: str, path: str) -> None:
-    if not cond:
-        raise ConfigError(msg, file, path)
-
-
-def _check_keys(obj: dict, allowed: set, file: str, path: str, unsupported: dict | None = None) -> None:
-    for key in obj:
-        if not isinstance(key, str):
-            raise ConfigError(f"keys must be strings, got {key!r}", file, path)
-        if unsupported and key in unsupported:
-            raise ConfigError(f"'{key}' is not supported by factcli: {unsupported[key]}", file, _join(path, key))
-        if key not in allowed:
-            raise ConfigError(f"unknown key '{key}'{did_you_mean(key, allowed)}", file, _join(path, key))
-
-
-def _join(path: str, key: str | int) -> str:
-    if isinstance(key, int):
-        return f"{path}[{key}]"
-    return f"{path}.{key}" if path else key
-
-
-def _number(value: Any, file: str, path: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        if isinstance(value, str):
-            try:
-                return float(value)
-            except ValueError:
-                pass
-        raise ConfigError(f"expected a number, got {value!r}", file, path)
-    return value
-
-
-def _as_list(value: Any) -> list:
-    if value is None:
-        return []
-    return value if isinstance(value, list) else [value]
-
-
 # ---------------------------------------------------------------- loading and merging
 
 
@@ -130,7 +93,7 @@ def merge_configs(configs: list[tuple[Path, dict]]) -> dict:
             if key not in merged:
                 merged[key] = copy.deepcopy(value)
             elif isinstance(merged[key], list) or isinstance(value, list):
-                merged[key] = _as_list(merged[key]) + _as_list(value)
+                merged[key] = as_list(merged[key]) + as_list(value)
             elif isinstance(merged[key], dict) and isinstance(value, dict):
                 merged[key] = {**merged[key], **value}
             else:
@@ -142,7 +105,7 @@ def load_suite(paths: list[str | Path], cli_vars: dict | None = None) -> Suite:
     files = [Path(p) for p in paths]
     configs = [(p, read_config_file(p)) for p in files]
     for p, cfg in configs:
-        _check_keys(cfg, TOP_KEYS, str(p), "", UNSUPPORTED_TOP)
+        check_keys(cfg, TOP_KEYS, str(p), "", UNSUPPORTED_TOP)
     if len(configs) == 1:
         return build_suite(configs[0][1], configs[0][0], cli_vars)
     # Validate each file on its own first, so errors name the right file and key path; then
@@ -174,10 +137,10 @@ def build_suite(cfg: dict, path: Path | None, cli_vars: dict | None = None, part
     base = path.parent if path else Path.cwd()
     raw = cfg  # never mutated below: env expansion and parsing build new objects
     warnings: list[str] = []
-    _check_keys(cfg, TOP_KEYS, file, "", UNSUPPORTED_TOP)
+    check_keys(cfg, TOP_KEYS, file, "", UNSUPPORTED_TOP)
 
     env_block = cfg.get("env") or {}
-    _expect(isinstance(env_block, dict), "expected a mapping of environment variables", file, "env")
+    expect(isinstance(env_block, dict), "expected a mapping of environment variables", file, "env")
     for k, v in env_block.items():
         if v is not None:
             os.environ[str(k)] = templating.js_string(v)  # config env wins, as in promptfoo
@@ -187,13 +150,13 @@ def build_suite(cfg: dict, path: Path | None, cli_vars: dict | None = None, part
         warnings.append(f"{file}: sharing: ignored (factcli never uploads results)")
 
     templates = cfg.get("assertionTemplates") or {}
-    _expect(isinstance(templates, dict), "expected a mapping of name -> assertion", file, "assertionTemplates")
+    expect(isinstance(templates, dict), "expected a mapping of name -> assertion", file, "assertionTemplates")
     for name, template in templates.items():
-        _expect(isinstance(template, dict), f"expected an assertion mapping, got {type(template).__name__}", file,
+        expect(isinstance(template, dict), f"expected an assertion mapping, got {type(template).__name__}", file,
                 f"assertionTemplates.{name}")
         # only the keys: a template may leave `value` to the assertions that use it
-        _check_keys(template, ASSERT_KEYS - {"$ref"}, file, f"assertionTemplates.{name}")
-    ctx = _Ctx(file, base, templates)
+        check_keys(template, ASSERT_KEYS - {"$ref"}, file, f"assertionTemplates.{name}")
+    ctx = Ctx(file, base, templates)
 
     provider_key = "targets" if "targets" in cfg and "providers" not in cfg else "providers"
     prompts = [] if partial and cfg.get("prompts") is None else parse_prompts(cfg.get("prompts"), ctx)
@@ -204,10 +167,10 @@ def build_suite(cfg: dict, path: Path | None, cli_vars: dict | None = None, part
     if sources.is_file_ref(default_test):
         p, _ = sources.ref_path(default_test, base)
         default_test = sources.load_structured(p)
-    _expect(isinstance(default_test, dict), "expected a mapping", file, "defaultTest")
+    expect(isinstance(default_test, dict), "expected a mapping", file, "defaultTest")
     default_parsed = parse_test(default_test, ctx, "defaultTest", is_default=True)
 
-    tests_raw: list[tuple[dict, _Ctx, str]] = []
+    tests_raw: list[tuple[dict, Ctx, str]] = []
     from factcli.config.testsets import load_tests
 
     tests_raw.extend(load_tests(cfg.get("tests"), ctx, "tests"))
@@ -220,22 +183,22 @@ def build_suite(cfg: dict, path: Path | None, cli_vars: dict | None = None, part
     ]
 
     derived = cfg.get("derivedMetrics") or []
-    _expect(isinstance(derived, list), "expected a list of {name, value}", file, "derivedMetrics")
+    expect(isinstance(derived, list), "expected a list of {name, value}", file, "derivedMetrics")
     for i, d in enumerate(derived):
         where = f"derivedMetrics[{i}]"
-        _expect(isinstance(d, dict), "expected {name, value}", file, where)
-        _check_keys(d, {"name", "value"}, file, where)
-        _expect(isinstance(d.get("name"), str) and d["name"], "a derived metric needs a name", file, where + ".name")
-        _expect(isinstance(d.get("value"), str) and d["value"], "a derived metric needs a value expression",
+        expect(isinstance(d, dict), "expected {name, value}", file, where)
+        check_keys(d, {"name", "value"}, file, where)
+        expect(isinstance(d.get("name"), str) and d["name"], "a derived metric needs a name", file, where + ".name")
+        expect(isinstance(d.get("value"), str) and d["value"], "a derived metric needs a value expression",
                 file, where + ".value")
         _check_expression(d["value"], file, where + ".value")
 
     options = cfg.get("evaluateOptions") or {}
-    _expect(isinstance(options, dict), "expected a mapping", file, "evaluateOptions")
-    _check_keys(options, EVAL_OPTION_KEYS, file, "evaluateOptions")
+    expect(isinstance(options, dict), "expected a mapping", file, "evaluateOptions")
+    check_keys(options, EVAL_OPTION_KEYS, file, "evaluateOptions")
     _check_evaluate_options(options, file)
 
-    output_path = _as_list(cfg.get("outputPath"))
+    output_path = as_list(cfg.get("outputPath"))
     metadata = cfg.get("metadata") or {}
     return Suite(
         description=cfg.get("description"),
@@ -279,13 +242,6 @@ def _check_evaluate_options(options: dict, file: str) -> None:
                               f"evaluateOptions.{key}")
 
 
-@dataclass
-class _Ctx:
-    file: str
-    base: Path
-    templates: dict
-
-
 # ---------------------------------------------------------------- prompts
 
 
@@ -311,35 +267,35 @@ def make_prompt(raw: str, label: str | None) -> Prompt:
     return Prompt(raw=raw, label=label if label is not None else raw, messages=msgs, id=_prompt_id(raw))
 
 
-def parse_prompts(value: Any, ctx: _Ctx) -> list[Prompt]:
+def parse_prompts(value: Any, ctx: Ctx) -> list[Prompt]:
     if value is None:
         raise ConfigError("no prompts: add a 'prompts:' list (e.g. - 'Answer: {{question}}')", ctx.file, "prompts")
     items: list[tuple[Any, str | None, str]] = []
     if isinstance(value, dict):  # {file://path: label}
         items = [(k, v, f"prompts.{k}") for k, v in value.items()]
     else:
-        items = [(p, None, f"prompts[{i}]") for i, p in enumerate(_as_list(value))]
+        items = [(p, None, f"prompts[{i}]") for i, p in enumerate(as_list(value))]
     out: list[Prompt] = []
     for item, label, where in items:
         if isinstance(item, dict):
-            _check_keys(item, {"id", "raw", "label", "config"}, ctx.file, where)
+            check_keys(item, {"id", "raw", "label", "config"}, ctx.file, where)
             label = item.get("label")
             if "raw" in item:
-                _expect(isinstance(item["raw"], str), "expected a string", ctx.file, where + ".raw")
+                expect(isinstance(item["raw"], str), "expected a string", ctx.file, where + ".raw")
                 out.append(make_prompt(item["raw"], label))
                 continue
             item = item.get("id")
-            _expect(isinstance(item, str), "a prompt needs 'raw' text or an 'id' file reference", ctx.file, where)
+            expect(isinstance(item, str), "a prompt needs 'raw' text or an 'id' file reference", ctx.file, where)
         if isinstance(item, list):  # inline chat messages
             out.append(make_prompt(json.dumps(item, ensure_ascii=False), label))
             continue
-        _expect(isinstance(item, str), f"expected a prompt string, got {type(item).__name__}", ctx.file, where)
+        expect(isinstance(item, str), f"expected a prompt string, got {type(item).__name__}", ctx.file, where)
         if sources.is_file_ref(item):
             out.extend(_prompts_from_file(item, label, ctx, where))
         else:
             _check_template(item, ctx.file, where)
             out.append(make_prompt(item, label))
-    _expect(bool(out), "no prompts found", ctx.file, "prompts")
+    expect(bool(out), "no prompts found", ctx.file, "prompts")
     return out
 
 
@@ -350,7 +306,7 @@ def _check_template(text: str, file: str, where: str) -> None:
         raise ConfigError(str(exc), file, where) from None
 
 
-def _prompts_from_file(ref: str, label: str | None, ctx: _Ctx, where: str) -> list[Prompt]:
+def _prompts_from_file(ref: str, label: str | None, ctx: Ctx, where: str) -> list[Prompt]:
     path, func = sources.ref_path(ref, ctx.base)
     if func or path.suffix.lower() in (".py", ".js", ".cjs", ".mjs", ".ts"):
         raise ConfigError(f"prompt functions ('{ref}') are not supported yet; use a text, JSON or YAML prompt file",
@@ -393,18 +349,18 @@ def _prompts_from_file(ref: str, label: str | None, ctx: _Ctx, where: str) -> li
 # ---------------------------------------------------------------- providers
 
 
-def parse_providers(value: Any, ctx: _Ctx, key: str = "providers") -> list[ProviderSpec]:
+def parse_providers(value: Any, ctx: Ctx, key: str = "providers") -> list[ProviderSpec]:
     if value is None:
         raise ConfigError("no providers: add a 'providers:' list (e.g. - echo, or - openai:gpt-5-mini)",
                           ctx.file, key)
     if sources.is_file_ref(value):
         path, _ = sources.ref_path(value, ctx.base)
         value = sources.load_structured(path)
-        ctx = _Ctx(str(path), path.parent, ctx.templates)
-    from factcli.providers import validate_provider_id
+        ctx = Ctx(str(path), path.parent, ctx.templates)
+    from factcli.providers.registry import validate_provider_id
 
     out = []
-    for i, item in enumerate(_as_list(value)):
+    for i, item in enumerate(as_list(value)):
         where = f"{key}[{i}]"
         if sources.is_file_ref(item) and item.endswith((".yaml", ".yml", ".json")):
             out.extend(parse_providers(item, ctx, where))
@@ -412,34 +368,34 @@ def parse_providers(value: Any, ctx: _Ctx, key: str = "providers") -> list[Provi
         spec = parse_provider(item, ctx, where)
         validate_provider_id(spec, ctx.file, where, ctx.base)
         out.append(spec)
-    _expect(bool(out), "no providers", ctx.file, key)
+    expect(bool(out), "no providers", ctx.file, key)
     return out
 
 
-def parse_provider(item: Any, ctx: _Ctx, where: str) -> ProviderSpec:
+def parse_provider(item: Any, ctx: Ctx, where: str) -> ProviderSpec:
     if isinstance(item, str):
-        _expect(bool(item.strip()), "empty provider id", ctx.file, where)
+        expect(bool(item.strip()), "empty provider id", ctx.file, where)
         return ProviderSpec(id=item.strip())
-    _expect(isinstance(item, dict), f"expected a provider id or mapping, got {type(item).__name__}", ctx.file, where)
+    expect(isinstance(item, dict), f"expected a provider id or mapping, got {type(item).__name__}", ctx.file, where)
     if "id" not in item and len(item) == 1:  # legacy form {provider-id: {config...}}
         (pid, opts), = item.items()
         opts = opts or {}
-        _expect(isinstance(opts, dict), "expected provider options", ctx.file, f"{where}.{pid}")
+        expect(isinstance(opts, dict), "expected provider options", ctx.file, f"{where}.{pid}")
         item = {"id": pid, **opts}
-    _check_keys(item, PROVIDER_KEYS, ctx.file, where)
+    check_keys(item, PROVIDER_KEYS, ctx.file, where)
     pid = item.get("id")
-    _expect(isinstance(pid, str) and pid.strip(), "a provider needs an 'id'", ctx.file, where + ".id")
+    expect(isinstance(pid, str) and pid.strip(), "a provider needs an 'id'", ctx.file, where + ".id")
     config = item.get("config") or {}
-    _expect(isinstance(config, dict), "expected a mapping", ctx.file, where + ".config")
+    expect(isinstance(config, dict), "expected a mapping", ctx.file, where + ".config")
     prompts = item.get("prompts")
     if prompts is not None:
-        prompts = [str(p) for p in _as_list(prompts)]
+        prompts = [str(p) for p in as_list(prompts)]
     delay = item.get("delay") or 0
     from factcli.scripting.transforms import check_transform
 
     return ProviderSpec(
         id=pid.strip(), label=item.get("label"), config=config, prompts=prompts,
-        delay_ms=_number(delay, ctx.file, where + ".delay"),
+        delay_ms=number(delay, ctx.file, where + ".delay"),
         transform=check_transform(item.get("transform"), ctx.file, where + ".transform", ctx.base),
     )
 
@@ -447,14 +403,14 @@ def parse_provider(item: Any, ctx: _Ctx, where: str) -> ProviderSpec:
 # ---------------------------------------------------------------- tests and assertions
 
 
-def parse_test(t: Any, ctx: _Ctx, where: str, is_default: bool = False) -> TestCase:
-    _expect(isinstance(t, dict), f"expected a test mapping, got {type(t).__name__}", ctx.file, where)
-    _check_keys(t, TEST_KEYS, ctx.file, where)
+def parse_test(t: Any, ctx: Ctx, where: str, is_default: bool = False) -> TestCase:
+    expect(isinstance(t, dict), f"expected a test mapping, got {type(t).__name__}", ctx.file, where)
+    check_keys(t, TEST_KEYS, ctx.file, where)
     vars_ = t.get("vars") or {}
     if sources.is_file_ref(vars_):
         p, _ = sources.ref_path(vars_, ctx.base)
         vars_ = sources.load_structured(p)
-    _expect(isinstance(vars_, dict), "expected a mapping of variables", ctx.file, where + ".vars")
+    expect(isinstance(vars_, dict), "expected a mapping of variables", ctx.file, where + ".vars")
     resolved = {}
     same = True
     for k, v in vars_.items():
@@ -463,8 +419,8 @@ def parse_test(t: Any, ctx: _Ctx, where: str, is_default: bool = False) -> TestC
     if same:  # nothing to resolve: share the mapping as written (vars are never written to)
         resolved = vars_
     options = t.get("options") or {}
-    _expect(isinstance(options, dict), "expected a mapping", ctx.file, where + ".options")
-    _check_keys(options, OPTION_KEYS, ctx.file, where + ".options")
+    expect(isinstance(options, dict), "expected a mapping", ctx.file, where + ".options")
+    check_keys(options, OPTION_KEYS, ctx.file, where + ".options")
     from factcli.scripting.transforms import check_transform
 
     options = dict(options)
@@ -475,13 +431,13 @@ def parse_test(t: Any, ctx: _Ctx, where: str, is_default: bool = False) -> TestC
         if key in options and not isinstance(options[key], str):
             raise ConfigError("expected a string", ctx.file, f"{where}.options.{key}")
     asserts = t.get("assert") or []
-    _expect(isinstance(asserts, list), "expected a list of assertions", ctx.file, where + ".assert")
+    expect(isinstance(asserts, list), "expected a list of assertions", ctx.file, where + ".assert")
     parsed = [parse_assertion(a, ctx, f"{where}.assert[{i}]") for i, a in enumerate(asserts)]
     threshold = t.get("threshold")
     if threshold is not None:
-        threshold = _number(threshold, ctx.file, where + ".threshold")
+        threshold = number(threshold, ctx.file, where + ".threshold")
     metadata = t.get("metadata") or {}
-    _expect(isinstance(metadata, dict), "expected a mapping", ctx.file, where + ".metadata")
+    expect(isinstance(metadata, dict), "expected a mapping", ctx.file, where + ".metadata")
     desc = t.get("description")
     from factcli.scoring.grading import load_rubric_prompt
 
@@ -501,7 +457,7 @@ def parse_test(t: Any, ctx: _Ctx, where: str, is_default: bool = False) -> TestC
     )
 
 
-def _resolve_var(v: Any, ctx: _Ctx, where: str) -> Any:
+def _resolve_var(v: Any, ctx: Ctx, where: str) -> Any:
     if sources.is_file_ref(v):
         return sources.load_var_file(v, ctx.base, ctx.file, where)
     if isinstance(v, list):
@@ -509,29 +465,29 @@ def _resolve_var(v: Any, ctx: _Ctx, where: str) -> Any:
     return v
 
 
-def parse_assertion(a: Any, ctx: _Ctx, where: str, in_set: bool = False) -> Assertion:
+def parse_assertion(a: Any, ctx: Ctx, where: str, in_set: bool = False) -> Assertion:
     from factcli.scoring import registry as core
 
-    _expect(isinstance(a, dict), f"expected an assertion mapping, got {type(a).__name__}", ctx.file, where)
+    expect(isinstance(a, dict), f"expected an assertion mapping, got {type(a).__name__}", ctx.file, where)
     if "$ref" in a:
         ref = a["$ref"]
         prefix = "#/assertionTemplates/"
-        _expect(isinstance(ref, str) and ref.startswith(prefix),
+        expect(isinstance(ref, str) and ref.startswith(prefix),
                 f"$ref must look like '{prefix}NAME'", ctx.file, where + ".$ref")
         name = ref[len(prefix):]
         if name not in ctx.templates:
             raise ConfigError(f"unknown assertion template '{name}'{did_you_mean(name, ctx.templates)}",
                               ctx.file, where + ".$ref")
         a = {**ctx.templates[name], **{k: v for k, v in a.items() if k != "$ref"}}
-    _check_keys(a, ASSERT_KEYS - {"$ref"}, ctx.file, where)
+    check_keys(a, ASSERT_KEYS - {"$ref"}, ctx.file, where)
     typ = a.get("type")
-    _expect(isinstance(typ, str) and typ, "an assertion needs a 'type'", ctx.file, where + ".type")
+    expect(isinstance(typ, str) and typ, "an assertion needs a 'type'", ctx.file, where + ".type")
     base = typ[4:] if typ.startswith("not-") else typ
     if base == "assert-set":
-        _expect(not in_set, "assert-set cannot be nested inside another assert-set", ctx.file, where + ".type")
-        _expect(not typ.startswith("not-"), "assert-set has no not- form", ctx.file, where + ".type")
+        expect(not in_set, "assert-set cannot be nested inside another assert-set", ctx.file, where + ".type")
+        expect(not typ.startswith("not-"), "assert-set has no not- form", ctx.file, where + ".type")
         children = a.get("assert")
-        _expect(isinstance(children, list) and children, "an assert-set needs an 'assert' list",
+        expect(isinstance(children, list) and children, "an assert-set needs an 'assert' list",
                 ctx.file, where + ".assert")
         kids = [parse_assertion(c, ctx, f"{where}.assert[{i}]", in_set=True) for i, c in enumerate(children)]
         return Assertion(
@@ -545,11 +501,11 @@ def parse_assertion(a: Any, ctx: _Ctx, where: str, in_set: bool = False) -> Asse
     if kind is None:
         raise ConfigError(f"unknown assertion type '{typ}'{did_you_mean(base, core.known_types())}",
                           ctx.file, where + ".type")
-    _expect("assert" not in a, "only assert-set takes an 'assert' list", ctx.file, where + ".assert")
+    expect("assert" not in a, "only assert-set takes an 'assert' list", ctx.file, where + ".assert")
     metric = a.get("metric")
-    _expect(metric is None or isinstance(metric, str), "expected a string", ctx.file, where + ".metric")
+    expect(metric is None or isinstance(metric, str), "expected a string", ctx.file, where + ".metric")
     config = a.get("config") or {}
-    _expect(isinstance(config, dict), "expected a mapping", ctx.file, where + ".config")
+    expect(isinstance(config, dict), "expected a mapping", ctx.file, where + ".config")
     value = a.get("value")
     if kind.needs_value and value is None:
         raise ConfigError(f"'{typ}' needs a 'value'", ctx.file, where + ".value")
@@ -573,7 +529,7 @@ def parse_assertion(a: Any, ctx: _Ctx, where: str, in_set: bool = False) -> Asse
     )
 
 
-def _assertion_value_file(ref: str, typ: str, ctx: _Ctx, where: str):
+def _assertion_value_file(ref: str, typ: str, ctx: Ctx, where: str):
     """promptfoo's processFileReference: .txt trimmed, .json/.yaml parsed; scripts come later."""
     path, _ = sources.ref_path(ref, ctx.base)
     suffix = path.suffix.lower()
@@ -585,10 +541,10 @@ def _assertion_value_file(ref: str, typ: str, ctx: _Ctx, where: str):
                       ctx.file, where)
 
 
-def _opt_num(a: dict, key: str, ctx: _Ctx, where: str, default=None):
+def _opt_num(a: dict, key: str, ctx: Ctx, where: str, default=None):
     if a.get(key) is None:
         return default
-    return _number(a[key], ctx.file, f"{where}.{key}")
+    return number(a[key], ctx.file, f"{where}.{key}")
 
 
 _raws_cache: tuple[list, list] = ([], [])
@@ -641,36 +597,36 @@ def merge_default(test: TestCase, default: TestCase, cli_vars: dict | None = Non
     )
 
 
-def _scenario_tests(value: Any, ctx: _Ctx) -> list[tuple[dict, _Ctx, str]]:
+def _scenario_tests(value: Any, ctx: Ctx) -> list[tuple[dict, Ctx, str]]:
     """promptfoo scenarios: every `config` entry combined with every test of the scenario."""
     from factcli.config.testsets import load_tests
 
     out = []
-    for i, sc in enumerate(_as_list(value)):
+    for i, sc in enumerate(as_list(value)):
         where = f"scenarios[{i}]"
         if sources.is_file_ref(sc):
             p, _ = sources.ref_path(sc, ctx.base)
             sc = sources.load_structured(p)
-        _expect(isinstance(sc, dict), "expected a scenario mapping", ctx.file, where)
-        _check_keys(sc, {"description", "config", "tests"}, ctx.file, where)
+        expect(isinstance(sc, dict), "expected a scenario mapping", ctx.file, where)
+        check_keys(sc, {"description", "config", "tests"}, ctx.file, where)
         configs = sc.get("config") or [{}]
-        _expect(isinstance(configs, list), "expected a list", ctx.file, where + ".config")
+        expect(isinstance(configs, list), "expected a list", ctx.file, where + ".config")
         tests = load_tests(sc.get("tests"), ctx, where + ".tests")
         for j, base_cfg in enumerate(configs):
-            _expect(isinstance(base_cfg, dict), "expected a mapping", ctx.file, f"{where}.config[{j}]")
+            expect(isinstance(base_cfg, dict), "expected a mapping", ctx.file, f"{where}.config[{j}]")
             for t, c, w in tests:
-                _expect(isinstance(t, dict), f"expected a test mapping, got {type(t).__name__}", c.file, w)
+                expect(isinstance(t, dict), f"expected a test mapping, got {type(t).__name__}", c.file, w)
                 vars_, asserts, options = {}, [], {}
                 # checked here, since merging is the first thing to touch them
                 for part, pc, pw in ((base_cfg, ctx, f"{where}.config[{j}]"), (t, c, w)):
                     v = part.get("vars") or {}
                     if sources.is_file_ref(v):
                         v = sources.load_structured(sources.ref_path(v, pc.base)[0], pc.file)
-                    _expect(isinstance(v, dict), "expected a mapping of variables", pc.file, pw + ".vars")
+                    expect(isinstance(v, dict), "expected a mapping of variables", pc.file, pw + ".vars")
                     a = part.get("assert") or []
-                    _expect(isinstance(a, list), "expected a list of assertions", pc.file, pw + ".assert")
+                    expect(isinstance(a, list), "expected a list of assertions", pc.file, pw + ".assert")
                     o = part.get("options") or {}
-                    _expect(isinstance(o, dict), "expected a mapping", pc.file, pw + ".options")
+                    expect(isinstance(o, dict), "expected a mapping", pc.file, pw + ".options")
                     vars_.update(v)
                     asserts += a
                     options.update(o)

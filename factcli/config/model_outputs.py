@@ -11,7 +11,8 @@ import json
 from pathlib import Path
 
 from factcli import sources
-from factcli.config.loader import Suite, _Ctx, make_prompt, merge_default, parse_assertion
+from factcli.config.loader import Suite, make_prompt, merge_default, parse_assertion
+from factcli.config.context import Ctx
 from factcli.errors import ConfigError
 from factcli.types import ProviderSpec, TestCase
 
@@ -23,7 +24,7 @@ def suite_from_outputs(assertions_path: Path, outputs_path: Path, cli_vars: dict
     asserts = sources.load_structured(assertions_path)
     if not isinstance(asserts, list) or not asserts or not isinstance(asserts[0], dict) or "type" not in asserts[0]:
         raise ConfigError("expected a list of assertions, each with a 'type'", afile)
-    ctx = _Ctx(afile, assertions_path.parent, {})
+    ctx = Ctx(afile, assertions_path.parent, {})
     parsed = [parse_assertion(a, ctx, f"[{i}]") for i, a in enumerate(asserts)]
 
     ofile = str(outputs_path)

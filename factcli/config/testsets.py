@@ -212,7 +212,7 @@ def read_csv_tests(path: Path, warnings: list[str]) -> list[dict]:
 
 def load_tests(value: Any, ctx, key: str) -> list[tuple[dict, Any, str]]:
     """-> [(test mapping, context whose file/base it came from, key path)]."""
-    from factcli.config.loader import _Ctx
+    from factcli.config.context import Ctx
 
     if value is None:
         return []
@@ -233,7 +233,7 @@ def load_tests(value: Any, ctx, key: str) -> list[tuple[dict, Any, str]]:
             raise ConfigError(f"test generators ('{item}') are not supported; export the tests to YAML, JSON, JSONL or CSV",
                               ctx.file, where)
         for p in sources.expand_glob(path, ctx.file, where):
-            sub = _Ctx(str(p), p.parent, ctx.templates)
+            sub = Ctx(str(p), p.parent, ctx.templates)
             if p.suffix.lower() == ".csv":
                 warnings: list[str] = []
                 rows = read_csv_tests(p, warnings)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from factcli.providers import Provider, RenderedPrompt, register_provider
+from factcli.providers.base import register_provider
+from factcli.providers.base import Provider, RenderedPrompt
 from factcli.types import ProviderResponse
 
 

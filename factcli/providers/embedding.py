@@ -6,7 +6,7 @@ whose litellm model is an embedding model work; a chat id given as an embedder i
 
 from __future__ import annotations
 
-from factcli.providers import Provider, RenderedPrompt
+from factcli.providers.base import Provider, RenderedPrompt
 from factcli.providers.litellm_provider import LiteLLMProvider, classify, litellm_module
 from factcli.types import ProviderResponse, ProviderSpec, TokenUsage
 

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from factcli import sources
-from factcli.config.loader import Suite, _Ctx, _check_keys, make_prompt, parse_assertion
+from factcli.config.loader import Suite, make_prompt, parse_assertion
+from factcli.config.context import Ctx, check_keys
 from factcli.errors import ConfigError, FactcliError, did_you_mean
 from factcli.types import FAILURE_ERROR, Assertion, EvalResult, ProviderSpec, TestCase
 
@@ -200,7 +201,7 @@ def read_config(path: Path) -> tuple[dict, dict]:
     data = sources.load_structured(path)
     if not isinstance(data, dict):
         raise ConfigError("expected a mapping with 'graders' (and optionally 'labels', 'description')", file)
-    _check_keys(data, FILE_KEYS, file, "")
+    check_keys(data, FILE_KEYS, file, "")
     return data, sources.expand_env(data)
 
 
@@ -213,7 +214,7 @@ def _grader_entries(data: dict, file: str) -> list[tuple[dict, dict, str]]:
         where = f"graders[{i}]"
         if not isinstance(entry, dict):
             raise ConfigError(f"expected an assertion mapping with a 'type', got {type(entry).__name__}", file, where)
-        _check_keys(entry, GRADER_KEYS, file, where)
+        check_keys(entry, GRADER_KEYS, file, where)
         out.append((raw, entry, where))
     return out
 
@@ -226,7 +227,7 @@ def _build_config(raw: dict, entry: dict, file: str, where: str, base: Path, gra
     options = entry.pop("options", None) or {}
     if not isinstance(options, dict):
         raise ConfigError("expected a mapping", file, f"{where}.options")
-    _check_keys(options, GRADER_OPTION_KEYS, file, f"{where}.options")
+    check_keys(options, GRADER_OPTION_KEYS, file, f"{where}.options")
     typ = entry.get("type")
     base_type = typ[4:] if isinstance(typ, str) and typ.startswith("not-") else typ
     if base_type in REFUSED_TYPES:
@@ -236,7 +237,7 @@ def _build_config(raw: dict, entry: dict, file: str, where: str, base: Path, gra
         entry["value"] = "{{reference}}"
     if grader is not None:
         entry["provider"] = grader
-    assertion = parse_assertion(entry, _Ctx(file, base, {}), where)
+    assertion = parse_assertion(entry, Ctx(file, base, {}), where)
     stored = {k: v for k, v in raw.items() if k not in ("label", "options")}
     stored.update({k: entry[k] for k in ("value", "provider") if k in entry and k not in stored})
     return GraderConfig(label=(label or "").strip(), assertion=assertion, options=dict(options), raw=stored,

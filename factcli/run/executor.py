@@ -15,7 +15,7 @@ from factcli import templating
 from factcli.scoring.scorer import run_assertions
 from factcli.run.calls import Caller
 from factcli.errors import AbortRun
-from factcli.providers import Provider, RenderedPrompt
+from factcli.providers.base import Provider, RenderedPrompt
 from factcli.types import (FAILURE_ASSERT, FAILURE_ERROR, FAILURE_NONE, EvalResult, EvalStep,
                            GradingResult, ProviderResponse)
 

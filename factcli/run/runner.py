@@ -288,7 +288,7 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
     from factcli.run.calls import Caller, RetryPolicy
     from factcli.errors import AbortRun
     from factcli.run.executor import Executor
-    from factcli.providers import create_provider
+    from factcli.providers.registry import create_provider
 
     suite = run.suite
     derived = compile_derived(suite.derived_metrics)

@@ -100,7 +100,7 @@ class Grader:
                                    test_provider_is_default=test.grader_from_default)
 
     def _provider(self, spec: ProviderSpec):
-        from factcli.providers import create_provider
+        from factcli.providers.registry import create_provider
 
         key = json.dumps([spec.id, spec.config], sort_keys=True, default=str)
         if key not in self._providers:
@@ -108,7 +108,7 @@ class Grader:
         return self._providers[key]
 
     async def complete(self, spec: ProviderSpec, messages: list[dict], *, json_mode: bool = False) -> GraderReply:
-        from factcli.providers import RenderedPrompt
+        from factcli.providers.base import RenderedPrompt
 
         provider = self._provider(spec)
         self.used.add(spec.label or spec.id)
@@ -128,7 +128,7 @@ class Grader:
         return GraderReply(reply_text, error, resp.token_usage, resp.cost, resp.finish_reason, output)
 
     async def embed(self, spec: ProviderSpec, text: str) -> tuple[list[float] | None, str | None, TokenUsage]:
-        from factcli.providers import RenderedPrompt
+        from factcli.providers.base import RenderedPrompt
         from factcli.providers.embedding import EmbeddingProvider
 
         key = json.dumps(["embedding", spec.id, spec.config], sort_keys=True, default=str)

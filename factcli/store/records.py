@@ -153,53 +153,6 @@ def metrics_from_json(text: str | None):
 # ---------------------------------------------------------------- a stored run as an EvalRun
 
 
-def load_run(store: Store, run_row: dict):
-    """The whole stored run as an EvalRun (for exports), its rows read back from the store as they
-    are written out; metrics as stored when the run was finalised, else replayed from the rows."""
-    from factcli.config.loader import Suite
-    from factcli.scoring.metrics import ColumnMetrics, compile_derived
-    from factcli.run.runner import EvalRun
-
-    config = loads(run_row.get("config_json"), {}) or {}
-    options = loads(run_row.get("options_json"), {}) or {}
-    columns = columns_from_records(store.columns(run_row["id"]))
-    derived_raw = config.get("derivedMetrics") if isinstance(config, dict) else None
-    derived_list = [d for d in derived_raw or [] if isinstance(d, dict) and "name" in d and "value" in d]
-    suite = Suite(description=run_row.get("description"), prompts=[c.prompt for c in columns], providers=[],
-                  tests=[], derived_metrics=derived_list, raw=config,
-                  config_files=loads(run_row.get("config_files_json"), []) or [])
-    rows = StoredRows(store.path, run_row["id"], columns)
-    stored = [metrics_from_json(c.get("metrics_json")) for c in store.columns(run_row["id"])]
-    if run_row.get("finished_at") and all(m is not None for m in stored):
-        metrics = stored
-    else:
-        try:
-            derived = compile_derived(derived_list)
-        except Exception:
-            derived = []
-        metrics = [ColumnMetrics() for _ in columns]
-        for r in rows:
-            metrics[r.step.prompt_idx].add(r, derived)
-    from factcli.store.database import shown_status
-
-    run = EvalRun(run_id=run_row["id"], suite=suite, columns=columns, metrics=metrics, stored_rows=rows,
-                  total_steps=run_row.get("total_steps") or sum(m.rows for m in metrics),
-                  created_at=run_row.get("created_at") or "",
-                  duration_ms=run_row.get("duration_ms") or 0, status=shown_status(run_row),
-                  abort_reason=run_row.get("abort_reason"), retries=run_row.get("retries") or 0,
-                  calls=run_row.get("calls") or 0, warnings=loads(run_row.get("warnings_json"), []) or [],
-                  concurrency=options.get("concurrency") or 4, repeat=options.get("repeat") or 1,
-                  cache=options.get("cache", True), graders=loads(run_row.get("graders_json"), []) or [])
-    if metrics is not stored:
-        from factcli.scoring.registry import load_all
-
-        load_all()  # registers the method reports
-        from factcli.methods import reports as method_reports
-
-        method_reports.fill(run)
-    return run
-
-
 # ---------------------------------------------------------------- a run's rows, in memory or in the store
 # A stored run does not hold its finished rows in memory (a 100,000-row run would need ~120 MB
 # more): whatever reads every row afterwards (the results table, -o files, calibrate's report)

@@ -1,0 +1,119 @@
+"""What a provider is: a Provider turns a rendered prompt into a ProviderResponse and classifies its
+own failures by raising ProviderCallError; factcli.run.calls owns caching, timeouts and retries for
+all of them. `register_provider` puts a class in the registry (factcli.providers.registry)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from factcli.types import ProviderResponse, ProviderSpec
+
+# kinds of failure, decided by the provider, acted on by factcli.run.calls
+RATE_LIMIT, TRANSIENT, AUTH, FATAL, ERROR = "rate_limit", "transient", "auth", "fatal", "error"
+
+
+class ProviderCallError(Exception):
+    def __init__(self, message: str, kind: str = ERROR, status: int | None = None,
+                 retry_after: float | None = None):
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+        self.retry_after = retry_after
+
+
+def retry_after_seconds(headers: Any) -> float | None:
+    """A `Retry-After` header (seconds or an HTTP date) from any header mapping, as seconds."""
+    try:
+        value = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)
+    except AttributeError:
+        return None
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        import time
+        from email.utils import parsedate_to_datetime
+
+        try:
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+        except (TypeError, ValueError):
+            return None
+
+
+@dataclass
+class RenderedPrompt:
+    text: str  # what promptfoo calls the prompt (raw text, or the JSON of chat messages)
+    messages: list[dict]  # what chat APIs receive
+    vars: dict = field(default_factory=dict)
+    label: str = ""
+
+
+class Provider:
+    """Base class. Subclasses set `cacheable` and implement `call`."""
+
+    cacheable = True
+
+    def __init__(self, spec: ProviderSpec, base_dir: Path | None = None):
+        self.spec = spec
+        self.id = spec.id
+        self.config = spec.config
+        self.base_dir = base_dir or Path.cwd()
+
+    @property
+    def label(self) -> str:
+        return self.spec.label or self.spec.id
+
+    def cache_identity(self) -> dict:
+        """What, beside the messages, decides the output; secrets are left out by calls.cache_key."""
+        return {"id": self.id, "config": self.config}
+
+    async def call(self, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
+        raise NotImplementedError
+
+
+def response_from_dict(data: Any) -> ProviderResponse:
+    """promptfoo's ProviderResponse shape (from python/exec providers) -> ProviderResponse."""
+    from factcli.types import TokenUsage
+
+    if not isinstance(data, dict):
+        return ProviderResponse(output=data)
+    usage = data.get("tokenUsage") or {}
+    prompt, completion = int(usage.get("prompt") or 0), int(usage.get("completion") or 0)
+    tu = TokenUsage(
+        prompt=prompt, completion=completion, total=int(usage.get("total") or (prompt + completion)),
+        cached=int(usage.get("cached") or 0), num_requests=int(usage.get("numRequests") or 1),
+    )
+    cost = data.get("cost")
+    return ProviderResponse(
+        output=data.get("output"), error=data.get("error") or None, token_usage=tu,
+        cost=float(cost) if isinstance(cost, (int, float)) else None,
+        finish_reason=data.get("finishReason"), logprobs=data.get("logProbs"),
+        metadata=data.get("metadata") or {},
+    )
+
+
+def split_id(pid: str) -> list[str]:
+    return re.split(r":", pid)
+
+
+FACTORIES: list[tuple[Callable[[str], bool], type]] = []
+
+
+
+def register_provider(match: str | Callable[[str], bool]):
+    """Register a Provider subclass for ids equal to `match`, starting with `match:`, or matched by a callable."""
+
+    def test(pid: str) -> bool:
+        if callable(match):
+            return match(pid)
+        return pid == match or pid.startswith(match + ":")
+
+    def deco(cls):
+        FACTORIES.append((test, cls))
+        return cls
+
+    return deco
