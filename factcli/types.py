@@ -256,13 +256,11 @@ def tokens_from_json(d: dict | None) -> TokenUsage:
                       cached=d.get("cached") or 0, num_requests=d.get("numRequests") or 0)
 
 
-
 def _assertion(raw: dict) -> Assertion:
     weight = raw.get("weight", 1.0)
     return Assertion(type=str(raw.get("type", "")), value=raw.get("value"), threshold=raw.get("threshold"),
                      weight=weight if isinstance(weight, (int, float)) else 1.0, metric=raw.get("metric"),
                      raw=dict(raw))
-
 
 
 def grading_from_json(d: dict | None) -> GradingResult | None:

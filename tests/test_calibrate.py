@@ -8,11 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, write
 from typer.testing import CliRunner
 
-from conftest import ROOT, write
-from factcli.run.calibrate import binary_metrics, load_items, parse_label, plan
 from factcli.cli import app
+from factcli.config.labels import load_items, parse_label, plan
+from factcli.stats.agreement import binary_metrics
 
 runner = CliRunner()
 

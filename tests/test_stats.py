@@ -7,11 +7,12 @@ import re
 
 import numpy as np
 import pytest
+from conftest import write
 from typer.testing import CliRunner
 
-from conftest import write
-from factcli.stats import intervals as stats
+from factcli import stats
 from factcli.cli import app
+from factcli.report import figures
 from factcli.store.database import Store
 
 runner = CliRunner()
@@ -105,7 +106,7 @@ def test_paired_and_unpaired_differences_cover_the_true_difference():
 def test_facts_table_5_interval():
     """FACTS Grounding, Table 5: 91.4% on N = 860 is ±1.9 (the paper's normal interval)."""
     assert round(100 * stats.wald_margin(0.914, 860), 1) == 1.9
-    assert stats.fmt_rate(0.914, stats.wald_margin(0.914, 860)) == "91.4% ± 1.9"
+    assert figures.fmt_rate(0.914, stats.wald_margin(0.914, 860)) == "91.4% ± 1.9"
     from factcli.methods.facts_grounding import facts_interval
 
     assert facts_interval is stats.wald_margin  # one implementation for every report
@@ -407,6 +408,6 @@ def test_help_does_not_import_numpy():
     import subprocess
     import sys
 
-    code = "import sys; from factcli.cli import app; import factcli.stats.intervals, factcli.report.view, factcli.report.summary; " \
+    code = "import sys; from factcli.cli import app; import factcli.stats, factcli.report.view, factcli.report.summary; " \
            "print('numpy' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"

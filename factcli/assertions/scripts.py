@@ -351,5 +351,3 @@ async def python(ctx: AssertionContext) -> GradingResult:
 
 
 # ---------------------------------------------------------------- assertScoringFunction
-
-

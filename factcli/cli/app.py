@@ -6,7 +6,6 @@ imported inside the commands so that `factcli --help` stays fast.
 
 from __future__ import annotations
 
-
 import typer
 
 from factcli.settings import VERSION
@@ -46,5 +45,3 @@ def one_line(message: str, limit: int = 1000) -> str:
     if len(message) > limit:
         message = f"{message[:limit * 2 // 3]} [... {len(message) - limit} characters ...] {message[-limit // 3:]}"
     return message
-
-

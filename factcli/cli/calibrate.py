@@ -39,8 +39,8 @@ def calibrate_cmd(
 ) -> None:
     """Measure grader configurations against human labels: macro-F1, accuracy, FPR, FNR, F1 of
     each class, Cohen's kappa, the confusion matrix and FActScore's error rate, side by side."""
-    from factcli.run.calibrate import run_command
     from factcli.errors import FactcliError
+    from factcli.run.calibrate import run_command
 
     code = 1
     try:

@@ -9,9 +9,7 @@ import typer
 
 from factcli.cli.app import app, fail
 
-
 OUTPUT_FORMATS = (".json", ".jsonl", ".yaml", ".yml", ".csv", ".xml", ".html")  # .xml covers .junit.xml
-
 
 
 @app.command("eval")
@@ -63,12 +61,11 @@ def eval_cmd(
     raise typer.Exit(code)
 
 
-
 def _run_eval(args: dict) -> int:
     from factcli import settings
+    from factcli.errors import FactcliError
     from factcli.report import summary as report
     from factcli.run import runner
-    from factcli.errors import FactcliError
 
     if args["env_file"]:
         settings.load_env_file(str(args["env_file"]))
@@ -139,7 +136,6 @@ def _run_eval(args: dict) -> int:
     if run.status == runner.STATUS_ABORTED:
         return 3
     return exit_code_for(run)
-
 
 
 def exit_code_for(run) -> int:

@@ -15,7 +15,6 @@ def expect(cond: bool, msg: str, file: str, path: str) -> None:
         raise ConfigError(msg, file, path)
 
 
-
 def check_keys(obj: dict, allowed: set, file: str, path: str, unsupported: dict | None = None) -> None:
     for key in obj:
         if not isinstance(key, str):
@@ -26,12 +25,10 @@ def check_keys(obj: dict, allowed: set, file: str, path: str, unsupported: dict 
             raise ConfigError(f"unknown key '{key}'{did_you_mean(key, allowed)}", file, join(path, key))
 
 
-
 def join(path: str, key: str | int) -> str:
     if isinstance(key, int):
         return f"{path}[{key}]"
     return f"{path}.{key}" if path else key
-
 
 
 def number(value: Any, file: str, path: str) -> float:
@@ -45,12 +42,10 @@ def number(value: Any, file: str, path: str) -> float:
     return value
 
 
-
 def as_list(value: Any) -> list:
     if value is None:
         return []
     return value if isinstance(value, list) else [value]
-
 
 
 @dataclass

@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 
 from factcli import sources
-from factcli.config.loader import Suite, make_prompt, merge_default, parse_assertion
 from factcli.config.context import Ctx
+from factcli.config.loader import Suite, make_prompt, merge_default, parse_assertion
 from factcli.errors import ConfigError
 from factcli.types import ProviderSpec, TestCase
 

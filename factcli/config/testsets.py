@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from factcli import sources
-from factcli.scoring.registry import AssertionError_
 from factcli.errors import ConfigError
+from factcli.scoring.registry import AssertionError_
 
 # promptfoo 0.121.20's built-in assertion enum, in its order: the CSV cell grammar tries types
 # in this order (so `similar:cosine:x` is `similar` with value `cosine:x`).

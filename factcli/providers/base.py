@@ -103,7 +103,6 @@ def split_id(pid: str) -> list[str]:
 FACTORIES: list[tuple[Callable[[str], bool], type]] = []
 
 
-
 def register_provider(match: str | Callable[[str], bool]):
     """Register a Provider subclass for ids equal to `match`, starting with `match:`, or matched by a callable."""
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from factcli.providers.base import register_provider
-from factcli.providers.base import Provider, RenderedPrompt
+from factcli.providers.base import Provider, RenderedPrompt, register_provider
 from factcli.types import ProviderResponse
 
 

@@ -9,7 +9,16 @@ from __future__ import annotations
 import os
 
 from factcli.errors import ConfigError
-from factcli.providers.base import AUTH, ERROR, RATE_LIMIT, TRANSIENT, Provider, ProviderCallError, RenderedPrompt, retry_after_seconds
+from factcli.providers.base import (
+    AUTH,
+    ERROR,
+    RATE_LIMIT,
+    TRANSIENT,
+    Provider,
+    ProviderCallError,
+    RenderedPrompt,
+    retry_after_seconds,
+)
 from factcli.types import ProviderResponse, TokenUsage
 
 VENDORS = {

@@ -16,10 +16,19 @@ import json
 import os
 import re
 
-from factcli.providers.base import register_provider
-from factcli.providers.base import AUTH, ERROR, RATE_LIMIT, TRANSIENT, Provider, ProviderCallError, RenderedPrompt, retry_after_seconds
-from factcli.providers.litellm_provider import KINDS, PASSTHROUGH
 from factcli.providers import pricing
+from factcli.providers.base import (
+    AUTH,
+    ERROR,
+    RATE_LIMIT,
+    TRANSIENT,
+    Provider,
+    ProviderCallError,
+    RenderedPrompt,
+    register_provider,
+    retry_after_seconds,
+)
+from factcli.providers.litellm_provider import KINDS, PASSTHROUGH
 from factcli.types import ProviderResponse, TokenUsage
 
 

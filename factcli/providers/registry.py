@@ -19,10 +19,8 @@ def _provider_class(pid: str) -> type:
     return LiteLLMProvider
 
 
-
 def create_provider(spec: ProviderSpec, base_dir: Path | None = None) -> Provider:
     return _provider_class(spec.id)(spec, base_dir)
-
 
 
 def validate_provider_id(spec: ProviderSpec, file: str, where: str, base_dir: Path) -> None:
@@ -39,9 +37,7 @@ def validate_provider_id(spec: ProviderSpec, file: str, where: str, base_dir: Pa
         validate_id(spec.id, file, where)
 
 
-
 _loaded = False
-
 
 
 def _load_builtins() -> None:

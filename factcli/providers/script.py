@@ -10,8 +10,14 @@ import shlex
 from pathlib import Path
 
 from factcli.errors import ConfigError
-from factcli.providers.base import register_provider
-from factcli.providers.base import ERROR, Provider, ProviderCallError, RenderedPrompt, response_from_dict
+from factcli.providers.base import (
+    ERROR,
+    Provider,
+    ProviderCallError,
+    RenderedPrompt,
+    register_provider,
+    response_from_dict,
+)
 from factcli.scripting.python import load_module
 from factcli.types import ProviderResponse
 

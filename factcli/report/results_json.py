@@ -91,7 +91,7 @@ def column_metrics_json(m) -> dict:
 def to_promptfoo_json(run, rows: bool = True) -> dict:
     """The whole document. `rows=False`: its results list left empty and its "vars" taken from
     the rows' facts, for write_json to stream the rows in."""
-    from factcli.stats import intervals as stats
+    from factcli import stats
     from factcli.store.redact import redact
 
     stats.fill(run)  # a run replayed from the store (not finished) has none stored yet

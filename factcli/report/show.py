@@ -5,9 +5,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from factcli.report.view import (
+    column_label,
+    column_summaries,
+    console_for_stdout,
+    one_line,
+    render_footer,
+    render_header,
+    run_header,
+)
 from factcli.store.database import Store, shown_status
 from factcli.store.encode import loads
-from factcli.report.view import column_label, column_summaries, console_for_stdout, one_line, render_footer, render_header, run_header
 
 
 def _print_json(doc: Any) -> None:
@@ -262,7 +270,7 @@ def _noise(entry: dict, column: tuple, rows_a: dict, rows_b: dict) -> None:
     """Add to the pass-rate and mean-score deltas of `entry` their 95% bootstrap interval and
     whether the runs differ beyond noise: paired by test when both runs hold the same rows of
     this column (so each test is compared with itself), else the two runs resampled apart."""
-    from factcli.stats import intervals as stats
+    from factcli import stats
 
     keys_a = {k for k in rows_a if k[2] == column}
     keys_b = {k for k in rows_b if k[2] == column}

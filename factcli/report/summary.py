@@ -28,8 +28,13 @@ class Progress:
         self.errors = sum(m.test_error for m in done)
         self._progress = None
         if enabled and total and sys.stderr.isatty():
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress
-            from rich.progress import TextColumn, TimeRemainingColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                TextColumn,
+                TimeRemainingColumn,
+            )
+            from rich.progress import Progress as RichProgress
 
             self._progress = RichProgress(
                 TextColumn("[bold]eval"), BarColumn(), MofNCompleteColumn(),
@@ -131,7 +136,8 @@ def summary(run, console: Console) -> None:
     console.print(f"[bold]Run[/] {run.run_id}{status.get(run.status, '')} · {total}/{run.total_steps} rows · "
                   f"{run.duration_ms / 1000:.1f} s" + (f" · {cached} cached" if cached else "")
                   + (f" · {run.retries} retries" if run.retries else ""))
-    from factcli.stats import intervals as stats
+    from factcli import stats
+    from factcli.report import figures
 
     stats.fill(run)  # normally done at the end of the run; a run built by hand may lack them
     margin = stats.wald_margin(rate, total) if rate is not None else None
@@ -174,16 +180,16 @@ def summary(run, console: Console) -> None:
             st = m.stats
             score = f"{(m.score / n if n else 0):.3f}"
             if st.get("scoreBinary") is False:
-                score += " " + stats.fmt_interval(st.get("scoreCi95"), 2)
+                score += " " + figures.fmt_interval(st.get("scoreCi95"), 2)
             cells = [escape(f"[{col.provider.display}] {_one_line(col.prompt.label, 30)}"),
-                     f"{m.test_pass}/{n}", stats.fmt_rate(st.get("passRate"), st.get("passRateMargin")), score]
+                     f"{m.test_pass}/{n}", figures.fmt_rate(st.get("passRate"), st.get("passRateMargin")), score]
             if repeat > 1:
-                cells += stats.repeat_cells(st, repeat)
+                cells += figures.repeat_cells(st, repeat)
             for name in names:
                 value = m.named_scores.get(name) if name in derived else means.get(name)
                 cells.append("—" if value is None else f"{value:.3f}")
             table.add_row(*cells)
         console.print(table)
-        console.print("[dim]" + escape(stats.legend(nonbinary, repeat)) + "[/]")
+        console.print("[dim]" + escape(figures.legend(nonbinary, repeat)) + "[/]")
     if run.abort_reason:
         console.print(f"[bold red]Aborted:[/] {escape(run.abort_reason)}")

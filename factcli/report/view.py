@@ -86,7 +86,7 @@ LIVE_STATS_MAX_ROWS = 20_000
 
 def _stats_from_rows(store: Store, run: dict) -> dict[int, dict]:
     """prompt_idx -> stats.column_stats, from the stored rows (grouped in SQL)."""
-    from factcli.stats import intervals as stats
+    from factcli import stats
 
     repeat = (loads(run.get("options_json"), {}) or {}).get("repeat") or 1
     if repeat > 1:  # a test's repeats stay together
@@ -114,7 +114,7 @@ def column_summaries(store: Store, run: dict, derived_names: set[str] | None = N
     """Per column: counts (exact, from SQL unless finalised), the pass rate's 95% interval (from the
     counts), named metric means, derived metrics, factuality categories and grading errors, and the
     score interval and repeat statistics (stored at the end of the run; see LIVE_STATS_MAX_ROWS)."""
-    from factcli.stats import intervals as stats
+    from factcli import stats
     from factcli.store.records import metrics_from_json
 
     cols = store.columns(run["id"])
@@ -405,7 +405,7 @@ def render_footer(console, summaries: list[dict], terminal: bool) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from factcli.stats import intervals as stats
+    from factcli.report import figures
 
     if not summaries:
         return
@@ -437,11 +437,11 @@ def render_footer(console, summaries: list[dict], terminal: bool) -> None:
     for s, st in zip(summaries, col_stats):
         score = num(s["meanScore"])
         if st.get("scoreBinary") is False:
-            score += " " + stats.fmt_interval(st.get("scoreCi95"), 2)
-        row = [Text(s["label"]), stats.fmt_rate(s["passRate"], s.get("passRateMargin")),
+            score += " " + figures.fmt_interval(st.get("scoreCi95"), 2)
+        row = [Text(s["label"]), figures.fmt_rate(s["passRate"], s.get("passRateMargin")),
                f"{s['pass']}/{s['fail']}/{s['error']}", score]
         if repeat > 1:
-            row += stats.repeat_cells(st, repeat)
+            row += figures.repeat_cells(st, repeat)
         row += [num(s["namedMeans"].get(n)) for n in names]
         row += [num(s["derived"].get(n)) for n in derived]
         if any(x["gradingErrors"] for x in summaries):
@@ -450,7 +450,7 @@ def render_footer(console, summaries: list[dict], terminal: bool) -> None:
             row.append(" ".join(f"{k}:{v}" for k, v in sorted(s["categories"].items())))
         table.add_row(*row)
     console.print(table)
-    console.print(Text(stats.legend(nonbinary, repeat), style="dim"))
+    console.print(Text(figures.legend(nonbinary, repeat), style="dim"))
     if any(s.get("stats") is None for s in summaries):
         console.print(Text(f"Score intervals and repeat statistics of a run over {LIVE_STATS_MAX_ROWS:,} rows "
                            "are shown once it has finished.", style="dim"))

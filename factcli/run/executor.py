@@ -12,12 +12,19 @@ from pathlib import Path
 from typing import Callable
 
 from factcli import templating
-from factcli.scoring.scorer import run_assertions
-from factcli.run.calls import Caller
 from factcli.errors import AbortRun
 from factcli.providers.base import Provider, RenderedPrompt
-from factcli.types import (FAILURE_ASSERT, FAILURE_ERROR, FAILURE_NONE, EvalResult, EvalStep,
-                           GradingResult, ProviderResponse)
+from factcli.run.calls import Caller
+from factcli.scoring.scorer import run_assertions
+from factcli.types import (
+    FAILURE_ASSERT,
+    FAILURE_ERROR,
+    FAILURE_NONE,
+    EvalResult,
+    EvalStep,
+    GradingResult,
+    ProviderResponse,
+)
 
 
 def render_prompt(step: EvalStep, missing_out: dict | None = None) -> RenderedPrompt:

@@ -11,12 +11,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterator
 
-from factcli import settings
-from factcli.methods import reports as method_reports
-from factcli.stats import intervals as stats
+from factcli import settings, stats
 from factcli.config.loader import Suite, build_suite, load_suite
-from factcli.scoring.metrics import ColumnMetrics, compile_derived
 from factcli.config.plan import Column, expand
+from factcli.methods import reports as method_reports
+from factcli.scoring.metrics import ColumnMetrics, compile_derived
 from factcli.types import EvalResult, compact_row, compares
 
 STATUS_COMPLETE, STATUS_INTERRUPTED, STATUS_ABORTED = "complete", "interrupted", "aborted"
@@ -219,9 +218,9 @@ def self_preference_warning(grader_id: str, provider_ids: list[str]) -> str | No
 def check_graders(suite: Suite, source, warnings: list[str]) -> list[str]:
     """Resolve every model-graded assertion's graders before any call: none available is a config
     error. Warns once per text grader that is, or is of the same family as, a model under test."""
-    from factcli.scoring.registry import lookup
     from factcli.errors import ConfigError
     from factcli.scoring.grading import NoGrader, pick
+    from factcli.scoring.registry import lookup
 
     provider_ids = [p.id for p in suite.providers]
     graders: list[str] = []
@@ -284,11 +283,11 @@ def check_graders(suite: Suite, source, warnings: list[str]) -> list[str]:
 
 async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | None = None,
                   warn: Callable[[str], None] | None = None) -> None:
+    from factcli.errors import AbortRun
+    from factcli.providers.registry import create_provider
     from factcli.run.cache import ResponseCache
     from factcli.run.calls import Caller, RetryPolicy
-    from factcli.errors import AbortRun
     from factcli.run.executor import Executor
-    from factcli.providers.registry import create_provider
 
     suite = run.suite
     derived = compile_derived(suite.derived_metrics)

@@ -18,14 +18,13 @@ import sqlite3
 import time
 from pathlib import Path
 
-from factcli.settings import VERSION
 from factcli.errors import FactcliError
-from factcli.store.records import column_record, from_record, metrics_to_json, to_record
-from factcli.types import test_key
+from factcli.settings import VERSION
 from factcli.store.database import Store, now, shown_status
-from factcli.store.redact import REDACTED, Scrubber
 from factcli.store.encode import loads
-from factcli.types import COMPARE_TYPES, compares
+from factcli.store.records import column_record, from_record, metrics_to_json, write_row
+from factcli.store.redact import REDACTED, Scrubber
+from factcli.types import COMPARE_TYPES, compares, test_key
 
 METRICS_EVERY_S = 1.0  # column metrics are refreshed this often while a run writes
 _RESUME_CONFLICTS = (("-c", "config"), ("--var", "var"), ("--repeat", "repeat"),
@@ -36,15 +35,17 @@ _RESUME_CONFLICTS = (("-c", "config"), ("--var", "var"), ("--repeat", "repeat"),
 
 
 def _note(message: str) -> None:
-    from factcli.report.summary import stderr_console
     from rich.markup import escape
+
+    from factcli.report.summary import stderr_console
 
     stderr_console().print(escape(message), soft_wrap=True)
 
 
 def _warn(message: str) -> None:
-    from factcli.report.summary import stderr_console
     from rich.markup import escape
+
+    from factcli.report.summary import stderr_console
 
     stderr_console().print(f"[yellow]warning:[/] {escape(message)}", soft_wrap=True)
 
@@ -340,7 +341,7 @@ class EvalSession:
             return
         self.seq += 1
         try:
-            self.store.upsert_result(to_record(self.run.run_id, result, self.seq, self.scrub), commit=False)
+            write_row(self.store, self.run.run_id, result, self.seq, self.scrub)
             if time.monotonic() - self._metrics_at >= METRICS_EVERY_S:
                 self._metrics_at = time.monotonic()
                 self.store.set_column_metrics(self.run.run_id, [metrics_to_json(m) for m in self.run.metrics],

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from factcli.types import Assertion, GradingResult, ProviderResponse, TestCase
 
+
 @dataclass
 class AssertionType:
     name: str
@@ -163,5 +164,3 @@ def coerce_string(value: Any) -> str:
 
 class AssertionError_(Exception):
     """A handler's complaint about its input (promptfoo's invariant): the row becomes ERROR."""
-
-

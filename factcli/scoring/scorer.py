@@ -27,7 +27,6 @@ from factcli.types import (
 ASSERTIONS_MAX_CONCURRENCY = 3
 
 
-
 class _Aggregate:
     """promptfoo's AssertionsResult: a weighted mean with named scores and an optional threshold."""
 
@@ -89,22 +88,18 @@ class _Aggregate:
         )
 
 
-
 def _isnan(x: float) -> bool:
     return isinstance(x, float) and math.isnan(x)
-
 
 
 def _js_num(x: float) -> str:
     return templating.js_string(float(x)) if isinstance(x, (int, float)) else str(x)
 
 
-
 def render_metric(metric: str | None, variables: dict) -> str | None:
     if not metric:
         return metric
     return templating.render(metric, variables)
-
 
 
 async def run_assertion(a: Assertion, *, output: Any, test: TestCase, variables: dict, prompt: str,
@@ -130,7 +125,6 @@ async def run_assertion(a: Assertion, *, output: Any, test: TestCase, variables:
     if a.weight == 0:
         result.passed = True
     return result
-
 
 
 async def run_assertions(test: TestCase, *, output: Any, variables: dict, prompt: str,
@@ -201,7 +195,6 @@ async def _call_scoring(spec: str, named: dict, context: dict) -> Any:
     except NodeWorkerError as exc:
         raise RuntimeError(str(exc)) from None
     return None if answer.get("undefined") else js_value(answer)
-
 
 
 async def apply_scoring_function(spec: str, result: GradingResult, threshold: float | None) -> GradingResult:

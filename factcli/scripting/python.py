@@ -38,9 +38,7 @@ def load_module(path: Path):
 _inline_ids = itertools.count(1)
 
 
-
 _inline_cache: dict[str, Any] = {}
-
 
 
 def build_python_script(code: str) -> str:
@@ -54,7 +52,6 @@ def build_python_script(code: str) -> str:
     return f"import json\n\ndef main(output, context):\n{body}\n"
 
 
-
 def _compile_inline(code: str):
     script = build_python_script(code)
     compiled = _inline_cache.get(script)
@@ -66,10 +63,8 @@ def _compile_inline(code: str):
     return compiled
 
 
-
 class ScriptError(Exception):
     """User Python failed; the message is promptfoo's "Error running Python script: …"."""
-
 
 
 def python_error(exc: BaseException, user_files: tuple[str, ...] = ()) -> ScriptError:
@@ -83,7 +78,6 @@ def python_error(exc: BaseException, user_files: tuple[str, ...] = ()) -> Script
     return ScriptError(f"Error running Python script: {head}\nStack Trace: {''.join(lines).rstrip()}")
 
 
-
 async def call_python(fn, *args) -> Any:
     if inspect.iscoroutinefunction(fn):
         return await fn(*args)
@@ -91,7 +85,6 @@ async def call_python(fn, *args) -> Any:
     if inspect.isawaitable(result):
         result = await result
     return result
-
 
 
 def load_python_function(path: Path, name: str):
@@ -109,7 +102,6 @@ def load_python_function(path: Path, name: str):
     return fn
 
 
-
 async def run_python_file(path: Path, name: str, *args) -> Any:
     """Call name(*args) from the user's file; any failure -> ScriptError (promptfoo's runPython)."""
     try:
@@ -118,7 +110,6 @@ async def run_python_file(path: Path, name: str, *args) -> Any:
         return plain(result)
     except Exception as exc:
         raise python_error(exc, (str(path), str(path.resolve()))) from None
-
 
 
 async def run_python_inline(code: str, *args) -> Any:

@@ -15,7 +15,6 @@ def plain(value: Any) -> Any:
     return json.loads(json.dumps(value, ensure_ascii=False, default=_json_default))
 
 
-
 def _json_default(value: Any) -> Any:
     if isinstance(value, TokenUsage):
         return value.to_json()
@@ -26,10 +25,8 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-
 def is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
-
 
 
 def is_grading_result(r: Any) -> bool:
@@ -48,12 +45,10 @@ def is_grading_result(r: Any) -> bool:
     return True
 
 
-
 def numbers_of(d: Any) -> dict:
     if not isinstance(d, dict):
         return {}
     return {str(k): float(v) for k, v in d.items() if is_number(v)}
-
 
 
 def tokens_of(d: Any) -> TokenUsage:

@@ -1,12 +1,11 @@
-"""Uncertainty of a run's numbers: 95% intervals, differences between runs, repeat statistics.
+"""Uncertainty of a run's numbers: 95% intervals and differences between runs (pure functions).
 
 - Proportions (pass rates, and mean scores when every score is 0 or 1): the normal (Wald) interval
   p ± 1.96·√(p(1−p)/N), which is what the FACTS Grounding paper reports (its Tables 5 and 6).
 - Means of non-binary scores, and differences between two runs: a seeded percentile bootstrap
   (2000 resamples). Tests are resampled with all their rows (their repeats stay together), so
   repeats of one test are not counted as independent evidence.
-- With repeats: pass@k (Chen et al. 2021, unbiased estimator 1 − C(n−c,k)/C(n,k)), pass^k
-  (τ-bench, C(c,k)/C(n,k)) and the flip rate (share of tests whose repeats disagree).
+- With repeats: see passk.py.
 
 numpy is imported only inside the functions that resample, so importing this module stays cheap.
 """
@@ -14,8 +13,7 @@ numpy is imported only inside the functions that resample, so importing this mod
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Sequence
 
 Z95 = 1.96
 RESAMPLES = 2000
@@ -50,26 +48,6 @@ def wald_interval(successes: float, n: int) -> dict | None:
 
 
 # ---------------------------------------------------------------- bootstrap
-
-
-@dataclass
-class Cluster:
-    """One test within a column: its rows (repeats), passes and scores."""
-
-    rows: int = 0
-    passes: int = 0
-    score_sum: float = 0.0
-    scored: int = 0  # rows with a finite score
-    nonbinary: bool = False  # some score is neither 0 nor 1
-
-    def add(self, success: bool, score: Any) -> None:
-        self.rows += 1
-        self.passes += bool(success)
-        if _finite(score):
-            self.score_sum += score
-            self.scored += 1
-            if score not in (0, 1):
-                self.nonbinary = True
 
 
 def _rng(seed: int | None):
@@ -139,149 +117,6 @@ def bootstrap_cluster_mean(sums: Sequence[float], counts: Sequence[float], resam
     return percentile_interval(reps, math.fsum(sums) / total)
 
 
-# ---------------------------------------------------------------- repeats
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Chen et al. 2021: the chance that at least one of k of the n samples passes, 1 − C(n−c,k)/C(n,k)."""
-    if not 0 < k <= n:
-        raise ValueError(f"pass@k needs 0 < k <= n (k={k}, n={n})")
-    if n - c < k:
-        return 1.0
-    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
-
-
-def pass_hat_k(n: int, c: int, k: int) -> float:
-    """τ-bench's pass^k: the chance that all of k of the n samples pass, C(c,k)/C(n,k)."""
-    if not 0 < k <= n:
-        raise ValueError(f"pass^k needs 0 < k <= n (k={k}, n={n})")
-    return math.comb(c, k) / math.comb(n, k)
-
-
-def repeat_stats(clusters: Iterable[tuple[int, int]], repeat: int) -> dict | None:
-    """pass@k and pass^k for k = 1..repeat, averaged over the tests that have at least k rows, and
-    the flip rate over the tests that have at least two: clusters are (rows, passes) per test."""
-    clusters = [(n, c) for n, c in clusters if n > 0]
-    if repeat < 2 or not clusters:
-        return None
-    at, hat = {}, {}
-    for k in range(1, repeat + 1):
-        eligible = [(n, c) for n, c in clusters if n >= k]
-        if eligible:
-            at[str(k)] = sum(pass_at_k(n, c, k) for n, c in eligible) / len(eligible)
-            hat[str(k)] = sum(pass_hat_k(n, c, k) for n, c in eligible) / len(eligible)
-    repeated = [(n, c) for n, c in clusters if n >= 2]
-    flaky = sum(1 for n, c in repeated if 0 < c < n)
-    return {"repeat": repeat, "passAtK": at, "passHatK": hat,
-            "flipRate": (flaky / len(repeated)) if repeated else None,
-            "flakyTests": flaky, "repeatedTests": len(repeated)}
-
-
-# ---------------------------------------------------------------- a column
-
-
-def _finite(score: Any) -> bool:
-    return isinstance(score, (int, float)) and not isinstance(score, bool) and math.isfinite(score)
-
-
-def _summarize(rows: int, passes: int, sums: list[float], counts: list[int], nonbinary: bool,
-               tests: Iterable[tuple[int, int]], repeat: int) -> dict:
-    """What factcli reports for one column (stored under ColumnMetrics.stats and written to
-    `factcli.columns[i]` of the results JSON). `sums`/`counts`: score sum and scored rows per test;
-    `tests`: (rows, passes) per test, read only with repeats."""
-    out: dict = {"n": rows, "passes": passes}
-    rate = wald_interval(passes, rows)
-    out["passRate"] = rate["value"] if rate else None
-    out["passRateCi95"] = [rate["low"], rate["high"]] if rate else None
-    out["passRateMargin"] = rate["margin"] if rate else None
-    n_scored = sum(counts)
-    score = None
-    if n_scored:
-        if not nonbinary:  # the mean of 0/1 scores is a proportion: same interval as the pass rate
-            score = wald_interval(math.fsum(sums), n_scored)
-        else:
-            score = bootstrap_cluster_mean(sums, counts)
-    out["scoreMean"] = score["value"] if score else None
-    out["scoreN"] = n_scored
-    out["scoreBinary"] = (not nonbinary) if n_scored else None
-    out["scoreCi95"] = [score["low"], score["high"]] if score else None
-    out["scoreCi95Method"] = score["method"] if score else None
-    reps = repeat_stats(tests, repeat) if repeat > 1 else None
-    if reps:
-        out.update(reps)
-    return out
-
-
-def column_stats(clusters: Iterable[Cluster], repeat: int = 1) -> dict:
-    """A column's statistics from its tests (each with all its repeats)."""
-    clusters = list(clusters)
-    scored = [c for c in clusters if c.scored]
-    return _summarize(sum(c.rows for c in clusters), sum(c.passes for c in clusters),
-                      [c.score_sum for c in scored], [c.scored for c in scored],
-                      any(c.nonbinary for c in scored), [(c.rows, c.passes) for c in clusters], repeat)
-
-
-def row_stats(rows: int, passes: int, scores: Sequence[float]) -> dict:
-    """A column's statistics when every row is its own test (no repeats); `scores` are the finite
-    ones. Cheaper than building a Cluster per row on a large run."""
-    nonbinary = any(x != 0 and x != 1 for x in scores)
-    return _summarize(rows, passes, scores, [1] * len(scores), nonbinary, (), 1)
-
-
-class ColumnSample:
-    """A column's final rows reduced to what its statistics need, so that a run can count a row and
-    let it go: the counts and finite scores, or with repeats one Cluster per test."""
-
-    __slots__ = ("repeat", "rows", "passes", "scores", "clusters")
-
-    def __init__(self, repeat: int = 1):
-        from array import array
-
-        self.repeat = repeat
-        self.rows = self.passes = 0
-        self.scores = array("d")
-        self.clusters: dict[str, Cluster] = {}
-
-    def add(self, row) -> None:
-        if self.repeat > 1:
-            from factcli.types import test_key
-
-            # a test's repeats share the store's test key, so `view` groups them alike
-            key = test_key(row.step.test.description, row.step.vars)
-            self.clusters.setdefault(key, Cluster()).add(row.success, row.score)
-            return
-        self.rows += 1
-        self.passes += bool(row.success)
-        if _finite(row.score):
-            self.scores.append(row.score)
-
-    def stats(self) -> dict:
-        if self.repeat > 1:
-            return column_stats(self.clusters.values(), self.repeat)
-        return row_stats(self.rows, self.passes, self.scores)
-
-
-def fill(run) -> None:
-    """Compute the stats of `run`'s columns (an EvalRun's, from its rows) where they are missing; a
-    run that executed here has them already (EvalRun.finalize)."""
-    todo = {i: ColumnSample(getattr(run, "repeat", 1) or 1)
-            for i, m in enumerate(run.metrics) if not getattr(m, "stats", None)}
-    if not todo:
-        return
-    for r in run.all_rows():
-        sample = todo.get(r.step.prompt_idx)
-        if sample is not None:
-            sample.add(r)
-    for i, sample in todo.items():
-        run.metrics[i].stats = sample.stats()
-
-
-def run_interval(run) -> list[float] | None:
-    """The normal interval of the whole run's pass rate (every column's rows together)."""
-    rate = wald_interval(run.successes, run.successes + run.failures + run.errors)
-    return [rate["low"], rate["high"]] if rate else None
-
-
 # ---------------------------------------------------------------- two runs
 
 
@@ -322,40 +157,3 @@ def difference(a: dict[str, list[tuple[float, float]]] | None, b: dict[str, list
     beyond = low > 0 or high < 0
     return {"delta": delta, "ci95": [low, high], "method": method, "beyondNoise": beyond,
             "verdict": "beyond noise" if beyond else "within noise"}
-
-
-# ---------------------------------------------------------------- text
-
-
-def fmt_rate(value: float | None, margin: float | None) -> str:
-    """A proportion as the FACTS paper prints it: `91.4% ± 1.9` (points)."""
-    if value is None:
-        return "n/a"
-    if margin is None or math.isnan(margin):
-        return f"{value * 100:.1f}%"
-    return f"{value * 100:.1f}% ± {margin * 100:.1f}"
-
-
-def fmt_interval(ci: Sequence[float] | None, digits: int = 3) -> str:
-    if not ci:
-        return ""
-    return f"[{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
-
-
-def repeat_cells(st: dict, k: int) -> list[str]:
-    """pass@k, pass^k and the flip rate of one column, as table cells."""
-    at, hat = (st.get("passAtK") or {}).get(str(k)), (st.get("passHatK") or {}).get(str(k))
-    flip = st.get("flipRate")
-    return ["—" if at is None else f"{at * 100:.1f}%", "—" if hat is None else f"{hat * 100:.1f}%",
-            "—" if flip is None else f"{flip * 100:.1f}% ({st.get('flakyTests', 0)}/{st.get('repeatedTests', 0)})"]
-
-
-def legend(nonbinary: bool, repeat: int) -> str:
-    """One line under a table saying what its intervals and repeat columns are."""
-    parts = ["95% intervals: pass rate ± 1.96·√(p(1−p)/N)"]
-    if nonbinary:
-        parts.append(f"score [percentile bootstrap, {RESAMPLES} resamples over tests]")
-    if repeat > 1:
-        parts.append(f"pass@{repeat}: some of {repeat} repeats pass, pass^{repeat}: all pass, "
-                     "flip rate: tests whose repeats disagree")
-    return "; ".join(parts)

@@ -83,10 +83,6 @@ def _migrations():
     return migrations
 
 
-# ---------------------------------------------------------------- secrets
-
-
-
 # ---------------------------------------------------------------- the database
 
 
@@ -297,5 +293,3 @@ def shown_status(run: dict) -> str:
     if run["status"] == "started":
         return "running" if pid_alive(run.get("pid"), run.get("host")) else "interrupted"
     return run["status"]
-
-

@@ -19,7 +19,6 @@ def clean(value: Any) -> Any:
     return value
 
 
-
 def finite(doc: Any) -> Any:
     """`doc` with NaN/±Infinity as None; a C-speed check first, the walk only when needed."""
     import json
@@ -29,7 +28,6 @@ def finite(doc: Any) -> Any:
         return doc
     except ValueError:
         return clean(doc)
-
 
 
 def dumps_finite(value: Any, indent: int | None = None) -> str:

@@ -12,10 +12,20 @@ import math
 from typing import Any
 
 from factcli.store.database import Store, now
-from factcli.store.redact import Scrubber
 from factcli.store.encode import loads
-from factcli.types import (EvalResult, EvalStep, Prompt, ProviderResponse, ProviderSpec, TestCase, TokenUsage,
-                           grading_from_json, test_key, tokens_from_json)
+from factcli.store.redact import Scrubber
+from factcli.types import (
+    EvalResult,
+    EvalStep,
+    Prompt,
+    ProviderResponse,
+    ProviderSpec,
+    TestCase,
+    TokenUsage,
+    grading_from_json,
+    test_key,
+    tokens_from_json,
+)
 
 
 def _num(value: Any) -> float | None:
@@ -64,6 +74,12 @@ def to_record(run_id: str, r: EvalResult, seq: int, scrub: Scrubber) -> dict:
         "vars_json": scrub.dumps(dict(step.vars)), "rendered_prompt": scrub.text(r.rendered_prompt),
         "extra_json": scrub.dumps(extra), "created_at": now(),
     }
+
+
+def write_row(store: Store, run_id: str, r: EvalResult, seq: int, scrub: Scrubber) -> None:
+    """A finished row's one trip into the store: made a record (secrets scrubbed, NaN as null, JSON
+    encoded once) and upserted, uncommitted; the session commits."""
+    store.upsert_result(to_record(run_id, r, seq, scrub), commit=False)
 
 
 # ---------------------------------------------------------------- back from the store
@@ -148,9 +164,6 @@ def metrics_from_json(text: str | None):
                                   if k in ("prompt", "completion", "total", "cached", "num_requests")})
         setattr(m, f.name, value)
     return m
-
-
-# ---------------------------------------------------------------- a stored run as an EvalRun
 
 
 # ---------------------------------------------------------------- a run's rows, in memory or in the store

@@ -72,17 +72,13 @@ def scrub_text(text: str, env_values: dict[str, str] | None = None) -> str:
 _SECRET_KEY_LOWER = re.compile(SECRET_KEY.pattern)  # the pattern is lower case
 
 
-
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\benv\.([A-Za-z_][A-Za-z0-9_]*)")
-
 
 
 _SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie|password", re.IGNORECASE)
 
 
-
 _ENV_NAME_KEY = re.compile(r"env[_-]?var|envar", re.IGNORECASE)
-
 
 
 class Scrubber:
@@ -196,12 +192,10 @@ class Scrubber:
                 os.unlink(tmp)
 
 
-
 def _xml_escape(value: str) -> str:
     import html
 
     return html.escape(value, quote=True)
-
 
 
 def _config_secrets(config: Any) -> Iterable[tuple[str, str]]:
