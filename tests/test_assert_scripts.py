@@ -15,21 +15,31 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import write
+from parity_compare import differences
 from typer.testing import CliRunner
 
-from conftest import write
+from factcli.assertions.scripts import parse_float
+from factcli.cli import app
+from factcli.config.context import Ctx
+from factcli.config.loader import parse_test
+from factcli.errors import ConfigError
 from factcli.scoring.registry import AssertionError_
 from factcli.scoring.scorer import run_assertions
-from factcli.assertions.scripts import parse_float
+from factcli.scripting.node import (
+    JSError,
+    NodeNotFound,
+    NodeTimeout,
+    NodeWorker,
+    NodeWorkerError,
+)
 from factcli.scripting.python import build_python_script
-from factcli.cli import app
-from factcli.config.loader import parse_test
-from factcli.config.context import Ctx
-from factcli.errors import ConfigError
-from factcli.scripting.node import JSError, NodeNotFound, NodeTimeout, NodeWorker, NodeWorkerError
-from factcli.scripting.transforms import TransformError, apply_transform, check_transform
+from factcli.scripting.transforms import (
+    TransformError,
+    apply_transform,
+    check_transform,
+)
 from factcli.types import ProviderResponse, ProviderSpec
-from parity_compare import differences
 
 HAS_NODE = shutil.which("node") is not None
 needs_node = pytest.mark.skipif(not HAS_NODE, reason="Node.js is not installed")

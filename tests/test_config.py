@@ -3,13 +3,13 @@
 import json
 
 import pytest
+from conftest import write
 from typer.testing import CliRunner
 
-from conftest import write
 from factcli.cli import app
 from factcli.config.loader import load_suite
-from factcli.errors import ConfigError
 from factcli.config.plan import expand
+from factcli.errors import ConfigError
 
 runner = CliRunner()
 

@@ -16,9 +16,9 @@ import sys
 import time
 
 import pytest
+from conftest import write
 from typer.testing import CliRunner
 
-from conftest import write
 from factcli.cli import app
 from factcli.store.database import Store
 

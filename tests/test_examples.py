@@ -3,9 +3,9 @@
 import json
 
 import pytest
+from conftest import ROOT
 from typer.testing import CliRunner
 
-from conftest import ROOT
 from factcli.cli import app
 from factcli.config.loader import load_suite
 

@@ -3,11 +3,11 @@
 import json
 
 import pytest
+from conftest import write
 from typer.testing import CliRunner
 
-from conftest import write
-from factcli.methods.factual_correctness import f_beta
 from factcli.cli import app
+from factcli.methods.factual_correctness import f_beta
 
 REFERENCE = "Paris is the capital of France. The Eiffel Tower was completed in 1889."
 BAD = "Paris is the capital of France. The Eiffel Tower was built in 1500."

@@ -4,11 +4,11 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import write
+from parity_compare import differences
 from typer.testing import CliRunner
 
-from conftest import write
 from factcli.cli import app
-from parity_compare import differences
 
 PARITY = Path(__file__).parent / "parity" / "graders"
 runner = CliRunner()

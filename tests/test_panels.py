@@ -5,9 +5,9 @@ import json
 
 import pytest
 from aiohttp import web
+from conftest import write
 from typer.testing import CliRunner
 
-from conftest import write
 from factcli.cli import app
 from factcli.scoring.panels import JudgeVerdict, aggregate, model_family, same_family
 

@@ -9,7 +9,6 @@ import pytest
 
 from factcli.scoring import registry
 
-
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 SOURCE = ROOT / "factcli"

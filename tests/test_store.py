@@ -11,13 +11,13 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, write
+from parity_compare import differences
 from typer.testing import CliRunner
 
-from conftest import ROOT, write
 from factcli.cli import app
 from factcli.errors import FactcliError
 from factcli.store.database import MIGRATION_NAMES, Store, default_path
-from parity_compare import differences
 
 runner = CliRunner()
 PARITY = ROOT / "tests" / "parity"

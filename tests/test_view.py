@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import ROOT, write
 from typer.testing import CliRunner
 
-from conftest import ROOT, write
 from factcli.cli import app
 from factcli.store.database import Store
 

@@ -20,12 +20,25 @@ import json
 import math
 
 from factcli import templating
-from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
-from factcli.scoring.grading import (FIRST_LETTER, as_template_text, extract_json_objects, grader_error,
-                             parse_json_maybe, render_grading_prompt)
-from factcli.scoring.panels import JudgeVerdict, PanelConfigError, aggregate, aggregate_mode, describe, judge_names
-from factcli.types import GradingResult, TokenUsage
 from factcli.assertions import prompts
+from factcli.scoring.grading import (
+    FIRST_LETTER,
+    as_template_text,
+    extract_json_objects,
+    grader_error,
+    parse_json_maybe,
+    render_grading_prompt,
+)
+from factcli.scoring.panels import (
+    JudgeVerdict,
+    PanelConfigError,
+    aggregate,
+    aggregate_mode,
+    describe,
+    judge_names,
+)
+from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
+from factcli.types import GradingResult, TokenUsage
 
 
 def _grader(ctx: AssertionContext):

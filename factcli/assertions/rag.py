@@ -35,10 +35,16 @@ from typing import Any
 
 from factcli import templating
 from factcli.assertions import rag_prompts as prompts
-from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.assertions.graded import _grader, _rubric
-from factcli.scoring.grading import (as_template_text, extract_json_objects, grader_error, load_rubric_prompt,
-                             parse_json_maybe, render_grading_prompt)
+from factcli.scoring.grading import (
+    as_template_text,
+    extract_json_objects,
+    grader_error,
+    load_rubric_prompt,
+    parse_json_maybe,
+    render_grading_prompt,
+)
+from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.types import GradingResult, TokenUsage
 
 EPSILON = 2.220446049250313e-16  # JavaScript's Number.EPSILON

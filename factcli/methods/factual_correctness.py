@@ -30,10 +30,25 @@ import asyncio
 import json
 
 from factcli import templating
-from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
-from factcli.methods.claims import JudgeCall, JudgeError, aligned_verdicts, ask_json, judges_for, numbered, step_prompt, string_list
+from factcli.methods.claims import (
+    JudgeCall,
+    JudgeError,
+    aligned_verdicts,
+    ask_json,
+    judges_for,
+    numbered,
+    step_prompt,
+    string_list,
+)
 from factcli.scoring.grading import grader_error
-from factcli.scoring.panels import JudgeVerdict, PanelConfigError, aggregate, aggregate_mode, judge_names
+from factcli.scoring.panels import (
+    JudgeVerdict,
+    PanelConfigError,
+    aggregate,
+    aggregate_mode,
+    judge_names,
+)
+from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.types import GradingResult, ProviderSpec, TokenUsage
 
 VERDICTS = {"SUPPORTED": "SUPPORTED", "CONTRADICTED": "CONTRADICTED", "NEUTRAL": "NEUTRAL",
