@@ -26,19 +26,9 @@ from factcli.config.loader import parse_test
 from factcli.errors import ConfigError
 from factcli.scoring.registry import AssertionError_
 from factcli.scoring.scorer import run_assertions
-from factcli.scripting.node import (
-    JSError,
-    NodeNotFound,
-    NodeTimeout,
-    NodeWorker,
-    NodeWorkerError,
-)
+from factcli.scripting.node import JSError, NodeNotFound, NodeTimeout, NodeWorker, NodeWorkerError
 from factcli.scripting.python import build_python_script
-from factcli.scripting.transforms import (
-    TransformError,
-    apply_transform,
-    check_transform,
-)
+from factcli.scripting.transforms import TransformError, apply_transform, check_transform
 from factcli.types import ProviderResponse, ProviderSpec
 
 HAS_NODE = shutil.which("node") is not None

@@ -11,19 +11,8 @@ import json
 import math
 
 from factcli import templating
-from factcli.scoring.grading import (
-    as_template_text,
-    grader_error,
-    parse_json_maybe,
-    render_grading_prompt,
-)
-from factcli.types import (
-    COMPARE_TYPES,
-    FAILURE_ASSERT,
-    EvalResult,
-    GradingResult,
-    compares,
-)
+from factcli.scoring.grading import as_template_text, grader_error, parse_json_maybe, render_grading_prompt
+from factcli.types import COMPARE_TYPES, FAILURE_ASSERT, EvalResult, GradingResult, compares
 
 
 def _find(result: EvalResult, kind: str):

@@ -29,14 +29,7 @@ from factcli.scoring.grading import (
     parse_json_maybe,
     render_grading_prompt,
 )
-from factcli.scoring.panels import (
-    JudgeVerdict,
-    PanelConfigError,
-    aggregate,
-    aggregate_mode,
-    describe,
-    judge_names,
-)
+from factcli.scoring.panels import JudgeVerdict, PanelConfigError, aggregate, aggregate_mode, describe, judge_names
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.types import GradingResult, TokenUsage
 

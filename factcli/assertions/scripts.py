@@ -32,13 +32,7 @@ from factcli import templating
 from factcli.errors import ConfigError
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.scripting.python import ScriptError, run_python_file, run_python_inline
-from factcli.scripting.values import (
-    is_grading_result,
-    is_number,
-    numbers_of,
-    plain,
-    tokens_of,
-)
+from factcli.scripting.values import is_grading_result, is_number, numbers_of, plain, tokens_of
 from factcli.types import GradingResult
 
 JS_SUFFIXES = (".js", ".cjs", ".mjs")

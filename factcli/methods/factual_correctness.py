@@ -41,13 +41,7 @@ from factcli.methods.claims import (
     string_list,
 )
 from factcli.scoring.grading import grader_error
-from factcli.scoring.panels import (
-    JudgeVerdict,
-    PanelConfigError,
-    aggregate,
-    aggregate_mode,
-    judge_names,
-)
+from factcli.scoring.panels import JudgeVerdict, PanelConfigError, aggregate, aggregate_mode, judge_names
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.types import GradingResult, ProviderSpec, TokenUsage
 

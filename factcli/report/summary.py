@@ -28,12 +28,7 @@ class Progress:
         self.errors = sum(m.test_error for m in done)
         self._progress = None
         if enabled and total and sys.stderr.isatty():
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                TextColumn,
-                TimeRemainingColumn,
-            )
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
             from rich.progress import Progress as RichProgress
 
             self._progress = RichProgress(

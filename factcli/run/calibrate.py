@@ -16,15 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from factcli.config.labels import (
-    GraderConfig,
-    LabeledItem,
-    build_suite,
-    check_items,
-    load_items,
-    name_configs,
-    plan,
-)
+from factcli.config.labels import GraderConfig, LabeledItem, build_suite, check_items, load_items, name_configs, plan
 from factcli.errors import FactcliError
 from factcli.report.calibration import render, write_json
 from factcli.stats.agreement import binary_metrics

@@ -15,15 +15,7 @@ from dataclasses import dataclass
 
 from factcli import settings
 from factcli.errors import AbortRun
-from factcli.providers.base import (
-    AUTH,
-    FATAL,
-    RATE_LIMIT,
-    TRANSIENT,
-    Provider,
-    ProviderCallError,
-    RenderedPrompt,
-)
+from factcli.providers.base import AUTH, FATAL, RATE_LIMIT, TRANSIENT, Provider, ProviderCallError, RenderedPrompt
 from factcli.run.cache import ResponseCache, cache_key
 from factcli.store.redact import scrub_text
 from factcli.types import ProviderResponse

@@ -16,13 +16,7 @@ from factcli import templating
 from factcli.scoring.registry import AssertionContext, AssertionError_, lookup
 from factcli.scripting.python import ScriptError, run_python_file
 from factcli.scripting.values import is_grading_result, numbers_of, plain, tokens_of
-from factcli.types import (
-    Assertion,
-    GradingResult,
-    ProviderResponse,
-    TestCase,
-    TokenUsage,
-)
+from factcli.types import Assertion, GradingResult, ProviderResponse, TestCase, TokenUsage
 
 ASSERTIONS_MAX_CONCURRENCY = 3
 

@@ -1,14 +1,7 @@
 """Statistics as pure functions of counts and scores: intervals (Wald, bootstrap, differences),
 pass@k and repeat statistics, and per-column summaries. `from factcli import stats` gives all of them."""
 
-from factcli.stats.columns import (
-                                     Cluster,
-                                     ColumnSample,
-                                     column_stats,
-                                     fill,
-                                     row_stats,
-                                     run_interval,
-)
+from factcli.stats.columns import Cluster, ColumnSample, column_stats, fill, row_stats, run_interval
 from factcli.stats.intervals import (
                                      RESAMPLES,
                                      Z95,
