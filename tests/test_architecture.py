@@ -1,0 +1,89 @@
+"""The shape of the package (docs/architecture.md): imports flow down the stages, no module imports
+itself back through a circle, no module is over 700 lines, and the top level stays small."""
+
+import contextlib
+import io
+
+import grimp
+from importlinter.cli import lint_imports
+
+from conftest import ROOT
+
+PACKAGE = ROOT / "factcli"
+MAX_LINES = 700
+MAX_TOP_LEVEL = 18
+
+
+def test_imports_flow_down_the_stages():
+    """The contracts in pyproject.toml: a layers contract over all of factcli (exhaustive, so a new
+    package must be placed in it) with independent siblings on a level."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.chdir(ROOT):
+        code = lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True, no_logo=True)
+    assert code == 0, out.getvalue()
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_cycle_finder_finds_a_circle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_module_imports_itself_back():
+    """Function-level imports count too: grimp reads every import statement."""
+    graph = grimp.build_graph("factcli", cache_dir=None)
+    edges = {m: {i for i in graph.find_modules_directly_imported_by(m) if i.split(".")[0] == "factcli"}
+             for m in graph.modules}
+    assert _cycles(edges) == []
+
+
+def test_no_module_is_over_700_lines():
+    sizes = {str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines())
+             for p in PACKAGE.rglob("*.py")}
+    assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
+
+
+def test_the_top_level_shows_the_stages():
+    entries = sorted(p.name for p in PACKAGE.iterdir() if p.name != "__pycache__")
+    assert len(entries) <= MAX_TOP_LEVEL, entries
