@@ -268,6 +268,8 @@ def parse_yaml(text: str, file: str) -> Any:
     try:
         return check_aliases(yaml.load(text, Loader=_UniqueKeyLoader), file)
     except yaml.MarkedYAMLError as exc:
+        if "maximum nesting depth" in str(exc.problem):  # PyYAML >= 6.0.4 stops deep documents itself
+            raise _too_deep(file) from None
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         raise ConfigError(f"invalid YAML: {where}{exc.problem or exc.context}", file) from None
@@ -280,7 +282,7 @@ def parse_yaml(text: str, file: str) -> Any:
     except yaml.YAMLError as exc:
         raise ConfigError("invalid YAML: " + " ".join(str(exc).split()), file) from None
     except RecursionError:
-        raise ConfigError("invalid YAML: nested too deeply", file) from None
+        raise _too_deep(file) from None
 
 
 def load_structured(path: Path, file: str | None = None) -> Any:

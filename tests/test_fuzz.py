@@ -266,7 +266,7 @@ def test_deeply_nested_and_exotic_yaml(tmp_path):
     (tmp_path / "bin.csv").write_bytes(b"a,b\n\xff,\xfe\n")
     # what the line must say, beyond naming the file (each was a traceback or a two-line message once)
     expected = {
-        "deep-list.yaml": "nested more than 100 levels", "deep-map.yaml": "nested too deeply",
+        "deep-list.yaml": "nested more than 100 levels", "deep-map.yaml": "nested more than 100 levels",
         "nul.yaml": "line 1, column 13", "latin1.yaml": "not UTF-8", "python-tag.yaml": "line 1, column 10",
         "bad-repeat.yaml": "evaluateOptions.repeat", "bad-mc.yaml": "evaluateOptions.maxConcurrency",
         "bad-delay.yaml": "evaluateOptions.delay", "huge-int.yaml": "evaluateOptions.maxConcurrency",
