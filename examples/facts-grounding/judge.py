@@ -3,7 +3,7 @@ from word overlap, so the example runs without a key. Replace it with real model
 configs/facts-grounding.yaml) to measure anything.
 
 The grader prompt arrives as the JSON text of the chat messages; the first line of the user
-message names the step (see factcli/assertions/facts_prompts.py). A sentence counts as supported
+message names the step (see factcli/methods/facts_prompts.py). A sentence counts as supported
 when at least `overlap` (config, default 0.8) of its content words appear in one sentence of the
 context; a response of fewer than `min_words` (default 15) words has Major Issue(s).
 """

@@ -1,6 +1,6 @@
 """A stand-in FActScore judge for offline runs (not a real model), as a python grader provider.
 
-It reads factcli's default factscore prompts (see factcli/assertions/factscore_prompts.py):
+It reads factcli's default factscore prompts (see factcli/methods/factscore_prompts.py):
 - decomposition (`<sentences>`): one atomic fact per sentence, with a leading He/She/They replaced
   by the topic;
 - verification (`<passages>` and `<facts>`): a fact is true when every content word of it occurs in

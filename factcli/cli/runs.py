@@ -157,11 +157,11 @@ def diff_cmd(
     """Compare two runs: rows that flipped between PASS, FAIL and ERROR, and metric deltas per column.
 
     Rows are matched by test description and vars (not position), repeat and column."""
-    from factcli.report import show as detail
+    from factcli.report.diff import diff_runs
 
     with _store(db) as store:
         a, b = store.resolve(run_a), store.resolve(run_b)
-        detail.diff_runs(store, a, b, as_json)
+        diff_runs(store, a, b, as_json)
 
 
 @app.command("export")

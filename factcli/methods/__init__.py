@@ -1,1 +1,2 @@
-"""methods"""
+"""The claim-level factuality methods and what they share: claims and judge calls, factual-correctness,
+FActScore with its knowledge sources, FACTS Grounding, their prompts and per-column method reports."""

@@ -479,3 +479,9 @@ def render_runs(console, runs: list[dict], terminal: bool, counts: dict[str, int
         table.add_row(r["id"], when(r.get("created_at")), status, f"{done}/{r.get('total_steps') or 0}", rate,
                       duration(r.get("duration_ms")), Text(one_line(what, 60)))
     console.print(table)
+
+
+def print_json(doc: Any) -> None:
+    import typer
+
+    typer.echo(json.dumps(doc, ensure_ascii=False, indent=2, default=str))
