@@ -5,9 +5,8 @@ import contextlib
 import io
 
 import grimp
-from importlinter.cli import lint_imports
-
 from conftest import ROOT
+from importlinter.cli import lint_imports
 
 PACKAGE = ROOT / "factcli"
 MAX_LINES = 700

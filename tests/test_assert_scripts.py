@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from factcli.assertions.scripts import parse_float
 from factcli.cli import app
 from factcli.config.context import Ctx
-from factcli.config.loader import parse_test
+from factcli.config.testcases import parse_test
 from factcli.errors import ConfigError
 from factcli.scoring.registry import AssertionError_
 from factcli.scoring.scorer import run_assertions

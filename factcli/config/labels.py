@@ -13,7 +13,9 @@ from typing import Any
 
 from factcli import sources
 from factcli.config.context import Ctx, check_keys
-from factcli.config.loader import Suite, make_prompt, parse_assertion
+from factcli.config.loader import Suite
+from factcli.config.prompts import make_prompt
+from factcli.config.testcases import parse_assertion
 from factcli.errors import ConfigError, FactcliError, did_you_mean
 from factcli.types import Assertion, ProviderSpec, TestCase
 

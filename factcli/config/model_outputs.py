@@ -12,7 +12,9 @@ from pathlib import Path
 
 from factcli import sources
 from factcli.config.context import Ctx
-from factcli.config.loader import Suite, make_prompt, merge_default, parse_assertion
+from factcli.config.loader import Suite
+from factcli.config.prompts import make_prompt
+from factcli.config.testcases import merge_default, parse_assertion
 from factcli.errors import ConfigError
 from factcli.types import ProviderSpec, TestCase
 

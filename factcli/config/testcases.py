@@ -1,0 +1,217 @@
+"""A test and its assertions, validated: vars (and var files), options, thresholds, assert-sets, each
+assertion type checked against the registry, and defaultTest merged into every test."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from factcli import sources
+from factcli.config.context import Ctx, check_keys, expect, number
+from factcli.errors import ConfigError, did_you_mean
+from factcli.types import EMPTY_DICT, Assertion, TestCase
+
+TEST_KEYS = {"description", "vars", "assert", "options", "threshold", "metadata", "providerOutput",
+             "assertScoringFunction"}
+
+
+ASSERT_KEYS = {"type", "value", "threshold", "weight", "provider", "rubricPrompt", "metric",
+               "transform", "contextTransform", "config", "assert", "$ref"}
+
+
+OPTION_KEYS = {"provider", "rubricPrompt", "factuality", "prefix", "suffix", "transform",
+               "postprocess", "disableDefaultAsserts", "disableVarExpansion", "runSerially",
+               "storeOutputAs"}
+
+
+def parse_test(t: Any, ctx: Ctx, where: str, is_default: bool = False) -> TestCase:
+    expect(isinstance(t, dict), f"expected a test mapping, got {type(t).__name__}", ctx.file, where)
+    check_keys(t, TEST_KEYS, ctx.file, where)
+    vars_ = t.get("vars") or {}
+    if sources.is_file_ref(vars_):
+        p, _ = sources.ref_path(vars_, ctx.base)
+        vars_ = sources.load_structured(p)
+    expect(isinstance(vars_, dict), "expected a mapping of variables", ctx.file, where + ".vars")
+    resolved = {}
+    same = True
+    for k, v in vars_.items():
+        value = resolved[str(k)] = _resolve_var(v, ctx, f"{where}.vars.{k}")
+        same = same and value is v and type(k) is str
+    if same:  # nothing to resolve: share the mapping as written (vars are never written to)
+        resolved = vars_
+    options = t.get("options") or {}
+    expect(isinstance(options, dict), "expected a mapping", ctx.file, where + ".options")
+    check_keys(options, OPTION_KEYS, ctx.file, where + ".options")
+    from factcli.scripting.transforms import check_transform
+
+    options = dict(options)
+    for key in ("transform", "postprocess"):
+        if key in options:
+            options[key] = check_transform(options[key], ctx.file, f"{where}.options.{key}", ctx.base)
+    for key in ("prefix", "suffix"):
+        if key in options and not isinstance(options[key], str):
+            raise ConfigError("expected a string", ctx.file, f"{where}.options.{key}")
+    asserts = t.get("assert") or []
+    expect(isinstance(asserts, list), "expected a list of assertions", ctx.file, where + ".assert")
+    parsed = [parse_assertion(a, ctx, f"{where}.assert[{i}]") for i, a in enumerate(asserts)]
+    threshold = t.get("threshold")
+    if threshold is not None:
+        threshold = number(threshold, ctx.file, where + ".threshold")
+    metadata = t.get("metadata") or {}
+    expect(isinstance(metadata, dict), "expected a mapping", ctx.file, where + ".metadata")
+    desc = t.get("description")
+    from factcli.scoring.grading import load_rubric_prompt
+
+    if "rubricPrompt" in options:
+        options["rubricPrompt"] = load_rubric_prompt(options["rubricPrompt"], ctx.base, ctx.file,
+                                                     where + ".options.rubricPrompt")
+    raw = dict(t)
+    if raw.get("assertScoringFunction") is not None:
+        from factcli.assertions.scripts import check_scoring_function
+
+        raw["assertScoringFunction"] = check_scoring_function(raw["assertScoringFunction"], ctx.base, ctx.file,
+                                                              where + ".assertScoringFunction")
+    return TestCase(
+        description=None if desc is None else str(desc), vars=resolved, assertions=parsed,
+        threshold=threshold, options=dict(options), metadata=dict(metadata),
+        provider_output=t.get("providerOutput"), raw=raw, source=(ctx.file, where),
+    )
+
+
+def _resolve_var(v: Any, ctx: Ctx, where: str) -> Any:
+    if sources.is_file_ref(v):
+        return sources.load_var_file(v, ctx.base, ctx.file, where)
+    if isinstance(v, list):
+        return [_resolve_var(x, ctx, where) if sources.is_file_ref(x) else x for x in v]
+    return v
+
+
+def parse_assertion(a: Any, ctx: Ctx, where: str, in_set: bool = False) -> Assertion:
+    from factcli.scoring import registry as core
+
+    expect(isinstance(a, dict), f"expected an assertion mapping, got {type(a).__name__}", ctx.file, where)
+    if "$ref" in a:
+        ref = a["$ref"]
+        prefix = "#/assertionTemplates/"
+        expect(isinstance(ref, str) and ref.startswith(prefix),
+                f"$ref must look like '{prefix}NAME'", ctx.file, where + ".$ref")
+        name = ref[len(prefix):]
+        if name not in ctx.templates:
+            raise ConfigError(f"unknown assertion template '{name}'{did_you_mean(name, ctx.templates)}",
+                              ctx.file, where + ".$ref")
+        a = {**ctx.templates[name], **{k: v for k, v in a.items() if k != "$ref"}}
+    check_keys(a, ASSERT_KEYS - {"$ref"}, ctx.file, where)
+    typ = a.get("type")
+    expect(isinstance(typ, str) and typ, "an assertion needs a 'type'", ctx.file, where + ".type")
+    base = typ[4:] if typ.startswith("not-") else typ
+    if base == "assert-set":
+        expect(not in_set, "assert-set cannot be nested inside another assert-set", ctx.file, where + ".type")
+        expect(not typ.startswith("not-"), "assert-set has no not- form", ctx.file, where + ".type")
+        children = a.get("assert")
+        expect(isinstance(children, list) and children, "an assert-set needs an 'assert' list",
+                ctx.file, where + ".assert")
+        kids = [parse_assertion(c, ctx, f"{where}.assert[{i}]", in_set=True) for i, c in enumerate(children)]
+        return Assertion(
+            type="assert-set", threshold=_opt_num(a, "threshold", ctx, where),
+            weight=_opt_num(a, "weight", ctx, where, 1.0), metric=a.get("metric"),
+            config=a.get("config") or {}, children=kids, raw=a,
+        )
+    if base in core.UNSUPPORTED:
+        raise ConfigError(f"assertion type '{typ}' is not supported: {core.UNSUPPORTED[base]}", ctx.file, where + ".type")
+    kind = core.lookup(typ)
+    if kind is None:
+        raise ConfigError(f"unknown assertion type '{typ}'{did_you_mean(base, core.known_types())}",
+                          ctx.file, where + ".type")
+    expect("assert" not in a, "only assert-set takes an 'assert' list", ctx.file, where + ".assert")
+    metric = a.get("metric")
+    expect(metric is None or isinstance(metric, str), "expected a string", ctx.file, where + ".metric")
+    config = a.get("config") or {}
+    expect(isinstance(config, dict), "expected a mapping", ctx.file, where + ".config")
+    value = a.get("value")
+    if kind.needs_value and value is None:
+        raise ConfigError(f"'{typ}' needs a 'value'", ctx.file, where + ".value")
+    from factcli.scripting.transforms import check_transform
+
+    if base in ("javascript", "python"):
+        from factcli.assertions.scripts import check_script_value
+
+        value = check_script_value(typ, value, ctx.base, ctx.file, where + ".value")
+    elif sources.is_file_ref(value):
+        value = _assertion_value_file(value, typ, ctx, where + ".value")
+    from factcli.scoring.grading import load_rubric_prompt
+
+    return Assertion(
+        type=typ, value=value, threshold=_opt_num(a, "threshold", ctx, where),
+        weight=_opt_num(a, "weight", ctx, where, 1.0), metric=metric, provider=a.get("provider"),
+        rubric_prompt=load_rubric_prompt(a.get("rubricPrompt"), ctx.base, ctx.file, where + ".rubricPrompt"),
+        transform=check_transform(a.get("transform"), ctx.file, where + ".transform", ctx.base),
+        context_transform=check_transform(a.get("contextTransform"), ctx.file, where + ".contextTransform", ctx.base),
+        config=config, raw=a,
+    )
+
+
+def _assertion_value_file(ref: str, typ: str, ctx: Ctx, where: str):
+    """promptfoo's processFileReference: .txt trimmed, .json/.yaml parsed; scripts come later."""
+    path, _ = sources.ref_path(ref, ctx.base)
+    suffix = path.suffix.lower()
+    if suffix in (".json", ".yaml", ".yml"):
+        return sources.load_structured(path, ctx.file)
+    if suffix == ".txt":
+        return sources.read_text(path, ctx.file, where).strip()
+    raise ConfigError(f"unsupported file type for an assertion value: {path.name} (use .txt, .json or .yaml)",
+                      ctx.file, where)
+
+
+def _opt_num(a: dict, key: str, ctx: Ctx, where: str, default=None):
+    if a.get(key) is None:
+        return default
+    return number(a[key], ctx.file, f"{where}.{key}")
+
+
+_raws_cache: tuple[list, list] = ([], [])
+
+
+def _shared_raws(asserts: list) -> list:
+    """[a.raw for a in asserts], one list for consecutive tests sharing defaultTest's assertions."""
+    global _raws_cache
+    if _raws_cache[0] is not asserts:
+        _raws_cache = (asserts, [a.raw for a in asserts])
+    return _raws_cache[1]
+
+
+def merge_default(test: TestCase, default: TestCase, cli_vars: dict | None = None) -> TestCase:
+    """promptfoo-semantics §1: assert appended, vars/options/metadata shallow, threshold falls back.
+
+    `test` is a freshly parsed test that the merged one replaces: its dicts are reused where the
+    merge would copy them unchanged (a large suite holds one set per test, not two)."""
+    options = ({**default.options, **test.options} if default.options and test.options
+               else test.options or default.options or EMPTY_DICT)
+    shared = not test.assertions and not options.get("disableDefaultAsserts")
+    if shared:  # the common case: only defaultTest's assertions, one list shared by every such test
+        asserts = default.assertions
+    else:
+        asserts = list(test.assertions)
+        if not options.get("disableDefaultAsserts"):
+            asserts = list(default.assertions) + asserts
+    vars_ = {**default.vars, **test.vars, **(cli_vars or {})} if default.vars or cli_vars else test.vars
+    raw = test.raw
+    raw["vars"] = vars_
+    if asserts:
+        raw["assert"] = _shared_raws(asserts) if shared else [a.raw for a in asserts]
+    if options:
+        raw["options"] = options
+    meta = ({**default.metadata, **test.metadata} if default.metadata and test.metadata
+            else test.metadata or default.metadata or EMPTY_DICT)
+    if meta:
+        raw["metadata"] = meta
+    threshold = test.threshold if test.threshold is not None else default.threshold
+    if threshold is not None:
+        raw["threshold"] = threshold
+    if not raw.get("assertScoringFunction") and default.raw.get("assertScoringFunction"):
+        raw["assertScoringFunction"] = default.raw["assertScoringFunction"]
+    return TestCase(
+        description=test.description, vars=vars_, assertions=asserts, threshold=threshold,
+        options=options, metadata=meta,
+        provider_output=test.provider_output if test.provider_output is not None else default.provider_output,
+        raw=raw, source=test.source,
+        grader_from_default="provider" not in test.options and "provider" in default.options,
+    )
