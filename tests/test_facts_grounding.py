@@ -12,9 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import ROOT, write
-from factcli.methods.facts_grounding import (facts_interval, facts_summary, format_facts_summary,
-                                                parse_eligibility, parse_implicit_span_level, parse_json_labels,
-                                                parse_span_level, read_final_answer, split_sentences)
+from factcli.methods.facts_grounding import facts_interval, facts_summary, format_facts_summary
+from factcli.methods.facts_parsing import (parse_eligibility, parse_implicit_span_level, parse_json_labels,
+                                          parse_span_level, read_final_answer, split_sentences)
 from factcli.methods.claims import JudgeError
 from factcli.cli import app
 

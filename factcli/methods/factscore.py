@@ -62,7 +62,7 @@ Abstention rules (`config.abstain`), from FActScore's `abstain_detection.py`:
   decomposer      the provider that decomposes (default: the first judge)
   concurrency     grader calls in flight per assertion (default 8)
   decompositionPrompt, verificationPrompt   step prompts (variables and reply schemas in
-                  factcli/assertions/factscore_prompts.py); inline text, chat messages or file://
+                  factcli/methods/factscore_prompts.py); inline text, chat messages or file://
 
 Result metadata: `factscore` (the score, None when abstained), `initScore` (before the penalty),
 `penalty`, `supported`, `total` (N), `abstained` (+ `abstainReason`), `facts` (per fact and judge:
@@ -77,7 +77,6 @@ and facts per response.
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -88,7 +87,8 @@ from factcli import templating
 from factcli.methods import reports as method_reports
 from factcli.methods import factscore_prompts as prompts
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
-from factcli.methods.claims import JudgeCall, JudgeError, aligned_verdicts, ask_json, judges_for, numbered, step_prompt, string_list
+from factcli.methods.claims import JudgeCall, JudgeError, judges_for, step_prompt
+from factcli.methods.factscore_facts import decompose, judge_name, verify
 from factcli.scoring.grading import grader_error, load_rubric_prompt, pick
 from factcli.scoring.panels import AGGREGATES, JudgeVerdict, aggregate, judge_names
 from factcli.methods.knowledge import (DEFAULT_PASSAGE_WORDS, KnowledgeError, KnowledgeSource, Passage, open_source,
@@ -99,11 +99,6 @@ DEFAULT_K = 5
 DEFAULT_GAMMA = 10
 DEFAULT_THRESHOLD = 0.5
 DEFAULT_CONCURRENCY = 8
-
-SUPPORTED, NOT_SUPPORTED = "SUPPORTED", "NOT_SUPPORTED"
-VERDICTS = {"TRUE": SUPPORTED, "FALSE": NOT_SUPPORTED, "SUPPORTED": SUPPORTED, "NOT_SUPPORTED": NOT_SUPPORTED,
-            "NOT SUPPORTED": NOT_SUPPORTED, "NOT-SUPPORTED": NOT_SUPPORTED, "UNSUPPORTED": NOT_SUPPORTED,
-            "1": SUPPORTED, "0": NOT_SUPPORTED}
 
 # FActScore's abstain_detection.py: phrases of a search-backed model that found nothing.
 PERPLEXITY_PHRASES = (
@@ -322,149 +317,15 @@ def _retrieve_all(source: KnowledgeSource, facts: list[str], k: int, topic: str 
     return out
 
 
-# ---------------------------------------------------------------- grader steps
+# ---------------------------------------------------------------- step prompts
 
 
 def _step(ctx: AssertionContext, key: str, default: Any) -> Any:
+    """A step's prompt from config; resolved here because `file://` is relative to the config file."""
     value = step_prompt(ctx, key, default)
     if isinstance(value, str) and value.startswith("file://"):
         value = load_rubric_prompt(value, _base_dir(ctx), "", f"config.{key}")
     return value
-
-
-def _judge_name(spec: ProviderSpec) -> str:
-    return spec.label or spec.id
-
-
-async def _decompose(ctx, spec: ProviderSpec, sentences: list[str], s: Settings, topic: str,
-                     call: JudgeCall, sem: asyncio.Semaphore) -> list[dict]:
-    template = _step(ctx, "decompositionPrompt", prompts.DECOMPOSE)
-
-    async def one(batch: list[str], sentence: str, step: str) -> list[str]:
-        variables = {**ctx.vars, "topic": topic, "response": ctx.output_text,
-                     "sentences": json.dumps(batch, ensure_ascii=False), "sentences_numbered": numbered(batch),
-                     "sentence": sentence}
-        async with sem:
-            obj = await ask_json(ctx, spec, template, variables, call, step)
-            raw = call.replies[-1]["reply"]  # this call's reply: nothing ran in between
-        return string_list(obj, "facts", step, raw)
-
-    if s.decompose == "sentence":
-        lists = await asyncio.gather(*(one([sent], sent, f"decompose sentence {i + 1}")
-                                       for i, sent in enumerate(sentences)))
-        return [{"text": f, "sentence": i + 1} for i, facts in enumerate(lists) for f in facts]
-    return [{"text": f} for f in await one(sentences, "", "decompose")]
-
-
-def _norm(text: str) -> str:
-    return " ".join(re.findall(r"\w+", str(text).lower()))
-
-
-def _evidence_numbers(raw: Any, n_passages: int, i: int, step: str) -> list[int]:
-    """The passage numbers a verdict cites; none is fine, a number that was not shown is not."""
-    if raw is None or raw is False or raw == "" or raw == []:
-        return []
-    items = raw if isinstance(raw, list) else [raw]
-    out = []
-    for item in items:
-        if isinstance(item, bool):
-            raise JudgeError(f"{step}: verdict {i + 1} has evidence {raw!r}, expected a passage number or null")
-        if isinstance(item, str):
-            stripped = item.strip().strip("[]").strip()
-            if stripped.lower() in ("", "null", "none", "n/a"):
-                continue
-            if not stripped.isdigit():
-                raise JudgeError(f"{step}: verdict {i + 1} has evidence {raw!r}, expected a passage number or null")
-            item = int(stripped)
-        if isinstance(item, float) and item.is_integer():
-            item = int(item)
-        if not isinstance(item, int):
-            raise JudgeError(f"{step}: verdict {i + 1} has evidence {raw!r}, expected a passage number or null")
-        if item == 0:
-            continue
-        if not 1 <= item <= n_passages:
-            raise JudgeError(f"{step}: verdict {i + 1} cites passage {item}, but passages 1-{n_passages} were shown")
-        out.append(item)
-    return out
-
-
-def _check_order(verdicts: list, facts: list[str], step: str) -> None:
-    """A verdict that names another fact of the list word for word means the list is out of order."""
-    normed = [_norm(f) for f in facts]
-    positions: dict[str, int] = {}
-    for j, n in enumerate(normed):
-        positions.setdefault(n, j)
-    for i, v in enumerate(verdicts):
-        named = v.get("fact") if isinstance(v, dict) else None
-        if not isinstance(named, str):
-            continue
-        n = _norm(named)
-        if n != normed[i] and n in positions:
-            raise JudgeError(f"{step}: verdict {i + 1} is about fact {positions[n] + 1} "
-                             f"({facts[positions[n]]!r}), not fact {i + 1}: the verdicts are out of order")
-
-
-def _passage_block(passages: list[Passage]) -> tuple[str, str]:
-    text = "\n\n".join(f"[{n}] Title: {p.title}\n{p.text}" for n, p in enumerate(passages, 1))
-    as_json = json.dumps([{"passage": n, "title": p.title, "text": p.text} for n, p in enumerate(passages, 1)],
-                         ensure_ascii=False)
-    return text, as_json
-
-
-def _shown_passages(groups: list[list[Passage]]) -> list[Passage]:
-    """The union of the facts' passages, once each: documents in order of first retrieval, and
-    passages in document order within each."""
-    titles: dict[str, None] = {}
-    seen: dict[str, Passage] = {}
-    for passages in groups:
-        for p in passages:
-            titles.setdefault(p.title, None)
-            seen.setdefault(p.id, p)
-    order = {t: i for i, t in enumerate(titles)}
-    return sorted(seen.values(), key=lambda p: (order[p.title], p.index))
-
-
-async def _verify(ctx, spec: ProviderSpec, facts: list[dict], retrieved: list[list[Passage]], s: Settings,
-                  topic: str, call: JudgeCall, sem: asyncio.Semaphore) -> list[dict]:
-    template = _step(ctx, "verificationPrompt", prompts.VERIFY)
-    size = s.batch_size or len(facts)
-    batches = [list(range(i, min(i + size, len(facts)))) for i in range(0, len(facts), size)]
-
-    async def one(indices: list[int], b: int) -> list[dict]:
-        step = "verify" if len(batches) == 1 else f"verify batch {b + 1}/{len(batches)}"
-        texts = [facts[i]["text"] for i in indices]
-        shown = _shown_passages([retrieved[i] for i in indices])
-        block, as_json = _passage_block(shown)
-        variables = {**ctx.vars, "topic": topic, "passages": block, "passages_json": as_json,
-                     "facts": json.dumps(texts, ensure_ascii=False), "facts_numbered": numbered(texts)}
-        async with sem:
-            obj = await ask_json(ctx, spec, template, variables, call, step)
-            raw = call.replies[-1]["reply"]  # this call's reply: nothing ran in between
-        try:
-            verdicts = aligned_verdicts(obj, texts, VERDICTS, step)
-            _check_order(obj["verdicts"], texts, step)
-            cited = [_evidence_numbers(v.get("evidence"), len(shown), i, step)
-                     for i, v in enumerate(obj["verdicts"])]
-        except JudgeError as exc:
-            raise JudgeError(str(exc), raw) from None
-        out = []
-        for i, v, nums in zip(indices, verdicts, cited):
-            passages = [shown[n - 1] for n in nums]
-            entry = {
-                "text": facts[i]["text"], "verdict": v["verdict"], "supported": v["verdict"] == SUPPORTED,
-                "reason": v["reason"],
-                "evidence": "\n\n".join(p.text for p in passages) or None,
-                "evidenceId": ", ".join(p.id for p in passages) or None,
-                "retrieved": [p.id for p in retrieved[i]],
-                "judge": _judge_name(spec),
-            }
-            if "sentence" in facts[i]:
-                entry["sentence"] = facts[i]["sentence"]
-            out.append(entry)
-        return out
-
-    parts = await asyncio.gather(*(one(ix, b) for b, ix in enumerate(batches)))
-    return [e for part in parts for e in part]
 
 
 # ---------------------------------------------------------------- the assertion
@@ -534,7 +395,8 @@ async def factscore(ctx: AssertionContext) -> GradingResult:
     sem = asyncio.Semaphore(s.concurrency)
     decompose_call = JudgeCall()
     try:
-        facts = await _decompose(ctx, decomposer, sentences, s, topic, decompose_call, sem)
+        decompose_prompt = _step(ctx, "decompositionPrompt", prompts.DECOMPOSE)
+        facts = await decompose(ctx, decomposer, decompose_prompt, sentences, s.decompose, topic, decompose_call, sem)
     except JudgeError as exc:
         tokens, cost = _add_cost([decompose_call])
         return grader_error(f"factscore: {exc}", exc.raw, tokens, **meta, judges=[],
@@ -554,10 +416,11 @@ async def factscore(ctx: AssertionContext) -> GradingResult:
 
     async def judge(spec: ProviderSpec, call: JudgeCall) -> dict:
         try:
-            verdicts = await _verify(ctx, spec, facts, retrieved, s, topic, call, sem)
+            verify_prompt = _step(ctx, "verificationPrompt", prompts.VERIFY)
+            verdicts = await verify(ctx, spec, verify_prompt, facts, retrieved, s.batch_size, topic, call, sem)
         except JudgeError as exc:
-            return {"judge": _judge_name(spec), "error": str(exc), "raw": exc.raw}
-        return {"judge": _judge_name(spec), "verdicts": verdicts, **_judge_score(verdicts, s.gamma)}
+            return {"judge": judge_name(spec), "error": str(exc), "raw": exc.raw}
+        return {"judge": judge_name(spec), "verdicts": verdicts, **_judge_score(verdicts, s.gamma)}
 
     results = await asyncio.gather(*(judge(spec, call) for spec, call in zip(specs, calls)))
     for r, name in zip(results, judge_names(specs)):

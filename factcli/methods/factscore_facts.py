@@ -1,0 +1,161 @@
+"""The two grader steps of `factscore` and the checks on their replies: decomposing a response's
+sentences into atomic facts, and having a judge verify each fact against the passages retrieved for it,
+in batches, with the union of the batch's passages shown once and numbered. A verification reply must
+give one verdict per fact, in order, citing only passages that were shown; anything else is a JudgeError
+(a grading error upstream), never a guess. The step prompts arrive resolved: `factscore` owns the
+config, the knowledge source, the score and the flow that calls these steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from typing import Any
+
+from factcli.methods.claims import JudgeCall, JudgeError, aligned_verdicts, ask_json, numbered, string_list
+from factcli.methods.knowledge import Passage
+from factcli.types import ProviderSpec
+
+SUPPORTED, NOT_SUPPORTED = "SUPPORTED", "NOT_SUPPORTED"
+VERDICTS = {"TRUE": SUPPORTED, "FALSE": NOT_SUPPORTED, "SUPPORTED": SUPPORTED, "NOT_SUPPORTED": NOT_SUPPORTED,
+            "NOT SUPPORTED": NOT_SUPPORTED, "NOT-SUPPORTED": NOT_SUPPORTED, "UNSUPPORTED": NOT_SUPPORTED,
+            "1": SUPPORTED, "0": NOT_SUPPORTED}
+
+
+def judge_name(spec: ProviderSpec) -> str:
+    """The judge a fact's verdict names: its label, else its id (not the panel's numbered name)."""
+    return spec.label or spec.id
+
+
+async def decompose(ctx, spec: ProviderSpec, template: Any, sentences: list[str], mode: str, topic: str,
+                    call: JudgeCall, sem: asyncio.Semaphore) -> list[dict]:
+    """The response's atomic facts, from one call for all `sentences` or (`mode` "sentence") one per
+    sentence, each fact then remembering its sentence's number."""
+
+    async def one(batch: list[str], sentence: str, step: str) -> list[str]:
+        variables = {**ctx.vars, "topic": topic, "response": ctx.output_text,
+                     "sentences": json.dumps(batch, ensure_ascii=False), "sentences_numbered": numbered(batch),
+                     "sentence": sentence}
+        async with sem:
+            obj = await ask_json(ctx, spec, template, variables, call, step)
+            raw = call.replies[-1]["reply"]  # this call's reply: nothing ran in between
+        return string_list(obj, "facts", step, raw)
+
+    if mode == "sentence":
+        lists = await asyncio.gather(*(one([sent], sent, f"decompose sentence {i + 1}")
+                                       for i, sent in enumerate(sentences)))
+        return [{"text": f, "sentence": i + 1} for i, facts in enumerate(lists) for f in facts]
+    return [{"text": f} for f in await one(sentences, "", "decompose")]
+
+
+def _norm(text: str) -> str:
+    return " ".join(re.findall(r"\w+", str(text).lower()))
+
+
+def _evidence_numbers(raw: Any, n_passages: int, i: int, step: str) -> list[int]:
+    """The passage numbers a verdict cites; none is fine, a number that was not shown is not."""
+    if raw is None or raw is False or raw == "" or raw == []:
+        return []
+    items = raw if isinstance(raw, list) else [raw]
+    out = []
+    for item in items:
+        if isinstance(item, bool):
+            raise JudgeError(f"{step}: verdict {i + 1} has evidence {raw!r}, expected a passage number or null")
+        if isinstance(item, str):
+            stripped = item.strip().strip("[]").strip()
+            if stripped.lower() in ("", "null", "none", "n/a"):
+                continue
+            if not stripped.isdigit():
+                raise JudgeError(f"{step}: verdict {i + 1} has evidence {raw!r}, expected a passage number or null")
+            item = int(stripped)
+        if isinstance(item, float) and item.is_integer():
+            item = int(item)
+        if not isinstance(item, int):
+            raise JudgeError(f"{step}: verdict {i + 1} has evidence {raw!r}, expected a passage number or null")
+        if item == 0:
+            continue
+        if not 1 <= item <= n_passages:
+            raise JudgeError(f"{step}: verdict {i + 1} cites passage {item}, but passages 1-{n_passages} were shown")
+        out.append(item)
+    return out
+
+
+def _check_order(verdicts: list, facts: list[str], step: str) -> None:
+    """A verdict that names another fact of the list word for word means the list is out of order."""
+    normed = [_norm(f) for f in facts]
+    positions: dict[str, int] = {}
+    for j, n in enumerate(normed):
+        positions.setdefault(n, j)
+    for i, v in enumerate(verdicts):
+        named = v.get("fact") if isinstance(v, dict) else None
+        if not isinstance(named, str):
+            continue
+        n = _norm(named)
+        if n != normed[i] and n in positions:
+            raise JudgeError(f"{step}: verdict {i + 1} is about fact {positions[n] + 1} "
+                             f"({facts[positions[n]]!r}), not fact {i + 1}: the verdicts are out of order")
+
+
+def _passage_block(passages: list[Passage]) -> tuple[str, str]:
+    text = "\n\n".join(f"[{n}] Title: {p.title}\n{p.text}" for n, p in enumerate(passages, 1))
+    as_json = json.dumps([{"passage": n, "title": p.title, "text": p.text} for n, p in enumerate(passages, 1)],
+                         ensure_ascii=False)
+    return text, as_json
+
+
+def _shown_passages(groups: list[list[Passage]]) -> list[Passage]:
+    """The union of the facts' passages, once each: documents in order of first retrieval, and
+    passages in document order within each."""
+    titles: dict[str, None] = {}
+    seen: dict[str, Passage] = {}
+    for passages in groups:
+        for p in passages:
+            titles.setdefault(p.title, None)
+            seen.setdefault(p.id, p)
+    order = {t: i for i, t in enumerate(titles)}
+    return sorted(seen.values(), key=lambda p: (order[p.title], p.index))
+
+
+async def verify(ctx, spec: ProviderSpec, template: Any, facts: list[dict], retrieved: list[list[Passage]],
+                 batch_size: int, topic: str, call: JudgeCall, sem: asyncio.Semaphore) -> list[dict]:
+    """One judge's verdict on every fact against that fact's `retrieved` passages, in calls of
+    `batch_size` facts (0: all in one call); the reply of each call must line up with its facts."""
+    size = batch_size or len(facts)
+    batches = [list(range(i, min(i + size, len(facts)))) for i in range(0, len(facts), size)]
+
+    async def one(indices: list[int], b: int) -> list[dict]:
+        step = "verify" if len(batches) == 1 else f"verify batch {b + 1}/{len(batches)}"
+        texts = [facts[i]["text"] for i in indices]
+        shown = _shown_passages([retrieved[i] for i in indices])
+        block, as_json = _passage_block(shown)
+        variables = {**ctx.vars, "topic": topic, "passages": block, "passages_json": as_json,
+                     "facts": json.dumps(texts, ensure_ascii=False), "facts_numbered": numbered(texts)}
+        async with sem:
+            obj = await ask_json(ctx, spec, template, variables, call, step)
+            raw = call.replies[-1]["reply"]  # this call's reply: nothing ran in between
+        try:
+            verdicts = aligned_verdicts(obj, texts, VERDICTS, step)
+            _check_order(obj["verdicts"], texts, step)
+            cited = [_evidence_numbers(v.get("evidence"), len(shown), i, step)
+                     for i, v in enumerate(obj["verdicts"])]
+        except JudgeError as exc:
+            raise JudgeError(str(exc), raw) from None
+        out = []
+        for i, v, nums in zip(indices, verdicts, cited):
+            passages = [shown[n - 1] for n in nums]
+            entry = {
+                "text": facts[i]["text"], "verdict": v["verdict"], "supported": v["verdict"] == SUPPORTED,
+                "reason": v["reason"],
+                "evidence": "\n\n".join(p.text for p in passages) or None,
+                "evidenceId": ", ".join(p.id for p in passages) or None,
+                "retrieved": [p.id for p in retrieved[i]],
+                "judge": judge_name(spec),
+            }
+            if "sentence" in facts[i]:
+                entry["sentence"] = facts[i]["sentence"]
+            out.append(entry)
+        return out
+
+    parts = await asyncio.gather(*(one(ix, b) for b, ix in enumerate(batches)))
+    return [e for part in parts for e in part]
