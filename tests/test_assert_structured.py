@@ -16,9 +16,11 @@ import pytest
 from typer.testing import CliRunner
 
 from factcli.scoring.scorer import run_assertion
-from factcli.assertions.structured import (compile_schema, contains_html_text, errors_text,
-                                           extract_json_objects, extract_sql_blocks,
-                                           extract_xml_candidates, xml_tree)
+from factcli.assertions.html_output import contains_html_text
+from factcli.assertions.json_schema import compile_schema, errors_text
+from factcli.assertions.sql_output import extract_sql_blocks
+from factcli.assertions.structured import extract_json_objects
+from factcli.assertions.xml_output import extract_xml_candidates, xml_tree
 from factcli.cli import app
 from factcli.providers.registry import create_provider
 from factcli.types import Assertion, ProviderResponse, ProviderSpec, TestCase

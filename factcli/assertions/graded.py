@@ -34,20 +34,6 @@ from factcli.scoring.registry import AssertionContext, AssertionError_, assertio
 from factcli.types import GradingResult, TokenUsage
 
 
-def _grader(ctx: AssertionContext):
-    if ctx.grader is None:
-        raise AssertionError_("model-graded assertions need a grader (run through factcli eval)")
-    return ctx.grader
-
-
-def _rubric(ctx: AssertionContext, default):
-    """The rubric prompt: the assertion's, else the test's options.rubricPrompt, else the default."""
-    value = ctx.assertion.rubric_prompt
-    if value in (None, "", {}):
-        value = ctx.test.options.get("rubricPrompt")
-    return default if value in (None, "", {}) else value
-
-
 def _base_vars(ctx: AssertionContext) -> dict:
     return {k: v for k, v in ctx.vars.items()}
 
@@ -77,9 +63,9 @@ async def _graded(ctx: AssertionContext, label: str, one, threshold: float, deta
     graded by `one`, aggregated by factcli.scoring.panels. `details(result)` adds per-judge metadata."""
     specs = _panel_specs(ctx)
     if specs is None:
-        grader = _grader(ctx)
+        grader = ctx.need_grader()
         return await one(grader.spec_for(ctx.assertion, ctx.test))
-    _grader(ctx)
+    ctx.need_grader()
     try:
         mode = aggregate_mode(ctx.assertion.config)
     except PanelConfigError as exc:
@@ -179,10 +165,10 @@ def panel_category(letters: list[str], weights: dict) -> str:
 
 
 async def _factuality_one(ctx: AssertionContext, spec, weights: dict) -> GradingResult:
-    grader = _grader(ctx)
+    grader = ctx.need_grader()
     variables = {**_base_vars(ctx), "input": ctx.prompt, "ideal": ctx.value,
                  "completion": as_template_text(parse_json_maybe(ctx.output_text))}
-    messages = render_grading_prompt(_rubric(ctx, prompts.FACTUALITY), variables)
+    messages = render_grading_prompt(ctx.rubric(prompts.FACTUALITY), variables)
     reply = await grader.complete(spec, messages, json_mode=False)
     meta = {"renderedGradingPrompt": json.dumps(messages, ensure_ascii=False), "grader": spec.id}
     if reply.error or not reply.text:
@@ -253,9 +239,9 @@ async def llm_rubric(ctx: AssertionContext) -> GradingResult:
 
 
 async def _llm_rubric_one(ctx: AssertionContext, spec, rubric: str) -> GradingResult:
-    grader = _grader(ctx)
+    grader = ctx.need_grader()
     variables = {**_base_vars(ctx), "output": as_template_text(parse_json_maybe(ctx.output_text)), "rubric": rubric}
-    messages = render_grading_prompt(_rubric(ctx, prompts.LLM_RUBRIC), variables)
+    messages = render_grading_prompt(ctx.rubric(prompts.LLM_RUBRIC), variables)
     reply = await grader.complete(spec, messages, json_mode=True)
     meta = {"renderedGradingPrompt": json.dumps(messages, ensure_ascii=False), "grader": spec.id}
     if reply.error or not (reply.text or reply.output):
@@ -282,10 +268,10 @@ async def closedqa(ctx: AssertionContext) -> GradingResult:
 
 
 async def _closedqa_one(ctx: AssertionContext, spec) -> GradingResult:
-    grader = _grader(ctx)
+    grader = ctx.need_grader()
     variables = {**_base_vars(ctx), "input": ctx.prompt, "criteria": ctx.value,
                  "completion": as_template_text(parse_json_maybe(ctx.output_text))}
-    messages = render_grading_prompt(_rubric(ctx, prompts.CLOSED_QA), variables)
+    messages = render_grading_prompt(ctx.rubric(prompts.CLOSED_QA), variables)
     reply = await grader.complete(spec, messages)
     meta = {"renderedGradingPrompt": json.dumps(messages, ensure_ascii=False), "grader": spec.id,
             "graderCost": reply.cost}
@@ -307,7 +293,7 @@ async def _closedqa_one(ctx: AssertionContext, spec) -> GradingResult:
 async def _geval_one(ctx: AssertionContext, spec, criteria: str, threshold: float):
     import re
 
-    grader = _grader(ctx)
+    grader = ctx.need_grader()
     rubric = ctx.assertion.rubric_prompt if isinstance(ctx.assertion.rubric_prompt, dict) else \
         ctx.test.options.get("rubricPrompt") if isinstance(ctx.test.options.get("rubricPrompt"), dict) else {}
     tokens = TokenUsage()
@@ -435,7 +421,7 @@ async def _similar(ctx: AssertionContext, metric: str) -> GradingResult:
     if isinstance(value, list) and not value:
         raise AssertionError_("Similarity assertion must have at least one value to compare against")
     threshold = ctx.threshold if ctx.threshold is not None else 0.75
-    grader = _grader(ctx)
+    grader = ctx.need_grader()
     spec = grader.spec_for(ctx.assertion, ctx.test, kind="embedding")
     from factcli.types import TokenUsage
 

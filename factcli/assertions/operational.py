@@ -24,8 +24,8 @@ import math
 import os
 import re
 
+from factcli.assertions.js_semantics import js_number, js_to_fixed, js_to_precision, js_trim
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
-from factcli.assertions.similarity import js_number, js_to_fixed, js_to_precision, js_trim
 from factcli.types import GradingResult
 
 

@@ -35,7 +35,6 @@ from typing import Any
 
 from factcli import templating
 from factcli.assertions import rag_prompts as prompts
-from factcli.assertions.graded import _grader, _rubric
 from factcli.scoring.grading import (
     as_template_text,
     extract_json_objects,
@@ -224,11 +223,11 @@ async def answer_relevance(ctx: AssertionContext) -> GradingResult:
     query = ctx.vars.get("query")
     query = query if isinstance(query, str) else ctx.prompt
     threshold = _threshold(ctx)
-    grader = _grader(ctx)
+    grader = ctx.need_grader()
     spec = grader.spec_for(ctx.assertion, ctx.test)
     embedder = grader.spec_for(ctx.assertion, ctx.test, kind="embedding")
     tokens = TokenUsage()
-    messages = render_grading_prompt(_rubric(ctx, prompts.ANSWER_RELEVANCE), {"answer": _answer_text(ctx)})
+    messages = render_grading_prompt(ctx.rubric(prompts.ANSWER_RELEVANCE), {"answer": _answer_text(ctx)})
     meta = {"renderedGradingPrompt": json.dumps(messages, ensure_ascii=False), "grader": spec.id,
             "embedder": embedder.id}
     questions: list[str] = []
@@ -265,7 +264,7 @@ async def answer_relevance(ctx: AssertionContext) -> GradingResult:
 
 
 def _faithfulness_prompts(ctx: AssertionContext) -> tuple[Any, Any]:
-    custom = _rubric(ctx, None)
+    custom = ctx.rubric(None)
     if custom is None:
         return prompts.CONTEXT_FAITHFULNESS_STATEMENTS, prompts.CONTEXT_FAITHFULNESS_VERDICTS
     if not isinstance(custom, list):
@@ -310,7 +309,7 @@ async def context_faithfulness(ctx: AssertionContext) -> GradingResult:
     context = await resolve_context(ctx)
     threshold = _threshold(ctx)
     statements_prompt, verdicts_prompt = _faithfulness_prompts(ctx)
-    grader = _grader(ctx)
+    grader = ctx.need_grader()
     spec = grader.spec_for(ctx.assertion, ctx.test)
     tokens = TokenUsage()
     meta: dict = {"context": context, "grader": spec.id}
@@ -365,9 +364,9 @@ async def context_recall(ctx: AssertionContext) -> GradingResult:
         raise AssertionError_("context-recall assertion requires a prompt")
     context = await resolve_context(ctx, fallback=ctx.prompt)
     threshold = _threshold(ctx)
-    grader = _grader(ctx)
+    grader = ctx.need_grader()
     spec = grader.spec_for(ctx.assertion, ctx.test)
-    messages = render_grading_prompt(_rubric(ctx, prompts.CONTEXT_RECALL),
+    messages = render_grading_prompt(ctx.rubric(prompts.CONTEXT_RECALL),
                                      {**ctx.vars, "context": _context_text(context), "groundTruth": ctx.value})
     meta: dict = {"context": context, "renderedGradingPrompt": json.dumps(messages, ensure_ascii=False),
                   "grader": spec.id}
@@ -412,9 +411,9 @@ async def context_relevance(ctx: AssertionContext) -> GradingResult:
     query = _require_query(ctx, "context-relevance")
     context = await resolve_context(ctx)
     threshold = _threshold(ctx)
-    grader = _grader(ctx)
+    grader = ctx.need_grader()
     spec = grader.spec_for(ctx.assertion, ctx.test)
-    messages = render_grading_prompt(_rubric(ctx, prompts.CONTEXT_RELEVANCE),
+    messages = render_grading_prompt(ctx.rubric(prompts.CONTEXT_RELEVANCE),
                                      {"context": _context_text(context), "query": query})
     meta: dict = {"context": context, "renderedGradingPrompt": json.dumps(messages, ensure_ascii=False),
                   "grader": spec.id}
@@ -469,7 +468,7 @@ def read_verdict(text: str) -> tuple[bool, Any] | str:
 
 
 async def _window_verdict(ctx: AssertionContext, grader, spec, window: list) -> GradingResult:
-    custom = _rubric(ctx, None)
+    custom = ctx.rubric(None)
     if custom is not None:
         messages = render_grading_prompt(custom, {**ctx.vars, "messages": window})
         json_mode = False
@@ -506,7 +505,7 @@ async def conversation_relevance(ctx: AssertionContext) -> GradingResult:
     size = ctx.assertion.config.get("windowSize")
     size = int(size) if isinstance(size, (int, float)) and not isinstance(size, bool) and size >= 1 else DEFAULT_WINDOW
     threshold = _threshold(ctx, DEFAULT_CONVERSATION_THRESHOLD)
-    grader = _grader(ctx)
+    grader = ctx.need_grader()
     spec = grader.spec_for(ctx.assertion, ctx.test)
     tokens = TokenUsage()
     relevant = 0

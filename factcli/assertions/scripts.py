@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 import re
 from pathlib import Path
 from typing import Any
 
 from factcli import templating
+from factcli.assertions.js_semantics import js_json
 from factcli.errors import ConfigError
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.scripting.python import ScriptError, run_python_file, run_python_inline
@@ -145,26 +145,6 @@ def script_context(ctx: AssertionContext) -> dict:
 
 def _js(x: Any) -> str:
     return templating.js_string(x)
-
-
-def _jsonish(value: Any) -> Any:
-    """Numbers as JavaScript prints them in JSON: 1.0 is 1, NaN and infinities are null."""
-    if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value):
-            return None
-        return int(value) if value.is_integer() and abs(value) < 1e21 else value
-    if isinstance(value, dict):
-        return {k: _jsonish(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_jsonish(v) for v in value]
-    return value
-
-
-def js_json(value: Any, indent: int | None = None) -> str:
-    """JSON.stringify(value[, null, indent])."""
-    if indent:
-        return json.dumps(_jsonish(value), indent=indent, ensure_ascii=False, default=str)
-    return json.dumps(_jsonish(value), separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 def _from_dict(d: dict, passed: bool, reason: str, ctx: AssertionContext) -> GradingResult:

@@ -41,7 +41,8 @@ Where the numbers come from:
   number, a numeric string (JavaScript's ``Number()``), or ``{min, max}``.
 
 Text handling follows JavaScript where it changes a number or a reason: its whitespace set for
-trim and split, UTF-16 lengths, ``toFixed``/``toPrecision``, and how it prints numbers.
+trim and split, UTF-16 lengths, ``toFixed``/``toPrecision``, and how it prints numbers (all from
+js_semantics). The Porter stemmer meteor matches with is in porter_stemmer.
 """
 
 from __future__ import annotations
@@ -50,141 +51,27 @@ import math
 import re
 import unicodedata
 from collections import Counter
-from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
 from typing import Any
 
 import regex
 from rapidfuzz.distance import Levenshtein
 
+from factcli.assertions.js_semantics import (
+    JS_WHITESPACE,
+    js_le,
+    js_number,
+    js_split_ws,
+    js_to_fixed,
+    js_to_number,
+    js_trim,
+    utf16_len,
+    utf16_units,
+)
+from factcli.assertions.porter_stemmer import porter_stem
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.types import GradingResult
 
-# --------------------------------------------------------------------------- JavaScript helpers
-
-# ECMAScript WhiteSpace + LineTerminator: what String.prototype.trim and /\s/ remove.
-_JS_WS_CHARS = ("\t\n\v\f\r \u00a0\u1680" + "".join(chr(c) for c in range(0x2000, 0x200B))
-                + "\u2028\u2029\u202f\u205f\u3000\ufeff")
-_JS_WS_RUN = re.compile("[" + re.escape(_JS_WS_CHARS) + "]+")
 _TRAILING_DOTS = re.compile(r"\.+\Z")
-
-
-def js_trim(text: str) -> str:
-    return text.strip(_JS_WS_CHARS)
-
-
-def js_split_ws(text: str) -> list[str]:
-    """``text.split(/\\s+/)``: empty strings at the ends are kept, as in JavaScript."""
-    return _JS_WS_RUN.split(text)
-
-
-def utf16_len(text: str) -> int:
-    """JavaScript's ``string.length``."""
-    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
-
-
-def js_number(x: Any) -> str:
-    """How JavaScript prints a number (``${x}``): shortest round trip, exponent below 1e-6 and from 1e21."""
-    if isinstance(x, bool):
-        return "true" if x else "false"
-    if not isinstance(x, (int, float)):
-        return str(x)
-    x = float(x)
-    if x != x:
-        return "NaN"
-    if math.isinf(x):
-        return "Infinity" if x > 0 else "-Infinity"
-    if x == 0:
-        return "0"
-    sign = "-" if x < 0 else ""
-    d = Decimal(repr(abs(x)))  # repr is the shortest round trip, as in JavaScript
-    s = "".join(map(str, d.as_tuple().digits)).rstrip("0")
-    k, n = len(s), d.adjusted() + 1
-    if k <= n <= 21:
-        return sign + s + "0" * (n - k)
-    if 0 < n <= 21:
-        return sign + s[:n] + "." + s[n:]
-    if -6 < n <= 0:
-        return sign + "0." + "0" * (-n) + s
-    mantissa = s[0] + ("." + s[1:] if k > 1 else "")
-    e = n - 1
-    return f"{sign}{mantissa}e{'+' if e >= 0 else '-'}{abs(e)}"
-
-
-def js_to_fixed(x: float, digits: int) -> str:
-    """``Number.prototype.toFixed``: the exact binary value rounded half up."""
-    x = float(x)
-    if x != x:
-        return "NaN"
-    if math.isinf(x):
-        return "Infinity" if x > 0 else "-Infinity"
-    if abs(x) >= 1e21:
-        return js_number(x)
-    with localcontext(Context(prec=1200, rounding=ROUND_HALF_UP)):
-        out = str(Decimal(x).quantize(Decimal(1).scaleb(-digits)))
-    if out.startswith("-") and float(out) == 0 and x == 0:
-        out = out[1:]  # (-0).toFixed(2) is "0.00"
-    return out
-
-
-def js_to_precision(x: float, p: int) -> str:
-    """``Number.prototype.toPrecision``."""
-    x = float(x)
-    if x != x:
-        return "NaN"
-    if math.isinf(x):
-        return "Infinity" if x > 0 else "-Infinity"
-    if x == 0:
-        return "0" if p == 1 else "0." + "0" * (p - 1)
-    sign = "-" if x < 0 else ""
-    with localcontext(Context(prec=1200, rounding=ROUND_HALF_UP)):
-        d = Decimal(abs(x))
-        e = d.adjusted()
-        n = d.scaleb(p - 1 - e).to_integral_value()
-        if n >= 10 ** p:
-            e += 1
-            n = d.scaleb(p - 1 - e).to_integral_value()
-    digits = str(int(n))
-    if e < -6 or e >= p:
-        mantissa = digits[0] + ("." + digits[1:] if p > 1 else "")
-        return f"{sign}{mantissa}e{'+' if e >= 0 else '-'}{abs(e)}"
-    if e == p - 1:
-        return sign + digits
-    if e >= 0:
-        return sign + digits[: e + 1] + "." + digits[e + 1:]
-    return sign + "0." + "0" * (-(e + 1)) + digits
-
-
-_JS_NUMERIC = re.compile(
-    r"[+-]?(?:Infinity|(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?))\Z|0[xX][0-9a-fA-F]+\Z"
-    r"|0[oO][0-7]+\Z|0[bB][01]+\Z"
-)
-
-
-def js_to_number(value: Any) -> float:
-    """JavaScript's ``Number(value)`` for the JSON/YAML scalars an assertion value can hold."""
-    if value is None:
-        return 0.0
-    if isinstance(value, bool):
-        return 1.0 if value else 0.0
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        s = js_trim(value)
-        if s == "":
-            return 0.0
-        if not _JS_NUMERIC.match(s):
-            return math.nan
-        low = s.lower()
-        if low.startswith("0x"):
-            return float(int(s[2:], 16))
-        if low.startswith("0o"):
-            return float(int(s[2:], 8))
-        if low.startswith("0b"):
-            return float(int(s[2:], 2))
-        if s.lstrip("+-") == "Infinity":
-            return -math.inf if s.startswith("-") else math.inf
-        return float(s)
-    return math.nan
 
 
 def _threshold(ctx: AssertionContext, default: float) -> float:
@@ -207,15 +94,10 @@ def _scored(ctx: AssertionContext, passed: bool, score: float, reason: str) -> G
 # --------------------------------------------------------------------------- levenshtein
 
 
-def _utf16_units(text: str) -> list[int]:
-    data = text.encode("utf-16-le", "surrogatepass")
-    return [int.from_bytes(data[i:i + 2], "little") for i in range(0, len(data), 2)]
-
-
 def levenshtein_distance(a: str, b: str) -> int:
     """Edit distance over UTF-16 code units, like fastest-levenshtein."""
     if utf16_len(a) != len(a) or utf16_len(b) != len(b):
-        return Levenshtein.distance(_utf16_units(a), _utf16_units(b))
+        return Levenshtein.distance(utf16_units(a), utf16_units(b))
     return Levenshtein.distance(a, b)
 
 
@@ -233,7 +115,7 @@ def levenshtein(ctx: AssertionContext):
 # --------------------------------------------------------------------------- rouge-n
 
 # js-rouge 3.2 treeBankTokenize (Penn Treebank conventions), ported.
-_TB_WS = re.compile("[" + re.escape(_JS_WS_CHARS) + "\u0085]+")
+_TB_WS = re.compile("[" + re.escape(JS_WHITESPACE) + "\u0085]+")
 _TB_QUOTES = re.compile(r"``|''|\"")
 _TB_PREV_OPENS = regex.compile(r"[\s\p{Ps}<]")
 _TB_PUNCT_BEFORE = regex.compile(r"[\s\p{Punctuation}<]")
@@ -481,134 +363,6 @@ def gleu(ctx: AssertionContext):
 
 # --------------------------------------------------------------------------- meteor
 
-# natural 8.x's PorterStemmer, ported: its measure() can be fractional, it treats "y" after a
-# consonant as a vowel group, and step 2/3 try every suffix rule against the unstemmed word.
-# Stems are computed on UTF-16 code units (JavaScript strings); they are only compared for equality.
-
-def _groups(token: str) -> str:
-    t = re.sub(r"[^aeiouy]+y", "CV", token)
-    t = re.sub(r"[aeiou]+", "V", t)
-    return re.sub(r"[^V]+", "C", t)
-
-
-def _chars(token: str) -> str:
-    t = re.sub(r"[^aeiouy]y", "CV", token)
-    t = re.sub(r"[aeiou]", "V", t)
-    return re.sub(r"[^V]", "C", t)
-
-
-def _measure(token: str | None) -> float:
-    if not token:
-        return -1
-    g = re.sub(r"V\Z", "", re.sub(r"\AC", "", _groups(token)))
-    return len(g) / 2
-
-
-def _replace_suffix(token: str, suffix: str, replacement: str) -> str | None:
-    """natural's attemptReplace with a string pattern: None when the token lacks the suffix."""
-    if token.endswith(suffix):
-        return token[: len(token) - len(suffix)] + replacement
-    return None
-
-
-def _replace_rules(token: str, rules: list[tuple[str, str]], min_measure: float | None) -> str:
-    current = token
-    for suffix, replacement in rules:
-        if min_measure is None or _measure(_replace_suffix(token, suffix, "")) > min_measure:
-            current = _replace_suffix(current, suffix, replacement) or current
-    return current
-
-
-def _step1a(token: str) -> str:
-    if re.search(r"(ss|i)es\Z", token):
-        return re.sub(r"(ss|i)es\Z", r"\1", token, count=1)
-    if token[-1:] == "s" and token[-2:-1] != "s" and len(token) > 2:
-        return token[:-1]
-    return token
-
-
-def _step1b(token: str) -> str:
-    if token[-3:] == "eed":
-        if _measure(token[:-3]) > 0:
-            return token[:-3] + "ee"
-        return token
-    m = re.search(r"(ed|ing)\Z", token)
-    if m is None:
-        return token
-    stripped = token[: m.start()]
-    if not stripped:
-        return token
-    if "V" not in _groups(stripped):
-        return token
-    result = _replace_rules(stripped, [("at", "ate"), ("bl", "ble"), ("iz", "ize")], None)
-    if result != stripped:
-        return result
-    if re.search(r"([^aeiou])\1\Z", stripped) and re.search(r"[^lsz]\Z", stripped):
-        return re.sub(r"([^aeiou])\1\Z", r"\1", stripped, count=1)
-    if (_measure(stripped) == 1 and _chars(stripped)[-3:] == "CVC"
-            and re.search(r"[^wxy]\Z", stripped)):
-        return stripped + "e"
-    return stripped
-
-
-def _step1c(token: str) -> str:
-    groups = _groups(token)
-    if token[-1:] == "y" and "V" in groups[: len(groups) - 1]:
-        return token[:-1] + "i"
-    return token
-
-
-_STEP2 = [("ational", "ate"), ("tional", "tion"), ("enci", "ence"), ("anci", "ance"), ("izer", "ize"),
-          ("abli", "able"), ("bli", "ble"), ("alli", "al"), ("entli", "ent"), ("eli", "e"),
-          ("ousli", "ous"), ("ization", "ize"), ("ation", "ate"), ("ator", "ate"), ("alism", "al"),
-          ("iveness", "ive"), ("fulness", "ful"), ("ousness", "ous"), ("aliti", "al"), ("iviti", "ive"),
-          ("biliti", "ble"), ("logi", "log")]
-_STEP3 = [("icate", "ic"), ("ative", ""), ("alize", "al"), ("iciti", "ic"), ("ical", "ic"), ("ful", ""),
-          ("ness", "")]
-_STEP4_A = re.compile(r"(.+?)(al|ance|ence|er|ic|able|ible|ant|ement|ment|ent|ou|ism|ate|iti|ous|ive|ize)\Z",
-                      re.DOTALL)
-_STEP4_B = re.compile(r"(.+?)(s|t)(ion)\Z", re.DOTALL)
-
-
-def _step4(token: str) -> str:
-    m = _STEP4_A.match(token)
-    if m and _measure(m.group(1)) > 1:
-        return m.group(1)
-    m = _STEP4_B.match(token)
-    if m and _measure(m.group(1) + m.group(2)) > 1:
-        return m.group(1) + m.group(2)
-    return token
-
-
-def _step5a(token: str) -> str:
-    m = _measure(re.sub(r"e\Z", "", token, count=1))
-    chars = _chars(token)
-    start = max(len(chars) - 4, 0)
-    if m > 1 or (m == 1 and not (chars[start:start + 3] == "CVC" and re.search(r"[^wxy].\Z", token, re.DOTALL))):
-        token = re.sub(r"e\Z", "", token, count=1)
-    return token
-
-
-def _step5b(token: str) -> str:
-    if _measure(token) > 1:
-        return re.sub(r"ll\Z", "l", token, count=1)
-    return token
-
-
-def porter_stem(word: str) -> str:
-    """natural's PorterStemmer.stem (on JavaScript code units)."""
-    units = word if utf16_len(word) == len(word) else "".join(map(chr, _utf16_units(word)))
-    if len(units) < 3:
-        return units
-    token = units.lower()
-    token = _step1a(token)
-    token = _step1b(token)
-    token = _step1c(token)
-    token = _replace_rules(token, _STEP2, 0)
-    token = _replace_rules(token, _STEP3, 0)
-    token = _step4(token)
-    return _step5b(_step5a(token))
-
 
 def _match_exact(cand: list[tuple[int, str]], ref: list[tuple[int, str]]):
     cand, ref = list(cand), list(ref)
@@ -690,14 +444,6 @@ def count_words(text: str) -> int:
     return len([w for w in js_split_ws(js_trim(text)) if w])
 
 
-def _js_le(a: Any, b: Any) -> bool:
-    """``a <= b`` in JavaScript: two strings compare by code units, anything else as numbers."""
-    if isinstance(a, str) and isinstance(b, str):
-        return _utf16_units(a) <= _utf16_units(b)
-    x, y = js_to_number(a), js_to_number(b)
-    return x <= y  # NaN compares false, as in JavaScript
-
-
 def _js_text(value: Any) -> str:
     if value is None:
         return "null"
@@ -717,18 +463,18 @@ def word_count(ctx: AssertionContext):
         if not has_min and not has_max:
             raise AssertionError_('"word-count" assertion object must have "min" and/or "max" properties')
         if has_min and has_max:
-            if not _js_le(lo, hi):
+            if not js_le(lo, hi):
                 raise AssertionError_(f'"word-count" assertion: min ({_js_text(lo)}) must be less than or '
                                       f"equal to max ({_js_text(hi)})")
-            base = _js_le(lo, count) and _js_le(count, hi)
+            base = js_le(lo, count) and js_le(count, hi)
             failure = (f"Expected word count to not be between {_js_text(lo)} and {_js_text(hi)}, but got {count}"
                        if inverse else f"Word count {count} is not between {_js_text(lo)} and {_js_text(hi)}")
         elif not has_min:
-            base = _js_le(count, hi)
+            base = js_le(count, hi)
             failure = (f"Expected word count to be greater than {_js_text(hi)}, but got {count}" if inverse
                        else f"Word count {count} is greater than maximum {_js_text(hi)}")
         else:
-            base = _js_le(lo, count)
+            base = js_le(lo, count)
             failure = (f"Expected word count to be less than {_js_text(lo)}, but got {count}" if inverse
                        else f"Word count {count} is less than minimum {_js_text(lo)}")
     else:
