@@ -38,7 +38,7 @@ SCRIPTS = Path(__file__).parent / "parity" / "scripts"
 
 def grade(tmp_path: Path, asserts: list, output="hello world", vars=None, extra: dict | None = None,
           provider=None):
-    """Parse one test as config.py would (relative to tmp_path) and grade `output` with it."""
+    """Parse one test as config/ would (relative to tmp_path) and grade `output` with it."""
     test = parse_test({"vars": vars or {}, "assert": asserts, **(extra or {})},
                       Ctx(str(tmp_path / "c.yaml"), tmp_path, {}), "tests[0]")
     return asyncio.run(run_assertions(test, output=output, variables=test.vars, prompt="the prompt",

@@ -1,6 +1,6 @@
 """The results document of `-o results.json`: promptfoo's layout (version 3) plus a `factcli` object.
 
-This module and config.py are the only places that speak promptfoo's spellings.
+This module and config/ are the only places that speak promptfoo's spellings.
 """
 
 from __future__ import annotations

@@ -90,8 +90,8 @@ class ColumnMetrics:
     grading_errors: int = 0  # assertions whose grader failed or could not be read
     categories: dict = field(default_factory=dict)  # factuality category -> count
     grader_cost: float = 0.0
-    methods: dict = field(default_factory=dict)  # claim-level method reports (method_reports.py)
-    stats: dict = field(default_factory=dict)  # intervals and repeat statistics, filled at the end (stats.py)
+    methods: dict = field(default_factory=dict)  # claim-level method reports (methods/reports.py)
+    stats: dict = field(default_factory=dict)  # intervals and repeat statistics, filled at the end (stats/columns.py)
 
     def add(self, row: EvalResult, derived: list[tuple[str, object]]) -> None:
         """promptfoo's updatePromptMetricsForRow, in its order (derived metrics before counts)."""

@@ -14,9 +14,7 @@ from typing import Any
 
 from factcli import templating
 from factcli.scoring.registry import AssertionContext, AssertionError_, lookup
-from factcli.scripting.python import ScriptError, run_python_file
-from factcli.scripting.values import is_grading_result, numbers_of, plain, tokens_of
-from factcli.types import Assertion, GradingResult, ProviderResponse, TestCase, TokenUsage
+from factcli.types import Assertion, GradingResult, ProviderResponse, TestCase, TokenUsage, grading_json
 
 ASSERTIONS_MAX_CONCURRENCY = 3
 
@@ -166,13 +164,13 @@ async def run_assertions(test: TestCase, *, output: Any, variables: dict, prompt
     result = main.result()
     scoring_function = scoring_function or test.raw.get("assertScoringFunction")
     if scoring_function:
-
         result = await apply_scoring_function(scoring_function, result, test.threshold)
     return result
 
 
 async def _call_scoring(spec: str, named: dict, context: dict) -> Any:
     from factcli.scripting.node import JSError, NodeWorkerError, get_worker, js_value
+    from factcli.scripting.python import ScriptError, run_python_file
     from factcli.sources import ref_path
 
     path, func = ref_path(spec, Path.cwd())
@@ -193,8 +191,9 @@ async def _call_scoring(spec: str, named: dict, context: dict) -> Any:
 
 async def apply_scoring_function(spec: str, result: GradingResult, threshold: float | None) -> GradingResult:
     """promptfoo's assertScoringFunction: fn(namedScores, {threshold, componentResults, tokensUsed})
-    returns the {pass, score, reason} that replaces the aggregate; a failure is pass false, score 0."""
-    from factcli.types import grading_json
+    returns the {pass, score, reason} that replaces the aggregate; a failure is pass false, score 0.
+    User code is imported only for tests that have one, to keep the common run's start-up small."""
+    from factcli.scripting.values import is_grading_result, numbers_of, plain, tokens_of
 
     context: dict[str, Any] = {}
     if threshold is not None:
