@@ -22,8 +22,9 @@ configs):
   pages the tree ships (3 of its 20 topics; the other 17 rows are "not a document title" errors).
 - configs/facts-grounding.yaml: its tests file, facts-grounding-examples.csv, is a Kaggle download
   that is not shipped, so it exits 1 (bad input) before any call; the .meta keeps that error.
-Skipped: configs/calibration/{baseline,factuality,variants}.yaml are `factcli calibrate` inputs
-(`labels:` + `graders:`, no prompts or providers), not eval configs; any such file is skipped.
+- configs/calibration/{baseline,factuality,variants}.yaml are `factcli calibrate` inputs (`labels:` +
+  `graders:`, no prompts or providers): they run as `factcli calibrate -c CONFIG -o FILE`, and the
+  calibration report JSON is kept instead of a results document.
 
 Normalized (in the raw text, so formatting changes still show): the run id, ISO timestamps, the
 values of latencyMs/totalLatencyMs/durationMs, the scratch dir (FACTCLI_HOME, output path), the
@@ -158,15 +159,16 @@ def _run_configs(tree: Path, out: Path, scratch: Path, url: str) -> int:
         sys.exit(f"factcli imports from {probe.stdout.strip() or probe.stderr.strip()}, not from {tree}")
     for config in config_files(tree):
         rel = config.relative_to(tree)
-        if is_calibrate_input(config):
-            print(f"skip {rel}: a calibrate input (labels + graders), not an eval config")
-            continue
         name = snapshot_name(rel)
         home = scratch / name
         home.mkdir()
         raw = home / "results.json"
-        cmd = [sys.executable, "-m", "factcli", "eval", "-c", str(rel), "-o", str(raw),
-               "--no-progress-bar", "--no-table", "--no-cache"]
+        if is_calibrate_input(config):  # its report JSON instead of a results document
+            cmd = [sys.executable, "-m", "factcli", "calibrate", "-c", str(rel), "-o", str(raw),
+                   "--no-progress-bar", "--no-cache"]
+        else:
+            cmd = [sys.executable, "-m", "factcli", "eval", "-c", str(rel), "-o", str(raw),
+                   "--no-progress-bar", "--no-table", "--no-cache"]
         proc = subprocess.run(cmd, cwd=tree, env=_env(tree, home, url, EXTRA_ENV.get(str(rel), {})),
                               capture_output=True, text=True, timeout=900)
         pairs = {(p, tag) for base, tag in ((home, "<FACTCLI_HOME>"), (scratch, "<TMP>"), (tree, "<TREE>"))
