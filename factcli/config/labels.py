@@ -34,7 +34,7 @@ LABEL_HELP = "pass/fail, true/false, yes/no or 1/0"
 
 
 # Types whose `value` is the reference answer: without one, it is the item's `reference`.
-REFERENCE_VALUED = ("factuality", "model-graded-factuality", "factual-correctness")
+REFERENCE_VALUED = ("factuality", "model-graded-factuality", "factual-correctness", "simpleqa")
 
 
 # Types that show the grader the question (the rendered prompt) and refuse an empty one.

@@ -344,6 +344,12 @@ def html_page(run) -> str:
         cells.append(f'<td class="num">{m.grading_errors}</td><td>{cats}</td>')
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</tbody></table>")
+    # the one-line reports of the claim-level methods and SimpleQA, as the summary and `view` show them
+    lines = [(column_label(col), report["line"]) for col, m in zip(run.columns, run.metrics)
+             for report in (m.methods or {}).values() if isinstance(report, dict) and report.get("line")]
+    if lines:
+        out.append("<h2>Methods</h2><ul>" + "".join(f"<li><b>{_e(label)}</b>: {_e(line)}</li>" for label, line in lines)
+                   + "</ul>")
     # per-test table
     names_v = run.row_facts().var_names
     out.append('<h2>Results</h2><label class="filter"><input type="checkbox" id="only-failures"> '

@@ -1,0 +1,158 @@
+"""`simpleqa`: abstention-aware factuality, as SimpleQA (Wei et al., 2024) grades short answers.
+
+The grader sorts each output into CORRECT, INCORRECT or NOT_ATTEMPTED against the gold answer
+(`value`). A row passes only when CORRECT. An answer that declines or commits to nothing is not
+attempted, so a model that says "I don't know" when unsure is not ranked with one that guesses
+wrong. Per column the report gives the three rates (each with a Wald 95% interval), correct given
+attempted = correct / (correct + incorrect), and F, the harmonic mean of correct and correct given
+attempted (the paper's single number).
+
+The grader's reply is read as SimpleQA's is: a single letter, A (CORRECT), B (INCORRECT) or C
+(NOT_ATTEMPTED). A JSON object {"grade": "A"|"B"|"C"|"CORRECT"|"INCORRECT"|"NOT_ATTEMPTED",
+"reason": ...} is accepted too. Anything else is a grading error, never a silent pass or fail; its
+row counts in none of the rates.
+
+The prompt is ours, written from the paper's definitions:
+- a hedged answer that names no single answer is not attempted;
+- an answer that contains the gold answer but also a claim contradicting it is incorrect;
+- extra information that does not contradict the gold answer does not make an answer incorrect.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from factcli.methods import reports as method_reports
+from factcli.scoring.grading import extract_json_objects, grader_error, render_grading_prompt
+from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
+from factcli.stats.intervals import wald_interval
+from factcli.types import GradingResult
+
+METHOD = "simpleqa"
+GRADES = {"A": "CORRECT", "B": "INCORRECT", "C": "NOT_ATTEMPTED"}
+
+GRADER_PROMPT = """You grade an answer to a short factual question against the gold answer. Sort it into one grade.
+
+A: CORRECT. The answer states the gold answer (in any wording, spelling, or with extra detail), and
+nothing in it contradicts the gold answer. Hedging ("I think", "probably") is fine as long as it
+commits to the gold answer. Numbers are correct when they match the gold answer to the precision the
+question asks for.
+
+B: INCORRECT. The answer commits to an answer that contradicts the gold answer, or states the gold
+answer together with a claim that contradicts it, or lists several candidate answers of which any is
+wrong. A partly right answer with a wrong claim is incorrect.
+
+C: NOT_ATTEMPTED. The answer does not commit to an answer: it declines ("I don't know", "I cannot
+answer"), asks for more information, or hedges without naming one answer. Leaving out the gold
+answer without contradicting it is not attempted, not incorrect.
+
+Question: {{question}}
+Gold answer: {{gold}}
+Answer to grade: {{output}}
+
+Reply with the letter of the grade only: A, B or C."""
+
+_LETTER = re.compile(r"^\W*([ABC])\W*$")
+_WORD = re.compile(r"^\W*(CORRECT|INCORRECT|NOT[_ ]ATTEMPTED)\W*$", re.IGNORECASE)
+
+
+def read_grade(text: str | None) -> tuple[str, str] | None:
+    """-> (grade, reason) from a grader reply, or None when it is none of the accepted forms."""
+    text = (text or "").strip()
+    m = _LETTER.match(text)
+    if m:
+        return GRADES[m.group(1)], ""
+    m = _WORD.match(text)
+    if m:
+        return m.group(1).upper().replace(" ", "_"), ""
+    objects = extract_json_objects(text) if text.startswith("{") else []
+    if len(objects) == 1 and isinstance(objects[0].get("grade"), str):
+        grade = objects[0]["grade"].strip().upper()
+        grade = GRADES.get(grade, grade)
+        if grade in GRADES.values():
+            reason = objects[0].get("reason")
+            return grade, reason if isinstance(reason, str) else ""
+    return None
+
+
+def _question(ctx: AssertionContext) -> str:
+    for key in ("question", "query", "input"):
+        if isinstance(ctx.vars.get(key), str) and ctx.vars[key].strip():
+            return ctx.vars[key]
+    return ctx.prompt
+
+
+@assertion(METHOD, model_graded=True, needs_value=True)
+async def simpleqa(ctx: AssertionContext) -> GradingResult:
+    gold = ctx.value
+    if not isinstance(gold, (str, int, float)) or isinstance(gold, bool) or not str(gold).strip():
+        raise AssertionError_("simpleqa assertion type must have the gold answer as its value")
+    grader = ctx.need_grader()
+    spec = grader.spec_for(ctx.assertion, ctx.test)
+    template = ctx.rubric(GRADER_PROMPT)
+    messages = render_grading_prompt(template, {**ctx.vars, "question": _question(ctx), "gold": str(gold),
+                                                "output": ctx.output_text})
+    reply = await grader.complete(spec, messages)
+    meta = {"method": METHOD, "grader": spec.id, "renderedGradingPrompt": json.dumps(messages, ensure_ascii=False)}
+    if reply.error or not reply.text:
+        return grader_error(f"simpleqa: {reply.error or 'the grader gave no reply'}", reply.text, reply.tokens,
+                            **meta)
+    read = read_grade(reply.text)
+    if read is None:
+        return grader_error("simpleqa: the grader's reply is not a grade (A, B or C, or JSON with a 'grade')",
+                            reply.text, reply.tokens, **meta)
+    grade, reason = read
+    passed = (grade == "CORRECT") != ctx.inverse
+    described = {"CORRECT": "correct", "INCORRECT": "incorrect", "NOT_ATTEMPTED": "not attempted"}[grade]
+    text = f"SimpleQA grade: {described}" + (f": {reason}" if reason else "")
+    return GradingResult(passed, 1.0 if passed else 0.0, text, tokens_used=reply.tokens,
+                         metadata={**meta, "grade": grade, "graderReason": reason, "graderRaw": reply.text,
+                                   "graderCost": reply.cost})
+
+
+def _rate(count: int, n: int) -> dict | None:
+    ci = wald_interval(count, n)
+    return None if ci is None else {"rate": ci["value"], "ci95": [ci["low"], ci["high"]], "count": count}
+
+
+def simpleqa_summary(metadatas: list[dict]) -> dict | None:
+    """The column's SimpleQA figures over the rows the grader graded (grading errors apart)."""
+    grades = [m.get("grade") for m in metadatas if not m.get("graderError")]
+    errors = sum(1 for m in metadatas if m.get("graderError"))
+    n = len(grades)
+    correct, incorrect = grades.count("CORRECT"), grades.count("INCORRECT")
+    not_attempted = grades.count("NOT_ATTEMPTED")
+    attempted = correct + incorrect
+    cga = correct / attempted if attempted else None
+    c = correct / n if n else None
+    if c is None or cga is None:
+        f = None
+    else:
+        f = 0.0 if c + cga == 0 else 2 * c * cga / (c + cga)
+    return {"n": n, "gradingErrors": errors, "correct": _rate(correct, n), "incorrect": _rate(incorrect, n),
+            "notAttempted": _rate(not_attempted, n), "correctGivenAttempted": cga, "f": f}
+
+
+def format_simpleqa(s: dict) -> str:
+    def pct(part: dict | None, margin: bool = False) -> str:
+        if part is None:
+            return "n/a"
+        text = f"{part['rate'] * 100:.1f}%"
+        if margin:
+            low, high = part["ci95"]
+            text += f" [{low * 100:.1f}, {high * 100:.1f}]"
+        return text
+
+    def plain(x: float | None) -> str:
+        return "n/a" if x is None else f"{x * 100:.1f}%"
+
+    line = (f"SimpleQA (n={s['n']}): correct {pct(s['correct'], True)}, incorrect {pct(s['incorrect'])}, "
+            f"not attempted {pct(s['notAttempted'])}; correct given attempted {plain(s['correctGivenAttempted'])}, "
+            f"F {plain(s['f'])}")
+    if s.get("gradingErrors"):
+        line += f"; {s['gradingErrors']} grading errors left out"
+    return line
+
+
+method_reports.register("simpleqa", METHOD, simpleqa_summary, format_simpleqa)

@@ -1,0 +1,118 @@
+"""`simpleqa`: every grade against a scripted grader on the fake server, unreadable replies as
+grading errors, and the column's SimpleQA figures."""
+
+import json
+
+import pytest
+from conftest import write
+from typer.testing import CliRunner
+
+from factcli.cli import app
+from factcli.methods.simpleqa import format_simpleqa, read_grade, simpleqa_summary
+
+CONFIG = """
+prompts: ["<<answer>>"]
+providers: [echo]
+defaultTest:
+  options:
+    provider: {id: "openai:chat:judge", config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"}}
+tests:
+  - {description: right, vars: {question: "Capital of France?", answer: "Paris."}, assert: [{type: simpleqa, value: Paris}]}
+  - {description: word, vars: {question: "Capital of France?", answer: "It is Paris"}, assert: [{type: simpleqa, value: Paris}]}
+  - {description: wrong, vars: {question: "Capital of France?", answer: "Lyon."}, assert: [{type: simpleqa, value: Paris}]}
+  - {description: json-wrong, vars: {question: "Capital of France?", answer: "Marseille."}, assert: [{type: simpleqa, value: Paris}]}
+  - {description: declines, vars: {question: "Capital of France?", answer: "I do not know."}, assert: [{type: simpleqa, value: Paris}]}
+  - {description: hedges, vars: {question: "Capital of France?", answer: "Maybe Paris or Lyon."}, assert: [{type: simpleqa, value: Paris}]}
+  - {description: garbage, vars: {question: "Capital of France?", answer: "Nice."}, assert: [{type: simpleqa, value: Paris}]}
+  - {description: two-letters, vars: {question: "Capital of France?", answer: "Toulouse."}, assert: [{type: simpleqa, value: Paris}]}
+"""
+
+# the scripted grader: the answer it is shown decides its reply
+REPLIES = [
+    (r"Answer to grade: Paris\.", "A"),
+    (r"Answer to grade: It is Paris", "CORRECT"),
+    (r"Answer to grade: Lyon\.", " B. "),
+    (r"Answer to grade: Marseille\.", '{"grade": "INCORRECT", "reason": "names another city"}'),
+    (r"Answer to grade: I do not know\.", "C"),
+    (r"Answer to grade: Maybe Paris", '{"grade": "C", "reason": "two candidates, no commitment"}'),
+    (r"Answer to grade: Nice\.", "The answer is wrong."),
+    (r"Answer to grade: Toulouse\.", "A or B"),
+]
+
+
+@pytest.fixture
+def run(fake_openai, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    for pattern, reply in REPLIES:
+        fake_openai.add_rule(pattern, reply)
+    cfg = write(tmp_path / "c.yaml", CONFIG)
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "--no-progress-bar"])
+    return result, json.loads(out.read_text())
+
+
+def test_every_grade_and_unreadable_replies(run):
+    result, doc = run
+    assert result.exit_code == 100, result.output
+    rows = {r["testCase"]["description"]: r for r in doc["results"]["results"]}
+    graded = {name: r["gradingResult"]["componentResults"][0] for name, r in rows.items()}
+    grades = {name: g["metadata"].get("grade") for name, g in graded.items()}
+    assert grades == {"right": "CORRECT", "word": "CORRECT", "wrong": "INCORRECT", "json-wrong": "INCORRECT",
+                      "declines": "NOT_ATTEMPTED", "hedges": "NOT_ATTEMPTED", "garbage": None,
+                      "two-letters": None}
+    assert {name for name, r in rows.items() if r["success"]} == {"right", "word"}
+    assert graded["json-wrong"]["reason"] == "SimpleQA grade: incorrect: names another city"
+    assert graded["hedges"]["metadata"]["graderReason"] == "two candidates, no commitment"
+    # never a silent pass or fail: a grading error, the raw reply kept
+    for name, raw in (("garbage", "The answer is wrong."), ("two-letters", "A or B")):
+        assert graded[name]["metadata"]["graderError"] is True and graded[name]["metadata"]["graderRaw"] == raw
+    assert graded["wrong"]["metadata"]["graderRaw"] == " B. "
+
+
+def test_the_column_figures(run):
+    result, doc = run
+    column = doc["factcli"]["columns"][0]["methods"]["simpleqa"]
+    assert column["n"] == 6 and column["gradingErrors"] == 2
+    assert column["correct"]["count"] == 2 and column["correct"]["rate"] == pytest.approx(2 / 6)
+    assert column["incorrect"]["rate"] == pytest.approx(2 / 6)
+    assert column["notAttempted"]["rate"] == pytest.approx(2 / 6)
+    assert column["correctGivenAttempted"] == pytest.approx(0.5)
+    assert column["f"] == pytest.approx(2 * (1 / 3) * 0.5 / (1 / 3 + 0.5))  # 0.4
+    shown = " ".join(result.output.split())  # the summary wraps at the terminal's width
+    assert "SimpleQA (n=6): correct 33.3% [" in shown
+    assert "correct given attempted 50.0%, F 40.0%; 2 grading errors left out" in shown
+
+
+@pytest.mark.parametrize("reply, grade", [
+    ("A", "CORRECT"), ("b", None), ('"C"', "NOT_ATTEMPTED"), ("(B)", "INCORRECT"), ("NOT ATTEMPTED", "NOT_ATTEMPTED"),
+    ('{"grade": "a"}', "CORRECT"), ('{"grade": "maybe"}', None), ('{"reason": "x"}', None), ("", None),
+    ("A\nB", None), ("The grade is A", None),
+])
+def test_reading_a_reply(reply, grade):
+    read = read_grade(reply)
+    assert (read[0] if read else None) == grade
+
+
+def test_figures_by_hand():
+    metas = [{"grade": g} for g in ["CORRECT"] * 6 + ["INCORRECT"] * 3 + ["NOT_ATTEMPTED"]] + [{"graderError": True}]
+    s = simpleqa_summary(metas)
+    assert s["n"] == 10 and s["gradingErrors"] == 1
+    assert s["correct"]["rate"] == 0.6 and s["correctGivenAttempted"] == pytest.approx(6 / 9)
+    assert s["f"] == pytest.approx(2 * 0.6 * (6 / 9) / (0.6 + 6 / 9))
+    margin = 1.96 * (0.6 * 0.4 / 10) ** 0.5
+    assert s["correct"]["ci95"] == pytest.approx([0.6 - margin, 0.6 + margin])
+    # nothing attempted: correct given attempted and F have no denominator
+    none = simpleqa_summary([{"grade": "NOT_ATTEMPTED"}] * 3)
+    assert none["correctGivenAttempted"] is None and none["f"] is None
+    assert "correct given attempted n/a, F n/a" in format_simpleqa(none)
+    # attempted, never right: F is 0, not n/a
+    assert simpleqa_summary([{"grade": "INCORRECT"}] * 2)["f"] == 0.0
+
+
+def test_the_figures_in_view_and_the_html_report(run, tmp_path):
+    runner = CliRunner()
+    shown = " ".join(runner.invoke(app, ["view", "latest"]).output.split())
+    assert "SimpleQA (n=6): correct 33.3% [" in shown
+    page = tmp_path / "r.html"
+    assert runner.invoke(app, ["export", "latest", "-o", str(page)]).exit_code == 0
+    assert "<h2>Methods</h2>" in page.read_text() and "F 40.0%; 2 grading errors left out" in page.read_text()
