@@ -50,6 +50,7 @@ class Assertion:
     config: dict = field(default_factory=dict)
     children: list["Assertion"] | None = None  # assert-set members
     raw: dict = field(default_factory=dict)  # as written, for the results JSON
+    calibration: dict | None = None  # the judge's measured errors (config/judge_calibration.py)
 
     @property
     def base_type(self) -> str:

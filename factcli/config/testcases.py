@@ -7,6 +7,7 @@ from typing import Any
 
 from factcli import sources
 from factcli.config.context import Ctx, check_keys, expect, number
+from factcli.config.judge_calibration import read_calibration
 from factcli.errors import ConfigError, did_you_mean
 from factcli.types import EMPTY_DICT, Assertion, TestCase
 
@@ -126,6 +127,10 @@ def parse_assertion(a: Any, ctx: Ctx, where: str, in_set: bool = False) -> Asser
     expect(metric is None or isinstance(metric, str), "expected a string", ctx.file, where + ".metric")
     config = a.get("config") or {}
     expect(isinstance(config, dict), "expected a mapping", ctx.file, where + ".config")
+    calibration = read_calibration(config, ctx, where + ".config")
+    if calibration is not None and not kind.model_graded:
+        raise ConfigError(f"config.calibration corrects a judge's pass rate, and '{typ}' has no judge",
+                          ctx.file, where + ".config.calibration")
     value = a.get("value")
     if kind.needs_value and value is None:
         raise ConfigError(f"'{typ}' needs a 'value'", ctx.file, where + ".value")
@@ -145,7 +150,7 @@ def parse_assertion(a: Any, ctx: Ctx, where: str, in_set: bool = False) -> Asser
         rubric_prompt=load_rubric_prompt(a.get("rubricPrompt"), ctx.base, ctx.file, where + ".rubricPrompt"),
         transform=check_transform(a.get("transform"), ctx.file, where + ".transform", ctx.base),
         context_transform=check_transform(a.get("contextTransform"), ctx.file, where + ".contextTransform", ctx.base),
-        config=config, raw=a,
+        config=config, raw=a, calibration=calibration,
     )
 
 

@@ -99,15 +99,23 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from factcli import templating
-from factcli.methods import reports as method_reports
 from factcli.methods import facts_prompts
-from factcli.methods.facts_parsing import (MAJOR, check_sentences, normalize, parse_eligibility,
-                                          parse_implicit_span_level, parse_json_labels, parse_span_level,
-                                          read_final_answer, split_sentences)
-from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
+from factcli.methods import reports as method_reports
 from factcli.methods.claims import JudgeCall, JudgeError, ask_text, judges_for, prompt_for
+from factcli.methods.facts_parsing import (
+    MAJOR,
+    check_sentences,
+    normalize,
+    parse_eligibility,
+    parse_implicit_span_level,
+    parse_json_labels,
+    parse_span_level,
+    read_final_answer,
+    split_sentences,
+)
 from factcli.scoring.grading import grader_error
 from factcli.scoring.panels import AGGREGATES, JudgeVerdict, aggregate, judge_names
+from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.stats.intervals import wald_margin as facts_interval  # the paper's interval (Tables 5, 6)
 from factcli.types import GradingResult, ProviderSpec, TokenUsage
 

@@ -84,15 +84,22 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from factcli import templating
-from factcli.methods import reports as method_reports
 from factcli.methods import factscore_prompts as prompts
-from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
+from factcli.methods import reports as method_reports
 from factcli.methods.claims import JudgeCall, JudgeError, judges_for, step_prompt
 from factcli.methods.factscore_facts import decompose, judge_name, verify
+from factcli.methods.knowledge import (
+    DEFAULT_PASSAGE_WORDS,
+    KnowledgeError,
+    KnowledgeSource,
+    Passage,
+    open_source,
+    split_paragraph_sentences,
+    text_source,
+)
 from factcli.scoring.grading import grader_error, load_rubric_prompt, pick
 from factcli.scoring.panels import AGGREGATES, JudgeVerdict, aggregate, judge_names
-from factcli.methods.knowledge import (DEFAULT_PASSAGE_WORDS, KnowledgeError, KnowledgeSource, Passage, open_source,
-                               split_paragraph_sentences, text_source)
+from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.types import GradingResult, ProviderSpec, TokenUsage
 
 DEFAULT_K = 5

@@ -56,6 +56,11 @@ def diff_runs(store: Store, a: dict, b: dict, as_json: bool) -> None:
         for kind in ("namedMeans", "derived"):
             for name in sorted(set(s1[kind]) | set(s2[kind])):
                 entry["metrics"][name] = _delta(s1[kind].get(name), s2[kind].get(name))
+        corrected_a = {e["assertion"]: e for e in s1.get("judgeCorrected") or []}
+        corrected_b = {e["assertion"]: e for e in s2.get("judgeCorrected") or []}
+        entry["judgeCorrected"] = {name: _delta(corrected_a[name].get("correctedPassRate"),
+                                                corrected_b[name].get("correctedPassRate"))
+                                   for name in sorted(set(corrected_a) & set(corrected_b))}
         deltas.append(entry)
     doc = {"a": a["id"], "b": b["id"], "flips": flips, "unchanged": unchanged, "onlyInA": only_a,
            "onlyInB": only_b, "columns": deltas,
@@ -139,6 +144,7 @@ def _render_diff(doc: dict, a: dict, b: dict) -> None:
         for c in doc["columns"]:
             rows = [("pass rate", c["passRate"], True), ("mean score", c["meanScore"], False)]
             rows += [(name, d, False) for name, d in c["metrics"].items()]
+            rows += [(f"{name} (corrected for the judge)", d, True) for name, d in c.get("judgeCorrected", {}).items()]
             for i, (name, d, pct) in enumerate(rows):
                 delta = d["delta"]
                 dtext = "—" if delta is None else (f"{delta * 100:+.1f} pts" if pct else f"{delta:+.3f}")

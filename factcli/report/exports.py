@@ -344,9 +344,13 @@ def html_page(run) -> str:
         cells.append(f'<td class="num">{m.grading_errors}</td><td>{cats}</td>')
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</tbody></table>")
-    # the one-line reports of the claim-level methods and SimpleQA, as the summary and `view` show them
-    lines = [(column_label(col), report["line"]) for col, m in zip(run.columns, run.metrics)
-             for report in (m.methods or {}).values() if isinstance(report, dict) and report.get("line")]
+    # the one-line reports of the claim-level methods and SimpleQA, and the pass rates corrected for
+    # the judge, as the summary and `view` show them
+    from factcli.stats.judge import describe
+
+    lines = [(column_label(col), line) for col, m in zip(run.columns, run.metrics)
+             for line in [*(r["line"] for r in (m.methods or {}).values() if isinstance(r, dict) and r.get("line")),
+                          *(describe(e) for e in m.judge_corrected)]]
     if lines:
         out.append("<h2>Methods</h2><ul>" + "".join(f"<li><b>{_e(label)}</b>: {_e(line)}</li>" for label, line in lines)
                    + "</ul>")

@@ -145,7 +145,8 @@ def to_promptfoo_json(run, rows: bool = True) -> dict:
             "graders": list(run.graders),
             "columns": [{"gradingErrors": m.grading_errors, "categories": dict(m.categories),
                          "cached": m.cached, "graderCost": m.grader_cost,
-                         "methods": {k: v["summary"] for k, v in m.methods.items()}, **m.stats}
+                         "methods": {k: v["summary"] for k, v in m.methods.items()}, **m.stats,
+                         **({"judgeCorrected": m.judge_corrected} if m.judge_corrected else {})}
                         for m in run.metrics],
             "retries": run.retries,
             "abortReason": run.abort_reason,

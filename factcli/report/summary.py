@@ -133,6 +133,7 @@ def summary(run, console: Console) -> None:
                   + (f" · {run.retries} retries" if run.retries else ""))
     from factcli import stats
     from factcli.report import figures
+    from factcli.stats import judge
 
     stats.fill(run)  # normally done at the end of the run; a run built by hand may lack them
     margin = stats.wald_margin(rate, total) if rate is not None else None
@@ -154,6 +155,8 @@ def summary(run, console: Console) -> None:
                           + dist)
         for report in m.methods.values():
             console.print(escape(f"[{col.provider.display}] {_one_line(col.prompt.label, 30)}: {report['line']}"))
+        for entry in m.judge_corrected:
+            console.print(escape(f"[{col.provider.display}] {_one_line(col.prompt.label, 30)}: {judge.describe(entry)}"))
     nonbinary = any(m.stats.get("scoreBinary") is False for m in run.metrics)
     repeat = max((m.stats.get("repeat") or 1 for m in run.metrics), default=1)
     if len(run.columns) > 1 or any(m.named_scores for m in run.metrics) or nonbinary or repeat > 1:

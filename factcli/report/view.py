@@ -137,7 +137,7 @@ def column_summaries(store: Store, run: dict, derived_names: set[str] | None = N
         else:
             cnt = {"pass": m.test_pass, "fail": m.test_fail, "error": m.test_error}
         n = cnt["pass"] + cnt["fail"] + cnt["error"]
-        means, derived, categories, grading_errors, score_mean, methods = {}, {}, {}, 0, None, {}
+        means, derived, categories, grading_errors, score_mean, methods, judged = {}, {}, {}, 0, None, {}, []
         if m is not None:
             all_means = m.named_means()
             for k, v in m.named_scores.items():
@@ -148,6 +148,7 @@ def column_summaries(store: Store, run: dict, derived_names: set[str] | None = N
             categories = dict(m.categories)
             grading_errors = m.grading_errors
             methods = {k: v.get("line", "") for k, v in (m.methods or {}).items() if isinstance(v, dict)}
+            judged = [e for e in m.judge_corrected or [] if isinstance(e, dict)]
             score_mean = (m.score / m.rows) if m.rows else None
         rate = stats.wald_interval(cnt["pass"], n)
         if final and m is not None and m.stats:
@@ -163,7 +164,7 @@ def column_summaries(store: Store, run: dict, derived_names: set[str] | None = N
             "passRateCi95": [rate["low"], rate["high"]] if rate else None,
             "passRateMargin": rate["margin"] if rate else None, "meanScore": score_mean, "namedMeans": means,
             "derived": derived, "categories": categories, "gradingErrors": grading_errors,
-            "methods": methods, "stats": column_stats,
+            "methods": methods, "judgeCorrected": judged, "stats": column_stats,
         })
     return out
 
@@ -406,6 +407,7 @@ def render_footer(console, summaries: list[dict], terminal: bool) -> None:
     from rich.text import Text
 
     from factcli.report import figures
+    from factcli.stats import judge
 
     if not summaries:
         return
@@ -455,7 +457,7 @@ def render_footer(console, summaries: list[dict], terminal: bool) -> None:
         console.print(Text(f"Score intervals and repeat statistics of a run over {LIVE_STATS_MAX_ROWS:,} rows "
                            "are shown once it has finished.", style="dim"))
     for s in summaries:
-        for line in s["methods"].values():
+        for line in [*s["methods"].values(), *(judge.describe(e) for e in s.get("judgeCorrected", []))]:
             console.print(Text(f"{one_line(s['label'], 40)}: {line}"))
 
 

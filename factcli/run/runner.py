@@ -124,13 +124,15 @@ class EvalRun:
         for row in self._pending:
             self._tally(row)
         self._pending = []
-        for m, (sample, methods) in zip(self.metrics, self._column_tallies()):
+        for m, (sample, methods, judged) in zip(self.metrics, self._column_tallies()):
             m.stats = sample.stats()
             m.methods = methods.reports()
+            m.judge_corrected = judged.reports()
 
     def _column_tallies(self) -> list:
         if self._tallies is None:
-            self._tallies = [(stats.ColumnSample(self.repeat), method_reports.ColumnMethods()) for _ in self.columns]
+            self._tallies = [(stats.ColumnSample(self.repeat), method_reports.ColumnMethods(), stats.JudgeTally())
+                             for _ in self.columns]
         return self._tallies
 
     def _tally(self, row: EvalResult) -> None:
@@ -215,9 +217,29 @@ def self_preference_warning(grader_id: str, provider_ids: list[str]) -> str | No
     return None
 
 
+def calibration_mismatch(a, grader_id: str | None) -> str | None:
+    """A warning when a calibrated assertion is not graded as its calibration was (type, grader,
+    rubric prompt): the report's error rates may not hold for this judge."""
+    c = a.calibration
+    report_assertion = c.get("assertion") or {}
+    differs = []
+    report_type = str(report_assertion.get("type") or "")
+    if report_type.removeprefix("not-") != a.base_type:
+        differs.append(f"type {report_type or '?'} there, {a.base_type} here")
+    if grader_id is not None and c.get("grader") != grader_id:
+        differs.append(f"grader {c.get('grader') or '?'} there, {grader_id} here")
+    if report_assertion.get("rubricPrompt") != a.raw.get("rubricPrompt"):
+        differs.append("another rubric prompt")
+    if not differs:
+        return None
+    return (f"the calibration '{c['label']}' ({c['report']}) was measured with another judge ({'; '.join(differs)}): "
+            "its error rates may not hold here, nor the pass rate corrected with them")
+
+
 def check_graders(suite: Suite, source, warnings: list[str]) -> list[str]:
     """Resolve every model-graded assertion's graders before any call: none available is a config
-    error. Warns once per text grader that is, or is of the same family as, a model under test."""
+    error. Warns once per text grader that is, or is of the same family as, a model under test, and
+    once per calibrated assertion graded otherwise than its calibration."""
     from factcli.errors import ConfigError
     from factcli.scoring.grading import NoGrader, pick
     from factcli.scoring.registry import lookup
@@ -234,6 +256,11 @@ def check_graders(suite: Suite, source, warnings: list[str]) -> list[str]:
             message = self_preference_warning(spec_id, provider_ids)
             if message:
                 warnings.append(message)
+
+    def mismatch(a, grader_id: str | None) -> None:
+        message = calibration_mismatch(a, grader_id)
+        if message and message not in warnings:
+            warnings.append(message)
 
     for test in suite.tests:
         flat = []
@@ -265,6 +292,8 @@ def check_graders(suite: Suite, source, warnings: list[str]) -> list[str]:
                     if spec is None:
                         raise ConfigError("a judge needs a text model", file or None, f"{where_p}[{j}]")
                     note(spec.id, "text")
+                if a.calibration is not None:
+                    mismatch(a, None)
                 continue
             for grader_kind in _grader_kinds(kind.name):
                 try:
@@ -278,6 +307,8 @@ def check_graders(suite: Suite, source, warnings: list[str]) -> list[str]:
                     raise ConfigError(exc.detail, file or None,
                                       f"{path}.{where}.provider" if path else where) from None
                 note(spec.id, grader_kind)
+                if grader_kind == "text" and a.calibration is not None:
+                    mismatch(a, spec.id)
     return graders
 
 

@@ -92,6 +92,7 @@ class ColumnMetrics:
     grader_cost: float = 0.0
     methods: dict = field(default_factory=dict)  # claim-level method reports (methods/reports.py)
     stats: dict = field(default_factory=dict)  # intervals and repeat statistics, filled at the end (stats/columns.py)
+    judge_corrected: list = field(default_factory=list)  # pass rates corrected for the judge (stats/judge.py)
 
     def add(self, row: EvalResult, derived: list[tuple[str, object]]) -> None:
         """promptfoo's updatePromptMetricsForRow, in its order (derived metrics before counts)."""

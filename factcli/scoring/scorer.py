@@ -116,6 +116,10 @@ async def run_assertion(a: Assertion, *, output: Any, test: TestCase, variables:
         result.metadata.setdefault("renderedAssertionValue", value)
     if a.weight == 0:
         result.passed = True
+    if a.calibration is not None:  # counted per column by stats/judge.py, from the rows alone
+        c = a.calibration
+        result.metadata["judgeCalibration"] = {"key": render_metric(a.metric, variables) or a.base_type,
+                                               "label": c["label"], **{k: c[k] for k in ("tp", "fn", "fp", "tn")}}
     return result
 
 

@@ -1,5 +1,5 @@
 """Statistics as pure functions of counts and scores: intervals (Wald, bootstrap, differences),
-pass@k and repeat statistics, and per-column summaries. `from factcli import stats` gives all of them."""
+pass@k and repeat statistics, per-column summaries, and pass rates corrected for the judge. `from factcli import stats` gives all of them."""
 
 from factcli.stats.columns import Cluster, ColumnSample, column_stats, fill, row_stats, run_interval
 from factcli.stats.intervals import (
@@ -13,8 +13,9 @@ from factcli.stats.intervals import (
                                      wald_interval,
                                      wald_margin,
 )
+from factcli.stats.judge import JudgeTally, rogan_gladen
 from factcli.stats.passk import pass_at_k, pass_hat_k, repeat_stats
 
-__all__ = ["Cluster", "ColumnSample", "RESAMPLES", "Z95", "bootstrap_cluster_mean", "bootstrap_mean", "column_stats",
-           "difference", "fill", "pass_at_k", "pass_hat_k", "percentile_interval", "repeat_stats", "resample_ratio",
+__all__ = ["Cluster", "ColumnSample", "JudgeTally", "RESAMPLES", "Z95", "bootstrap_cluster_mean", "bootstrap_mean", "column_stats",
+           "difference", "fill", "pass_at_k", "pass_hat_k", "percentile_interval", "repeat_stats", "resample_ratio", "rogan_gladen",
            "row_stats", "run_interval", "wald_interval", "wald_margin"]

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from factcli.stats.intervals import bootstrap_cluster_mean, wald_interval
+from factcli.stats.judge import JudgeTally
 from factcli.stats.passk import repeat_stats
 
 
@@ -116,16 +117,16 @@ class ColumnSample:
 def fill(run) -> None:
     """Compute the stats of `run`'s columns (an EvalRun's, from its rows) where they are missing; a
     run that executed here has them already (EvalRun.finalize)."""
-    todo = {i: ColumnSample(getattr(run, "repeat", 1) or 1)
+    todo = {i: (ColumnSample(getattr(run, "repeat", 1) or 1), JudgeTally())
             for i, m in enumerate(run.metrics) if not getattr(m, "stats", None)}
     if not todo:
         return
     for r in run.all_rows():
-        sample = todo.get(r.step.prompt_idx)
-        if sample is not None:
-            sample.add(r)
-    for i, sample in todo.items():
+        for tally in todo.get(r.step.prompt_idx, ()):
+            tally.add(r)
+    for i, (sample, judged) in todo.items():
         run.metrics[i].stats = sample.stats()
+        run.metrics[i].judge_corrected = judged.reports()
 
 
 def run_interval(run) -> list[float] | None:
