@@ -116,3 +116,22 @@ def test_the_figures_in_view_and_the_html_report(run, tmp_path):
     page = tmp_path / "r.html"
     assert runner.invoke(app, ["export", "latest", "-o", str(page)]).exit_code == 0
     assert "<h2>Methods</h2>" in page.read_text() and "F 40.0%; 2 grading errors left out" in page.read_text()
+
+
+def test_the_shipped_suite_runs_offline(tmp_path):
+    """configs/simpleqa-truthfulqa: the guesser and the humble model are right about as often; SimpleQA
+    tells them apart, and the factuality pass rates come corrected for the (weak) stand-in judge."""
+    from conftest import ROOT
+
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(app, ["eval", "-c", str(ROOT / "configs/simpleqa-truthfulqa/promptfooconfig.yaml"),
+                                      "-o", str(out), "--no-progress-bar"])
+    assert result.exit_code == 100, result.output
+    columns = json.loads(out.read_text())["factcli"]["columns"]
+    careful, guesser, humble = (c["methods"]["simpleqa"] for c in columns)
+    assert careful["correct"]["rate"] == 1.0
+    assert abs(guesser["correct"]["rate"] - humble["correct"]["rate"]) <= 0.1
+    assert humble["incorrect"]["rate"] == 0.0 and humble["f"] > guesser["f"]
+    for c in columns:
+        (corrected,) = c["judgeCorrected"]
+        assert corrected["calibrationN"] == {"pass": 75, "fail": 75} and corrected["correctedPassRate"] is not None
