@@ -135,3 +135,52 @@ def test_the_shipped_suite_runs_offline(tmp_path):
     for c in columns:
         (corrected,) = c["judgeCorrected"]
         assert corrected["calibrationN"] == {"pass": 75, "fail": 75} and corrected["correctedPassRate"] is not None
+
+
+def test_factuality_rows_that_abstain_count_as_not_attempted(fake_openai, tmp_path, monkeypatch):
+    """With config.abstain (FActScore's rules), a factuality column gets the SimpleQA figures too:
+    an abstaining output is not attempted whatever the judge said, the others correct or incorrect."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    fake_openai.add_rule(r"<submitted_answer>\nParis", '{"category": "A", "reason": "same"}')
+    fake_openai.add_rule(r"<submitted_answer>", '{"category": "D", "reason": "differs"}')
+    cfg = write(tmp_path / "c.yaml", """
+prompts: ["<<answer>>"]
+providers: [echo]
+defaultTest:
+  options:
+    provider: {id: "openai:chat:judge", config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"}}
+  assert: [{type: factuality, value: Paris, config: {abstain: auto}}]
+tests:
+  - vars: {question: "Capital of France?", answer: "Paris."}
+  - vars: {question: "Capital of France?", answer: "Lyon."}
+  - vars: {question: "Capital of France?", answer: "I'm sorry, I cannot tell."}
+""")
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "--no-progress-bar"])
+    assert result.exit_code == 100, result.output
+    doc = json.loads(out.read_text())
+    metas = [r["gradingResult"]["componentResults"][0]["metadata"] for r in doc["results"]["results"]]
+    assert [m["abstained"] for m in metas] == [False, False, True]
+    assert metas[2]["abstainReason"] == "starts with \"I'm sorry\""
+    figures = doc["factcli"]["columns"][0]["methods"]["simpleqa"]
+    assert [figures[k]["count"] for k in ("correct", "incorrect", "notAttempted")] == [1, 1, 1]
+    assert figures["from"] == {"factuality": 3}
+
+
+def test_factscore_rows_join_a_column_that_has_simpleqa_figures():
+    from factcli.methods.simpleqa import select
+    from factcli.types import Assertion, GradingResult
+
+    def graded(passed, **meta):
+        return GradingResult(passed, 1.0 if passed else 0.0, "", assertion=Assertion(type="factscore"), metadata=meta)
+
+    items = [select(graded(True, method="factscore", abstained=False)),
+             select(graded(False, method="factscore", abstained=True)),
+             select(graded(False, method="factscore", abstained=False))]
+    assert [i["grade"] for i in items] == ["CORRECT", "NOT_ATTEMPTED", "INCORRECT"]
+    assert simpleqa_summary(items) is None  # factscore rows alone keep their own report
+    both = simpleqa_summary(items + [{"grade": "CORRECT", "from": "simpleqa"}])
+    assert both["n"] == 4 and both["from"] == {"factscore": 3, "simpleqa": 1}
+    assert "3 factscore rows included" in format_simpleqa(both)
+    # a factuality row that did not check abstention is not counted
+    assert select(GradingResult(True, 1.0, "", assertion=Assertion(type="factuality"))) is None

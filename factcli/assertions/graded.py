@@ -21,6 +21,7 @@ import math
 
 from factcli import templating
 from factcli.assertions import prompts
+from factcli.scoring.abstention import ABSTAIN_MODES, detect_abstention
 from factcli.scoring.grading import (
     FIRST_LETTER,
     as_template_text,
@@ -30,7 +31,7 @@ from factcli.scoring.grading import (
     render_grading_prompt,
 )
 from factcli.scoring.panels import JudgeVerdict, PanelConfigError, aggregate, aggregate_mode, describe, judge_names
-from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
+from factcli.scoring.registry import AssertionContext, AssertionError_, assertion, lookup
 from factcli.types import GradingResult, TokenUsage
 
 
@@ -144,6 +145,7 @@ async def factuality(ctx: AssertionContext) -> GradingResult:
         raise AssertionError_("factuality assertion type must have a string value")
     if not ctx.prompt:
         raise AssertionError_("factuality assertion type must have a prompt")
+    abstain = _abstention_rule(ctx)  # before any call: a bad config.abstain costs nothing
     weights = factuality_weights(ctx.test.options)
     threshold = ctx.threshold if ctx.threshold is not None else PANEL_THRESHOLD
     result = await _graded(ctx, "factuality", lambda spec: _factuality_one(ctx, spec, weights), threshold,
@@ -154,7 +156,28 @@ async def factuality(ctx: AssertionContext) -> GradingResult:
         if letters:
             result.metadata["categories"] = {k: letters.count(k) for k in sorted(set(letters))}
             result.metadata["category"] = panel_category(letters, weights)
+    if abstain is not None:  # graded as usual; the column's SimpleQA figures count it as not attempted
+        result.metadata["abstained"] = bool(abstain)
+        if abstain:
+            result.metadata["abstainReason"] = abstain
     return result
+
+
+def _abstention_rule(ctx: AssertionContext) -> str | None:
+    """With `config.abstain` (FActScore's rules; off by default for factuality): the rule that fires
+    for this output, "" when none does; None when abstention is not checked."""
+    mode = ctx.assertion.config.get("abstain", "none")
+    if mode == "none":
+        return None
+    if mode not in ABSTAIN_MODES:
+        raise AssertionError_(f"factuality: config.abstain must be one of {', '.join(ABSTAIN_MODES)}, got {mode!r}")
+    phrases = ctx.assertion.config.get("abstain_phrases") or []
+    if isinstance(phrases, str):
+        phrases = [phrases]
+    if not isinstance(phrases, list) or not all(isinstance(p, str) for p in phrases):
+        raise AssertionError_("factuality: config.abstain_phrases must be a list of strings")
+    lookup("simpleqa")  # registers the SimpleQA report, which counts this row, in a run without simpleqa
+    return detect_abstention(ctx.output_text, mode, phrases) or ""
 
 
 def panel_category(letters: list[str], weights: dict) -> str:

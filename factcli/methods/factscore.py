@@ -97,6 +97,7 @@ from factcli.methods.knowledge import (
     split_paragraph_sentences,
     text_source,
 )
+from factcli.scoring.abstention import ABSTAIN_MODES, detect_abstention
 from factcli.scoring.grading import grader_error, load_rubric_prompt, pick
 from factcli.scoring.panels import AGGREGATES, JudgeVerdict, aggregate, judge_names
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
@@ -107,22 +108,6 @@ DEFAULT_GAMMA = 10
 DEFAULT_THRESHOLD = 0.5
 DEFAULT_CONCURRENCY = 8
 
-# FActScore's abstain_detection.py: phrases of a search-backed model that found nothing.
-PERPLEXITY_PHRASES = (
-    "I could not find any information",
-    "The search results do not provide",
-    "There is no information",
-    "There are no search results",
-    "there are no provided search results",
-    "not provided in the search results",
-    "is not mentioned in the provided search results",
-    "There seems to be a mistake in the question",
-    "Not sources found",
-    "No sources found",
-    "Try a more general question",
-)
-ABSTAIN_MODES = ("auto", "generic", "perplexity_ai", "none")
-_CITATION = re.compile(r"\s*\[\d+\]\s*")
 _PREAMBLE_STARTS = ("Sure", "Please", "This sentence does not contain any facts")
 _FIRST_PREAMBLE_STARTS = ("Here are", "Here is", "Here's", "Here’s")
 
@@ -135,47 +120,6 @@ def length_penalty(n_facts: int, gamma: float | None) -> float:
     if not gamma or n_facts <= 0:
         return 1.0
     return 1.0 if n_facts > gamma else math.exp(1 - gamma / n_facts)
-
-
-def _generic_abstains(text: str) -> str | None:
-    if text.startswith("I'm sorry"):
-        return "starts with \"I'm sorry\""
-    if "provide more" in text:
-        return "contains \"provide more\""
-    return None
-
-
-def _perplexity_abstains(text: str) -> str | None:
-    """FActScore's rule: a "no information" phrase at the start, or in the first paragraph (no valid
-    paragraph comes before the first invalid one)."""
-    output = _CITATION.sub(" ", text).strip()
-    lower = output.lower()
-    for p in PERPLEXITY_PHRASES:
-        if lower.startswith(p.lower()):
-            return f"starts with \"{p}\""
-    first = output.split("\n\n", 1)[0]
-    for p in PERPLEXITY_PHRASES:
-        if p.lower() in first.lower():
-            return f"\"{p}\" before any other paragraph"
-    return None if first.strip() else "empty response"
-
-
-def detect_abstention(text: str, mode: str = "auto", phrases: Iterable[str] = ()) -> str | None:
-    """The abstention rule that fires for a response, or None."""
-    text = (text or "").replace("’", "'").strip()
-    if not text:
-        return "empty response"
-    lower = text.lower()
-    for phrase in phrases:
-        if phrase and lower.startswith(str(phrase).replace("’", "'").lower()):
-            return f"starts with {phrase!r}"
-    if mode in ("auto", "generic"):
-        why = _generic_abstains(text)
-        if why:
-            return why
-    if mode in ("auto", "perplexity_ai"):
-        return _perplexity_abstains(text)
-    return None
 
 
 def response_sentences(text: str, skip_preambles: bool = True) -> list[str]:

@@ -1,7 +1,8 @@
 """Per-column reports of the claim-level methods, as their papers ask results to be reported.
 
 A method registers a `summarize(metadatas) -> dict | None` and a `describe(summary) -> str`; the
-runner collects each row's metadata as the row becomes final and computes the reports once all rows
+runner collects each row's metadata (of the gradings whose `metadata.method` is the method's, or
+what the report's own `select(grading)` picks) as the row becomes final and computes the reports once all rows
 are in (a stored run being re-rendered collects them from its rows),
 they are stored with the column metrics, written to the results JSON (`factcli.columns[i].methods`)
 and shown as one line per column by the summary and by `view`. The line is stored next to the
@@ -22,24 +23,29 @@ class MethodReport:
     method: str  # the `metadata.method` of the grading results it reads
     summarize: Callable[[list[dict]], dict | None]
     describe: Callable[[dict], str]
+    select: Callable[[GradingResult], dict | None] | None = None  # a report that reads other methods' rows too
 
 
 _REPORTS: dict[str, MethodReport] = {}
 
 
 def register(key: str, method: str, summarize: Callable[[list[dict]], dict | None],
-             describe: Callable[[dict], str]) -> None:
-    _REPORTS[key] = MethodReport(key, method, summarize, describe)
+             describe: Callable[[dict], str], select: Callable[[GradingResult], dict | None] | None = None) -> None:
+    _REPORTS[key] = MethodReport(key, method, summarize, describe, select)
 
 
-def _metadatas(grading: GradingResult | None, method: str, out: list[dict]) -> None:
+def _metadatas(grading: GradingResult | None, report: MethodReport, out: list[dict]) -> None:
     if grading is None:
         return
-    if grading.metadata.get("method") == method:
+    if report.select is not None:
+        item = report.select(grading)
+        if item is not None:
+            out.append(item)
+    elif grading.metadata.get("method") == report.method:
         out.append(grading.metadata)
     for child in grading.component_results:
         if child is not grading:
-            _metadatas(child, method, out)
+            _metadatas(child, report, out)
 
 
 class ColumnMethods:
@@ -56,7 +62,7 @@ class ColumnMethods:
         if grading is None:
             return
         for report in _REPORTS.values():
-            _metadatas(grading, report.method, self.found.setdefault(report.key, []))
+            _metadatas(grading, report, self.found.setdefault(report.key, []))
 
     def reports(self) -> dict:
         """{key: {"summary": {...}, "line": "..."}} for every registered method found; methods with

@@ -116,8 +116,28 @@ def _rate(count: int, n: int) -> dict | None:
     return None if ci is None else {"rate": ci["value"], "ci95": [ci["low"], ci["high"]], "count": count}
 
 
+def select(grading: GradingResult) -> dict | None:
+    """What the column's SimpleQA figures count: every simpleqa grading; a factuality grading that
+    checked abstention (`config.abstain`): not attempted when the output abstained, else correct or
+    incorrect as it passed; a factscore grading likewise (abstained: not attempted), once the column
+    has one of the first two kinds."""
+    meta = grading.metadata
+    error = bool(meta.get("graderError"))
+    if meta.get("method") == METHOD:
+        return {"grade": meta.get("grade"), "graderError": error, "from": METHOD}
+    kind = grading.assertion.base_type if grading.assertion is not None else None
+    if meta.get("method") == "factscore" or (kind in ("factuality", "model-graded-factuality")
+                                            and meta.get("abstained") is not None):
+        grade = "NOT_ATTEMPTED" if meta.get("abstained") else ("CORRECT" if grading.passed else "INCORRECT")
+        return {"grade": grade, "graderError": error and not meta.get("abstained"),
+                "from": "factscore" if meta.get("method") == "factscore" else "factuality"}
+    return None
+
+
 def simpleqa_summary(metadatas: list[dict]) -> dict | None:
     """The column's SimpleQA figures over the rows the grader graded (grading errors apart)."""
+    if not any(m.get("from", METHOD) in (METHOD, "factuality") for m in metadatas):
+        return None  # factscore rows alone keep their own report
     grades = [m.get("grade") for m in metadatas if not m.get("graderError")]
     errors = sum(1 for m in metadatas if m.get("graderError"))
     n = len(grades)
@@ -130,8 +150,11 @@ def simpleqa_summary(metadatas: list[dict]) -> dict | None:
         f = None
     else:
         f = 0.0 if c + cga == 0 else 2 * c * cga / (c + cga)
+    sources = {}
+    for m in metadatas:
+        sources[m.get("from", METHOD)] = sources.get(m.get("from", METHOD), 0) + 1
     return {"n": n, "gradingErrors": errors, "correct": _rate(correct, n), "incorrect": _rate(incorrect, n),
-            "notAttempted": _rate(not_attempted, n), "correctGivenAttempted": cga, "f": f}
+            "notAttempted": _rate(not_attempted, n), "correctGivenAttempted": cga, "f": f, "from": sources}
 
 
 def format_simpleqa(s: dict) -> str:
@@ -152,7 +175,10 @@ def format_simpleqa(s: dict) -> str:
             f"F {plain(s['f'])}")
     if s.get("gradingErrors"):
         line += f"; {s['gradingErrors']} grading errors left out"
+    others = {k: v for k, v in (s.get("from") or {}).items() if k != METHOD}
+    if others:
+        line += "; " + ", ".join(f"{v} {k} rows" for k, v in sorted(others.items())) + " included"
     return line
 
 
-method_reports.register("simpleqa", METHOD, simpleqa_summary, format_simpleqa)
+method_reports.register("simpleqa", METHOD, simpleqa_summary, format_simpleqa, select)
