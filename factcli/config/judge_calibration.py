@@ -21,7 +21,10 @@ def _report(path: Path, file: str, where: str) -> dict:
                           file, where)
     key = (path.resolve(), path.stat().st_mtime)
     if key not in _READ:
-        _READ[key] = sources.load_structured(path, str(path))
+        try:
+            _READ[key] = sources.load_structured(path, str(path))
+        except ConfigError as exc:  # name the config and the key that points at the report, too
+            raise ConfigError(f"calibration report {exc}", file, where) from None
     doc = _READ[key]
     if not (isinstance(doc, dict) and isinstance(doc.get("graders"), list) and doc["graders"]):
         raise ConfigError(f"{path} is not a calibration report (no 'graders' list; write one with "
