@@ -130,7 +130,7 @@ def test_a_judge_other_than_the_calibrated_one_is_warned_about(judged, tmp_path)
     ({"calibrationLabel": "strikt"}, "no grader configuration labelled 'strikt' (did you mean 'strict'?)"),
     ({"calibrationLabel": None}, "holds 2 grader configurations: name one with config.calibrationLabel"),
     ({"calibration": "file://notes.json"}, "is not a calibration report"),
-    ({"calibration": "file://broken.json"}, "calibration report broken.json: invalid JSON: line 1"),
+    ({"calibration": "file://broken.json"}, "broken.json: invalid JSON: line 1"),
 ])
 def test_config_errors_before_any_call(judged, tmp_path, change, message):
     import yaml
