@@ -4,7 +4,7 @@
   a database from a newer factcli is refused with one line, and nothing is ever dropped.
 - The read path (view, list, show, ...) uses plain sqlite3 and imports sqlite-utils only when a
   migration is pending, so `factcli view` starts fast.
-- Every text written passes through a `Scrubber` (contract §9): no API key, header value or
+- Every text written passes through the `Scrubber` of store/redact.py (contract §9): no API key, header value or
   secret-looking environment value reaches the file.
 """
 

@@ -1,4 +1,5 @@
-"""Rows between memory and the store: EvalResult -> results record, and back; a stored run as an EvalRun.
+"""Rows between memory and the store: EvalResult -> results record and back, a finished row's one write, and a
+run's rows read back in order (a stored run as an EvalRun is run/stored.py).
 
 The stored form keeps everything the results JSON needs, so an export from the store is the same
 document `eval -o` writes (minus secrets, which never reach the store).

@@ -70,14 +70,8 @@ def scrub_text(text: str, env_values: dict[str, str] | None = None) -> str:
 
 
 _SECRET_KEY_LOWER = re.compile(SECRET_KEY.pattern)  # the pattern is lower case
-
-
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\benv\.([A-Za-z_][A-Za-z0-9_]*)")
-
-
 _SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie|password", re.IGNORECASE)
-
-
 _ENV_NAME_KEY = re.compile(r"env[_-]?var|envar", re.IGNORECASE)
 
 
