@@ -13,6 +13,16 @@ from factcli.types import ProviderResponse, ProviderSpec
 
 # kinds of failure, decided by the provider, acted on by factcli.run.calls
 RATE_LIMIT, TRANSIENT, AUTH, FATAL, ERROR = "rate_limit", "transient", "auth", "fatal", "error"
+# The prompt plus the reply did not fit the model's context window: permanent whatever the HTTP status
+# (llama.cpp answers 500), so tried once. Seen: OpenAI's 400 `context_length_exceeded`, llama.cpp's
+# "Context size has been exceeded" / `exceed_context_size_error`, vLLM's "maximum context length".
+CONTEXT = "context"
+_CONTEXT_EXCEEDED = re.compile(r"context_length_exceeded|context size has been exceeded|exceed_context_size_error|"
+                               r"maximum context length|ContextWindowExceeded", re.IGNORECASE)
+
+
+def is_context_exceeded(text: str | None) -> bool:
+    return bool(text) and _CONTEXT_EXCEEDED.search(text) is not None
 
 
 class ProviderCallError(Exception):

@@ -11,12 +11,14 @@ import os
 from factcli.errors import ConfigError
 from factcli.providers.base import (
     AUTH,
+    CONTEXT,
     ERROR,
     RATE_LIMIT,
     TRANSIENT,
     Provider,
     ProviderCallError,
     RenderedPrompt,
+    is_context_exceeded,
     retry_after_seconds,
 )
 from factcli.types import ProviderResponse, TokenUsage
@@ -141,6 +143,8 @@ def classify(exc: Exception) -> ProviderCallError:
     message = str(exc).strip() or name
     if len(message) > 1000:
         message = message[:1000] + "…"
+    if name == "ContextWindowExceededError" or is_context_exceeded(message):
+        return ProviderCallError(message, CONTEXT, status)
     if status == 429 or name == "RateLimitError":
         return ProviderCallError(message, RATE_LIMIT, 429, _retry_after(exc))
     if status in (401, 403) or name in ("AuthenticationError", "PermissionDeniedError"):

@@ -19,12 +19,14 @@ import re
 from factcli.providers import pricing
 from factcli.providers.base import (
     AUTH,
+    CONTEXT,
     ERROR,
     RATE_LIMIT,
     TRANSIENT,
     Provider,
     ProviderCallError,
     RenderedPrompt,
+    is_context_exceeded,
     register_provider,
     retry_after_seconds,
 )
@@ -210,6 +212,8 @@ def _classify_status(status: int, data, headers: dict, text: str) -> ProviderCal
     error = data.get("error") if isinstance(data, dict) else None
     detail = error.get("message") if isinstance(error, dict) else None
     message = f"HTTP {status}: {detail or text[:500] or 'no body'}"
+    if is_context_exceeded(text) or is_context_exceeded(message):
+        return ProviderCallError(message, CONTEXT, status)
     if status == 429:
         return ProviderCallError(message, RATE_LIMIT, status, retry_after_seconds(headers))
     if status in (401, 403):

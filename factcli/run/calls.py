@@ -15,7 +15,16 @@ from dataclasses import dataclass
 
 from factcli import settings
 from factcli.errors import AbortRun
-from factcli.providers.base import AUTH, FATAL, RATE_LIMIT, TRANSIENT, Provider, ProviderCallError, RenderedPrompt
+from factcli.providers.base import (
+    AUTH,
+    CONTEXT,
+    FATAL,
+    RATE_LIMIT,
+    TRANSIENT,
+    Provider,
+    ProviderCallError,
+    RenderedPrompt,
+)
 from factcli.run.cache import ResponseCache, cache_key
 from factcli.store.redact import scrub_text
 from factcli.types import ProviderResponse
@@ -41,6 +50,19 @@ class RetryPolicy:
     def backoff(self, attempt: int) -> float:
         # "full jitter": spreads retries of concurrent calls so they don't return in lockstep
         return random.uniform(0.5, 1.0) * min(self.backoff_cap_s, self.backoff_base_s * (2 ** attempt))
+
+
+def _context_error(provider_id: str, context: dict, err: ProviderCallError) -> str:
+    """What overflowed and what to change: a grader's reply is capped by its max_tokens, a model's by
+    the prompt's length and its own cap."""
+    if context.get("purpose") == "grader":
+        fix = ("lower the grader's max_tokens (its provider config), shorten the rubric or the output it grades, "
+               "or grade with a model that has a larger context")
+        what = f"the grader {provider_id}"
+    else:
+        fix = "shorten the prompt, lower the provider's max_tokens, or use a model with a larger context"
+        what = f"the prompt sent to {provider_id}"
+    return f"{what} exceeded the model's context window (not retried): {err}. To fix: {fix}"
 
 
 class Caller:
@@ -104,6 +126,9 @@ class Caller:
                 err = ProviderCallError(f"timed out after {policy.timeout_s:g} s", TRANSIENT)
             except ProviderCallError as exc:
                 err = exc
+            if err.kind == CONTEXT:
+                return ProviderResponse(error=scrub_text(_context_error(provider.id, context, err)), retries=attempt,
+                                        latency_ms=round((time.perf_counter() - start) * 1000))
             if err.kind in (AUTH, FATAL):
                 status = f" (HTTP {err.status})" if err.status else ""
                 raise AbortRun(f"{provider.id} rejected the request{status}: {scrub_text(str(err))}")
