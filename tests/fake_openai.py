@@ -251,6 +251,7 @@ class FakeOpenAI:
         self._log: collections.deque = collections.deque(maxlen=MAX_LOG)
         self._faults: collections.deque = collections.deque(maxlen=MAX_LOG)
         self._request_count = 0
+        self._abandoned = 0
         self._models: dict[str, None] = dict.fromkeys(models)
         self._fault_rate = 0.0
         self._fault_kinds: list[Fault] = []
@@ -370,9 +371,16 @@ class FakeOpenAI:
             self._log.clear()
             self._faults.clear()
             self._request_count = 0
+            self._abandoned = 0
             self._nodelay.clear()
 
     # ------------------------------------------------------------------ inspection
+
+    @property
+    def abandoned(self) -> int:
+        """Requests whose client closed the connection while the server was still working on them."""
+        with self._lock:
+            return self._abandoned
 
     @property
     def requests(self) -> list[dict]:
@@ -546,12 +554,17 @@ class FakeOpenAI:
             raise
 
     async def _sleep(self, seconds: float) -> None:
-        """Sleep, but wake up early when the server is stopping."""
+        """Sleep, but wake up early when the server is stopping. A client that closes its connection
+        meanwhile cancels the handler (handler_cancellation): counted in ``abandoned``."""
         assert self._stopping is not None
         try:
             await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
         except asyncio.TimeoutError:
             pass
+        except asyncio.CancelledError:
+            with self._lock:
+                self._abandoned += 1
+            raise
 
     def _next_item(self) -> Any:
         """Pop the next queued item, or draw from the fault rate; None if neither applies."""

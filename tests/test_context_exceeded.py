@@ -91,3 +91,19 @@ def test_litellm_errors_are_classified_too():
     assert classify(ContextWindowExceededError("too long")).kind == CONTEXT
     assert classify(InternalServerError("Context size has been exceeded.")).kind == CONTEXT
     assert classify(InternalServerError("boom")).kind != CONTEXT
+
+
+def test_a_call_that_times_out_is_cancelled(tmp_path, fake_openai, monkeypatch):
+    """The connection is closed, so the server stops generating for it (it sees the client leave)."""
+    import time
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("FACTCLI_TIMEOUT_MS", "300")
+    monkeypatch.setenv("FACTCLI_MAX_RETRIES", "0")
+    fake_openai.enqueue_hang(5)
+    row = _run(tmp_path, CONFIG)
+    assert "timed out after 0.3 s" in row["error"]
+    deadline = time.monotonic() + 3
+    while fake_openai.abandoned < 1 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert fake_openai.abandoned == 1
