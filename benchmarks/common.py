@@ -40,15 +40,17 @@ def free_port() -> int:
 class FakeServer:
     """tests/fake_openai.py in its own process, so its CPU is not charged to the client measured."""
 
-    def __init__(self, latency: float = 0.0):
+    def __init__(self, latency: float = 0.0, rate_limit: str | None = None):
         self.latency = latency
+        self.rate_limit = rate_limit  # N[/SECONDS[/RETRY_AFTER]]: 429 beyond N requests per window
         self.proc: subprocess.Popen | None = None
         self.url = ""
 
     def __enter__(self) -> "FakeServer":
+        extra = ["--rate-limit", self.rate_limit] if self.rate_limit else []
         self.proc = subprocess.Popen(
             [sys.executable, str(ROOT / "tests" / "fake_openai.py"), "--port", str(free_port()),
-             "--latency", str(self.latency)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+             "--latency", str(self.latency), *extra], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.url = self.proc.stdout.readline().strip()
         if not self.url.startswith("http"):
             self.proc.kill()
@@ -161,11 +163,11 @@ def echo_config(path: Path, n: int) -> Path:
     })
 
 
-def openai_config(path: Path, url: str, n: int) -> Path:
+def openai_config(path: Path, url: str, n: int, **provider_config) -> Path:
     """n tests against the fake server through factcli's OpenAI-compatible provider."""
     return write_yaml(path, {
         "prompts": ["Q {{n}}"],
-        "providers": [{"id": "openai:chat:m", "config": {"apiBaseUrl": url}}],
+        "providers": [{"id": "openai:chat:m", "config": {"apiBaseUrl": url, **provider_config}}],
         "defaultTest": {"assert": [{"type": "contains", "value": "Q"}]},
         "tests": [{"vars": {"n": str(i)}} for i in range(n)],
     })

@@ -40,6 +40,7 @@ def fake_openai(_server, monkeypatch):
     _server.clear_rules()
     _server.latency = 0
     _server.set_fault_rate(0)
+    _server.set_rate_limit(None)
     monkeypatch.setenv("FAKE_OPENAI_URL", _server.url)
     yield _server
     _server.reset()

@@ -78,6 +78,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 from typing import Any, Callable, Iterable, Union
 
 from aiohttp import web
@@ -254,6 +255,9 @@ class FakeOpenAI:
         self._abandoned = 0
         self._models: dict[str, None] = dict.fromkeys(models)
         self._fault_rate = 0.0
+        self._rate_limit: tuple[int, float, str | None] | None = None  # (requests, per seconds, Retry-After)
+        self._admitted: collections.deque = collections.deque()  # monotonic times of admitted POSTs
+        self._rate_limited = 0
         self._fault_kinds: list[Fault] = []
         self._fault_rng = random.Random(0)
         self._nodelay: list[bool] = []
@@ -338,6 +342,35 @@ class FakeOpenAI:
     def enqueue_malformed(self, times: int = 1) -> None:
         """Queue a 200 reply whose JSON body is truncated (invalid)."""
         self.enqueue(*([Fault("malformed")] * int(times)))
+
+    def set_rate_limit(self, requests: int | None, per_seconds: float = 60.0, retry_after: str | None = None) -> None:
+        """Answer 429 (with ``Retry-After: retry_after`` when given) to any POST beyond ``requests`` in
+        a sliding window of ``per_seconds``, as a provider's rate limit does; ``None`` turns it off.
+        ``rate_limited`` counts the 429s it served (they are in the request log like any request)."""
+        with self._lock:
+            self._rate_limit = None if requests is None else (int(requests), float(per_seconds), retry_after)
+            self._admitted.clear()
+            self._rate_limited = 0
+
+    @property
+    def rate_limited(self) -> int:
+        with self._lock:
+            return self._rate_limited
+
+    def _over_rate_limit(self) -> str | None | bool:
+        """False when the request is admitted; else the Retry-After to send (None for no header)."""
+        with self._lock:
+            if self._rate_limit is None:
+                return False
+            limit, window, retry_after = self._rate_limit
+            now = time.monotonic()
+            while self._admitted and now - self._admitted[0] >= window:
+                self._admitted.popleft()
+            if len(self._admitted) < limit:
+                self._admitted.append(now)
+                return False
+            self._rate_limited += 1
+            return retry_after
 
     def set_fault_rate(
         self,
@@ -544,6 +577,11 @@ class FakeOpenAI:
             self._log.append(
                 {"path": request.path, "method": request.method, "headers": dict(request.headers), "json": body}
             )
+        if request.method == "POST":
+            over = self._over_rate_limit()
+            if over is not False:
+                headers = {} if over is None else {"Retry-After": over}
+                return _json(_error_body(429), status=429, headers=headers)
         if self._latency:
             await self._sleep(self._latency)
         try:
@@ -893,11 +931,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fault-rate", type=float, default=0.0, help="fraction of requests answered with a fault")
     parser.add_argument("--fault-kinds", default="500", help="comma-separated fault kinds, e.g. 429,500,drop")
     parser.add_argument("--seed", type=int, default=0, help="seed for --fault-rate")
+    parser.add_argument("--rate-limit", metavar="N[/SECONDS[/RETRY_AFTER]]",
+                        help="answer 429 beyond N POSTs per SECONDS (default 60), with Retry-After when given")
     args = parser.parse_args(argv)
 
     server = FakeOpenAI(_load_rules(args.rules) if args.rules else None, latency=args.latency, port=args.port)
     if args.fault_rate:
         server.set_fault_rate(args.fault_rate, [k for k in args.fault_kinds.split(",") if k], seed=args.seed)
+    if args.rate_limit:
+        n, _, rest = args.rate_limit.partition("/")
+        seconds, _, retry_after = rest.partition("/")
+        server.set_rate_limit(int(n), float(seconds or 60), retry_after or None)
+    stats_on_stop = bool(args.rate_limit)
 
     done = threading.Event()
 
@@ -919,7 +964,9 @@ def main(argv: list[str] | None = None) -> int:
         server.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    print(f"fake_openai: stopped after {server.request_count} requests", file=sys.stderr, flush=True)
+    print(f"fake_openai: stopped after {server.request_count} requests"
+          + (f", {server.rate_limited} answered 429 by the rate limit" if stats_on_stop else ""),
+          file=sys.stderr, flush=True)
     return 0
 
 

@@ -51,6 +51,7 @@ def parse_provider(item: Any, ctx: Ctx, where: str) -> ProviderSpec:
     expect(isinstance(pid, str) and pid.strip(), "a provider needs an 'id'", ctx.file, where + ".id")
     config = item.get("config") or {}
     expect(isinstance(config, dict), "expected a mapping", ctx.file, where + ".config")
+    _check_limits(config, ctx, where + ".config")
     prompts = item.get("prompts")
     if prompts is not None:
         prompts = [str(p) for p in as_list(prompts)]
@@ -62,3 +63,17 @@ def parse_provider(item: Any, ctx: Ctx, where: str) -> ProviderSpec:
         delay_ms=number(delay, ctx.file, where + ".delay"),
         transform=check_transform(item.get("transform"), ctx.file, where + ".transform", ctx.base),
     )
+
+
+def _check_limits(config: dict, ctx: Ctx, where: str) -> None:
+    """maxConcurrency, rpm and tpm (run/limits.py) are factcli's: a bad value is an error here, not a
+    parameter the API rejects."""
+    for key in ("maxConcurrency", "rpm", "tpm"):
+        value = config.get(key)
+        if value is None:
+            continue
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+        if key == "maxConcurrency":
+            ok = ok and float(value).is_integer()
+        expect(ok, f"expected a positive {'whole ' if key == 'maxConcurrency' else ''}number, got {value!r}",
+               ctx.file, f"{where}.{key}")

@@ -149,6 +149,7 @@ def to_promptfoo_json(run, rows: bool = True) -> dict:
                          **({"judgeCorrected": m.judge_corrected} if m.judge_corrected else {})}
                         for m in run.metrics],
             "retries": run.retries,
+            **({"throttling": run.throttling} if getattr(run, "throttling", None) else {}),
             "abortReason": run.abort_reason,
             "passRate": run.pass_rate,
             "passRateCi95": stats.run_interval(run),

@@ -12,6 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from factcli import settings
+from factcli.run.limits import LIMIT_KEYS
 from factcli.store import redact
 from factcli.types import ProviderResponse, TokenUsage
 
@@ -19,6 +20,9 @@ CACHE_VERSION = 1
 
 
 def cache_key(identity: dict, messages: list[dict], repeat_idx: int, extra: dict | None = None) -> str:
+    config = identity.get("config")
+    if isinstance(config, dict) and any(k in config for k in LIMIT_KEYS):  # they change the pace, not the reply
+        identity = {**identity, "config": {k: v for k, v in config.items() if k not in LIMIT_KEYS}}
     payload = {
         "v": CACHE_VERSION,
         "identity": redact.redact(identity, env_values={}),

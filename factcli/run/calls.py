@@ -1,13 +1,15 @@
 """Every model call, to a provider under test or to a grader, goes through Caller.call.
 
 This is the one owner of: the response cache, de-duplication of identical in-flight requests,
-the per-attempt timeout, and retries (capped exponential backoff with jitter, honouring
-Retry-After). 401/403 abort the run; other failures come back as a response with `error` set.
+the per-endpoint limits (run/limits.py: maxConcurrency, rpm, tpm, adaptive concurrency), the
+per-attempt timeout, and retries (capped exponential backoff with jitter, honouring Retry-After).
+401/403 abort the run; other failures come back as a response with `error` set.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import random
 import time
@@ -26,6 +28,7 @@ from factcli.providers.base import (
     RenderedPrompt,
 )
 from factcli.run.cache import ResponseCache, cache_key
+from factcli.run.limits import Limiters, estimate_tokens
 from factcli.store.redact import scrub_text
 from factcli.types import ProviderResponse
 
@@ -66,9 +69,11 @@ def _context_error(provider_id: str, context: dict, err: ProviderCallError) -> s
 
 
 class Caller:
-    def __init__(self, cache: ResponseCache | None, policy: RetryPolicy | None = None):
+    def __init__(self, cache: ResponseCache | None, policy: RetryPolicy | None = None,
+                 limiters: Limiters | None = None):
         self.cache = cache
         self.policy = policy or RetryPolicy()
+        self.limiters = limiters
         self._inflight: dict[str, asyncio.Future] = {}
         self.retries = 0  # total retries made, reported with the run
         self.calls = 0  # requests actually sent
@@ -110,13 +115,21 @@ class Caller:
 
     async def _attempts(self, provider: Provider, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
         policy = self.policy
+        limiter = self.limiters.for_provider(provider) if self.limiters is not None else None
+        tokens = 0
+        if limiter is not None and limiter.tpm:
+            tokens = estimate_tokens(prompt, {**(provider.config or {}), **(context.get("overrides") or {})})
         attempt = 0
         while True:
             start = time.perf_counter()
             try:
-                self.calls += 1
-                async with asyncio.timeout(policy.timeout_s):
-                    resp = await provider.call(prompt, context)
+                async with limiter.slot(tokens) if limiter is not None else contextlib.nullcontext():
+                    start = time.perf_counter()  # the wait for a slot is not the call's latency
+                    self.calls += 1
+                    async with asyncio.timeout(policy.timeout_s):
+                        resp = await provider.call(prompt, context)
+                if limiter is not None:
+                    await limiter.succeeded()
                 resp.latency_ms = round((time.perf_counter() - start) * 1000)
                 resp.retries = attempt
                 if resp.error:
@@ -126,6 +139,8 @@ class Caller:
                 err = ProviderCallError(f"timed out after {policy.timeout_s:g} s", TRANSIENT)
             except ProviderCallError as exc:
                 err = exc
+            if limiter is not None and (err.kind == RATE_LIMIT or (err.status == 503 and err.retry_after is not None)):
+                await limiter.throttled()
             if err.kind == CONTEXT:
                 return ProviderResponse(error=scrub_text(_context_error(provider.id, context, err)), retries=attempt,
                                         latency_ms=round((time.perf_counter() - start) * 1000))

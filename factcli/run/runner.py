@@ -53,6 +53,7 @@ class EvalRun:
     abort_reason: str | None = None
     retries: int = 0
     calls: int = 0
+    throttling: dict = field(default_factory=dict)  # per endpoint asked to slow down (run/limits.py)
     warnings: list[str] = field(default_factory=list)
     concurrency: int = 4
     repeat: int = 1
@@ -319,12 +320,14 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
     from factcli.run.cache import ResponseCache
     from factcli.run.calls import Caller, RetryPolicy
     from factcli.run.executor import Executor
+    from factcli.run.limits import Limiters
 
     suite = run.suite
     derived = compile_derived(suite.derived_metrics)
     timeout_ms = suite.evaluate_options.get("timeoutMs")
     caller = Caller(ResponseCache() if run.cache else None,
-                    RetryPolicy.from_env(timeout_s=float(timeout_ms) / 1000 if timeout_ms else None))
+                    RetryPolicy.from_env(timeout_s=float(timeout_ms) / 1000 if timeout_ms else None),
+                    Limiters(run.concurrency))
     providers = {i: create_provider(spec, suite.base_dir) for i, spec in enumerate(suite.providers)}
 
     def record(result: EvalResult) -> None:
@@ -363,6 +366,7 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
             warning(message)
         run.retries = caller.retries
         run.calls = caller.calls
+        run.throttling = caller.limiters.report()
         if caller.cache is not None:
             caller.cache.close()
         import sys
