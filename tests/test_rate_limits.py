@@ -103,7 +103,7 @@ def test_the_limiter_halves_on_throttling_and_grows_back_by_one_per_round(monkey
         for _ in range(3):
             clock[0] += 1.5
             await lim.throttled()
-        assert lim.limit == 1 and lim.rate == 0.375  # never below 1 call in flight
+        assert lim.limit == 1 and lim.rate == 0.5  # never below 1 call in flight, nor 0.5 calls a second
         for _ in range(3):  # 1 -> 2 -> 2.5 -> 2.9: about one more per round of `limit` successes
             await lim.succeeded()
         assert 2.8 < lim.limit < 3

@@ -12,8 +12,9 @@ on the same endpoint (same id and base URL) share one limiter.
   Retry-After, halves the in-flight limit and the request rate (the first time, half the rate of the
   last second's starts); each success adds 1/limit to the one and 1/rate to the other, so each grows
   by about one per round of calls. A burst of 429s answered together is one cut, not many. The limit
-  stays between 1 and `maxConcurrency` (else `-j`). Both are needed: against a fast endpoint even
-  one call in flight can exceed a rate limit.
+  stays between 1 and `maxConcurrency` (else `-j`), the rate at or above 0.5 calls a second (below
+  that, set `rpm`). Both are needed: against a fast endpoint even one call in flight can exceed a
+  rate limit. An endpoint that answers 429 at random, whatever the pace, settles at a slow pace.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ LIMIT_KEYS = ("maxConcurrency", "rpm", "tpm")  # factcli's, never sent to the AP
 CHARS_PER_TOKEN = 4  # a prompt's token estimate for tpm spacing when nothing better is known
 SPACING_MARGIN = 1.05  # 5% wider gaps: a 50 ms hiccup on either side must not put rpm/60 + 1 calls in a second
 CUT_INTERVAL_S = 1.0  # 429s within this long of a cut answer calls sent before it: no further cut
-MIN_RATE = 0.1  # requests per second the adaptive pace never goes below
+MIN_RATE = 0.5  # requests per second the adaptive pace never goes below (a gap of at most 2 s)
 
 
 @dataclass
