@@ -116,28 +116,23 @@ def test_the_limiter_halves_on_throttling_and_grows_back_by_one_per_round(monkey
 
 
 def test_calls_in_flight_never_exceed_the_limit():
-    async def scenario():
-        lim = Limiter(3)
-        peak = 0
+    async def peak(lim: Limiter, calls: int) -> int:
+        seen = 0
 
         async def call():
-            nonlocal peak
+            nonlocal seen
             async with lim.slot():
-                peak = max(peak, lim.in_flight)
+                seen = max(seen, lim.in_flight)
                 await asyncio.sleep(0.001)
 
-        await asyncio.gather(*(call() for _ in range(20)))
+        await asyncio.gather(*(call() for _ in range(calls)))
+        return seen
+
+    async def scenario():
+        lim = Limiter(3)
+        before = await peak(lim, 20)
         await lim.throttled()  # limit 1
-        peak_after = 0
-
-        async def call_after():
-            nonlocal peak_after
-            async with lim.slot():
-                peak_after = max(peak_after, lim.in_flight)
-                await asyncio.sleep(0.001)
-
-        await asyncio.gather(*(call_after() for _ in range(5)))
-        return peak, peak_after
+        return before, await peak(lim, 5)
 
     assert asyncio.run(scenario()) == (3, 1)
 
