@@ -49,6 +49,8 @@ def eval_cmd(
                                                "ERROR rows of a stored run (id, prefix or 'latest')."),
     filter_failing: Optional[str] = typer.Option(None, "--filter-failing", metavar="RUN", help="Only the tests "
                                                  "that failed or errored in a stored run (id, prefix or 'latest')."),
+    max_cost: Optional[float] = typer.Option(None, "--max-cost", min=0, metavar="USD", help="A hard budget: start "
+                                             "no call that could take the run's cost past it (resumable)."),
 ) -> None:
     """Run an eval: prompts x providers x tests, scored by the config's assertions."""
     from factcli.errors import FactcliError
@@ -83,7 +85,7 @@ def _run_eval(args: dict) -> int:
         max_concurrency=args["max_concurrency"], repeat=args["repeat"], delay_ms=args["delay"],
         cache=False if args["no_cache"] else None, filter_pattern=args["filter_pattern"],
         filter_first_n=args["filter_first_n"], filter_sample=args["filter_sample"],
-        description=args["description"], vars=cli_vars, grader=args["grader"],
+        description=args["description"], vars=cli_vars, grader=args["grader"], max_cost=args["max_cost"],
     )
     if (args["assertions"] is None) != (args["model_outputs"] is None):
         raise FactcliError("--assertions and --model-outputs go together")
@@ -132,6 +134,13 @@ def _run_eval(args: dict) -> int:
         console.print(f"Wrote {path}")
     if interrupted:
         report.stderr_console().print("[yellow]Interrupted:[/] finished rows were kept.")
+        return 130
+    if run.status == runner.STATUS_INTERRUPTED:  # the budget: calls in flight finished, no more started
+        from rich.markup import escape
+
+        report.stderr_console().print(f"[yellow]Stopped:[/] {escape(run.abort_reason or '')}. Finished rows were "
+                                      f"kept; go on with a larger budget: factcli eval --resume {run.run_id} "
+                                      "--max-cost USD")
         return 130
     if run.status == runner.STATUS_ABORTED:
         return 3

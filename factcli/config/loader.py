@@ -34,7 +34,7 @@ UNSUPPORTED_TOP = {
     "commandLineOptions": "pass options on the command line instead",
 }
 EVAL_OPTION_KEYS = {"maxConcurrency", "repeat", "delay", "showProgressBar", "cache", "timeoutMs",
-                    "maxEvalTimeMs", "generateSuggestions"}
+                    "maxEvalTimeMs", "generateSuggestions", "maxCost"}
 
 
 @dataclass
@@ -233,6 +233,10 @@ def _check_evaluate_options(options: dict, file: str) -> None:
                                       and 0 <= value < float("inf")):
             raise ConfigError(f"expected a number of milliseconds (0 or more), got {value!r}", file,
                               f"evaluateOptions.{key}")
+    value = options.get("maxCost")
+    if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool)
+                                  and 0 <= value < float("inf")):
+        raise ConfigError(f"expected a budget in USD (0 or more), got {value!r}", file, "evaluateOptions.maxCost")
 
 
 def _scenario_tests(value: Any, ctx: Ctx) -> list[tuple[dict, Ctx, str]]:

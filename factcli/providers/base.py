@@ -66,6 +66,8 @@ class Provider:
     """Base class. Subclasses set `cacheable` and implement `call`."""
 
     cacheable = True
+    free = False  # costs nothing (echo): a budget need not know its price
+    price_model: str | None = None  # the model's name in litellm's price table, when it has one
 
     def __init__(self, spec: ProviderSpec, base_dir: Path | None = None):
         self.spec = spec

@@ -9,6 +9,7 @@ from factcli.types import ProviderResponse
 @register_provider("echo")
 class EchoProvider(Provider):
     cacheable = False
+    free = True
 
     @staticmethod
     def validate(spec, base_dir) -> None:

@@ -88,6 +88,7 @@ class LiteLLMProvider(Provider):
     def __init__(self, spec, base_dir=None):
         super().__init__(spec, base_dir)
         self.model = to_litellm_model(spec.id)
+        self.price_model = self.model
 
     def cache_identity(self) -> dict:
         return {"id": self.id, "model": self.model, "config": self.config,

@@ -55,6 +55,7 @@ class OpenAIProvider(Provider):
     def __init__(self, spec, base_dir=None):
         super().__init__(spec, base_dir)
         self.kind, self.model = _model_of(spec.id)
+        self.price_model = self.model
 
     @staticmethod
     def validate(spec, base_dir) -> None:

@@ -27,6 +27,7 @@ from factcli.providers.base import (
     ProviderCallError,
     RenderedPrompt,
 )
+from factcli.run.budget import DEFAULT_OUTPUT_CAP, Budget, output_cap, worst_cost
 from factcli.run.cache import ResponseCache, cache_key
 from factcli.run.limits import Limiters, estimate_tokens
 from factcli.store.redact import scrub_text
@@ -70,10 +71,11 @@ def _context_error(provider_id: str, context: dict, err: ProviderCallError) -> s
 
 class Caller:
     def __init__(self, cache: ResponseCache | None, policy: RetryPolicy | None = None,
-                 limiters: Limiters | None = None):
+                 limiters: Limiters | None = None, budget: Budget | None = None):
         self.cache = cache
         self.policy = policy or RetryPolicy()
         self.limiters = limiters
+        self.budget = budget
         self._inflight: dict[str, asyncio.Future] = {}
         self.retries = 0  # total retries made, reported with the run
         self.calls = 0  # requests actually sent
@@ -82,6 +84,9 @@ class Caller:
                    context: dict | None = None) -> ProviderResponse:
         context = dict(context or {})
         context.setdefault("timeout_s", self.policy.timeout_s)
+        overrides = context.get("overrides") or {}
+        if self.budget is not None and output_cap(provider.config or {}, overrides) is None:
+            context["overrides"] = {**overrides, "max_tokens": DEFAULT_OUTPUT_CAP}  # a real bound on the cost
         key = None
         if self.cache is not None and provider.cacheable:
             key = cache_key(provider.cache_identity(), prompt.messages, repeat_idx, context.get("overrides"))
@@ -122,6 +127,10 @@ class Caller:
         attempt = 0
         while True:
             start = time.perf_counter()
+            worst = None
+            if self.budget is not None:
+                worst = worst_cost(provider, prompt.messages, context.get("overrides") or {}) or 0.0
+                self.budget.reserve(worst)  # BudgetReached: this call does not start
             try:
                 async with limiter.slot(tokens) if limiter is not None else contextlib.nullcontext():
                     start = time.perf_counter()  # the wait for a slot is not the call's latency
@@ -130,6 +139,9 @@ class Caller:
                         resp = await provider.call(prompt, context)
                 if limiter is not None:
                     await limiter.succeeded()
+                if worst is not None:
+                    self.budget.settle(worst, resp.cost)
+                    worst = None
                 resp.latency_ms = round((time.perf_counter() - start) * 1000)
                 resp.retries = attempt
                 if resp.error:
@@ -139,6 +151,9 @@ class Caller:
                 err = ProviderCallError(f"timed out after {policy.timeout_s:g} s", TRANSIENT)
             except ProviderCallError as exc:
                 err = exc
+            finally:
+                if worst is not None:  # a call that failed is not billed
+                    self.budget.settle(worst, 0.0)
             if limiter is not None and (err.kind == RATE_LIMIT or (err.status == 503 and err.retry_after is not None)):
                 await limiter.throttled()
             if err.kind == CONTEXT:

@@ -14,6 +14,7 @@ from typing import Callable
 from factcli import templating
 from factcli.errors import AbortRun
 from factcli.providers.base import Provider, RenderedPrompt
+from factcli.run.budget import BudgetReached
 from factcli.run.calls import Caller
 from factcli.scoring.scorer import run_assertions
 from factcli.types import (
@@ -67,6 +68,7 @@ class Executor:
         self.base_dir = base_dir
         self.grader = grader
         self.missing_vars: dict[tuple[str, str], list[str]] = {}
+        self.stopped: str | None = None  # why no more steps start (the budget), once it is so
 
     def missing_var_warnings(self) -> list[str]:
         """One line per (prompt, undefined var), naming the tests where it happened."""
@@ -81,7 +83,13 @@ class Executor:
 
         async def worker() -> None:
             for step in iterator:  # shared iterator: each step is taken by exactly one worker
-                result = await self.process(step)
+                if self.stopped:
+                    return
+                try:
+                    result = await self.process(step)
+                except BudgetReached as exc:  # this step is not kept: a resumed run does it again
+                    self.stopped = str(exc)
+                    return
                 on_result(result)
                 delay = self.delay_ms or step.provider.delay_ms
                 if delay and not result.response.cached:

@@ -33,6 +33,7 @@ class RunOptions:
     filter_sample: int | None = None
     description: str | None = None
     vars: dict = field(default_factory=dict)
+    max_cost: float | None = None
 
 
 @dataclass
@@ -54,6 +55,7 @@ class EvalRun:
     retries: int = 0
     calls: int = 0
     throttling: dict = field(default_factory=dict)  # per endpoint asked to slow down (run/limits.py)
+    max_cost: float | None = None  # the budget in USD (run/budget.py)
     warnings: list[str] = field(default_factory=list)
     concurrency: int = 4
     repeat: int = 1
@@ -171,10 +173,13 @@ def prepare(suite: Suite, options: RunOptions) -> EvalRun:
     )
     run._steps = steps  # type: ignore[attr-defined]
     run._delay = delay  # type: ignore[attr-defined]
+    run.max_cost = options.max_cost if options.max_cost is not None else eo.get("maxCost")
     from factcli.scoring.grading import GraderSource
 
     run.grader_source = GraderSource(cli=options.grader, default_test=(suite.default_test.get("options") or {}).get("provider"))
     run.graders = check_graders(suite, run.grader_source, run.warnings)
+    if run.max_cost is not None:
+        check_prices(suite, run.graders)
     if len(cols) < 2:
         from factcli.errors import ConfigError
 
@@ -216,6 +221,20 @@ def self_preference_warning(grader_id: str, provider_ids: list[str]) -> str | No
                     f"{pid}: it may favour answers like its own (self-preference bias); prefer a grader from "
                     "another model family")
     return None
+
+
+def check_prices(suite: Suite, graders: list[str]) -> None:
+    """A budget needs the price of every model and grader it may call: one unknown is an error now."""
+    from factcli.errors import FactcliError
+    from factcli.providers.registry import create_provider
+    from factcli.run.budget import unpriced
+    from factcli.types import ProviderSpec
+
+    specs = list(suite.providers) + [ProviderSpec(id=g) for g in graders]
+    unknown = [s.id for s in specs if unpriced(create_provider(s, suite.base_dir))]
+    if unknown:
+        raise FactcliError(f"--max-cost: no price is known for {', '.join(dict.fromkeys(unknown))}, so the budget "
+                           "could not be kept (use models litellm's price table knows, or drop the budget)")
 
 
 def calibration_mismatch(a, grader_id: str | None) -> str | None:
@@ -317,6 +336,7 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
                   warn: Callable[[str], None] | None = None) -> None:
     from factcli.errors import AbortRun
     from factcli.providers.registry import create_provider
+    from factcli.run.budget import Budget
     from factcli.run.cache import ResponseCache
     from factcli.run.calls import Caller, RetryPolicy
     from factcli.run.executor import Executor
@@ -325,9 +345,12 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
     suite = run.suite
     derived = compile_derived(suite.derived_metrics)
     timeout_ms = suite.evaluate_options.get("timeoutMs")
+    budget = None
+    if run.max_cost is not None:  # a resumed run's kept rows count against it too
+        budget = Budget(float(run.max_cost), sum(m.cost + m.grader_cost for m in run.metrics))
     caller = Caller(ResponseCache() if run.cache else None,
                     RetryPolicy.from_env(timeout_s=float(timeout_ms) / 1000 if timeout_ms else None),
-                    Limiters(run.concurrency))
+                    Limiters(run.concurrency), budget)
     providers = {i: create_provider(spec, suite.base_dir) for i, spec in enumerate(suite.providers)}
 
     def record(result: EvalResult) -> None:
@@ -349,10 +372,14 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
     run.started = time.time()
     try:
         await executor.run(run._steps, record)  # type: ignore[attr-defined]
-        from factcli.assertions.compare import run_comparisons
+        if executor.stopped:
+            run.status = STATUS_INTERRUPTED
+            run.abort_reason = executor.stopped
+        else:
+            from factcli.assertions.compare import run_comparisons
 
-        await run_comparisons(run, grader)
-        run.status = STATUS_COMPLETE
+            await run_comparisons(run, grader)
+            run.status = STATUS_COMPLETE
     except AbortRun as exc:
         run.status = STATUS_ABORTED
         run.abort_reason = str(exc)

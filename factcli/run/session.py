@@ -131,6 +131,8 @@ class EvalSession:
             options.cache = False
         if options.grader is None:
             options.grader = opts.get("grader")
+        if options.max_cost is None:
+            options.max_cost = opts.get("max_cost")
         self.suite = self._rebuild_suite(row, opts, options)
         selected = opts.get("tests")
         if selected is not None:
@@ -224,6 +226,7 @@ class EvalSession:
             "repeat": run.repeat, "concurrency": run.concurrency, "cache": run.cache,
             "max_concurrency": options.max_concurrency, "delay_ms": options.delay_ms,
             "no_cache": bool(args.get("no_cache")), "grader": options.grader, "vars": dict(options.vars or {}),
+            "max_cost": options.max_cost,
             "filter_pattern": options.filter_pattern, "filter_first_n": options.filter_first_n,
             "filter_sample": options.filter_sample, "filter_failing": self.failing[0] if self.failing else None,
             "mode": "config",
