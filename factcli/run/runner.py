@@ -393,7 +393,7 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
             warning(message)
         run.retries = caller.retries
         run.calls = caller.calls
-        run.throttling = caller.limiters.report()
+        run.throttling = caller.limiters.report() if caller.limiters is not None else {}
         if caller.cache is not None:
             caller.cache.close()
         import sys
