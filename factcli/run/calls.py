@@ -132,12 +132,15 @@ class Caller:
                 worst = worst_cost(provider, prompt.messages, context.get("overrides") or {}) or 0.0
                 self.budget.reserve(worst)  # BudgetReached: this call does not start
             try:
-                async with limiter.slot(tokens) if limiter is not None else contextlib.nullcontext():
+                paced = limiter is not None and not limiter.idle
+                if limiter is not None and not paced:
+                    limiter.note_start()
+                async with limiter.slot(tokens) if paced else contextlib.nullcontext():
                     start = time.perf_counter()  # the wait for a slot is not the call's latency
                     self.calls += 1
                     async with asyncio.timeout(policy.timeout_s):
                         resp = await provider.call(prompt, context)
-                if limiter is not None:
+                if paced:
                     await limiter.succeeded()
                 if worst is not None:
                     self.budget.settle(worst, resp.cost)
