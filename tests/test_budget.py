@@ -93,3 +93,19 @@ def test_budget_arithmetic():
     messages = [{"role": "user", "content": "x" * 100}]
     assert worst_cost(P, messages, {}) == pytest.approx(price(MODEL, 108, 10))
     assert worst_cost(P, messages, {"max_tokens": 20}) == pytest.approx(price(MODEL, 108, 20))
+
+
+@pytest.mark.parametrize("value, message", [
+    ("maxCost: -1", "evaluateOptions.maxCost: expected a budget in USD (0 or more), got -1"),
+    ("maxCost: lots", "evaluateOptions.maxCost: expected a budget in USD (0 or more), got 'lots'"),
+])
+def test_a_bad_max_cost_is_a_config_error(priced, tmp_path, value, message):
+    cfg = write(tmp_path / "c.yaml", _config(extra=f"evaluateOptions: {{{value}}}\n"))
+    result = runner.invoke(app, ["eval", "-c", str(cfg)])
+    assert result.exit_code == 1 and message in result.output, result.output
+    assert priced.requests == []
+
+
+def test_a_negative_max_cost_on_the_command_line_is_a_usage_error(priced, tmp_path):
+    result = runner.invoke(app, ["eval", "-c", str(write(tmp_path / "c.yaml", _config())), "--max-cost", "-1"])
+    assert result.exit_code == 2 and priced.requests == []

@@ -156,3 +156,11 @@ def test_only_a_judged_type_takes_a_calibration(fake_openai, tmp_path):
                 "      - {type: contains, value: x, config: {calibration: file://report.json, calibrationLabel: strict}}\n")
     result = runner.invoke(app, ["eval", "-c", str(cfg)])
     assert result.exit_code == 1 and "'contains' has no judge" in result.output
+
+
+def test_a_label_without_a_report_is_a_config_error(fake_openai, tmp_path):
+    cfg = write(tmp_path / "c.yaml", "prompts: [x]\nproviders: [echo]\ntests:\n  - assert:\n"
+                "      - {type: factuality, value: x, provider: echo, config: {calibrationLabel: strict}}\n")
+    result = runner.invoke(app, ["eval", "-c", str(cfg)])
+    assert result.exit_code == 1
+    assert "tests[0].assert[0].config.calibrationLabel: calibrationLabel needs config.calibration" in result.output

@@ -184,3 +184,21 @@ def test_factscore_rows_join_a_column_that_has_simpleqa_figures():
     assert "3 factscore rows included" in format_simpleqa(both)
     # a factuality row that did not check abstention is not counted
     assert select(GradingResult(True, 1.0, "", assertion=Assertion(type="factuality"))) is None
+
+
+def test_a_bad_abstain_setting_is_named_before_any_call(fake_openai, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    cfg = write(tmp_path / "c.yaml", """
+prompts: ["<<answer>>"]
+providers: [echo]
+tests:
+  - vars: {answer: "Paris."}
+    assert: [{type: factuality, value: Paris, config: {abstain: sometimes},
+              provider: {id: "openai:chat:judge", config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"}}}]
+""")
+    out = tmp_path / "r.json"
+    CliRunner().invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "--no-progress-bar"])
+    row = json.loads(out.read_text())["results"]["results"][0]
+    assert row["error"] == ("factuality: config.abstain must be one of auto, generic, perplexity_ai, none, "
+                            "got 'sometimes'")
+    assert fake_openai.requests == []  # checked before the grader is asked
