@@ -41,6 +41,7 @@ def fake_openai(_server, monkeypatch):
     _server.latency = 0
     _server.set_fault_rate(0)
     _server.set_rate_limit(None)
+    _server.send_usage = True
     monkeypatch.setenv("FAKE_OPENAI_URL", _server.url)
     yield _server
     _server.reset()

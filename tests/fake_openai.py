@@ -262,6 +262,7 @@ class FakeOpenAI:
         self._fault_rng = random.Random(0)
         self._nodelay: list[bool] = []
         self.latency = latency
+        self.send_usage = True  # False: replies carry no `usage`, as some local servers send them
         self._requested_port = port
         self._port: int | None = None
         self._thread: threading.Thread | None = None
@@ -741,11 +742,11 @@ class FakeOpenAI:
                 "model": body.get("model") or DEFAULT_MODEL,
                 "system_fingerprint": "fp_fake",
                 "choices": choices,
-                "usage": {
+                **({"usage": {
                     "prompt_tokens": prompt_tokens,
                     "completion_tokens": completion_tokens * n,
                     "total_tokens": prompt_tokens + completion_tokens * n,
-                },
+                }} if self.send_usage else {}),
             }
         )
 

@@ -11,7 +11,13 @@ import json
 import math
 
 from factcli import templating
-from factcli.scoring.grading import as_template_text, grader_error, parse_json_maybe, render_grading_prompt
+from factcli.scoring.grading import (
+    as_template_text,
+    grader_error,
+    grader_ledger,
+    parse_json_maybe,
+    render_grading_prompt,
+)
 from factcli.types import COMPARE_TYPES, FAILURE_ASSERT, EvalResult, GradingResult, compares
 
 
@@ -31,7 +37,10 @@ async def run_comparisons(run, grader) -> None:
         rows = sorted(by_test[test_idx], key=lambda r: r.step.prompt_idx)
         select = _find(rows[0], "select-best")
         if select is not None and len(rows) >= 2:
-            results = await select_best(select, rows, grader)
+            with grader_ledger() as spent:
+                results = await select_best(select, rows, grader)
+            # one grader call judged all the columns: its cost is counted once, on the first
+            results[0].metadata = {**results[0].metadata, "graderCost": spent.total_cost, "graderCalls": spent.calls}
             for row, res in zip(rows, results):
                 _apply_select_best(run, row, res)
         maxs = _find(rows[0], "max-score")
@@ -159,6 +168,16 @@ def _update_stats(run, row: EvalResult, res: GradingResult, was_success: bool, w
         if row.score != was_score:
             m.score += row.score - was_score
     m.grader_tokens.add(res.tokens_used)
+    if "graderCalls" in res.metadata:
+        cost = res.metadata["graderCost"]
+        if cost is None:
+            m.grader_unpriced += 1
+        else:
+            m.grader_cost += cost
+        if row.grading is not None:
+            spent = row.grading.metadata.get("graderCost", 0.0) if "graderCalls" in row.grading.metadata else 0.0
+            row.grading.metadata = {**row.grading.metadata, "graderCalls": row.grading.metadata.get("graderCalls", 0) + 1,
+                                    "graderCost": None if cost is None or spent is None else spent + cost}
     if res.metadata.get("graderError"):
         m.grading_errors += 1
     if was_success and not row.success:

@@ -5,9 +5,10 @@ all of them. `register_provider` puts a class in the registry (factcli.providers
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from factcli.types import ProviderResponse, ProviderSpec
 

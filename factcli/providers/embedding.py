@@ -6,6 +6,7 @@ whose litellm model is an embedding model work; a chat id given as an embedder i
 
 from __future__ import annotations
 
+from factcli.providers import pricing
 from factcli.providers.base import Provider, RenderedPrompt
 from factcli.providers.litellm_provider import LiteLLMProvider, classify, litellm_module
 from factcli.types import ProviderResponse, ProviderSpec, TokenUsage
@@ -50,7 +51,8 @@ class EmbeddingProvider(LiteLLMProvider):
         if usage is not None:
             tokens.prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
             tokens.total = int(getattr(usage, "total_tokens", 0) or tokens.prompt)
-        return ProviderResponse(output=list(vector), token_usage=tokens)
+        cost = pricing.cost(self.model, tokens.prompt, 0) if usage is not None else None
+        return ProviderResponse(output=list(vector), token_usage=tokens, cost=cost)
 
 
 def is_embedding_id(pid: str) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 from factcli.errors import ConfigError
+from factcli.providers import pricing
 from factcli.providers.base import (
     AUTH,
     CONTEXT,
@@ -21,6 +22,7 @@ from factcli.providers.base import (
     is_context_exceeded,
     retry_after_seconds,
 )
+from factcli.providers.tokens import counted_usage as count_usage
 from factcli.types import ProviderResponse, TokenUsage
 
 VENDORS = {
@@ -129,7 +131,7 @@ class LiteLLMProvider(Provider):
             resp = await litellm.acompletion(model=self.model, messages=prompt.messages, num_retries=0, **kwargs)
         except Exception as exc:  # classified for the retry owner
             raise classify(exc) from None
-        return to_response(resp, litellm)
+        return to_response(resp, litellm, prompt.messages, self.model)
 
 
 def _retry_after(exc) -> float | None:
@@ -157,7 +159,7 @@ def classify(exc: Exception) -> ProviderCallError:
     return ProviderCallError(message, ERROR, status)
 
 
-def to_response(resp, litellm) -> ProviderResponse:
+def to_response(resp, litellm, sent=None, model: str = "") -> ProviderResponse:
     choice = resp.choices[0]
     message = getattr(choice, "message", None)
     output = getattr(message, "content", None) if message is not None else getattr(choice, "text", None)
@@ -170,9 +172,16 @@ def to_response(resp, litellm) -> ProviderResponse:
         tu.prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
         tu.completion = int(getattr(usage, "completion_tokens", 0) or 0)
         tu.total = int(getattr(usage, "total_tokens", 0) or (tu.prompt + tu.completion))
+    meta: dict = {}
+    if not tu.total and sent is not None:  # no usage in the reply (litellm fills zeros)
+        counted = count_usage(sent, output, model)
+        if counted is not None:
+            tu, meta["tokensCountedWith"] = counted
     cost = None
     hidden = getattr(resp, "_hidden_params", None) or {}
-    if isinstance(hidden.get("response_cost"), (int, float)):
+    if meta:
+        cost = pricing.cost(model, tu.prompt, tu.completion)
+    elif isinstance(hidden.get("response_cost"), (int, float)):
         cost = float(hidden["response_cost"])
     else:
         try:
@@ -185,4 +194,4 @@ def to_response(resp, litellm) -> ProviderResponse:
     if content:
         logprobs = [float(getattr(t, "logprob", 0.0)) for t in content]
     return ProviderResponse(output=output if output is not None else "", token_usage=tu, cost=cost,
-                            finish_reason=getattr(choice, "finish_reason", None), logprobs=logprobs)
+                            finish_reason=getattr(choice, "finish_reason", None), logprobs=logprobs, metadata=meta)

@@ -31,6 +31,7 @@ from factcli.providers.base import (
     retry_after_seconds,
 )
 from factcli.providers.litellm_provider import KINDS, PASSTHROUGH
+from factcli.providers.tokens import counted_usage as count_usage
 from factcli.types import ProviderResponse, TokenUsage
 
 
@@ -115,7 +116,7 @@ class OpenAIProvider(Provider):
             if status < 400:
                 if not isinstance(data, dict) or not data.get("choices"):
                     raise ProviderCallError(f"malformed response from {url}: {text[:300]}", TRANSIENT)
-                return self._response(data, dropped)
+                return self._response(data, dropped, body.get("prompt", body.get("messages")))
             if status == 400:
                 fixed = _fix_unsupported(data, params)
                 if fixed is not None:
@@ -124,7 +125,7 @@ class OpenAIProvider(Provider):
             raise _classify_status(status, data, resp_headers, text)
         raise ProviderCallError(f"{self.id}: the model rejected parameters {dropped}", ERROR)
 
-    def _response(self, data: dict, dropped: list[str]) -> ProviderResponse:
+    def _response(self, data: dict, dropped: list[str], sent) -> ProviderResponse:
         choice = data["choices"][0]
         if self.kind == "completion":
             output = choice.get("text")
@@ -145,8 +146,13 @@ class OpenAIProvider(Provider):
         lp = choice.get("logprobs")
         if isinstance(lp, dict) and lp.get("content"):
             logprobs = [float(t.get("logprob", 0.0)) for t in lp["content"]]
-        cost = pricing.cost(self.model, tokens.prompt, tokens.completion) if isinstance(usage, dict) else None
         meta = {"droppedParams": dropped} if dropped else {}
+        if not isinstance(usage, dict):
+            counted = count_usage(sent, output, self.model)
+            if counted is not None:
+                tokens, meta["tokensCountedWith"] = counted
+        known = isinstance(usage, dict) or "tokensCountedWith" in meta
+        cost = pricing.cost(self.model, tokens.prompt, tokens.completion) if known else None
         return ProviderResponse(output=output if output is not None else "", token_usage=tokens, cost=cost,
                                 finish_reason=choice.get("finish_reason"), logprobs=logprobs, metadata=meta)
 

@@ -26,7 +26,9 @@ def _table() -> dict:
 
 
 def cost(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
-    entry = _table().get(model) or _table().get(f"openai/{model}")
+    table = _table()
+    # litellm routes "openai/gpt-5-mini" but prices OpenAI's models under their bare names
+    entry = table.get(model) or table.get(f"openai/{model}") or table.get(model.removeprefix("openai/"))
     if not isinstance(entry, dict):
         return None
     inp, out = entry.get("input_cost_per_token"), entry.get("output_cost_per_token")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Iterator
 
 from factcli.errors import FactcliError
+from factcli.report.figures import spend_text
 from factcli.types import FAILURE_ERROR, EvalResult
 
 FORMATS = (".json", ".jsonl", ".yaml", ".yml", ".csv", ".xml", ".junit.xml", ".html")
@@ -304,9 +305,6 @@ def html_page(run) -> str:
     """One self-contained page (inline CSS, no scripts, no external resources)."""
     total = run.successes + run.failures + run.errors
     rate = run.pass_rate
-    tokens = sum(m.tokens.total for m in run.metrics)
-    grader_tokens = sum(m.grader_tokens.total for m in run.metrics)
-    cost = sum(m.cost for m in run.metrics)
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            '<meta name="viewport" content="width=device-width, initial-scale=1">',
            f"<title>factcli {_e(run.run_id)}</title><style>{_CSS}</style></head><body>",
@@ -320,8 +318,7 @@ def html_page(run) -> str:
     out.append(f'<p class="meta">Rows <b>{total}</b>/{run.total_steps} · <span class="ok">{run.successes} passed</span>'
                f' · <span class="bad">{run.failures} failed</span> · {run.errors} errors · pass rate '
                f"<b>{'n/a' if rate is None else f'{rate * 100:.2f}%'}</b></p>")
-    out.append(f'<p class="meta">Tokens {tokens}' + (f" (+{grader_tokens} grading)" if grader_tokens else "")
-               + (f" · cost ${cost:.4f}" if cost else "")
+    out.append(f'<p class="meta">{_e(spend_text(run.metrics))}'
                + (f" · grader {_e(', '.join(run.graders))}" if run.graders else "") + "</p>")
     # per-column metrics
     names = sorted({k for m in run.metrics for k in m.named_scores})
@@ -329,7 +326,7 @@ def html_page(run) -> str:
     out.append("<h2>Columns</h2><table><thead><tr><th>column</th><th>pass rate</th><th>pass</th><th>fail</th>"
                "<th>error</th><th>mean score</th>"
                + "".join(f"<th>{_e(n)}{' (derived)' if n in derived else ''}</th>" for n in names)
-               + "<th>grading errors</th><th>factuality categories</th></tr></thead><tbody>")
+               + "<th>grading errors</th><th>factuality categories</th><th>tokens · cost</th></tr></thead><tbody>")
     for col, m in zip(run.columns, run.metrics):
         n = m.test_pass + m.test_fail + m.test_error
         means = m.named_means()
@@ -341,7 +338,8 @@ def html_page(run) -> str:
             value = m.named_scores.get(name) if name in derived else means.get(name)
             cells.append(f'<td class="num">{"—" if value is None else _e(f"{value:.3f}")}</td>')
         cats = " ".join(f"{_e(k)}:{v}" for k, v in sorted(m.categories.items()))
-        cells.append(f'<td class="num">{m.grading_errors}</td><td>{cats}</td>')
+        cells.append(f'<td class="num">{m.grading_errors}</td><td>{cats}</td>'
+                     f"<td>{_e(spend_text([m]).removeprefix('Tokens '))}</td>")
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</tbody></table>")
     # the one-line reports of the claim-level methods and SimpleQA, and the pass rates corrected for

@@ -17,6 +17,15 @@ def fmt_rate(value: float | None, margin: float | None) -> str:
     return f"{value * 100:.1f}% ± {margin * 100:.1f}"
 
 
+def fmt_cost(amount: float | None, unpriced: int = 0, digits: int = 4) -> str:
+    """Money as every report prints it: `n/a` when no price was known, never a made-up $0; a floor
+    with the count of rows left out when only some were priced."""
+    if amount is None or (unpriced and not amount):
+        return "n/a"
+    text = f"${amount:.{digits}f}"
+    return f"≥{text} ({unpriced} row{'s' if unpriced != 1 else ''} n/a)" if unpriced else text
+
+
 def fmt_interval(ci: Sequence[float] | None, digits: int = 3) -> str:
     if not ci:
         return ""
@@ -40,3 +49,18 @@ def legend(nonbinary: bool, repeat: int) -> str:
         parts.append(f"pass@{repeat}: some of {repeat} repeats pass, pass^{repeat}: all pass, "
                      "flip rate: tests whose repeats disagree")
     return "; ".join(parts)
+
+
+def spend_text(metrics) -> str:
+    """`Tokens 218 (+1,402 grading) · cost $0.0001 (+$0.0012 grading)`: a run's or a column's
+    tokens and money, model calls and grader calls apart, `n/a` where a price is unknown."""
+    tokens = sum(m.tokens.total for m in metrics)
+    grader_tokens = sum(m.grader_tokens.total for m in metrics)
+    rows = sum(m.rows for m in metrics)
+    unpriced = sum(m.cost_unpriced for m in metrics)
+    cost = fmt_cost(None if rows and unpriced == rows else sum(m.cost for m in metrics), unpriced)
+    text = f"Tokens {tokens:,}" + (f" (+{grader_tokens:,} grading)" if grader_tokens else "") + f" · cost {cost}"
+    grader_calls = grader_tokens or any(m.grader_cost or m.grader_unpriced for m in metrics)
+    if grader_calls:
+        text += f" (+{fmt_cost(sum(m.grader_cost for m in metrics), sum(m.grader_unpriced for m in metrics))} grading)"
+    return text

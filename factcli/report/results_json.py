@@ -64,11 +64,18 @@ def row_json(r: EvalResult, columns) -> dict:
                                   r.grading.tokens_used if r.grading is not None else TokenUsage()),
         "gradingResult": grading_json(r.grading, top=True) if r.grading is not None else None,
         "metadata": dict(step.test.metadata),
-        "factcli": {"repeatIdx": step.repeat_idx, "retries": resp.retries},
+        "factcli": {"repeatIdx": step.repeat_idx, "retries": resp.retries, **_grader_spend(r.grading)},
     }
     if r.error is not None:
         out["error"] = r.error
     return out
+
+
+def _grader_spend(grading) -> dict:
+    meta = grading.metadata if grading is not None else None
+    if not meta or "graderCalls" not in meta:
+        return {}
+    return {"graderCalls": meta["graderCalls"], "graderCost": meta.get("graderCost")}
 
 
 def column_metrics_json(m) -> dict:
@@ -145,10 +152,12 @@ def to_promptfoo_json(run, rows: bool = True) -> dict:
             "graders": list(run.graders),
             "columns": [{"gradingErrors": m.grading_errors, "categories": dict(m.categories),
                          "cached": m.cached, "graderCost": m.grader_cost,
+                         "costUnpricedRows": m.cost_unpriced, "graderCostUnpricedRows": m.grader_unpriced,
                          "methods": {k: v["summary"] for k, v in m.methods.items()}, **m.stats,
                          **({"judgeCorrected": m.judge_corrected} if m.judge_corrected else {})}
                         for m in run.metrics],
             "retries": run.retries,
+            "cost": _run_cost(run.metrics),
             **({"throttling": run.throttling} if getattr(run, "throttling", None) else {}),
             "abortReason": run.abort_reason,
             "passRate": run.pass_rate,
@@ -156,6 +165,16 @@ def to_promptfoo_json(run, rows: bool = True) -> dict:
         },
     }
     return finite(doc)
+
+
+def _run_cost(metrics) -> dict:
+    """The run's money: model calls and grader calls apart, with the rows whose price is unknown
+    (their sums are then floors; a figure is null when nothing in it was priced)."""
+    model, grader = sum(m.cost for m in metrics), sum(m.grader_cost for m in metrics)
+    unpriced, grader_unpriced = sum(m.cost_unpriced for m in metrics), sum(m.grader_unpriced for m in metrics)
+    rows = sum(m.rows for m in metrics)
+    return {"model": None if rows and unpriced == rows else model, "modelUnpricedRows": unpriced,
+            "grader": None if grader_unpriced and not grader else grader, "graderUnpricedRows": grader_unpriced}
 
 
 PRETTY_MAX_ROWS = 2000  # json's C encoder is only used without indent: larger files go on one line

@@ -16,6 +16,7 @@ from factcli.errors import AbortRun
 from factcli.providers.base import Provider, RenderedPrompt
 from factcli.run.budget import BudgetReached
 from factcli.run.calls import Caller
+from factcli.scoring.grading import grader_ledger, note_grader_spend
 from factcli.scoring.scorer import run_assertions
 from factcli.types import (
     FAILURE_ASSERT,
@@ -120,18 +121,21 @@ class Executor:
         if response.error is not None:
             return EvalResult(step, rendered.text, response, None, False, 0.0, {}, FAILURE_ERROR,
                               error=response.error, latency_ms=response.latency_ms)
-        try:
-            grading = await run_assertions(
-                step.test, output=response.output, variables=step.vars, prompt=rendered.text,
-                response=response, provider=provider, grader=self.grader,
-            )
-        except AbortRun:  # a grader rejected the credentials: the whole run stops (contract §2), as for providers
-            raise
-        except Exception as exc:  # a handler rejected its input: promptfoo makes this an ERROR row
-            message = str(exc) or type(exc).__name__
-            grading = GradingResult(False, 0.0, message)
-            return EvalResult(step, rendered.text, response, grading, False, 0.0, {}, FAILURE_ERROR,
+        with grader_ledger() as spent:
+            try:
+                grading = await run_assertions(
+                    step.test, output=response.output, variables=step.vars, prompt=rendered.text,
+                    response=response, provider=provider, grader=self.grader,
+                )
+            except AbortRun:  # a grader rejected the credentials: the whole run stops (contract §2), as for providers
+                raise
+            except Exception as exc:  # a handler rejected its input: promptfoo makes this an ERROR row
+                message = str(exc) or type(exc).__name__
+                grading = GradingResult(False, 0.0, message)
+                note_grader_spend(grading, spent)
+                return EvalResult(step, rendered.text, response, grading, False, 0.0, {}, FAILURE_ERROR,
                               error=message, latency_ms=response.latency_ms)
+        note_grader_spend(grading, spent)
         named = {k: v for k, v in grading.named_scores.items() if isinstance(v, (int, float)) and v == v
                  and v not in (float("inf"), float("-inf"))}
         failure = FAILURE_NONE if grading.passed else FAILURE_ASSERT

@@ -379,13 +379,16 @@ class EvalSession:
     def _totals(run) -> tuple[dict, float]:
         from factcli.types import TokenUsage
 
-        tokens, grader, cost, grader_cost = TokenUsage(), TokenUsage(), 0.0, 0.0
+        tokens, grader, cost, grader_cost, unpriced, grader_unpriced = TokenUsage(), TokenUsage(), 0.0, 0.0, 0, 0
         for m in run.metrics:
             tokens.add(m.tokens)
             grader.add(m.grader_tokens)
             cost += m.cost
             grader_cost += m.grader_cost
-        return {**tokens.to_json(), "assertions": grader.to_json(), "graderCost": grader_cost}, cost
+            unpriced += m.cost_unpriced
+            grader_unpriced += m.grader_unpriced
+        return {**tokens.to_json(), "assertions": grader.to_json(), "graderCost": grader_cost,
+                "costUnpriced": unpriced, "graderCostUnpriced": grader_unpriced}, cost
 
     def _finish(self, run, error) -> None:
         store, run_id = self.store, run.run_id

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import re
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -85,6 +87,59 @@ class GraderReply:
     output: Any = None
 
 
+@dataclass
+class GraderLedger:
+    """The grader calls made while one row is scored, whichever handler made them: the one place
+    their tokens and cost add up, so a handler that forgets to report them cannot hide them."""
+
+    calls: int = 0
+    tokens: TokenUsage = field(default_factory=TokenUsage)
+    cost: float = 0.0
+    unpriced: int = 0  # answered calls whose price is unknown: the row's grader cost is then n/a
+
+    def add(self, provider, resp) -> None:
+        self.calls += 1
+        self.tokens.add(resp.token_usage)
+        if resp.cost is not None:
+            self.cost += resp.cost
+        elif resp.error is None and not getattr(provider, "free", False):
+            self.unpriced += 1
+
+    @property
+    def total_cost(self) -> float | None:
+        return None if self.unpriced else self.cost
+
+
+_LEDGER: ContextVar[GraderLedger | None] = ContextVar("factcli_grader_ledger", default=None)
+
+
+@contextmanager
+def grader_ledger():
+    """Count the grader calls made inside (tasks started inside share the ledger)."""
+    ledger = GraderLedger()
+    token = _LEDGER.set(ledger)
+    try:
+        yield ledger
+    finally:
+        _LEDGER.reset(token)
+
+
+def note_grader_spend(result: GradingResult, ledger: GraderLedger) -> None:
+    """Put a row's grader spend on its top-level result: metadata `graderCost` (None when a call's
+    price is unknown) and `graderCalls`; its tokens become the ledger's when a handler left some out."""
+    if not ledger.calls:
+        return
+    result.metadata = {**result.metadata, "graderCost": ledger.total_cost, "graderCalls": ledger.calls}
+    if ledger.tokens.total > result.tokens_used.total:
+        result.tokens_used = ledger.tokens
+
+
+def _record(provider, resp) -> None:
+    ledger = _LEDGER.get()
+    if ledger is not None:
+        ledger.add(provider, resp)
+
+
 class Grader:
     """What assertion handlers use to call a grader: resolved spec in, reply out."""
 
@@ -120,6 +175,7 @@ class Grader:
         text = json.dumps(messages, ensure_ascii=False)
         prompt = RenderedPrompt(text=text, messages=messages)
         resp = await self.caller.call(provider, prompt, context={"overrides": overrides, "purpose": "grader"})
+        _record(provider, resp)
         output = resp.output
         reply_text = output if isinstance(output, str) else (None if output is None else json.dumps(output))
         error = resp.error
@@ -137,6 +193,7 @@ class Grader:
         provider = self._providers[key]
         self.used.add(spec.label or spec.id)
         resp = await self.caller.call(provider, RenderedPrompt(text=text, messages=[{"role": "user", "content": text}]))
+        _record(provider, resp)
         if resp.error is not None:
             return None, resp.error, resp.token_usage
         if not isinstance(resp.output, list):

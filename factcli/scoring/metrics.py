@@ -90,6 +90,8 @@ class ColumnMetrics:
     grading_errors: int = 0  # assertions whose grader failed or could not be read
     categories: dict = field(default_factory=dict)  # factuality category -> count
     grader_cost: float = 0.0
+    cost_unpriced: int = 0  # rows whose model answered at a price we do not know: `cost` is a floor
+    grader_unpriced: int = 0  # rows with a grader call of unknown price: `grader_cost` is a floor
     methods: dict = field(default_factory=dict)  # claim-level method reports (methods/reports.py)
     stats: dict = field(default_factory=dict)  # intervals and repeat statistics, filled at the end (stats/columns.py)
     judge_corrected: list = field(default_factory=list)  # pass rates corrected for the judge (stats/judge.py)
@@ -146,15 +148,28 @@ class ColumnMetrics:
                         self.grading_errors += 1
                     if meta.get("category"):
                         self.categories[meta["category"]] = self.categories.get(meta["category"], 0) + 1
-                    if isinstance(meta.get("graderCost"), (int, float)):
-                        self.grader_cost += meta["graderCost"]
+            self._add_grader_cost(grading)
             self.grader_tokens.add(grading.tokens_used)
         self.total_latency_ms += row.latency_ms or 0
         self.tokens.add(row.response.token_usage)
         if row.response.cost is not None:
             self.cost += row.response.cost
+        elif row.response.error is None:
+            self.cost_unpriced += 1
         if row.response.cached:
             self.cached += 1
+
+    def _add_grader_cost(self, grading) -> None:
+        meta = grading.metadata or {}
+        if "graderCalls" in meta:  # the row's ledger (scoring/grading.py): every grader call, once
+            if meta.get("graderCost") is None:
+                self.grader_unpriced += 1
+            else:
+                self.grader_cost += meta["graderCost"]
+            return
+        for c in grading.component_results:  # a row stored before the ledger: what handlers reported
+            if c.metadata and isinstance(c.metadata.get("graderCost"), (int, float)):
+                self.grader_cost += c.metadata["graderCost"]
 
     @property
     def pass_rate(self) -> float:
