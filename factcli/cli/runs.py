@@ -15,7 +15,8 @@ import typer
 from factcli.cli.app import app, fail
 
 DB_HELP = "The run store (default: FACTCLI_HOME/factcli.db)."
-RUN_HELP = "A run id, a unique prefix of one, or 'latest'."
+RUN_HELP = ("A run id, 'latest', or a unique part of an id: its start (eval-20261124T19) or its "
+            "hex tail (9a84d9).")
 
 
 @contextlib.contextmanager
@@ -60,12 +61,17 @@ def view_cmd(
     """Show a stored run as a table: tests as rows, prompt x provider as columns."""
     from factcli.report import view as viewer
 
+    filtered = failures or errors or bool(filter_text)
     with _store(db) as store:
         row = store.resolve(run)
         header = viewer.run_header(store, row)
         info = viewer.page(store, row, failures=failures, errors=errors, text=filter_text, limit=limit,
                            page_no=page_no, full=full)
         summaries = viewer.column_summaries(store, row)
+    if info["total"] and not info["tests"]:  # a page past the end is a mistake, not an empty page
+        pages, total = info["pages"], info["total"]
+        fail(f"page {page_no} is past the end: this run has {pages} page{'s' if pages != 1 else ''} of "
+             f"{total} {'matching ' if filtered else ''}test{'s' if total != 1 else ''} ({limit} a page)")
     if as_json:
         import json
 
@@ -74,18 +80,44 @@ def view_cmd(
             t["cells"] = [t["cells"][k] for k in sorted(t["cells"])]
         typer.echo(json.dumps(doc, ensure_ascii=False, indent=2))
         return
+    from rich.text import Text
+
+    from factcli.report import grid
+
     console, terminal = viewer.console_for_stdout()
     viewer.render_header(console, header, page_info=info)
     if info["tests"]:
-        viewer.render_table(console, summaries, info, full=full, terminal=terminal)
-    elif info["total"] == 0:
-        console.print("No rows match." if (failures or errors or filter_text) else "No rows stored yet.")
+        grid.render_table(console, summaries, info, full=full, terminal=terminal)
+        legend = grid.claims_legend(info)
+        if legend:
+            console.print(Text(legend, style="dim"))
     else:
-        console.print(f"Page {page_no} is past the last page ({info['pages']}).")
+        console.print("No rows match." if filtered else "No rows stored yet.")
     viewer.render_footer(console, summaries, terminal)
+    if info["tests"]:
+        first = _first_failed(info) if _first_failed(info) is not None else info["tests"][0]["testIdx"]
+        console.print(Text(f"Open a row in full: factcli show {row['id']} {first}"
+                           + _db_flag(db), style="dim"))
     if info["pages"] > page_no:
-        console.print(f"[dim]Next page: factcli view {row['id']} --page {page_no + 1}"
-                      + (" …filters" if (failures or errors or filter_text) else "") + "[/]")
+        console.print(Text(f"Next page: factcli view {row['id']} --page {page_no + 1}"
+                           + (" …filters" if filtered else "") + _db_flag(db), style="dim"))
+
+
+def _first_failed(info: dict) -> int | None:
+    """The first test of the page with a FAIL (else an ERROR) cell: the row most worth opening."""
+    for status in ("FAIL", "ERROR"):
+        for t in info["tests"]:
+            if any(c["status"] == status for c in t["cells"].values()):
+                return t["testIdx"]
+    return None
+
+
+def _db_flag(db: Path | None) -> str:
+    if db is None:
+        return ""
+    import shlex
+
+    return f" --db {shlex.quote(str(db))}"
 
 
 @app.command("list")

@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from factcli.report import labels
 from factcli.types import FAILURE_ERROR, EvalResult
 
 TABLE_MAX_TESTS = 50
@@ -68,9 +69,9 @@ def _cell_text(value, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _one_line(value, limit: int) -> str:
-    """A prompt label for a summary line: its whitespace (newlines too) collapsed, then cut."""
-    return _cell_text(" ".join(str(value).split()), limit)
+def _label(col) -> str:
+    """A column of the run on one line: `[provider] short prompt label`."""
+    return labels.column_label_of(col.provider.display, col.prompt.label, col.prompt.raw)
 
 
 def results_table(run, console: Console) -> None:
@@ -86,7 +87,10 @@ def results_table(run, console: Console) -> None:
     for name in var_names:
         table.add_column(escape(name), overflow="fold", max_width=30)
     for col in run.columns:
-        table.add_column(escape(f"[{col.provider.display}] {_cell_text(col.prompt.label, 40)}"), overflow="fold")
+        # provider over the short prompt label: two short lines that wrap less than one long one
+        prompt = labels.short_prompt(col.prompt.label, col.prompt.raw)
+        table.add_column(Text(f"[{labels.one_line(col.provider.display, None)}]" + (f"\n{prompt}" if prompt else "")),
+                         overflow="fold")
     by_test: dict[int, dict[int, EvalResult]] = {}
     for r in rows:
         by_test.setdefault(r.step.test_idx, {})[r.step.prompt_idx] = r
@@ -122,6 +126,46 @@ def _result_cell(r: EvalResult) -> Text:
     return head + body
 
 
+WEIGHT_ZERO = "(weight 0)"
+WEIGHT_ZERO_LEGEND = ("(weight 0): every assertion of this metric has weight 0, so it does not count toward the "
+                      "score and its mean is 0 whatever the outputs")
+
+
+def summary_fields(run, nonbinary: bool, repeat: int) -> list:
+    """The figures of the table after an eval, one fit.Field each (numbers are never cut)."""
+    from factcli.report import figures
+    from factcli.report.fit import Field
+
+    names = sorted({k for m in run.metrics for k in m.named_scores})
+    derived = {d["name"] for d in run.suite.derived_metrics}
+    passes, rates, scores, repeats = [], [], [], []
+    for m in run.metrics:
+        n = m.test_pass + m.test_fail + m.test_error
+        st = m.stats
+        score = f"{(m.score / n if n else 0):.3f}"
+        if st.get("scoreBinary") is False:
+            score += " " + figures.fmt_interval(st.get("scoreCi95"), 2)
+        passes.append(f"{m.test_pass}/{n}")
+        rates.append(figures.fmt_rate(st.get("passRate"), st.get("passRateMargin")))
+        scores.append(score)
+        repeats.append(figures.repeat_cells(st, repeat) if repeat > 1 else [])
+    fields = [Field("pass", passes), Field("pass rate", rates), Field("score" + (" [95% CI]" if nonbinary else ""), scores)]
+    if repeat > 1:
+        for i, name in enumerate((f"pass@{repeat}", f"pass^{repeat}", "flip rate")):
+            fields.append(Field(name, [r[i] for r in repeats]))
+    for name in names:
+        cells = []
+        for m in run.metrics:
+            value = m.named_scores.get(name) if name in derived else m.named_means().get(name)
+            text = "—" if value is None else f"{value:.3f}"
+            # all of the metric's weights were 0: its mean is 0 by construction, not a failure
+            if name not in derived and name in m.named_weights and not m.named_weights[name]:
+                text += " " + WEIGHT_ZERO
+            cells.append(text)
+        fields.append(Field(name + (" (derived)" if name in derived else " (mean)"), cells))
+    return fields
+
+
 def summary(run, console: Console) -> None:
     total = run.successes + run.failures + run.errors
     rate = run.pass_rate
@@ -154,43 +198,44 @@ def summary(run, console: Console) -> None:
     for col, m in zip(run.columns, run.metrics):
         if m.categories:
             dist = "  ".join(f"{k}:{m.categories[k]}" for k in sorted(m.categories))
-            console.print(escape(f"Factuality categories [{col.provider.display}] {_one_line(col.prompt.label, 30)}: ")
+            console.print(escape(f"Factuality categories {_label(col)}: ")
                           + dist)
         for report in m.methods.values():
-            console.print(escape(f"[{col.provider.display}] {_one_line(col.prompt.label, 30)}: {report['line']}"))
+            console.print(escape(f"{_label(col)}: {report['line']}"))
         for entry in m.judge_corrected:
-            console.print(escape(f"[{col.provider.display}] {_one_line(col.prompt.label, 30)}: {judge.describe(entry)}"))
+            console.print(escape(f"{_label(col)}: {judge.describe(entry)}"))
     nonbinary = any(m.stats.get("scoreBinary") is False for m in run.metrics)
     repeat = max((m.stats.get("repeat") or 1 for m in run.metrics), default=1)
     if len(run.columns) > 1 or any(m.named_scores for m in run.metrics) or nonbinary or repeat > 1:
-        table = Table(title=None, show_edge=False, pad_edge=False)
-        table.add_column("column")
-        table.add_column("pass", justify="right")
-        table.add_column("pass rate", justify="right", no_wrap=True)
-        table.add_column("score" + (" [95% CI]" if nonbinary else ""), justify="right")
-        if repeat > 1:
-            for name in (f"pass@{repeat}", f"pass^{repeat}", "flip rate"):
-                table.add_column(name, justify="right")
-        names = sorted({k for m in run.metrics for k in m.named_scores})
-        derived = {d["name"] for d in run.suite.derived_metrics}
-        for name in names:
-            table.add_column(escape(name) + (" (derived)" if name in derived else " (mean)"), justify="right")
-        for col, m in zip(run.columns, run.metrics):
-            n = m.test_pass + m.test_fail + m.test_error
-            means = m.named_means()
-            st = m.stats
-            score = f"{(m.score / n if n else 0):.3f}"
-            if st.get("scoreBinary") is False:
-                score += " " + figures.fmt_interval(st.get("scoreCi95"), 2)
-            cells = [escape(f"[{col.provider.display}] {_one_line(col.prompt.label, 30)}"),
-                     f"{m.test_pass}/{n}", figures.fmt_rate(st.get("passRate"), st.get("passRateMargin")), score]
-            if repeat > 1:
-                cells += figures.repeat_cells(st, repeat)
-            for name in names:
-                value = m.named_scores.get(name) if name in derived else means.get(name)
-                cells.append("—" if value is None else f"{value:.3f}")
-            table.add_row(*cells)
-        console.print(table)
+        from factcli.report import fit
+
+        entries = [fit.Entry(f"[{labels.one_line(col.provider.display, None)}]",
+                             labels.short_prompt(col.prompt.label, col.prompt.raw)) for col in run.columns]
+        fields = summary_fields(run, nonbinary, repeat)
+        fit.print_lines(console, fit.fit(entries, fields, console.width, console.is_terminal))
         console.print("[dim]" + escape(figures.legend(nonbinary, repeat)) + "[/]")
+        if any(f.cells and any(c.endswith(WEIGHT_ZERO) for c in f.cells) for f in fields):
+            console.print("[dim]" + escape(WEIGHT_ZERO_LEGEND) + "[/]")
     if run.abort_reason:
         console.print(f"[bold red]Aborted:[/] {escape(run.abort_reason)}")
+
+
+def next_steps(run_id: str, status: str, *, failures: int = 0, errors: int = 0, first_failed: int | None = None,
+               interrupted: bool = False, db: str | None = None, stored: bool = True) -> list[str]:
+    """The commands worth typing after an eval, one a line: look at the run, open its first failed
+    row, and after an interruption or ERROR rows, resume or retry. Nothing for a run not stored
+    (--no-write): there is nothing to view. `db`: the --db the run was stored with, repeated in
+    every command so that each works when pasted."""
+    if not stored or not run_id:
+        return []
+    import shlex
+
+    on = f" --db {shlex.quote(str(db))}" if db else ""
+    lines = [f"View it: factcli view {run_id}{on}"]
+    if failures and first_failed is not None:
+        lines.append(f"Open a failed row: factcli show {run_id} {first_failed}{on}")
+    if interrupted or status in ("interrupted", "aborted"):
+        lines.append(f"Resume: factcli eval --resume {run_id}{on}")
+    elif errors:
+        lines.append(f"Retry errors: factcli eval --retry-errors {run_id}{on}")
+    return lines

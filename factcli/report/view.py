@@ -10,8 +10,11 @@ import json
 import os
 from typing import Any
 
+from factcli.report.labels import column_label, one_line, provider_name, short_prompt
 from factcli.store.database import Store, shown_status
 from factcli.store.encode import loads
+
+__all__ = ["column_label", "one_line"]  # show and diff name columns and texts as view does
 
 CELL_CHARS = 400  # text fetched per cell unless --full
 
@@ -28,22 +31,6 @@ def duration(ms: int | None) -> str:
         return f"{s:.1f} s"
     m, s = divmod(int(s), 60)
     return f"{m} min {s} s" if m < 60 else f"{m // 60} h {m % 60} min"
-
-
-def column_label(c: dict) -> str:
-    provider = c.get("provider_label") or c.get("provider_id") or ""
-    return f"[{provider}] {c.get('prompt_label') or ''}"
-
-
-def one_line(text: Any, limit: int | None) -> str:
-    if text is None:
-        return ""
-    if not isinstance(text, str):
-        text = json.dumps(text, ensure_ascii=False)
-    text = " ".join(text.split())
-    if limit is not None and len(text) > limit:
-        return text[: max(1, limit - 1)] + "…"
-    return text
 
 
 # ---------------------------------------------------------------- run summary
@@ -138,7 +125,10 @@ def column_summaries(store: Store, run: dict, derived_names: set[str] | None = N
             cnt = {"pass": m.test_pass, "fail": m.test_fail, "error": m.test_error}
         n = cnt["pass"] + cnt["fail"] + cnt["error"]
         means, derived, categories, grading_errors, score_mean, methods, judged = {}, {}, {}, 0, None, {}, []
+        weight_zero: list[str] = []
         if m is not None:
+            # every assertion of the metric had weight 0: its mean is 0 by construction, not a failure
+            weight_zero = sorted(k for k, w in (m.named_weights or {}).items() if k not in derived_names and not w)
             all_means = m.named_means()
             for k, v in m.named_scores.items():
                 if k in derived_names:
@@ -158,8 +148,9 @@ def column_summaries(store: Store, run: dict, derived_names: set[str] | None = N
         else:
             column_stats = None
         out.append({
-            "promptIdx": c["prompt_idx"], "label": column_label(c), "provider": c.get("provider_label") or c["provider_id"],
-            "prompt": c.get("prompt_label"), "pass": cnt["pass"], "fail": cnt["fail"], "error": cnt["error"],
+            "promptIdx": c["prompt_idx"], "label": column_label(c), "provider": provider_name(c),
+            "prompt": c.get("prompt_label"), "promptShort": short_prompt(c.get("prompt_label"), c.get("prompt_raw")),
+            "weightZero": weight_zero, "pass": cnt["pass"], "fail": cnt["fail"], "error": cnt["error"],
             "passRate": (cnt["pass"] / n) if n else None,
             "passRateCi95": [rate["low"], rate["high"]] if rate else None,
             "passRateMargin": rate["margin"] if rate else None, "meanScore": score_mean, "namedMeans": means,
@@ -189,6 +180,48 @@ def _filters(failures: bool, errors: bool, text: str | None) -> tuple[str, list]
     return " AND ".join(conds), params
 
 
+# Only the gradings that may hold claims are read whole: the rest of a page reads no grading at all.
+_CLAIMS_SQL = """CASE WHEN instr(grading_json, '"claims"') OR instr(grading_json, '"facts"') THEN grading_json END"""
+
+
+def _claim_items(component: dict, out: list[dict]) -> None:
+    meta = component.get("metadata") or {}
+    for key in ("claims", "facts"):
+        items = meta.get(key)
+        if isinstance(items, list):
+            out.extend(i for i in items if isinstance(i, dict))
+    for child in component.get("componentResults") or []:
+        if isinstance(child, dict):
+            _claim_items(child, out)
+
+
+def _supported(item: dict) -> bool:
+    """factscore marks a fact `supported`, FACTS Grounding a claim `grounded`, factual-correctness
+    gives the verdict SUPPORTED."""
+    if isinstance(item.get("supported"), bool):
+        return item["supported"]
+    if isinstance(item.get("grounded"), bool):
+        return item["grounded"]
+    return str(item.get("verdict") or "").upper() == "SUPPORTED"
+
+
+def claim_counts(grading: Any) -> dict | None:
+    """{total, unsupported} of a row graded claim by claim, else None. A claim several judges
+    checked counts once, and as unsupported when any judge did not support it."""
+    if not isinstance(grading, dict):
+        return None
+    items: list[dict] = []
+    _claim_items(grading, items)
+    if not items:
+        return None
+    verdicts: dict[str, bool] = {}
+    for i, item in enumerate(items):
+        text = item.get("text") or item.get("claim") or item.get("fact")
+        key = " ".join(str(text).split()) if text else f"#{i}"
+        verdicts[key] = verdicts.get(key, True) and _supported(item)
+    return {"total": len(verdicts), "unsupported": sum(1 for ok in verdicts.values() if not ok)}
+
+
 def page(store: Store, run: dict, *, failures: bool = False, errors: bool = False, text: str | None = None,
          limit: int = 50, page_no: int = 1, full: bool = False) -> dict:
     rid = run["id"]
@@ -211,17 +244,20 @@ def page(store: Store, run: dict, *, failures: bool = False, errors: bool = Fals
         text_of = (lambda f: f) if n is None else (lambda f: f"substr({f}, 1, {n}) AS {f}")
         sql = ("SELECT test_idx, prompt_idx, repeat_idx, success, failure_reason, score, cached, latency_ms, "
                f"output_json, {text_of('description')}, {text_of('vars_json')}, {text_of('output')}, "
-               f"{text_of('error')} FROM results WHERE run_id = ? AND test_idx IN ({','.join('?' * len(idxs))})")
+               f"{text_of('error')}, {_CLAIMS_SQL} AS claims_json "
+               f"FROM results WHERE run_id = ? AND test_idx IN ({','.join('?' * len(idxs))})")
         for r in store.conn.execute(sql, [rid, *idxs]):
             t = tests[r["test_idx"]]
             if t["description"] is None:
                 t["description"] = r["description"]
                 t["vars"] = r["vars_json"]
             status = "PASS" if r["success"] else ("ERROR" if r["failure_reason"] == 2 else "FAIL")
+            # the stored `error` is a FAIL's reason or an ERROR's message: each goes under its own name
             t["cells"][r["prompt_idx"]] = {
                 "promptIdx": r["prompt_idx"], "repeatIdx": r["repeat_idx"], "status": status,
-                "score": r["score"], "output": r["output"], "error": r["error"], "cached": bool(r["cached"]),
-                "latencyMs": r["latency_ms"],
+                "score": r["score"], "output": r["output"], "reason": r["error"] if status == "FAIL" else None,
+                "error": r["error"] if status == "ERROR" else None, "cached": bool(r["cached"]),
+                "latencyMs": r["latency_ms"], "claims": claim_counts(loads(r["claims_json"])),
             }
     for t in tests.values():  # vars: parse when whole, else show the stored text
         parsed = loads(t["vars"]) if t["vars"] else None
@@ -272,187 +308,72 @@ def render_header(console, h: dict, *, page_info: dict | None = None) -> None:
                           f"(page {page_info['page']}/{page_info['pages']})[/]")
 
 
-def _vars_summary(v: Any, limit: int) -> str:
-    if isinstance(v, dict):
-        return one_line(", ".join(f"{k}={v2 if isinstance(v2, str) else json.dumps(v2)}" for k, v2 in v.items()), limit)
-    return one_line(v, limit)
+def metric_cell(value: float | None, weight_zero: bool = False) -> str:
+    """A named metric's mean; one whose assertions all have weight 0 says so, since its mean is 0
+    by construction and would read as a failure."""
+    text = "—" if value is None else f"{value:.3f}"
+    return f"{text} (weight 0)" if weight_zero else text
 
 
-STYLES = {"PASS": "bold green", "FAIL": "bold red", "ERROR": "bold yellow"}
-BODY_LINES = 2  # lines of output / reason under a cell's status line (unless --full)
-
-
-def _cell_head(cell: dict):
-    from rich.text import Text
-
-    head = Text(cell["status"], style=STYLES[cell["status"]])
-    if cell["score"] is not None:
-        head.append(f" {cell['score']:.2f}", style="dim")
-    if cell["cached"]:
-        head.append(" cached", style="dim")
-    return head
-
-
-def _cell_body(cell: dict):
-    return cell["error"] if cell["status"] != "PASS" and cell["error"] else cell["output"]
-
-
-def _chunks(text: str, width: int, lines: int) -> list[str]:
-    """`text` (one line already) wrapped at spaces into at most `lines` pieces of `width`; the last
-    ends in … when text was left over."""
-    out: list[str] = []
-    while text and len(out) < lines:
-        if len(text) <= width:
-            out.append(text)
-            break
-        if len(out) == lines - 1:
-            out.append(text[: width - 1] + "…")
-            break
-        cut = text.rfind(" ", 0, width + 1)
-        if cut < width // 2:
-            cut = width
-        out.append(text[:cut].rstrip())
-        text = text[cut:].lstrip()
-    return out
-
-
-def render_table(console, cols: list[dict], page_info: dict, *, full: bool, terminal: bool) -> None:
-    width = console.width
-    test_w = 16 if width < 100 else 28
-    idx_w = max(1, max((len(str(t["testIdx"])) for t in page_info["tests"]), default=1))
-    available = max(20, width - idx_w - test_w - 7)
-    max_cols = max(1, available // 19)  # columns of at least 16 characters
-    if full:
-        return _render_full(console, cols, page_info, terminal)
-    shown = cols if len(cols) <= max_cols else cols[:max_cols]
-    per = max(12, (available - 3 * len(shown)) // len(shown))
-    _render_grid(console, shown, page_info, [idx_w, test_w] + [per] * len(shown), terminal)
-    if len(shown) < len(cols):
-        console.print(f"[dim]{len(cols) - len(shown)} more columns not shown: widen the terminal, "
-                      "or use --full or --json[/]")
-
-
-def _render_grid(console, shown: list[dict], page_info: dict, widths: list[int], terminal: bool) -> None:
-    """A fixed-width grid drawn line by line: far cheaper than a rich Table for a page of cells."""
-    from rich.text import Text
-
-    bar, cross = ("│", "┼") if terminal else ("|", "+")
-    dash = "─" if terminal else "-"
-    rule = Text(cross.join(dash * (w + 2) for w in widths), style="dim")
-
-    def line_of(cells: list) -> Text:
-        out = Text()
-        for i, (cell, w) in enumerate(zip(cells, widths)):
-            if i:
-                out.append(f" {bar} ", style="dim")
-            else:
-                out.append(" ")
-            piece = cell if isinstance(cell, Text) else Text(cell or "")
-            piece.truncate(w, overflow="ellipsis", pad=True)
-            out.append_text(piece)
-        return out
-
-    def header_lines(label: str, w: int) -> list[str]:
-        return _chunks(label, w, 2) or [""]
-
-    heads = [["#"], ["test"]] + [header_lines(c["label"], w) for c, w in zip(shown, widths[2:])]
-    lines: list[Text] = []
-    for i in range(max(len(h) for h in heads)):
-        lines.append(line_of([Text(h[i], style="bold") if i < len(h) else "" for h in heads]))
-    lines.append(rule)
-    for t in page_info["tests"]:
-        label = t["description"] or _vars_summary(t["vars"], None)
-        rows: list[list] = [[str(t["testIdx"]).rjust(widths[0])], _chunks(one_line(label, None), widths[1], 1 + BODY_LINES)]
-        for c, w in zip(shown, widths[2:]):
-            cell = t["cells"].get(c["promptIdx"])
-            if cell is None:
-                rows.append([Text("—", style="dim")])
-                continue
-            rows.append([_cell_head(cell)] + _chunks(one_line(_cell_body(cell), w * BODY_LINES), w, BODY_LINES))
-        for i in range(max(len(r) for r in rows)):
-            lines.append(line_of([r[i] if i < len(r) else "" for r in rows]))
-        lines.append(rule)
-    console.print(Text("\n").join(lines), no_wrap=True, overflow="crop", crop=True, soft_wrap=False)
-
-
-def _render_full(console, cols: list[dict], page_info: dict, terminal: bool) -> None:
-    """--full: every column, whole texts, wrapped by a rich Table."""
-    from rich import box
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table(box=box.ROUNDED if terminal else box.ASCII, show_lines=True, expand=False)
-    table.add_column("#", justify="right", no_wrap=True)
-    table.add_column("test", overflow="fold")
-    for c in cols:
-        table.add_column(Text(c["label"]), overflow="fold", min_width=10)
-    for t in page_info["tests"]:
-        label = t["description"] or _vars_summary(t["vars"], None)
-        line: list = [str(t["testIdx"]), Text(label)]
-        for c in cols:
-            cell = t["cells"].get(c["promptIdx"])
-            if cell is None:
-                line.append(Text("—", style="dim"))
-                continue
-            body = _cell_body(cell)
-            text = body if isinstance(body, str) else one_line(body, None)
-            line.append(_cell_head(cell) + Text("\n" + text if text else ""))
-        table.add_row(*line)
-    console.print(table)
-
-
-def render_footer(console, summaries: list[dict], terminal: bool) -> None:
-    from rich import box
-    from rich.table import Table
-    from rich.text import Text
-
+def footer_fields(summaries: list[dict]) -> list:
+    """The figures of `view`'s footer, one fit.Field each, most important first."""
     from factcli.report import figures
-    from factcli.stats import judge
+    from factcli.report.fit import Field
 
-    if not summaries:
-        return
     names = sorted({k for s in summaries for k in s["namedMeans"]})
     derived = sorted({k for s in summaries for k in s["derived"]})
     col_stats = [s.get("stats") or {} for s in summaries]
     nonbinary = any(st.get("scoreBinary") is False for st in col_stats)
     repeat = max((st.get("repeat") or 1 for st in col_stats), default=1)
-    table = Table(box=box.SIMPLE_HEAD if terminal else box.ASCII, title=None, expand=False)
-    table.add_column("column", overflow="fold")
-    table.add_column("pass rate", justify="right", no_wrap=True)
-    table.add_column("pass/fail/error", justify="right")
-    table.add_column("mean score" + (" [95% CI]" if nonbinary else ""), justify="right")
-    if repeat > 1:
-        for name in (f"pass@{repeat}", f"pass^{repeat}", "flip rate"):
-            table.add_column(name, justify="right")
-    for n in names:
-        table.add_column(Text(f"{n} (mean)"), justify="right")
-    for n in derived:
-        table.add_column(Text(f"{n} (derived)"), justify="right")
-    if any(s["gradingErrors"] for s in summaries):
-        table.add_column("grading errors", justify="right")
-    if any(s["categories"] for s in summaries):
-        table.add_column("factuality categories")
 
     def num(v):
         return "—" if v is None else f"{v:.3f}"
 
+    scores = []
     for s, st in zip(summaries, col_stats):
         score = num(s["meanScore"])
         if st.get("scoreBinary") is False:
             score += " " + figures.fmt_interval(st.get("scoreCi95"), 2)
-        row = [Text(s["label"]), figures.fmt_rate(s["passRate"], s.get("passRateMargin")),
-               f"{s['pass']}/{s['fail']}/{s['error']}", score]
-        if repeat > 1:
-            row += figures.repeat_cells(st, repeat)
-        row += [num(s["namedMeans"].get(n)) for n in names]
-        row += [num(s["derived"].get(n)) for n in derived]
-        if any(x["gradingErrors"] for x in summaries):
-            row.append(str(s["gradingErrors"]))
-        if any(x["categories"] for x in summaries):
-            row.append(" ".join(f"{k}:{v}" for k, v in sorted(s["categories"].items())))
-        table.add_row(*row)
-    console.print(table)
+        scores.append(score)
+    fields = [Field("pass rate", [figures.fmt_rate(s["passRate"], s.get("passRateMargin")) for s in summaries]),
+              Field("pass/fail/error", [f"{s['pass']}/{s['fail']}/{s['error']}" for s in summaries]),
+              Field("mean score" + (" [95% CI]" if nonbinary else ""), scores)]
+    if repeat > 1:
+        cells = [figures.repeat_cells(st, repeat) for st in col_stats]
+        for i, name in enumerate((f"pass@{repeat}", f"pass^{repeat}", "flip rate")):
+            fields.append(Field(name, [c[i] for c in cells]))
+    for n in names:
+        fields.append(Field(f"{n} (mean)", [metric_cell(s["namedMeans"].get(n), n in s.get("weightZero", ()))
+                                            for s in summaries]))
+    for n in derived:
+        fields.append(Field(f"{n} (derived)", [num(s["derived"].get(n)) for s in summaries]))
+    if any(s["gradingErrors"] for s in summaries):
+        fields.append(Field("grading errors", [str(s["gradingErrors"]) for s in summaries]))
+    if any(s["categories"] for s in summaries):
+        fields.append(Field("factuality categories",
+                            [" ".join(f"{k}:{v}" for k, v in sorted(s["categories"].items())) or "—"
+                             for s in summaries]))
+    return fields
+
+
+def render_footer(console, summaries: list[dict], terminal: bool) -> None:
+    from rich.text import Text
+
+    from factcli.report import figures, fit
+    from factcli.stats import judge
+
+    if not summaries:
+        return
+    col_stats = [s.get("stats") or {} for s in summaries]
+    nonbinary = any(st.get("scoreBinary") is False for st in col_stats)
+    repeat = max((st.get("repeat") or 1 for st in col_stats), default=1)
+    entries = [fit.Entry(f"[{s['provider']}]", s.get("promptShort") or "") for s in summaries]
+    console.print()
+    fit.print_lines(console, fit.fit(entries, footer_fields(summaries), console.width, terminal))
     console.print(Text(figures.legend(nonbinary, repeat), style="dim"))
+    if any(s.get("weightZero") for s in summaries):
+        console.print(Text("(weight 0): every assertion of this metric has weight 0, so it does not count "
+                           "toward the score and its mean is 0 whatever the outputs", style="dim"))
     if any(s.get("stats") is None for s in summaries):
         console.print(Text(f"Score intervals and repeat statistics of a run over {LIVE_STATS_MAX_ROWS:,} rows "
                            "are shown once it has finished.", style="dim"))
