@@ -96,11 +96,12 @@ def view_cmd(
     viewer.render_footer(console, summaries, terminal)
     if info["tests"]:
         first = _first_failed(info) if _first_failed(info) is not None else info["tests"][0]["testIdx"]
-        console.print(Text(f"Open a row in full: factcli show {row['id']} {first}"
-                           + _db_flag(db), style="dim"))
+        # commands are printed unbroken (soft wrap): a line break inside one would break a paste
+        console.print(Text(f"Open a row in full: factcli show {row['id']} {first}" + _db_flag(db), style="dim"),
+                      soft_wrap=True)
     if info["pages"] > page_no:
         console.print(Text(f"Next page: factcli view {row['id']} --page {page_no + 1}"
-                           + (" …filters" if filtered else "") + _db_flag(db), style="dim"))
+                           + (" …filters" if filtered else "") + _db_flag(db), style="dim"), soft_wrap=True)
 
 
 def _first_failed(info: dict) -> int | None:

@@ -160,7 +160,10 @@ def _stacked(entries: list[Entry], fields: list[Field], width: int) -> list[Text
         lines.append(Text(_cut(f"{e.provider} {e.prompt}".strip(), width), style="bold"))
         current = " "
         for f in fields:
-            piece = f"{f.header} {f.cells[i]}"
+            cell = f.cells[i]
+            room = width - 4 - len(cell)  # a pair alone on a line: "  " + header + " " + cell
+            header = f.header if len(f.header) <= room else _cut(f.header, max(room, 0))
+            piece = f"{header} {cell}" if header else cell
             if current.strip() and len(current) + 3 + len(piece) > width:
                 lines.append(Text(current))
                 current = " "

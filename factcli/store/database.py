@@ -171,7 +171,10 @@ class Store:
         return self.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
 
     def resolve(self, ref: str | None) -> dict:
-        """A run row from an id, a unique prefix of one, or `latest` (the default)."""
+        """A run row from `latest` (the default), an id, or a unique part of one: its start
+        (`eval-20261124T19`) or any other piece, such as the hex tail (`9a84d9`) that tells runs of
+        one day apart. A start that matches one run wins over pieces elsewhere; two or more
+        matches are an error naming them. Every command that takes a run id comes here."""
         ref = (ref or "latest").strip()
         if ref == "latest":
             row = self.conn.execute("SELECT * FROM runs ORDER BY created_at DESC, rowid DESC LIMIT 1").fetchone()
@@ -181,15 +184,31 @@ class Store:
         row = self.conn.execute("SELECT * FROM runs WHERE id = ?", (ref,)).fetchone()
         if row is not None:
             return dict(row)
+        if not ref:
+            raise FactcliError("an empty run id: give a run id, a unique part of one, or 'latest'")
         escaped = ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        rows = self.conn.execute("SELECT * FROM runs WHERE id LIKE ? ESCAPE '\\' ORDER BY created_at DESC LIMIT 6",
-                                 (escaped + "%",)).fetchall()
+        rows: list = []
+        for pattern in (escaped + "%", "%" + escaped + "%"):
+            rows = self.conn.execute(
+                "SELECT * FROM runs WHERE id LIKE ? ESCAPE '\\' ORDER BY created_at DESC, rowid DESC LIMIT 6",
+                (pattern,)).fetchall()
+            if rows:
+                break
         if len(rows) == 1:
             return dict(rows[0])
         if not rows:
             raise FactcliError(f"no run '{ref}' in {self.path} (`factcli list` shows the runs)")
         shown = ", ".join(r["id"] for r in rows[:5]) + (", …" if len(rows) > 5 else "")
-        raise FactcliError(f"run id prefix '{ref}' is ambiguous: it matches {shown}")
+        raise FactcliError(f"run id '{ref}' is ambiguous: it matches {shown}; give more of the id")
+
+    def first_failed_test(self, run_id: str) -> int | None:
+        """The first test with a FAIL row (an ERROR row when none failed): the row worth opening."""
+        for reason in (1, 2):
+            row = self.conn.execute("SELECT MIN(test_idx) FROM results WHERE run_id = ? AND failure_reason = ?",
+                                    (run_id, reason)).fetchone()
+            if row[0] is not None:
+                return row[0]
+        return None
 
     def list_runs(self, limit: int = 20) -> list[dict]:
         return [dict(r) for r in self.conn.execute(
