@@ -32,8 +32,11 @@ def _root(
     """factcli: measure whether LLM outputs are factually right."""
 
 
-def fail(message: str, code: int = 1) -> None:
+def fail(message: str, code: int = 1, problems: tuple | list = ()) -> None:
+    """Print an error (and, for a check that found several, one line per problem) and exit."""
     typer.echo(f"error: {one_line(message)}", err=True)
+    for problem in problems:
+        typer.echo(f"  - {one_line(problem)}", err=True)
     raise typer.Exit(code)
 
 

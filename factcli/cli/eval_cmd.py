@@ -3,54 +3,53 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
 from factcli.cli.app import app, fail
 
-OUTPUT_FORMATS = (".json", ".jsonl", ".yaml", ".yml", ".csv", ".xml", ".html")  # .xml covers .junit.xml
-
 
 @app.command("eval")
 def eval_cmd(
-    config: List[Path] = typer.Option(None, "-c", "--config", help="Config file(s); merged in order. "
+    config: list[Path] = typer.Option(None, "-c", "--config", metavar="FILE", help="Config file(s); merged in order. "
                                       "Default: promptfooconfig.yaml/.yml/.json in the current directory."),
-    output: List[Path] = typer.Option(None, "-o", "--output", help="Write results; format from the extension: "
+    output: list[Path] = typer.Option(None, "-o", "--output", metavar="FILE", help="Write results; format from the extension: "
                                       ".json (promptfoo layout), .jsonl, .yaml, .csv, .xml, .junit.xml, .html. "
                                       "Repeatable."),
-    max_concurrency: Optional[int] = typer.Option(None, "-j", "--max-concurrency", min=1,
+    max_concurrency: int | None = typer.Option(None, "-j", "--max-concurrency", metavar="N", min=1,
                                                   help="Calls in flight at once (default 4)."),
-    repeat: Optional[int] = typer.Option(None, "--repeat", min=1, help="Run every test N times."),
-    delay: Optional[float] = typer.Option(None, "--delay", min=0, help="Milliseconds to wait after each "
+    repeat: int | None = typer.Option(None, "--repeat", metavar="N", min=1, help="Run every test N times."),
+    delay: float | None = typer.Option(None, "--delay", metavar="MS", min=0, help="Milliseconds to wait after each "
                                           "call; implies -j 1."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write the response cache."),
     no_table: bool = typer.Option(False, "--no-table", help="Do not print the results table."),
     no_progress_bar: bool = typer.Option(False, "--no-progress-bar", help="Do not show the progress bar."),
-    grader: Optional[str] = typer.Option(None, "--grader", help="Provider that grades model-graded assertions "
+    grader: str | None = typer.Option(None, "--grader", metavar="PROVIDER", help="Provider that grades model-graded assertions "
                                          "(below an assertion's or a test's own provider)."),
-    env_file: Optional[Path] = typer.Option(None, "--env-file", help="Load environment variables from a "
+    env_file: Path | None = typer.Option(None, "--env-file", metavar="FILE", help="Load environment variables from a "
                                             "dotenv file (variables already set win)."),
-    var: List[str] = typer.Option(None, "--var", help="Set a test var for every test: --var K=V. Repeatable."),
-    description: Optional[str] = typer.Option(None, "--description", help="Describe this run."),
-    filter_pattern: Optional[str] = typer.Option(None, "--filter-pattern",
+    var: list[str] = typer.Option(None, "--var", metavar="K=V", help="Set a test var for every test: --var K=V. Repeatable."),
+    description: str | None = typer.Option(None, "--description", metavar="TEXT", help="Describe this run."),
+    filter_pattern: str | None = typer.Option(None, "--filter-pattern", metavar="REGEX",
                                                  help="Only tests whose description matches this regex."),
-    filter_first_n: Optional[int] = typer.Option(None, "--filter-first-n", min=0, help="Only the first N tests."),
-    filter_sample: Optional[int] = typer.Option(None, "--filter-sample", min=0, help="A random sample of N tests."),
-    assertions: Optional[Path] = typer.Option(None, "--assertions", help="Assertions file (a YAML/JSON list) "
+    filter_first_n: int | None = typer.Option(None, "--filter-first-n", metavar="N", min=0, help="Only the first N tests."),
+    filter_sample: int | None = typer.Option(None, "--filter-sample", metavar="N", min=0, help="A random sample of N tests."),
+    assertions: Path | None = typer.Option(None, "--assertions", metavar="FILE", help="Assertions file (a YAML/JSON list) "
                                               "to score existing outputs; use with --model-outputs."),
-    model_outputs: Optional[Path] = typer.Option(None, "--model-outputs", help="JSON list of outputs "
+    model_outputs: Path | None = typer.Option(None, "--model-outputs", metavar="FILE", help="JSON list of outputs "
                                                  "(strings or {output, tags}) to score with --assertions."),
-    db: Optional[Path] = typer.Option(None, "--db", help="The run store (default: FACTCLI_HOME/factcli.db)."),
+    db: Path | None = typer.Option(None, "--db", metavar="FILE", help="The run store (default: FACTCLI_HOME/factcli.db)."),
     no_write: bool = typer.Option(False, "--no-write", help="Do not store this run."),
-    resume: Optional[str] = typer.Option(None, "--resume", metavar="RUN", help="Finish an interrupted run "
+    resume: str | None = typer.Option(None, "--resume", metavar="RUN", help="Finish an interrupted run "
                                          "(id, prefix or 'latest') with its stored config; finished rows are kept."),
-    retry_errors: Optional[str] = typer.Option(None, "--retry-errors", metavar="RUN", help="Re-run only the "
+    retry_errors: str | None = typer.Option(None, "--retry-errors", metavar="RUN", help="Re-run only the "
                                                "ERROR rows of a stored run (id, prefix or 'latest')."),
-    filter_failing: Optional[str] = typer.Option(None, "--filter-failing", metavar="RUN", help="Only the tests "
+    filter_failing: str | None = typer.Option(None, "--filter-failing", metavar="RUN", help="Only the tests "
                                                  "that failed or errored in a stored run (id, prefix or 'latest')."),
-    max_cost: Optional[float] = typer.Option(None, "--max-cost", min=0, metavar="USD", help="A hard budget: start "
+    max_cost: float | None = typer.Option(None, "--max-cost", min=0, metavar="USD", help="A hard budget: start "
                                              "no call that could take the run's cost past it (resumable)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Check everything, print the calls and the cost "
+                                 "range the run would have, and stop before any call."),
 ) -> None:
     """Run an eval: prompts x providers x tests, scored by the config's assertions."""
     from factcli.errors import FactcliError
@@ -59,7 +58,7 @@ def eval_cmd(
     try:
         code = _run_eval(locals())
     except FactcliError as exc:
-        fail(str(exc), exc.exit_code)
+        fail(str(exc), exc.exit_code, getattr(exc, "problems", ()))
     raise typer.Exit(code)
 
 
@@ -72,9 +71,6 @@ def _run_eval(args: dict) -> int:
     if args["env_file"]:
         settings.load_env_file(str(args["env_file"]))
     outputs = [Path(p) for p in (args["output"] or [])]
-    for p in outputs:
-        if not str(p).lower().endswith(OUTPUT_FORMATS):
-            raise FactcliError(f"-o {p}: unsupported output format (use {', '.join(OUTPUT_FORMATS)})")
     cli_vars = {}
     for item in args["var"] or []:
         if "=" not in item:
@@ -117,6 +113,13 @@ def _run_eval(args: dict) -> int:
             raise FactcliError(f"--filter-pattern: invalid regex: {exc}")
     session.filter_suite(suite)
     run = runner.prepare(suite, options)
+    _preflight(run, outputs + [Path(p) for p in suite.output_path], args)
+    if args["dry_run"]:
+        from factcli.run.estimate import describe
+
+        for line in describe(run):
+            print(line)
+        return 0
     session.begin(run)
     from factcli.run.session import drive
 
@@ -145,6 +148,21 @@ def _run_eval(args: dict) -> int:
     if run.status == runner.STATUS_ABORTED:
         return 3
     return exit_code_for(run)
+
+
+def _preflight(run, outputs: list[Path], args: dict) -> None:
+    """Every check that costs nothing, before the first call; a spinner while litellm loads."""
+    from factcli.report.summary import stderr_console
+    from factcli.run import preflight
+
+    filters = {"--filter-pattern": args["filter_pattern"], "--filter-first-n": args["filter_first_n"],
+               "--filter-sample": args["filter_sample"], "--filter-failing": args["filter_failing"]}
+    console = stderr_console()
+    if args["no_progress_bar"] or not console.is_terminal:
+        preflight.check(run, outputs, filters)
+        return
+    with console.status("Checking models, graders, outputs and knowledge sources before any call…"):
+        preflight.check(run, outputs, filters)
 
 
 def exit_code_for(run) -> int:

@@ -79,9 +79,10 @@ from __future__ import annotations
 import asyncio
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from factcli import templating
 from factcli.methods import factscore_prompts as prompts
@@ -223,7 +224,7 @@ def _open_knowledge(ctx: AssertionContext, s: Settings, topic: str | None) -> tu
     """The knowledge source and the document retrieval is restricted to (None: all of it)."""
     if s.knowledge:
         ref = templating.render(s.knowledge, ctx.vars) if templating.has_template(s.knowledge) else s.knowledge
-        ref = ref[len("file://"):] if ref.startswith("file://") else ref
+        ref = ref.removeprefix("file://")
         unset = re.search(r"\$\{(\w+)\}", ref)
         if unset:
             raise AssertionError_(f"factscore: config.knowledge uses the environment variable {unset.group(1)}, "
@@ -247,6 +248,25 @@ def _open_knowledge(ctx: AssertionContext, s: Settings, topic: str | None) -> tu
     base = (topic or "").strip() or name
     titled = [(base if len(docs) == 1 else f"{base} ({i + 1})", text) for i, text in enumerate(docs)]
     return text_source(titled, s.passage_words, name=name), None  # the whole text is the topic's document
+
+
+def preflight(a, base_dir: Path) -> list[str]:
+    """A config.knowledge that names no test var must exist and load before the first call: loaded
+    here, it stays in open_source's cache for the run."""
+    ref = (a.config or {}).get("knowledge")
+    if not isinstance(ref, str) or not ref or templating.has_template(ref):
+        return []
+    ref = ref.removeprefix("file://")
+    unset = re.search(r"\$\{(\w+)\}", ref)
+    if unset:
+        return [f"factscore: config.knowledge uses the environment variable {unset.group(1)}, which is not set"]
+    path = Path(ref).expanduser()
+    path = path if path.is_absolute() else base_dir / path
+    try:
+        open_source(path, settings_from(a.config or {}).passage_words)
+    except (KnowledgeError, AssertionError_) as exc:
+        return [f"factscore: {exc}"]
+    return []
 
 
 def _texts(value: Any, what: str) -> list[str] | None:
@@ -304,7 +324,7 @@ def _add_cost(calls: list[JudgeCall]) -> tuple[TokenUsage, float | None]:
     return tokens, (cost if known else None)
 
 
-@assertion("factscore", model_graded=True)
+@assertion("factscore", model_graded=True, preflight=preflight)
 async def factscore(ctx: AssertionContext) -> GradingResult:
     if ctx.grader is None:
         raise AssertionError_("factscore needs a grader (run it through factcli eval)")

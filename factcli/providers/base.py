@@ -84,6 +84,11 @@ class Provider:
         """What, beside the messages, decides the output; secrets are left out by calls.cache_key."""
         return {"id": self.id, "config": self.config}
 
+    def preflight(self) -> list[str]:
+        """What would make this provider's first call fail, found without making it (a missing
+        credential, an unknown vendor, a script that does not import): one line per problem."""
+        return []
+
     async def call(self, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
         raise NotImplementedError
 
@@ -129,3 +134,18 @@ def register_provider(match: str | Callable[[str], bool]):
         return cls
 
     return deco
+
+
+def key_problem(config: dict, default_vars: tuple[str, ...]) -> str | None:
+    """The missing credential of a provider, as one line, or None: its config's `apiKey`, else the
+    variable its `apiKeyEnvar` names, else any of `default_vars`."""
+    import os
+
+    if config.get("apiKey"):
+        return None
+    named = config.get("apiKeyEnvar")
+    if named:
+        return None if os.environ.get(str(named)) else f"apiKeyEnvar names {named}, which is not set"
+    if any(os.environ.get(v) for v in default_vars):
+        return None
+    return f"no API key: set {' or '.join(default_vars)} (or apiKey / apiKeyEnvar in its config)"

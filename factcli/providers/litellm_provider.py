@@ -20,6 +20,7 @@ from factcli.providers.base import (
     ProviderCallError,
     RenderedPrompt,
     is_context_exceeded,
+    key_problem,
     retry_after_seconds,
 )
 from factcli.providers.tokens import counted_usage as count_usage
@@ -62,6 +63,17 @@ def to_litellm_model(pid: str) -> str:
     return f"{VENDORS.get(vendor, vendor)}/{rest}"
 
 
+def unknown_vendor(pid: str, model: str, litellm) -> str:
+    """`unknown provider 'opnai' in 'opnai:gpt-5-mini' (did you mean openai:gpt-5-mini?)`."""
+    import difflib
+
+    vendor, sep, rest = pid.partition(":") if ":" in pid else model.partition("/")
+    known = sorted(set(VENDORS) | {getattr(p, "value", str(p)) for p in litellm.provider_list})
+    close = difflib.get_close_matches(vendor, known, n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]}{sep}{rest}?)" if close else " (see https://docs.litellm.ai/docs/providers)"
+    return f"unknown provider '{vendor}' in '{pid}'{hint}"
+
+
 def validate_id(pid: str, file: str, where: str) -> None:
     if any(ch.isspace() for ch in pid):
         raise ConfigError(f"provider id '{pid}' contains spaces", file, where)
@@ -91,6 +103,22 @@ class LiteLLMProvider(Provider):
         super().__init__(spec, base_dir)
         self.model = to_litellm_model(spec.id)
         self.price_model = self.model
+
+    def preflight(self) -> list[str]:
+        litellm = litellm_module()
+        kwargs = self.call_kwargs(with_secrets=False)
+        try:
+            litellm.get_llm_provider(self.model, api_base=kwargs.get("api_base"))
+        except Exception:  # litellm's BadRequestError: it knows no provider for this id
+            return [unknown_vendor(self.id, self.model, litellm)]
+        if kwargs.get("api_base"):
+            return []  # a server of the user's own: it may need no key
+        missing = litellm.validate_environment(self.model).get("missing_keys") or []
+        # only API keys: cloud credentials (AWS, Vertex) may come from profiles or metadata servers,
+        # and Ollama's base defaults to localhost
+        keys = tuple(k for k in missing if k.endswith(("_API_KEY", "_TOKEN")))
+        problem = key_problem(self.config, keys) if keys else None
+        return [problem] if problem else []
 
     def cache_identity(self) -> dict:
         return {"id": self.id, "model": self.model, "config": self.config,

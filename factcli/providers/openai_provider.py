@@ -27,6 +27,7 @@ from factcli.providers.base import (
     ProviderCallError,
     RenderedPrompt,
     is_context_exceeded,
+    key_problem,
     register_provider,
     retry_after_seconds,
 )
@@ -65,6 +66,12 @@ class OpenAIProvider(Provider):
         kind, model = _model_of(spec.id)
         if not model or any(ch.isspace() for ch in model):
             raise ConfigError(f"provider id '{spec.id}' needs a model name, e.g. openai:chat:gpt-5-mini")
+
+    def preflight(self) -> list[str]:
+        if self.base_url() and not self.config.get("apiKeyEnvar"):
+            return []  # a local OpenAI-compatible server: a key is sent only if there is one
+        problem = key_problem(self.config, ("OPENAI_API_KEY",))
+        return [problem] if problem else []
 
     def base_url(self) -> str | None:
         return (self.config.get("apiBaseUrl") or os.environ.get("OPENAI_BASE_URL")

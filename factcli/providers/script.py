@@ -43,6 +43,16 @@ class PythonProvider(Provider):
         if not path.is_file():
             raise ConfigError(f"python provider file not found: {path}")
 
+    def preflight(self) -> list[str]:
+        path, func_name = _python_target(self.id, self.base_dir)
+        try:
+            module = load_module(path)
+        except Exception as exc:  # the user's module failed to import
+            return [f"{path} does not import: {type(exc).__name__}: {exc}"]
+        if not callable(getattr(module, func_name, None)):
+            return [f"{path} has no function '{func_name}'"]
+        return []
+
     async def call(self, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
         path, func_name = _python_target(self.id, self.base_dir)
         try:

@@ -177,7 +177,8 @@ def prepare(suite: Suite, options: RunOptions) -> EvalRun:
     from factcli.scoring.grading import GraderSource
 
     run.grader_source = GraderSource(cli=options.grader, default_test=(suite.default_test.get("options") or {}).get("provider"))
-    run.graders = check_graders(suite, run.grader_source, run.warnings)
+    run.grader_specs = []
+    run.graders = check_graders(suite, run.grader_source, run.warnings, run.grader_specs)
     if run.max_cost is not None:
         check_prices(suite, run.graders)
     if len(cols) < 2:
@@ -256,7 +257,7 @@ def calibration_mismatch(a, grader_id: str | None) -> str | None:
             "its error rates may not hold here, nor the pass rate corrected with them")
 
 
-def check_graders(suite: Suite, source, warnings: list[str]) -> list[str]:
+def check_graders(suite: Suite, source, warnings: list[str], specs: list | None = None) -> list[str]:
     """Resolve every model-graded assertion's graders before any call: none available is a config
     error. Warns once per text grader that is, or is of the same family as, a model under test, and
     once per calibrated assertion graded otherwise than its calibration."""
@@ -268,7 +269,10 @@ def check_graders(suite: Suite, source, warnings: list[str]) -> list[str]:
     graders: list[str] = []
     checked: set[str] = set()
 
-    def note(spec_id: str, kind: str) -> None:
+    def note(spec, kind: str) -> None:
+        spec_id = spec.id
+        if specs is not None and (spec, kind) not in specs:
+            specs.append((spec, kind))  # for the preflight: each grader's own config (its key, its server)
         if spec_id not in graders:
             graders.append(spec_id)
         if kind == "text" and spec_id not in checked:
@@ -311,7 +315,7 @@ def check_graders(suite: Suite, source, warnings: list[str]) -> list[str]:
                         raise ConfigError(exc.detail, file or None, f"{where_p}[{j}]") from None
                     if spec is None:
                         raise ConfigError("a judge needs a text model", file or None, f"{where_p}[{j}]")
-                    note(spec.id, "text")
+                    note(spec, "text")
                 if a.calibration is not None:
                     mismatch(a, None)
                 continue
@@ -326,7 +330,7 @@ def check_graders(suite: Suite, source, warnings: list[str]) -> list[str]:
                 except ConfigError as exc:
                     raise ConfigError(exc.detail, file or None,
                                       f"{path}.{where}.provider" if path else where) from None
-                note(spec.id, grader_kind)
+                note(spec, grader_kind)
                 if grader_kind == "text" and a.calibration is not None:
                     mismatch(a, spec.id)
     return graders

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import inspect
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from factcli.types import Assertion, GradingResult, ProviderResponse, TestCase
 
@@ -24,6 +25,8 @@ class AssertionType:
     default_threshold: float | None = None
     model_graded: bool = False
     needs_value: bool = False
+    # (assertion, base_dir) -> problems found before any call (a knowledge source that is missing)
+    preflight: Callable | None = None
 
 
 _REGISTRY: dict[str, AssertionType] = {}
@@ -43,14 +46,14 @@ UNSUPPORTED: dict[str, str] = {
 
 
 def assertion(name: str, *aliases: str, default_threshold: float | None = None,
-              model_graded: bool = False, needs_value: bool = False):
+              model_graded: bool = False, needs_value: bool = False, preflight: Callable | None = None):
     """Register an assertion handler under `name` (and aliases)."""
 
     def register(fn: Callable) -> Callable:
         if name in _REGISTRY or name in _ALIASES:
             raise RuntimeError(f"assertion type {name!r} registered twice")
         _REGISTRY[name] = AssertionType(
-            name, fn, inspect.iscoroutinefunction(fn), default_threshold, model_graded, needs_value
+            name, fn, inspect.iscoroutinefunction(fn), default_threshold, model_graded, needs_value, preflight
         )
         for alias in aliases:
             _ALIASES[alias] = name
@@ -99,7 +102,7 @@ def load_all() -> None:
 
 
 def lookup(type_name: str) -> AssertionType | None:
-    base = type_name[4:] if type_name.startswith("not-") else type_name
+    base = type_name.removeprefix("not-")
     found = _REGISTRY.get(_ALIASES.get(base, base))
     if found is None and not _all_loaded:
         family = _FAMILY_OF.get(base)

@@ -1,0 +1,170 @@
+"""`factcli eval --dry-run`: what a run would call and cost, computed without calling anything.
+
+Model calls are exact: one per step, its input tokens counted from the rendered prompt with the
+model's tokenizer (providers/tokens.py), its reply assumed to run to the cap it will be sent with
+(`max_tokens`, else DEFAULT_OUTPUT_CAP). The cost range is [input only, input + every reply at its
+cap]. A call the response cache already holds costs nothing and is counted apart.
+
+Grader calls: one per model-graded assertion per judge and row (two for answer-relevance, which
+also embeds). The claim-level methods (factual-correctness, factscore, facts-grounding) call once
+per claim, which no one knows before the model answers: their rows are counted, not priced.
+A grader call's input is its rubric (GRADER_RUBRIC_TOKENS, a typical built-in rubric) plus the
+graded output: nothing of it at the low end, the model's reply cap at the high end; its reply runs
+to the grader's own cap (GRADER_MAX_TOKENS unless its config sets max_tokens).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from factcli.providers.pricing import cost as price
+from factcli.providers.tokens import count_messages
+from factcli.run.budget import DEFAULT_OUTPUT_CAP, output_cap
+
+GRADER_RUBRIC_TOKENS = 600
+CLAIM_METHODS = ("factual-correctness", "factscore", "facts-grounding")
+
+
+@dataclass
+class Line:
+    """One provider's or grader's share of the plan."""
+
+    name: str
+    calls: int = 0
+    cached: int = 0
+    input_tokens: int = 0
+    output_cap: int = 0
+    low: float | None = 0.0
+    high: float | None = 0.0
+    unpriced: bool = False
+    claim_rows: int = 0  # rows graded by a claim-level method: calls not known in advance
+    notes: list[str] = field(default_factory=list)
+
+    def add_cost(self, model: str | None, free: bool, tokens_in: int, low_in: int, cap: int) -> None:
+        if free:
+            return
+        lo = price(model, low_in, 0) if model else None
+        hi = price(model, tokens_in, cap) if model else None
+        if lo is None or hi is None:
+            self.unpriced = True
+            return
+        self.low += lo
+        self.high += hi
+
+
+def plan(run) -> tuple[list[Line], list[Line]]:
+    """(one Line per provider, one Line per grader) for the run's remaining steps."""
+    from factcli.providers.registry import create_provider
+    from factcli.run.cache import ResponseCache, cache_key
+    from factcli.run.executor import render_prompt
+    from factcli.scoring.grading import GRADER_MAX_TOKENS
+
+    suite = run.suite
+    cache = ResponseCache() if run.cache else None
+    providers = {i: create_provider(spec, suite.base_dir) for i, spec in enumerate(suite.providers)}
+    lines = {i: Line(spec.label or spec.id) for i, spec in enumerate(suite.providers)}
+    graders: dict[str, Line] = {}
+    grader_caps = {spec.id: output_cap(spec.config or {}, {}) or GRADER_MAX_TOKENS
+                   for spec, _ in getattr(run, "grader_specs", [])}
+    grader_models = {spec.id: create_provider(spec, suite.base_dir) for spec, kind in getattr(run, "grader_specs", [])
+                     if kind == "text"}
+    for step in run._steps:  # type: ignore[attr-defined]
+        provider, line = providers[step.provider_idx], lines[step.provider_idx]
+        cap = output_cap(provider.config or {}, {}) or DEFAULT_OUTPUT_CAP
+        if step.test.provider_output is None:
+            rendered = render_prompt(step)
+            model = getattr(provider, "price_model", None) or ""
+            tokens = count_messages(rendered.messages, model) or 0
+            line.calls += 1
+            line.output_cap = cap
+            # the key the call will have: a budget sends max_tokens with a call that has no cap
+            budget_cap = {"max_tokens": DEFAULT_OUTPUT_CAP} if run.max_cost is not None and \
+                output_cap(provider.config or {}, {}) is None else None
+            if cache is not None and provider.cacheable and cache.get(
+                    cache_key(provider.cache_identity(), rendered.messages, step.repeat_idx, budget_cap)) is not None:
+                line.cached += 1
+            else:
+                line.input_tokens += tokens
+                line.add_cost(getattr(provider, "price_model", None), getattr(provider, "free", False),
+                              tokens, tokens, cap)
+        _plan_grading(run, step, cap, graders, grader_caps, grader_models)
+    if cache is not None:
+        cache.close()
+    return list(lines.values()), list(graders.values())
+
+
+def _plan_grading(run, step, model_cap: int, graders: dict, caps: dict, models: dict) -> None:
+    from factcli.scoring.grading import NoGrader
+    from factcli.scoring.registry import lookup
+
+    stack = list(step.test.assertions)
+    while stack:
+        a = stack.pop()
+        stack.extend(a.children or [])
+        kind = lookup(a.type)
+        if kind is None or not kind.model_graded or kind.name.startswith("similar"):
+            continue
+        judges = a.provider if isinstance(a.provider, list) else None
+        if judges is None and a.provider is None and kind.name in CLAIM_METHODS:
+            judges = (a.config or {}).get("models")
+        ids = []
+        if isinstance(judges, list):
+            from factcli.scoring.grading import pick
+
+            ids = [s.id for s in (pick(j) for j in judges) if s is not None]
+        else:
+            try:
+                ids = [run.grader_source.resolve(a.provider, step.test.options.get("provider"), "text",
+                                                 step.test.grader_from_default).id]
+            except NoGrader:
+                continue
+        for gid in ids:
+            line = graders.setdefault(gid, Line(gid))
+            if kind.name in CLAIM_METHODS:
+                line.claim_rows += 1
+                continue
+            provider = models.get(gid)
+            cap = caps.get(gid, 0)
+            line.calls += 1
+            line.output_cap = cap
+            line.input_tokens += GRADER_RUBRIC_TOKENS
+            line.add_cost(getattr(provider, "price_model", None), getattr(provider, "free", False),
+                          GRADER_RUBRIC_TOKENS + model_cap, GRADER_RUBRIC_TOKENS, cap)
+
+
+def _money(line: Line) -> str:
+    if line.unpriced:
+        return "n/a (no price known)"
+    if not line.high:
+        return "$0"
+    return f"${line.low:.4f} – ${line.high:.4f}"
+
+
+def describe(run) -> list[str]:
+    """The dry run's report, one line per provider and grader and a total."""
+    models, graders = plan(run)
+    out = [f"Dry run: {run.total_steps} rows, no call made."]
+    low = high = 0.0
+    unpriced = False
+    for line in models:
+        cached = f", {line.cached} already cached" if line.cached else ""
+        out.append(f"  model  {line.name}: {line.calls} calls{cached}; {line.input_tokens:,} input tokens, "
+                   f"replies up to {line.output_cap:,} tokens each; cost {_money(line)}")
+        low, high, unpriced = low + (line.low or 0), high + (line.high or 0), unpriced or line.unpriced
+    for line in graders:
+        parts = []
+        if line.calls:
+            parts.append(f"{line.calls} calls; ~{line.input_tokens:,} rubric tokens, replies up to "
+                         f"{line.output_cap:,} tokens each; cost {_money(line)}")
+        if line.claim_rows:
+            parts.append(f"{line.claim_rows} rows by a claim-level method (one call per claim: not estimated)")
+        out.append(f"  grader {line.name}: " + "; ".join(parts))
+        low, high, unpriced = low + (line.low or 0), high + (line.high or 0), unpriced or line.unpriced
+    if unpriced and not high:
+        total = "n/a (no price is known for these models)"
+    else:
+        total = f"${low:.4f} – ${high:.4f}" + (" plus calls whose price is unknown" if unpriced else "")
+    if any(line.claim_rows for line in graders):
+        total += " plus the claim-level calls"
+    out.append(f"Estimated cost: {total}")
+    return out

@@ -1,0 +1,87 @@
+"""Preflight: after loading and before the first call, everything that can be checked without
+spending money, reported together (exit 1, no call made).
+
+- every model and grader: its vendor is known (with a did-you-mean), its credential is set, its
+  script imports (Provider.preflight);
+- every `-o` file: a known extension and a folder that exists and is writable;
+- every assertion type's own checks (a factscore knowledge source exists and loads);
+- the filters keep at least one test.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from factcli.errors import FactcliError
+
+OUTPUT_FORMATS = (".json", ".jsonl", ".yaml", ".yml", ".csv", ".xml", ".html")  # .xml covers .junit.xml
+
+
+class PreflightFailed(FactcliError):
+    """Its message is the count; `problems` holds one line each."""
+
+    exit_code = 1
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        head = "1 problem" if len(problems) == 1 else f"{len(problems)} problems"
+        super().__init__(f"{head} found before any call (nothing was sent):")
+
+
+def output_problem(path: Path) -> str | None:
+    if not str(path).lower().endswith(OUTPUT_FORMATS):
+        return f"-o {path}: unknown format (use {', '.join(OUTPUT_FORMATS)})"
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        return f"-o {path}: the folder {folder} does not exist"
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return f"-o {path}: not writable"
+    return None
+
+
+def check(run, outputs: list[Path], filters: dict) -> None:
+    """Raise PreflightFailed naming every problem found; return when there is none."""
+    from factcli.providers.registry import create_provider
+
+    problems: list[str] = []
+    suite = run.suite
+    for spec in suite.providers:
+        provider = create_provider(spec, suite.base_dir)
+        problems.extend(f"provider {spec.label or spec.id}: {p}" for p in provider.preflight())
+    for spec, kind in getattr(run, "grader_specs", []):
+        if kind == "embedding":
+            from factcli.providers.embedding import EmbeddingProvider
+
+            provider = EmbeddingProvider(spec, suite.base_dir)
+        else:
+            provider = create_provider(spec, suite.base_dir)
+        problems.extend(f"grader {spec.label or spec.id}: {p}" for p in provider.preflight())
+    problems.extend(p for p in (output_problem(path) for path in outputs) if p)
+    problems.extend(_assertion_problems(suite))
+    if run.total_steps == 0 and any(v is not None for v in filters.values()):
+        given = " ".join(f"{k} {v}" for k, v in filters.items() if v is not None)
+        problems.append(f"{given}: no test is left to run (of {len(suite.tests)})")
+    if problems:
+        raise PreflightFailed(list(dict.fromkeys(problems)))
+
+
+def _assertion_problems(suite) -> list[str]:
+    from factcli.scoring.registry import lookup
+
+    seen: set[str] = set()
+    problems: list[str] = []
+    for test in suite.tests:
+        stack = list(test.assertions)
+        while stack:
+            a = stack.pop()
+            stack.extend(a.children or [])
+            kind = lookup(a.type)
+            if kind is None or kind.preflight is None:
+                continue
+            key = f"{kind.name}:{sorted((a.config or {}).items())!r}"
+            if key in seen:
+                continue
+            seen.add(key)
+            problems.extend(kind.preflight(a, Path(suite.base_dir or ".")))
+    return problems
