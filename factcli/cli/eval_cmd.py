@@ -88,6 +88,7 @@ def _run_eval(args: dict) -> int:
     from factcli.run.session import EvalSession
 
     session = EvalSession.open(args, options)
+    outputs = session.outputs(outputs) if session.source_options else outputs
     if session.suite is not None:
         suite = session.suite
     elif args["assertions"] is not None:

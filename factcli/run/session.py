@@ -220,6 +220,12 @@ class EvalSession:
             raise FactcliError(f"{self.store.path}: cannot write the run: {exc} "
                                "(--db FILE stores runs elsewhere; --no-write does not store them)") from None
 
+    def outputs(self, given) -> list[Path]:
+        """The files this run writes: those given now and, when resuming or retrying, those the run
+        was started with (so that they end up holding the finished run)."""
+        stored = [Path(p) for p in self.source_options.get("outputs") or []]
+        return list(dict.fromkeys(stored + [Path(p).resolve() for p in given]))
+
     def _options_record(self, run) -> dict:
         args, options = self._args, self._options
         record = {
@@ -230,6 +236,7 @@ class EvalSession:
             "filter_pattern": options.filter_pattern, "filter_first_n": options.filter_first_n,
             "filter_sample": options.filter_sample, "filter_failing": self.failing[0] if self.failing else None,
             "mode": "config",
+            "outputs": [str(p) for p in self.outputs(args.get("output") or [])],
         }
         if args.get("assertions") is not None:
             record.update(mode="model_outputs", assertions=str(Path(args["assertions"]).resolve()),

@@ -25,8 +25,14 @@ def secret_env_values() -> dict[str, str]:
     return dict(sorted(found.items(), key=lambda kv: -len(kv[0])))
 
 
+_ENV_NAME_KEY = re.compile(r"env[_-]?var|envar", re.IGNORECASE)  # its value names a variable
+
+
 def is_secret_key(key: str) -> bool:
-    return bool(SECRET_KEY.search(key)) and key.lower() not in ("max_tokens", "maxtokens")
+    """A key whose value is a secret. `apiKeyEnvar` holds the name of a variable, not its value:
+    a name is never a secret, and redacting it would keep a resumed run from finding its key."""
+    return (bool(SECRET_KEY.search(key)) and key.lower() not in ("max_tokens", "maxtokens")
+            and not _ENV_NAME_KEY.search(key))
 
 
 def redact(value: Any, env_values: dict[str, str] | None = None, _key: str = "") -> Any:
@@ -72,7 +78,6 @@ def scrub_text(text: str, env_values: dict[str, str] | None = None) -> str:
 _SECRET_KEY_LOWER = re.compile(SECRET_KEY.pattern)  # the pattern is lower case
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\benv\.([A-Za-z_][A-Za-z0-9_]*)")
 _SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie|password", re.IGNORECASE)
-_ENV_NAME_KEY = re.compile(r"env[_-]?var|envar", re.IGNORECASE)
 
 
 class Scrubber:

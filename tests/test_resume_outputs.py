@@ -1,0 +1,44 @@
+"""A resumed run rewrites the -o files it was started with, and a provider's apiKeyEnvar (a variable's
+name, not a secret) survives in the stored config so that the resumed run finds its key again."""
+
+import json
+
+from conftest import write
+from typer.testing import CliRunner
+
+from factcli.cli import app
+
+runner = CliRunner()
+N = 12
+
+
+def _config() -> str:
+    tests = "".join(f"  - vars: {{n: '{i}'}}\n    assert: [{{type: contains, value: 'Q'}}]\n" for i in range(N))
+    return ('prompts: ["Q: <<n>>"]\nproviders: [{id: "openai:chat:gpt-4o-mini", config: {apiBaseUrl: '
+            '"{{ env.FAKE_OPENAI_URL }}", max_tokens: 20, apiKeyEnvar: MY_GATEWAY_KEY}}]\n'
+            f"tests:\n{tests}")
+
+
+def test_resume_rewrites_the_original_outputs_and_keeps_the_key_variable_name(fake_openai, tmp_path, monkeypatch):
+    monkeypatch.setenv("MY_GATEWAY_KEY", "gw-secret-value-123")
+    cfg = write(tmp_path / "c.yaml", _config())
+    out, csv = tmp_path / "r.json", tmp_path / "r.csv"
+    first = runner.invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "-o", str(csv), "--max-cost", "0.00004",
+                                "-j", "2", "--no-progress-bar", "--no-table"])
+    assert first.exit_code == 130, first.output
+    done = len(json.loads(out.read_text())["results"]["results"])
+    assert 0 < done < N
+
+    later = tmp_path / "later"
+    later.mkdir()
+    monkeypatch.chdir(later)  # the stored paths are absolute: resuming from elsewhere writes the same files
+    resumed = runner.invoke(app, ["eval", "--resume", "latest", "--max-cost", "1", "--no-progress-bar", "--no-table"])
+    assert resumed.exit_code == 0, resumed.output
+    doc = json.loads(out.read_text())
+    assert len(doc["results"]["results"]) == N and doc["factcli"]["status"] == "complete"
+    assert len(csv.read_text().strip().splitlines()) == N + 1
+    assert f"Wrote {out}" in " ".join(resumed.output.split())
+    # every call carried the key read from the named variable; the name is stored, the value never
+    assert {r["headers"].get("Authorization") for r in fake_openai.requests} == {"Bearer gw-secret-value-123"}
+    assert doc["config"]["providers"][0]["config"]["apiKeyEnvar"] == "MY_GATEWAY_KEY"
+    assert "gw-secret-value-123" not in out.read_text()
