@@ -11,7 +11,7 @@ from conftest import ROOT, write
 
 from factcli.report import fit
 from factcli.report.labels import column_label, short_prompt
-from factcli.report.summary import next_steps
+from factcli.report.summary import next_steps, next_steps_for
 from factcli.report.view import claim_counts
 from factcli.store.database import Store
 
@@ -298,3 +298,17 @@ def test_first_failed_test_is_read_from_the_store(tmp_path):
         assert store.first_failed_test(run_id) == 1  # "says goodbye" fails; tests 0-2 also error
         ok = store.resolve(two_runs(tmp_path)[1])["id"]
         assert store.first_failed_test(ok) is None
+
+
+def test_next_steps_for_a_finished_run(tmp_path):
+    from types import SimpleNamespace
+
+    run_id = tv.mixed_run(tmp_path)
+    run = SimpleNamespace(run_id=run_id, status="complete", failures=3, errors=3)
+    assert next_steps_for(run, stored=True) == [
+        f"View it: factcli view {run_id}", f"Open a failed row: factcli show {run_id} 1",
+        f"Retry errors: factcli eval --retry-errors {run_id}"]
+    assert next_steps_for(run, stored=False) == []
+    missing = tmp_path / "missing.db"  # an unreadable store leaves the row out, nothing else
+    assert next_steps_for(run, stored=True, db=str(missing))[1] == \
+        f"Retry errors: factcli eval --retry-errors {run_id} --db {missing}"

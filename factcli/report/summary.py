@@ -239,3 +239,23 @@ def next_steps(run_id: str, status: str, *, failures: int = 0, errors: int = 0, 
     elif errors:
         lines.append(f"Retry errors: factcli eval --retry-errors {run_id}{on}")
     return lines
+
+
+def next_steps_for(run, *, stored: bool, interrupted: bool = False, db: str | None = None) -> list[str]:
+    """next_steps for a finished EvalRun: the first failed test is read back from the store (the
+    session has closed it by then; rows are not all held in memory), and is left out if the store
+    cannot be read, since a hint is not worth an error."""
+    first = None
+    if stored and run.failures:
+        import sqlite3
+
+        from factcli.errors import FactcliError
+        from factcli.store.database import Store
+
+        try:
+            with Store.open(db) as store:
+                first = store.first_failed_test(run.run_id)
+        except (FactcliError, sqlite3.Error):
+            first = None
+    return next_steps(run.run_id, run.status, failures=run.failures, errors=run.errors, first_failed=first,
+                      interrupted=interrupted, db=db, stored=stored)
