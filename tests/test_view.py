@@ -328,8 +328,8 @@ def test_first_screen_of_a_100k_row_run(tmp_path):
         assert shown in result.output, (args, result.output[-2000:])
 
 
-def test_readme_documents_every_new_command_and_option():
-    readme = (ROOT / "README.md").read_text()
+def test_docs_document_every_new_command_and_option():
+    readme = (ROOT / "docs" / "commands.md").read_text()
     for command in ("view", "list", "show", "diff", "export", "delete"):
         assert f"### `factcli {command}" in readme, command
         help_text = cli(command, "--help").output
