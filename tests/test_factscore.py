@@ -599,8 +599,11 @@ def test_bios_suite_runs_with_a_knowledge_source_from_the_environment(tmp_path, 
 def test_an_unset_knowledge_variable_is_reported(tmp_path, fake_openai):
     script_models(fake_openai)
     script_judge(fake_openai)
-    _, (curie, _, _) = run_eval(tmp_path, CONFIG % {"config": json.dumps({"knowledge": "${NO_SUCH_KB}"})})
-    assert "environment variable NO_SUCH_KB, which is not set" in curie["error"]
+    cfg = write(tmp_path / "c.yaml", CONFIG % {"config": json.dumps({"knowledge": "${NO_SUCH_KB}"})})
+    result = runner.invoke(app, ["eval", "-c", str(cfg), "--no-progress-bar", "--no-cache"])
+    # found by the preflight: before any model is called, not after paying for every answer
+    assert result.exit_code == 1 and "environment variable NO_SUCH_KB, which is not set" in result.output
+    assert fake_openai.request_count == 0
 
 
 def test_not_factscore_inverts_pass_and_score_but_not_abstention(tmp_path, fake_openai):

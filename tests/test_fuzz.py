@@ -67,6 +67,10 @@ def check(result, files: list[Path]) -> str | None:
     if result.exit_code != 1:
         return None
     lines = [ln for ln in out.splitlines() if ln.strip() and not ln.startswith("warning:")]
+    if len(lines) > 1 and "problems found before any call" in lines[0]:  # the preflight: one line each
+        assert all(ln.startswith("  - ") for ln in lines[1:]), shown
+        lines = lines[1:2]
+        lines[0] = "error: " + lines[0][4:]
     assert len(lines) == 1, shown
     line = lines[0]
     assert line.startswith("error: ") and "internal error" not in line, line

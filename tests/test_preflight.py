@@ -36,7 +36,7 @@ def server(fake_openai, monkeypatch):
 def _refused(result, server, *needles: str) -> None:
     assert result.exit_code == 1, result.output
     text = " ".join(result.output.split())
-    assert "found before any call (nothing was sent)" in text
+    assert "found before any call" in text and "nothing was sent" in text
     for needle in needles:
         assert needle in text, text
     assert server.request_count == 0
@@ -44,7 +44,7 @@ def _refused(result, server, *needles: str) -> None:
 
 def test_a_provider_id_typo_is_caught_with_a_suggestion(server, tmp_path):
     result = _eval(tmp_path, _config('"opnai:gpt-5-mini"'))
-    _refused(result, server, "provider opnai:gpt-5-mini: unknown provider 'opnai'",
+    _refused(result, server, "c.yaml: providers[0] opnai:gpt-5-mini: unknown provider 'opnai'",
              "did you mean openai:gpt-5-mini?")
 
 
@@ -52,8 +52,8 @@ def test_a_missing_key_names_the_provider_and_the_variable(server, tmp_path, mon
     monkeypatch.delenv("OPENAI_API_KEY")
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     result = _eval(tmp_path, _config('"openai:gpt-4o-mini", "anthropic:messages:claude-3-5-haiku-20241022"'))
-    _refused(result, server, "provider openai:gpt-4o-mini: no API key: set OPENAI_API_KEY",
-             "provider anthropic:messages:claude-3-5-haiku-20241022: no API key: set ANTHROPIC_API_KEY")
+    _refused(result, server, "providers[0] openai:gpt-4o-mini: no API key: set OPENAI_API_KEY",
+             "providers[1] anthropic:messages:claude-3-5-haiku-20241022: no API key: set ANTHROPIC_API_KEY")
 
 
 def test_an_api_key_envar_that_is_not_set_is_named(server, tmp_path, monkeypatch):
@@ -141,3 +141,29 @@ def test_dry_run_counts_what_the_cache_holds(server, tmp_path):
     result = runner.invoke(app, ["eval", "-c", str(cfg_path), "--no-progress-bar", "--dry-run"])
     assert result.exit_code == 0, result.output
     assert "2 calls, 2 already cached; 0 input tokens" in " ".join(result.output.split())
+
+
+def test_near_misses_of_special_csv_columns_and_provider_parameters_are_errors(server, tmp_path):
+    write(tmp_path / "t.csv", "n,__expect\n1,Q\n")
+    cfg = write(tmp_path / "c.yaml", f'prompts: ["Q: <<n>>"]\nproviders: [{_provider("gpt-4o-mini")}]\n'
+                                     "tests: file://t.csv\n")
+    result = runner.invoke(app, ["eval", "-c", str(cfg), "--no-progress-bar"])
+    assert result.exit_code == 1 and 'column "__expect" is not a special column; did you mean "__expected"?' in \
+        " ".join(result.output.split())
+    result = _eval(tmp_path, _config(_provider("gpt-4o-mini", ", temprature: 0.2")))
+    assert result.exit_code == 1
+    assert "providers[0].config.temprature: unknown parameter 'temprature'; did you mean 'temperature'?" in \
+        " ".join(result.output.split())
+    result = _eval(tmp_path, _config(_provider("gpt-4o-mini", ", my_gateway_flag: 1")))  # passes through
+    assert result.exit_code in (0, 100), result.output
+    assert server.request_count == 2
+
+
+def test_a_python_provider_returning_a_bare_value_is_an_error_row(server, tmp_path):
+    write(tmp_path / "p.py", "def call_api(prompt, options, context):\n    return 'just text'\n")
+    cfg = write(tmp_path / "c.yaml", _config('"file://p.py"'))
+    out = tmp_path / "r.json"
+    result = runner.invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "--no-progress-bar"])
+    assert result.exit_code == 100, result.output
+    errors = {r["error"] for r in json.loads(out.read_text())["results"]["results"]}
+    assert len(errors) == 1 and "call_api must return a dict such as {\"output\": ...}" in errors.pop()

@@ -66,7 +66,7 @@ def test_view_prints_header_table_and_footer(tmp_path):
     assert f"Run {run_id} · complete · mixed outcomes" in out
     assert f"Config: {tmp_path / 'c.yaml'}" in out and "UTC" in out
     assert "Rows: 12/12 · 6 pass · 3 fail · 3 error · pass rate 50.00%" in out
-    assert "Tokens: 0" in out
+    assert "Tokens 0 · cost" in out
     # each column is headed by its provider, and its prompt on the line below
     assert re.search(r"\| \[echo\]\s+\| \[echo\]\s+\| \[boom\]\s+\| \[boom\]", out), out
     assert re.search(r"\| Say \{\{word\}\}\s+\| Shout \{\{word\}\}\s+\| Say \{\{word\}\}\s+\| Shout", out), out

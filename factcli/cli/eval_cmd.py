@@ -136,6 +136,12 @@ def _run_eval(args: dict) -> int:
 
         write_export(run, path)
         console.print(f"Wrote {path}")
+    budget_stop = run.status == runner.STATUS_INTERRUPTED and not interrupted  # says its own resume line
+    from rich.text import Text
+
+    for line in report.next_steps_for(run, stored=session.writing, interrupted=interrupted, db=args.get("db")):
+        if not (budget_stop and line.startswith("Resume")):
+            console.print(Text(line, style="dim"), soft_wrap=True)
     if interrupted:
         report.stderr_console().print("[yellow]Interrupted:[/] finished rows were kept.")
         return 130

@@ -52,6 +52,7 @@ def parse_provider(item: Any, ctx: Ctx, where: str) -> ProviderSpec:
     config = item.get("config") or {}
     expect(isinstance(config, dict), "expected a mapping", ctx.file, where + ".config")
     _check_limits(config, ctx, where + ".config")
+    _check_near_misses(config, ctx, where + ".config")
     prompts = item.get("prompts")
     if prompts is not None:
         prompts = [str(p) for p in as_list(prompts)]
@@ -63,6 +64,29 @@ def parse_provider(item: Any, ctx: Ctx, where: str) -> ProviderSpec:
         delay_ms=number(delay, ctx.file, where + ".delay"),
         transform=check_transform(item.get("transform"), ctx.file, where + ".transform", ctx.base),
     )
+
+
+# The config keys factcli reads itself or knows the API takes. Any other key passes through to the
+# API (contract), unless it is a near miss of one of these: `temprature` is a typo, not a parameter.
+KNOWN_CONFIG_KEYS = {
+    "apiBaseUrl", "apiHost", "apiKey", "apiKeyEnvar", "apiVersion", "organization", "headers", "timeout",
+    "maxConcurrency", "rpm", "tpm", "models", "max_retries", "api_base", "api_key", "extra_headers",
+}
+
+
+def _check_near_misses(config: dict, ctx: Ctx, where: str) -> None:
+    import difflib
+
+    from factcli.providers.litellm_provider import PASSTHROUGH
+
+    known = KNOWN_CONFIG_KEYS | PASSTHROUGH
+    for key in config:
+        if key in known or not isinstance(key, str):
+            continue
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.85)
+        if close:
+            raise ConfigError(f"unknown parameter '{key}'; did you mean '{close[0]}'? (other keys are sent to "
+                              "the API as they are)", ctx.file, f"{where}.{key}")
 
 
 def _check_limits(config: dict, ctx: Ctx, where: str) -> None:

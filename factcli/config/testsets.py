@@ -96,6 +96,20 @@ def assertion_from_string(cell: str) -> dict:
     return out
 
 
+SPECIAL_COLUMNS = ("__expected", "__prefix", "__suffix", "__description", "__providerOutput", "__metric",
+                   "__threshold", "__metadata", "__config")
+
+
+def _near_miss_column(key: str, file: str) -> None:
+    """A column that is almost one of promptfoo's special columns is a typo, not a var: said at once."""
+    import difflib
+
+    close = difflib.get_close_matches(key.split(":")[0], SPECIAL_COLUMNS, n=1, cutoff=0.75)
+    if close:
+        raise ConfigError(f'column "{key}" is not a special column; did you mean "{close[0]}"? '
+                          "(a column that is meant as a var should not start with __)", file, f"column {key}")
+
+
 def test_from_csv_row(row: dict[str, str], file: str, rownum: int, warnings: list[str]) -> dict:
     vars_: dict = {}
     asserts: list[dict] = []
@@ -164,6 +178,8 @@ def test_from_csv_row(row: dict[str, str], file: str, rownum: int, warnings: lis
                 raise ConfigError(f"invalid numeric value {value!r} for threshold", file, where)
             configs.setdefault(index, {})[ckey] = number
         else:
+            if key.startswith("__"):
+                _near_miss_column(key, file)
             vars_[key] = value
     for i, a in enumerate(asserts):
         a["metric"] = metric

@@ -71,6 +71,11 @@ class PythonProvider(Provider):
                 result = await asyncio.to_thread(fn, prompt.text, options, ctx)
         except Exception as exc:
             raise ProviderCallError(f"{path}:{func_name} raised {type(exc).__name__}: {exc}", ERROR) from None
+        if not isinstance(result, dict):  # promptfoo refuses it too: a bare value is likely a mistake
+            shown = repr(result)
+            shown = shown if len(shown) <= 80 else shown[:77] + "..."
+            raise ProviderCallError(f"{path}:{func_name} must return a dict such as {{\"output\": ...}} (or "
+                                    f"{{\"error\": ...}}), got {type(result).__name__} {shown}", ERROR)
         return response_from_dict(result)
 
 

@@ -14,6 +14,7 @@ from factcli.report.view import (
     render_header,
     run_header,
 )
+from factcli.report.figures import fmt_cost
 from factcli.store.database import Store
 from factcli.store.encode import loads
 
@@ -102,8 +103,11 @@ def show_test(store: Store, run: dict, test_idx: int, as_json: bool) -> None:
         details = [f"latency {r['latency_ms'] or 0:.0f} ms", f"tokens {r['tokens_total'] or 0}"]
         if r["grader_tokens"]:
             details.append(f"+{r['grader_tokens']} grading")
-        if r["cost"] is not None:
-            details.append(f"cost ${r['cost']:.5f}")
+        if r["error"] is None or r["cost"] is not None:  # an answered call: its price, or n/a
+            details.append(f"cost {fmt_cost(r['cost'], digits=6)}")
+        spent = ((loads(r["grading_json"], {}) or {}).get("metadata") or {}) if r["grading_json"] else {}
+        if "graderCalls" in spent:
+            details.append(f"grading: {spent['graderCalls']} calls, {fmt_cost(spent.get('graderCost'), digits=6)}")
         if r["cached"]:
             details.append("cached")
         head.append("  · " + " · ".join(details), style="dim")

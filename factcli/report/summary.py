@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from factcli.report import labels
+from factcli.report.figures import spend_text
 from factcli.types import FAILURE_ERROR, EvalResult
 
 TABLE_MAX_TESTS = 50
@@ -187,11 +188,7 @@ def summary(run, console: Console) -> None:
     console.print(f"[green]Successes: {run.successes}[/]  [red]Failures: {run.failures}[/]  "
                   f"[yellow]Errors: {run.errors}[/]  Pass rate: "
                   + ("n/a" if rate is None else f"{rate * 100:.2f}% ± {margin * 100:.1f} pts (95% CI)"))
-    tokens = sum(m.tokens.total for m in run.metrics)
-    grader = sum(m.grader_tokens.total for m in run.metrics)
-    total_cost = sum(m.cost for m in run.metrics)
-    cost = f" · cost ${total_cost:.4f}" if total_cost else ""
-    console.print(f"Tokens: {tokens}" + (f" (+{grader} grading)" if grader else "") + cost)
+    console.print(spend_text(run.metrics))
     if run.graders:
         errors = sum(m.grading_errors for m in run.metrics)
         console.print(f"Grader: {', '.join(run.graders)}" + (f" · [yellow]{errors} grading errors[/]" if errors else ""))

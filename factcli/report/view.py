@@ -10,6 +10,7 @@ import json
 import os
 from typing import Any
 
+from factcli.report.figures import fmt_cost
 from factcli.report.labels import column_label, one_line, provider_name, short_prompt
 from factcli.store.database import Store, shown_status
 from factcli.store.encode import loads
@@ -51,6 +52,7 @@ def run_header(store: Store, run: dict) -> dict:
     total_tokens = tokens.get("total") or 0
     grader_tokens = (tokens.get("assertions") or {}).get("total") or 0
     cost, grader_cost = run.get("cost"), tokens.get("graderCost") or 0
+    unpriced, grader_unpriced = tokens.get("costUnpriced") or 0, tokens.get("graderCostUnpriced") or 0
     done = passed + failed + errors
     return {
         "id": rid, "description": run.get("description"), "status": status, "createdAt": run.get("created_at"),
@@ -59,7 +61,8 @@ def run_header(store: Store, run: dict) -> dict:
         "graders": loads(run.get("graders_json"), []) or [], "totalRows": run.get("total_steps") or 0,
         "rows": done, "successes": passed, "failures": failed, "errors": errors,
         "passRate": (passed / done) if done else None, "tokens": total_tokens, "graderTokens": grader_tokens,
-        "cost": cost, "graderCost": grader_cost, "abortReason": run.get("abort_reason"),
+        "cost": cost, "graderCost": grader_cost, "costUnpricedRows": unpriced,
+        "graderCostUnpricedRows": grader_unpriced, "abortReason": run.get("abort_reason"),
         "factcliVersion": run.get("factcli_version"),
     }
 
@@ -292,10 +295,12 @@ def render_header(console, h: dict, *, page_info: dict | None = None) -> None:
                                                 f"± {wald_margin(h['passRate'], h['rows']) * 100:.1f}")
     console.print(f"Rows: {h['rows']}/{h['totalRows']} · [green]{h['successes']} pass[/] · "
                   f"[red]{h['failures']} fail[/] · [yellow]{h['errors']} error[/] · pass rate {rate}")
-    tokens = f"Tokens: {h['tokens']}" + (f" (+{h['graderTokens']} grading)" if h["graderTokens"] else "")
-    cost = h.get("cost")
-    money = "" if not cost and not h.get("graderCost") else f" · cost ${(cost or 0):.4f}" + (
-        f" (+${h['graderCost']:.4f} grading)" if h.get("graderCost") else "")
+    tokens = f"Tokens {h['tokens']:,}" + (f" (+{h['graderTokens']:,} grading)" if h["graderTokens"] else "")
+    unpriced = h.get("costUnpricedRows") or 0
+    cost = None if unpriced and unpriced >= h["rows"] else h.get("cost")
+    money = f" · cost {fmt_cost(cost, unpriced)}"
+    if h["graderTokens"] or h.get("graderCost") or h.get("graderCostUnpricedRows"):
+        money += f" (+{fmt_cost(h.get('graderCost') or 0, h.get('graderCostUnpricedRows') or 0)} grading)"
     grader = f"Grader: {escape(', '.join(h['graders']))} · " if h["graders"] else ""
     console.print(grader + tokens + money)
     if h.get("abortReason"):

@@ -24,9 +24,12 @@ class PreflightFailed(FactcliError):
     exit_code = 1
 
     def __init__(self, problems: list[str]):
-        self.problems = problems
-        head = "1 problem" if len(problems) == 1 else f"{len(problems)} problems"
-        super().__init__(f"{head} found before any call (nothing was sent):")
+        if len(problems) == 1:  # one problem is one line, as every error is
+            self.problems = []
+            super().__init__(f"{problems[0]} (found before any call; nothing was sent)")
+        else:
+            self.problems = problems
+            super().__init__(f"{len(problems)} problems found before any call (nothing was sent):")
 
 
 def output_problem(path: Path) -> str | None:
@@ -46,9 +49,10 @@ def check(run, outputs: list[Path], filters: dict) -> None:
 
     problems: list[str] = []
     suite = run.suite
-    for spec in suite.providers:
+    where = ", ".join(getattr(suite, "config_files", []) or []) or "the config"
+    for i, spec in enumerate(suite.providers):
         provider = create_provider(spec, suite.base_dir)
-        problems.extend(f"provider {spec.label or spec.id}: {p}" for p in provider.preflight())
+        problems.extend(f"{where}: providers[{i}] {spec.label or spec.id}: {p}" for p in provider.preflight())
     for spec, kind in getattr(run, "grader_specs", []):
         if kind == "embedding":
             from factcli.providers.embedding import EmbeddingProvider
@@ -56,7 +60,7 @@ def check(run, outputs: list[Path], filters: dict) -> None:
             provider = EmbeddingProvider(spec, suite.base_dir)
         else:
             provider = create_provider(spec, suite.base_dir)
-        problems.extend(f"grader {spec.label or spec.id}: {p}" for p in provider.preflight())
+        problems.extend(f"{where}: grader {spec.label or spec.id}: {p}" for p in provider.preflight())
     problems.extend(p for p in (output_problem(path) for path in outputs) if p)
     problems.extend(_assertion_problems(suite))
     if run.total_steps == 0 and any(v is not None for v in filters.values()):
