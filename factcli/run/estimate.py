@@ -5,8 +5,8 @@ model's tokenizer (providers/tokens.py), its reply assumed to run to the cap it 
 (`max_tokens`, else DEFAULT_OUTPUT_CAP). The cost range is [input only, input + every reply at its
 cap]. A call the response cache already holds costs nothing and is counted apart.
 
-Grader calls: one per model-graded assertion per judge and row (two for answer-relevance, which
-also embeds). The claim-level methods (factual-correctness, factscore, facts-grounding) call once
+Grader calls: one text call per model-graded assertion per judge and row (embedding calls, of
+`similar` and answer-relevance, are left out: they cost a small fraction). The claim-level methods (factual-correctness, factscore, facts-grounding) call once
 per claim, which no one knows before the model answers: their rows are counted, not priced.
 A grader call's input is its rubric (GRADER_RUBRIC_TOKENS, a typical built-in rubric) plus the
 graded output: nothing of it at the low end, the model's reply cap at the high end; its reply runs
@@ -15,7 +15,7 @@ to the grader's own cap (GRADER_MAX_TOKENS unless its config sets max_tokens).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from factcli.providers.pricing import cost as price
 from factcli.providers.tokens import count_messages
@@ -38,7 +38,6 @@ class Line:
     high: float | None = 0.0
     unpriced: bool = False
     claim_rows: int = 0  # rows graded by a claim-level method: calls not known in advance
-    notes: list[str] = field(default_factory=list)
 
     def add_cost(self, model: str | None, free: bool, tokens_in: int, low_in: int, cap: int) -> None:
         if free:
