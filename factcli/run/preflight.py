@@ -14,8 +14,8 @@ import os
 from pathlib import Path
 
 from factcli.errors import FactcliError
+from factcli.report.exports import FORMATS as OUTPUT_FORMATS  # the exporter owns the list
 
-OUTPUT_FORMATS = (".json", ".jsonl", ".yaml", ".yml", ".csv", ".xml", ".html")  # .xml covers .junit.xml
 
 
 class PreflightFailed(FactcliError):
