@@ -159,6 +159,7 @@ def _run_eval(args: dict) -> int:
 
 def _preflight(run, outputs: list[Path], args: dict) -> None:
     """Every check that costs nothing, before the first call; a spinner while litellm loads."""
+    from factcli.activity import listening
     from factcli.report.summary import stderr_console
     from factcli.run import preflight
 
@@ -168,7 +169,8 @@ def _preflight(run, outputs: list[Path], args: dict) -> None:
     if args["no_progress_bar"] or not console.is_terminal:
         preflight.check(run, outputs, filters)
         return
-    with console.status("Checking models, graders, outputs and knowledge sources before any call…"):
+    checking = "Checking models, graders, outputs and knowledge sources before any call…"
+    with console.status(checking) as status, listening(lambda doing: status.update(f"{doing}…" if doing else checking)):
         preflight.check(run, outputs, filters)
 
 

@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from factcli.activity import activity
+
 DEFAULT_PASSAGE_WORDS = 256
 FACTSCORE_SEPARATOR = "####SPECIAL####SEPARATOR####"
 TEXT_SUFFIXES = (".txt", ".md", ".markdown")
@@ -213,18 +215,22 @@ class _Index:
     """BM25 over a list of passages (bm25s, Lucene's variant)."""
 
     def __init__(self, passages: list[Passage]):
-        import bm25s
-
         self.passages = passages
         self.model = None
         self.vocab: dict = {}
         if passages:
-            corpus = [tokenize(f"{p.title} {p.text}") for p in passages]
-            if not any(corpus):
-                corpus = [doc or [""] for doc in corpus]
-            self.model = bm25s.BM25(method="lucene")
-            self.model.index(corpus, show_progress=False)
-            self.vocab = self.model.vocab_dict
+            with activity(f"Building a search index over {len(passages):,} passages"):
+                self._build(passages)
+
+    def _build(self, passages: list[Passage]) -> None:
+        import bm25s
+
+        corpus = [tokenize(f"{p.title} {p.text}") for p in passages]
+        if not any(corpus):
+            corpus = [doc or [""] for doc in corpus]
+        self.model = bm25s.BM25(method="lucene")
+        self.model.index(corpus, show_progress=False)
+        self.vocab = self.model.vocab_dict
 
     def search(self, query: str, k: int) -> list[tuple[Passage, float]]:
         import numpy as np
@@ -312,7 +318,9 @@ class KnowledgeSource:
     def _global_index(self) -> _Index:
         with self._lock:
             if self._global is None:
-                self._global = _Index(self.all_passages())
+                with activity(f"Reading every passage of {Path(self.name).name}"):
+                    passages = self.all_passages()
+                self._global = _Index(passages)
             return self._global
 
     def topic_title(self, topic: str | None) -> str | None:
@@ -497,9 +505,11 @@ def open_source(path: str | os.PathLike, passage_words: int = DEFAULT_PASSAGE_WO
             if hit is not None:
                 return hit
         if p.is_dir():
-            source = _load_folder(p, passage_words)
+            with activity(f"Reading the knowledge source {p.name}"):
+                source = _load_folder(p, passage_words)
         elif p.suffix.lower() in (".jsonl", ".ndjson"):
-            source = _load_jsonl(p, passage_words)
+            with activity(f"Reading the knowledge source {p.name}"):
+                source = _load_jsonl(p, passage_words)
         elif p.suffix.lower() in SQLITE_SUFFIXES or _is_sqlite(p):
             source = _SqliteSource(p, passage_words)
         else:

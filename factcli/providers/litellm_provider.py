@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+from factcli.activity import activity
 from factcli.errors import ConfigError
 from factcli.providers import pricing
 from factcli.providers.base import (
@@ -90,7 +91,8 @@ def litellm_module():
     if _litellm is None:
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never download the price table
         os.environ.setdefault("LITELLM_TELEMETRY", "False")
-        import litellm
+        with activity("Loading litellm (first use, a few seconds)"):
+            import litellm
 
         litellm.suppress_debug_info = True
         litellm.telemetry = False

@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from factcli.activity import listening
 from factcli.report import labels
 from factcli.report.figures import spend_text
 from factcli.types import FAILURE_ERROR, EvalResult
@@ -37,11 +38,19 @@ class Progress:
                 TextColumn("[bold]eval"), BarColumn(), MofNCompleteColumn(),
                 TextColumn("[green]{task.fields[passed]} pass[/] [red]{task.fields[failed]} fail[/] "
                            "[yellow]{task.fields[errors]} error[/]"),
-                TimeRemainingColumn(), console=stderr_console(), transient=True,
+                TimeRemainingColumn(), TextColumn("[dim]{task.fields[doing]}"), console=stderr_console(),
+                transient=True,
             )
             self._task = self._progress.add_task("eval", total=total, completed=self.passed + self.failed + self.errors,
-                                                 passed=self.passed, failed=self.failed, errors=self.errors)
+                                                 passed=self.passed, failed=self.failed, errors=self.errors, doing="")
             self._progress.start()
+            # a long wait inside a row (an index build, a library's first import) shows beside the bar
+            self._listening = listening(self._doing)
+            self._listening.__enter__()
+
+    def _doing(self, message: str | None) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, doing=f"{message}…" if message else "")
 
     def advance(self, result: EvalResult) -> None:
         if result.success:
@@ -59,6 +68,7 @@ class Progress:
 
     def stop(self) -> None:
         if self._progress is not None:
+            self._listening.__exit__(None, None, None)
             self._progress.stop()
             self._progress = None
 

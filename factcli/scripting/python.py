@@ -15,6 +15,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from factcli.activity import activity
 from factcli.scripting.values import plain
 
 _modules: dict[Path, object] = {}
@@ -28,7 +29,8 @@ def load_module(path: Path):
         module = importlib.util.module_from_spec(spec)
         sys.path.insert(0, str(path.parent))
         try:
-            spec.loader.exec_module(module)
+            with activity(f"Importing {path.name}"):  # user modules may import heavy libraries
+                spec.loader.exec_module(module)
         finally:
             sys.path.remove(str(path.parent))
         _modules[path] = module
