@@ -213,6 +213,9 @@ def test_cli_flags_cross_types_and_graders(fake_openai, tmp_path, monkeypatch):
     assert r2.exit_code == 0, r2.output
     g = json.loads(out2.read_text())["graders"][0]
     assert g["label"] == "llm-rubric · openai:chat:judge3" and g["n"] == 3
+    # with no value, llm-rubric's rubric is the item's question and reference, never empty
+    sent = [json.dumps(r) for r in fake_openai.requests if "judge3" in json.dumps(r)]
+    assert len(sent) == 3 and all("It agrees with the reference answer:" in s for s in sent)
 
 
 def test_prompt_variants_get_distinct_labels(fake_openai, tmp_path):

@@ -94,6 +94,20 @@ def test_a_missing_knowledge_source_is_caught(server, tmp_path, monkeypatch):
     _refused(_eval(tmp_path, text), server, "factscore:", "no-such-wiki.jsonl")
 
 
+def test_an_llm_rubric_without_a_rubric_is_caught(server, tmp_path):
+    grader = f"defaultTest: {{options: {{provider: {_provider('judge')}}}}}\n"
+    text = _config(_provider("gpt-4o-mini"), "[{type: llm-rubric}]", extra=grader)
+    _refused(_eval(tmp_path, text), server,
+             "c.yaml: tests[0] and 1 more: llm-rubric has no value: the grader would score against an empty rubric")
+    # a rubricPrompt that needs no rubric (it reads the test's vars) is fine
+    server.add_rule(".*", '{"pass": true, "score": 1, "reason": "ok"}')
+    prompt = 'rubricPrompt: "Is {{output}} the number {{n}}? Reply as JSON."'
+    text = _config(_provider("gpt-4o-mini"), "[{type: llm-rubric}]",
+                   extra=f"defaultTest: {{options: {{provider: {_provider('judge')}, {prompt}}}}}\n")
+    result = _eval(tmp_path, text)
+    assert result.exit_code == 0, result.output
+
+
 def test_a_python_provider_that_does_not_import_is_caught(server, tmp_path):
     write(tmp_path / "broken.py", "import no_such_module_here\n\ndef call_api(prompt, options, context):\n    return {}\n")
     write(tmp_path / "nofunc.py", "x = 1\n")

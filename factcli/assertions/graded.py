@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+from pathlib import Path
 
 from factcli import templating
 from factcli.assertions import prompts
@@ -245,7 +246,18 @@ def read_rubric_reply(reply_text: str | None, output, threshold, label: str = "l
     return passed, float(score), str(reason) if not isinstance(reason, str) else reason
 
 
-@assertion("llm-rubric", model_graded=True)
+def _rubric_preflight(a, base_dir: Path, test=None) -> list[str]:
+    """No value and no rubricPrompt of one's own: the grader would be asked to score against an empty
+    rubric (promptfoo sends it anyway; every verdict would be noise)."""
+    if a.value not in (None, "") or a.rubric_prompt is not None:
+        return []
+    if test is not None and (test.options or {}).get("rubricPrompt"):
+        return []
+    return [f"{a.type} has no value: the grader would score against an empty rubric (write the rubric as "
+            "its value:, or give a rubricPrompt that needs none)"]
+
+
+@assertion("llm-rubric", model_graded=True, preflight=_rubric_preflight)
 async def llm_rubric(ctx: AssertionContext) -> GradingResult:
     value = ctx.value
     if value is not None and not isinstance(value, (str, dict, list)):

@@ -36,6 +36,11 @@ LABEL_HELP = "pass/fail, true/false, yes/no or 1/0"
 # Types whose `value` is the reference answer: without one, it is the item's `reference`.
 REFERENCE_VALUED = ("factuality", "model-graded-factuality", "factual-correctness", "simpleqa")
 
+# llm-rubric shows its grader only the output and the rubric, so the rubric it gets when a graders
+# entry gives none carries the item's question and reference (never an empty rubric).
+DEFAULT_RUBRIC = ("The output is a correct answer to this question: {{question}}\n"
+                  "It agrees with the reference answer: {{reference}}")
+
 
 # Types that show the grader the question (the rendered prompt) and refuse an empty one.
 NEEDS_QUESTION = ("factuality", "model-graded-factuality", "model-graded-closedqa")
@@ -237,6 +242,8 @@ def _build_config(raw: dict, entry: dict, file: str, where: str, base: Path, gra
                           "per-item labels", file, f"{where}.type")
     if base_type in REFERENCE_VALUED and entry.get("value") is None:
         entry["value"] = "{{reference}}"
+    if base_type == "llm-rubric" and entry.get("value") is None and "rubricPrompt" not in entry:
+        entry["value"] = DEFAULT_RUBRIC
     if grader is not None:
         entry["provider"] = grader
     assertion = parse_assertion(entry, Ctx(file, base, {}), where)
@@ -344,7 +351,7 @@ def check_items(items: list[LabeledItem], configs: list[GraderConfig], labels_fi
             needs = []
             if a.base_type in NEEDS_QUESTION:
                 needs.append(("question", lambda it: it.question.strip()))
-            if a.value == "{{reference}}":
+            if a.value in ("{{reference}}", DEFAULT_RUBRIC):
                 needs.append(("reference", lambda it: it.reference))
             if a.base_type == "facts-grounding" and not a.context_transform and not (a.config or {}).get("context_var"):
                 needs.append(("context", lambda it: it.context))

@@ -250,7 +250,7 @@ def _open_knowledge(ctx: AssertionContext, s: Settings, topic: str | None) -> tu
     return text_source(titled, s.passage_words, name=name), None  # the whole text is the topic's document
 
 
-def preflight(a, base_dir: Path) -> list[str]:
+def preflight(a, base_dir: Path, test=None) -> list[str]:
     """A config.knowledge that names no test var must exist and load before the first call: loaded
     here, it stays in open_source's cache for the run."""
     ref = (a.config or {}).get("knowledge")

@@ -62,7 +62,7 @@ def check(run, outputs: list[Path], filters: dict) -> None:
             provider = create_provider(spec, suite.base_dir)
         problems.extend(f"{where}: grader {spec.label or spec.id}: {p}" for p in provider.preflight())
     problems.extend(p for p in (output_problem(path) for path in outputs) if p)
-    problems.extend(_assertion_problems(suite))
+    problems.extend(f"{where}: {p}" for p in _assertion_problems(suite))
     if run.total_steps == 0 and any(v is not None for v in filters.values()):
         given = " ".join(f"{k} {v}" for k, v in filters.items() if v is not None)
         problems.append(f"{given}: no test is left to run (of {len(suite.tests)})")
@@ -71,11 +71,14 @@ def check(run, outputs: list[Path], filters: dict) -> None:
 
 
 def _assertion_problems(suite) -> list[str]:
+    """Each assertion type's own checks, once per distinct assertion; a problem several tests share is
+    one line naming the first of them and how many more."""
     from factcli.scoring.registry import lookup
 
-    seen: set[str] = set()
-    problems: list[str] = []
-    for test in suite.tests:
+    found: dict[str, list[int]] = {}
+    memo: dict[str, list[str]] = {}
+    base = Path(suite.base_dir or ".")
+    for i, test in enumerate(suite.tests):
         stack = list(test.assertions)
         while stack:
             a = stack.pop()
@@ -83,9 +86,13 @@ def _assertion_problems(suite) -> list[str]:
             kind = lookup(a.type)
             if kind is None or kind.preflight is None:
                 continue
-            key = f"{kind.name}:{sorted((a.config or {}).items())!r}"
-            if key in seen:
-                continue
-            seen.add(key)
-            problems.extend(kind.preflight(a, Path(suite.base_dir or ".")))
-    return problems
+            key = (f"{kind.name}:{sorted((a.config or {}).items())!r}:{a.value!r}:{a.rubric_prompt is None}:"
+                   f"{bool((test.options or {}).get('rubricPrompt'))}")
+            if key not in memo:  # a factscore knowledge source is loaded once, not per test
+                memo[key] = kind.preflight(a, base, test)
+            for problem in memo[key]:
+                tests = found.setdefault(problem, [])
+                if i not in tests:
+                    tests.append(i)
+    return [f"tests[{tests[0]}]{f' and {len(tests) - 1} more' if len(tests) > 1 else ''}: {problem}"
+            for problem, tests in found.items()]
