@@ -42,3 +42,33 @@ def test_resume_rewrites_the_original_outputs_and_keeps_the_key_variable_name(fa
     assert {r["headers"].get("Authorization") for r in fake_openai.requests} == {"Bearer gw-secret-value-123"}
     assert doc["config"]["providers"][0]["config"]["apiKeyEnvar"] == "MY_GATEWAY_KEY"
     assert "gw-secret-value-123" not in out.read_text()
+
+
+def test_a_grader_rejecting_its_key_mid_run_keeps_the_finished_rows(fake_openai, tmp_path, monkeypatch):
+    """Two rows finish (model call, then grader call each); the third row's grader answers 401: the run
+    stops with exit 3, and the two finished rows are in the store and in the -o file; --retry-errors
+    (or --resume) later finishes the run without calling the models of the kept rows again."""
+    monkeypatch.setenv("MY_GATEWAY_KEY", "gw-key")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-grader")
+    tests = "".join(f"  - vars: {{n: '{i}'}}\n" for i in range(4))
+    grader = '{id: "openai:chat:judge", config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"}}'
+    cfg = write(tmp_path / "c.yaml", _config().split("tests:")[0]
+                + f"defaultTest:\n  options: {{provider: {grader}}}\n  assert: [{{type: llm-rubric, value: 'a number'}}]\n"
+                + f"tests:\n{tests}")
+    verdict = '{"pass": true, "score": 1, "reason": "a number"}'
+    fake_openai.enqueue("1", verdict, "2", verdict, "3")
+    fake_openai.enqueue_fault(status=401, times=20)
+    out = tmp_path / "r.json"
+    first = runner.invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "-j", "1", "--no-progress-bar", "--no-cache"])
+    assert first.exit_code == 3, first.output
+    assert "401" in first.output
+    doc = json.loads(out.read_text())
+    kept = [r for r in doc["results"]["results"] if r["success"]]
+    assert len(kept) == 2 and doc["factcli"]["status"] == "aborted"
+    fake_openai.reset()
+    fake_openai.add_rule("a number", verdict)
+    again = runner.invoke(app, ["eval", "--resume", "latest", "--no-progress-bar", "--no-table"])
+    assert again.exit_code == 0, again.output
+    assert len(json.loads(out.read_text())["results"]["results"]) == 4
+    models = [r for r in fake_openai.requests if r["json"]["model"] != "judge"]
+    assert len(models) == 2  # the kept rows' models were not called again
