@@ -86,6 +86,18 @@ def test_the_eval_summary_never_cuts_a_number(width):
     assert max(len(line) for line in out.splitlines()) <= width
 
 
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_list_of_runs_keeps_whole_ids_and_statuses(width):
+    run_id, _ = quickstart_run()
+    result = cli("list", width=width)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert {len(line) for line in lines} == {width} or max(len(line) for line in lines) <= width, result.output
+    row = next(line for line in lines if run_id in line)  # the whole id, never cut
+    assert "| complete |" in row and "| 12/12 |" in row and "50.0%" in row
+    assert ("UTC" in row) == (width >= 100)  # a narrow terminal drops the created column: the id holds it
+
+
 def test_figure_tables_fall_back_to_stacked_lines_that_keep_every_number():
     entries = [fit.Entry(f"[model-{i}]", "Answer the question: {{q}}") for i in range(6)]
     fields = [fit.Field(f"metric number {j} (mean)", [f"{0.1 * i + j:.3f} [0.12, 0.98]" for i in range(6)])

@@ -16,7 +16,7 @@ def calibrate_cmd(
     labels: Optional[Path] = typer.Argument(None, metavar="LABELS", help="Labeled items: .jsonl or .csv with "
                                             "output, label (pass/fail, true/false, yes/no, 1/0) and optionally "
                                             "id, question, reference, context. Default: the config's 'labels:'."),
-    config: Optional[Path] = typer.Option(None, "-c", "--config", help="YAML file with 'graders:' (assertions "
+    config: Optional[Path] = typer.Option(None, "-c", "--config", metavar="FILE", help="YAML file with 'graders:' (assertions "
                                           "to calibrate, each with an optional 'label') and optionally "
                                           "'labels:' and 'description:'."),
     assert_types: List[str] = typer.Option(None, "--assert", metavar="TYPE", help="Calibrate this assertion "
@@ -25,16 +25,16 @@ def calibrate_cmd(
                                       "without its own provider once with this grader (repeatable)."),
     output: List[Path] = typer.Option(None, "-o", "--output", metavar="FILE.json",
                                       help="Write the metrics as JSON (.json). Repeatable."),
-    max_concurrency: Optional[int] = typer.Option(None, "-j", "--max-concurrency", min=1,
+    max_concurrency: Optional[int] = typer.Option(None, "-j", "--max-concurrency", metavar="N", min=1,
                                                   help="Grader calls in flight at once (default 4)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write the response cache."),
     no_progress_bar: bool = typer.Option(False, "--no-progress-bar", help="Do not show the progress bar."),
-    filter_first_n: Optional[int] = typer.Option(None, "--filter-first-n", min=0,
+    filter_first_n: Optional[int] = typer.Option(None, "--filter-first-n", metavar="N", min=0,
                                                  help="Only the first N labeled items."),
-    description: Optional[str] = typer.Option(None, "--description", help="Describe this run."),
-    env_file: Optional[Path] = typer.Option(None, "--env-file", help="Load environment variables from a "
+    description: Optional[str] = typer.Option(None, "--description", metavar="TEXT", help="Describe this run."),
+    env_file: Optional[Path] = typer.Option(None, "--env-file", metavar="FILE", help="Load environment variables from a "
                                             "dotenv file (variables already set win)."),
-    db: Optional[Path] = typer.Option(None, "--db", help="The run store (default: FACTCLI_HOME/factcli.db)."),
+    db: Optional[Path] = typer.Option(None, "--db", metavar="FILE", help="The run store (default: FACTCLI_HOME/factcli.db)."),
     no_write: bool = typer.Option(False, "--no-write", help="Do not store this run."),
 ) -> None:
     """Measure grader configurations against human labels: macro-F1, accuracy, FPR, FNR, F1 of

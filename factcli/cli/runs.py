@@ -52,11 +52,11 @@ def view_cmd(
                                               help="Only tests with a row whose output, error or "
                                                    "failure reason, vars or description contains TEXT "
                                                    "(case-insensitive)."),
-    limit: int = typer.Option(50, "--limit", min=1, help="Tests per page."),
-    page_no: int = typer.Option(1, "--page", min=1, help="Page to show (1 is the first)."),
+    limit: int = typer.Option(50, "--limit", metavar="N", min=1, help="Tests per page."),
+    page_no: int = typer.Option(1, "--page", metavar="N", min=1, help="Page to show (1 is the first)."),
     full: bool = typer.Option(False, "--full", help="Whole outputs and reasons, every column."),
     as_json: bool = typer.Option(False, "--json", help="Print the page as JSON."),
-    db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
+    db: Optional[Path] = typer.Option(None, "--db", metavar="FILE", help=DB_HELP),
 ) -> None:
     """Show a stored run as a table: tests as rows, prompt x provider as columns."""
     from factcli.report import view as viewer
@@ -123,9 +123,9 @@ def _db_flag(db: Path | None) -> str:
 
 @app.command("list")
 def list_cmd(
-    n: int = typer.Option(20, "-n", min=1, help="How many runs, newest first."),
+    n: int = typer.Option(20, "-n", metavar="N", min=1, help="How many runs, newest first."),
     as_json: bool = typer.Option(False, "--json", help="Print the runs as JSON."),
-    db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
+    db: Optional[Path] = typer.Option(None, "--db", metavar="FILE", help=DB_HELP),
 ) -> None:
     """List stored runs, newest first."""
     from factcli.report import view as viewer
@@ -167,7 +167,7 @@ def show_cmd(
     test_idx: Optional[int] = typer.Argument(None, metavar="TEST_IDX", help="One test: every column's prompt, "
                                              "output, assertions with reasons, grader replies and claims."),
     as_json: bool = typer.Option(False, "--json", help="Print the stored rows as JSON."),
-    db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
+    db: Optional[Path] = typer.Option(None, "--db", metavar="FILE", help=DB_HELP),
 ) -> None:
     """Show one run (config, options, column metrics) or one test of it in full."""
     from factcli.report import show as detail
@@ -185,7 +185,7 @@ def diff_cmd(
     run_a: str = typer.Argument(..., metavar="RUN_A", help=RUN_HELP),
     run_b: str = typer.Argument(..., metavar="RUN_B", help=RUN_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the differences as JSON."),
-    db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
+    db: Optional[Path] = typer.Option(None, "--db", metavar="FILE", help=DB_HELP),
 ) -> None:
     """Compare two runs: rows that flipped between PASS, FAIL and ERROR, and metric deltas per column.
 
@@ -200,9 +200,9 @@ def diff_cmd(
 @app.command("export")
 def export_cmd(
     run: str = typer.Argument(..., metavar="RUN", help=RUN_HELP),
-    output: List[Path] = typer.Option(..., "-o", "--output", help="File to write; format from the extension: "
+    output: List[Path] = typer.Option(..., "-o", "--output", metavar="FILE", help="File to write; format from the extension: "
                                       ".json, .jsonl, .yaml, .csv, .xml, .junit.xml, .html. Repeatable."),
-    db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
+    db: Optional[Path] = typer.Option(None, "--db", metavar="FILE", help=DB_HELP),
 ) -> None:
     """Write a stored run to files, in the formats `eval -o` writes."""
     from factcli.report.exports import FORMATS, write_export
@@ -228,7 +228,7 @@ def export_cmd(
 @app.command("delete")
 def delete_cmd(
     run: str = typer.Argument(..., metavar="RUN", help=RUN_HELP),
-    db: Optional[Path] = typer.Option(None, "--db", help=DB_HELP),
+    db: Optional[Path] = typer.Option(None, "--db", metavar="FILE", help=DB_HELP),
 ) -> None:
     """Delete a stored run and its rows."""
     from factcli.store.database import shown_status

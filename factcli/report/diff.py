@@ -3,6 +3,7 @@ difference is more than noise), and the tests whose verdict changed."""
 
 from __future__ import annotations
 
+from factcli.report.labels import column_label
 from factcli.report.view import column_summaries, console_for_stdout, one_line, print_json
 from factcli.store.database import Store, shown_status
 
@@ -28,6 +29,7 @@ def diff_runs(store: Store, a: dict, b: dict, as_json: bool) -> None:
     rows_a, cols_a = _rows_for_diff(store, a)
     rows_b, cols_b = _rows_for_diff(store, b)
     flips, unchanged = [], 0
+    label_of = {(c["provider_id"], c["prompt_label"] or ""): column_label(c) for c in cols_a}
     for key, ra in rows_a.items():
         rb = rows_b.get(key)
         if rb is None:
@@ -37,7 +39,7 @@ def diff_runs(store: Store, a: dict, b: dict, as_json: bool) -> None:
             continue
         label = ra["description"] or one_line(ra["vars"], 80)
         flips.append({"testIdxA": ra["test_idx"], "testIdxB": rb["test_idx"], "test": label,
-                      "column": f"[{key[2][0]}] {key[2][1]}" if key[2] else "?", "a": ra["status"], "b": rb["status"],
+                      "column": label_of.get(key[2], "?"), "a": ra["status"], "b": rb["status"],
                       "scoreA": ra["score"], "scoreB": rb["score"],
                       "reasonB": rb["error"] if rb["status"] != "PASS" else None,
                       "kind": "regression" if ra["status"] == "PASS" else ("fix" if rb["status"] == "PASS" else "change")})
@@ -132,29 +134,32 @@ def _render_diff(doc: dict, a: dict, b: dict) -> None:
                           f"{sc(f['scoreA'])} → {sc(f['scoreB'])}", Text(one_line(f["reasonB"], 80)))
         console.print(table)
     if doc["columns"]:
-        table = Table(box=box.SIMPLE_HEAD if terminal else box.ASCII, expand=False, title=None)
-        for name in ("column", "metric", "A", "B", "Δ", "Δ 95% CI", "noise"):
-            table.add_column(name, justify="left" if name in ("column", "metric", "noise") else "right")
-
         def num(v, pct=False):
             if v is None:
                 return "—"
-            return f"{v * 100:+.1f}%" if pct == "d" else (f"{v * 100:.1f}%" if pct else f"{v:.3f}")
+            return f"{v * 100:.1f}%" if pct else f"{v:.3f}"
 
+        # one table per column of the runs, under its label: the numbers never wrap, only metric names
         for c in doc["columns"]:
+            console.print(Text(c["column"], style="bold"))
+            table = Table(box=box.SIMPLE_HEAD if terminal else box.ASCII, expand=False)
+            table.add_column("metric", overflow="fold", ratio=1)
+            for name in ("A", "B", "Δ", "Δ 95% CI", "noise"):
+                table.add_column(name, justify="left" if name == "noise" else "right", no_wrap=True)
             rows = [("pass rate", c["passRate"], True), ("mean score", c["meanScore"], False)]
             rows += [(name, d, False) for name, d in c["metrics"].items()]
             rows += [(f"{name} (corrected for the judge)", d, True) for name, d in c.get("judgeCorrected", {}).items()]
-            for i, (name, d, pct) in enumerate(rows):
+            for name, d, pct in rows:
                 delta = d["delta"]
                 dtext = "—" if delta is None else (f"{delta * 100:+.1f} pts" if pct else f"{delta:+.3f}")
                 style = "" if not delta else ("green" if delta > 0 else "red")
                 ci = d.get("ci95")
                 ci_text = "" if not ci else (f"[{ci[0] * 100:+.1f}, {ci[1] * 100:+.1f}]" if pct
                                              else f"[{ci[0]:+.3f}, {ci[1]:+.3f}]")
-                verdict = Text(d["verdict"], style="bold" if d["beyondNoise"] else "dim") if ci else ""
-                table.add_row(Text(c["column"]) if i == 0 else "", name, num(d["a"], pct), num(d["b"], pct),
-                              Text(dtext, style=style), ci_text, verdict)
-        console.print(table)
+                verdict = Text(d["verdict"].removesuffix(" noise"), style="bold" if d["beyondNoise"] else "dim") \
+                    if ci else ""
+                table.add_row(name, num(d["a"], pct), num(d["b"], pct), Text(dtext, style=style), ci_text, verdict)
+            console.print(table)
         console.print(Text("Δ 95% CI: percentile bootstrap over tests (2000 resamples), paired by test when both "
-                           "runs hold the same tests; beyond noise when the interval leaves out 0", style="dim"))
+                           "runs hold the same tests; noise: beyond when the interval leaves out 0, else within",
+                           style="dim"))

@@ -393,9 +393,14 @@ def render_runs(console, runs: list[dict], terminal: bool, counts: dict[str, int
     from rich.text import Text
 
     table = Table(box=box.SIMPLE_HEAD if terminal else box.ASCII, expand=False)
-    for name, justify in (("id", "left"), ("created", "left"), ("status", "left"), ("rows", "right"),
-                          ("pass rate", "right"), ("duration", "right"), ("description / config", "left")):
-        table.add_column(name, justify=justify, overflow="fold", no_wrap=name != "description / config")
+    # the id starts with its creation time (eval-20261124T203948-…), so a narrow terminal drops the
+    # created and duration columns rather than cut an id; the description is cut, on one line
+    narrow = console.width < 100
+    columns = [("id", "left"), ("created", "left"), ("status", "left"), ("rows", "right"), ("pass rate", "right"),
+               ("duration", "right"), ("description", "left")]
+    skip = {"created", "duration"} if narrow else set()
+    shown = [(name, justify) for name, justify in columns if name not in skip]
+    rows = []
     for r in runs:
         status = shown_status(r)
         done = counts.get(r["id"], (r.get("successes") or 0) + (r.get("failures") or 0) + (r.get("errors") or 0))
@@ -403,9 +408,18 @@ def render_runs(console, runs: list[dict], terminal: bool, counts: dict[str, int
         if r.get("finished_at") and done:
             rate = f"{(r.get('successes') or 0) / done * 100:.1f}%"
         files = loads(r.get("config_files_json"), []) or []
-        what = r.get("description") or ", ".join(os.path.basename(f) for f in files)
-        table.add_row(r["id"], when(r.get("created_at")), status, f"{done}/{r.get('total_steps') or 0}", rate,
-                      duration(r.get("duration_ms")), Text(one_line(what, 60)))
+        rows.append({"id": r["id"], "created": when(r.get("created_at")), "status": status,
+                     "rows": f"{done}/{r.get('total_steps') or 0}", "pass rate": rate,
+                     "duration": duration(r.get("duration_ms")),
+                     "description": r.get("description") or ", ".join(os.path.basename(f) for f in files)})
+    fixed = {name: max([len(name)] + [len(row[name]) for row in rows]) for name, _ in shown[:-1]}
+    # what is left of the width after the other columns and the borders (3 per column, 1 at the end)
+    room = max(12, console.width - sum(fixed.values()) - 3 * len(shown) - 1)
+    for name, justify in shown:
+        table.add_column(name, justify=justify, no_wrap=True, min_width=fixed.get(name))
+    for row in rows:
+        row["description"] = Text(one_line(row["description"], min(60, room)))
+        table.add_row(*(row[name] for name, _ in shown))
     console.print(table)
 
 
