@@ -104,3 +104,22 @@ def test_the_progress_bar_shows_the_current_activity_beside_the_counts(monkeypat
     with activity.activity("after the bar stopped"):  # the bar no longer listens
         pass
     assert task.fields["doing"] == ""
+
+
+def test_a_spinner_names_what_is_being_done_and_is_silent_off_a_terminal(monkeypatch):
+    console = Console(record=True, force_terminal=True, width=120)
+    monkeypatch.setattr(summary, "stderr_console", lambda: console)
+    spinners = []
+    real_status = console.status
+    monkeypatch.setattr(console, "status", lambda *a, **k: spinners.append(real_status(*a, **k)) or spinners[-1])
+    with summary.working("Writing report.json…"):
+        assert spinners[0].status == "Writing report.json…"
+        with activity.activity("Reading the knowledge source wiki.jsonl"):
+            assert spinners[0].status == "Reading the knowledge source wiki.jsonl…"
+        assert spinners[0].status == "Writing report.json…"
+    assert "Writing report.json…" in console.export_text()
+    quiet = Console(record=True, force_terminal=False, width=120)
+    monkeypatch.setattr(summary, "stderr_console", lambda: quiet)
+    with summary.working("Writing report.json…"), activity.activity("Reading"):
+        pass
+    assert quiet.export_text() == ""

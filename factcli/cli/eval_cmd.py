@@ -134,7 +134,8 @@ def _run_eval(args: dict) -> int:
     for path in outputs + [Path(p) for p in suite.output_path]:
         from factcli.report.exports import write_export
 
-        write_export(run, path)
+        with report.working(f"Writing {path}…", not args["no_progress_bar"]):
+            write_export(run, path)
         console.print(f"Wrote {path}")
     budget_stop = run.status == runner.STATUS_INTERRUPTED and not interrupted  # says its own resume line
     from rich.text import Text
@@ -159,18 +160,13 @@ def _run_eval(args: dict) -> int:
 
 def _preflight(run, outputs: list[Path], args: dict) -> None:
     """Every check that costs nothing, before the first call; a spinner while litellm loads."""
-    from factcli.activity import listening
-    from factcli.report.summary import stderr_console
+    from factcli.report.summary import working
     from factcli.run import preflight
 
     filters = {"--filter-pattern": args["filter_pattern"], "--filter-first-n": args["filter_first_n"],
                "--filter-sample": args["filter_sample"], "--filter-failing": args["filter_failing"]}
-    console = stderr_console()
-    if args["no_progress_bar"] or not console.is_terminal:
-        preflight.check(run, outputs, filters)
-        return
-    checking = "Checking models, graders, outputs and knowledge sources before any call…"
-    with console.status(checking) as status, listening(lambda doing: status.update(f"{doing}…" if doing else checking)):
+    with working("Checking models, graders, outputs and knowledge sources before any call…",
+                 not args["no_progress_bar"]):
         preflight.check(run, outputs, filters)
 
 

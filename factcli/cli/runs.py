@@ -217,9 +217,12 @@ def export_cmd(
         stored = load_run(store, row)
     from factcli.errors import FactcliError
 
+    from factcli.report.summary import working
+
     for p in output:
         try:
-            write_export(stored, p)
+            with working(f"Writing {p} ({stored.total_steps:,} rows)…"):
+                write_export(stored, p)
         except FactcliError as exc:
             fail(str(exc), exc.exit_code)
         typer.echo(f"Wrote {p}")

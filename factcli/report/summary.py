@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
+from typing import Iterator
 
 from rich.console import Console
 from rich.markup import escape
@@ -71,6 +73,18 @@ class Progress:
             self._listening.__exit__(None, None, None)
             self._progress.stop()
             self._progress = None
+
+
+@contextmanager
+def working(message: str, enabled: bool = True) -> Iterator[None]:
+    """A spinner on stderr while the block runs, naming the newest activity inside it (a knowledge
+    source loading, a file being written), else `message`. Silent when disabled or not a terminal."""
+    console = stderr_console()
+    if not enabled or not console.is_terminal:
+        yield
+        return
+    with console.status(message) as status, listening(lambda doing: status.update(f"{doing}…" if doing else message)):
+        yield
 
 
 def _cell_text(value, limit: int = 200) -> str:
