@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Iterator
 
 from factcli.errors import FactcliError
 from factcli.report.html_page import html_page
-from factcli.types import FAILURE_ERROR, EvalResult
+from factcli.report.rows import by_test, output_text, status_of, var_text
+from factcli.types import EvalResult
 
 FORMATS = (".json", ".jsonl", ".yaml", ".yml", ".csv", ".xml", ".junit.xml", ".html")
 
@@ -66,38 +66,6 @@ def write_document(run, path: Path) -> None:
 
 
 # ---------------------------------------------------------------- shared helpers
-
-
-def status_of(r: EvalResult) -> str:
-    if r.success:
-        return "PASS"
-    return "ERROR" if r.failure_reason == FAILURE_ERROR else "FAIL"
-
-
-def output_text(r: EvalResult) -> str:
-    out = r.response.output
-    if out is None:
-        return ""
-    return out if isinstance(out, str) else json.dumps(out, ensure_ascii=False)
-
-
-def by_test(run) -> Iterator[tuple[int, dict[int, EvalResult]]]:
-    """(test index, {column: row}) for each test in order, read as the rows stream in."""
-    test_idx, cells = None, {}
-    for r in run.all_rows():
-        if r.step.test_idx != test_idx:
-            if cells:
-                yield test_idx, cells
-            test_idx, cells = r.step.test_idx, {}
-        cells[r.step.prompt_idx] = r
-    if cells:
-        yield test_idx, cells
-
-
-def var_text(value) -> str:
-    if value is None:
-        return ""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def column_label(col) -> str:

@@ -20,11 +20,11 @@ from __future__ import annotations
 import html
 import json
 import math
-from collections.abc import Iterator
 from typing import Any
 
 from factcli.report import figures, labels
-from factcli.types import FAILURE_ERROR, EvalResult, grading_json
+from factcli.report.rows import by_test, claim_supported, status_of
+from factcli.types import EvalResult, grading_json
 
 # Scoped under .fc so a notebook or a host page keeps its own look. Long texts wrap inside their
 # cell and tall ones scroll there; the results table scrolls inside its own box, so a run with many
@@ -203,9 +203,8 @@ def methods_list(run) -> str:
 
 def cell_of(r: EvalResult) -> dict:
     """A row as result_cell reads it: its grading as the results JSON and the store keep it."""
-    status = "PASS" if r.success else ("ERROR" if r.failure_reason == FAILURE_ERROR else "FAIL")
     resp = r.response
-    return {"testIdx": r.step.test_idx, "promptIdx": r.step.prompt_idx, "status": status, "score": r.score,
+    return {"testIdx": r.step.test_idx, "promptIdx": r.step.prompt_idx, "status": status_of(r), "score": r.score,
             "output": _text(resp.output, indent=2), "error": r.error, "latencyMs": r.latency_ms,
             "tokens": resp.token_usage.total, "graderTokens": r.grading.tokens_used.total if r.grading else 0,
             "cost": resp.cost, "answered": resp.error is None, "cached": resp.cached,
@@ -312,7 +311,6 @@ def assertion_list(components: list[dict]) -> str:
 def claims_list(items: list, key: str = "claims") -> str:
     """The claims (factual-correctness, FACTS Grounding) or atomic facts (FActScore) of one
     assertion with their verdicts, reasons and evidence, folded under a count."""
-    from factcli.report.view import _supported  # the one reading of every method's verdict
 
     rows, unsupported = [], 0
     judges = {str(item.get("judge")) for item in items if isinstance(item, dict) and item.get("judge")}
@@ -320,7 +318,7 @@ def claims_list(items: list, key: str = "claims") -> str:
         if not isinstance(item, dict):
             rows.append(f"<li>{_e(_text(item))}</li>")
             continue
-        ok = _supported(item)
+        ok = claim_supported(item)
         unsupported += not ok
         verdict = item.get("verdict")
         if verdict is None and isinstance(item.get("supported", item.get("grounded")), bool):
@@ -366,19 +364,6 @@ def _judges(judges: list) -> str:
 # ---------------------------------------------------------------- results
 
 
-def _by_test(run) -> Iterator[tuple[int, dict[int, EvalResult]]]:
-    """(test index, {column: row}) per test, read as the rows stream in (they come in test order)."""
-    test_idx, cells = None, {}
-    for r in run.all_rows():
-        if r.step.test_idx != test_idx:
-            if cells:
-                yield test_idx, cells
-            test_idx, cells = r.step.test_idx, {}
-        cells[r.step.prompt_idx] = r
-    if cells:
-        yield test_idx, cells
-
-
 def results_table(run) -> str:
     """Every test, one line each, a cell per column; a test with a failure or an error has the
     anchor `#test-N`, linked above the table, and the checkbox hides the others (CSS only)."""
@@ -388,7 +373,7 @@ def results_table(run) -> str:
             + "".join(f"<th>{_e(v)}</th>" for v in names)
             + "".join(f'<th class="col">{column_heading(c)}</th>' for c in run.columns))
     rows, failing = [], []
-    for test_idx, cells in _by_test(run):
+    for test_idx, cells in by_test(run):
         first = next(iter(cells.values()))
         all_pass = all(r.success for r in cells.values())
         if not all_pass:

@@ -12,6 +12,7 @@ from typing import Any
 
 from factcli.report.figures import fmt_cost
 from factcli.report.labels import column_label, one_line, provider_name, short_prompt
+from factcli.report.rows import claim_supported
 from factcli.store.database import Store, shown_status
 from factcli.store.encode import loads
 
@@ -198,16 +199,6 @@ def _claim_items(component: dict, out: list[dict]) -> None:
             _claim_items(child, out)
 
 
-def _supported(item: dict) -> bool:
-    """factscore marks a fact `supported`, FACTS Grounding a claim `grounded`, factual-correctness
-    gives the verdict SUPPORTED."""
-    if isinstance(item.get("supported"), bool):
-        return item["supported"]
-    if isinstance(item.get("grounded"), bool):
-        return item["grounded"]
-    return str(item.get("verdict") or "").upper() == "SUPPORTED"
-
-
 def claim_counts(grading: Any) -> dict | None:
     """{total, unsupported} of a row graded claim by claim, else None. A claim several judges
     checked counts once, and as unsupported when any judge did not support it."""
@@ -221,7 +212,7 @@ def claim_counts(grading: Any) -> dict | None:
     for i, item in enumerate(items):
         text = item.get("text") or item.get("claim") or item.get("fact")
         key = " ".join(str(text).split()) if text else f"#{i}"
-        verdicts[key] = verdicts.get(key, True) and _supported(item)
+        verdicts[key] = verdicts.get(key, True) and claim_supported(item)
     return {"total": len(verdicts), "unsupported": sum(1 for ok in verdicts.values() if not ok)}
 
 
