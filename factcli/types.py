@@ -74,6 +74,9 @@ class TestCase:
     raw: dict = field(default_factory=dict)  # merged test as promptfoo reports it in testCase
     source: tuple[str, str] = ("", "")  # (file, key path) where the test was declared, for errors
     grader_from_default: bool = False  # options.provider came from defaultTest, not the test itself
+    # keys of options (and defaultTest.options) that are request parameters, not test options: merged
+    # over the provider's config for this test's calls, as promptfoo merges them (contract §4)
+    request_params: dict = field(default_factory=dict)
 
 
 def compares(test: TestCase) -> bool:

@@ -61,6 +61,9 @@ class RenderedPrompt:
     messages: list[dict]  # what chat APIs receive
     vars: dict = field(default_factory=dict)
     label: str = ""
+    # request parameters for this call only (a test's options, a prompt function's config), merged over
+    # the provider's own config; part of the cache key
+    config: dict = field(default_factory=dict)
 
 
 class Provider:
