@@ -103,3 +103,13 @@ def test_a_reply_without_usage_is_counted_with_the_models_tokenizer(server, tmp_
                                              "total": 17}
     assert row["response"]["metadata"]["tokensCountedWith"] == "o200k_base"
     assert row["cost"] == pytest.approx(10 * IN + 7 * OUT)
+
+
+def test_show_gives_a_failed_rows_cost_too(server, tmp_path):
+    """A FAIL is an answered call: `show` prints its cost (its `error` column holds the reason)."""
+    text = _config().replace("{type: icontains, value: paris}", "{type: icontains, value: rome}")
+    result, doc = _run(tmp_path, text)
+    assert result.exit_code == 100, result.output
+    shown = runner.invoke(app, ["show", "latest", "0"])
+    assert shown.exit_code == 0, shown.output
+    assert "FAIL" in shown.output and "cost $0.000004" in shown.output, shown.output

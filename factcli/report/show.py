@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from factcli.report.figures import fmt_cost
 from factcli.report.view import (
     column_label,
     column_summaries,
@@ -14,7 +15,6 @@ from factcli.report.view import (
     render_header,
     run_header,
 )
-from factcli.report.figures import fmt_cost
 from factcli.store.database import Store
 from factcli.store.encode import loads
 
@@ -103,7 +103,8 @@ def show_test(store: Store, run: dict, test_idx: int, as_json: bool) -> None:
         details = [f"latency {r['latency_ms'] or 0:.0f} ms", f"tokens {r['tokens_total'] or 0}"]
         if r["grader_tokens"]:
             details.append(f"+{r['grader_tokens']} grading")
-        if r["error"] is None or r["cost"] is not None:  # an answered call: its price, or n/a
+        # an answered call has a price or n/a (a FAIL's `error` column holds its reason, not a failed call)
+        if status != "ERROR" or r["cost"] is not None:
             details.append(f"cost {fmt_cost(r['cost'], digits=6)}")
         spent = ((loads(r["grading_json"], {}) or {}).get("metadata") or {}) if r["grading_json"] else {}
         if "graderCalls" in spent:
