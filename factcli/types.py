@@ -20,6 +20,10 @@ class Prompt:
     label: str
     messages: list[dict] | None = None  # set for chat prompts; each content is a template
     id: str = ""
+    # a prompt function, `file:///abs/prompts.py:fn` (or .js, or a .py run as a script): called per row
+    # instead of rendering `raw` (run/row_vars.py)
+    function: str | None = None
+    config: dict = field(default_factory=dict)  # the prompt entry's `config:`, request parameters for its calls
 
 
 @dataclass(slots=True)
@@ -77,6 +81,9 @@ class TestCase:
     # keys of options (and defaultTest.options) that are request parameters, not test options: merged
     # over the provider's config for this test's calls, as promptfoo merges them (contract §4)
     request_params: dict = field(default_factory=dict)
+    # names of vars whose values were written in the config (test vars, defaultTest.vars, --var) and hold a
+    # template: rendered once per row with the row's vars (contract §3); values from files never are
+    template_vars: frozenset = frozenset()
 
 
 def compares(test: TestCase) -> bool:
