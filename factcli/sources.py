@@ -333,13 +333,22 @@ def expand_env(value: Any) -> Any:
     return value
 
 
+SCRIPT_VAR_SUFFIXES = (".py", ".js", ".cjs", ".mjs")
+
+
 def load_var_file(ref: str, base: Path, file: str, key: str) -> Any:
-    """A var given as `file://…`: text as is; YAML/JSON as compact JSON text (as promptfoo does)."""
+    """A var given as `file://…`: text as is; YAML/JSON as compact JSON text (as promptfoo does). A script
+    (`.py`, `.js`, optionally `:fn`) stays a `file://` reference with an absolute path: it is called per
+    row (run/row_vars.py)."""
     path, func = ref_path(ref, base)
     suffix = path.suffix.lower()
-    if suffix in (".py", ".js", ".cjs", ".mjs", ".ts"):
-        raise ConfigError(f"script-valued vars ('{ref}') are not supported; load the value from a text, JSON or YAML file",
-                          file, key)
+    if suffix in (".ts", ".mts", ".cts", ".tsx"):
+        raise ConfigError(f"TypeScript files are not run by factcli: compile {path.name} to JavaScript "
+                          f"(`npx tsc {path.name}`) and point the var at the .js file", file, key)
+    if suffix in SCRIPT_VAR_SUFFIXES:
+        if not is_file(path):
+            raise ConfigError(f"script var file not found: {path}", file, key)
+        return f"file://{path.resolve()}" + (f":{func}" if func else "")
     if not exists(path):
         raise ConfigError(f"file not found: {path}", file, key)
     if suffix in (".json", ".yaml", ".yml"):
