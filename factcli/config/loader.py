@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from factcli import sources, templating
-from factcli.config.context import Ctx, as_list, check_keys, expect
+from factcli.config.context import Ctx, as_list, check_keys, expect, unknown_key_lines, unknown_keys_collected
 from factcli.config.prompts import parse_prompts
 from factcli.config.providers import parse_providers
 from factcli.config.testcases import ASSERT_KEYS, merge_default, parse_test
@@ -32,9 +32,16 @@ UNSUPPORTED_TOP = {
     "tracing": "OpenTelemetry tracing is not supported",
     "writeLatestResults": "factcli always stores runs; use --no-write to skip",
     "commandLineOptions": "pass options on the command line instead",
+    "plugins": "red teaming is not part of factcli",  # promptfoo moves these two under redteam
+    "strategies": "red teaming is not part of factcli",
 }
 EVAL_OPTION_KEYS = {"maxConcurrency", "repeat", "delay", "showProgressBar", "cache", "timeoutMs",
                     "maxEvalTimeMs", "generateSuggestions", "maxCost"}
+# promptfoo evaluateOptions that change what runs: ignoring them would run (and pay for) the wrong rows
+EVAL_OPTION_UNSUPPORTED = {
+    "filterRange": "use --filter-first-n, --filter-sample or --filter-pattern",
+    "isRedteam": "red teaming is not part of factcli",
+}
 
 
 @dataclass
@@ -52,6 +59,8 @@ class Suite:
     base_dir: Path = field(default_factory=Path.cwd)
     config_files: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # one line per key the config has that nothing reads (also in `warnings`); --strict refuses them
+    unknown_keys: list[str] = field(default_factory=list)
 
 
 def default_config_path(cwd: Path | None = None) -> Path | None:
@@ -97,16 +106,18 @@ def merge_configs(configs: list[tuple[Path, dict]]) -> dict:
 def load_suite(paths: list[str | Path], cli_vars: dict | None = None) -> Suite:
     files = [Path(p) for p in paths]
     configs = [(p, read_config_file(p)) for p in files]
-    for p, cfg in configs:
-        check_keys(cfg, TOP_KEYS, str(p), "", UNSUPPORTED_TOP)
+    with unknown_keys_collected():  # only the errors here: build_suite reports the unknown keys
+        for p, cfg in configs:
+            check_keys(cfg, TOP_KEYS, str(p), "", UNSUPPORTED_TOP)
     if len(configs) == 1:
         return build_suite(configs[0][1], configs[0][0], cli_vars)
     # Validate each file on its own first, so errors name the right file and key path; then
     # merge with every relative file:// reference made absolute against its own file.
-    for p, cfg in configs:
-        build_suite(cfg, p, cli_vars, partial=True)
+    partials = [build_suite(cfg, p, cli_vars, partial=True) for p, cfg in configs]
     merged = merge_configs([(p, absolutize(cfg, p.parent)) for p, cfg in configs])
     suite = build_suite(merged, files[0], cli_vars)
+    # the merged config's unknown keys would all name the first file: each file's own lines instead
+    _set_unknown_keys(suite, [line for part in partials for line in part.unknown_keys])
     suite.raw = merge_configs(configs)
     suite.config_files = [str(p) for p in files]
     return suite
@@ -125,7 +136,21 @@ def absolutize(value: Any, base: Path) -> Any:
 
 def build_suite(cfg: dict, path: Path | None, cli_vars: dict | None = None, partial: bool = False) -> Suite:
     """Build a Suite from one config mapping. `partial`: one of several -c files, which may lack
-    prompts or providers of its own."""
+    prompts or providers of its own. Unknown keys become `suite.unknown_keys` (contract §4)."""
+    with unknown_keys_collected() as found:
+        suite = _build_suite(cfg, path, cli_vars, partial)
+    _set_unknown_keys(suite, unknown_key_lines(found))
+    return suite
+
+
+def _set_unknown_keys(suite: Suite, lines: list[str]) -> None:
+    """The unknown-key lines lead the suite's warnings: they are printed before any call."""
+    old = set(suite.unknown_keys)
+    suite.unknown_keys = list(dict.fromkeys(lines))
+    suite.warnings = suite.unknown_keys + [w for w in suite.warnings if w not in old]
+
+
+def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: bool) -> Suite:
     file = str(path) if path else "<config>"
     base = path.parent if path else Path.cwd()
     raw = cfg  # never mutated below: env expansion and parsing build new objects
@@ -171,7 +196,7 @@ def build_suite(cfg: dict, path: Path | None, cli_vars: dict | None = None, part
     if not tests_raw:
         tests_raw = [({}, ctx, "tests")]  # promptfoo runs each prompt once with no vars
     tests = [
-        merge_default(parse_test(t, c, where), default_parsed, cli_vars)
+        merge_default(parse_test(t, c, where, from_config=c is ctx), default_parsed, cli_vars)
         for t, c, where in tests_raw
     ]
 
@@ -188,7 +213,7 @@ def build_suite(cfg: dict, path: Path | None, cli_vars: dict | None = None, part
 
     options = cfg.get("evaluateOptions") or {}
     expect(isinstance(options, dict), "expected a mapping", file, "evaluateOptions")
-    check_keys(options, EVAL_OPTION_KEYS, file, "evaluateOptions")
+    check_keys(options, EVAL_OPTION_KEYS, file, "evaluateOptions", EVAL_OPTION_UNSUPPORTED)
     _check_evaluate_options(options, file)
 
     output_path = as_list(cfg.get("outputPath"))

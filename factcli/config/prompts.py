@@ -1,5 +1,7 @@
-"""The prompts of a config: inline text, chat messages, files and globs of files, each with its label and
-id; every template is checked when it is read."""
+"""The prompts of a config: inline text, chat messages, files and globs of files, and prompt functions
+(`file://prompts.py:fn`, a `.py` script, `file://prompts.js[:fn]`), each with its label, id and `config:`;
+every template is checked when it is read, every prompt function's file (and Python function) when the
+config is loaded."""
 
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ def _prompt_id(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
-def _chat_messages(raw: str) -> list[dict] | None:
+def chat_messages(raw: str) -> list[dict] | None:
+    """The messages of a prompt whose text is a JSON list of chat messages (`[{"role": ...}, ...]`), else None."""
     text = raw.strip()
     if not text.startswith("["):
         return None
@@ -33,7 +36,7 @@ def _chat_messages(raw: str) -> list[dict] | None:
 
 
 def make_prompt(raw: str, label: str | None) -> Prompt:
-    msgs = _chat_messages(raw)
+    msgs = chat_messages(raw)
     return Prompt(raw=raw, label=label if label is not None else raw, messages=msgs, id=_prompt_id(raw))
 
 
@@ -47,26 +50,35 @@ def parse_prompts(value: Any, ctx: Ctx) -> list[Prompt]:
         items = [(p, None, f"prompts[{i}]") for i, p in enumerate(as_list(value))]
     out: list[Prompt] = []
     for item, label, where in items:
+        config: dict = {}
         if isinstance(item, dict):
             check_keys(item, {"id", "raw", "label", "config"}, ctx.file, where)
             label = item.get("label")
+            config = item.get("config") or {}
+            expect(isinstance(config, dict), "expected a mapping of request parameters", ctx.file, where + ".config")
             if "raw" in item:
                 expect(isinstance(item["raw"], str), "expected a string", ctx.file, where + ".raw")
-                out.append(make_prompt(item["raw"], label))
+                out.append(_with_config(make_prompt(item["raw"], label), config))
                 continue
             item = item.get("id")
             expect(isinstance(item, str), "a prompt needs 'raw' text or an 'id' file reference", ctx.file, where)
         if isinstance(item, list):  # inline chat messages
-            out.append(make_prompt(json.dumps(item, ensure_ascii=False), label))
+            out.append(_with_config(make_prompt(json.dumps(item, ensure_ascii=False), label), config))
             continue
         expect(isinstance(item, str), f"expected a prompt string, got {type(item).__name__}", ctx.file, where)
         if sources.is_file_ref(item):
-            out.extend(_prompts_from_file(item, label, ctx, where))
+            out.extend(_with_config(p, config) for p in _prompts_from_file(item, label, ctx, where))
         else:
             _check_template(item, ctx.file, where)
-            out.append(make_prompt(item, label))
+            out.append(_with_config(make_prompt(item, label), config))
     expect(bool(out), "no prompts found", ctx.file, "prompts")
     return out
+
+
+def _with_config(prompt: Prompt, config: dict) -> Prompt:
+    if config:
+        prompt.config = dict(config)
+    return prompt
 
 
 def _check_template(text: str, file: str, where: str) -> None:
@@ -78,9 +90,8 @@ def _check_template(text: str, file: str, where: str) -> None:
 
 def _prompts_from_file(ref: str, label: str | None, ctx: Ctx, where: str) -> list[Prompt]:
     path, func = sources.ref_path(ref, ctx.base)
-    if func or path.suffix.lower() in (".py", ".js", ".cjs", ".mjs", ".ts"):
-        raise ConfigError(f"prompt functions ('{ref}') are not supported yet; use a text, JSON or YAML prompt file",
-                          ctx.file, where)
+    if func or path.suffix.lower() in FUNCTION_SUFFIXES:
+        return [_prompt_function(ref, path, func, label, ctx, where)]
     out: list[Prompt] = []
     for p in sources.expand_glob(path, ctx.file, where):
         shown = os.path.relpath(p, ctx.base) if not Path(ref[7:]).is_absolute() else str(p)
@@ -114,3 +125,66 @@ def _prompts_from_file(ref: str, label: str | None, ctx: Ctx, where: str) -> lis
                 _check_template(raw, str(p), "")
                 out.append(make_prompt(raw, f"{label}: {shown}: {raw}" if label else f"{shown}: {raw}"))
     return out
+
+
+# -------------------------------------------------------------------- prompt functions
+
+PY_SUFFIXES = (".py",)
+JS_SUFFIXES = (".js", ".cjs", ".mjs")
+TS_SUFFIXES = (".ts", ".mts", ".cts", ".tsx")
+FUNCTION_SUFFIXES = PY_SUFFIXES + JS_SUFFIXES + TS_SUFFIXES
+
+
+def typescript_error(path: Path) -> str:
+    js = path.with_suffix(".js").name
+    return (f"TypeScript files are not run by factcli: compile {path.name} to JavaScript "
+            f"(`npx tsc {path.name}` or `npx esbuild {path.name} --outfile={js}`) and point at {js}")
+
+
+def _prompt_function(ref: str, path: Path, func: str | None, label: str | None, ctx: Ctx, where: str) -> Prompt:
+    """A prompt function, promptfoo's labels and raw (promptfoo-features §2.7): `x.py:fn` / `x.js[:fn]` with
+    the file as raw; a `.py` without `:fn` runs as a script and is labelled `x.py: <file>`."""
+    suffix = path.suffix.lower()
+    if suffix in TS_SUFFIXES:
+        raise ConfigError(typescript_error(path), ctx.file, where)
+    if suffix not in PY_SUFFIXES + JS_SUFFIXES:
+        raise ConfigError(f"a prompt function must be in a .py or .js file, got {path.name}", ctx.file, where)
+    if not sources.is_file(path):
+        raise ConfigError(f"prompt function file not found: {path}", ctx.file, where)
+    source = sources.read_text(path, ctx.file, where)
+    if suffix in PY_SUFFIXES and func:
+        _check_python_function(path, func, ctx.file, where)
+    elif suffix in JS_SUFFIXES:
+        from factcli.scripting.node import NodeNotFound, require_node
+
+        try:
+            require_node("JavaScript prompt functions", "a Python prompt function (file://prompts.py:fn)")
+        except NodeNotFound as exc:
+            raise ConfigError(str(exc), ctx.file, where) from None
+    shown = os.path.relpath(path, ctx.base) if not Path(ref[7:]).is_absolute() else str(path)
+    if func:
+        default_label = f"{shown}:{func}"
+    elif suffix in PY_SUFFIXES:
+        default_label = f"{shown}: {source}"
+    else:
+        default_label = shown
+    target = f"file://{path.resolve()}" + (f":{func}" if func else "")
+    return Prompt(raw=source, label=label if label is not None else default_label,
+                  id=_prompt_id(f"{source}\0{func or ''}"), function=target)
+
+
+def _check_python_function(path: Path, func: str, file: str, where: str) -> None:
+    from factcli.errors import did_you_mean
+    from factcli.scripting.python import load_module
+
+    try:
+        module = load_module(path)
+    except Exception as exc:  # the user's module failed to import: say so now, not on every row
+        raise ConfigError(f"{path.name} does not import: {type(exc).__name__}: {exc}", file, where) from None
+    owner, _, attr = func.partition(".")
+    target = getattr(module, owner, None)
+    if attr and target is not None:
+        target = getattr(target, attr, None)
+    if not callable(target):
+        names = [n for n, v in vars(module).items() if callable(v) and not n.startswith("_")]
+        raise ConfigError(f"{path.name} has no function '{func}'{did_you_mean(func, names)}", file, where)

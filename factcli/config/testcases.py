@@ -13,6 +13,12 @@ from factcli.types import EMPTY_DICT, Assertion, TestCase
 
 TEST_KEYS = {"description", "vars", "assert", "options", "threshold", "metadata", "providerOutput",
              "assertScoringFunction"}
+# promptfoo test keys factcli does not run: ignoring them would run the test against other columns
+TEST_UNSUPPORTED = {
+    "provider": "a test's own provider is not supported; give the providers at the top level",
+    "providers": "choosing columns per test is not supported; use a separate config",
+    "prompts": "choosing prompts per test is not supported; use a separate config",
+}
 
 
 ASSERT_KEYS = {"type", "value", "threshold", "weight", "provider", "rubricPrompt", "metric",
@@ -21,14 +27,22 @@ ASSERT_KEYS = {"type", "value", "threshold", "weight", "provider", "rubricPrompt
 
 OPTION_KEYS = {"provider", "rubricPrompt", "factuality", "prefix", "suffix", "transform",
                "postprocess", "disableDefaultAsserts", "disableVarExpansion", "runSerially",
-               "storeOutputAs"}
+               "storeOutputAs", "transformVars"}
+# promptfoo test options factcli does not run (any other key of `options` is a request parameter)
+OPTION_UNSUPPORTED = {
+    "repeat": "a test's own repeat is not supported; use --repeat or evaluateOptions.repeat",
+    "disableConversationVar": "the _conversation var is not supported yet",
+}
 
 
-def parse_test(t: Any, ctx: Ctx, where: str, is_default: bool = False) -> TestCase:
+def parse_test(t: Any, ctx: Ctx, where: str, is_default: bool = False, from_config: bool = False) -> TestCase:
+    """`from_config`: the test is written in the config itself (not a test file), so its var values that
+    hold templates are rendered per row (contract §3); defaultTest is always from the config."""
     expect(isinstance(t, dict), f"expected a test mapping, got {type(t).__name__}", ctx.file, where)
-    check_keys(t, TEST_KEYS, ctx.file, where)
+    check_keys(t, TEST_KEYS, ctx.file, where, TEST_UNSUPPORTED)
     vars_ = t.get("vars") or {}
-    if sources.is_file_ref(vars_):
+    vars_file = sources.is_file_ref(vars_)
+    if vars_file:
         p, _ = sources.ref_path(vars_, ctx.base)
         vars_ = sources.load_structured(p)
     expect(isinstance(vars_, dict), "expected a mapping of variables", ctx.file, where + ".vars")
@@ -41,11 +55,13 @@ def parse_test(t: Any, ctx: Ctx, where: str, is_default: bool = False) -> TestCa
         resolved = vars_
     options = t.get("options") or {}
     expect(isinstance(options, dict), "expected a mapping", ctx.file, where + ".options")
-    check_keys(options, OPTION_KEYS, ctx.file, where + ".options")
+    from factcli.config.providers import request_params
+
+    params = request_params(options, OPTION_KEYS, OPTION_UNSUPPORTED, ctx, where + ".options")
     from factcli.scripting.transforms import check_transform
 
     options = dict(options)
-    for key in ("transform", "postprocess"):
+    for key in ("transform", "postprocess", "transformVars"):
         if key in options:
             options[key] = check_transform(options[key], ctx.file, f"{where}.options.{key}", ctx.base)
     for key in ("prefix", "suffix"):
@@ -71,11 +87,21 @@ def parse_test(t: Any, ctx: Ctx, where: str, is_default: bool = False) -> TestCa
 
         raw["assertScoringFunction"] = check_scoring_function(raw["assertScoringFunction"], ctx.base, ctx.file,
                                                               where + ".assertScoringFunction")
+    written = (from_config or is_default) and not vars_file
     return TestCase(
         description=None if desc is None else str(desc), vars=resolved, assertions=parsed,
         threshold=threshold, options=dict(options), metadata=dict(metadata),
-        provider_output=t.get("providerOutput"), raw=raw, source=(ctx.file, where),
+        provider_output=t.get("providerOutput"), raw=raw, source=(ctx.file, where), request_params=params,
+        template_vars=template_names(vars_, resolved) if written else frozenset(),
     )
+
+
+def template_names(written: dict, resolved: dict) -> frozenset:
+    """The vars whose value, as written (not read from a file), is a string holding a template."""
+    from factcli.templating import has_template
+
+    return frozenset(str(k) for k, v in written.items()
+                     if isinstance(v, str) and resolved.get(str(k)) is v and has_template(v))
 
 
 def _resolve_var(v: Any, ctx: Ctx, where: str) -> Any:
@@ -213,10 +239,19 @@ def merge_default(test: TestCase, default: TestCase, cli_vars: dict | None = Non
         raw["threshold"] = threshold
     if not raw.get("assertScoringFunction") and default.raw.get("assertScoringFunction"):
         raw["assertScoringFunction"] = default.raw["assertScoringFunction"]
+    templates = test.template_vars
+    if default.template_vars or cli_vars:  # a name's value comes from the last of default, test, --var
+        templates = (default.template_vars - test.vars.keys()) | test.template_vars
+        if cli_vars:
+            templates = (templates - cli_vars.keys()) | template_names(cli_vars, cli_vars)
     return TestCase(
         description=test.description, vars=vars_, assertions=asserts, threshold=threshold,
         options=options, metadata=meta,
         provider_output=test.provider_output if test.provider_output is not None else default.provider_output,
         raw=raw, source=test.source,
         grader_from_default="provider" not in test.options and "provider" in default.options,
+        request_params=({**default.request_params, **test.request_params}
+                        if default.request_params and test.request_params
+                        else test.request_params or default.request_params or EMPTY_DICT),
+        template_vars=templates,
     )

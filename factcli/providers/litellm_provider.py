@@ -126,12 +126,18 @@ class LiteLLMProvider(Provider):
         return {"id": self.id, "model": self.model, "config": self.config,
                 "api_base": self.call_kwargs(with_secrets=False).get("api_base")}
 
-    def call_kwargs(self, with_secrets: bool = True) -> dict:
+    def call_kwargs(self, with_secrets: bool = True, request: dict | None = None) -> dict:
+        """litellm's arguments: the provider's config with this call's request parameters over it (a
+        test's options, a prompt function's config; body parameters only, never the endpoint or key)."""
         cfg = self.config
         kwargs: dict = {}
+        if request:
+            for key, value in request.items():
+                if key in PASSTHROUGH:
+                    kwargs[key] = value
         for key, value in cfg.items():
             if key in PASSTHROUGH:
-                kwargs[key] = value
+                kwargs.setdefault(key, value)
             elif key in RENAMED:
                 kwargs[RENAMED[key]] = value
         if "api_base" not in kwargs:
@@ -154,7 +160,7 @@ class LiteLLMProvider(Provider):
 
     async def call(self, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
         litellm = litellm_module()
-        kwargs = self.call_kwargs()
+        kwargs = self.call_kwargs(request=prompt.config)
         kwargs.update(context.get("overrides") or {})
         kwargs.setdefault("timeout", context.get("timeout_s", 300))
         try:

@@ -100,8 +100,13 @@ class OpenAIProvider(Provider):
             headers[str(k)] = str(v)
         return headers
 
-    def _params(self, context: dict) -> dict:
-        params = {k: v for k, v in self.config.items() if k in PASSTHROUGH}
+    def _params(self, context: dict, request: dict | None = None) -> dict:
+        """The request body's parameters: the provider's config, this call's request parameters over it
+        (a test's options, a prompt function's config), then the caller's overrides."""
+        config = {**self.config, **request} if request else self.config
+        params = {k: v for k, v in config.items() if k in PASSTHROUGH}
+        if request and "max_tokens" in request and "max_completion_tokens" not in request:
+            params.pop("max_completion_tokens", None)  # the call's own cap wins over the provider's
         params.update({k: v for k, v in (context.get("overrides") or {}).items() if k != "drop_params"})
         if "max_completion_tokens" in params:
             params.pop("max_tokens", None)
@@ -110,7 +115,7 @@ class OpenAIProvider(Provider):
     async def call(self, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
         base = (self.base_url() or "https://api.openai.com/v1").rstrip("/")
         url = f"{base}/completions" if self.kind == "completion" else f"{base}/chat/completions"
-        params = self._params(context)
+        params = self._params(context, prompt.config)
         headers = self._headers()
         dropped: list[str] = []
         for _ in range(4):  # at most a few parameters to drop or rename

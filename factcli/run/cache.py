@@ -19,8 +19,15 @@ from factcli.types import ProviderResponse, TokenUsage
 CACHE_VERSION = 1
 
 
-def cache_key(identity: dict, messages: list[dict], repeat_idx: int, extra: dict | None = None) -> str:
+def cache_key(identity: dict, messages: list[dict], repeat_idx: int, extra: dict | None = None,
+              request: dict | None = None) -> str:
+    """`request`: the call's own request parameters (RenderedPrompt.config), laid over the provider's
+    config as the provider lays them, so two calls that send the same request share a key, and two that
+    do not never do. Secrets in either are dropped before hashing."""
     config = identity.get("config")
+    if request:
+        config = {**(config if isinstance(config, dict) else {}), **request}
+        identity = {**identity, "config": config}
     if isinstance(config, dict) and any(k in config for k in LIMIT_KEYS):  # they change the pace, not the reply
         identity = {**identity, "config": {k: v for k, v in config.items() if k not in LIMIT_KEYS}}
     payload = {

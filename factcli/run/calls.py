@@ -89,7 +89,8 @@ class Caller:
             context["overrides"] = {**overrides, "max_tokens": DEFAULT_OUTPUT_CAP}  # a real bound on the cost
         key = None
         if self.cache is not None and provider.cacheable:
-            key = cache_key(provider.cache_identity(), prompt.messages, repeat_idx, context.get("overrides"))
+            key = cache_key(provider.cache_identity(), prompt.messages, repeat_idx, context.get("overrides"),
+                            prompt.config)
             hit = self.cache.get(key)
             if hit is not None:
                 return hit

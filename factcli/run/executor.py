@@ -1,4 +1,5 @@
-"""Runs evaluation steps: render, call (through calls.Caller), score, report each row as it finishes.
+"""Runs evaluation steps: the row's vars and prompt (run/row_vars.py), the call (through calls.Caller),
+the output transforms, the assertions; reports each row as it finishes.
 
 Concurrency is a fixed pool of workers pulling steps in order, so at most `concurrency` steps are
 in flight and nothing builds an unbounded set of tasks.
@@ -7,15 +8,14 @@ in flight and nothing builds an unbounded set of tasks.
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Callable
 
-from factcli import templating
 from factcli.errors import AbortRun
 from factcli.providers.base import Provider, RenderedPrompt
 from factcli.run.budget import BudgetReached
 from factcli.run.calls import Caller
+from factcli.run.row_vars import RowError, build_row, static_row
 from factcli.scoring.grading import grader_ledger, note_grader_spend
 from factcli.scoring.scorer import run_assertions
 from factcli.types import (
@@ -30,28 +30,19 @@ from factcli.types import (
 
 
 def render_prompt(step: EvalStep, missing_out: dict | None = None) -> RenderedPrompt:
-    prompt = step.prompt
-    options = step.test.options
-    prefix, suffix = options.get("prefix") or "", options.get("suffix") or ""
-    missing: list[str] = []
-    if prompt.messages is not None:
-        messages = []
-        for m in prompt.messages:
-            m = dict(m)
-            if isinstance(m.get("content"), str):
-                m["content"] = templating.render(m["content"], step.vars, missing)
-            messages.append(m)
-        text = json.dumps(messages, ensure_ascii=False)
-    else:
-        text = templating.render(f"{prefix}{prompt.raw}{suffix}", step.vars, missing)
-        messages = [{"role": "user", "content": text}]
+    """The row's prompt without running user code (script vars, prompt functions): for the dry run."""
+    row = static_row(step)
+    _note_missing(step, row.missing, missing_out)
+    return row.prompt
+
+
+def _note_missing(step: EvalStep, missing: list[str], missing_out: dict | None) -> None:
     if missing and missing_out is not None:
         where = step.test.description or f"test {step.test_idx}"
         for name in set(missing):
-            tests = missing_out.setdefault((prompt.label, name), [])
+            tests = missing_out.setdefault((step.prompt.label, name), [])
             if where not in tests:
                 tests.append(where)
-    return RenderedPrompt(text=text, messages=messages, vars=step.vars, label=prompt.label)
 
 
 def _short(text: str, n: int = 40) -> str:
@@ -61,7 +52,10 @@ def _short(text: str, n: int = 40) -> str:
 
 class Executor:
     def __init__(self, caller: Caller, providers: dict[int, Provider], *, concurrency: int = 4,
-                 delay_ms: float = 0, base_dir: Path | None = None, grader=None):
+                 delay_ms: float = 0, base_dir: Path | None = None, grader=None, eval_id: str = "",
+                 vars_errors: dict[int, str] | None = None):
+        self.eval_id = eval_id  # the runtime var __evalId
+        self.vars_errors = vars_errors or {}  # id(test) -> why its transformVars failed (run/row_vars.py)
         self.caller = caller
         self.providers = providers
         self.concurrency = max(1, concurrency)
@@ -105,15 +99,25 @@ class Executor:
             await asyncio.gather(*workers, return_exceptions=True)
 
     async def process(self, step: EvalStep) -> EvalResult:
-        rendered = render_prompt(step, self.missing_vars)
         provider = self.providers[step.provider_idx]
+        failed = self.vars_errors.get(id(step.test))
+        if failed is None:
+            try:
+                row = await build_row(step, eval_id=self.eval_id, provider_label=provider.label)
+            except RowError as exc:
+                failed = str(exc)
+        if failed is not None:  # nothing was sent: promptfoo's ERROR row with an empty prompt
+            return EvalResult(step, "", ProviderResponse(error=failed), None, False, 0.0, {}, FAILURE_ERROR,
+                              error=failed)
+        _note_missing(step, row.missing, self.missing_vars)
+        rendered, variables = row.prompt, row.vars
         if step.test.provider_output is not None:
             response = ProviderResponse(output=step.test.provider_output)
         else:
             response = await self.caller.call(provider, rendered, repeat_idx=step.repeat_idx)
         if response.error is None:
             try:
-                response.output = await self._transform_output(step, response, rendered)
+                response.output = await self._transform_output(step, response, rendered, variables)
             except Exception as exc:
                 response = ProviderResponse(error=f"transform failed: {type(exc).__name__}: {exc}",
                                             token_usage=response.token_usage, cost=response.cost,
@@ -124,7 +128,7 @@ class Executor:
         with grader_ledger() as spent:
             try:
                 grading = await run_assertions(
-                    step.test, output=response.output, variables=step.vars, prompt=rendered.text,
+                    step.test, output=response.output, variables=variables, prompt=rendered.text,
                     response=response, provider=provider, grader=self.grader,
                 )
             except AbortRun:  # a grader rejected the credentials: the whole run stops (contract §2), as for providers
@@ -143,11 +147,12 @@ class Executor:
                           failure, error=None if grading.passed else grading.reason,
                           latency_ms=response.latency_ms)
 
-    async def _transform_output(self, step: EvalStep, response: ProviderResponse, rendered: RenderedPrompt):
+    async def _transform_output(self, step: EvalStep, response: ProviderResponse, rendered: RenderedPrompt,
+                                variables: dict):
         from factcli.scripting.transforms import apply_transform
 
         output = response.output
-        context = {"vars": step.vars, "prompt": {"raw": rendered.text, "label": rendered.label}}
+        context = {"vars": variables, "prompt": {"raw": rendered.text, "label": rendered.label}}
         for spec in (step.provider.transform, step.test.options.get("transform"), step.test.options.get("postprocess")):
             if spec:
                 output = await apply_transform(spec, output, context, self.base_dir)

@@ -156,6 +156,9 @@ def new_run_id() -> str:
 def prepare(suite: Suite, options: RunOptions) -> EvalRun:
     eo = suite.evaluate_options
     repeat = options.repeat or int(eo.get("repeat") or 1)
+    from factcli.run.row_vars import plan_transforms
+
+    vars_errors = plan_transforms(suite.tests)  # transformVars, before var arrays become rows
     cols, steps = expand(suite, repeat, pattern=options.filter_pattern, first_n=options.filter_first_n,
                          sample=options.filter_sample)
     concurrency = (options.max_concurrency or _env_concurrency()
@@ -173,6 +176,7 @@ def prepare(suite: Suite, options: RunOptions) -> EvalRun:
     )
     run._steps = steps  # type: ignore[attr-defined]
     run._delay = delay  # type: ignore[attr-defined]
+    run._vars_errors = vars_errors  # type: ignore[attr-defined]
     run.max_cost = options.max_cost if options.max_cost is not None else eo.get("maxCost")
     from factcli.scoring.grading import GraderSource
 
@@ -372,7 +376,8 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
 
     grader = Grader(caller, suite.base_dir, run.grader_source)
     executor = Executor(caller, providers, concurrency=run.concurrency, delay_ms=run._delay,  # type: ignore
-                        base_dir=suite.base_dir, grader=grader)
+                        base_dir=suite.base_dir, grader=grader, eval_id=run.run_id,
+                        vars_errors=getattr(run, "_vars_errors", None))
     run.started = time.time()
     try:
         await executor.run(run._steps, record)  # type: ignore[attr-defined]

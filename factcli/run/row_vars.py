@@ -1,0 +1,255 @@
+"""One row's vars and prompt, from the test's vars to what the provider is sent.
+
+promptfoo's per-row pipeline (promptfoo-features §1.3), and where factcli departs from it:
+
+1. start from the step's vars (after the test's transformVars, run while planning: `plan_transforms`);
+   registers from `storeOutputAs` and `_conversation` come in here (`_extra_vars`, issue 16 part 2);
+2. add the runtime vars `__evalId`, `__evalStepId`, `__repeatIndex`;
+3. call the script vars (`file://x.py`, `file://x.js`), in key order; each sees the vars so far;
+4. strip ONE trailing newline from every string var (promptfoo's step 5);
+5. render, once, the var values written in the config that hold a template and name only vars of the
+   row (contract §3), in dependency order so `b: "{{a}}!"` sees `a` rendered; data (files, CSV cells,
+   script outputs) is never rendered (promptfoo's step 6 is a crude 5-pass first-placeholder
+   substitution: not copied);
+6. call the prompt function, if the prompt is one, with these final vars (promptfoo calls it before 4-5
+   and renders what it returns; factcli never renders it, so it gets the vars the prompt would have);
+7. render the template; a result that is a JSON list of chat messages is sent as those messages.
+
+Assertions get the vars of step 5 without the runtime vars: the values the prompt saw.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from factcli import templating
+from factcli.config.prompts import chat_messages
+from factcli.providers.base import RenderedPrompt
+from factcli.sources import SCRIPT_VAR_SUFFIXES, is_file_ref
+from factcli.types import EvalStep, TestCase
+
+RUNTIME_VARS = ("__evalId", "__evalStepId", "__repeatIndex")
+
+
+class RowError(Exception):
+    """The row cannot be sent (a script var, the prompt function or a template failed): an ERROR row."""
+
+
+@dataclass
+class Row:
+    prompt: RenderedPrompt
+    vars: dict  # what assertions see: the rendered vars without the runtime vars
+    missing: list[str] = field(default_factory=list)  # undefined names met while rendering
+
+
+# ------------------------------------------------------------------ transformVars, while planning
+
+
+def plan_transforms(tests: list[TestCase]) -> dict[int, str]:
+    """Run each test's `transformVars` (test option, else defaultTest's) once, before its var arrays are
+    expanded into rows, and merge what it returns into the test's vars in place. Returns id(test) ->
+    error for the tests whose transform failed: their rows are ERROR rows (promptfoo aborts the run)."""
+    from factcli.scripting.row_code import transform_vars
+    from factcli.scripting.transforms import TransformError
+
+    errors: dict[int, str] = {}
+    for test in tests:
+        spec = test.options.get("transformVars")
+        if not spec:
+            continue
+        try:
+            new = transform_vars(spec, test.vars)
+        except TransformError as exc:
+            errors[id(test)] = str(exc)
+            continue
+        # a value the transform computed is data, never rendered as a template
+        test.template_vars = frozenset(k for k in test.template_vars if k in new and new[k] is test.vars.get(k))
+        test.vars = new
+        test.raw = {**test.raw, "vars": new}
+    return errors
+
+
+# ------------------------------------------------------------------ the row
+
+
+def _extra_vars(step: EvalStep) -> dict:
+    """Registers (`storeOutputAs`) and `_conversation`: issue 16 part 2 adds them here. They override
+    the test's vars of the same name, as in promptfoo."""
+    return {}
+
+
+def runtime_vars(step: EvalStep, eval_id: str) -> dict:
+    return {"__evalId": eval_id, "__evalStepId": f"test-{step.test_idx}-prompt-{step.prompt_idx}-repeat-{step.repeat_idx}",
+            "__repeatIndex": step.repeat_idx}
+
+
+def is_script_var(value: Any) -> bool:
+    if not is_file_ref(value):
+        return False
+    from factcli.scripting.row_code import split_ref
+
+    path, _ = split_ref(value)
+    return path.suffix.lower() in SCRIPT_VAR_SUFFIXES
+
+
+def strip_newline(variables: dict) -> dict:
+    """promptfoo removes ONE trailing newline from every string var (a YAML `|` block ends with one)."""
+    return {k: v[:-1] if isinstance(v, str) and v.endswith("\n") else v for k, v in variables.items()}
+
+
+@lru_cache(maxsize=4096)
+def referenced_names(text: str) -> frozenset | None:
+    """The root names a template reads (loop variables and `set` names excluded); None if it does not parse."""
+    from jinja2 import Environment, TemplateSyntaxError, meta
+
+    try:
+        return frozenset(meta.find_undeclared_variables(Environment().parse(templating.to_jinja(text))))
+    except TemplateSyntaxError:
+        return None
+
+
+def render_var_values(variables: dict, names) -> dict:
+    """Render, once each, the values of `names` that reference only vars of the row (and `env`); a value
+    that names anything else, or does not parse, stays as written. A value referencing another template
+    var is rendered after it, with its rendered text; a cycle stays literal."""
+    pending: dict[str, frozenset] = {}
+    for name in names:
+        value = variables.get(name)
+        if not isinstance(value, str):
+            continue
+        refs = referenced_names(value)
+        if refs is None or not refs <= (variables.keys() | {"env"}):
+            continue
+        pending[name] = refs
+    out = dict(variables)
+    while pending:
+        ready = [n for n, refs in pending.items() if not (refs - {n}) & pending.keys()]
+        if not ready:
+            break  # a cycle: those values stay as written
+        for name in ready:
+            out[name] = templating.render(out[name], out)
+            del pending[name]
+    return out
+
+
+async def build_row(step: EvalStep, *, eval_id: str = "", provider_label: str | None = None) -> Row:
+    """The row's vars and its rendered prompt, in the order the module docstring gives."""
+    variables = {**step.vars, **_extra_vars(step), **runtime_vars(step, eval_id)}
+    variables = await call_script_vars(step, variables, provider_label)
+    variables = final_vars(step, variables)
+    config = {**step.prompt.config}
+    if step.prompt.function:
+        text, messages, fn_config = await _call_prompt_function(step, variables, provider_label)
+        config.update(fn_config)
+        missing: list[str] = []
+    else:
+        text, messages, missing = render_template(step, variables)
+    config.update(step.test.request_params)
+    rendered = RenderedPrompt(text=text, messages=messages, vars=variables, label=step.prompt.label, config=config)
+    return Row(rendered, {k: v for k, v in variables.items() if k not in RUNTIME_VARS}, missing)
+
+
+def final_vars(step: EvalStep, variables: dict) -> dict:
+    """Steps 4 and 5: one trailing newline off every string var, then the config's var templates."""
+    variables = strip_newline(variables)
+    if step.test.template_vars:
+        try:
+            variables = render_var_values(variables, step.test.template_vars)
+        except templating.TemplateError as exc:
+            raise RowError(f"rendering a var value: {exc}") from None
+    return variables
+
+
+async def call_script_vars(step: EvalStep, variables: dict, provider_label: str | None) -> dict:
+    """Each `file://x.py` / `file://x.js` var is called once for this row, in key order; its output
+    replaces the reference, and later scripts see it."""
+    scripts = [k for k, v in variables.items() if is_script_var(v)]
+    if not scripts:
+        return variables
+    from factcli.scripting.row_code import RowCodeError, call_var_script
+
+    variables = dict(variables)
+    provider = {"id": step.provider.id, "label": provider_label or step.provider.label or step.provider.id}
+    for name in scripts:
+        try:
+            variables[name] = await call_var_script(variables[name], name, step.prompt.raw, variables, provider)
+        except RowCodeError as exc:
+            raise RowError(f"var '{name}': {exc}") from None
+    return variables
+
+
+async def _call_prompt_function(step: EvalStep, variables: dict,
+                                provider_label: str | None) -> tuple[str, list[dict], dict]:
+    """promptfoo-features §2.5: a string, a list (chat messages), {prompt, config}, or another object
+    (sent as its JSON). What it returns is sent as it is, never rendered as a template."""
+    from factcli.scripting.row_code import RowCodeError, call_prompt_function, split_ref
+
+    prompt = step.prompt
+    context = {"vars": variables,
+               "provider": {"id": step.provider.id, "label": provider_label or step.provider.label or step.provider.id},
+               "config": dict(prompt.config)}
+    path, func = split_ref(prompt.function)
+    where = f"{Path(path).name}:{func}" if func else Path(path).name
+    try:
+        value = await call_prompt_function(prompt.function, context)
+    except RowCodeError as exc:
+        raise RowError(str(exc)) from None
+    config: dict = {}
+    if isinstance(value, dict) and "prompt" in value:
+        config = value.get("config") or {}
+        if not isinstance(config, dict):
+            raise RowError(f"prompt function {where}: 'config' must be an object of request parameters, "
+                           f"got {type(config).__name__}")
+        value = value["prompt"]
+    if value is None:
+        raise RowError(f"prompt function {where} returned nothing; return a string, a list of chat messages "
+                       "or {\"prompt\": ..., \"config\": {...}}")
+    if isinstance(value, str):
+        text = value
+    elif isinstance(value, (list, dict)):
+        text = json.dumps(value, ensure_ascii=False) if isinstance(value, list) else \
+            json.dumps(value, ensure_ascii=False, indent=2)
+    else:
+        raise RowError(f"prompt function {where} must return a string or object, got {type(value).__name__}")
+    return text, _messages_of(text), config
+
+
+def _messages_of(text: str) -> list[dict]:
+    return chat_messages(text) or [{"role": "user", "content": text}]
+
+
+def render_template(step: EvalStep, variables: dict) -> tuple[str, list[dict], list[str]]:
+    """Step 7: the prompt's template rendered with the row's vars -> (text, messages, undefined names).
+    Pre-parsed chat prompts render each message; any other text is checked for chat JSON AFTER
+    rendering, so a chat template built with `{% for %}` is sent as messages."""
+    prompt = step.prompt
+    missing: list[str] = []
+    try:
+        if prompt.messages is not None:
+            messages = []
+            for m in prompt.messages:
+                m = dict(m)
+                if isinstance(m.get("content"), str):
+                    m["content"] = templating.render(m["content"], variables, missing)
+                messages.append(m)
+            return json.dumps(messages, ensure_ascii=False), messages, missing
+        options = step.test.options
+        prefix, suffix = options.get("prefix") or "", options.get("suffix") or ""
+        text = templating.render(f"{prefix}{prompt.raw}{suffix}", variables, missing)
+    except templating.TemplateError as exc:
+        raise RowError(str(exc)) from None
+    return text, _messages_of(text), missing
+
+
+def static_row(step: EvalStep, eval_id: str = "") -> Row:
+    """The row without running user code (script vars stay references, a prompt function's file is the
+    prompt): for the dry-run estimate, which must not call anything."""
+    variables = final_vars(step, {**step.vars, **runtime_vars(step, eval_id)})
+    text, messages, missing = render_template(step, variables)
+    config = {**step.prompt.config, **step.test.request_params}
+    rendered = RenderedPrompt(text=text, messages=messages, vars=variables, label=step.prompt.label, config=config)
+    return Row(rendered, {k: v for k, v in variables.items() if k not in RUNTIME_VARS}, missing)
