@@ -7,7 +7,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
@@ -80,14 +80,68 @@ def _which(path: Path, file: str) -> str:
 
 
 class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml when present: ~10x faster
-    pass
+    """Every YAML factcli reads: safe types, a repeated key is an error, and plain scalars resolved
+    as promptfoo's js-yaml 4 resolves them (YAML 1.2 core schema plus timestamps and `<<` merges)."""
+
+    yaml_implicit_resolvers: ClassVar[dict] = {}  # PyYAML's are YAML 1.1's: `Yes`/`no`/`on` booleans, `010` octal, `1:30`
+
+
+# js-yaml 4.1's implicit types, in its order (first match wins), as Python regexes:
+# - bool: only true/True/TRUE/false/False/FALSE (so `Yes`, `no`, `on`, `off`, `y`, `n` stay strings);
+# - int: `0`, decimals (a leading zero stays decimal: `010` is 10), `0b`/`0o`/`0x` with `_` between
+#   digits; no sexagesimal (`1:30` is a string);
+# - float: js-yaml's pattern, quirks included (`1e3` is a number, `+.5` a string), `.inf`, `.nan`.
+_JS_YAML_TYPES = (
+    ("tag:yaml.org,2002:null", r"(?:~|null|Null|NULL|)\Z", ["~", "n", "N", ""]),
+    ("tag:yaml.org,2002:bool", r"(?:true|True|TRUE|false|False|FALSE)\Z", list("tTfF")),
+    ("tag:yaml.org,2002:int",
+     (r"[-+]?(?:0b[01_]*[01]|0x[0-9a-fA-F_]*[0-9a-fA-F]|0o[0-7_]*[0-7]|0|[1-9](?:[0-9_]*[0-9])?"
+      r"|0[0-9](?:[0-9_]*[0-9])?)\Z"), list("-+0123456789")),
+    ("tag:yaml.org,2002:float",
+     (r"(?:[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?(?:[eE][-+]?[0-9]+)?|\.[0-9_]+(?:[eE][-+]?[0-9]+)?"
+      r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))(?<!_)\Z"), list("-+.0123456789")),
+    ("tag:yaml.org,2002:timestamp",
+     (r"[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]\Z|[0-9][0-9][0-9][0-9]-[0-9][0-9]?-[0-9][0-9]?"
+      r"(?:[Tt]|[ \t]+)[0-9][0-9]?:[0-9][0-9]:[0-9][0-9](?:\.[0-9]*)?(?:[ \t]*(?:Z|[-+][0-9][0-9]?(?::[0-9][0-9])?))?\Z"),
+     list("0123456789")),
+    ("tag:yaml.org,2002:merge", r"<<\Z", ["<"]),
+)
+for _tag, _pattern, _first in _JS_YAML_TYPES:
+    _UniqueKeyLoader.add_implicit_resolver(_tag, re.compile(_pattern), _first)
+
+
+def _js_yaml_int(loader, node) -> int:
+    """js-yaml's constructYamlInteger: underscores dropped, `0b`/`0o`/`0x` prefixes, else base 10."""
+    text = loader.construct_scalar(node).replace("_", "")
+    sign = -1 if text[0] == "-" else 1
+    body = text.lstrip("+-")
+    base = {"0b": 2, "0o": 8, "0x": 16}.get(body[:2])
+    return sign * (int(body[2:], base) if base else int(body, 10))
+
+
+def _js_yaml_float(loader, node) -> float:
+    text = loader.construct_scalar(node).replace("_", "").lower()
+    sign = -1.0 if text[0] == "-" else 1.0
+    body = text.lstrip("+-")
+    if body == ".inf":
+        return sign * float("inf")
+    if body == ".nan":
+        return float("nan")
+    return sign * float(body)
+
+
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _js_yaml_int)
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:float", _js_yaml_float)
 
 
 def _no_duplicates(loader, node, deep=False):
+    # keys written in this mapping; a `<<` merge adds keys that written ones may override (as in js-yaml)
+    written = [key_node for key_node, _ in node.value if key_node.tag != "tag:yaml.org,2002:merge"]
+    merges = len(written) < len(node.value)
     mapping = loader.construct_mapping(node, deep)
-    if len(mapping) < len(node.value):  # only then look for the key that repeats
+    if merges or len(mapping) < len(written):  # only then look for the key that repeats
         seen = set()
-        for key_node, _ in node.value:
+        for key_node in written:
             key = loader.construct_object(key_node, deep=deep)
             if isinstance(key, (str, int, float, bool)) and key in seen:
                 raise yaml.constructor.ConstructorError(None, None, f"duplicate key '{key}'", key_node.start_mark)
