@@ -6,7 +6,8 @@ from pathlib import Path
 
 import typer
 
-from factcli.cli.app import app, fail
+from factcli.cli.app import app, fail, one_line
+from factcli.errors import FactcliError
 
 
 @app.command("eval")
@@ -48,6 +49,8 @@ def eval_cmd(
                                                  "that failed or errored in a stored run (id, prefix or 'latest')."),
     max_cost: float | None = typer.Option(None, "--max-cost", min=0, metavar="USD", help="A hard budget: start "
                                              "no call that could take the run's cost past it (resumable)."),
+    strict: bool = typer.Option(False, "--strict", help="Refuse a config with unknown keys (normally one "
+                                "warning each) before any call."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Check everything, print the calls and the cost "
                                  "range the run would have, and stop before any call."),
 ) -> None:
@@ -105,6 +108,7 @@ def _run_eval(args: dict) -> int:
                 raise FactcliError("no config: pass -c FILE, or run where promptfooconfig.yaml is")
             paths = [found]
         suite = runner.load(paths, options)
+    _load_warnings(suite, args["strict"])  # every way of loading: config, resumed run, --model-outputs
     if args["filter_pattern"]:
         import re
 
@@ -114,6 +118,7 @@ def _run_eval(args: dict) -> int:
             raise FactcliError(f"--filter-pattern: invalid regex: {exc}")
     session.filter_suite(suite)
     run = runner.prepare(suite, options)
+    run.warnings_shown = len(suite.warnings)  # printed above; the run keeps them with its other warnings
     _preflight(run, outputs + [Path(p) for p in suite.output_path], args)
     if args["dry_run"]:
         from factcli.run.estimate import describe
@@ -156,6 +161,30 @@ def _run_eval(args: dict) -> int:
     if run.status == runner.STATUS_ABORTED:
         return 3
     return exit_code_for(run)
+
+
+class UnknownKeys(FactcliError):
+    """--strict: the unknown keys are the problems, one line each."""
+
+    def __init__(self, lines: list[str]):
+        self.problems = lines if len(lines) > 1 else []
+        super().__init__(f"{len(lines)} unknown or ignored keys (--strict; nothing was sent):" if len(lines) > 1
+                         else f"{lines[0]} (--strict; nothing was sent)")
+
+
+def _load_warnings(suite, strict: bool) -> None:
+    """What loading found (unknown keys first), on stderr before the preflight and any call; with
+    --strict an unknown key stops the run instead."""
+    if strict and suite.unknown_keys:
+        import re
+
+        raise UnknownKeys([re.sub(r" \(ignored( here)?\)", "", line) for line in suite.unknown_keys])
+    from rich.markup import escape
+
+    from factcli.report.summary import stderr_console
+
+    for message in suite.warnings:  # a key may be any text: one printable line each
+        stderr_console().print(f"[yellow]warning:[/] {escape(one_line(message))}", soft_wrap=True)
 
 
 def _preflight(run, outputs: list[Path], args: dict) -> None:

@@ -1,8 +1,17 @@
 """Where a config value was read (file, base directory, prompt templates) and the checks that name
-that place in their one-line errors: every loader in this package reports through these."""
+that place in their one-line errors: every loader in this package reports through these.
+
+Unknown keys (contract §4): a key close to a known key of its level is a typo and an error with
+"did you mean"; any other unknown key is recorded as a warning while a suite loads
+(`unknown_keys_collected`), one line per key naming the file and the key path. Outside a suite load
+(calibrate's own files) every unknown key stays an error."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,13 +25,102 @@ def expect(cond: bool, msg: str, file: str, path: str) -> None:
 
 
 def check_keys(obj: dict, allowed: set, file: str, path: str, unsupported: dict | None = None) -> None:
+    """Keys of one level: known ones pass; promptfoo keys factcli refuses and near misses of a known
+    key are errors; any other key is an unknown-key warning (an error outside a suite load)."""
     for key in obj:
         if not isinstance(key, str):
             raise ConfigError(f"keys must be strings, got {key!r}", file, path)
+        if key in allowed:
+            continue
         if unsupported and key in unsupported:
             raise ConfigError(f"'{key}' is not supported by factcli: {unsupported[key]}", file, join(path, key))
-        if key not in allowed:
-            raise ConfigError(f"unknown key '{key}'{did_you_mean(key, allowed)}", file, join(path, key))
+        if not key.strip():  # nothing anyone meant: an error like a typo
+            raise ConfigError(f"unknown key '{key}'", file, join(path, key))
+        close = near_miss(key, set(allowed) | set(unsupported or ()))
+        if close:
+            raise ConfigError(f"unknown key '{key}' (did you mean '{close}'?)", file, join(path, key))
+        unknown_key(file, join(path, key), f"unknown key '{key}' (ignored)", key, allowed)
+
+
+# ---------------------------------------------------------------- unknown keys: typos and warnings
+
+# (file, key path, message) of each unknown key met while a suite loads; None outside a load
+_FOUND: ContextVar[list | None] = ContextVar("factcli_unknown_keys", default=None)
+
+
+@contextmanager
+def unknown_keys_collected() -> Iterator[list[tuple[str, str, str]]]:
+    """Record unknown keys instead of refusing them; yields the list they are recorded in."""
+    found: list[tuple[str, str, str]] = []
+    token = _FOUND.set(found)
+    try:
+        yield found
+    finally:
+        _FOUND.reset(token)
+
+
+def unknown_key(file: str, where: str, message: str, key: str = "", known=()) -> None:
+    """One ignored key: a warning while a suite loads, else the error it always was."""
+    found = _FOUND.get()
+    if found is None:
+        raise ConfigError(f"unknown key '{key}'{did_you_mean(key, known)}" if key else message, file, where)
+    found.append((file, where, message))
+
+
+def unknown_key_lines(found: list[tuple[str, str, str]]) -> list[str]:
+    """One line per unknown key; the same key in many tests of one file is one line ("and N more"),
+    so a 1,000-test file with one stray column does not bury the run under 1,000 warnings."""
+    groups: dict[tuple, list[str]] = {}
+    for file, where, message in found:
+        paths = groups.setdefault((file, re.sub(r"\[\d+\]", "[]", where), message), [])
+        if where not in paths:
+            paths.append(where)
+    lines = []
+    for (file, _, message), paths in groups.items():
+        more = f" (and {len(paths) - 1} more like it)" if len(paths) > 1 else ""
+        lines.append(f"{file}: {paths[0]}{more}: {message}")
+    return lines
+
+
+def near_miss(key: str, known) -> str | None:
+    """The known key `key` is a typo of, if any: the same letters but for case, `_`/`-`, or a small edit
+    distance for its length (0 for 1-2 letters, 1 for 3-5, 2 for longer). Wider than that, a key is
+    a key of its own (promptfoo's `outputs:` is not `outputPath`)."""
+    k = _fold(key)
+    best, best_d = None, 3
+    for cand in known:
+        if not isinstance(cand, str) or cand == key:
+            continue
+        c = _fold(cand)
+        if c == k:
+            return cand
+        n = min(len(c), len(k))
+        limit = 0 if n <= 2 else 1 if n <= 5 else 2
+        if abs(len(c) - len(k)) > limit:
+            continue
+        d = _distance(k, c)
+        if d <= limit and (d, cand) < (best_d, best or ""):
+            best, best_d = cand, d
+    return best
+
+
+def _fold(key: str) -> str:
+    return key.lower().replace("-", "").replace("_", "")
+
+
+def _distance(a: str, b: str) -> int:
+    """Edit distance counting a swap of two neighbours as one edit (optimal string alignment)."""
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        cur = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = a[i - 1] != b[j - 1]
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                cur[j] = min(cur[j], prev2[j - 2] + 1)
+        prev2, prev = prev, cur
+    return prev[len(b)]
 
 
 def join(path: str, key: str | int) -> str:

@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from factcli import sources
-from factcli.config.context import Ctx, as_list, check_keys, expect, number
+from factcli.config.context import Ctx, as_list, check_keys, expect, join, near_miss, number, unknown_key
 from factcli.errors import ConfigError
 from factcli.types import ProviderSpec
 
 PROVIDER_KEYS = {"id", "label", "config", "prompts", "delay", "transform", "env"}
+PROVIDER_UNSUPPORTED = {"inputs": "a provider's inputs serve promptfoo's red teaming, which factcli does not have"}
 
 
 def parse_providers(value: Any, ctx: Ctx, key: str = "providers") -> list[ProviderSpec]:
@@ -31,6 +32,7 @@ def parse_providers(value: Any, ctx: Ctx, key: str = "providers") -> list[Provid
             continue
         spec = parse_provider(item, ctx, where)
         validate_provider_id(spec, ctx.file, where, ctx.base)
+        _check_unused_config(spec, ctx, where + ".config")
         out.append(spec)
     expect(bool(out), "no providers", ctx.file, key)
     return out
@@ -46,7 +48,7 @@ def parse_provider(item: Any, ctx: Ctx, where: str) -> ProviderSpec:
         opts = opts or {}
         expect(isinstance(opts, dict), "expected provider options", ctx.file, f"{where}.{pid}")
         item = {"id": pid, **opts}
-    check_keys(item, PROVIDER_KEYS, ctx.file, where)
+    check_keys(item, PROVIDER_KEYS, ctx.file, where, PROVIDER_UNSUPPORTED)
     pid = item.get("id")
     expect(isinstance(pid, str) and pid.strip(), "a provider needs an 'id'", ctx.file, where + ".id")
     config = item.get("config") or {}
@@ -66,8 +68,9 @@ def parse_provider(item: Any, ctx: Ctx, where: str) -> ProviderSpec:
     )
 
 
-# The config keys factcli reads itself or knows the API takes. Any other key passes through to the
-# API (contract), unless it is a near miss of one of these: `temprature` is a typo, not a parameter.
+# The config keys factcli reads itself besides the request parameters (litellm_provider.PASSTHROUGH).
+# A near miss of one of these is a typo (`temprature`), an error; any other key of an API model's
+# config is sent nowhere and gets a warning (contract §4).
 KNOWN_CONFIG_KEYS = {
     "apiBaseUrl", "apiHost", "apiKey", "apiKeyEnvar", "apiVersion", "organization", "headers", "timeout",
     "maxConcurrency", "rpm", "tpm", "models", "max_retries", "api_base", "api_key", "extra_headers",
@@ -75,18 +78,63 @@ KNOWN_CONFIG_KEYS = {
 
 
 def _check_near_misses(config: dict, ctx: Ctx, where: str) -> None:
-    import difflib
-
     from factcli.providers.litellm_provider import PASSTHROUGH
 
     known = KNOWN_CONFIG_KEYS | PASSTHROUGH
     for key in config:
         if key in known or not isinstance(key, str):
             continue
-        close = difflib.get_close_matches(key, known, n=1, cutoff=0.85)
+        close = near_miss(key, known)
         if close:
-            raise ConfigError(f"unknown parameter '{key}'; did you mean '{close[0]}'? (other keys are sent to "
-                              "the API as they are)", ctx.file, f"{where}.{key}")
+            raise ConfigError(f"unknown parameter '{key}'; did you mean '{close}'?", ctx.file, f"{where}.{key}")
+
+
+def _check_unused_config(spec: ProviderSpec, ctx: Ctx, where: str) -> None:
+    """An API model sends only the parameters it knows (as promptfoo's OpenAI provider does): any other
+    key of its config is one warning naming it and the provider. Script providers get their whole
+    config, and echo has nothing to send, so theirs are left alone."""
+    from factcli.providers.litellm_provider import PASSTHROUGH, RENAMED, LiteLLMProvider
+    from factcli.providers.openai_provider import OpenAIProvider
+    from factcli.providers.registry import create_provider
+
+    if not isinstance(create_provider(spec, ctx.base), (LiteLLMProvider, OpenAIProvider)):
+        return
+    for key in spec.config:
+        if key not in KNOWN_CONFIG_KEYS and key not in PASSTHROUGH and key not in RENAMED:
+            unknown_key(ctx.file, join(where, key), f"'{key}' is not a parameter of {spec.id} (ignored)", key,
+                        KNOWN_CONFIG_KEYS | PASSTHROUGH)
+
+
+def request_params(options: dict, option_keys: set, unsupported: dict, ctx: Ctx, where: str) -> dict:
+    """A test's `options` keys that are not test options are request parameters, as promptfoo merges
+    its test options over the provider config (contract §4). Returns those the request body takes
+    (the providers send them over their own config); a near miss of a parameter or of a test option
+    is an error; any other key is one warning, since nothing would read it."""
+    from factcli.providers.litellm_provider import PASSTHROUGH
+
+    params = {}
+    for key, value in options.items():
+        if not isinstance(key, str):
+            raise ConfigError(f"keys must be strings, got {key!r}", ctx.file, where)
+        if key in option_keys:
+            continue
+        if not key.strip():
+            raise ConfigError(f"unknown key '{key}'", ctx.file, join(where, key))
+        if key in unsupported:
+            raise ConfigError(f"'{key}' is not supported by factcli: {unsupported[key]}", ctx.file, join(where, key))
+        if key in PASSTHROUGH:
+            params[key] = value
+            continue
+        if key in KNOWN_CONFIG_KEYS:  # promptfoo too leaves the endpoint alone (apiBaseUrl did not redirect)
+            unknown_key(ctx.file, join(where, key), f"'{key}' is a provider setting, not a request parameter: "
+                        "set it in the provider's config (ignored here)")
+            continue
+        close = near_miss(key, option_keys | set(unsupported) | PASSTHROUGH | KNOWN_CONFIG_KEYS)
+        if close:
+            raise ConfigError(f"unknown key '{key}' (did you mean '{close}'?)", ctx.file, join(where, key))
+        unknown_key(ctx.file, join(where, key), f"'{key}' is neither a test option nor a request parameter "
+                    "(ignored)", key, option_keys | PASSTHROUGH)
+    return params
 
 
 def _check_limits(config: dict, ctx: Ctx, where: str) -> None:

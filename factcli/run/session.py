@@ -439,7 +439,7 @@ def drive(session: "EvalSession", run, *, progress_bar: bool) -> bool:
     from factcli.report import summary as report
     from factcli.run import runner
 
-    for message in run.warnings:
+    for message in run.warnings[getattr(run, "warnings_shown", 0):]:  # eval prints the config's own earlier
         report.stderr_console().print(f"[yellow]warning:[/] {message}")
     progress = report.Progress(run.total_steps, enabled=progress_bar, done=run.metrics)
     interrupted = False
