@@ -33,7 +33,7 @@ from factcli.errors import ConfigError
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.scripting.python import ScriptError, run_python_file, run_python_inline
 from factcli.scripting.values import is_grading_result, is_number, numbers_of, plain, tokens_of
-from factcli.types import GradingResult
+from factcli.types import Assertion, GradingResult
 
 JS_SUFFIXES = (".js", ".cjs", ".mjs")
 TS_SUFFIXES = (".ts", ".cts", ".mts", ".tsx")
@@ -148,13 +148,58 @@ def _js(x: Any) -> str:
 
 
 def _from_dict(d: dict, passed: bool, reason: str, ctx: AssertionContext) -> GradingResult:
-    """A GradingResult from a user's {pass, score, reason, namedScores?, …}."""
+    """A GradingResult from a user's {pass, score, reason, namedScores?, componentResults?, …}."""
     metadata = d.get("metadata") if isinstance(d.get("metadata"), dict) else {}
     return GradingResult(
         passed=passed, score=float(d["score"]), reason=reason, assertion=ctx.assertion,
         named_scores=numbers_of(d.get("namedScores")), named_score_weights=numbers_of(d.get("namedScoreWeights")),
         tokens_used=tokens_of(d.get("tokensUsed")), metadata=dict(metadata),
+        component_results=_children(d.get("componentResults")),
     )
+
+
+def _children(value: Any) -> list[GradingResult]:
+    """A script's nested componentResults, kept as returned (promptfoo checks only the top level). They
+    never change the row's pass, score or named scores; the scorer lists them after their parent, one
+    level deep, and they count as passed or failed assertions of the column (promptfoo-features B §2)."""
+    if not isinstance(value, list):
+        return []
+    return [_child(c, i) for i, c in enumerate(value)]
+
+
+def _child(c: Any, i: int) -> GradingResult:
+    if not isinstance(c, dict):
+        # promptfoo makes a null child an ERROR row and spreads a string into a map of its characters
+        # (B §2.6); a child that is no object is a failed component saying so
+        return GradingResult(False, 0.0, f"componentResults[{i}] is not a grading result: {js_json(c)}")
+    score, reason = c.get("score"), c.get("reason")
+    metadata = c.get("metadata")
+    return GradingResult(
+        passed=_truthy(c.get("pass")), score=float(score) if is_number(score) and score == score else 0.0,
+        reason=reason if isinstance(reason, str) else "", assertion=_child_assertion(c.get("assertion")),
+        named_scores=numbers_of(c.get("namedScores")), named_score_weights=numbers_of(c.get("namedScoreWeights")),
+        tokens_used=tokens_of(c.get("tokensUsed")), component_results=_children(c.get("componentResults")),
+        metadata=dict(metadata) if isinstance(metadata, dict) else {},
+    )
+
+
+def _truthy(value: Any) -> bool:
+    """JavaScript truthiness of a JSON value: a child counts as passed when its `pass` is truthy."""
+    if value is None or value is False or value == "":
+        return False
+    if is_number(value):
+        return value == value and value != 0
+    return True
+
+
+def _child_assertion(raw: Any) -> Assertion | None:
+    """A child's own `assertion` object, which it keeps when listed after its parent."""
+    if not isinstance(raw, dict):
+        return None
+    metric, weight = raw.get("metric"), raw.get("weight", 1.0)
+    return Assertion(type=str(raw.get("type", "")), value=raw.get("value"),
+                     metric=metric if isinstance(metric, str) else None,
+                     weight=float(weight) if is_number(weight) else 1.0, raw=dict(raw))
 
 
 def _with_suffix(reason: str, suffix: Any) -> str:

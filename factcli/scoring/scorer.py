@@ -8,6 +8,7 @@ scores, and `assertScoringFunction`, which may replace the aggregate.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -61,8 +62,10 @@ class _Aggregate:
         for idx in sorted(self.components):
             res = self.components[idx]
             flattened.append(res)
-            if res.assertion is None and res.component_results:
-                flattened.extend(res.component_results)
+            # then its direct children (an assert-set's members, a script's nested results), each under
+            # its own assertion or else its parent's; grandchildren stay inside their parent (promptfoo)
+            flattened.extend(c if c.assertion is not None or res.assertion is None
+                             else dataclasses.replace(c, assertion=res.assertion) for c in res.component_results)
         named = {k: (v / self.named_weights[k] if self.named_weights.get(k, 0) > 0 else 0.0)
                  for k, v in self.named.items()}
         metadata = {}
