@@ -390,10 +390,22 @@ def expand_env(value: Any) -> Any:
 SCRIPT_VAR_SUFFIXES = (".py", ".js", ".cjs", ".mjs")
 
 
+class ScriptRef(str):
+    """A script var's `file://` reference as written (what results and tables show), carrying the
+    absolute reference it was resolved to when the config was read (`target`)."""
+
+    __slots__ = ("target",)
+
+    def __new__(cls, written: str, target: str):
+        ref = super().__new__(cls, written)
+        ref.target = target
+        return ref
+
+
 def load_var_file(ref: str, base: Path, file: str, key: str) -> Any:
     """A var given as `file://…`: text as is; YAML/JSON as compact JSON text (as promptfoo does). A script
-    (`.py`, `.js`, optionally `:fn`) stays a `file://` reference with an absolute path: it is called per
-    row (run/row_vars.py)."""
+    (`.py`, `.js`, optionally `:fn`) stays its reference (a ScriptRef that knows the absolute path): it is
+    called per row (run/row_vars.py)."""
     path, func = ref_path(ref, base)
     suffix = path.suffix.lower()
     if suffix in (".ts", ".mts", ".cts", ".tsx"):
@@ -402,7 +414,7 @@ def load_var_file(ref: str, base: Path, file: str, key: str) -> Any:
     if suffix in SCRIPT_VAR_SUFFIXES:
         if not is_file(path):
             raise ConfigError(f"script var file not found: {path}", file, key)
-        return f"file://{path.resolve()}" + (f":{func}" if func else "")
+        return ScriptRef(ref, f"file://{path.resolve()}" + (f":{func}" if func else ""))
     if not exists(path):
         raise ConfigError(f"file not found: {path}", file, key)
     if suffix in (".json", ".yaml", ".yml"):

@@ -103,7 +103,8 @@ class Executor:
         failed = self.vars_errors.get(id(step.test))
         if failed is None:
             try:
-                row = await build_row(step, eval_id=self.eval_id, provider_label=provider.label)
+                row = await build_row(step, eval_id=self.eval_id, provider_label=provider.label,
+                                      base_dir=self.base_dir)
             except RowError as exc:
                 failed = str(exc)
         if failed is not None:  # nothing was sent: promptfoo's ERROR row with an empty prompt

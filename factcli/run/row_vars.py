@@ -29,7 +29,7 @@ from typing import Any
 from factcli import templating
 from factcli.config.prompts import chat_messages
 from factcli.providers.base import RenderedPrompt
-from factcli.sources import SCRIPT_VAR_SUFFIXES, is_file_ref
+from factcli.sources import SCRIPT_VAR_SUFFIXES, ScriptRef, is_file_ref, ref_path
 from factcli.types import EvalStep, TestCase
 
 RUNTIME_VARS = ("__evalId", "__evalStepId", "__repeatIndex")
@@ -87,13 +87,17 @@ def runtime_vars(step: EvalStep, eval_id: str) -> dict:
             "__repeatIndex": step.repeat_idx}
 
 
-def is_script_var(value: Any) -> bool:
+def script_target(value: Any, base_dir: Path | None) -> str | None:
+    """The absolute reference of a script var, or None for any other value. A reference read from the
+    config knows its file (ScriptRef); one a transformVars returned is relative to the config's folder."""
+    if isinstance(value, ScriptRef):
+        return value.target
     if not is_file_ref(value):
-        return False
-    from factcli.scripting.row_code import split_ref
-
-    path, _ = split_ref(value)
-    return path.suffix.lower() in SCRIPT_VAR_SUFFIXES
+        return None
+    path, func = ref_path(value, base_dir or Path.cwd())
+    if path.suffix.lower() not in SCRIPT_VAR_SUFFIXES:
+        return None
+    return f"file://{path.resolve()}" + (f":{func}" if func else "")
 
 
 def strip_newline(variables: dict) -> dict:
@@ -136,10 +140,11 @@ def render_var_values(variables: dict, names) -> dict:
     return out
 
 
-async def build_row(step: EvalStep, *, eval_id: str = "", provider_label: str | None = None) -> Row:
+async def build_row(step: EvalStep, *, eval_id: str = "", provider_label: str | None = None,
+                    base_dir: Path | None = None) -> Row:
     """The row's vars and its rendered prompt, in the order the module docstring gives."""
     variables = {**step.vars, **_extra_vars(step), **runtime_vars(step, eval_id)}
-    variables = await call_script_vars(step, variables, provider_label)
+    variables = await call_script_vars(step, variables, provider_label, base_dir)
     variables = final_vars(step, variables)
     config = {**step.prompt.config}
     if step.prompt.function:
@@ -164,19 +169,20 @@ def final_vars(step: EvalStep, variables: dict) -> dict:
     return variables
 
 
-async def call_script_vars(step: EvalStep, variables: dict, provider_label: str | None) -> dict:
+async def call_script_vars(step: EvalStep, variables: dict, provider_label: str | None,
+                           base_dir: Path | None = None) -> dict:
     """Each `file://x.py` / `file://x.js` var is called once for this row, in key order; its output
     replaces the reference, and later scripts see it."""
-    scripts = [k for k, v in variables.items() if is_script_var(v)]
+    scripts = {k: target for k, v in variables.items() if (target := script_target(v, base_dir))}
     if not scripts:
         return variables
     from factcli.scripting.row_code import RowCodeError, call_var_script
 
     variables = dict(variables)
     provider = {"id": step.provider.id, "label": provider_label or step.provider.label or step.provider.id}
-    for name in scripts:
+    for name, target in scripts.items():
         try:
-            variables[name] = await call_var_script(variables[name], name, step.prompt.raw, variables, provider)
+            variables[name] = await call_var_script(target, name, step.prompt.raw, variables, provider)
         except RowCodeError as exc:
             raise RowError(f"var '{name}': {exc}") from None
     return variables
