@@ -182,12 +182,12 @@ tests:
 def test_failed_render_is_an_error_row_and_sends_nothing(tmp_path, fake_openai, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     rows = _eval(tmp_path, f"""
-prompts: ["{{{{ n / zero }}}}", "fine {{{{q}}}}"]
+prompts: ["{{{{ q() }}}}", "fine {{{{q}}}}"]
 providers: [{PROVIDER}]
 tests:
-  - vars: {{q: hi, n: 1, zero: 0}}
+  - vars: {{q: hi}}
 """)
-    assert rows[0]["failureReason"] == 2 and "division by zero" in rows[0]["error"]
+    assert rows[0]["failureReason"] == 2 and "not callable" in rows[0]["error"]
     assert rows[0]["prompt"]["raw"] == "" and rows[1]["success"]
     assert _sent(fake_openai) == [[{"role": "user", "content": "fine hi"}]]
 
