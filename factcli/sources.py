@@ -46,9 +46,43 @@ def is_file(path: Path) -> bool:
         return False
 
 
+GLOB_CHARS = "*?[{"
+
+
+def is_glob(text: str) -> bool:
+    """Whether a path is a glob pattern: `*`, `?`, `[…]` or a `{a,b}` list (promptfoo's glob syntax)."""
+    return any(ch in text for ch in GLOB_CHARS)
+
+
+def _braces(pattern: str) -> list[str]:
+    """`a/{x,y}/*.txt` -> ['a/x/*.txt', 'a/y/*.txt'] (Python's glob has no `{a,b}`); nested lists work."""
+    depth, start = 0, -1
+    for i, ch in enumerate(pattern):
+        if ch == "{":
+            depth, start = depth + 1, (i if depth == 0 else start)
+        elif ch == "}" and depth:
+            depth -= 1
+            if depth == 0:
+                inner, parts, level, last = pattern[start + 1:i], [], 0, 0
+                for j, c in enumerate(inner):  # split at the commas of this level only
+                    level += (c == "{") - (c == "}")
+                    if c == "," and level == 0:
+                        parts.append(inner[last:j])
+                        last = j + 1
+                if not parts:  # `{x}`: not a list, a literal brace
+                    return [pattern[:i + 1] + rest for rest in _braces(pattern[i + 1:])]
+                parts.append(inner[last:])
+                return [pattern[:start] + x for part in parts for x in _braces(part + pattern[i + 1:])]
+    return [pattern]
+
+
 def expand_glob(path: Path, file: str, key: str) -> list[Path]:
-    if any(ch in str(path) for ch in "*?["):
-        matches = sorted(Path(p) for p in glob.glob(str(path), recursive=True))
+    """The files a `file://` path names: itself, or every FILE a glob matches (folders are skipped), sorted
+    by path so that rows, prompts and merged var files come in the same order on every machine
+    (promptfoo's order is the file system's)."""
+    if is_glob(str(path)):
+        found = {p for pattern in _braces(str(path)) for p in glob.glob(pattern, recursive=True)}
+        matches = sorted(Path(p) for p in found if is_file(Path(p)))
         if not matches:
             raise ConfigError(f"no files match '{path}'", file, key)
         return matches
@@ -402,11 +436,37 @@ class ScriptRef(str):
         return ref
 
 
+class Rows(list):
+    """A var's values that become one row each, as a list of strings written in the config does: the
+    files a `file://` glob matched (`article: file://articles/*`), or a written list of `file://`
+    values once each is loaded (a loaded JSON file is a mapping, which a plain list would not expand)."""
+
+
 def load_var_file(ref: str, base: Path, file: str, key: str) -> Any:
-    """A var given as `file://…`: text as is; YAML/JSON as compact JSON text (as promptfoo does). A script
-    (`.py`, `.js`, optionally `:fn`) stays its reference (a ScriptRef that knows the absolute path): it is
-    called per row (run/row_vars.py)."""
+    """A var given as `file://…` (promptfoo-features §5.2-5.3), read when the config loads: a glob gives
+    `Rows`, one per file matched; a file gives its value by extension (`file_var_value`). A script (`.py`,
+    `.js`, optionally `:fn`) stays a `file://` reference with an absolute path: it is called per row
+    (run/row_vars.py)."""
     path, func = ref_path(ref, base)
+    if func is None and is_glob(ref[len("file://"):]):
+        return Rows(file_var_value(p, None, file, key) for p in expand_glob(path, file, key))
+    value = file_var_value(path, func, file, key)
+    return ScriptRef(ref, value.target) if isinstance(value, ScriptRef) else value
+
+
+IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif",
+               ".webp": "image/webp", ".bmp": "image/bmp", ".tif": "image/tiff", ".tiff": "image/tiff"}
+MEDIA_SUFFIXES = (".mp3", ".wav", ".ogg", ".m4a", ".aac", ".flac", ".opus", ".mp4", ".webm", ".mov", ".mkv",
+                  ".avi", ".m4v")
+_MAGIC = ((b"\x89PNG\r\n\x1a\n", "image/png"), (b"\xff\xd8\xff", "image/jpeg"), (b"GIF8", "image/gif"),
+          (b"BM", "image/bmp"), (b"II*\x00", "image/tiff"), (b"MM\x00*", "image/tiff"))
+
+
+def file_var_value(path: Path, func: str | None, file: str, key: str) -> Any:
+    """What a var whose value is `file://path` holds. Text files (`.txt`, `.md`, `.csv`, anything else)
+    give their text trimmed at both ends, as promptfoo does; `.json` and `.yaml` give the parsed data
+    (promptfoo passes JSON on as text and YAML as compact JSON text: docs/promptfoo-departures.md);
+    images a `data:` URI, audio and video bare base64; `.pdf` its text (with pypdf). Never a template."""
     suffix = path.suffix.lower()
     if suffix in (".ts", ".mts", ".cts", ".tsx"):
         raise ConfigError(f"TypeScript files are not run by factcli: compile {path.name} to JavaScript "
@@ -414,10 +474,68 @@ def load_var_file(ref: str, base: Path, file: str, key: str) -> Any:
     if suffix in SCRIPT_VAR_SUFFIXES:
         if not is_file(path):
             raise ConfigError(f"script var file not found: {path}", file, key)
-        return ScriptRef(ref, f"file://{path.resolve()}" + (f":{func}" if func else ""))
+        target = f"file://{path.resolve()}" + (f":{func}" if func else "")
+        return ScriptRef(target, target)  # load_var_file gives it the reference as written
     if not exists(path):
         raise ConfigError(f"file not found: {path}", file, key)
+    if path.is_dir():
+        raise ConfigError(f"{path} is a folder, not a file (for one row per file in it, use a glob such as "
+                          f"file://{path}/*)", file, key)
     if suffix in (".json", ".yaml", ".yml"):
-        data = load_structured(path)
-        return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
-    return read_text(path, file, key)
+        return load_structured(path)
+    if suffix in IMAGE_TYPES or suffix in MEDIA_SUFFIXES:
+        import base64
+
+        data = _read_bytes(path, file, key)
+        encoded = base64.b64encode(data).decode("ascii")
+        if suffix in MEDIA_SUFFIXES:
+            return encoded
+        mime = next((m for magic, m in _MAGIC if data.startswith(magic)), None)
+        if mime is None and data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+            mime = "image/webp"
+        return f"data:{mime or IMAGE_TYPES[suffix]};base64,{encoded}"
+    if suffix == ".pdf":
+        return _pdf_text(path, file, key)
+    return read_text(path, file, key).strip()
+
+
+def _read_bytes(path: Path, file: str, key: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}", file, key) from None
+
+
+def _pdf_text(path: Path, file: str, key: str) -> str:
+    """A PDF's text, page by page (promptfoo uses pdf-parse; factcli uses pypdf if it is installed)."""
+    try:
+        import pypdf
+    except ImportError:
+        raise ConfigError(f"reading the text of {path.name} needs pypdf: pip install pypdf "
+                          "(or give the var a .txt file with the text)", file, key) from None
+    try:
+        reader = pypdf.PdfReader(str(path))
+        return "\n\n".join((page.extract_text() or "").strip() for page in reader.pages).strip()
+    except Exception as exc:  # pypdf raises many kinds for a damaged file
+        raise ConfigError(f"{path.name}: cannot read the PDF: {exc}", file, key) from None
+
+
+def load_vars_files(spec: str | list, base: Path, file: str, key: str) -> dict:
+    """Test-level `vars:` given as a file, a list of files or a glob (`vars: file://vars/*.yaml`, with or
+    without `file://`): each must hold a mapping; they merge in order (sorted within a glob), later
+    files winning, as promptfoo merges them."""
+    merged: dict = {}
+    for i, item in enumerate([spec] if isinstance(spec, str) else spec):
+        where = key if isinstance(spec, str) else f"{key}[{i}]"
+        ref = item if is_file_ref(item) else "file://" + item
+        path, _ = ref_path(ref, base)
+        for p in expand_glob(path, file, where):
+            data = load_structured(p)
+            if not isinstance(data, dict):
+                raise ConfigError(f"a vars file must hold a mapping of variables, got {_kind(data)}", str(p))
+            merged.update(data)
+    return merged
+
+
+def _kind(value: Any) -> str:
+    return "nothing" if value is None else type(value).__name__

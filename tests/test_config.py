@@ -114,7 +114,7 @@ def test_files_globs_and_var_files(tmp_path):
     assert suite.prompts[0].label == "prompts/a.txt: First {{q}}"
     assert [t.vars["q"] for t in suite.tests] == ["one", "two", "three"]
     assert suite.tests[0].vars["ctx"] == "some context"
-    assert suite.tests[0].vars["obj"] == '{"a":1,"b":["x","y"]}'
+    assert suite.tests[0].vars["obj"] == {"a": 1, "b": ["x", "y"]}  # parsed (promptfoo: compact JSON text)
     assert suite.tests[2].description == "third one"
     assert suite.tests[2].assertions[0].type == "contains"
 

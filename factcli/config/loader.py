@@ -287,8 +287,8 @@ def _scenario_tests(value: Any, ctx: Ctx) -> list[tuple[dict, Ctx, str]]:
                 # checked here, since merging is the first thing to touch them
                 for part, pc, pw in ((base_cfg, ctx, f"{where}.config[{j}]"), (t, c, w)):
                     v = part.get("vars") or {}
-                    if sources.is_file_ref(v):
-                        v = sources.load_structured(sources.ref_path(v, pc.base)[0], pc.file)
+                    if isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+                        v = sources.load_vars_files(v, pc.base, pc.file, pw + ".vars")
                     expect(isinstance(v, dict), "expected a mapping of variables", pc.file, pw + ".vars")
                     a = part.get("assert") or []
                     expect(isinstance(a, list), "expected a list of assertions", pc.file, pw + ".assert")

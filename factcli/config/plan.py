@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from factcli.config.loader import Suite
+from factcli.sources import Rows
 from factcli.types import EvalStep, Prompt, ProviderSpec
 
 
@@ -47,12 +48,13 @@ def columns(suite: Suite) -> list[Column]:
 
 
 def var_combinations(variables: dict, disable: bool = False) -> list[dict]:
-    """String arrays expand into their cartesian product; other arrays stay one value (promptfoo)."""
+    """String arrays, and the files of a `file://` glob (sources.Rows), expand into their cartesian
+    product; other arrays stay one value (promptfoo)."""
     if disable:
         return [dict(variables)]
     keys, pools = [], []
     for k, v in variables.items():
-        if isinstance(v, list) and v and all(isinstance(x, str) for x in v):
+        if isinstance(v, Rows) or (isinstance(v, list) and v and all(isinstance(x, str) for x in v)):
             keys.append(k)
             pools.append(v)
     if not keys:

@@ -41,10 +41,10 @@ def parse_test(t: Any, ctx: Ctx, where: str, is_default: bool = False, from_conf
     expect(isinstance(t, dict), f"expected a test mapping, got {type(t).__name__}", ctx.file, where)
     check_keys(t, TEST_KEYS, ctx.file, where, TEST_UNSUPPORTED)
     vars_ = t.get("vars") or {}
-    vars_file = sources.is_file_ref(vars_)
+    # `vars:` given as a file, a list of files or a glob (promptfoo-features §5.4)
+    vars_file = isinstance(vars_, str) or (isinstance(vars_, list) and all(isinstance(x, str) for x in vars_))
     if vars_file:
-        p, _ = sources.ref_path(vars_, ctx.base)
-        vars_ = sources.load_structured(p)
+        vars_ = sources.load_vars_files(vars_, ctx.base, ctx.file, where + ".vars")
     expect(isinstance(vars_, dict), "expected a mapping of variables", ctx.file, where + ".vars")
     resolved = {}
     same = True
@@ -105,10 +105,21 @@ def template_names(written: dict, resolved: dict) -> frozenset:
 
 
 def _resolve_var(v: Any, ctx: Ctx, where: str) -> Any:
+    """A `file://` value loaded (a glob: one row per file); in a list of strings each `file://` item is
+    loaded (a glob's files take its place), and the list still gives one row per item."""
     if sources.is_file_ref(v):
         return sources.load_var_file(v, ctx.base, ctx.file, where)
-    if isinstance(v, list):
-        return [_resolve_var(x, ctx, where) if sources.is_file_ref(x) else x for x in v]
+    if isinstance(v, list) and any(sources.is_file_ref(x) for x in v):
+        if not all(isinstance(x, str) for x in v):  # promptfoo loads only top-level strings and array items
+            return v
+        rows = sources.Rows()
+        for i, x in enumerate(v):
+            value = sources.load_var_file(x, ctx.base, ctx.file, f"{where}[{i}]") if sources.is_file_ref(x) else x
+            if isinstance(value, sources.Rows):
+                rows.extend(value)
+            else:
+                rows.append(value)
+        return rows
     return v
 
 

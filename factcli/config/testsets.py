@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import copy
 import csv
 import io
+import json
 import os
 import re
 from pathlib import Path
 from typing import Any
 
 from factcli import sources
+from factcli.config.context import check_keys
 from factcli.errors import ConfigError
 from factcli.scoring.registry import AssertionError_
 
@@ -226,47 +229,173 @@ def read_csv_tests(path: Path, warnings: list[str]) -> list[dict]:
     return [test_from_csv_row(row, file, n, warnings) for n, row in enumerate(rows, 1)]
 
 
-def load_tests(value: Any, ctx, key: str) -> list[tuple[dict, Any, str]]:
-    """-> [(test mapping, context whose file/base it came from, key path)]."""
-    from factcli.config.context import Ctx
+TEST_FILE_SUFFIXES = (".yaml", ".yml", ".json", ".jsonl", ".csv")
+GENERATOR_SUFFIXES = (".py", ".js", ".cjs", ".mjs")
+TS_SUFFIXES = (".ts", ".mts", ".cts", ".tsx")
+_GENERATOR_REF = re.compile(r"\.(?:py|js|cjs|mjs|ts|mts|cts|tsx)(?::[A-Za-z_$][\w.$]*)?$")
+_NO_CONFIG = object()
+_generated_once: dict[tuple, Any] = {}  # what each generator returned, this process (its module is imported once too)
 
+
+def load_tests(value: Any, ctx, key: str) -> list[tuple[dict, Any, str]]:
+    """`tests:` -> [(test mapping, context whose file/base it came from, key path)]: test mappings, test
+    files and globs of them (YAML, JSON, JSONL, CSV), and test generators (promptfoo-features §4-5), each
+    spliced in at its place in the list."""
     if value is None:
         return []
     items = value if isinstance(value, list) else [value]
     out: list[tuple[dict, Any, str]] = []
     for i, item in enumerate(items):
         where = f"{key}[{i}]" if isinstance(value, list) else key
+        if isinstance(item, dict) and "path" in item:  # {path: file://gen.py:fn, config: {...}}
+            check_keys(item, {"path", "config"}, ctx.file, where)
+            ref = item["path"]
+            if not isinstance(ref, str) or not _GENERATOR_REF.search(ref):
+                raise ConfigError("expected a test generator, e.g. file://tests.py:generate", ctx.file, where + ".path")
+            out.extend(_generated(_as_ref(ref), item.get("config"), ctx, where))
+            continue
         if isinstance(item, dict):
             out.append((item, ctx, where))
             continue
-        if not sources.is_file_ref(item):
-            if isinstance(item, str) and item.endswith((".csv", ".yaml", ".yml", ".json", ".jsonl")):
-                item = "file://" + item  # promptfoo accepts bare paths for tests
-            else:
-                raise ConfigError(f"expected a test mapping or a file:// reference, got {item!r}", ctx.file, where)
-        path, func = sources.ref_path(item, ctx.base)
-        if func or path.suffix.lower() in (".py", ".js", ".ts", ".cjs", ".mjs"):
-            raise ConfigError(f"test generators ('{item}') are not supported; export the tests to YAML, JSON, JSONL or CSV",
-                              ctx.file, where)
-        for p in sources.expand_glob(path, ctx.file, where):
-            sub = Ctx(str(p), p.parent, ctx.templates)
-            if p.suffix.lower() == ".csv":
-                warnings: list[str] = []
-                rows = read_csv_tests(p, warnings)
-                for msg in warnings:
-                    import sys
-
-                    print(f"warning: {msg}", file=sys.stderr)
-                out.extend((t, sub, f"row {n}") for n, t in enumerate(rows, 1))
-                continue
-            data = sources.load_structured(p)
-            if isinstance(data, dict):
-                data = [data]
-            if not isinstance(data, list):
-                raise ConfigError("expected a list of tests", str(p))
-            for j, t in enumerate(data):
-                if sources.is_file_ref(t):
-                    out.extend(load_tests(t, sub, f"[{j}]"))
-                else:
-                    out.append((t, sub, f"[{j}]"))
+        if not isinstance(item, str) or not (sources.is_file_ref(item) or _looks_like_path(item)):
+            raise ConfigError(f"expected a test mapping or a file:// reference, got {item!r}", ctx.file, where)
+        ref = _as_ref(item)
+        path, func = sources.ref_path(ref, ctx.base)
+        if func or (path.suffix.lower() in GENERATOR_SUFFIXES + TS_SUFFIXES and not sources.is_glob(ref[7:])):
+            out.extend(_generated(ref, _NO_CONFIG, ctx, where))
+            continue
+        for p in sources.expand_glob(path, ctx.file, where):  # a file, or each file of a glob, sorted
+            out.extend(_tests_from_file(p, ctx, where))
     return out
+
+
+def _looks_like_path(item: str) -> bool:
+    """promptfoo takes a test entry without `file://` as a path too: a test file, a glob or a generator."""
+    return "\n" not in item and (item.lower().endswith(TEST_FILE_SUFFIXES) or sources.is_glob(item)
+                                 or bool(_GENERATOR_REF.search(item)))
+
+
+def _as_ref(item: str) -> str:
+    return item if sources.is_file_ref(item) else "file://" + item
+
+
+def _tests_from_file(p: Path, ctx, where: str) -> list[tuple[dict, Any, str]]:
+    from factcli.config.context import Ctx
+
+    suffix = p.suffix.lower()
+    if suffix in GENERATOR_SUFFIXES + TS_SUFFIXES:  # a generator a glob matched
+        return _generated(f"file://{p}", _NO_CONFIG, ctx, where)
+    if suffix not in TEST_FILE_SUFFIXES:
+        hint = " (save it as CSV)" if suffix in (".xlsx", ".xls") else ""
+        raise ConfigError(f"unsupported test file type: {p.name}{hint}; tests are read from .yaml, .json, .jsonl "
+                          ".csv, or a generator (.py, .js)", ctx.file, where)
+    sub = Ctx(str(p), p.parent, ctx.templates)
+    if suffix == ".csv":
+        warnings: list[str] = []
+        rows = read_csv_tests(p, warnings)
+        for msg in warnings:
+            import sys
+
+            print(f"warning: {msg}", file=sys.stderr)
+        return [(t, sub, f"row {n}") for n, t in enumerate(rows, 1)]
+    data = sources.load_structured(p)
+    if isinstance(data, dict):
+        data = [data]
+    if not isinstance(data, list):
+        raise ConfigError("expected a list of tests", str(p))
+    out: list[tuple[dict, Any, str]] = []
+    for j, t in enumerate(data):
+        if sources.is_file_ref(t):
+            out.extend(load_tests(t, sub, f"[{j}]"))
+        else:
+            out.append((t, sub, f"[{j}]"))
+    return out
+
+
+def _generated(ref: str, config: Any, ctx, where: str) -> list[tuple[dict, Any, str]]:
+    """Run a test generator once, now (before any model call), and give its tests, each checked later by
+    parse_test like any other; errors name the generator and the index (`tests[0]: gen.py:fn[2].vars`)."""
+    from factcli.config.context import Ctx
+    from factcli.scripting.generators import GeneratorError, generator_name, run_generator
+
+    path, func = sources.ref_path(ref, ctx.base)
+    suffix = path.suffix.lower()
+    if suffix in TS_SUFFIXES:
+        js = path.with_suffix(".js").name
+        raise ConfigError(f"TypeScript files are not run by factcli: compile {path.name} to JavaScript "
+                          f"(`npx tsc {path.name}` or `npx esbuild {path.name} --outfile={js}`) and point "
+                          f"tests: at {js}", ctx.file, where)
+    if suffix not in GENERATOR_SUFFIXES:
+        raise ConfigError(f"a test generator must be a .py or .js file, got {path.name}", ctx.file, where)
+    if not sources.is_file(path):
+        raise ConfigError(f"test generator file not found: {path}", ctx.file, where)
+    if config is not _NO_CONFIG:
+        config = _config_files(config, ctx, where + ".config")
+    name = generator_name(path, func)
+    key = (str(path.resolve()), func, "" if config is _NO_CONFIG else json.dumps(config, sort_keys=True, default=str))
+    if key not in _generated_once:  # several -c files are checked one by one, then merged: still one call
+        try:
+            _generated_once[key] = run_generator(path, func, *(() if config is _NO_CONFIG else (config,)))
+        except GeneratorError as exc:
+            raise ConfigError(str(exc), ctx.file, where) from None
+    value = copy.deepcopy(_generated_once[key])
+    if isinstance(value, dict) and suffix != ".py" and func is None:
+        value = [value]  # a JS module exporting one test (promptfoo accepts it)
+    if not isinstance(value, list):
+        got = "nothing" if value is None else {"dict": "an object", "str": "a string"}.get(
+            type(value).__name__, type(value).__name__)
+        raise ConfigError(f"test generator {name} must return a list of test cases, got {got}", ctx.file, where)
+    # generated values are data: the tests get a context of their own, so no var value is rendered
+    sub = Ctx(ctx.file, ctx.base, ctx.templates)
+    out: list[tuple[dict, Any, str]] = []
+    for j, t in enumerate(value):
+        at = f"{where}: {name}[{j}]"
+        if isinstance(t, dict):
+            out.append((t, sub, at))
+        elif isinstance(t, str):  # a test file or glob, as in a tests file
+            out.extend(load_tests(t, sub, at))
+        else:
+            raise ConfigError(f"expected a test mapping, got {type(t).__name__} {t!r}", ctx.file, at)
+    return out
+
+
+def _config_files(value: Any, ctx, where: str) -> Any:
+    """A generator's `config:` with every `file://` value loaded first, as promptfoo does: JSON and YAML
+    parsed, CSV as a list of row mappings (one column: a list of its values), other files as text; a glob
+    gives the files' contents one after another."""
+    if isinstance(value, dict):
+        return {k: _config_files(v, ctx, f"{where}.{k}") for k, v in value.items()}
+    if isinstance(value, list):
+        return [_config_files(v, ctx, f"{where}[{i}]") for i, v in enumerate(value)]
+    if not sources.is_file_ref(value):
+        return value
+    path, func = sources.ref_path(value, ctx.base)
+    if func or path.suffix.lower() in GENERATOR_SUFFIXES + TS_SUFFIXES:
+        return value  # code is passed on as its reference
+    if not sources.is_glob(value[len("file://"):]):
+        return _config_file(path, ctx.file, where)
+    out: list = []
+    for p in sources.expand_glob(path, ctx.file, where):
+        data = _config_file(p, ctx.file, where)
+        if data is None:
+            continue
+        if isinstance(data, list):
+            out.extend(data)
+        else:
+            out.append(data)
+    return out
+
+
+def _config_file(path: Path, file: str, where: str) -> Any:
+    suffix = path.suffix.lower()
+    if not sources.is_file(path):
+        raise ConfigError(f"file not found: {path}", file, where)
+    if suffix in (".json", ".yaml", ".yml", ".jsonl"):
+        return sources.load_structured(path)
+    text = sources.read_text(path, file, where)
+    if suffix != ".csv":
+        return text
+    rows = list(csv.DictReader(io.StringIO(text, newline="")))
+    if rows and len(rows[0]) == 1:
+        return [next(iter(r.values())) for r in rows]
+    return rows
