@@ -1,0 +1,243 @@
+"""The one template engine: a sandboxed Jinja2 environment that renders as promptfoo's Nunjucks.
+
+Rules (contract §3): one rendering pass; `<<x>>` is rewritten to `{{ x }}` in the template only,
+never in values; values are inserted as they are and never rendered again; undefined names render
+empty and are reported; `dump`/`json` are JSON.stringify without spaces. Nunjucks semantics
+(JavaScript truthiness, printing, loops over objects, its filters) live in `engine.py`,
+`jsvalues.py` and `filters.py`; custom filters for a run (`nunjucksFilters:`) are registered with
+`set_filters`.
+
+Errors: `check` and `render` raise `TemplateError` (a ValueError) for a syntax error, an unknown
+filter or anything that fails while rendering; its message names the template (when the caller
+gives `name`) and the line. Callers turn it into a ConfigError at load and an ERROR row at run time.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from contextvars import ContextVar
+from functools import lru_cache
+from typing import Any
+
+from jinja2 import ChainableUndefined, TemplateSyntaxError, Undefined
+from jinja2 import TemplateError as _JinjaTemplateError
+
+from factcli.errors import did_you_mean
+from factcli.templating.engine import NunjucksEnvironment
+from factcli.templating.filters import FILTERS, TESTS
+from factcli.templating.jsvalues import dump, js_number, js_string, to_fixed, truthy
+
+__all__ = [
+    "TemplateError", "check", "dump", "filter_names", "has_template", "js_number", "js_string", "render",
+    "render_value", "set_filters", "to_fixed", "to_jinja", "truthy",
+]
+
+_NATIVE = re.compile(r"(\\?)<<\s*([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*|\[[^\]<>]*\])*)\s*>>")
+_missing: ContextVar[list | None] = ContextVar("factcli_missing", default=None)
+_TEMPLATE_FILE = "<template>"
+
+
+class TemplateError(ValueError):
+    """A template that does not parse, or fails while rendering. `line` is the template's line."""
+
+    def __init__(self, detail: str, *, name: str | None = None, line: int | None = None, syntax: bool = False):
+        self.detail = detail
+        self.name = name
+        self.line = line
+        self.syntax = syntax
+        kind = "template syntax error" if syntax else "template error"
+        where = "".join((f" in {name}" if name else "", f" on line {line}" if line else ""))
+        super().__init__(f"{kind}{where}: {detail}")
+
+
+class _RecordingUndefined(ChainableUndefined):
+    """Renders as '' (as promptfoo's nunjucks does) and records the missing name."""
+
+    def _record(self) -> None:
+        missing = _missing.get()
+        if missing is not None and self._undefined_name is not None:
+            missing.append(self._undefined_name)
+
+    def __str__(self) -> str:
+        self._record()
+        return ""
+
+    def __iter__(self):
+        self._record()
+        return iter(())
+
+
+class _Environ:
+    """`{{ env.NAME }}`: reads os.environ when used, so rendering never copies the environment."""
+
+    def __getattr__(self, name: str) -> str:
+        return os.environ.get(name, "")
+
+    def __getitem__(self, name: str) -> str:
+        return os.environ.get(name, "")
+
+    def get(self, name: str, default: str = "") -> str:
+        return os.environ.get(name, default)
+
+
+def _make_env() -> NunjucksEnvironment:
+    env = NunjucksEnvironment(
+        undefined=_RecordingUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        finalize=js_string,
+    )
+    env.filters.update(FILTERS)
+    env.tests.update(TESTS)
+    env.globals["env"] = _Environ()
+    return env
+
+
+_ENV = _make_env()
+_BUILTIN_FILTERS = dict(_ENV.filters)
+
+
+# ---------------------------------------------------------------- custom filters
+
+
+class _FilterFailed(Exception):
+    pass
+
+
+def _plain(value: Any) -> Any:
+    """What a user's filter receives: undefined as None, tuples as lists, nothing of Jinja's."""
+    if isinstance(value, Undefined):
+        return None
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, str) and type(value) is not str:
+        return str(value)
+    return value
+
+
+def _user_filter(name: str, fn: Callable) -> Callable:
+    def call(value, *args, **kwargs):
+        try:
+            return fn(_plain(value), *(_plain(a) for a in args), **{k: _plain(v) for k, v in kwargs.items()})
+        except Exception as exc:  # noqa: BLE001 - whatever the user's filter raised
+            message = str(exc) or type(exc).__name__
+            raise _FilterFailed(f"filter '{name}' failed: {message}") from None
+
+    call.__name__ = f"filter_{name}"
+    return call
+
+
+def set_filters(filters: dict[str, Callable]) -> None:
+    """Register the custom filters of a run (promptfoo's `nunjucksFilters:`), replacing any set
+    before: plain Python callables called as fn(value, *args). They work in prompts, var values
+    and assertion values alike, and override a built-in filter of the same name, as in Nunjucks."""
+    _ENV.filters = {**_BUILTIN_FILTERS, **{str(n): _user_filter(str(n), f) for n, f in filters.items()}}
+    _compile.cache_clear()  # compiled templates hold the filter functions they were built with
+
+
+def filter_names() -> list[str]:
+    return sorted(_ENV.filters)
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def to_jinja(template: str) -> str:
+    """Rewrite native `<<name>>` placeholders to Jinja; `\\<<` stays a literal `<<`."""
+    if "<<" not in template:
+        return template
+
+    def sub(m: re.Match) -> str:
+        if m.group(1):
+            return m.group(0)[1:]
+        return "{{ " + m.group(2) + " }}"
+
+    return _NATIVE.sub(sub, template)
+
+
+def has_template(text: str) -> bool:
+    return "{{" in text or "{%" in text or "{#" in text or "<<" in text
+
+
+@lru_cache(maxsize=4096)
+def _compile(template: str):
+    return _ENV.from_string(to_jinja(template))
+
+
+_NO_SUCH = re.compile(r"No (filter|test) named '([^']*)'(?: found)?\.?")
+
+
+def _explain(message: str) -> str:
+    """Jinja's wording, with a did-you-mean for an unknown filter or test."""
+    m = _NO_SUCH.search(message)
+    if not m:
+        return message
+    kind, word = m.group(1), m.group(2)
+    known = _ENV.filters if kind == "filter" else _ENV.tests
+    hint = did_you_mean(word, [n for n in known if not n.startswith("_")])
+    return f"unknown {kind} '{word}'{hint}"
+
+
+def _compiled(template: str, name: str | None):
+    try:
+        return _compile(template)
+    except TemplateSyntaxError as exc:
+        raise TemplateError(_explain(exc.message or "invalid syntax"), name=name, line=exc.lineno,
+                            syntax=True) from None
+    except (RecursionError, MemoryError):
+        raise TemplateError("the template is nested too deeply", name=name, syntax=True) from None
+
+
+def _template_line(exc: BaseException) -> int | None:
+    """The template line a render error happened on (Jinja rewrites its traceback to template lines)."""
+    line = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == _TEMPLATE_FILE:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def _detail(exc: BaseException) -> str:
+    if isinstance(exc, (_FilterFailed, _JinjaTemplateError, ValueError)):
+        return _explain(str(exc)) or type(exc).__name__
+    if isinstance(exc, RecursionError):
+        return "recursion too deep (a macro that calls itself?)"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def check(template: str, name: str | None = None) -> None:
+    """Raise TemplateError if the template does not parse (or names a filter that does not exist)."""
+    if isinstance(template, str) and has_template(template):
+        _compiled(template, name)
+
+
+def render(template: str, variables: dict, missing: list | None = None, *, name: str | None = None) -> str:
+    """Render one template string. Names that were undefined are appended to `missing`.
+    `name` (e.g. "prompt 'greeting'") is how a TemplateError names the template."""
+    if not isinstance(template, str) or not has_template(template):
+        return template
+    compiled = _compiled(template, name)
+    token = _missing.set(missing if missing is not None else [])
+    try:
+        return compiled.render(variables)
+    except TemplateError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a filter, a sandbox refusal or a type error in a user's template
+        raise TemplateError(_detail(exc), name=name, line=_template_line(exc)) from None
+    finally:
+        _missing.reset(token)
+
+
+def render_value(value: Any, variables: dict, *, name: str | None = None) -> Any:
+    """Render strings inside an assertion value (strings, lists, dicts) with the test vars."""
+    if isinstance(value, str):
+        return render(value, variables, name=name)
+    if isinstance(value, list):
+        return [render_value(v, variables, name=name) for v in value]
+    if isinstance(value, dict):
+        return {k: render_value(v, variables, name=name) for k, v in value.items()}
+    return value
