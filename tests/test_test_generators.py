@@ -233,3 +233,16 @@ def test_a_failing_generator_stops_before_any_model_call(tmp_path, fake_openai, 
     expected = f"error: {cfg}: tests[1]: test generator gen.py:boom raised ValueError: generator exploded"
     assert lines == [expected + " (gen.py line 20)"]
     assert fake_openai.requests == []
+
+
+def test_the_example_runs_offline(tmp_path):
+    from conftest import ROOT
+
+    out = tmp_path / "r.json"
+    result = runner.invoke(app, ["eval", "-c", str(ROOT / "examples/test-generators/promptfooconfig.yaml"),
+                                 "-o", str(out), "--no-progress-bar"])
+    assert result.exit_code == 100, result.output  # the stand-in model gets Turkey wrong, by design
+    rows = json.loads(out.read_text())["results"]["results"]
+    assert [(r["vars"]["country"], r["success"]) for r in rows] == [
+        ("Australia", True), ("Canada", True), ("Turkey", False), ("Nigeria", True), ("Morocco", True),
+        ("France", True)]
