@@ -79,7 +79,7 @@ providers: [{PROVIDER}]
 tests: [{{vars: {{topic: cats}}}}]
 """)
     sent = {json.dumps(b["messages"]): b for b in _bodies(fake_openai)}
-    user = lambda text: json.dumps([{"role": "user", "content": text}])  # noqa: E731
+    user = lambda text: json.dumps([{"role": "user", "content": text}])
     # a string is sent as it is: `{{ kept }}` is not rendered (contract §3)
     assert user("STR cats for openai:chat:m1 {{ kept }}") in sent
     chat = json.dumps([{"role": "system", "content": "You are terse."},
@@ -203,15 +203,15 @@ module.exports.chat = ({ vars }) => ({
 module.exports.nothing = () => undefined;
 """)
     write(tmp_path / "esm.mjs", "export function named({ vars }) { return 'ESM ' + vars.topic; }\n")
-    doc = _eval(tmp_path, f"""
+    doc = _eval(tmp_path, """
 prompts:
-  - {{id: file://prompt.js, config: {{seed: 1}}}}
+  - {id: file://prompt.js, config: {seed: 1}}
   - file://prompt.js:chat
   - file://prompt.js:nothing
   - file://prompt.js:missing
   - file://esm.mjs:named
-providers: [{{id: "openai:chat:m1", label: mine, config: {{apiBaseUrl: "{{{{ env.FAKE_OPENAI_URL }}}}"}}}}]
-tests: [{{vars: {{topic: cats}}}}]
+providers: [{id: "openai:chat:m1", label: mine, config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"}}]
+tests: [{vars: {topic: cats}}]
 """)
     bodies = {b["messages"][-1]["content"]: b for b in _bodies(fake_openai)}
     assert set(bodies) == {'JS cats mine {"seed":1}', "JS chat cats", "ESM cats"}

@@ -194,14 +194,14 @@ tests:
 
 def test_prompt_config_is_a_request_parameter_and_part_of_the_cache_key(tmp_path, fake_openai, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    cfg = write(tmp_path / "promptfooconfig.yaml", f"""
+    cfg = write(tmp_path / "promptfooconfig.yaml", """
 prompts:
-  - {{raw: "Q {{{{q}}}}", label: cool, config: {{temperature: 0.1}}}}
-  - {{raw: "Q {{{{q}}}}", label: warm, config: {{temperature: 0.9}}}}
+  - {raw: "Q {{q}}", label: cool, config: {temperature: 0.1}}
+  - {raw: "Q {{q}}", label: warm, config: {temperature: 0.9}}
 providers:
-  - {{id: "openai:chat:m1", config: {{apiBaseUrl: "{{{{ env.FAKE_OPENAI_URL }}}}", temperature: 0.5, max_tokens: 50}}}}
+  - {id: "openai:chat:m1", config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}", temperature: 0.5, max_tokens: 50}}
 tests:
-  - vars: {{q: hi}}
+  - vars: {q: hi}
 """)
     for _ in range(2):  # the second run is answered from the cache: one entry per temperature
         result = runner.invoke(app, ["eval", "-c", str(cfg), "--no-progress-bar", "--no-write"])

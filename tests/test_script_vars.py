@@ -129,16 +129,15 @@ module.exports = (varName, prompt, otherVars, provider) => ({
 });
 ''')
     write(tmp_path / "bad.js", "module.exports = () => 'plain';\n")
-    rows = _eval(tmp_path, f"""
-prompts: ["{{{{js_ctx}}}}|{{{{py_ctx}}}}"]
-providers: [{{id: "openai:chat:m1", label: mine, config: {{apiBaseUrl: "{{{{ env.FAKE_OPENAI_URL }}}}"}}}}]
+    rows = _eval(tmp_path, """
+prompts: ["{{js_ctx}}|{{py_ctx}}"]
+providers: [{id: "openai:chat:m1", label: mine, config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"}}]
 tests:
-  - vars: {{js_ctx: file://ctx.js, py_ctx: file://load_context.py, question: q10}}
-  - vars: {{bad: file://bad.js}}
+  - vars: {js_ctx: file://ctx.js, py_ctx: file://load_context.py, question: q10}
+  - vars: {bad: file://bad.js}
 """)
-    assert _contents(fake_openai) == [
-        "  JS js_ctx q10 py=file:// openai:chat:m1 mine {{|PY saw js_ctx=  JS js_ctx q10 py=file:// openai:chat:m1 "
-        "mine {{"]
+    js = "  JS js_ctx q10 py=file:// openai:chat:m1 mine {{"
+    assert _contents(fake_openai) == [f"{js}|PY saw js_ctx={js}"]
     assert "Expected" in rows[1]["error"] and "bad.js" in rows[1]["error"] and "plain string" in rows[1]["error"]
 
 

@@ -56,7 +56,7 @@ tests:
     uuid = first[0]["vars"]["id"]
     assert len(uuid) == 36 and first[1]["vars"]["id"] == uuid
     assert all(r["success"] for r in first)
-    second = [r for r in rows if r["testIdx"] == 1][0]
+    second = next(r for r in rows if r["testIdx"] == 1)
     assert second["vars"] == {"base": "fromDefault", "question": "partial", "extra": "P", "id": "fixed"}
     assert _contents(fake_openai) == sorted([f"P1 q=hello upper=HELLO extra=X id={uuid}", f"P2 id={uuid}",
                                              "P1 q=partial upper= extra=P id=fixed", "P2 id=fixed"])
