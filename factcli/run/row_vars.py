@@ -135,7 +135,7 @@ def render_var_values(variables: dict, names) -> dict:
         if not ready:
             break  # a cycle: those values stay as written
         for name in ready:
-            out[name] = templating.render(out[name], out)
+            out[name] = templating.render(out[name], out, name=f"var '{name}'")
             del pending[name]
     return out
 
@@ -165,7 +165,7 @@ def final_vars(step: EvalStep, variables: dict) -> dict:
         try:
             variables = render_var_values(variables, step.test.template_vars)
         except templating.TemplateError as exc:
-            raise RowError(f"rendering a var value: {exc}") from None
+            raise RowError(str(exc)) from None
     return variables
 
 
@@ -240,15 +240,21 @@ def render_template(step: EvalStep, variables: dict) -> tuple[str, list[dict], l
             for m in prompt.messages:
                 m = dict(m)
                 if isinstance(m.get("content"), str):
-                    m["content"] = templating.render(m["content"], variables, missing)
+                    m["content"] = templating.render(m["content"], variables, missing,
+                                                     name=_prompt_name(prompt.label))
                 messages.append(m)
             return json.dumps(messages, ensure_ascii=False), messages, missing
         options = step.test.options
         prefix, suffix = options.get("prefix") or "", options.get("suffix") or ""
-        text = templating.render(f"{prefix}{prompt.raw}{suffix}", variables, missing)
+        text = templating.render(f"{prefix}{prompt.raw}{suffix}", variables, missing, name=_prompt_name(prompt.label))
     except templating.TemplateError as exc:
         raise RowError(str(exc)) from None
     return text, _messages_of(text), missing
+
+
+def _prompt_name(label: str) -> str:
+    short = " ".join(label.split())
+    return f"prompt '{short if len(short) <= 40 else short[:39] + '…'}'"
 
 
 def static_row(step: EvalStep, eval_id: str = "") -> Row:
