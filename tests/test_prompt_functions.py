@@ -230,3 +230,14 @@ def test_prompt_functions_example_runs_offline(tmp_path):
     assert result.exit_code == 0, result.output
     doc = json.loads(out.read_text())
     assert doc["results"]["stats"]["successes"] == len(doc["results"]["results"]) > 0
+
+
+def test_litellm_call_path_lays_request_parameters_over_the_provider_config():
+    from factcli.providers.litellm_provider import LiteLLMProvider
+    from factcli.types import ProviderSpec
+
+    provider = LiteLLMProvider(ProviderSpec(id="anthropic:messages:claude-x",
+                                            config={"temperature": 0.9, "max_tokens": 10}))
+    kwargs = provider.call_kwargs(with_secrets=False, request={"temperature": 0.1, "seed": 5, "apiBaseUrl": "x"})
+    assert (kwargs["temperature"], kwargs["max_tokens"], kwargs["seed"]) == (0.1, 10, 5)
+    assert "api_base" not in kwargs  # request parameters are body parameters, never the endpoint
