@@ -23,12 +23,11 @@ from factcli.types import Prompt, ProviderSpec, TestCase
 TOP_KEYS = {
     "description", "prompts", "providers", "targets", "tests", "defaultTest", "scenarios",
     "evaluateOptions", "derivedMetrics", "assertionTemplates", "env", "outputPath", "metadata",
-    "tags", "sharing",
+    "tags", "sharing", "nunjucksFilters",
 }
 UNSUPPORTED_TOP = {
     "redteam": "red teaming is not part of factcli",
     "extensions": "promptfoo extension hooks are not supported",
-    "nunjucksFilters": "custom nunjucks filters are not supported",
     "tracing": "OpenTelemetry tracing is not supported",
     "writeLatestResults": "factcli always stores runs; use --no-write to skip",
     "commandLineOptions": "pass options on the command line instead",
@@ -175,6 +174,9 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
         # only the keys: a template may leave `value` to the assertions that use it
         check_keys(template, ASSERT_KEYS - {"$ref"}, file, f"assertionTemplates.{name}")
     ctx = Ctx(file, base, templates)
+    from factcli.config.filters import register_filters
+
+    register_filters(cfg.get("nunjucksFilters"), ctx)  # before prompts: their templates may use them
 
     provider_key = "targets" if "targets" in cfg and "providers" not in cfg else "providers"
     prompts = [] if partial and cfg.get("prompts") is None else parse_prompts(cfg.get("prompts"), ctx)
