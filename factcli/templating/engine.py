@@ -300,6 +300,8 @@ class NunjucksEnvironment(ImmutableSandboxedEnvironment):
             return obj
         if obj is None:
             return self.undefined(obj=obj, name=argument)
+        if isinstance(argument, slice):  # Jinja2's s[1:3] (a syntax error in Nunjucks)
+            return super().getitem(obj, argument)
         if isinstance(obj, (str, list, tuple)):
             n = _index(argument)
             if n is not None:

@@ -192,6 +192,11 @@ def f_list(value: Any) -> list:
         return list(value)
     if js.is_undefined(value):
         return []
+    if not isinstance(value, (bool, int, float)) and value is not None:
+        try:
+            return list(value)  # Python iterables: dict.items(), generators
+        except TypeError:
+            pass
     raise ValueError("list filter: type not iterable")
 
 
