@@ -59,11 +59,11 @@ def _filter(name: str, ref: str, ctx: Ctx, where: str) -> Callable:
     if not sources.is_file(path):
         raise ConfigError(f"filter file not found: {path}", ctx.file, where)
     if suffix in PY_SUFFIXES:
-        return _python_filter(path, func or name, ctx.file, where)
+        return _python_filter(path, func or name, ctx.file, where, named=func is not None)
     return _js_filter(path, func, ctx.file, where)
 
 
-def _python_filter(path: Path, func: str, file: str, where: str) -> Callable:
+def _python_filter(path: Path, func: str, file: str, where: str, named: bool = True) -> Callable:
     from factcli.scripting.python import load_module
 
     try:
@@ -76,7 +76,8 @@ def _python_filter(path: Path, func: str, file: str, where: str) -> Callable:
         target = getattr(target, attr, None)
     if not callable(target):
         names = [n for n, v in vars(module).items() if callable(v) and not n.startswith("_")]
-        raise ConfigError(f"{path.name} has no function '{func}'{did_you_mean(func, names)}", file, where)
+        hint = did_you_mean(func, names) or ("" if named else f" (name one: file://{path.name}:fn)")
+        raise ConfigError(f"{path.name} has no function '{func}'{hint}", file, where)
     return target
 
 
