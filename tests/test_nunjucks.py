@@ -349,3 +349,16 @@ def test_python_and_js_filters_in_prompts_and_assertions(tmp_path, fake_openai, 
     result = _eval(tmp_path, config)
     assert result.exit_code == 0, result.output
     assert fake_openai.requests[-1]["json"]["messages"] == [{"role": "user", "content": "HELLO [hello] HELLO!!"}]
+
+
+def test_a_filter_defined_in_a_second_config_file_works_in_the_first(tmp_path, fake_openai, monkeypatch):
+    """-c main.yaml -c sub/extra.yaml: every file's filters are registered first, each path read
+    against its own file's folder."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    write(tmp_path / "sub" / "shout.py", "def shout(value):\n    return str(value).upper() + '!'\n")
+    extra = write(tmp_path / "sub" / "extra.yaml", "nunjucksFilters:\n  shout: shout.py:shout\n")
+    main = write(tmp_path / "main.yaml", "prompts: ['{{ body | shout }}']\n"
+                                         f"providers: [{_openai()}]\ntests: [{{vars: {{body: hi}}}}]\n")
+    result = runner.invoke(app, ["eval", "-c", str(main), "-c", str(extra), "--no-progress-bar", "--no-cache"])
+    assert result.exit_code == 0, result.output
+    assert fake_openai.requests[-1]["json"]["messages"] == [{"role": "user", "content": "HI!"}]

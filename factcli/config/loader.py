@@ -110,16 +110,29 @@ def load_suite(paths: list[str | Path], cli_vars: dict | None = None) -> Suite:
             check_keys(cfg, TOP_KEYS, str(p), "", UNSUPPORTED_TOP)
     if len(configs) == 1:
         return build_suite(configs[0][1], configs[0][0], cli_vars)
+    # Every file's nunjucksFilters first, each resolved against its own folder: a prompt in one file
+    # may use a filter another file defines.
+    filters = _all_filters(configs)
     # Validate each file on its own first, so errors name the right file and key path; then
     # merge with every relative file:// reference made absolute against its own file.
-    partials = [build_suite(cfg, p, cli_vars, partial=True) for p, cfg in configs]
+    partials = [build_suite(cfg, p, cli_vars, partial=True, filters=filters) for p, cfg in configs]
     merged = merge_configs([(p, absolutize(cfg, p.parent)) for p, cfg in configs])
-    suite = build_suite(merged, files[0], cli_vars)
+    suite = build_suite(merged, files[0], cli_vars, filters=filters)
     # the merged config's unknown keys would all name the first file: each file's own lines instead
     _set_unknown_keys(suite, [line for part in partials for line in part.unknown_keys])
     suite.raw = merge_configs(configs)
     suite.config_files = [str(p) for p in files]
     return suite
+
+
+def _all_filters(configs: list[tuple[Path, dict]]) -> dict:
+    from factcli.config.filters import parse_filters
+
+    found: dict = {}
+    for p, cfg in configs:
+        if cfg.get("nunjucksFilters") is not None:
+            found.update(parse_filters(cfg["nunjucksFilters"], Ctx(str(p), p.parent, {})))
+    return found
 
 
 def absolutize(value: Any, base: Path) -> Any:
@@ -133,11 +146,12 @@ def absolutize(value: Any, base: Path) -> Any:
     return value
 
 
-def build_suite(cfg: dict, path: Path | None, cli_vars: dict | None = None, partial: bool = False) -> Suite:
+def build_suite(cfg: dict, path: Path | None, cli_vars: dict | None = None, partial: bool = False,
+                filters: dict | None = None) -> Suite:
     """Build a Suite from one config mapping. `partial`: one of several -c files, which may lack
     prompts or providers of its own. Unknown keys become `suite.unknown_keys` (contract §4)."""
     with unknown_keys_collected() as found:
-        suite = _build_suite(cfg, path, cli_vars, partial)
+        suite = _build_suite(cfg, path, cli_vars, partial, filters)
     _set_unknown_keys(suite, unknown_key_lines(found))
     return suite
 
@@ -149,7 +163,8 @@ def _set_unknown_keys(suite: Suite, lines: list[str]) -> None:
     suite.warnings = suite.unknown_keys + [w for w in suite.warnings if w not in old]
 
 
-def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: bool) -> Suite:
+def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: bool,
+                 filters: dict | None = None) -> Suite:
     file = str(path) if path else "<config>"
     base = path.parent if path else Path.cwd()
     raw = cfg  # never mutated below: env expansion and parsing build new objects
@@ -176,7 +191,10 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
     ctx = Ctx(file, base, templates)
     from factcli.config.filters import register_filters
 
-    register_filters(cfg.get("nunjucksFilters"), ctx)  # before prompts: their templates may use them
+    if filters is not None:  # several -c files: every file's filters, parsed by load_suite
+        templating.set_filters(filters)
+    else:
+        register_filters(cfg.get("nunjucksFilters"), ctx)  # before prompts: their templates may use them
 
     provider_key = "targets" if "targets" in cfg and "providers" not in cfg else "providers"
     prompts = [] if partial and cfg.get("prompts") is None else parse_prompts(cfg.get("prompts"), ctx)
