@@ -68,11 +68,29 @@ def parse_prompts(value: Any, ctx: Ctx) -> list[Prompt]:
         expect(isinstance(item, str), f"expected a prompt string, got {type(item).__name__}", ctx.file, where)
         if sources.is_file_ref(item):
             out.extend(_with_config(p, config) for p in _prompts_from_file(item, label, ctx, where))
+        elif _names_a_file(item, ctx):  # promptfoo reads `prompts: [prompts/*.txt]` without file:// too
+            out.extend(_with_config(p, config) for p in _prompts_from_file(f"file://{item}", label, ctx, where))
         else:
             _check_template(item, ctx.file, where)
             out.append(_with_config(make_prompt(item, label), config))
     expect(bool(out), "no prompts found", ctx.file, "prompts")
     return out
+
+
+def _names_a_file(text: str, ctx: Ctx) -> bool:
+    """A one-line prompt without template markers that names existing files (a path or a glob that
+    matches). promptfoo takes any one-line prompt with a `/` or a `.xx` ending for a path and stops
+    when no file is there (part A §2.1, a trap): here a prompt is a file only when the file exists."""
+    text = text.strip()
+    if not text or "\n" in text or templating.has_template(text) or "<<" in text or len(text) > 1000:
+        return False
+    path, _ = sources.ref_path(f"file://{text}", ctx.base)
+    if not sources.is_glob(str(path)):
+        return sources.is_file(path)
+    try:
+        return bool(sources.expand_glob(path, ctx.file, "prompts"))
+    except (ConfigError, OSError, ValueError):  # a glob that matches nothing: the text is the prompt
+        return False
 
 
 def _with_config(prompt: Prompt, config: dict) -> Prompt:
