@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -105,17 +104,6 @@ def strip_newline(variables: dict) -> dict:
     return {k: v[:-1] if isinstance(v, str) and v.endswith("\n") else v for k, v in variables.items()}
 
 
-@lru_cache(maxsize=4096)
-def referenced_names(text: str) -> frozenset | None:
-    """The root names a template reads (loop variables and `set` names excluded); None if it does not parse."""
-    from jinja2 import Environment, TemplateSyntaxError, meta
-
-    try:
-        return frozenset(meta.find_undeclared_variables(Environment().parse(templating.to_jinja(text))))
-    except TemplateSyntaxError:
-        return None
-
-
 def render_var_values(variables: dict, names) -> dict:
     """Render, once each, the values of `names` that reference only vars of the row (and `env`); a value
     that names anything else, or does not parse, stays as written. A value referencing another template
@@ -125,7 +113,7 @@ def render_var_values(variables: dict, names) -> dict:
         value = variables.get(name)
         if not isinstance(value, str):
             continue
-        refs = referenced_names(value)
+        refs = templating.referenced_names(value)
         if refs is None or not refs <= (variables.keys() | {"env"}):
             continue
         pending[name] = refs

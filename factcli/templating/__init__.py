@@ -166,6 +166,20 @@ def _compile(template: str):
     return _ENV.from_string(to_jinja(template))
 
 
+@lru_cache(maxsize=4096)
+def referenced_names(template: str) -> frozenset | None:
+    """The root names a template reads (loop variables and `set` names excluded), parsed by the engine
+    that renders it; None if it does not parse."""
+    from jinja2 import meta
+
+    try:
+        return frozenset(meta.find_undeclared_variables(_ENV.parse(to_jinja(template))))
+    except TemplateSyntaxError:
+        return None
+    except (RecursionError, MemoryError):
+        return None
+
+
 _NO_SUCH = re.compile(r"No (filter|test) named '([^']*)'(?: found)?\.?")
 
 
