@@ -148,3 +148,34 @@ def test_config_errors(tmp_path):
         with pytest.raises(ConfigError) as info:
             load_suite([cfg])
         assert message in str(info.value) and "tests[0].options.transformVars" in str(info.value)
+
+
+def test_filter_failing_and_retry_errors_match_rows_by_their_transformed_vars(tmp_path, monkeypatch):
+    """Stored rows carry the transformed vars: --filter-failing and --retry-errors find them again
+    (the transform runs once per test either way)."""
+    write(tmp_path / "model.py", "import os\n\ndef call_api(prompt, options, context):\n"
+                                 "    if 'TWO' in prompt and os.environ.get('BREAK'):\n"
+                                 "        raise RuntimeError('down')\n"
+                                 "    return {'output': prompt}\n")
+    write(tmp_path / "t.py", "def get_transform(vars, context):\n    return {'big': vars['q'].upper()}\n")
+    cfg = write(tmp_path / "promptfooconfig.yaml", """
+prompts: ["Q: {{big}}"]
+providers: [file://model.py]
+defaultTest: {options: {transformVars: file://t.py}}
+tests:
+  - vars: {q: one}
+    assert: [{type: contains, value: ONE}]
+  - vars: {q: two}
+  - vars: {q: three}
+    assert: [{type: contains, value: nope}]
+""")
+    monkeypatch.setenv("BREAK", "1")
+    first = runner.invoke(app, ["eval", "-c", str(cfg), "--no-progress-bar", "--no-cache", "--no-table"])
+    assert first.exit_code == 100 and "Errors: 1" in first.output, first.output
+    failing = runner.invoke(app, ["eval", "-c", str(cfg), "--filter-failing", "latest", "--no-progress-bar",
+                                  "--no-cache", "--no-table", "--no-write"])
+    assert "2 of 3 tests failed or errored there" in " ".join(failing.output.split()), failing.output
+    monkeypatch.delenv("BREAK")
+    again = runner.invoke(app, ["eval", "--retry-errors", "latest", "--no-progress-bar", "--no-table"])
+    assert again.exit_code == 100, again.output  # the error row is now a PASS; test 3 still fails
+    assert "Errors: 0" in again.output and "Successes: 2" in again.output, again.output

@@ -60,6 +60,9 @@ class Suite:
     warnings: list[str] = field(default_factory=list)
     # one line per key the config has that nothing reads (also in `warnings`); --strict refuses them
     unknown_keys: list[str] = field(default_factory=list)
+    # id(test) -> why its transformVars failed, once the transforms have run (they run once per
+    # test: --filter-failing needs the transformed vars before the run is prepared)
+    transform_errors: dict | None = None
 
 
 def default_config_path(cwd: Path | None = None) -> Path | None:

@@ -158,7 +158,9 @@ def prepare(suite: Suite, options: RunOptions) -> EvalRun:
     repeat = options.repeat or int(eo.get("repeat") or 1)
     from factcli.run.row_vars import plan_transforms
 
-    vars_errors = plan_transforms(suite.tests)  # transformVars, before var arrays become rows
+    if suite.transform_errors is None:  # transformVars, before var arrays become rows
+        suite.transform_errors = plan_transforms(suite.tests)
+    vars_errors = suite.transform_errors
     cols, steps = expand(suite, repeat, pattern=options.filter_pattern, first_n=options.filter_first_n,
                          sample=options.filter_sample)
     concurrency = (options.max_concurrency or _env_concurrency()

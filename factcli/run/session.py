@@ -192,8 +192,11 @@ class EvalSession:
         if self.failing is None:
             return
         from factcli.config.plan import var_combinations
+        from factcli.run.row_vars import plan_transforms
 
         run_id, keys = self.failing
+        if suite.transform_errors is None:  # stored rows carry the transformed vars
+            suite.transform_errors = plan_transforms(suite.tests)
         keep = [t for t in suite.tests
                 if any(test_key(t.description, combo) in keys
                        for combo in var_combinations(t.vars, bool(t.options.get("disableVarExpansion"))))]
