@@ -17,6 +17,10 @@ python
 - bool / "true" / "false", a number (or numeric text), a {pass, score, reason} dict (snake_case
   keys accepted, JSON text accepted); a dict's score below `threshold` fails.
 - code that raises fails the assertion (never an ERROR row): "Error running Python script: …".
+
+python-function
+- a Python function passed to the Python API (`factcli.evaluate`, `factcli.check`), named by
+  scripting/callables.py: fn(output, context), its result read as a python assertion's.
 """
 
 from __future__ import annotations
@@ -367,6 +371,35 @@ async def python(ctx: AssertionContext) -> GradingResult:
         return _script_result(ctx, result, suffix)
     except _ResultShapeError as exc:
         return GradingResult(False, 0.0, f"Python code execution failed: {exc}", ctx.assertion)
+
+
+def _function_preflight(a: Assertion, base: Path, test=None) -> list[str]:
+    from factcli.scripting import callables
+
+    return [] if callables.lookup(str(a.value)) is not None else [callables.missing(str(a.value))]
+
+
+@assertion("python-function", needs_value=True, preflight=_function_preflight)
+async def python_function(ctx: AssertionContext) -> GradingResult:
+    """A Python function passed to the Python API (scripting/callables.py): fn(output, context), read as
+    a python assertion's result; the output it gets is the object itself, not a JSON copy."""
+    from factcli.scripting import callables
+
+    name = str(ctx.assertion.value)
+    fn = callables.lookup(name)
+    if fn is None:
+        raise AssertionError_(callables.missing(name))
+    try:
+        result = await callables.call(fn, ctx.output, script_context(ctx))
+    except Exception as exc:  # as for a python assertion: the assertion fails, the row is no ERROR
+        return GradingResult(False, 0.0, f"Python function {name} raised {type(exc).__name__}: {exc}", ctx.assertion)
+    if isinstance(result, GradingResult):
+        return _normalize(ctx, {"pass": result.passed, "score": result.score, "reason": result.reason,
+                                "metadata": result.metadata}, f"Python function {name}", None)
+    try:
+        return _script_result(ctx, result, None, f"Python function {name}")
+    except _ResultShapeError as exc:
+        return GradingResult(False, 0.0, f"Python function {name}: {exc}", ctx.assertion)
 
 
 # ---------------------------------------------------------------- assertScoringFunction

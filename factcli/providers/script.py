@@ -1,5 +1,6 @@
 """Providers that run the user's own code: `python:file.py[:fn]` / `file://file.py[:fn]` in-process
-(promptfoo's `call_api(prompt, options, context)` contract) and `exec: command`."""
+(promptfoo's `call_api(prompt, options, context)` contract), `python-function:NAME` (a function passed
+to the Python API, scripting/callables.py) and `exec: command`."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from factcli.providers.base import (
     register_provider,
     response_from_dict,
 )
+from factcli.scripting import callables
 from factcli.scripting.python import load_module
 from factcli.types import ProviderResponse
 
@@ -76,6 +78,41 @@ class PythonProvider(Provider):
             shown = shown if len(shown) <= 80 else shown[:77] + "..."
             raise ProviderCallError(f"{path}:{func_name} must return a dict such as {{\"output\": ...}} (or "
                                     f"{{\"error\": ...}}), got {type(result).__name__} {shown}", ERROR)
+        return response_from_dict(result)
+
+
+@register_provider(callables.PREFIX)
+class FunctionProvider(Provider):
+    """A Python function given to factcli.evaluate() as a provider or a grader: promptfoo's Python
+    provider contract, fn(prompt, options, context) -> {"output": ...} (or the output as text)."""
+
+    cacheable = False  # user code may be stateful; never serve it stale
+    free = True  # what it spends, it reports itself (`cost` in its dict)
+
+    @staticmethod
+    def validate(spec, base_dir) -> None:
+        name = spec.id[len(callables.PREFIX) + 1:]
+        if callables.lookup(name) is None:
+            raise ConfigError(callables.missing(name))
+
+    async def call(self, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
+        name = self.id[len(callables.PREFIX) + 1:]
+        fn = callables.lookup(name)
+        if fn is None:
+            raise ProviderCallError(callables.missing(name), ERROR)
+        options = {"id": self.id, "label": self.label, "config": dict(self.config)}
+        ctx = {"vars": dict(prompt.vars), "prompt": {"raw": prompt.text, "label": prompt.label}}
+        try:
+            result = await callables.call(fn, prompt.text, options, ctx)
+        except Exception as exc:
+            raise ProviderCallError(f"{name} raised {type(exc).__name__}: {exc}", ERROR) from None
+        if isinstance(result, str):
+            return ProviderResponse(output=result)
+        if not isinstance(result, dict):
+            shown = repr(result)
+            shown = shown if len(shown) <= 80 else shown[:77] + "..."
+            raise ProviderCallError(f"{name} must return the output as text or a dict such as {{\"output\": ...}}, "
+                                    f"got {type(result).__name__} {shown}", ERROR)
         return response_from_dict(result)
 
 

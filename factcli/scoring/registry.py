@@ -80,7 +80,7 @@ _FAMILY_OF = {
     **dict.fromkeys(("factuality", "g-eval", "llm-rubric", "max-score", "model-graded-closedqa",
                      "model-graded-factuality", "select-best", "similar", "similar:cosine", "similar:dot",
                      "similar:euclidean"), "assertions.graded"),
-    **dict.fromkeys(("javascript", "python"), "assertions.scripts"),
+    **dict.fromkeys(("javascript", "python", "python-function"), "assertions.scripts"),
     **dict.fromkeys(("answer-relevance", "context-faithfulness", "context-recall", "context-relevance",
                      "conversation-relevance"), "assertions.rag"),
     "factual-correctness": "methods.factual_correctness", "factscore": "methods.factscore",

@@ -1,0 +1,319 @@
+"""The Python API's eval: `factcli.evaluate(config, **options)` and `await factcli.evaluate_async(...)`.
+
+It runs the CLI's flow (load, filter, prepare, preflight, store, execute, write outputs) without the
+terminal: warnings become Python warnings, bad input raises the FactcliError the CLI would print,
+and the run is returned as a `Run` (run/result.py). The config may be a path, several paths, a YAML
+text or a dict (promptfoo's `evaluate(testSuite, options)`), and may hold Python functions as
+providers, graders and assertions (`with_functions`). `evaluate` works in a plain script and inside
+a running event loop (a notebook cell), where it runs the eval on a loop of its own in a worker
+thread; everything that touches the run store happens on that one thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from factcli.errors import FactcliError, did_you_mean
+from factcli.run import runner
+
+# keyword -> what it is; camelCase spellings are promptfoo's evaluate() options
+_OPTIONS = {
+    "max_concurrency": "count", "repeat": "count", "delay_ms": "amount", "cache": "flag", "grader": "grader",
+    "filter_pattern": "text", "filter_first_n": "amount", "filter_sample": "amount", "description": "text",
+    "vars": "mapping", "max_cost": "amount", "store": "flag", "db": "path", "outputs": "paths",
+}
+_CAMEL = {"maxConcurrency": "max_concurrency", "delay": "delay_ms", "filterPattern": "filter_pattern",
+          "filterFirstN": "filter_first_n", "filterSample": "filter_sample", "maxCost": "max_cost",
+          "outputPath": "outputs", "output": "outputs"}
+_IGNORED = {"showProgressBar", "progressCallback", "eventSource"}  # promptfoo's, about its own console
+
+
+class FactcliWarning(UserWarning):
+    """What the CLI prints as `warning: ...` (an unknown config key, an undefined var)."""
+
+
+def warn(message: str) -> None:
+    warnings.warn(message, FactcliWarning, stacklevel=3)
+
+
+# ---------------------------------------------------------------- options
+
+
+@dataclass
+class ApiOptions:
+    run: runner.RunOptions
+    store: bool = True
+    db: Path | None = None
+    outputs: list[Path] = field(default_factory=list)
+
+
+def parse_options(options: dict | None, kwargs: dict) -> ApiOptions:
+    """Keywords (and promptfoo's options dict) -> the run's options; a bad one is a FactcliError."""
+    given: dict[str, Any] = {}
+    for key, value in {**(options or {}), **kwargs}.items():
+        if key in _IGNORED:
+            continue
+        name = _CAMEL.get(key, key)
+        if name not in _OPTIONS:
+            raise FactcliError(f"evaluate(): unknown option '{key}'{did_you_mean(key, list(_OPTIONS) + list(_CAMEL))}")
+        given[name] = _checked(name, value)
+    store = given.pop("store", True)
+    db = given.pop("db", None)
+    outputs = given.pop("outputs", [])
+    if "grader" in given:
+        given["grader"] = _grader_id(given["grader"])
+    given["vars"] = {str(k): v for k, v in (given.get("vars") or {}).items()}
+    return ApiOptions(runner.RunOptions(**given), store=store is not False, db=db, outputs=outputs)
+
+
+def _checked(name: str, value: Any) -> Any:
+    kind = _OPTIONS[name]
+    if value is None or kind in ("grader",):
+        return value
+    bad = None
+    if kind == "count":
+        bad = None if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else \
+            "expected a whole number of at least 1"
+    elif kind == "amount":
+        bad = None if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else \
+            "expected a number of at least 0"
+    elif kind == "flag":
+        bad = None if isinstance(value, bool) else "expected True or False"
+    elif kind == "text":
+        bad = None if isinstance(value, str) else "expected text"
+    elif kind == "mapping":
+        bad = None if isinstance(value, dict) else "expected a dict"
+    elif kind == "path":
+        return Path(value)
+    elif kind == "paths":
+        return [Path(p) for p in ([value] if isinstance(value, (str, Path)) else value)]
+    if bad:
+        raise FactcliError(f"evaluate({name}={value!r}): {bad}")
+    return value
+
+
+def _grader_id(value: Any) -> Any:
+    """A grader may be a Python function too (promptfoo's provider contract)."""
+    if callable(value):
+        from factcli.scripting import callables
+
+        return f"{callables.PREFIX}:{callables.register(value)}"
+    return value
+
+
+# ---------------------------------------------------------------- Python functions in a config
+
+
+def with_functions(cfg: dict) -> dict:
+    """A copy of a config dict in which every Python function is replaced by its name
+    (scripting/callables.py): a provider or grader by `python-function:NAME`, an assertion by
+    `{type: python-function, value: NAME}` (also `{type: python, value: fn}`, promptfoo's Node API
+    `{type: javascript, value: fn}` spelled for Python). A function anywhere else is an error."""
+    return _walk(cfg, "")
+
+
+def _provider(value: Any, where: str) -> Any:
+    if callable(value):
+        name = _grader_id(value).split(":", 1)[1]
+        return {"id": f"python-function:{name}", "label": name} if where.startswith(("providers", "targets")) \
+            else f"python-function:{name}"
+    if isinstance(value, dict) and callable(value.get("id")):
+        name = _grader_id(value["id"]).split(":", 1)[1]
+        return {"label": name, **value, "id": f"python-function:{name}"}
+    return _walk(value, where)
+
+
+def _assertion(value: Any, where: str) -> Any:
+    if callable(value):
+        return {"type": "python-function", "value": _grader_id(value).split(":", 1)[1]}
+    if isinstance(value, dict) and callable(value.get("value")):
+        typ = str(value.get("type") or "python")
+        inverse = typ.startswith("not-")
+        if typ.removeprefix("not-") not in ("python", "javascript", "python-function"):
+            raise FactcliError(f"evaluate(): {where}.value: a Python function is an assertion of its own "
+                               f"(type python or python-function), not the value of '{typ}'")
+        rest = {k: _walk(v, f"{where}.{k}") for k, v in value.items() if k not in ("type", "value")}
+        return {**rest, "type": ("not-" if inverse else "") + "python-function",
+                "value": _grader_id(value["value"]).split(":", 1)[1]}
+    return _walk(value, where)
+
+
+def _walk(value: Any, where: str) -> Any:
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            here = f"{where}.{k}" if where else str(k)
+            if k in ("providers", "targets") and isinstance(v, list):
+                out[k] = [_provider(p, f"{here}[{i}]") for i, p in enumerate(v)]
+            elif k in ("providers", "targets", "provider"):
+                out[k] = _provider(v, here)
+            elif k == "assert" and isinstance(v, list):
+                out[k] = [_assertion(a, f"{here}[{i}]") for i, a in enumerate(v)]
+            else:
+                out[k] = _walk(v, here)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_walk(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if callable(value) and not isinstance(value, type):
+        raise FactcliError(f"evaluate(): {where}: a Python function can be a provider, a grader or an "
+                           "assertion, not this value")
+    return value
+
+
+# ---------------------------------------------------------------- the config
+
+
+def load_suite(config: Any, options: runner.RunOptions):
+    """A path, a list of paths, YAML text or a dict -> the Suite (as -c would load it)."""
+    if isinstance(config, dict):
+        from factcli.config.loader import build_suite
+
+        return build_suite(with_functions(config), None, options.vars)
+    if isinstance(config, str) and ("\n" in config or not _is_file(config)):
+        parsed = _yaml_text(config)
+        if parsed is not None:
+            from factcli.config.loader import build_suite
+
+            return build_suite(with_functions(parsed), None, options.vars)
+    if isinstance(config, (str, Path)):
+        return runner.load([config], options)
+    if isinstance(config, (list, tuple)) and config and all(isinstance(p, (str, Path)) for p in config):
+        return runner.load(list(config), options)
+    raise FactcliError(f"evaluate(): the config must be a path, a list of paths, YAML text or a dict, "
+                       f"got {type(config).__name__}")
+
+
+def _is_file(text: str) -> bool:
+    try:
+        return Path(text).is_file()
+    except OSError:  # a name too long to be a path
+        return False
+
+
+def _yaml_text(text: str) -> dict | None:
+    """Text of several lines is YAML and must be a mapping; one line is YAML when it reads as a
+    mapping (`{prompts: [...], ...}`), else a path."""
+    several = "\n" in text
+    if not several and ":" not in text:
+        return None
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        if not several:
+            return None
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise FactcliError(f"<config>: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    if isinstance(data, dict):
+        return data
+    if several:
+        raise FactcliError(f"<config>: the config must be a mapping of keys, got {type(data).__name__}")
+    return None
+
+
+# ---------------------------------------------------------------- prepare and execute
+
+
+class Evaluation:
+    """A loaded, checked run ready to execute, and its session in the store (also what the pytest
+    plugin collects rows from before running them)."""
+
+    def __init__(self, config: Any, options: ApiOptions):
+        from factcli.run import preflight
+        from factcli.run.session import EvalSession
+
+        self.options = options
+        ro = options.run
+        args = {"no_write": not options.store, "db": options.db, "output": options.outputs,
+                "no_cache": ro.cache is False}
+        suite = load_suite(config, ro)
+        for message in suite.warnings:
+            warn(message)
+        if ro.filter_pattern:
+            try:
+                re.compile(ro.filter_pattern)
+            except re.error as exc:
+                raise FactcliError(f"filter_pattern: invalid regex: {exc}") from None
+        self.run = runner.prepare(suite, ro)
+        for message in self.run.warnings[len(suite.warnings):]:
+            warn(message)
+        self.outputs = list(options.outputs) + [Path(p) for p in suite.output_path]
+        if self.run.total_steps == 0 and suite.tests:  # code may well ask for none: an empty run, not an error
+            warn(f"the filters leave no test to run (of {len(suite.tests)})")
+        try:
+            preflight.check(self.run, self.outputs, {})
+        except FactcliError as exc:
+            for problem in getattr(exc, "problems", ()):  # shown under the message in a traceback
+                exc.add_note(f"  - {problem}")
+            raise
+        self.session = EvalSession.open(args, ro)  # last: nothing is stored for a config that fails its checks
+        self.session.filter_suite(suite)
+
+    @property
+    def steps(self) -> list:
+        return self.run._steps  # type: ignore[attr-defined]
+
+    def keep_only(self, keys: set[tuple[int, int, int]]) -> None:
+        """Run only these (test, column, repeat) rows (the pytest items left after -k)."""
+        self.run._steps = [s for s in self.steps if (s.test_idx, s.prompt_idx, s.repeat_idx) in keys]  # type: ignore
+        self.run.total_steps = len(self.run._steps)  # type: ignore[attr-defined]
+
+    async def execute(self):
+        """Execute, store each row as it finishes and the run at the end, write the outputs."""
+        from factcli.run.result import Run
+
+        run, session = self.run, self.session
+        rows: list = []
+        session.begin(run)
+        try:
+            await runner.execute(run, on_result=session.recorder(rows.append), warn=warn)
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            run.status = runner.STATUS_INTERRUPTED
+            session.finish(run)
+            raise
+        except BaseException as exc:
+            session.finish(run, exc)
+            raise
+        session.finish(run)
+        run.rows, run.stored_rows = rows, None  # the caller holds every row; the store has them too
+        if run.status == runner.STATUS_ABORTED:
+            warn(f"the run stopped: {run.abort_reason}")
+        elif run.status == runner.STATUS_INTERRUPTED and run.abort_reason:
+            warn(f"the run stopped: {run.abort_reason}; finished rows were kept")
+        from factcli.report.exports import write_export
+
+        for path in self.outputs:
+            write_export(run, path)
+        return Run(run, stored=session.writing)
+
+
+async def evaluate_async(config: Any, options: dict | None = None, **kwargs):
+    """`await factcli.evaluate_async(config, **options)`: evaluate() for code already in an event loop."""
+    return await Evaluation(config, parse_options(options, kwargs)).execute()
+
+
+def run_sync(make: Callable[[], Any]) -> Any:
+    """Run the coroutine `make()` returns to its end: on this thread when no event loop runs here,
+    else (a notebook cell, an async test) on a loop of its own in a worker thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(make())
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1, thread_name_prefix="factcli") as pool:
+        return pool.submit(lambda: asyncio.run(make())).result()
+
+
+def evaluate(config: Any, options: dict | None = None, **kwargs):
+    """Run an eval and return its Run; see docs/python-api.md."""
+    api_options = parse_options(options, kwargs)
+    return run_sync(lambda: Evaluation(config, api_options).execute())
