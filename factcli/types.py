@@ -167,6 +167,9 @@ class EvalResult:
     failure_reason: int
     error: str | None = None
     latency_ms: float = 0
+    # the row's place in a multi-turn conversation (run/conversations.py): {"id": conversationId or
+    # None, "turn": 1-based, "rawOutput": the output before transforms when they changed it}
+    conversation: dict | None = None
 
 
 # ------------------------------------------------------------------ finished rows, shared empties

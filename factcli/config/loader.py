@@ -292,6 +292,7 @@ def _scenario_tests(value: Any, ctx: Ctx) -> list[tuple[dict, Ctx, str]]:
     from factcli.config.testsets import load_tests
 
     out = []
+    n = 0  # each config entry of each scenario is its own conversation, `__scenario_<n>__` (promptfoo)
     for i, sc in enumerate(as_list(value)):
         where = f"scenarios[{i}]"
         if sources.is_file_ref(sc):
@@ -321,6 +322,10 @@ def _scenario_tests(value: Any, ctx: Ctx) -> list[tuple[dict, Ctx, str]]:
                     asserts += a
                     options.update(o)
                 merged = {**base_cfg, **t, "vars": vars_, "assert": asserts, "options": options}
+                metadata = merged.get("metadata")
+                if isinstance(metadata, dict) or metadata is None:
+                    merged["metadata"] = {"conversationId": f"__scenario_{n}__", **(metadata or {})}
                 merged = {k: v for k, v in merged.items() if v not in ({}, []) or k == "vars"}
                 out.append((merged, c, w))
+            n += 1
     return out

@@ -27,11 +27,10 @@ ASSERT_KEYS = {"type", "value", "threshold", "weight", "provider", "rubricPrompt
 
 OPTION_KEYS = {"provider", "rubricPrompt", "factuality", "prefix", "suffix", "transform",
                "postprocess", "disableDefaultAsserts", "disableVarExpansion", "runSerially",
-               "storeOutputAs", "transformVars"}
+               "storeOutputAs", "transformVars", "disableConversationVar"}
 # promptfoo test options factcli does not run (any other key of `options` is a request parameter)
 OPTION_UNSUPPORTED = {
     "repeat": "a test's own repeat is not supported; use --repeat or evaluateOptions.repeat",
-    "disableConversationVar": "the _conversation var is not supported yet",
 }
 
 
@@ -67,6 +66,9 @@ def parse_test(t: Any, ctx: Ctx, where: str, is_default: bool = False, from_conf
     for key in ("prefix", "suffix"):
         if key in options and not isinstance(options[key], str):
             raise ConfigError("expected a string", ctx.file, f"{where}.options.{key}")
+    if "storeOutputAs" in options and not (isinstance(options["storeOutputAs"], str) and options["storeOutputAs"]):
+        raise ConfigError("expected the name of a var (a string) that later tests read the output as",
+                          ctx.file, f"{where}.options.storeOutputAs")
     asserts = t.get("assert") or []
     expect(isinstance(asserts, list), "expected a list of assertions", ctx.file, where + ".assert")
     parsed = [parse_assertion(a, ctx, f"{where}.assert[{i}]") for i, a in enumerate(asserts)]

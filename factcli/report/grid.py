@@ -35,6 +35,8 @@ def cell_head(cell: dict) -> Text:
     if claims:
         head.append(f" {CLAIMS_MARK}{claims['unsupported']}/{claims['total']}",
                     style="red" if claims["unsupported"] else "green")
+    if cell.get("turn"):
+        head.append(f" {cell['turn']}", style="cyan")
     if cell["cached"]:
         head.append(" cached", style="dim")
     return head

@@ -50,6 +50,7 @@ body.fc{margin:1.2em 1.5em}
 .fc .tag{font-weight:700;padding:0 .35em;border-radius:3px;color:#fff;font-size:.9em}
 .fc .pass .tag{background:#2e7d32}.fc .fail .tag{background:#c62828}.fc .error .tag{background:#b26a00}
 .fc .score{color:#555;margin-left:.4em}
+.fc .turn{color:#067;margin-left:.4em;font-size:.9em}
 .fc pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:.3em 0;max-height:18em;overflow:auto;
  font:12px/1.4 ui-monospace,Menlo,Consolas,monospace;background:#fafafa;padding:2px 4px}
 .fc .reason{color:#8a1c1c;white-space:pre-wrap;margin:.2em 0;max-height:14em;overflow:auto}
@@ -208,7 +209,8 @@ def cell_of(r: EvalResult) -> dict:
             "output": _text(resp.output, indent=2), "error": r.error, "latencyMs": r.latency_ms,
             "tokens": resp.token_usage.total, "graderTokens": r.grading.tokens_used.total if r.grading else 0,
             "cost": resp.cost, "answered": resp.error is None, "cached": resp.cached,
-            "grading": grading_json(r.grading, top=True) if r.grading is not None else None}
+            "grading": grading_json(r.grading, top=True) if r.grading is not None else None,
+            "conversation": r.conversation}
 
 
 def spend_line(cell: dict) -> str:
@@ -229,7 +231,7 @@ def spend_line(cell: dict) -> str:
 def result_cell(cell: dict | None) -> str:
     """One row of one column: status, score, the whole reason, the output, then (folded) every
     assertion with its claims and the row's spend."""
-    from factcli.report.view import claim_counts
+    from factcli.report.view import claim_counts, turn_mark
 
     if cell is None:
         return '<td class="cell missing">—</td>'
@@ -238,6 +240,9 @@ def result_cell(cell: dict | None) -> str:
     parts = [f'<td class="cell {status.lower()}"><span class="tag">{status}</span>']
     if status != "PASS" or score not in (0, 1):  # as the terminal: a PASS of 1 needs no number
         parts.append(f'<span class="score">{_e(_num(score, 2))}</span>')
+    turn = turn_mark(cell.get("conversation"))
+    if turn:
+        parts.append(f'<span class="turn">{_e(turn)}</span>')
     if status != "PASS" and cell.get("error"):
         parts.append(f'<div class="reason">{_e(cell["error"])}</div>')
     if cell.get("output"):

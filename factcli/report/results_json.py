@@ -5,6 +5,7 @@ This module and config/ are the only places that speak promptfoo's spellings.
 
 from __future__ import annotations
 
+import json
 import platform
 import sys
 from datetime import datetime, timezone
@@ -56,7 +57,7 @@ def row_json(r: EvalResult, columns) -> dict:
         "latencyMs": r.latency_ms,
         "cost": resp.cost,
         "vars": dict(step.vars),
-        "prompt": {"raw": r.rendered_prompt, "label": col.prompt.label, "config": {}},
+        "prompt": {"raw": stored_prompt_text(r.rendered_prompt), "label": col.prompt.label, "config": {}},
         "provider": {"id": col.provider.id, "label": col.provider.label},
         "response": response,
         "testCase": tc,
@@ -64,11 +65,33 @@ def row_json(r: EvalResult, columns) -> dict:
                                   r.grading.tokens_used if r.grading is not None else TokenUsage()),
         "gradingResult": grading_json(r.grading, top=True) if r.grading is not None else None,
         "metadata": dict(step.test.metadata),
-        "factcli": {"repeatIdx": step.repeat_idx, "retries": resp.retries, **_grader_spend(r.grading)},
+        "factcli": {"repeatIdx": step.repeat_idx, "retries": resp.retries, **_grader_spend(r.grading),
+                    **_conversation(r)},
     }
     if r.error is not None:
         out["error"] = r.error
     return out
+
+
+def stored_prompt_text(text: str) -> str:
+    """promptfoo writes a rendered prompt that is a JSON object or array (a chat prompt) as compact JSON;
+    the model received the text as rendered, whitespace included (promptfoo-features §0, part B §3.7)."""
+    if not text or text.lstrip()[:1] not in ("[", "{"):
+        return text
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _conversation(r: EvalResult) -> dict:
+    """A turn's conversation (its `metadata.conversationId`, None for the column's default thread)
+    and its 1-based turn number."""
+    place = r.conversation
+    if not place:
+        return {}
+    return {"conversation": {"id": place.get("id"), "turn": place.get("turn")}}
 
 
 def _grader_spend(grading) -> dict:

@@ -62,6 +62,43 @@ def _test_rows(store: Store, run: dict, test_idx: int) -> list[dict]:
     return rows
 
 
+def history(store: Store, run: dict, rec: dict) -> tuple[dict, list[dict]] | None:
+    """A conversation turn's place and the `_conversation` entries its model saw (rebuilt from the
+    earlier turns of its thread, which the store holds), or None for a row that is no turn."""
+    from factcli.store.records import conversation_of, output_of, turn_entry
+
+    place = conversation_of(rec)
+    if place is None:
+        return None
+    earlier = store.results(run["id"], "prompt_idx = ? AND repeat_idx = ? AND test_idx < ? "
+                            "AND instr(extra_json, '\"conversation\"')",
+                            [rec["prompt_idx"], rec["repeat_idx"], rec["test_idx"]], order="test_idx")
+    entries = []
+    for r in earlier:
+        theirs = conversation_of(r)
+        if theirs is None or theirs.get("id") != place.get("id"):
+            continue
+        response = (loads(r.get("extra_json"), {}) or {}).get("response") or {}
+        raw = theirs["rawOutput"] if "rawOutput" in theirs else output_of(r)
+        entries.append(turn_entry(r["rendered_prompt"] or "", raw, response.get("metadata")))
+    return place, entries
+
+
+def _print_history(console, place: dict, entries: list[dict]) -> None:
+    from rich.text import Text
+
+    from factcli.report.view import turn_mark
+
+    console.print(Text(f"Conversation: {turn_mark(place)} · the model saw {len(entries)} earlier "
+                       f"turn{'' if len(entries) == 1 else 's'}", style="bold cyan"))
+    for n, e in enumerate(entries, 1):
+        shown = {k: (v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)) for k, v in e.items()}
+        console.print(Text(f"  turn {n} input:", style="dim"))
+        console.print(Text(_indent(shown["input"], 4)))
+        console.print(Text(f"  turn {n} output:", style="dim"))
+        console.print(Text(_indent(shown["output"], 4)))
+
+
 def show_test(store: Store, run: dict, test_idx: int, as_json: bool) -> None:
     from factcli.store.records import output_of
 
@@ -80,6 +117,9 @@ def show_test(store: Store, run: dict, test_idx: int, as_json: bool) -> None:
                 "cached": bool(r["cached"]), "tokens": {"prompt": r["tokens_prompt"], "completion": r["tokens_completion"],
                                                          "total": r["tokens_total"], "grading": r["grader_tokens"]},
             })
+            turn = history(store, run, r)
+            if turn is not None:
+                out[-1]["conversation"] = {"id": turn[0].get("id"), "turn": turn[0].get("turn"), "history": turn[1]}
         print_json(out)
         return
     from rich.rule import Rule
@@ -116,6 +156,9 @@ def show_test(store: Store, run: dict, test_idx: int, as_json: bool) -> None:
         if r["error"] and status != "PASS":
             console.print(Text(("Error: " if status == "ERROR" else "Reason: ") + r["error"],
                                style="yellow" if status == "ERROR" else "red"))
+        turn = history(store, run, r)
+        if turn is not None:
+            _print_history(console, *turn)
         console.print(Text("Prompt:", style="bold"))
         console.print(Text(_indent(r["rendered_prompt"] or "")))
         console.print(Text("Output:", style="bold"))

@@ -184,6 +184,8 @@ def _filters(failures: bool, errors: bool, text: str | None) -> tuple[str, list]
     return " AND ".join(conds), params
 
 
+# Only the rows that are conversation turns read their extra JSON (for the turn's id and number).
+_TURN_SQL = """CASE WHEN instr(extra_json, '"conversation"') THEN extra_json END"""
 # Only the gradings that may hold claims are read whole: the rest of a page reads no grading at all.
 _CLAIMS_SQL = """CASE WHEN instr(grading_json, '"claims"') OR instr(grading_json, '"facts"') THEN grading_json END"""
 
@@ -216,6 +218,15 @@ def claim_counts(grading: Any) -> dict | None:
     return {"total": len(verdicts), "unsupported": sum(1 for ok in verdicts.values() if not ok)}
 
 
+def turn_mark(place: Any) -> str | None:
+    """A conversation turn, compactly: `conv #2` in a column's default thread, `conv:fb #2` in the
+    thread of `metadata.conversationId: fb`."""
+    if not isinstance(place, dict) or not place.get("turn"):
+        return None
+    cid = place.get("id")
+    return f"conv{'' if cid is None else ':' + one_line(str(cid), 20)} #{place['turn']}"
+
+
 def page(store: Store, run: dict, *, failures: bool = False, errors: bool = False, text: str | None = None,
          limit: int = 50, page_no: int = 1, full: bool = False) -> dict:
     rid = run["id"]
@@ -238,7 +249,7 @@ def page(store: Store, run: dict, *, failures: bool = False, errors: bool = Fals
         text_of = (lambda f: f) if n is None else (lambda f: f"substr({f}, 1, {n}) AS {f}")
         sql = ("SELECT test_idx, prompt_idx, repeat_idx, success, failure_reason, score, cached, latency_ms, "
                f"output_json, {text_of('description')}, {text_of('vars_json')}, {text_of('output')}, "
-               f"{text_of('error')}, {_CLAIMS_SQL} AS claims_json "
+               f"{text_of('error')}, {_CLAIMS_SQL} AS claims_json, {_TURN_SQL} AS turn_json "
                f"FROM results WHERE run_id = ? AND test_idx IN ({','.join('?' * len(idxs))})")
         for r in store.conn.execute(sql, [rid, *idxs]):
             t = tests[r["test_idx"]]
@@ -252,6 +263,7 @@ def page(store: Store, run: dict, *, failures: bool = False, errors: bool = Fals
                 "score": r["score"], "output": r["output"], "reason": r["error"] if status == "FAIL" else None,
                 "error": r["error"] if status == "ERROR" else None, "cached": bool(r["cached"]),
                 "latencyMs": r["latency_ms"], "claims": claim_counts(loads(r["claims_json"])),
+                "turn": turn_mark((loads(r["turn_json"], {}) or {}).get("conversation")),
             }
     for t in tests.values():  # vars: parse when whole, else show the stored text
         parsed = loads(t["vars"]) if t["vars"] else None

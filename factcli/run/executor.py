@@ -2,12 +2,15 @@
 the output transforms, the assertions; reports each row as it finishes.
 
 Concurrency is a fixed pool of workers pulling steps in order, so at most `concurrency` steps are
-in flight and nothing builds an unbounded set of tasks.
+in flight and nothing builds an unbounded set of tasks. When rows depend on earlier rows (conversation
+turns, `storeOutputAs`, `runSerially`: run/conversations.py), a worker takes the first step, in step
+order, whose rows it waits for have finished; the other rows keep running concurrently.
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
 from pathlib import Path
 from typing import Callable
 
@@ -15,6 +18,7 @@ from factcli.errors import AbortRun
 from factcli.providers.base import Provider, RenderedPrompt
 from factcli.run.budget import BudgetReached
 from factcli.run.calls import Caller
+from factcli.run.conversations import Conversations, TurnBroken
 from factcli.run.row_vars import RowError, build_row, static_row
 from factcli.scoring.grading import grader_ledger, note_grader_spend
 from factcli.scoring.scorer import run_assertions
@@ -53,9 +57,10 @@ def _short(text: str, n: int = 40) -> str:
 class Executor:
     def __init__(self, caller: Caller, providers: dict[int, Provider], *, concurrency: int = 4,
                  delay_ms: float = 0, base_dir: Path | None = None, grader=None, eval_id: str = "",
-                 vars_errors: dict[int, str] | None = None):
+                 vars_errors: dict[int, str] | None = None, conversations: Conversations | None = None):
         self.eval_id = eval_id  # the runtime var __evalId
         self.vars_errors = vars_errors or {}  # id(test) -> why its transformVars failed (run/row_vars.py)
+        self.conversations = conversations  # threads, registers and the order they impose
         self.caller = caller
         self.providers = providers
         self.concurrency = max(1, concurrency)
@@ -74,21 +79,17 @@ class Executor:
         return lines
 
     async def run(self, steps: list[EvalStep], on_result: Callable[[EvalResult], None]) -> None:
-        iterator = iter(steps)
+        waits = self.conversations.waits(steps) if self.conversations is not None and self.conversations.active \
+            else None
+        if waits is not None and any(waits):
+            worker = self._ordered_worker(steps, waits, on_result)
+        else:
+            iterator = iter(steps)
 
-        async def worker() -> None:
-            for step in iterator:  # shared iterator: each step is taken by exactly one worker
-                if self.stopped:
-                    return
-                try:
-                    result = await self.process(step)
-                except BudgetReached as exc:  # this step is not kept: a resumed run does it again
-                    self.stopped = str(exc)
-                    return
-                on_result(result)
-                delay = self.delay_ms or step.provider.delay_ms
-                if delay and not result.response.cached:
-                    await asyncio.sleep(delay / 1000)
+            async def worker() -> None:
+                for step in iterator:  # shared iterator: each step is taken by exactly one worker
+                    if not await self._one(step, on_result):
+                        return
 
         workers = [asyncio.create_task(worker()) for _ in range(min(self.concurrency, len(steps)) or 1)]
         try:
@@ -98,13 +99,79 @@ class Executor:
                 w.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
 
+    async def _one(self, step: EvalStep, on_result: Callable[[EvalResult], None]) -> bool:
+        """Run one step and report it; False once no more steps should start (the budget)."""
+        if self.stopped:
+            return False
+        try:
+            result = await self.process(step)
+        except BudgetReached as exc:  # this step is not kept: a resumed run does it again
+            self.stopped = str(exc)
+            return False
+        on_result(result)
+        delay = self.delay_ms or step.provider.delay_ms
+        if delay and not result.response.cached:
+            await asyncio.sleep(delay / 1000)
+        return True
+
+    def _ordered_worker(self, steps: list[EvalStep], waits: list[list[int]],
+                        on_result: Callable[[EvalResult], None]):
+        """Workers that take the first step (in step order) whose awaited rows have finished."""
+        left = [len(w) for w in waits]
+        after: list[list[int]] = [[] for _ in steps]
+        for i, w in enumerate(waits):
+            for j in w:
+                after[j].append(i)
+        ready = [i for i, n in enumerate(left) if n == 0]  # a heap; already sorted
+        started = 0
+        changed = asyncio.Event()
+
+        async def worker() -> None:
+            nonlocal started
+            while not self.stopped:
+                if not ready:
+                    if started == len(steps):
+                        return
+                    changed.clear()
+                    await changed.wait()
+                    continue
+                i = heapq.heappop(ready)
+                started += 1
+                try:
+                    going = await self._one(steps[i], on_result)
+                finally:
+                    for j in after[i]:
+                        left[j] -= 1
+                        if left[j] == 0:
+                            heapq.heappush(ready, j)
+                    changed.set()
+                if not going:
+                    return
+
+        return worker
+
     async def process(self, step: EvalStep) -> EvalResult:
+        """One row: its vars and prompt, the call, transforms and assertions. A conversation turn or a
+        `storeOutputAs` row also leaves what later rows see (run/conversations.py)."""
+        raw: list = [None]  # the model's output before transforms, for `_conversation`
+        result = await self._process(step, raw)
+        if self.conversations is not None:
+            self.conversations.record(result, raw[0])
+        return result
+
+    async def _process(self, step: EvalStep, raw: list) -> EvalResult:
         provider = self.providers[step.provider_idx]
         failed = self.vars_errors.get(id(step.test))
+        extra = None
+        if failed is None and self.conversations is not None:
+            try:
+                extra = self.conversations.vars_for(step)
+            except TurnBroken as exc:
+                failed = str(exc)
         if failed is None:
             try:
                 row = await build_row(step, eval_id=self.eval_id, provider_label=provider.label,
-                                      base_dir=self.base_dir)
+                                      base_dir=self.base_dir, extra_vars=extra)
             except RowError as exc:
                 failed = str(exc)
         if failed is not None:  # nothing was sent: promptfoo's ERROR row with an empty prompt
@@ -116,6 +183,7 @@ class Executor:
             response = ProviderResponse(output=step.test.provider_output)
         else:
             response = await self.caller.call(provider, rendered, repeat_idx=step.repeat_idx)
+        raw[0] = response.output
         if response.error is None:
             try:
                 response.output = await self._transform_output(step, response, rendered, variables)

@@ -3,7 +3,8 @@
 promptfoo's per-row pipeline (promptfoo-features §1.3), and where factcli departs from it:
 
 1. start from the step's vars (after the test's transformVars, run while planning: `plan_transforms`);
-   registers from `storeOutputAs` and `_conversation` come in here (`_extra_vars`, issue 16 part 2);
+   the registers of `storeOutputAs` and `_conversation` (run/conversations.py) come in here, over the
+   test's vars of the same name, as in promptfoo;
 2. add the runtime vars `__evalId`, `__evalStepId`, `__repeatIndex`;
 3. call the script vars (`file://x.py`, `file://x.js`), in key order; each sees the vars so far;
 4. strip ONE trailing newline from every string var (promptfoo's step 5);
@@ -75,12 +76,6 @@ def plan_transforms(tests: list[TestCase]) -> dict[int, str]:
 # ------------------------------------------------------------------ the row
 
 
-def _extra_vars(step: EvalStep) -> dict:
-    """Registers (`storeOutputAs`) and `_conversation`: issue 16 part 2 adds them here. They override
-    the test's vars of the same name, as in promptfoo."""
-    return {}
-
-
 def runtime_vars(step: EvalStep, eval_id: str) -> dict:
     return {"__evalId": eval_id, "__evalStepId": f"test-{step.test_idx}-prompt-{step.prompt_idx}-repeat-{step.repeat_idx}",
             "__repeatIndex": step.repeat_idx}
@@ -129,11 +124,12 @@ def render_var_values(variables: dict, names) -> dict:
 
 
 async def build_row(step: EvalStep, *, eval_id: str = "", provider_label: str | None = None,
-                    base_dir: Path | None = None) -> Row:
-    """The row's vars and its rendered prompt, in the order the module docstring gives."""
-    variables = {**step.vars, **_extra_vars(step), **runtime_vars(step, eval_id)}
+                    base_dir: Path | None = None, extra_vars: dict | None = None) -> Row:
+    """The row's vars and its rendered prompt, in the order the module docstring gives. `extra_vars`:
+    the registers and `_conversation` the row sees (run/conversations.py)."""
+    variables = {**step.vars, **(extra_vars or {}), **runtime_vars(step, eval_id)}
     variables = await call_script_vars(step, variables, provider_label, base_dir)
-    variables = final_vars(step, variables)
+    variables = final_vars(step, variables, frozenset(extra_vars or ()))
     config = {**step.prompt.config}
     if step.prompt.function:
         text, messages, fn_config = await _call_prompt_function(step, variables, provider_label)
@@ -146,12 +142,14 @@ async def build_row(step: EvalStep, *, eval_id: str = "", provider_label: str | 
     return Row(rendered, {k: v for k, v in variables.items() if k not in RUNTIME_VARS}, missing)
 
 
-def final_vars(step: EvalStep, variables: dict) -> dict:
-    """Steps 4 and 5: one trailing newline off every string var, then the config's var templates."""
+def final_vars(step: EvalStep, variables: dict, data: frozenset = frozenset()) -> dict:
+    """Steps 4 and 5: one trailing newline off every string var, then the config's var templates.
+    `data`: names whose value is not the config's (a stored model output), never rendered."""
     variables = strip_newline(variables)
-    if step.test.template_vars:
+    names = step.test.template_vars - data if data else step.test.template_vars
+    if names:
         try:
-            variables = render_var_values(variables, step.test.template_vars)
+            variables = render_var_values(variables, names)
         except templating.TemplateError as exc:
             raise RowError(str(exc)) from None
     return variables

@@ -177,6 +177,7 @@ def prepare(suite: Suite, options: RunOptions) -> EvalRun:
         concurrency=concurrency, repeat=repeat, cache=cache, warnings=list(suite.warnings),
     )
     run._steps = steps  # type: ignore[attr-defined]
+    run._conversations = _conversations(steps)  # type: ignore[attr-defined]
     run._delay = delay  # type: ignore[attr-defined]
     run._vars_errors = vars_errors  # type: ignore[attr-defined]
     run.max_cost = options.max_cost if options.max_cost is not None else eo.get("maxCost")
@@ -197,6 +198,14 @@ def prepare(suite: Suite, options: RunOptions) -> EvalRun:
                     raise ConfigError(f"{a.type} compares the outputs of several providers or prompts, "
                                       "but this config has only one column", file or None, f"{path}.assert[{i}]")
     return run
+
+
+def _conversations(steps):
+    """The plan's conversation threads and storeOutputAs registers (run/conversations.py): made from
+    every step, before --resume leaves out the finished ones, whose turns it puts back."""
+    from factcli.run.conversations import Conversations
+
+    return Conversations(steps)
 
 
 PANEL_TYPES = ("factuality", "llm-rubric", "model-graded-closedqa", "g-eval", "factual-correctness", "factscore",
@@ -379,7 +388,8 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
     grader = Grader(caller, suite.base_dir, run.grader_source)
     executor = Executor(caller, providers, concurrency=run.concurrency, delay_ms=run._delay,  # type: ignore
                         base_dir=suite.base_dir, grader=grader, eval_id=run.run_id,
-                        vars_errors=getattr(run, "_vars_errors", None))
+                        vars_errors=getattr(run, "_vars_errors", None),
+                        conversations=getattr(run, "_conversations", None))
     run.started = time.time()
     try:
         await executor.run(run._steps, record)  # type: ignore[attr-defined]

@@ -288,10 +288,7 @@ class EvalSession:
                 raise FactcliError(f"test {key[0]} of run {run_id} no longer matches the config "
                                    "(the tests changed since the run started); it cannot be resumed")
         keep = set(done) if self.mode == "resume" else {k for k, (fr, _) in done.items() if fr != 2}
-        rerun_tests = {s.test_idx for k, s in plan.items() if k not in keep}
-        for k in list(keep):  # a comparison (select-best, max-score) needs every column of its test again
-            if k[0] in rerun_tests and compares(plan[k].test):
-                keep.discard(k)
+        keep = _settle(keep, plan, getattr(run, "_conversations", None))
         run.run_id, run.created_at = run_id, src["created_at"]
         self._stream_rows(run)
         for rec in store.results(run_id):
@@ -305,6 +302,8 @@ class EvalSession:
                     for c in result.grading.component_results):
                 frozen = [a for a in step.test.assertions if a.type not in COMPARE_TYPES]
                 result.step = dataclasses.replace(step, test=dataclasses.replace(step.test, assertions=frozen))
+            if getattr(run, "_conversations", None) is not None:  # later turns see it as if it just ran
+                run._conversations.restore(result)
             run.metrics[result.step.prompt_idx].add(result, self._derived)
             run.keep(result)
             self.loaded += 1
@@ -432,6 +431,23 @@ class EvalSession:
         }, commit=False)
         store.set_column_metrics(run_id, [metrics_to_json(m) for m in run.metrics], commit=False)
         store.commit()
+
+
+def _settle(keep: set, plan: dict, conversations) -> set:
+    """The stored rows a resumed run keeps: not those a rerun row feeds (the later turns of its
+    conversation, the rows after its storeOutputAs: their inputs would change), nor the columns of a
+    test a comparison (select-best, max-score) ranks again when one of its columns runs again."""
+    keep = set(keep)
+    steps = list(plan.values())
+    while True:
+        before = len(keep)
+        rerun = {k for k in plan if k not in keep}
+        if conversations is not None and conversations.active:
+            keep -= conversations.downstream(steps, rerun)
+        rerun_tests = {k[0] for k in plan if k not in keep}
+        keep = {k for k in keep if not (k[0] in rerun_tests and compares(plan[k].test))}
+        if len(keep) == before:
+            return keep
 
 
 def drive(session: "EvalSession", run, *, progress_bar: bool) -> bool:

@@ -59,6 +59,8 @@ def to_record(run_id: str, r: EvalResult, seq: int, scrub: Scrubber) -> dict:
         },
         "exact": {"score": r.score, "latencyMs": r.latency_ms, "cost": resp.cost},  # as typed (REAL columns are not)
     }
+    if r.conversation is not None:
+        extra["conversation"] = r.conversation
     grader_tokens = r.grading.tokens_used.total if r.grading is not None else 0
     return {
         "run_id": run_id, "test_idx": step.test_idx, "prompt_idx": step.prompt_idx,
@@ -122,7 +124,37 @@ def from_record(rec: dict, columns: list, step: EvalStep | None = None) -> EvalR
         score=math.nan if score is None else score, named_scores=loads(rec.get("named_scores_json"), {}) or {},
         failure_reason=rec.get("failure_reason") or 0, error=rec.get("error"),
         latency_ms=exact.get("latencyMs", rec.get("latency_ms") or 0),
+        conversation=extra.get("conversation") if isinstance(extra.get("conversation"), dict) else None,
     )
+
+
+def turn_entry(rendered_prompt: str, raw_output: Any, metadata: dict | None) -> dict:
+    """One `_conversation` entry as promptfoo builds it (promptfoo-features part B §3.2): `prompt` is the
+    rendered prompt parsed as JSON when it parses; `input` the last message's content for a chat prompt
+    (the last message itself when its content is empty), the parsed value for other JSON, else the text;
+    `output` the model's output before any transform ("" when there was none). Used while a run executes
+    and again when a stored run's conversation is rebuilt (--resume, `show`)."""
+    try:
+        prompt: Any = json.loads(rendered_prompt)
+    except (TypeError, ValueError):
+        prompt = rendered_prompt
+    if isinstance(prompt, list) and prompt:
+        last = prompt[-1]
+        content = last.get("content") if isinstance(last, dict) else None
+        turn_input = content if content else last
+    elif isinstance(prompt, list):
+        turn_input = prompt
+    else:
+        turn_input = prompt
+    return {"prompt": prompt, "input": turn_input, "output": "" if raw_output is None else raw_output,
+            "metadata": dict(metadata or {})}
+
+
+def conversation_of(rec: dict) -> dict | None:
+    """A stored row's place in a conversation (`{"id", "turn", ...}`), or None."""
+    extra = loads(rec.get("extra_json"), {}) or {}
+    place = extra.get("conversation")
+    return place if isinstance(place, dict) else None
 
 
 # ---------------------------------------------------------------- columns and metrics
