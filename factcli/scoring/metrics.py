@@ -33,7 +33,58 @@ def _pow(a, b):
 _OPERATORS = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: _div,
     ast.Pow: _pow, ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Mod: operator.mod,
+    ast.Gt: operator.gt, ast.Lt: operator.lt, ast.GtE: operator.ge, ast.LtE: operator.le,
+    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Not: operator.not_,
 }
+
+
+def _split_top(expr: str, sep: str) -> int:
+    """Index of the first `sep` outside parentheses (-1 if none); for `:`, the one that closes the
+    nearest `?` (mathjs's conditional nests to the right: a ? b ? c : d : e)."""
+    depth = pending = 0
+    for i, ch in enumerate(expr):
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        elif depth == 0 and ch == "?":
+            if sep == "?":
+                return i
+            pending += 1
+        elif depth == 0 and ch == ":" and sep == ":":
+            if pending == 0:
+                return i
+            pending -= 1
+    return -1
+
+
+def _mathjs_to_python(expr: str) -> str:
+    """mathjs's `c ? a : b`, `and`/`or`/`not` and `!=`-style comparisons as Python: parenthesised
+    groups first, then the conditional at this level."""
+    out, i = [], 0
+    while i < len(expr):  # rewrite inside each top-level parenthesised group
+        if expr[i] == "(":
+            depth, j = 1, i + 1
+            while j < len(expr) and depth:
+                depth += {"(": 1, ")": -1}.get(expr[j], 0)
+                j += 1
+            out.append("(" + _mathjs_to_python(expr[i + 1:j - 1]) + ")")
+            i = j
+        else:
+            out.append(expr[i])
+            i += 1
+    text = "".join(out)
+    q = _split_top(text, "?")
+    if q < 0:
+        if _split_top(text, ":") >= 0:  # Python would read `a : b` as an annotation
+            raise SyntaxError("':' without its '?'")
+        return text
+    rest = text[q + 1:]
+    c = _split_top(rest, ":")
+    if c < 0:
+        raise SyntaxError("'?' without its ':'")
+    return (f"({_mathjs_to_python(rest[:c])}) if ({text[:q]}) "
+            f"else ({_mathjs_to_python(rest[c + 1:])})")
 _FUNCTIONS = {
     "min": min, "max": max, "abs": abs, "round": round, "sqrt": math.sqrt, "log": math.log,
     "exp": math.exp, "floor": math.floor, "ceil": math.ceil,
@@ -50,7 +101,7 @@ def compile_expression(expr: str):
 
     evaluator = SimpleEval(operators=_OPERATORS, functions=_FUNCTIONS, names={})
     try:
-        tree = evaluator.parse(expr.replace("^", "**"))
+        tree = evaluator.parse(_mathjs_to_python(expr.replace("^", "**")))
     except SyntaxError as exc:
         raise DerivedMetricError(f"invalid expression {expr!r}: {exc.msg}") from None
     return evaluator, tree
@@ -65,7 +116,9 @@ def evaluate(compiled, names: dict) -> float:
         value = evaluator.eval("", previously_parsed=tree)
     except (InvalidExpression, ZeroDivisionError, ValueError, TypeError, OverflowError) as exc:
         raise DerivedMetricError(str(exc)) from None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool):  # a comparison: mathjs's true/false count as 1/0 in a metric
+        return int(value)
+    if not isinstance(value, (int, float)):
         raise DerivedMetricError(f"expression gave {value!r}, not a number")
     return value
 
