@@ -23,11 +23,10 @@ from factcli.types import Prompt, ProviderSpec, TestCase
 TOP_KEYS = {
     "description", "prompts", "providers", "targets", "tests", "defaultTest", "scenarios",
     "evaluateOptions", "derivedMetrics", "assertionTemplates", "env", "outputPath", "metadata",
-    "tags", "sharing", "nunjucksFilters",
+    "tags", "sharing", "nunjucksFilters", "extensions",
 }
 UNSUPPORTED_TOP = {
     "redteam": "red teaming is not part of factcli",
-    "extensions": "promptfoo extension hooks are not supported",
     "tracing": "OpenTelemetry tracing is not supported",
     "writeLatestResults": "factcli always stores runs; use --no-write to skip",
     "commandLineOptions": "pass options on the command line instead",
@@ -63,6 +62,10 @@ class Suite:
     # id(test) -> why its transformVars failed, once the transforms have run (they run once per
     # test: --filter-failing needs the transformed vars before the run is prepared)
     transform_errors: dict | None = None
+    # extension hooks (config/extensions.py, run by run/hooks.py) and, when there are any, the suite as a
+    # beforeAll hook sees it
+    extensions: list = field(default_factory=list)
+    hook_source: object = None
 
 
 def default_config_path(cwd: Path | None = None) -> Path | None:
@@ -215,6 +218,10 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
     from factcli.config.testsets import load_tests
 
     tests_raw.extend(load_tests(cfg.get("tests"), ctx, "tests"))
+    from factcli.config.extensions import hook_source, parse_extensions
+
+    extensions = parse_extensions(cfg.get("extensions"), ctx, warnings)
+    hooks_see = hook_source(ctx, tests_raw, cfg, default_test, cli_vars, _scenario_tests) if extensions else None
     tests_raw.extend(_scenario_tests(cfg.get("scenarios"), ctx))
     if not tests_raw:
         tests_raw = [({}, ctx, "tests")]  # promptfoo runs each prompt once with no vars
@@ -239,7 +246,8 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
     check_keys(options, EVAL_OPTION_KEYS, file, "evaluateOptions", EVAL_OPTION_UNSUPPORTED)
     _check_evaluate_options(options, file)
 
-    output_path = as_list(cfg.get("outputPath"))
+    # `file://x.csv` names a file as everywhere else in a config
+    output_path = [p.removeprefix("file://") if isinstance(p, str) else p for p in as_list(cfg.get("outputPath"))]
     metadata = cfg.get("metadata") or {}
     return Suite(
         description=cfg.get("description"),
@@ -255,6 +263,8 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
         base_dir=base,
         config_files=[file],
         warnings=warnings,
+        extensions=extensions,
+        hook_source=hooks_see,
     )
 
 

@@ -1,0 +1,14 @@
+"""outputPath written as `file://x.csv` names the file x.csv (promptfoo's echo-1000-tests example)."""
+
+from conftest import write
+from typer.testing import CliRunner
+
+from factcli.cli import app
+
+
+def test_output_path_with_the_file_scheme(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = write(tmp_path / "c.yaml", "prompts: [hi]\nproviders: [echo]\noutputPath: file://out.csv\n")
+    result = CliRunner().invoke(app, ["eval", "-c", str(cfg), "--no-progress-bar"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "out.csv").read_text().startswith("hi") or (tmp_path / "out.csv").stat().st_size > 0
