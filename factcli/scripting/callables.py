@@ -5,7 +5,7 @@ calls a Python provider or assertion: async functions awaited, plain ones in a w
 a slow one does not hold up the other rows.
 
 The names live for the process: the same function always has the same name, and two functions with
-the same `__qualname__` get `name`, `name#2`, ...
+the same `__name__` get `name`, `name#2`, ...
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def register(fn: Callable) -> str:
         name = _name_of.get(id(fn))
         if name is not None:
             return name
-        base = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
+        base = getattr(fn, "__name__", None) or type(fn).__name__
         name, n = base, 1
         while name in _by_name:
             n += 1
