@@ -116,15 +116,20 @@ def _run_eval(args: dict) -> int:
             re.compile(args["filter_pattern"])
         except re.error as exc:
             raise FactcliError(f"--filter-pattern: invalid regex: {exc}")
+    shown = len(suite.warnings)  # printed above; the run keeps them with its other warnings
+    checked, suite = _before_all(session, suite, options, outputs, args)
     session.filter_suite(suite)
     run = runner.prepare(suite, options)
-    run.warnings_shown = len(suite.warnings)  # printed above; the run keeps them with its other warnings
-    _preflight(run, outputs + [Path(p) for p in suite.output_path], args)
+    run.warnings_shown = shown
+    if not checked:  # (a beforeAll that changed nothing leaves the checked suite)
+        _preflight(run, outputs + [Path(p) for p in suite.output_path], args)
     if args["dry_run"]:
         from factcli.run.estimate import describe
 
         for line in describe(run):
             print(line)
+        if suite.extensions:
+            print("Extension hooks are not called in a dry run (a beforeAll hook may change the tests).")
         return 0
     session.begin(run)
     from factcli.run.session import drive
@@ -159,8 +164,35 @@ def _run_eval(args: dict) -> int:
                                       "--max-cost USD")
         return 130
     if run.status == runner.STATUS_ABORTED:
-        return 3
+        code = getattr(run, "abort_exit_code", 3)
+        if code == 1:  # a user's extension hook failed (run/hooks.py)
+            from rich.markup import escape
+
+            report.stderr_console().print(f"error: {escape(one_line(run.abort_reason or ''))}", soft_wrap=True)
+        return code
     return exit_code_for(run)
+
+
+def _before_all(session, suite, options, outputs: list[Path], args: dict):
+    """Extension hooks' beforeAll, before the run is planned (its tests are the config's, not yet
+    filtered or expanded) and after a preflight of the config as loaded, so that a config that cannot
+    run calls no hook. Returns (whether the returned suite was checked, the suite beforeAll left);
+    a dry run calls no hook."""
+    from factcli.run.hooks import Hooks
+
+    hooks = Hooks.of(suite)
+    if hooks is None or not hooks.has("beforeAll") or args["dry_run"]:
+        return False, suite
+    import dataclasses
+
+    from factcli.run import runner
+
+    # the preflight's plan leaves transformVars to the tests beforeAll gives back (they run once per test)
+    probe = runner.prepare(dataclasses.replace(suite, transform_errors={}), options)
+    _preflight(probe, outputs + [Path(p) for p in suite.output_path], args)
+    hooked = hooks.before_all(suite)
+    session.select_tests(hooked)  # a resumed run: its tests are among those beforeAll gave
+    return hooked is suite, hooked
 
 
 class UnknownKeys(FactcliError):

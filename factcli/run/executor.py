@@ -57,10 +57,12 @@ def _short(text: str, n: int = 40) -> str:
 class Executor:
     def __init__(self, caller: Caller, providers: dict[int, Provider], *, concurrency: int = 4,
                  delay_ms: float = 0, base_dir: Path | None = None, grader=None, eval_id: str = "",
-                 vars_errors: dict[int, str] | None = None, conversations: Conversations | None = None):
+                 vars_errors: dict[int, str] | None = None, conversations: Conversations | None = None,
+                 hooks=None):
         self.eval_id = eval_id  # the runtime var __evalId
         self.vars_errors = vars_errors or {}  # id(test) -> why its transformVars failed (run/row_vars.py)
         self.conversations = conversations  # threads, registers and the order they impose
+        self.hooks = hooks  # extension hooks: beforeEach and afterEach around each row (run/hooks.py)
         self.caller = caller
         self.providers = providers
         self.concurrency = max(1, concurrency)
@@ -153,10 +155,14 @@ class Executor:
     async def process(self, step: EvalStep) -> EvalResult:
         """One row: its vars and prompt, the call, transforms and assertions. A conversation turn or a
         `storeOutputAs` row also leaves what later rows see (run/conversations.py)."""
+        if self.hooks is not None and id(step.test) not in self.vars_errors:  # a failed transformVars: ERROR
+            step = await self.hooks.before_each(step)
         raw: list = [None]  # the model's output before transforms, for `_conversation`
         result = await self._process(step, raw)
         if self.conversations is not None:
             self.conversations.record(result, raw[0])
+        if self.hooks is not None:  # after grading, before the row is stored and counted
+            result = await self.hooks.after_each(result)
         return result
 
     async def _process(self, step: EvalStep, raw: list) -> EvalResult:

@@ -386,10 +386,15 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
     from factcli.scoring.grading import Grader
 
     grader = Grader(caller, suite.base_dir, run.grader_source)
+    from factcli.run.hooks import Hooks
+
+    hooks = Hooks.of(suite)  # extension hooks: beforeEach/afterEach per row, afterAll after the last
+    if hooks is not None:
+        hooks.columns = run.columns
     executor = Executor(caller, providers, concurrency=run.concurrency, delay_ms=run._delay,  # type: ignore
                         base_dir=suite.base_dir, grader=grader, eval_id=run.run_id,
                         vars_errors=getattr(run, "_vars_errors", None),
-                        conversations=getattr(run, "_conversations", None))
+                        conversations=getattr(run, "_conversations", None), hooks=hooks)
     run.started = time.time()
     try:
         await executor.run(run._steps, record)  # type: ignore[attr-defined]
@@ -400,10 +405,14 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
             from factcli.assertions.compare import run_comparisons
 
             await run_comparisons(run, grader)
+            if hooks is not None and hooks.has("afterAll"):  # a failing afterAll leaves the run resumable
+                run.finalize()
+                await hooks.after_all(run)
             run.status = STATUS_COMPLETE
     except AbortRun as exc:
         run.status = STATUS_ABORTED
         run.abort_reason = str(exc)
+        run.abort_exit_code = exc.exit_code  # type: ignore[attr-defined]  # 3: a provider; 1: a user's hook
     except asyncio.CancelledError:
         run.status = STATUS_INTERRUPTED
         raise
@@ -447,6 +456,12 @@ def _env_concurrency() -> int | None:
 def evaluate(config, **kwargs) -> EvalRun:
     """Python API: run an eval from a config path (or paths, or a dict) and return the EvalRun."""
     options = RunOptions(**kwargs)
-    run = prepare(load(config, options), options)
+    suite = load(config, options)
+    from factcli.run.hooks import Hooks
+
+    hooks = Hooks.of(suite)
+    if hooks is not None:  # beforeAll: before the run is planned
+        suite = hooks.before_all(suite)
+    run = prepare(suite, options)
     asyncio.run(execute(run))
     return run

@@ -60,6 +60,7 @@ class EvalSession:
         self.source_options: dict = {}
         self.failing: tuple[str, set[str]] | None = None
         self.all_tests: list | None = None
+        self.selected: list | None = None  # a resumed run's tests, waiting for its beforeAll hook
         self.run = None
         self.scrub: Scrubber | None = None
         self.seq = 0
@@ -134,13 +135,20 @@ class EvalSession:
         if options.max_cost is None:
             options.max_cost = opts.get("max_cost")
         self.suite = self._rebuild_suite(row, opts, options)
-        selected = opts.get("tests")
-        if selected is not None:
-            if any(i >= len(self.suite.tests) for i in selected):
-                raise FactcliError(f"the tests changed since run {row['id']} started; it cannot be resumed")
-            self.suite.tests = [self.suite.tests[i] for i in selected]
+        self.selected = opts.get("tests")
+        if not any(e.runs_for("beforeAll") for e in self.suite.extensions):  # else: the tests beforeAll gives
+            self.select_tests(self.suite)
         if row.get("description"):
             self.suite.description = row["description"]
+
+    def select_tests(self, suite) -> None:
+        """The tests a resumed run had selected (its filters), picked from `suite`'s."""
+        selected, self.selected = self.selected, None
+        if selected is None:
+            return
+        if any(i >= len(suite.tests) for i in selected):
+            raise FactcliError(f"the tests changed since run {self.source['id']} started; it cannot be resumed")
+        suite.tests = [suite.tests[i] for i in selected]
 
     def _rebuild_suite(self, row: dict, opts: dict, options):
         from factcli.run import runner
@@ -282,9 +290,11 @@ class EvalSession:
                                "it cannot be resumed (start a new eval)")
         plan = {(s.test_idx, s.prompt_idx, s.repeat_idx): s for s in run._steps}
         done = store.done_keys(run_id)
+        # a beforeEach hook may have changed a row's vars: its stored key is not the plan's
+        hooked = any(e.runs_for("beforeEach") for e in run.suite.extensions)
         for key, (_, stored_key) in done.items():
             step = plan.get(key)
-            if step is None or test_key(step.test.description, step.vars) != stored_key:
+            if step is None or (test_key(step.test.description, step.vars) != stored_key and not hooked):
                 raise FactcliError(f"test {key[0]} of run {run_id} no longer matches the config "
                                    "(the tests changed since the run started); it cannot be resumed")
         keep = set(done) if self.mode == "resume" else {k for k, (fr, _) in done.items() if fr != 2}
@@ -296,6 +306,8 @@ class EvalSession:
             if key not in keep:
                 continue
             step = plan[key]
+            if hooked:  # the vars the model saw
+                step = dataclasses.replace(step, vars=loads(rec.get("vars_json"), {}) or {})
             result = from_record(rec, run.columns, step)
             if result.grading is not None and any(
                     c.assertion is not None and c.assertion.type in COMPARE_TYPES
