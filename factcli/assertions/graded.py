@@ -37,7 +37,11 @@ from factcli.types import GradingResult, TokenUsage
 
 
 def _base_vars(ctx: AssertionContext) -> dict:
-    return {k: v for k, v in ctx.vars.items()}
+    """The row's vars for a rubric prompt: promptfoo prints the objects inside an array var one by one
+    as compact JSON (render_grading_prompt does objects), so `{{ _conversation }}` shows each turn."""
+    return {k: [json.dumps(x, separators=(",", ":"), ensure_ascii=False) if isinstance(x, (dict, list)) else x
+                for x in v] if isinstance(v, list) else v
+            for k, v in ctx.vars.items()}
 
 
 # ---------------------------------------------------------------- judge panels

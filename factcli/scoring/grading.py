@@ -220,14 +220,9 @@ def load_rubric_prompt(value: Any, base_dir: Path | None, file: str = "", where:
 def render_grading_prompt(template: Any, variables: dict) -> list[dict]:
     """A rubric prompt (text, chat messages, or their JSON text) rendered into chat messages.
 
-    Object-valued variables are inserted as compact JSON, as promptfoo does; so are the objects and
-    arrays inside an array, one by one (`{{ _conversation }}` prints each turn as JSON, joined by commas).
+    Object-valued variables are inserted as compact JSON, as promptfoo does.
     """
-    def compact(v):
-        return json.dumps(v, separators=(",", ":"), ensure_ascii=False)
-
-    ctx = {k: (compact(v) if isinstance(v, dict)
-               else [compact(x) if isinstance(x, (dict, list)) else x for x in v] if isinstance(v, list) else v)
+    ctx = {k: (json.dumps(v, separators=(",", ":"), ensure_ascii=False) if isinstance(v, dict) else v)
            for k, v in variables.items()}
     messages = template
     if isinstance(template, str):
