@@ -223,12 +223,11 @@ def _yaml_text(text: str) -> dict | None:
 
 
 class Evaluation:
-    """A loaded, checked run ready to execute, and its session in the store (also what the pytest
-    plugin collects rows from before running them)."""
+    """A loaded and checked run, ready to execute (the pytest plugin names its items after its steps
+    before any of them runs); executing opens its session in the store."""
 
     def __init__(self, config: Any, options: ApiOptions):
         from factcli.run import preflight
-        from factcli.run.session import EvalSession
 
         self.options = options
         ro = options.run
@@ -254,8 +253,7 @@ class Evaluation:
             for problem in getattr(exc, "problems", ()):  # shown under the message in a traceback
                 exc.add_note(f"  - {problem}")
             raise
-        self.session = EvalSession.open(args, ro)  # last: nothing is stored for a config that fails its checks
-        self.session.filter_suite(suite)
+        self._args, self._suite = args, suite
 
     @property
     def steps(self) -> list:
@@ -269,8 +267,11 @@ class Evaluation:
     async def execute(self):
         """Execute, store each row as it finishes and the run at the end, write the outputs."""
         from factcli.run.result import Run
+        from factcli.run.session import EvalSession
 
-        run, session = self.run, self.session
+        run = self.run
+        session = EvalSession.open(self._args, self.options.run)  # the run is stored from here on
+        session.filter_suite(self._suite)
         rows: list = []
         session.begin(run)
         try:
