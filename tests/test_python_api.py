@@ -223,3 +223,24 @@ def test_check_inside_a_running_loop_and_with_a_function_grader():
 
     result = asyncio.run(cell())
     assert result.passed and result.components[0].reason == "stand-in judge"
+
+
+def test_the_notebook_example_runs_offline_inside_an_event_loop(tmp_path, monkeypatch, capsys):
+    """examples/python/notebook.ipynb, its code cells run in order as a script, the way a Jupyter
+    kernel runs them: inside a running event loop."""
+    from conftest import ROOT
+
+    notebook = json.loads((ROOT / "examples/python/notebook.ipynb").read_text())
+    source = "\n\n".join("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code")
+    monkeypatch.chdir(tmp_path)
+    namespace = {"__name__": "__main__"}
+
+    async def kernel():
+        exec(compile(source, "notebook.ipynb", "exec"), namespace)  # noqa: S102 - the notebook is the test
+
+    asyncio.run(kernel())
+    run = namespace["run"]
+    assert (run.successes, run.failures, run.stored) == (3, 3, True)
+    assert namespace["good"].passed and not namespace["bad"].passed
+    assert "does not name Canberra" in capsys.readouterr().out
+    assert run.run_id in CliRunner().invoke(app, ["list", "--json"]).output
