@@ -94,9 +94,8 @@ def _extension(i: int, ref: Any, ctx: Ctx, where: str) -> Extension:
                           f"got '{ref}'{hint}", ctx.file, where)
     path, fn = sources.ref_path(ref, ctx.base)
     if fn is None and ":" in path.name:  # x.mts:fn and the like: ref_path splits known suffixes only
-        name = path.name.rpartition(":")[0]
-        if Path(name).suffix.lower() in TS_SUFFIXES:
-            path = path.with_name(name)
+        name, _, fn = path.name.rpartition(":")
+        path = path.with_name(name)
     suffix = path.suffix.lower()
     if suffix in TS_SUFFIXES:
         raise ConfigError(typescript_error(path), ctx.file, where)

@@ -77,26 +77,22 @@ class Hooks:
 
     # ------------------------------------------------------------ calling one hook
 
-    async def _call(self, ext, hook: str, context: dict) -> dict | None:
-        """The context this extension leaves (its return value, or for JS the context as it changed
-        it in place), or None: unchanged."""
+    async def _call(self, ext, hook: str, context: dict) -> list[dict]:
+        """What this extension gives back, in the order promptfoo reads it: for JS the context as the
+        hook changed it in place, then its return value (a falsy one leaves the context unchanged)."""
         args = [context, {"hookName": hook}] if ext.hook else [hook, context]
         at = 0 if ext.hook else 1
         try:
             if ext.is_python:
-                value = await self._python(ext, args)
+                changed, value = None, await self._python(ext, args)
             else:
-                value = await self._js(ext, args, at)
-        except HookError:
-            raise
+                changed, value = await self._js(ext, args, at)
         except Exception as exc:  # noqa: BLE001 - the user's code: any failure stops the run, named
             raise HookError(f"{ext.label} ({hook}) raised {_describe(exc, ext)}") from None
-        if not value:
-            return None
-        if not isinstance(value, dict):
+        if value and not isinstance(value, dict):
             raise HookError(f"{ext.label} ({hook}) returned {type(value).__name__}; a hook returns its context "
                             f"(a mapping) or nothing")
-        return value
+        return [c for c in (changed if changed != context else None, value) if c]
 
     async def _python(self, ext, args: list) -> Any:
         from factcli.config.extensions import PY_DEFAULT_FN
@@ -112,16 +108,14 @@ class Hooks:
         answer = await get_worker().call("transform", {"code": _JS_CALL, "input": request, "context": {},
                                                        "inputType": "output"})
         value = answer.get("value") or {}
-        returned = value.get("returned")
-        return returned if returned else (value.get("args") or [None, None])[at]
+        return (value.get("args") or [None, None])[at], value.get("returned")
 
     async def _each(self, hook: str, context: dict, take) -> dict:
         """Every extension that runs for `hook`, in order; `take(before, returned, ext)` makes the
         next context from a return value."""
         for ext in self.extensions:
             if ext.runs_for(hook):
-                returned = await self._call(ext, hook, context)
-                if returned is not None:
+                for returned in await self._call(ext, hook, context):
                     context = take(context, returned, ext)
         return context
 
@@ -159,7 +153,7 @@ class Hooks:
         try:
             rebuilt = source.rebuild(suite, given, final["suite"], f"{label} (beforeAll)")
         except ConfigError as exc:
-            raise HookError(f"{label} (beforeAll) returned a suite factcli cannot run: {exc}") from None
+            raise HookError(str(exc)) from None  # names the hook: "<extension> (beforeAll) returned suite: …"
         return rebuilt if rebuilt is not None else suite
 
     # ------------------------------------------------------------ beforeEach / afterEach
@@ -190,7 +184,7 @@ class Hooks:
         try:
             test = hooked_test(step.test, given, final, getattr(source, "ctx", None), f"{last[-1]} (beforeEach)")
         except ConfigError as exc:
-            raise HookError(f"{last[-1]} (beforeEach) returned a test factcli cannot run: {exc}") from None
+            raise HookError(str(exc)) from None  # "<extension> (beforeEach) returned test: …"
         return dataclasses.replace(step, test=test, vars=test.vars)
 
     async def after_each(self, result):
