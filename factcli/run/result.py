@@ -17,6 +17,8 @@ class Run:
         self.stored = stored  # `factcli view RUN_ID` shows it
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "_run":  # copy/pickle probe these before __init__ ran
+            raise AttributeError(name)
         return getattr(self._run, name)
 
     @property
