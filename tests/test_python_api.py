@@ -244,3 +244,18 @@ def test_the_notebook_example_runs_offline_inside_an_event_loop(tmp_path, monkey
     assert namespace["good"].passed and not namespace["bad"].passed
     assert "does not name Canberra" in capsys.readouterr().out
     assert run.run_id in CliRunner().invoke(app, ["list", "--json"]).output
+
+
+def test_evaluate_runs_before_all_hooks_as_the_cli_does(tmp_path):
+    """extensions' beforeAll runs before the run is planned, from a script and inside an event loop."""
+    write(tmp_path / "hooks.py", "def beforeAll(context, extra):\n"
+                                 "    context['suite']['tests'].append({'vars': {'x': 'added'}})\n"
+                                 "    return context\n")
+    cfg = {"prompts": ["say {{x}}"], "providers": ["echo"], "tests": [{"vars": {"x": 1}}],
+           "extensions": [f"file://{tmp_path / 'hooks.py'}:beforeAll"]}
+    assert [r.response.output for r in factcli.evaluate(cfg, store=False).rows] == ["say 1", "say added"]
+
+    async def cell():
+        return await factcli.evaluate_async(cfg, store=False)
+
+    assert len(asyncio.run(cell()).rows) == 2

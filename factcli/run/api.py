@@ -236,6 +236,11 @@ class Evaluation:
         suite = load_suite(config, ro)
         for message in suite.warnings:
             warn(message)
+        from factcli.run.hooks import Hooks
+
+        hooks = Hooks.of(suite)
+        if hooks is not None and hooks.has("beforeAll"):  # as `factcli eval`: before the run is planned
+            suite = run_sync(lambda: hooks.before_all_async(suite))
         if ro.filter_pattern:
             try:
                 re.compile(ro.filter_pattern)
