@@ -19,7 +19,7 @@ from typing import Iterable
 from factcli.errors import FactcliError
 
 MIGRATION_SET = "factcli"
-MIGRATION_NAMES = ("m001_initial",)  # keep in step with _migrations()
+MIGRATION_NAMES = ("m001_initial", "m002_ratings")  # keep in step with _migrations()
 FINAL_STATUSES = ("complete", "interrupted", "aborted", "error")
 
 RESULT_FIELDS = (
@@ -77,6 +77,16 @@ def _migrations():
             "provider_label": str, "prompt_label": str, "prompt_raw": str, "prompt_id": str,
             "metrics_json": str,
         }, pk=("run_id", "prompt_idx"), foreign_keys=[("run_id", "runs", "id")])
+
+    @migrations(name="m002_ratings")
+    def m002_ratings(db) -> None:
+        # People's pass/fail verdicts on stored rows (store/ratings.py); `results` is never touched.
+        db["ratings"].create({
+            "id": int, "run_id": str, "test_idx": int, "prompt_idx": int, "repeat_idx": int,
+            "assertion_idx": int, "passed": int, "comment": str, "rater": str, "created_at": str,
+            "retracted_at": str,
+        }, pk="id", foreign_keys=[("run_id", "runs", "id")])
+        db["ratings"].create_index(["run_id", "test_idx", "prompt_idx", "repeat_idx"])
 
     names = tuple(m.name for m in migrations._migrations)
     assert names == MIGRATION_NAMES, names
@@ -251,6 +261,7 @@ class Store:
     def delete_run(self, run_id: str) -> int:
         with self.conn:
             n = self.conn.execute("DELETE FROM results WHERE run_id = ?", (run_id,)).rowcount
+            self.conn.execute("DELETE FROM ratings WHERE run_id = ?", (run_id,))
             self.conn.execute("DELETE FROM columns WHERE run_id = ?", (run_id,))
             self.conn.execute("DELETE FROM runs WHERE id = ?", (run_id,))
         return n
