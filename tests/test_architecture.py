@@ -10,7 +10,7 @@ from importlinter.cli import lint_imports
 
 PACKAGE = ROOT / "factcli"
 MAX_LINES = 700
-MAX_TOP_LEVEL = 20
+MAX_TOP_LEVEL = 21
 
 
 def test_imports_flow_down_the_stages():

@@ -57,10 +57,25 @@ def view_cmd(
     full: bool = typer.Option(False, "--full", help="Whole outputs and reasons, every column."),
     as_json: bool = typer.Option(False, "--json", help="Print the page as JSON."),
     db: Optional[Path] = typer.Option(None, "--db", metavar="FILE", help=DB_HELP),
+    web: bool = typer.Option(False, "--web", help="Serve the store as a local web page (runs, the results "
+                             "matrix, cells, compare, ratings) until Ctrl-C."),
+    port: Optional[int] = typer.Option(None, "--port", metavar="N", min=1, max=65535,
+                                       help="With --web: the port (default 15510, or a free one when it is taken)."),
+    host: str = typer.Option("127.0.0.1", "--host", metavar="H", help="With --web: the address to listen on. "
+                             "0.0.0.0 lets anyone on the network read the results."),
+    no_open: bool = typer.Option(False, "--no-open", help="With --web: do not open a browser."),
 ) -> None:
-    """Show a stored run as a table: tests as rows, prompt x provider as columns."""
+    """Show a stored run as a table: tests as rows, prompt x provider as columns (--web: as a local web page)."""
     from factcli.report import view as viewer
 
+    if web:
+        if as_json:
+            fail("--json and --web do not go together: --web serves pages, --json prints one page")
+        _serve_web(db, run, host=host, port=port, open_browser=not no_open,
+                   query={"failures": failures, "errors": errors, "q": filter_text})
+        return
+    if port is not None or no_open or host != "127.0.0.1":
+        fail("--port, --host and --no-open go with --web")
     filtered = failures or errors or bool(filter_text)
     with _store(db) as store:
         row = store.resolve(run)
@@ -102,6 +117,31 @@ def view_cmd(
     if info["pages"] > page_no:
         console.print(Text(f"Next page: factcli view {row['id']} --page {page_no + 1}"
                            + (" …filters" if filtered else "") + _db_flag(db), style="dim"), soft_wrap=True)
+
+
+def _serve_web(db: Optional[Path], run: str, *, host: str, port: Optional[int], open_browser: bool,
+               query: dict) -> None:
+    """`view --web`: check the store and the run here (a bad one is one line and exit 1), then serve."""
+    from urllib.parse import quote, urlencode
+
+    from factcli.errors import FactcliError
+    from factcli.web import server
+
+    with _store(db) as store:
+        path = store.path
+        row = store.resolve(run)
+    shown = {k: (1 if v is True else v) for k, v in query.items() if v}
+    page = f"/runs/{quote(row['id'], safe='')}" + (f"?{urlencode(shown)}" if shown else "")
+    try:
+        chosen, note = server.pick_port(host, port)
+    except FactcliError as exc:
+        fail(str(exc), exc.exit_code)
+    warning = server.exposed_warning(host)
+    if warning:
+        typer.secho(warning, fg="yellow", err=True)
+    if note:
+        typer.echo(note)
+    server.serve(path, host=host, port=chosen, path=page, open_browser=open_browser, echo=typer.echo)
 
 
 def _first_failed(info: dict) -> int | None:

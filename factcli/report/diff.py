@@ -26,6 +26,17 @@ def _rows_for_diff(store: Store, run: dict) -> tuple[dict, list[dict]]:
 
 
 def diff_runs(store: Store, a: dict, b: dict, as_json: bool) -> None:
+    """`factcli diff`: the figures of `diff_doc`, printed as JSON or as tables."""
+    doc = diff_doc(store, a, b)
+    if as_json:
+        print_json(doc)
+        return
+    _render_diff(doc, a, b)
+
+
+def diff_doc(store: Store, a: dict, b: dict) -> dict:
+    """Two runs compared, without printing (the web view's Compare page shows the same figures):
+    flipped rows, per-column deltas of pass rate, mean score and metrics with their 95% intervals."""
     rows_a, cols_a = _rows_for_diff(store, a)
     rows_b, cols_b = _rows_for_diff(store, b)
     flips, unchanged = [], 0
@@ -68,10 +79,7 @@ def diff_runs(store: Store, a: dict, b: dict, as_json: bool) -> None:
            "onlyInB": only_b, "columns": deltas,
            "regressions": sum(1 for f in flips if f["kind"] == "regression"),
            "fixes": sum(1 for f in flips if f["kind"] == "fix")}
-    if as_json:
-        print_json(doc)
-        return
-    _render_diff(doc, a, b)
+    return doc
 
 
 

@@ -167,8 +167,17 @@ def column_summaries(store: Store, run: dict, derived_names: set[str] | None = N
 # ---------------------------------------------------------------- one page of the table
 
 
-def _filters(failures: bool, errors: bool, text: str | None) -> tuple[str, list]:
+def _filters(failures: bool, errors: bool, text: str | None, column: int | None = None,
+             metric: str | None = None) -> tuple[str, list]:
+    """The WHERE of a page: the status filters, the text, and (web view) one column, and rows that
+    lost points on one named metric (its score below 1)."""
     conds, params = [], []
+    if column is not None:
+        conds.append("prompt_idx = ?")
+        params.append(column)
+    if metric:
+        conds.append("json_extract(named_scores_json, ?) < 1")
+        params.append('$."' + metric.replace('"', '') + '"')
     status = []
     if failures:
         status.append("failure_reason = 1")
@@ -228,9 +237,10 @@ def turn_mark(place: Any) -> str | None:
 
 
 def page(store: Store, run: dict, *, failures: bool = False, errors: bool = False, text: str | None = None,
-         limit: int = 50, page_no: int = 1, full: bool = False) -> dict:
+         limit: int = 50, page_no: int = 1, full: bool = False, column: int | None = None,
+         metric: str | None = None) -> dict:
     rid = run["id"]
-    where, params = _filters(failures, errors, text)
+    where, params = _filters(failures, errors, text, column, metric)
     offset = (page_no - 1) * limit
     if where:  # one scan gives both the page and the count
         matching = [r[0] for r in store.conn.execute(
