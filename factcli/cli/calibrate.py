@@ -34,6 +34,9 @@ def calibrate_cmd(
     description: Optional[str] = typer.Option(None, "--description", metavar="TEXT", help="Describe this run."),
     env_file: Optional[Path] = typer.Option(None, "--env-file", metavar="FILE", help="Load environment variables from a "
                                             "dotenv file (variables already set win)."),
+    ratings: Optional[str] = typer.Option(None, "--ratings", metavar="RUN", help="Measure a stored run's judge "
+                                          "against people's ratings of it (no model call): its model-graded "
+                                          "verdicts as predictions, the ratings as labels."),
     db: Optional[Path] = typer.Option(None, "--db", metavar="FILE", help="The run store (default: FACTCLI_HOME/factcli.db)."),
     no_write: bool = typer.Option(False, "--no-write", help="Do not store this run."),
 ) -> None:

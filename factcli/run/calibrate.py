@@ -84,6 +84,117 @@ def report(run, items: list[LabeledItem], configs: list[GraderConfig]) -> dict:
     return out
 
 
+# ---------------------------------------------------------------- calibrate --ratings
+
+
+def _group_label(key: tuple, keys: list[tuple]) -> str:
+    kind, grader, _ = key
+    label = f"{kind} · {grader}" if grader else str(kind)
+    same = [k for k in keys if (f"{k[0]} · {k[1]}" if k[1] else str(k[0])) == label]
+    return label if len(same) == 1 else f"{label} #{same.index(key) + 1}"  # another rubric prompt
+
+
+def _counts(pairs: list[dict]) -> dict:
+    from factcli.stats.agreement import binary_metrics
+
+    tp = sum(x["judge"] and x["people"] for x in pairs)
+    fn = sum(not x["judge"] and x["people"] for x in pairs)
+    fp = sum(x["judge"] and not x["people"] for x in pairs)
+    tn = sum(not x["judge"] and not x["people"] for x in pairs)
+    return binary_metrics(tp, fn, fp, tn)
+
+
+def ratings_report(store, run_row: dict) -> dict:
+    """A calibration report from people's ratings of a stored run: the judge's stored verdicts are
+    the predictions, the raters' verdicts the gold labels (no model is called). One `graders` entry
+    per judge configuration (assertion type, grader, rubric prompt), over every rater, with each
+    rater's own figures under `raters`; the same shape as a labeled-file report, so an assertion's
+    `config.calibration` can name it."""
+    from factcli.settings import VERSION
+    from factcli.store.encode import loads
+    from factcli.store.ratings import comparisons
+
+    graders = loads(run_row.get("graders_json"), []) or []
+    pairs, errors = comparisons(store, run_row["id"], graders[0] if len(graders) == 1 else None)
+    if not pairs and not errors:
+        raise FactcliError(f"run {run_row['id']} has no rating of a model-graded assertion (rate rows in "
+                           "`factcli view --web`; `factcli ratings list` shows the ratings)")
+    gold_pos = sum(x["people"] for x in pairs)
+    out = {
+        "factcli": {"version": VERSION, "runId": run_row["id"], "status": run_row.get("status"), "source": "ratings"},
+        "items": len(pairs),
+        "gold": {"positive": gold_pos, "negative": len(pairs) - gold_pos,
+                 "positiveRate": gold_pos / len(pairs) if pairs else None},
+        "positiveClass": "pass",
+        "raters": sorted({x["rater"] for x in pairs + errors}),
+        "graders": [],
+    }
+    keys = list(dict.fromkeys(_judge_key(x) for x in pairs + errors))
+    for k in keys:
+        mine = [x for x in pairs if _judge_key(x) == k]
+        errs = [{"id": _pair_id(x), "rater": x["rater"], "reason": x["reason"]} for x in errors if _judge_key(x) == k]
+        assertion = {"type": k[0], **({"provider": k[1]} if k[1] else {}),
+                     **({"rubricPrompt": k[2]} if k[2] is not None else {})}
+        raters = [{"rater": r, **_counts([x for x in mine if x["rater"] == r])}
+                  for r in sorted({x["rater"] for x in mine})]
+        out["graders"].append({"label": _group_label(k, keys), "grader": k[1], "assertion": assertion,
+                               **_counts(mine), "gradingErrors": len(errs), "errors": errs, "raters": raters,
+                               "disagreements": [{"id": _pair_id(x), "rater": x["rater"], "judge": x["judge"],
+                                                  "people": x["people"]} for x in mine if x["judge"] != x["people"]]})
+    return out
+
+
+def _judge_key(x: dict) -> tuple:
+    """A judge configuration: assertion type, grader, rubric prompt."""
+    return x["type"], x["grader"], x["rubricPrompt"]
+
+
+def _pair_id(x: dict) -> str:
+    return (f"test {x['testIdx']} column {x['promptIdx']}" + (f" repeat {x['repeatIdx']}" if x["repeatIdx"] else "")
+            + f" assert {x['assertionIdx']}")
+
+
+def _with_raters(rep: dict) -> dict:
+    """The report as the table shows it: each judge configuration over all raters, then per rater."""
+    rows = []
+    for g in rep["graders"]:
+        rows.append(g)
+        if len(g["raters"]) > 1 or (g["raters"] and g["raters"][0]["rater"]):
+            rows += [{**r, "label": f"  rater {r['rater'] or '(unnamed)'}", "gradingErrors": 0, "errors": []}
+                     for r in g["raters"]]
+    return {**rep, "graders": rows}
+
+
+def ratings_command(args: dict) -> int:
+    """`factcli calibrate --ratings RUN`: the judge's stored verdicts against the people's ratings."""
+    from factcli.report.view import console_for_stdout
+    from factcli.store.database import Store
+
+    clash = [flag for flag, key in (("LABELS", "labels"), ("-c", "config"), ("--assert", "assert_types"),
+                                    ("--grader", "graders"), ("--filter-first-n", "filter_first_n"))
+             if args.get(key)]
+    if clash:
+        raise FactcliError(f"--ratings reads a stored run's ratings; it does not take {', '.join(clash)}")
+    outputs = [Path(o) for o in args.get("output") or []]
+    for o in outputs:
+        if o.suffix.lower() != ".json":
+            raise FactcliError(f"-o {o}: calibrate writes its metrics as JSON (use a .json file)")
+    with Store.open(args.get("db")) as store:
+        run_row = store.resolve(args["ratings"])
+        rep = ratings_report(store, run_row)
+    console, _ = console_for_stdout()
+    render(console, _with_raters(rep), f"the ratings of run {run_row['id']}")
+    for g in rep["graders"]:
+        if g["disagreements"]:
+            shown = ", ".join(f"{d['id']} ({d['rater'] or 'unnamed'})" for d in g["disagreements"][:5])
+            more = f" (and {len(g['disagreements']) - 5} more)" if len(g["disagreements"]) > 5 else ""
+            console.print(f"Disagreements [{g['label']}]: {shown}{more}", markup=False, soft_wrap=True)
+    for o in outputs:
+        write_json(rep, o)
+        console.print(f"Wrote {o}", markup=False)
+    return 0
+
+
 # ---------------------------------------------------------------- the command
 
 
@@ -111,6 +222,8 @@ def run_command(args: dict) -> int:
     from factcli.run import runner
     from factcli.scoring.grading import GraderSource
 
+    if args.get("ratings"):
+        return ratings_command(args)
     if args.get("env_file"):
         settings.load_env_file(str(args["env_file"]))
     outputs = [Path(o) for o in args.get("output") or []]

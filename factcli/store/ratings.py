@@ -18,7 +18,8 @@ import json
 from factcli.errors import FactcliError
 from factcli.store.database import Store, now
 
-_FIELDS = "id, run_id, test_idx, prompt_idx, repeat_idx, assertion_idx, passed, comment, rater, created_at, retracted_at"
+_FIELDS = ("id, run_id, test_idx, prompt_idx, repeat_idx, assertion_idx, passed, comment, rater, created_at, "
+           "retracted_at")
 
 
 class RatingNotFound(FactcliError):
@@ -158,14 +159,21 @@ def judged(components: list[dict]) -> list[tuple[int, dict]]:
     return out
 
 
+def _grader_of(assertion: dict, default: str | None) -> str | None:
+    provider = assertion.get("provider")
+    if isinstance(provider, dict) and isinstance(provider.get("id"), str):
+        return provider["id"]
+    return provider if isinstance(provider, str) else default
+
+
 def comparisons(store: Store, run_id: str, default_grader: str | None = None) -> tuple[list[dict], list[dict]]:
     """Pair each rater's latest verdict with the judge's: -> (pairs, grading errors).
 
     A rating of one assertion compares with that assertion's verdict (when it is model-graded); a
     rating of the whole row with every model-graded verdict of the row that the rater did not rate
     on its own. A judge reply that could not be used (graderError) is no prediction; it is listed
-    apart. Each pair: testIdx, promptIdx, repeatIdx, assertionIdx, type, grader, judge, people,
-    rater, ratingId."""
+    apart. Each pair: testIdx, promptIdx, repeatIdx, assertionIdx, type, grader (the assertion's own
+    provider, else `default_grader`), rubricPrompt, judge, people, rater, ratingId."""
     by_row = ratings_by_row(store, run_id)
     pairs: list[dict] = []
     errors: list[dict] = []
@@ -184,9 +192,9 @@ def comparisons(store: Store, run_id: str, default_grader: str | None = None) ->
                 if a_idx is None and (rater, i) in latest:
                     continue  # this rater rated that assertion on its own
                 a = comp.get("assertion") or {}
-                grader = a.get("provider") if isinstance(a.get("provider"), str) else default_grader
                 base = {"testIdx": t, "promptIdx": p, "repeatIdx": rep, "assertionIdx": i, "type": a.get("type"),
-                        "grader": grader, "rater": rater, "ratingId": rating["id"], "people": rating["passed"]}
+                        "grader": _grader_of(a, default_grader), "rubricPrompt": a.get("rubricPrompt"),
+                        "rater": rater, "ratingId": rating["id"], "people": rating["passed"]}
                 if (comp.get("metadata") or {}).get("graderError"):
                     errors.append({**base, "reason": comp.get("reason") or "grading error"})
                 else:
