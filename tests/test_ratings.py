@@ -2,6 +2,8 @@
 the store and its migration, the HTTP endpoints, the marks in show/view/exports, `ratings export`
 read back by calibrate's loader, and `calibrate --ratings` against hand-computed figures."""
 
+import json
+import re
 import sqlite3
 
 import pytest
@@ -67,8 +69,8 @@ def test_add_list_retract(echo_run):
         assert retracted["retractedAt"] is not None  # kept, marked
         # the stored grading never changes
         assert [dict(r) for r in store.conn.execute("SELECT * FROM results ORDER BY id")] == before
-        assert R.judge_agreement(store, run) == {"agree": 0, "rated": 0, "rates": R.judge_agreement(store, run)["rates"],
-                                                 "disagreements": []}  # contains is not model-graded
+        agreement = R.judge_agreement(store, run)  # contains is not model-graded: nothing to compare
+        assert (agreement["agree"], agreement["rated"], agreement["disagreements"]) == (0, 0, [])
 
 
 @pytest.mark.parametrize("where, needle", [
@@ -229,3 +231,180 @@ def test_bad_bodies(client):
     assert client.post(f"/api/runs/{run}/ratings", content=b"[1]", headers={
         "content-type": "application/json", "X-Factcli-Token": "s3cret"}).status_code == 400
     assert client.get(f"/api/runs/{run}/ratings").status_code == 405
+
+
+# ---------------------------------------------------------------- the judge against the people
+
+RUBRIC = """
+prompts: ["Answer {{tag}}"]
+providers: [echo]
+defaultTest:
+  options:
+    provider: {id: "openai:chat:judge", config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"}}
+tests:
+  - vars: {tag: "[J-yes] zero", reference: "zero"}
+    assert: [{type: llm-rubric, value: is fine%(cal)s}]
+  - vars: {tag: "[J-yes] one"}
+    assert: [{type: llm-rubric, value: is fine%(cal)s}, {type: llm-rubric, value: "says [J-no]"%(cal)s}]
+  - vars: {tag: "[J-yes] two"}
+    assert: [{type: llm-rubric, value: is fine%(cal)s}, {type: contains, value: two}]
+  - vars: {tag: "[J-no] three"}
+    assert: [{type: llm-rubric, value: is fine%(cal)s}]
+  - vars: {tag: "[J-no] four"}
+    assert: [{type: llm-rubric, value: is fine%(cal)s}]
+  - vars: {tag: "[J-no] five"}
+    assert: [{type: llm-rubric, value: is fine%(cal)s}]
+  - vars: {tag: "[J-bad] six"}
+    assert: [{type: llm-rubric, value: is fine%(cal)s}]
+"""
+
+
+@pytest.fixture
+def rated(fake_openai, tmp_path, monkeypatch):
+    """A run whose judge passes [J-yes] outputs, fails [J-no] ones (or rubrics) and cannot answer
+    [J-bad]; rated by ann and bob. -> (db, run id)."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    fake_openai.add_rule(r"\[J-bad\]", "I cannot decide.")
+    fake_openai.add_rule(r"\[J-no\]", '{"pass": false, "score": 0, "reason": "no"}')
+    fake_openai.add_rule(".", '{"pass": true, "score": 1, "reason": "yes"}')
+    db = tmp_path / "r.db"
+    result = cli("eval", "--no-progress-bar", "--no-table", "-c", write(tmp_path / "c.yaml", RUBRIC % {"cal": ""}),
+                 "--db", db)
+    assert result.exit_code == 100, result.output
+    with Store.open(db) as store:
+        run = store.resolve(None)["id"]
+
+        def rate(t, passed, **kw):
+            return R.add_rating(store, run, test_idx=t, prompt_idx=0, passed=passed, **kw)
+
+        rate(0, True, rater="ann")                    # judge pass, ann pass: TP
+        rate(1, True, rater="ann")                    # row: a0 judge pass -> TP (a1 rated on its own)
+        rate(1, False, rater="ann", assertion_idx=1)  # a1 judge fail, ann fail: TN
+        rate(2, False, rater="ann")                   # judge pass, ann fail: FP
+        rate(2, True, rater="ann", assertion_idx=1)   # a contains assertion: not model-graded, not counted
+        rate(3, False, rater="ann")                   # TN
+        rate(4, True, rater="ann")                    # judge fail, ann pass: FN
+        rate(5, True, rater="ann")
+        rate(5, False, rater="ann")                   # ann changed her mind: the latest (fail) counts: TN
+        rate(6, True, rater="ann")                    # the judge's reply was unreadable: a grading error
+        rate(0, False, rater="bob")                   # FP
+        rate(3, False, rater="bob")                   # TN
+        R.retract_rating(store, rate(4, True, rater="bob"))  # taken back: not counted
+    return db, run
+
+
+def test_calibrate_ratings_by_hand(rated, tmp_path):
+    db, run = rated
+    out = tmp_path / "report.json"
+    result = cli("calibrate", "--ratings", run, "--db", db, "-o", out, env={"COLUMNS": "160"})
+    assert result.exit_code == 0, result.output
+    rep = json.loads(out.read_text())
+    assert rep["factcli"]["runId"] == run and rep["factcli"]["source"] == "ratings"
+    # ann: TP 2 (t0, t1 a0), FN 1 (t4), FP 1 (t2), TN 3 (t1 a1, t3, t5); bob: FP 1 (t0), TN 1 (t3)
+    assert rep["items"] == 9 and rep["gold"] == {"positive": 3, "negative": 6, "positiveRate": pytest.approx(1 / 3)}
+    (g,) = rep["graders"]
+    assert g["label"] == "llm-rubric · openai:chat:judge" and g["grader"] == "openai:chat:judge"
+    assert g["assertion"] == {"type": "llm-rubric", "provider": "openai:chat:judge"}
+    assert g["confusion"] == {"tp": 2, "fn": 1, "fp": 2, "tn": 4} and g["n"] == 9
+    assert g["f1Positive"] == pytest.approx(4 / 7)      # 2·2 / (2·2 + 2 + 1)
+    assert g["f1Negative"] == pytest.approx(8 / 11)     # 2·4 / (2·4 + 1 + 2)
+    assert g["macroF1"] == pytest.approx(50 / 77)
+    assert g["accuracy"] == pytest.approx(6 / 9)
+    assert (g["fpr"], g["fnr"]) == (pytest.approx(2 / 6), pytest.approx(1 / 3))
+    assert g["kappa"] == pytest.approx(4 / 13)          # p_o 2/3, p_e (4·3 + 5·6)/81 = 14/27
+    assert g["gradingErrors"] == 1 and g["errors"][0]["id"] == "test 6 column 0 assert 0"
+    ann, bob = g["raters"]
+    assert ann["rater"] == "ann" and ann["confusion"] == {"tp": 2, "fn": 1, "fp": 1, "tn": 3}
+    assert ann["kappa"] == pytest.approx(5 / 12)        # p_o 5/7, p_e (3·3 + 4·4)/49 = 25/49
+    assert (ann["fpr"], ann["fnr"], ann["macroF1"]) == (0.25, pytest.approx(1 / 3), pytest.approx((2 / 3 + 3 / 4) / 2))
+    assert bob["confusion"] == {"tp": 0, "fn": 0, "fp": 1, "tn": 1}
+    assert (bob["fpr"], bob["fnr"], bob["kappa"]) == (0.5, None, 0.0)
+    assert [(d["id"], d["rater"]) for d in g["disagreements"]] == [
+        ("test 0 column 0 assert 0", "bob"), ("test 2 column 0 assert 0", "ann"), ("test 4 column 0 assert 0", "ann")]
+    text = result.output
+    assert "Calibration on the ratings of run" in text and "rater ann" in text and "rater bob" in text
+    figures = r"9\s+64\.94\s+66\.67\s+33\.33\s+33\.33\s+57\.14\s+72\.73\s+0\.308"
+    assert re.search(r"llm-rubric · openai:chat:judge\s+" + figures, text)
+    # the run page's line: rows where every pair agrees (t1, t3, t5) of the rows with a pair (t0-t5)
+    with Store.open(db) as store:
+        agreement = R.judge_agreement(store, run)
+    assert (agreement["agree"], agreement["rated"]) == (3, 6)
+    assert agreement["rates"]["confusion"] == g["confusion"]
+    assert [(d["testIdx"], d["rater"], d["judge"], d["people"]) for d in agreement["disagreements"]] == [
+        (0, "bob", True, False), (2, "ann", True, False), (4, "ann", False, True)]
+
+
+def test_the_report_is_a_calibration_for_judge_corrected_rates(rated, fake_openai, tmp_path):
+    """A `calibrate --ratings` report loads as an assertion's config.calibration, and calibrate made no call."""
+    db, run = rated
+    calls = len(fake_openai.requests)
+    assert cli("calibrate", "--ratings", run, "--db", db, "-o", tmp_path / "report.json").exit_code == 0
+    assert len(fake_openai.requests) == calls  # the judge's verdicts were read from the store
+    cfg = write(tmp_path / "c2.yaml", RUBRIC % {"cal": ", config: {calibration: file://report.json}"})
+    out = tmp_path / "r.json"
+    result = cli("eval", "-c", cfg, "--db", db, "-o", out, "--no-progress-bar", "--no-table")
+    assert result.exit_code == 100, result.output
+    assert "was measured with another judge" not in result.output  # same type, same grader
+    (entry,) = json.loads(out.read_text())["factcli"]["columns"][0]["judgeCorrected"]
+    assert entry["assertion"] == "llm-rubric" and entry["calibrationN"] == {"pass": 3, "fail": 6}
+    assert entry["sensitivity"] == pytest.approx(2 / 3) and entry["specificity"] == pytest.approx(4 / 6)
+
+
+def test_calibrate_ratings_errors(rated, echo_run, tmp_path):
+    db, run = rated
+    r = cli("calibrate", "--ratings", run, "--db", db, "--assert", "llm-rubric")
+    assert r.exit_code == 1 and "--ratings reads a stored run's ratings; it does not take --assert" in r.output
+    r = cli("calibrate", "--ratings", run, "--db", db, "-o", tmp_path / "x.csv")
+    assert r.exit_code == 1 and "use a .json file" in r.output
+    r = cli("calibrate", "--ratings", "nope", "--db", db)
+    assert r.exit_code == 1 and "no run 'nope'" in r.output and "Traceback" not in r.output
+    edb, erun = echo_run  # rated, but only contains assertions
+    with Store.open(edb) as store:
+        R.add_rating(store, erun, test_idx=0, prompt_idx=0, passed=True)
+    r = cli("calibrate", "--ratings", erun, "--db", edb)
+    assert r.exit_code == 1 and "has no rating of a model-graded assertion" in r.output
+
+
+# ---------------------------------------------------------------- ratings export / list
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
+def test_ratings_export_reads_back_as_labels(rated, tmp_path, suffix):
+    from factcli.config.labels import load_items
+
+    db, run = rated
+    out = tmp_path / f"labels{suffix}"
+    r = cli("ratings", "export", run, "--db", db, "-o", out)
+    assert r.exit_code == 0 and "Wrote 7 labeled items" in r.output, r.output
+    items = load_items(out)
+    # the latest row-level rating in force per row: t0 bob's fail (after ann's pass), t5 ann's fail
+    assert [(it.id, it.gold) for it in items] == [
+        ("test0-col0", False), ("test1-col0", True), ("test2-col0", False), ("test3-col0", False),
+        ("test4-col0", True), ("test5-col0", False), ("test6-col0", True)]
+    first = items[0]
+    assert first.question == "Answer [J-yes] zero" and first.output == "Answer [J-yes] zero"
+    assert first.reference == "zero" and first.extra == {"tag": "[J-yes] zero"}
+    # calibrate takes the file as it is (a deterministic check as the grader: no call)
+    cfg = write(tmp_path / "g.yaml", "graders:\n  - {type: contains, value: '[J-yes]'}\n")
+    r = cli("calibrate", out, "-c", cfg, "--no-write", "--no-progress-bar", "-o", tmp_path / "m.json")
+    assert r.exit_code == 0, r.output
+    # contains passes t0-t2; people passed t1, t4, t6: TP 1 (t1), FP 2 (t0, t2), FN 2 (t4, t6), TN 2 (t3, t5)
+    g = json.loads((tmp_path / "m.json").read_text())["graders"][0]
+    assert g["confusion"] == {"tp": 1, "fn": 2, "fp": 2, "tn": 2}
+
+
+def test_ratings_export_and_list_errors(echo_run, tmp_path):
+    db, run = echo_run
+    r = cli("ratings", "export", run, "--db", db, "-o", tmp_path / "l.jsonl")
+    assert r.exit_code == 1 and "no row-level rating to export" in r.output
+    assert "No ratings of run" in cli("ratings", "list", run, "--db", db).output
+    with Store.open(db) as store:
+        rid = R.add_rating(store, run, test_idx=1, prompt_idx=1, passed=False, rater="ann", comment="too short")
+        R.add_rating(store, run, test_idx=0, prompt_idx=0, passed=True)
+        R.retract_rating(store, rid)
+    r = cli("ratings", "export", run, "--db", db, "-o", tmp_path / "l.txt")
+    assert r.exit_code == 1 and "writes .jsonl or .csv" in r.output
+    listed = cli("ratings", "list", run, "--db", db).output
+    assert "test 0 column 0  PASS" in listed and "ann" not in listed
+    listed = cli("ratings", "list", run, "--db", db, "--retracted").output
+    assert "test 1 column 1  FAIL by ann: too short" in listed and "retracted" in listed
