@@ -125,42 +125,26 @@ def conversation(store: Store, run: dict, rec: dict) -> dict | None:
             "entries": [{k: _text(v) for k, v in e.items()} for e in entries]}
 
 
-# ---------------------------------------------------------------- ratings (store/ratings, W2)
-
-
-def _ratings_module():
-    try:
-        from factcli.store import ratings
-    except ImportError:  # a tree without ratings yet
-        return None
-    return ratings
-
-
-def _has_ratings_table(store: Store) -> bool:
-    return store.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ratings'").fetchone() \
-        is not None
+# ---------------------------------------------------------------- ratings (store/ratings)
 
 
 def row_ratings(store: Store, run_id: str, key: tuple[int, int, int]) -> list[dict]:
-    mod = _ratings_module()
-    if mod is None or not _has_ratings_table(store):
-        return []
-    return mod.ratings_for_row(store, run_id, *key)
+    from factcli.store import ratings
+
+    return ratings.ratings_for_row(store, run_id, *key)
 
 
 def rated(store: Store, run_id: str) -> dict:
     """(test_idx, prompt_idx, repeat_idx) -> the latest row-level verdict in force (for the matrix marks)."""
-    mod = _ratings_module()
-    if mod is None or not _has_ratings_table(store):
-        return {}
-    return mod.rated_rows(store, run_id)
+    from factcli.store import ratings
+
+    return ratings.rated_rows(store, run_id)
 
 
 def agreement(store: Store, run_id: str) -> dict | None:
-    mod = _ratings_module()
-    if mod is None or not _has_ratings_table(store):
-        return None
-    return mod.judge_agreement(store, run_id)
+    from factcli.store import ratings
+
+    return ratings.judge_agreement(store, run_id)
 
 
 def live_status(store: Store, run: dict) -> dict:
