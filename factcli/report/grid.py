@@ -37,6 +37,8 @@ def cell_head(cell: dict) -> Text:
                     style="red" if claims["unsupported"] else "green")
     if cell.get("turn"):
         head.append(f" {cell['turn']}", style="cyan")
+    if cell.get("rated") is not None:  # a person's verdict on the row (factcli ratings list)
+        head.append(" ✓rated" if cell["rated"] else " ✗rated", style="green" if cell["rated"] else "red")
     if cell["cached"]:
         head.append(" cached", style="dim")
     return head

@@ -17,6 +17,7 @@ from factcli.report.view import (
 )
 from factcli.store.database import Store
 from factcli.store.encode import loads
+from factcli.store.ratings import ratings_for_row
 
 # ---------------------------------------------------------------- show RUN
 
@@ -116,6 +117,7 @@ def show_test(store: Store, run: dict, test_idx: int, as_json: bool) -> None:
                 "gradingResult": loads(r["grading_json"]), "latencyMs": r["latency_ms"], "cost": r["cost"],
                 "cached": bool(r["cached"]), "tokens": {"prompt": r["tokens_prompt"], "completion": r["tokens_completion"],
                                                          "total": r["tokens_total"], "grading": r["grader_tokens"]},
+                "ratings": ratings_for_row(store, run["id"], r["test_idx"], r["prompt_idx"], r["repeat_idx"]),
             })
             turn = history(store, run, r)
             if turn is not None:
@@ -174,6 +176,21 @@ def show_test(store: Store, run: dict, test_idx: int, as_json: bool) -> None:
             console.print(Text("Assertions:", style="bold"))
             for c in grading["componentResults"]:
                 _print_component(console, c, 1)
+        _print_ratings(console, ratings_for_row(store, run["id"], r["test_idx"], r["prompt_idx"], r["repeat_idx"]))
+
+
+def _print_ratings(console, ratings: list[dict]) -> None:
+    """People's ratings of the row (newest first), beside the stored grading they never change."""
+    from rich.text import Text
+
+    from factcli.report.ratings import describe
+
+    if not ratings:
+        return
+    console.print(Text("Ratings:", style="bold"))
+    for x in ratings:
+        style = "dim" if x["retractedAt"] else ("green" if x["passed"] else "red")
+        console.print(Text(f"  #{x['id']} {describe(x)}", style=style))
 
 
 def _indent(text: str, n: int = 2) -> str:

@@ -15,6 +15,7 @@ from factcli.report.labels import column_label, one_line, provider_name, short_p
 from factcli.report.rows import claim_supported
 from factcli.store.database import Store, shown_status
 from factcli.store.encode import loads
+from factcli.store.ratings import rated_rows
 
 __all__ = ["column_label", "one_line"]  # show and diff name columns and texts as view does
 
@@ -274,7 +275,12 @@ def page(store: Store, run: dict, *, failures: bool = False, errors: bool = Fals
                 "error": r["error"] if status == "ERROR" else None, "cached": bool(r["cached"]),
                 "latencyMs": r["latency_ms"], "claims": claim_counts(loads(r["claims_json"])),
                 "turn": turn_mark((loads(r["turn_json"], {}) or {}).get("conversation")),
+                "rated": None,
             }
+        for (t_idx, p_idx, rep), passed in rated_rows(store, rid).items():  # people's latest row verdicts
+            cell = tests[t_idx]["cells"].get(p_idx) if t_idx in tests else None
+            if cell is not None and cell["repeatIdx"] == rep:
+                cell["rated"] = passed
     for t in tests.values():  # vars: parse when whole, else show the stored text
         parsed = loads(t["vars"]) if t["vars"] else None
         t["vars"] = parsed if isinstance(parsed, dict) else (t["vars"] or "")
