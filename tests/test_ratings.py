@@ -408,3 +408,57 @@ def test_ratings_export_and_list_errors(echo_run, tmp_path):
     assert "test 0 column 0  PASS" in listed and "ann" not in listed
     listed = cli("ratings", "list", run, "--db", db, "--retracted").output
     assert "test 1 column 1  FAIL by ann: too short" in listed and "retracted" in listed
+
+
+# ---------------------------------------------------------------- beside the stored grading
+
+
+def test_show_view_and_exports_carry_the_ratings(echo_run, tmp_path):
+    db, run = echo_run
+    with Store.open(db) as store:
+        R.add_rating(store, run, test_idx=1, prompt_idx=0, passed=True, rater="ann", comment="<b>fine</b>")
+        gone = R.add_rating(store, run, test_idx=1, prompt_idx=0, passed=False, rater="bob")
+        R.retract_rating(store, gone)
+        R.add_rating(store, run, test_idx=0, prompt_idx=1, passed=False)
+    shown = cli("show", run, "1", "--db", db, env={"COLUMNS": "120"}).output
+    assert "Ratings:" in shown and "pass by ann: <b>fine</b>" in shown and "fail by bob" in shown
+    assert "retracted" in shown
+    rows = json.loads(cli("show", run, "1", "--db", db, "--json").output)
+    assert [(x["rater"], x["retractedAt"] is None) for x in rows[0]["ratings"]] == [("bob", False), ("ann", True)]
+    assert rows[1]["ratings"] == []
+    view = cli("view", run, "--db", db, env={"COLUMNS": "80"}).output
+    assert "✓rated" in view and "✗rated" in view
+    marked = [line for line in view.splitlines() if "rated" in line or line.startswith(" # |")]
+    assert len(marked) == 3 and {len(line) for line in marked} == {80}, view  # the grid keeps its 80 columns
+    page = json.loads(cli("view", run, "--db", db, "--json").output)
+    cells = {(t["testIdx"], c["promptIdx"]): c["rated"] for t in page["tests"] for c in t["cells"]}
+    assert cells == {(0, 0): None, (0, 1): False, (1, 0): True, (1, 1): None}
+    # factcli export: results JSON (factcli.ratings, in force), JSONL, CSV (a Ratings column), HTML (escaped)
+    out = tmp_path / "x.json"
+    assert cli("export", run, "--db", db, "-o", out).exit_code == 0
+    results = json.loads(out.read_text())["results"]["results"]
+    by_row = {(x["testIdx"], x["promptIdx"]): x["factcli"].get("ratings") for x in results}
+    assert [(x["rater"], x["passed"], x["comment"]) for x in by_row[(1, 0)]] == [("ann", True, "<b>fine</b>")]
+    assert by_row[(0, 0)] is None and by_row[(0, 1)][0]["passed"] is False and "runId" not in by_row[(0, 1)][0]
+    assert cli("export", run, "--db", db, "-o", tmp_path / "x.jsonl").exit_code == 0
+    lines = [json.loads(x) for x in (tmp_path / "x.jsonl").read_text().splitlines()]
+    assert sum(len(x["factcli"].get("ratings", [])) for x in lines) == 2
+    assert cli("export", run, "--db", db, "-o", tmp_path / "x.csv").exit_code == 0
+    import csv
+
+    table = list(csv.reader((tmp_path / "x.csv").open(encoding="utf-8")))
+    assert table[0].count("Ratings") == 2
+    assert table[2][table[0].index("Ratings")] == "pass by ann: <b>fine</b>"
+    assert cli("export", run, "--db", db, "-o", tmp_path / "x.html").exit_code == 0
+    page_html = (tmp_path / "x.html").read_text()
+    assert '<div class="ratings">rated: pass by ann: &lt;b&gt;fine&lt;/b&gt;</div>' in page_html
+    assert "<b>fine</b>" not in page_html
+
+
+def test_an_eval_writes_no_ratings_key(tmp_path):
+    out = tmp_path / "r.json"
+    cli("eval", "--no-progress-bar", "--no-table", "-c", write(tmp_path / "c.yaml", ECHO), "-o", out, "--no-write")
+    assert all("ratings" not in x["factcli"] for x in json.loads(out.read_text())["results"]["results"])
+    # promptfoo's CSV layout is unchanged for a run without ratings
+    cli("eval", "--no-progress-bar", "--no-table", "-c", tmp_path / "c.yaml", "-o", tmp_path / "r.csv", "--no-write")
+    assert "Ratings" not in (tmp_path / "r.csv").read_text().splitlines()[0]

@@ -48,6 +48,7 @@ def write_export(run, path: Path, scrub=None) -> None:
 
 def write_document(run, path: Path) -> None:
     """The results document as .json, one row per line as .jsonl, or as .yaml/.yml."""
+    from factcli.report.ratings import ratings_of
     from factcli.report.results_json import row_json, to_promptfoo_json, write_json
     from factcli.store.encode import dumps_finite
 
@@ -57,7 +58,7 @@ def write_document(run, path: Path) -> None:
     elif name.endswith(".jsonl"):
         with open(path, "w", encoding="utf-8") as fh:
             for r in run.all_rows():
-                fh.write(dumps_finite(row_json(r, run.columns)) + "\n")
+                fh.write(dumps_finite(row_json(r, run.columns, ratings_of(run, r))) + "\n")
     else:  # held in memory whole: PyYAML writes a document, not a stream
         import yaml
 
@@ -93,14 +94,17 @@ def write_csv(run, path: Path) -> None:
     Named Scores, one "Metric: x" column per metric, Grader Reason, Comment."""
     import csv
 
+    from factcli.report.ratings import cell_text, ratings_of
+
     facts = run.row_facts()
     names = facts.var_names
     metrics = sorted(facts.named_scores)
     has_desc = facts.has_description
+    rated = bool(getattr(run, "ratings", None))  # people's ratings (report/ratings.py): a column when any
     header = (["Description"] if has_desc else []) + names
     for col in run.columns:
         header += [column_label(col), "Status", "Score", "Named Scores", *[f"Metric: {m}" for m in metrics],
-                   "Grader Reason", "Comment"]
+                   "Grader Reason", "Comment"] + (["Ratings"] if rated else [])
     with open(path, "w", encoding="utf-8", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(header)
@@ -111,7 +115,7 @@ def write_csv(run, path: Path) -> None:
             for col in run.columns:
                 r = cells.get(col.index)
                 if r is None:
-                    line += [""] * (6 + len(metrics))
+                    line += [""] * (6 + len(metrics) + rated)
                     continue
                 named = {k: round(v, 2) for k, v in r.named_scores.items()
                          if isinstance(v, (int, float)) and v == v}
@@ -120,6 +124,8 @@ def write_csv(run, path: Path) -> None:
                          json.dumps(named) if named else "",
                          *[_fixed2(r.named_scores.get(m)) for m in metrics], reason or "",
                          (r.grading.metadata.get("comment", "") if r.grading is not None else "")]
+                if rated:
+                    line.append(cell_text(ratings_of(run, r)))
             writer.writerow(line)
 
 

@@ -51,6 +51,7 @@ body.fc{margin:1.2em 1.5em}
 .fc .pass .tag{background:#2e7d32}.fc .fail .tag{background:#c62828}.fc .error .tag{background:#b26a00}
 .fc .score{color:#555;margin-left:.4em}
 .fc .turn{color:#067;margin-left:.4em;font-size:.9em}
+.fc .ratings{color:#555;font-size:.9em;margin:.2em 0}
 .fc pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:.3em 0;max-height:18em;overflow:auto;
  font:12px/1.4 ui-monospace,Menlo,Consolas,monospace;background:#fafafa;padding:2px 4px}
 .fc .reason{color:#8a1c1c;white-space:pre-wrap;margin:.2em 0;max-height:14em;overflow:auto}
@@ -247,6 +248,10 @@ def result_cell(cell: dict | None) -> str:
         parts.append(f'<div class="reason">{_e(cell["error"])}</div>')
     if cell.get("output"):
         parts.append(f'<pre class="output">{_e(cell["output"])}</pre>')
+    if cell.get("ratings"):  # people's ratings beside the stored grading (report/ratings.py)
+        from factcli.report.ratings import cell_text
+
+        parts.append(f'<div class="ratings">rated: {_e(cell_text(cell["ratings"]))}</div>')
     grading = cell.get("grading") or {}
     components = [c for c in grading.get("componentResults") or [] if isinstance(c, dict)]
     bits = []
@@ -372,6 +377,8 @@ def _judges(judges: list) -> str:
 def results_table(run) -> str:
     """Every test, one line each, a cell per column; a test with a failure or an error has the
     anchor `#test-N`, linked above the table, and the checkbox hides the others (CSS only)."""
+    from factcli.report.ratings import ratings_of
+
     facts = run.row_facts()
     names = facts.var_names
     head = ("<th>#</th>" + ("<th>test</th>" if facts.has_description else "")
@@ -389,7 +396,8 @@ def results_table(run) -> str:
         if facts.has_description:
             row.append(f'<td class="desc">{_e(first.step.test.description or "")}</td>')
         row += [f'<td class="var"><pre>{_e(_text(first.step.vars.get(v)))}</pre></td>' for v in names]
-        row += [result_cell(cell_of(cells[c.index]) if c.index in cells else None) for c in run.columns]
+        row += [result_cell({**cell_of(cells[c.index]), "ratings": ratings_of(run, cells[c.index])}
+                            if c.index in cells else None) for c in run.columns]
         rows.append("".join(row) + "</tr>")
     out = [('<h2>Results</h2><label class="filter"><input type="checkbox" id="only-failures"> '
             "only tests with a failure or error</label>")]

@@ -36,6 +36,23 @@ def describe(r: dict) -> str:
     return text + (f" · {when}" if when else "") + (" · retracted" if r.get("retractedAt") else "")
 
 
+def ratings_of(run, r) -> list[dict] | None:
+    """A row's ratings in force for the exports of a stored run (`run.ratings`, set by
+    run/stored.load_run; as {id, testIdx, ...} without the run id), or None for a row nobody rated
+    (so an unrated run exports exactly as `eval -o` wrote it)."""
+    by_row = getattr(run, "ratings", None)
+    if by_row is None:
+        return None
+    step = r.step
+    found = by_row.get((step.test_idx, step.prompt_idx, step.repeat_idx))
+    return [{k: v for k, v in x.items() if k != "runId"} for x in found] if found else None
+
+
+def cell_text(ratings: list[dict] | None) -> str:
+    """The ratings of a row in one line (CSV cell, HTML line): 'fail by ann: too long; pass by bob'."""
+    return "; ".join(describe({**x, "createdAt": None}) for x in ratings or [])
+
+
 def _output_text(rec: dict) -> str:
     from factcli.store.records import output_of
 

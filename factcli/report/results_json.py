@@ -27,7 +27,9 @@ def prompt_json(col) -> dict:
             "provider": col.provider.display}
 
 
-def row_json(r: EvalResult, columns) -> dict:
+def row_json(r: EvalResult, columns, ratings: list[dict] | None = None) -> dict:
+    """One row of `results.results`. `ratings`: people's ratings of the row in force (a stored run's
+    export), under factcli.ratings; None leaves the key out (an eval's own -o files)."""
     step = r.step
     col = columns[step.prompt_idx]
     resp = r.response
@@ -68,6 +70,8 @@ def row_json(r: EvalResult, columns) -> dict:
         "factcli": {"repeatIdx": step.repeat_idx, "retries": resp.retries, **_grader_spend(r.grading),
                     **_conversation(r)},
     }
+    if ratings is not None:
+        out["factcli"]["ratings"] = ratings
     if r.error is not None:
         out["error"] = r.error
     return out
@@ -137,7 +141,9 @@ def to_promptfoo_json(run, rows: bool = True) -> dict:
         total_tokens.add(m.tokens)
         grader_tokens.add(m.grader_tokens)
     if rows:
-        results = [row_json(r, columns) for r in run.all_rows()]
+        from factcli.report.ratings import ratings_of
+
+        results = [row_json(r, columns, ratings_of(run, r)) for r in run.all_rows()]
         var_names = sorted({k for r in results for k in r["vars"]})
     else:
         results, var_names = [], sorted(run.row_facts().var_names)
@@ -211,6 +217,8 @@ def write_json(run, path) -> None:
     with indent 2 up to PRETTY_MAX_ROWS rows, on one line beyond."""
     import json
 
+    from factcli.report.ratings import ratings_of
+
     indent = 2 if run.row_count <= PRETTY_MAX_ROWS else None
     doc = to_promptfoo_json(run, rows=False)
     doc["results"]["results"] = _ROWS_MARK
@@ -220,7 +228,7 @@ def write_json(run, path) -> None:
         fh.write(head + "[")
         n = 0
         for n, r in enumerate(run.all_rows(), 1):
-            text = dumps_finite(row_json(r, run.columns), indent)
+            text = dumps_finite(row_json(r, run.columns, ratings_of(run, r)), indent)
             if indent:
                 text = pad + text.replace("\n", pad)
             fh.write(("" if n == 1 else "," if indent else ", ") + text)

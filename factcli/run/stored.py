@@ -43,6 +43,9 @@ def load_run(store: Store, run_row: dict):
                   calls=run_row.get("calls") or 0, warnings=loads(run_row.get("warnings_json"), []) or [],
                   concurrency=options.get("concurrency") or 4, repeat=options.get("repeat") or 1,
                   cache=options.get("cache", True), graders=loads(run_row.get("graders_json"), []) or [])
+    from factcli.store.ratings import ratings_by_row
+
+    run.ratings = ratings_by_row(store, run_row["id"])  # people's ratings, for the exports (report/ratings.py)
     if metrics is not stored:
         load_all()  # registers the method reports
         method_reports.fill(run)
