@@ -24,6 +24,9 @@ class Prompt:
     # instead of rendering `raw` (run/row_vars.py)
     function: str | None = None
     config: dict = field(default_factory=dict)  # the prompt entry's `config:`, request parameters for its calls
+    # chat messages whose content is a prompt function (`messages:` form): message index -> function, as
+    # `function` above; called per row, its return is that message's content
+    message_functions: dict[int, str] | None = None
 
 
 @dataclass(slots=True)

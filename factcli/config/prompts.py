@@ -1,6 +1,6 @@
 """The prompts of a config: inline text, chat messages, files and globs of files, and prompt functions
-(`file://prompts.py:fn`, a `.py` script, `file://prompts.js[:fn]`), each with its label, id and `config:`;
-every template is checked when it is read, every prompt function's file (and Python function) when the
+(`file://prompts.py:fn`, a `.py` script, `file://prompts.js[:fn]`), and `{messages: [{role, content}]}` whose
+contents are templates, text files or prompt functions, each with its label, id and `config:`; every template is checked when it is read, every prompt function's file (and Python function) when the
 config is loaded."""
 
 from __future__ import annotations
@@ -52,16 +52,22 @@ def parse_prompts(value: Any, ctx: Ctx) -> list[Prompt]:
     for item, label, where in items:
         config: dict = {}
         if isinstance(item, dict):
-            check_keys(item, {"id", "raw", "label", "config"}, ctx.file, where)
+            check_keys(item, {"id", "raw", "label", "config", "messages"}, ctx.file, where)
             label = item.get("label")
             config = item.get("config") or {}
             expect(isinstance(config, dict), "expected a mapping of request parameters", ctx.file, where + ".config")
+            if "messages" in item:
+                expect("raw" not in item and "id" not in item,
+                       "a prompt has either 'messages' or 'raw'/'id', not both", ctx.file, where)
+                out.append(_with_config(_messages_prompt(item["messages"], label, ctx, where), config))
+                continue
             if "raw" in item:
                 expect(isinstance(item["raw"], str), "expected a string", ctx.file, where + ".raw")
                 out.append(_with_config(make_prompt(item["raw"], label), config))
                 continue
             item = item.get("id")
-            expect(isinstance(item, str), "a prompt needs 'raw' text or an 'id' file reference", ctx.file, where)
+            expect(isinstance(item, str), "a prompt needs 'raw' text, an 'id' file reference or 'messages'",
+                   ctx.file, where)
         if isinstance(item, list):  # inline chat messages
             out.append(_with_config(make_prompt(json.dumps(item, ensure_ascii=False), label), config))
             continue
@@ -143,6 +149,73 @@ def _prompts_from_file(ref: str, label: str | None, ctx: Ctx, where: str) -> lis
                 _check_template(raw, str(p), "")
                 out.append(make_prompt(raw, f"{label}: {shown}: {raw}" if label else f"{shown}: {raw}"))
     return out
+
+
+# -------------------------------------------------------------------- chat messages
+
+CHAT_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+
+
+def _messages_prompt(messages: Any, label: str | None, ctx: Ctx, where: str) -> Prompt:
+    """`{messages: [{role, content}, ...], label?, config?}`: each content is a template, or a `file://`
+    reference to a text file (its text is the template) or to a prompt function (called per row, its
+    return is the content). raw is the messages as written, the label the given one, else raw."""
+    where = where + ".messages"
+    expect(isinstance(messages, list) and bool(messages), "expected a non-empty list of {role, content} messages",
+           ctx.file, where)
+    resolved: list[dict] = []
+    functions: dict[int, str] = {}
+    sources_seen: list[str] = []  # file texts and function sources, so the prompt's id changes with them
+    for j, message in enumerate(messages):
+        at = f"{where}[{j}]"
+        _check_message(message, ctx, at)
+        content = message["content"]
+        if sources.is_file_ref(content):
+            text, target = _message_file(content, ctx, at + ".content")
+            sources_seen.append(text)
+            if target:
+                functions[j] = target
+            else:
+                content = text
+        else:
+            _check_template(content, ctx.file, at + ".content")
+        resolved.append({**message, "content": content})
+    raw = json.dumps(messages, ensure_ascii=False)
+    digest = _prompt_id("\0".join([raw, *sources_seen]))
+    return Prompt(raw=raw, label=label if label is not None else raw, messages=resolved, id=digest,
+                  message_functions=functions or None)
+
+
+def _check_message(message: Any, ctx: Ctx, at: str) -> None:
+    from factcli.errors import did_you_mean
+
+    expect(isinstance(message, dict), f"expected a message {{role, content}}, got {type(message).__name__}",
+           ctx.file, at)
+    role = message.get("role")
+    expect(isinstance(role, str) and bool(role), "a message needs a 'role' (system, user, assistant, ...)",
+           ctx.file, at)
+    if role not in CHAT_ROLES:
+        raise ConfigError(f"unknown role '{role}'{did_you_mean(role, CHAT_ROLES)}; "
+                          f"expected one of {', '.join(CHAT_ROLES)}", ctx.file, at + ".role")
+    expect("content" in message, "a message needs a 'content': text or a file:// reference", ctx.file, at)
+    content = message["content"]
+    expect(isinstance(content, str), f"a message's content must be text or a file:// reference, got "
+           f"{type(content).__name__}", ctx.file, at + ".content")
+
+
+def _message_file(ref: str, ctx: Ctx, at: str) -> tuple[str, str | None]:
+    """A message's `file://` content -> (text, None) for a text file, whose text (without its final
+    newline) is the template, or (function source, target) for a prompt function."""
+    path, func = sources.ref_path(ref, ctx.base)
+    if func or path.suffix.lower() in FUNCTION_SUFFIXES:
+        fn = _prompt_function(ref, path, func, None, ctx, at)
+        return fn.raw, fn.function
+    expect(not sources.is_glob(ref[7:]), "a message's content names one file, not a glob", ctx.file, at)
+    if not sources.is_file(path):
+        raise ConfigError(f"file not found: {path}", ctx.file, at)
+    text = sources.read_text(path, ctx.file, at).rstrip("\r\n")
+    _check_template(text, str(path), "")
+    return text, None
 
 
 # -------------------------------------------------------------------- prompt functions

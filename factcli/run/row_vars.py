@@ -14,7 +14,9 @@ promptfoo's per-row pipeline (promptfoo-features §1.3), and where factcli depar
    substitution: not copied);
 6. call the prompt function, if the prompt is one, with these final vars (promptfoo calls it before 4-5
    and renders what it returns; factcli never renders it, so it gets the vars the prompt would have);
-7. render the template; a result that is a JSON list of chat messages is sent as those messages.
+7. render the template; a result that is a JSON list of chat messages is sent as those messages. A
+   `messages:` prompt renders each message, and a message whose content is a prompt function gets what
+   that function returns for the row (called as in 6).
 
 Assertions get the vars of step 5 without the runtime vars: the values the prompt saw.
 """
@@ -137,6 +139,9 @@ async def build_row(step: EvalStep, *, eval_id: str = "", provider_label: str | 
         missing: list[str] = []
     else:
         text, messages, missing = render_template(step, variables)
+        if step.prompt.message_functions:
+            text, messages, fn_config = await _call_message_functions(step, messages, variables, provider_label)
+            config.update(fn_config)
     config.update(step.test.request_params)
     rendered = RenderedPrompt(text=text, messages=messages, vars=variables, label=step.prompt.label, config=config)
     return Row(rendered, {k: v for k, v in variables.items() if k not in RUNTIME_VARS}, missing)
@@ -174,20 +179,35 @@ async def call_script_vars(step: EvalStep, variables: dict, provider_label: str 
     return variables
 
 
-async def _call_prompt_function(step: EvalStep, variables: dict,
-                                provider_label: str | None) -> tuple[str, list[dict], dict]:
+async def _call_message_functions(step: EvalStep, messages: list[dict], variables: dict,
+                                  provider_label: str | None) -> tuple[str, list[dict], dict]:
+    """The `messages:` form: each message whose content is a prompt function gets, as its content, the
+    text the function returns for this row (an object's JSON), through the one prompt-function call."""
+    config: dict = {}
+    messages = [dict(m) for m in messages]
+    for j, ref in sorted((step.prompt.message_functions or {}).items()):
+        text, _, fn_config = await _call_prompt_function(step, variables, provider_label, ref)
+        messages[j]["content"] = text
+        config.update(fn_config)
+    return json.dumps(messages, ensure_ascii=False), messages, config
+
+
+async def _call_prompt_function(step: EvalStep, variables: dict, provider_label: str | None,
+                                ref: str | None = None) -> tuple[str, list[dict], dict]:
     """promptfoo-features §2.5: a string, a list (chat messages), {prompt, config}, or another object
-    (sent as its JSON). What it returns is sent as it is, never rendered as a template."""
+    (sent as its JSON). What it returns is sent as it is, never rendered as a template. `ref`: the
+    function of one message (the `messages:` form), else the prompt's own."""
     from factcli.scripting.row_code import RowCodeError, call_prompt_function, split_ref
 
     prompt = step.prompt
+    ref = ref or prompt.function
     context = {"vars": variables,
                "provider": {"id": step.provider.id, "label": provider_label or step.provider.label or step.provider.id},
                "config": dict(prompt.config)}
-    path, func = split_ref(prompt.function)
+    path, func = split_ref(ref)
     where = f"{Path(path).name}:{func}" if func else Path(path).name
     try:
-        value = await call_prompt_function(prompt.function, context)
+        value = await call_prompt_function(ref, context)
     except RowCodeError as exc:
         raise RowError(str(exc)) from None
     config: dict = {}
@@ -223,9 +243,10 @@ def render_template(step: EvalStep, variables: dict) -> tuple[str, list[dict], l
     try:
         if prompt.messages is not None:
             messages = []
-            for m in prompt.messages:
+            functions = prompt.message_functions or {}
+            for j, m in enumerate(prompt.messages):
                 m = dict(m)
-                if isinstance(m.get("content"), str):
+                if isinstance(m.get("content"), str) and j not in functions:  # a function's: called per row
                     m["content"] = templating.render(m["content"], variables, missing,
                                                      name=_prompt_name(prompt.label))
                 messages.append(m)
