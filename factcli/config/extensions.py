@@ -28,7 +28,7 @@ from typing import Any
 
 from factcli import sources
 from factcli.config.context import Ctx, as_list, check_keys, expect, unknown_key_lines, unknown_keys_collected
-from factcli.config.prompts import JS_SUFFIXES, PY_SUFFIXES, TS_SUFFIXES, typescript_error
+from factcli.config.user_code import PY_SUFFIXES, check_js_export, code_file, python_function
 from factcli.errors import ConfigError, did_you_mean
 
 HOOK_NAMES = ("beforeAll", "beforeEach", "afterEach", "afterAll")
@@ -96,68 +96,17 @@ def _extension(i: int, ref: Any, ctx: Ctx, where: str) -> Extension:
     if fn is None and ":" in path.name:  # x.mts:fn and the like: ref_path splits known suffixes only
         name, _, fn = path.name.rpartition(":")
         path = path.with_name(name)
-    suffix = path.suffix.lower()
-    if suffix in TS_SUFFIXES:
-        raise ConfigError(typescript_error(path), ctx.file, where)
-    if suffix not in PY_SUFFIXES + JS_SUFFIXES:
-        raise ConfigError(f"an extension must be a .py or .js file (file://hooks.py:function), got '{path.name}'",
-                          ctx.file, where)
-    if not sources.is_file(path):
-        raise ConfigError(f"extension file not found: {path}", ctx.file, where)
+    code_file(path, "an extension must be a .py or .js file (file://hooks.py:function)", "extension file not found",
+              ctx.file, where)
     ext = Extension(i, ref, path.resolve(), fn)
     if ext.is_python:
-        _check_python(ext, ctx.file, where)
-    else:
-        _check_js(ext, ctx.file, where)
+        python_function(ext.path, ext.fn or PY_DEFAULT_FN, ctx.file, where,
+                        hint="" if ext.fn else f" (without :fn promptfoo calls {PY_DEFAULT_FN}(hook_name, context); "
+                                               f"or name one: file://{ext.path.name}:fn)")
+    else:  # the function run/hooks.py will call, found the way it finds it
+        check_js_export(ext.path, ext.fn, ctx.file, where, what="JavaScript extension hooks",
+                        instead="a Python hook (file://hooks.py:fn)")
     return ext
-
-
-def _check_python(ext: Extension, file: str, where: str) -> None:
-    from factcli.scripting.python import load_module
-
-    try:
-        module = load_module(ext.path)
-    except Exception as exc:  # noqa: BLE001 - the user's module failed to import: say so now, not mid-run
-        raise ConfigError(f"{ext.path.name} does not import: {type(exc).__name__}: {exc}", file, where) from None
-    name = ext.fn or PY_DEFAULT_FN
-    owner, _, attr = name.partition(".")
-    target = getattr(module, owner, None)
-    if attr and target is not None:
-        target = getattr(target, attr, None)
-    if not callable(target):
-        names = [n for n, v in vars(module).items() if callable(v) and not n.startswith("_")]
-        hint = did_you_mean(name, names) or ("" if ext.fn else
-                                             f" (without :fn promptfoo calls {PY_DEFAULT_FN}(hook_name, context); "
-                                             f"or name one: file://{ext.path.name}:fn)")
-        raise ConfigError(f"{ext.path.name} has no function '{name}'{hint}", file, where)
-
-
-# The function run/hooks.py will call, found the way it finds it: a named export (on the module,
-# else on the namespace), else the module itself or its default export.
-_JS_PROBE = ("import({url}).then((ns) => {{ const d = ns.default; "
-             "const m = d !== undefined ? (d && d.default !== undefined ? d.default : d) : ns; "
-             "const fn = {fn}; const t = fn ? (m != null && m[fn] !== undefined ? m[fn] : ns[fn]) "
-             ": (typeof m === 'function' ? m : m && m.default); return typeof t; }})")
-
-
-def _check_js(ext: Extension, file: str, where: str) -> None:
-    from factcli.scripting.node import JSError, NodeNotFound, NodeWorkerError, get_worker, require_node
-
-    try:
-        require_node("JavaScript extension hooks", "a Python hook (file://hooks.py:fn)")
-    except NodeNotFound as exc:
-        raise ConfigError(str(exc), file, where) from None
-    code = _JS_PROBE.format(url=json.dumps(ext.path.as_uri()), fn=json.dumps(ext.fn))
-    try:
-        answer = get_worker().call_sync("transform", {"code": code, "input": None, "context": {}}, timeout=30)
-    except JSError as exc:
-        raise ConfigError(f"{ext.path.name} does not load: {exc.name}: {exc.js_message}", file, where) from None
-    except NodeWorkerError as exc:
-        raise ConfigError(f"cannot check {ext.path.name}: {exc}", file, where) from None
-    if answer.get("value") != "function":
-        wanted = (f'a function named "{ext.fn}"' if ext.fn
-                  else "a function (module.exports = fn or export default fn)")
-        raise ConfigError(f"{ext.path.name} does not export {wanted}", file, where)
 
 
 # ---------------------------------------------------------------- the suite a beforeAll hook sees

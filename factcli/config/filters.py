@@ -14,7 +14,6 @@ a JavaScript module that does not load or export a function, JavaScript without 
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -22,8 +21,7 @@ from typing import Any
 
 from factcli import sources, templating
 from factcli.config.context import Ctx, expect
-from factcli.config.prompts import JS_SUFFIXES, PY_SUFFIXES, TS_SUFFIXES, typescript_error
-from factcli.errors import ConfigError, did_you_mean
+from factcli.config.user_code import PY_SUFFIXES, check_js_export, code_file, python_function
 
 _NAME = re.compile(r"[A-Za-z_]\w*")
 
@@ -51,63 +49,20 @@ def _filter(name: str, ref: str, ctx: Ctx, where: str) -> Callable:
     path, func = sources.ref_path(ref if ref.startswith("file://") else "file://" + ref, ctx.base)
     if sources.is_glob(str(path)):
         path = sources.expand_glob(path, ctx.file, where)[-1]
-    suffix = path.suffix.lower()
-    if suffix in TS_SUFFIXES:
-        raise ConfigError(typescript_error(path), ctx.file, where)
-    if suffix not in PY_SUFFIXES + JS_SUFFIXES:
-        raise ConfigError(f"a filter must be a .js or .py file, got '{path.name}'", ctx.file, where)
-    if not sources.is_file(path):
-        raise ConfigError(f"filter file not found: {path}", ctx.file, where)
-    if suffix in PY_SUFFIXES:
-        return _python_filter(path, func or name, ctx.file, where, named=func is not None)
+    suffix = code_file(path, "a filter must be a .js or .py file", "filter file not found", ctx.file, where)
+    if suffix in PY_SUFFIXES:  # without :fn, the function named like the filter
+        return python_function(path, func or name, ctx.file, where,
+                               hint="" if func else f" (name one: file://{path.name}:fn)")
     return _js_filter(path, func, ctx.file, where)
 
 
-def _python_filter(path: Path, func: str, file: str, where: str, named: bool = True) -> Callable:
-    from factcli.scripting.python import load_module
-
-    try:
-        module = load_module(path)
-    except Exception as exc:  # noqa: BLE001 - the user's module failed to import: say so now, not on every row
-        raise ConfigError(f"{path.name} does not import: {type(exc).__name__}: {exc}", file, where) from None
-    owner, _, attr = func.partition(".")
-    target = getattr(module, owner, None)
-    if attr and target is not None:
-        target = getattr(target, attr, None)
-    if not callable(target):
-        names = [n for n, v in vars(module).items() if callable(v) and not n.startswith("_")]
-        hint = did_you_mean(func, names) or ("" if named else f" (name one: file://{path.name}:fn)")
-        raise ConfigError(f"{path.name} has no function '{func}'{hint}", file, where)
-    return target
-
-
-# The worker's `call` op picks the function this way too: a named export, else the module itself or
-# its default export. The probe imports the module (once: the worker's later imports reuse it) and
-# reports what it found, so a wrong file fails at load and not on every row.
-_PROBE = ("import({url}).then((ns) => {{ const d = ns.default; "
-          "const m = d !== undefined ? (d && d.default !== undefined ? d.default : d) : ns; "
-          "const fn = {fn}; const t = fn ? (m != null && m[fn] !== undefined ? m[fn] : ns[fn]) "
-          ": (typeof m === 'function' ? m : m && (m.default || m.func)); return typeof t; }})")
-
-
 def _js_filter(path: Path, func: str | None, file: str, where: str) -> Callable:
-    from factcli.scripting.node import JSError, NodeNotFound, NodeWorkerError, get_worker, require_node
+    from factcli.scripting.node import get_worker
 
-    try:
-        require_node("JavaScript nunjucksFilters", "a Python filter (file://filters.py:fn)")
-    except NodeNotFound as exc:
-        raise ConfigError(str(exc), file, where) from None
+    # the worker's `call` op, with no name, falls back to an object module's `func` member
+    check_js_export(path, func, file, where, what="JavaScript nunjucksFilters",
+                    instead="a Python filter (file://filters.py:fn)", unnamed="m.default || m.func")
     resolved = path.resolve()
-    code = _PROBE.format(url=json.dumps(resolved.as_uri()), fn=json.dumps(func))
-    try:
-        answer = get_worker().call_sync("transform", {"code": code, "input": None, "context": {}}, timeout=30)
-    except JSError as exc:
-        raise ConfigError(f"{path.name} does not load: {exc.name}: {exc.js_message}", file, where) from None
-    except NodeWorkerError as exc:
-        raise ConfigError(f"cannot check {path.name}: {exc}", file, where) from None
-    if answer.get("value") != "function":
-        wanted = f'a function named "{func}"' if func else "a function (module.exports = fn or export default fn)"
-        raise ConfigError(f"{path.name} does not export {wanted}", file, where)
 
     def call_js(value: Any, *args: Any, **kwargs: Any) -> Any:
         from factcli.scripting.node import js_value

@@ -13,6 +13,7 @@ from typing import Any
 
 from factcli import sources, templating
 from factcli.config.context import Ctx, as_list, check_keys, expect
+from factcli.config.user_code import FUNCTION_SUFFIXES, JS_SUFFIXES, PY_SUFFIXES, code_file, python_function
 from factcli.errors import ConfigError
 from factcli.types import Prompt
 
@@ -220,31 +221,14 @@ def _message_file(ref: str, ctx: Ctx, at: str) -> tuple[str, str | None]:
 
 # -------------------------------------------------------------------- prompt functions
 
-PY_SUFFIXES = (".py",)
-JS_SUFFIXES = (".js", ".cjs", ".mjs")
-TS_SUFFIXES = (".ts", ".mts", ".cts", ".tsx")
-FUNCTION_SUFFIXES = PY_SUFFIXES + JS_SUFFIXES + TS_SUFFIXES
-
-
-def typescript_error(path: Path) -> str:
-    js = path.with_suffix(".js").name
-    return (f"TypeScript files are not run by factcli: compile {path.name} to JavaScript "
-            f"(`npx tsc {path.name}` or `npx esbuild {path.name} --outfile={js}`) and point at {js}")
-
-
 def _prompt_function(ref: str, path: Path, func: str | None, label: str | None, ctx: Ctx, where: str) -> Prompt:
     """A prompt function, promptfoo's labels and raw (promptfoo-features §2.7): `x.py:fn` / `x.js[:fn]` with
     the file as raw; a `.py` without `:fn` runs as a script and is labelled `x.py: <file>`."""
-    suffix = path.suffix.lower()
-    if suffix in TS_SUFFIXES:
-        raise ConfigError(typescript_error(path), ctx.file, where)
-    if suffix not in PY_SUFFIXES + JS_SUFFIXES:
-        raise ConfigError(f"a prompt function must be in a .py or .js file, got {path.name}", ctx.file, where)
-    if not sources.is_file(path):
-        raise ConfigError(f"prompt function file not found: {path}", ctx.file, where)
+    suffix = code_file(path, "a prompt function must be in a .py or .js file", "prompt function file not found",
+                       ctx.file, where)
     source = sources.read_text(path, ctx.file, where)
     if suffix in PY_SUFFIXES and func:
-        _check_python_function(path, func, ctx.file, where)
+        python_function(path, func, ctx.file, where)
     elif suffix in JS_SUFFIXES:
         from factcli.scripting.node import NodeNotFound, require_node
 
@@ -264,18 +248,3 @@ def _prompt_function(ref: str, path: Path, func: str | None, label: str | None, 
                   id=_prompt_id(f"{source}\0{func or ''}"), function=target)
 
 
-def _check_python_function(path: Path, func: str, file: str, where: str) -> None:
-    from factcli.errors import did_you_mean
-    from factcli.scripting.python import load_module
-
-    try:
-        module = load_module(path)
-    except Exception as exc:  # the user's module failed to import: say so now, not on every row
-        raise ConfigError(f"{path.name} does not import: {type(exc).__name__}: {exc}", file, where) from None
-    owner, _, attr = func.partition(".")
-    target = getattr(module, owner, None)
-    if attr and target is not None:
-        target = getattr(target, attr, None)
-    if not callable(target):
-        names = [n for n, v in vars(module).items() if callable(v) and not n.startswith("_")]
-        raise ConfigError(f"{path.name} has no function '{func}'{did_you_mean(func, names)}", file, where)

@@ -13,6 +13,7 @@ from typing import Any
 
 from factcli import sources
 from factcli.config.context import check_keys
+from factcli.config.user_code import JS_SUFFIXES, PY_SUFFIXES, TS_SUFFIXES, code_file
 from factcli.errors import ConfigError
 from factcli.scoring.registry import AssertionError_
 
@@ -230,8 +231,7 @@ def read_csv_tests(path: Path, warnings: list[str]) -> list[dict]:
 
 
 TEST_FILE_SUFFIXES = (".yaml", ".yml", ".json", ".jsonl", ".csv")
-GENERATOR_SUFFIXES = (".py", ".js", ".cjs", ".mjs")
-TS_SUFFIXES = (".ts", ".mts", ".cts", ".tsx")
+GENERATOR_SUFFIXES = PY_SUFFIXES + JS_SUFFIXES
 _GENERATOR_REF = re.compile(r"\.(?:py|js|cjs|mjs|ts|mts|cts|tsx)(?::[A-Za-z_$][\w.$]*)?$")
 _NO_CONFIG = object()
 _generated_once: dict[tuple, Any] = {}  # what each generator returned, this process (its module is imported once too)
@@ -319,16 +319,8 @@ def _generated(ref: str, config: Any, ctx, where: str) -> list[tuple[dict, Any, 
     from factcli.scripting.generators import GeneratorError, generator_name, run_generator
 
     path, func = sources.ref_path(ref, ctx.base)
-    suffix = path.suffix.lower()
-    if suffix in TS_SUFFIXES:
-        js = path.with_suffix(".js").name
-        raise ConfigError(f"TypeScript files are not run by factcli: compile {path.name} to JavaScript "
-                          f"(`npx tsc {path.name}` or `npx esbuild {path.name} --outfile={js}`) and point "
-                          f"tests: at {js}", ctx.file, where)
-    if suffix not in GENERATOR_SUFFIXES:
-        raise ConfigError(f"a test generator must be a .py or .js file, got {path.name}", ctx.file, where)
-    if not sources.is_file(path):
-        raise ConfigError(f"test generator file not found: {path}", ctx.file, where)
+    suffix = code_file(path, "a test generator must be a .py or .js file", "test generator file not found", ctx.file,
+                       where)
     if config is not _NO_CONFIG:
         config = _config_files(config, ctx, where + ".config")
     name = generator_name(path, func)

@@ -14,6 +14,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from factcli.scripting.python import wait_for
 from factcli.scripting.values import plain
 
 PY_DEFAULT = "generate_tests"
@@ -62,7 +63,7 @@ def _run_python(path: Path, func: str, args: list) -> Any:
     try:
         result = fn(*args)
         if inspect.isawaitable(result):
-            result = _wait(result)
+            result = wait_for(result)
     except TypeError as exc:
         hint = ""
         if not args and "required positional argument" in str(exc):
@@ -74,23 +75,6 @@ def _run_python(path: Path, func: str, args: list) -> Any:
         return plain(result)
     except (TypeError, ValueError, RecursionError) as exc:
         raise GeneratorError(f"test generator {name} returned something that is not JSON data: {exc}") from None
-
-
-def _wait(awaitable) -> Any:
-    """An async generator function's result; config loading may itself run inside an event loop."""
-    import asyncio
-
-    async def wait():
-        return await awaitable
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(wait())
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, wait()).result()
 
 
 def _one_line(exc: BaseException, path: Path) -> str:

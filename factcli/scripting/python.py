@@ -89,6 +89,22 @@ async def call_python(fn, *args) -> Any:
     return result
 
 
+def wait_for(awaitable) -> Any:
+    """An async function's result from code that is not async (config loading, planning), which may
+    itself run inside an event loop (a notebook, the Python API): then on a loop of its own in a thread."""
+    async def wait():
+        return await awaitable
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(wait())
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, wait()).result()
+
+
 def load_python_function(path: Path, name: str):
     """Import the user's file (once per process) and return its function `name`."""
 

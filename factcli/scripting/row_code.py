@@ -19,6 +19,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from factcli.scripting.python import wait_for
 from factcli.scripting.transforms import TransformError, transform_label
 from factcli.scripting.values import plain
 
@@ -174,24 +175,10 @@ def _python_transform_vars(path: Path, func: str | None, variables: dict, contex
         fn = load_python_function(path, name)
         result = fn(plain(variables), context)
         if inspect.isawaitable(result):
-            result = _run_coroutine(result)
+            result = wait_for(result)
         return plain(result)
     except Exception as exc:
         raise TransformError(f"Transform failed ({label}): {path.name}:{name}: {type(exc).__name__}: {exc}") from None
-
-
-def _run_coroutine(awaitable) -> Any:
-    async def wait():
-        return await awaitable
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(wait())
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(1) as pool:  # planning from inside an event loop: a loop of its own
-        return pool.submit(asyncio.run, wait()).result()
 
 
 def _js_transform_vars(target: dict, variables: dict, context: dict, label: str) -> Any:

@@ -1,0 +1,88 @@
+"""Checks of a user's code file at load time, shared by every config key that names one (prompt
+functions, `nunjucksFilters`, `extensions`): the file is Python or JavaScript and exists, a Python
+module imports and has the function, a JavaScript module loads and exports it. Each failure is one
+ConfigError naming the config key, before any call; the code itself runs later through scripting/.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+from factcli import sources
+from factcli.errors import ConfigError, did_you_mean
+
+PY_SUFFIXES = (".py",)
+JS_SUFFIXES = (".js", ".cjs", ".mjs")
+TS_SUFFIXES = (".ts", ".mts", ".cts", ".tsx")
+FUNCTION_SUFFIXES = PY_SUFFIXES + JS_SUFFIXES + TS_SUFFIXES
+
+
+def typescript_error(path: Path) -> str:
+    js = path.with_suffix(".js").name
+    return (f"TypeScript files are not run by factcli: compile {path.name} to JavaScript "
+            f"(`npx tsc {path.name}` or `npx esbuild {path.name} --outfile={js}`) and point at {js}")
+
+
+def code_file(path: Path, wrong_kind: str, missing: str, file: str, where: str) -> str:
+    """The suffix of a Python or JavaScript file that exists; `wrong_kind` is the start of the message
+    for another suffix (`a filter must be a .js or .py file`), `missing` that for no file."""
+    suffix = path.suffix.lower()
+    if suffix in TS_SUFFIXES:
+        raise ConfigError(typescript_error(path), file, where)
+    if suffix not in PY_SUFFIXES + JS_SUFFIXES:
+        raise ConfigError(f"{wrong_kind}, got '{path.name}'", file, where)
+    if not sources.is_file(path):
+        raise ConfigError(f"{missing}: {path}", file, where)
+    return suffix
+
+
+def python_function(path: Path, name: str, file: str, where: str, hint: str = "") -> Callable:
+    """`name` (or `Class.method`) of the module at `path`, imported once; `hint` follows the error when
+    no function of a close name exists."""
+    from factcli.scripting.python import load_module
+
+    try:
+        module = load_module(path)
+    except Exception as exc:  # noqa: BLE001 - the user's module failed to import: say so now, not on every row
+        raise ConfigError(f"{path.name} does not import: {type(exc).__name__}: {exc}", file, where) from None
+    owner, _, attr = name.partition(".")
+    target = getattr(module, owner, None)
+    if attr and target is not None:
+        target = getattr(target, attr, None)
+    if not callable(target):
+        names = [n for n, v in vars(module).items() if callable(v) and not n.startswith("_")]
+        raise ConfigError(f"{path.name} has no function '{name}'{did_you_mean(name, names) or hint}", file, where)
+    return target
+
+
+# The function the caller will run, found the way it finds it: a named export (on the module, else on
+# the namespace), else the module itself or its default export (`unnamed` says which member of an
+# object module stands in for it). The module is imported once: the worker's later imports reuse it.
+_PROBE = ("import({url}).then((ns) => {{ const d = ns.default; "
+          "const m = d !== undefined ? (d && d.default !== undefined ? d.default : d) : ns; "
+          "const fn = {fn}; const t = fn ? (m != null && m[fn] !== undefined ? m[fn] : ns[fn]) "
+          ": (typeof m === 'function' ? m : m && ({unnamed})); return typeof t; }})")
+
+
+def check_js_export(path: Path, fn: str | None, file: str, where: str, *, what: str, instead: str,
+                    unnamed: str = "m.default") -> None:
+    """The JavaScript module at `path` loads in the Node worker and exports `fn` (or, without one, a
+    function as module.exports or default export). `what`/`instead` word the error without Node."""
+    from factcli.scripting.node import JSError, NodeNotFound, NodeWorkerError, get_worker, require_node
+
+    try:
+        require_node(what, instead)
+    except NodeNotFound as exc:
+        raise ConfigError(str(exc), file, where) from None
+    code = _PROBE.format(url=json.dumps(path.resolve().as_uri()), fn=json.dumps(fn), unnamed=unnamed)
+    try:
+        answer = get_worker().call_sync("transform", {"code": code, "input": None, "context": {}}, timeout=30)
+    except JSError as exc:
+        raise ConfigError(f"{path.name} does not load: {exc.name}: {exc.js_message}", file, where) from None
+    except NodeWorkerError as exc:
+        raise ConfigError(f"cannot check {path.name}: {exc}", file, where) from None
+    if answer.get("value") != "function":
+        wanted = f'a function named "{fn}"' if fn else "a function (module.exports = fn or export default fn)"
+        raise ConfigError(f"{path.name} does not export {wanted}", file, where)
