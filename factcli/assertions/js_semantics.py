@@ -58,33 +58,15 @@ def is_number(x: Any) -> bool:
 
 
 def js_number(x: Any) -> str:
-    """How JavaScript prints a number (``${x}``): shortest round trip, exponent below 1e-6 and from 1e21."""
+    """How JavaScript prints a value of a number slot (``${x}``): booleans as words, numbers as
+    Number.prototype.toString (templating's, the one implementation)."""
     if isinstance(x, bool):
         return "true" if x else "false"
     if not isinstance(x, (int, float)):
         return str(x)
-    x = float(x)
-    if x != x:
-        return "NaN"
-    if math.isinf(x):
-        return "Infinity" if x > 0 else "-Infinity"
-    if x == 0:
-        return "0"
-    from decimal import Decimal
+    from factcli.templating.jsvalues import js_number as number_text
 
-    sign = "-" if x < 0 else ""
-    d = Decimal(repr(abs(x)))  # repr is the shortest round trip, as in JavaScript
-    s = "".join(map(str, d.as_tuple().digits)).rstrip("0")
-    k, n = len(s), d.adjusted() + 1
-    if k <= n <= 21:
-        return sign + s + "0" * (n - k)
-    if 0 < n <= 21:
-        return sign + s[:n] + "." + s[n:]
-    if -6 < n <= 0:
-        return sign + "0." + "0" * (-n) + s
-    mantissa = s[0] + ("." + s[1:] if k > 1 else "")
-    e = n - 1
-    return f"{sign}{mantissa}e{'+' if e >= 0 else '-'}{abs(e)}"
+    return number_text(x)
 
 
 def js_to_fixed(x: float, digits: int) -> str:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from factcli import templating
-from factcli.assertions.js_semantics import js_json
+from factcli.assertions.js_semantics import js_json, js_truthy
 from factcli.errors import ConfigError
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.scripting.python import ScriptError, run_python_file, run_python_inline
@@ -179,21 +179,12 @@ def _child(c: Any, i: int) -> GradingResult:
     score, reason = c.get("score"), c.get("reason")
     metadata = c.get("metadata")
     return GradingResult(
-        passed=_truthy(c.get("pass")), score=float(score) if is_number(score) and score == score else 0.0,
+        passed=js_truthy(c.get("pass")), score=float(score) if is_number(score) and score == score else 0.0,
         reason=reason if isinstance(reason, str) else "", assertion=_child_assertion(c.get("assertion")),
         named_scores=numbers_of(c.get("namedScores")), named_score_weights=numbers_of(c.get("namedScoreWeights")),
         tokens_used=tokens_of(c.get("tokensUsed")), component_results=_children(c.get("componentResults")),
         metadata=dict(metadata) if isinstance(metadata, dict) else {},
     )
-
-
-def _truthy(value: Any) -> bool:
-    """JavaScript truthiness of a JSON value: a child counts as passed when its `pass` is truthy."""
-    if value is None or value is False or value == "":
-        return False
-    if is_number(value):
-        return value == value and value != 0
-    return True
 
 
 def _child_assertion(raw: Any) -> Assertion | None:
