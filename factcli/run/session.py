@@ -341,7 +341,7 @@ class EvalSession:
         """From here on the run's rows live in the store, not in memory (EvalRun.keep)."""
         from factcli.store.records import StoredRows
 
-        run.stored_rows = StoredRows(self.store.path, run.run_id, run.columns)
+        run.stored_rows = StoredRows(self.store.path, run.run_id, run.columns, flush=self.flush)
 
     def _hold_rows(self, unwritten: list) -> None:
         """The store stopped taking rows: read back the ones it has and keep the group it failed to

@@ -247,12 +247,18 @@ class MemoryRows:
 
 class StoredRows:
     """The rows of a run as the store has them, read back one at a time (each read opens its own
-    connection, so it works after the writer closed its own)."""
+    connection, so it works after the writer closed its own). `flush`: commits the rows the writer
+    still holds in its group (an afterAll hook reads the rows while the run is going on)."""
 
-    def __init__(self, path, run_id: str, columns: list):
-        self.path, self.run_id, self.columns = path, run_id, columns
+    def __init__(self, path, run_id: str, columns: list, flush=None):
+        self.path, self.run_id, self.columns, self.flush = path, run_id, columns, flush
+
+    def _commit_pending(self) -> None:
+        if self.flush is not None:
+            self.flush()
 
     def __iter__(self):
+        self._commit_pending()
         store = Store.open(self.path)
         try:
             for rec in store.results(self.run_id, order=ROW_ORDER):
@@ -261,6 +267,7 @@ class StoredRows:
             store.close()
 
     def first_tests(self, n: int) -> tuple[list[EvalResult], int]:
+        self._commit_pending()
         with Store.open(self.path) as store:
             total = store.conn.execute("SELECT COUNT(DISTINCT test_idx) FROM results WHERE run_id = ?",
                                        (self.run_id,)).fetchone()[0]
@@ -275,6 +282,7 @@ class StoredRows:
 
     def facts(self) -> RowFacts:
         facts = RowFacts()
+        self._commit_pending()
         with Store.open(self.path) as store:
             for rec in store.results(self.run_id, order=ROW_ORDER,
                                      fields="vars_json, named_scores_json, description"):
