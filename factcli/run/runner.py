@@ -1,4 +1,5 @@
-"""One eval run from config to results: load, plan, execute, aggregate. Used by the CLI and the API."""
+"""One eval run's plan and execution: load, plan (prepare), execute, aggregate. The eval flow (run/flow.py)
+drives it for the CLI and the API."""
 
 from __future__ import annotations
 
@@ -475,17 +476,3 @@ def _env_concurrency() -> int | None:
 
         raise FactcliError(f"FACTCLI_MAX_CONCURRENCY: expected a whole number of at least 1, got {value!r}")
     return int(value)
-
-
-def evaluate(config, **kwargs) -> EvalRun:
-    """Python API: run an eval from a config path (or paths, or a dict) and return the EvalRun."""
-    options = RunOptions(**kwargs)
-    suite = load(config, options)
-    from factcli.run.hooks import Hooks
-
-    hooks = Hooks.of(suite)
-    if hooks is not None:  # beforeAll: before the run is planned
-        suite = hooks.before_all(suite)
-    run = prepare(suite, options)
-    asyncio.run(execute(run))
-    return run
