@@ -1,0 +1,198 @@
+"""`safe` (SAFE's F1@K, VeriScore's verifiable claims) against stand-in search APIs on 127.0.0.1 and a
+scripted judge over real HTTP: F1@K worked by hand, each backend's documented request and response
+layout, the evidence the rating step sees, and searches as calls (cache, retries, keys, budget)."""
+
+import json
+import re
+
+import pytest
+from conftest import write
+from fake_search import CX, KEY, FakeSearch
+from typer.testing import CliRunner
+
+from factcli.cli import app
+from factcli.methods.safe import f1_at_k
+
+PROMPT = "Tell me about Marie Curie."
+RESPONSE = ("Marie Curie was born in Warsaw in 1867. She won the Nobel Prize in Physics in 1903. "
+            "She won the Nobel Prize in Chemistry in 1911. She discovered radium in 1920. "
+            "Paris has many cafés.")
+DOCS = [
+    {"title": "Marie Curie - Wikipedia", "url": "https://en.wikipedia.org/wiki/Marie_Curie",
+     "text": "Marie Curie was born in Warsaw, Poland, in 1867, and moved to Paris in 1891."},
+    {"title": "The Nobel Prize in Physics 1903", "url": "https://www.nobelprize.org/prizes/physics/1903/",
+     "text": "The Nobel Prize in Physics 1903 was shared by Henri Becquerel, Pierre Curie and Marie Curie."},
+    {"title": "The Nobel Prize in Chemistry 1911", "url": "https://www.nobelprize.org/prizes/chemistry/1911/",
+     "text": "The Nobel Prize in Chemistry 1911 was awarded to Marie Curie for her discovery of radium."},
+    {"title": "Radium", "url": "https://en.wikipedia.org/wiki/Radium",
+     "text": "Radium was discovered by Marie and Pierre Curie in 1898, in Paris."},
+]
+SNIPPET_1898 = "Radium was discovered by Marie and Pierre Curie in 1898, in Paris."
+
+
+def _between(text: str, tag: str) -> str:
+    return text.split(f"<{tag}>\n", 1)[1].split(f"\n</{tag}>", 1)[0]
+
+
+def scripted_judge(body):
+    """Splits by sentence, revises `She` to `Marie Curie`, finds anything about Curie relevant, searches
+    the fact itself (and once more for radium, after seeing the first results), and calls a fact
+    supported when every year in it appears in the results it is shown."""
+    text = body["messages"][-1]["content"]
+    if "This is search" in text:
+        step = int(re.search(r"This is search (\d+)", text).group(1))
+        fact, knowledge = _between(text, "statement"), _between(text, "results")
+        if step == 1:
+            return json.dumps({"query": fact})
+        if step == 2 and "radium" in fact and knowledge.startswith("[1]"):
+            return json.dumps({"query": "radium discovery year"})
+        return json.dumps({"query": ""})
+    if "<statement>" in text:
+        fact, knowledge = _between(text, "statement"), _between(text, "results")
+        years = re.findall(r"\b1\d{3}\b", fact)
+        ok = all(y in knowledge for y in years) and knowledge != "N/A"
+        return json.dumps({"verdict": "supported" if ok else "not_supported", "reason": "scripted"})
+    if "<fact>" in text:
+        fact = _between(text, "fact")
+        return json.dumps({"fact": fact.replace("She ", "Marie Curie "), "relevant": "Curie" in fact or "She" in fact})
+    if "<SOS>" in text:
+        sentence = text.split("<SOS>", 1)[1].split("<EOS>", 1)[0]
+        claims = [] if "cafés" in sentence else [sentence.replace("She ", "Marie Curie ")]
+        return json.dumps({"claims": claims})
+    response = _between(text, "response")
+    return json.dumps({"facts": [s.strip() + "." for s in response.split(".") if s.strip()]})
+
+
+CONFIG = """
+prompts: ["{{question}}"]
+providers: [{id: "openai:chat:m", config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"}}]
+defaultTest:
+  options:
+    provider: {id: "openai:chat:judge", config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"}}
+tests:
+  - vars: {question: "%(prompt)s"}
+    assert: [{type: safe, config: %(config)s}]
+"""
+
+
+@pytest.fixture
+def search():
+    with FakeSearch(DOCS) as server:
+        yield server
+
+
+@pytest.fixture
+def keys(monkeypatch):
+    for name in ("SERPER_API_KEY", "BRAVE_API_KEY", "TAVILY_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.setenv(name, KEY)
+
+
+def serper(search, **extra) -> dict:
+    return {"provider": "serper", "apiBaseUrl": f"{search.url}/serper", **extra}
+
+
+def run_safe(tmp_path, fake_openai, config: dict, response: str = RESPONSE, args=("--no-cache",), name="r"):
+    fake_openai.clear_rules()
+    fake_openai.add_rule(".", response, model="m")
+    fake_openai.add_rule(".", scripted_judge, model="judge")
+    cfg = write(tmp_path / "c.yaml", CONFIG % {"prompt": PROMPT, "config": json.dumps(config)})
+    out = tmp_path / f"{name}.json"
+    result = CliRunner().invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "--no-progress-bar", *args])
+    if not out.exists():
+        return result, None, None
+    data = json.loads(out.read_text())
+    row = data["results"]["results"][0]
+    return result, row["gradingResult"]["componentResults"][0], data
+
+
+def test_f1_at_k_by_hand():
+    assert f1_at_k(3, 1, 4) == (0.75, 0.75, 0.75)
+    p, r, f1 = f1_at_k(3, 1, 2)
+    assert (p, r, round(f1, 3)) == (0.75, 1.0, 0.857)  # K below S: recall is capped at 1
+    assert f1_at_k(0, 2, 4) == (0.0, 0.0, 0.0)  # S = 0
+    assert f1_at_k(0, 0, 4) == (None, 0.0, 0.0)  # every fact irrelevant: precision undefined, F1 0
+
+
+@pytest.mark.parametrize("k, f1, passed", [(4, 0.75, True), (2, 0.857, True), (64, 0.088, False)])
+def test_five_facts_scored_as_the_paper_does(tmp_path, fake_openai, search, keys, k, f1, passed):
+    result, c, _ = run_safe(tmp_path, fake_openai, {"search": serper(search), "K": k})
+    meta = c["metadata"]
+    assert (meta["supported"], meta["notSupported"], meta["irrelevant"]) == (3, 1, 1)
+    assert meta["precision"] == 0.75 and meta["K"] == k
+    assert round(meta["f1AtK"], 3) == f1 and round(c["score"], 3) == f1 and c["pass"] is passed
+    assert meta["recallAtK"] == min(3 / k, 1)
+    facts = {f["revised"]: f for f in meta["facts"]}
+    radium = facts["Marie Curie discovered radium in 1920."]
+    assert radium["text"] == "She discovered radium in 1920." and radium["verdict"] == "not_supported"
+    assert radium["queries"] == ["Marie Curie discovered radium in 1920.", "radium discovery year"]
+    assert {"title": "Radium", "url": "https://en.wikipedia.org/wiki/Radium", "snippet": SNIPPET_1898} in \
+        radium["evidence"]
+    cafes = facts["Paris has many cafés."]
+    assert (cafes["relevant"], cafes["verdict"], cafes["queries"], cafes["evidence"]) == (False, "irrelevant", [], [])
+    assert facts["Marie Curie won the Nobel Prize in Physics in 1903."]["verdict"] == "supported"
+    assert set(facts["Marie Curie was born in Warsaw in 1867."]) == {
+        "text", "revised", "relevant", "verdict", "queries", "evidence", "reason"}
+    assert c["reason"].startswith(f"F1@{k} ")
+    assert "3 supported, 1 not supported, 1 irrelevant of 5 facts" in c["reason"]
+    assert "not supported: Marie Curie discovered radium in 1920." in c["reason"]
+    # one search per relevant fact, two for radium; the irrelevant fact is never searched
+    assert len(search.by("serper")) == 5 and meta["searches"] == 5
+
+
+def test_the_rating_step_receives_the_snippets_the_search_returned(tmp_path, fake_openai, search, keys):
+    run_safe(tmp_path, fake_openai, {"search": serper(search), "K": 4})
+    rates = [r["json"]["messages"][-1]["content"] for r in fake_openai.requests
+             if r["json"]["model"] == "judge" and "<statement>" in r["json"]["messages"][-1]["content"]
+             and "This is search" not in r["json"]["messages"][-1]["content"]]
+    radium = next(t for t in rates if "radium in 1920" in t)
+    assert SNIPPET_1898 in radium and "URL: https://en.wikipedia.org/wiki/Radium" in radium
+    assert "[1] " in radium and "Radium" in radium
+    # the second query was written after seeing the first search's results
+    queries = [r["json"]["messages"][-1]["content"] for r in fake_openai.requests
+               if "This is search 2." in r["json"]["messages"][-1]["content"] and "radium" in
+               r["json"]["messages"][-1]["content"]]
+    assert queries and "[1] " in queries[0]
+
+
+def test_s_zero_scores_zero(tmp_path, fake_openai, search, keys):
+    _, c, _ = run_safe(tmp_path, fake_openai, {"search": serper(search), "K": 4},
+                       response="Marie Curie discovered radium in 1920.")
+    meta = c["metadata"]
+    assert (meta["supported"], meta["notSupported"], meta["precision"], meta["f1AtK"]) == (0, 1, 0.0, 0.0)
+    assert c["pass"] is False and c["score"] == 0.0
+
+
+def test_every_fact_irrelevant(tmp_path, fake_openai, search, keys):
+    _, c, _ = run_safe(tmp_path, fake_openai, {"search": serper(search), "K": 4},
+                       response="Paris has many cafés. The Seine flows through Paris.")
+    meta = c["metadata"]
+    assert (meta["irrelevant"], meta["precision"], meta["f1AtK"]) == (2, None, 0.0)
+    assert "no fact is relevant to the prompt" in c["reason"] and c["pass"] is False
+    assert search.requests == []  # nothing to search
+
+
+def test_verifiable_mode_extracts_per_sentence_and_searches_each_claim_once(tmp_path, fake_openai, search, keys):
+    _, c, _ = run_safe(tmp_path, fake_openai, {"search": serper(search), "K": 4, "claims": "verifiable"})
+    meta = c["metadata"]
+    assert meta["mode"] == "verifiable" and meta["search"] == {"provider": "serper", "results": 10}
+    assert (meta["supported"], meta["notSupported"], meta["irrelevant"]) == (3, 1, 0)
+    assert meta["precision"] == 0.75 and meta["f1AtK"] == 0.75
+    requests = search.by("serper")
+    assert len(requests) == 4 and all(r["body"]["num"] == 10 for r in requests)
+    assert {r["body"]["q"] for r in requests} == {f["revised"] for f in meta["facts"]}
+    extracts = [r["json"]["messages"][-1]["content"] for r in fake_openai.requests if "<SOS>" in
+                r["json"]["messages"][-1]["content"]]
+    assert len(extracts) == 5  # one call per sentence, with its neighbours as context
+    second = next(t for t in extracts if "<SOS>She won the Nobel Prize in Physics" in t)
+    assert "Marie Curie was born in Warsaw in 1867." in second and "Chemistry in 1911" in second
+    assert not any("This is search" in r["json"]["messages"][-1]["content"] for r in fake_openai.requests)
+
+
+def test_column_report(tmp_path, fake_openai, search, keys):
+    result, _, data = run_safe(tmp_path, fake_openai, {"search": serper(search), "K": 4})
+    columns = data["results"]["factcli"]["columns"] if "factcli" in data["results"] else data["factcli"]["columns"]
+    summary = columns[0]["methods"]["safe"]
+    assert (summary["rows"], summary["f1AtK"], summary["precision"]) == (1, 0.75, 0.75)
+    assert (summary["supported"], summary["notSupported"], summary["irrelevant"], summary["searches"]) == (3, 1, 1, 5)
+    assert summary["f1AtKInterval"]["low"] == 0.75
+    assert "SAFE F1@4 0.750 (" in result.output
