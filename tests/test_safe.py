@@ -101,6 +101,8 @@ def run_safe(tmp_path, fake_openai, config: dict, response: str = RESPONSE, args
     if not out.exists():
         return result, None, None
     data = json.loads(out.read_text())
+    if not data["results"]["results"]:
+        return result, None, data
     row = data["results"]["results"][0]
     return result, row["gradingResult"]["componentResults"][0], data
 
@@ -196,3 +198,184 @@ def test_column_report(tmp_path, fake_openai, search, keys):
     assert (summary["supported"], summary["notSupported"], summary["irrelevant"], summary["searches"]) == (3, 1, 1, 5)
     assert summary["f1AtKInterval"]["low"] == 0.75
     assert "SAFE F1@4 0.750 (" in result.output
+
+
+# ---------------------------------------------------------------- each backend's documented API
+
+BACKENDS = {
+    "serper": lambda url: {"provider": "serper", "apiBaseUrl": f"{url}/serper"},
+    "brave": lambda url: {"provider": "brave", "apiBaseUrl": f"{url}/brave"},
+    "tavily": lambda url: {"provider": "tavily", "apiBaseUrl": f"{url}/tavily"},
+    "google": lambda url: {"provider": "google", "apiBaseUrl": f"{url}/google", "cx": CX},
+    "searxng": lambda url: {"provider": "searxng", "apiBaseUrl": f"{url}/searxng"},
+}
+
+
+def _documented(backend: str, request: dict, query: str) -> None:
+    """The request is the one the vendor's API reference describes."""
+    headers, q, body = request["headers"], request["query"], request["body"]
+    if backend == "serper":
+        assert (request["method"], request["path"]) == ("POST", "/serper/search")
+        assert headers["X-API-KEY"] == KEY and headers["Content-Type"].startswith("application/json")
+        assert body == {"q": query, "num": 3}
+    elif backend == "brave":
+        assert (request["method"], request["path"]) == ("GET", "/brave/res/v1/web/search")
+        assert headers["X-Subscription-Token"] == KEY and headers["Accept"] == "application/json"
+        assert q == {"q": query, "count": "3"} and body is None
+    elif backend == "tavily":
+        assert (request["method"], request["path"]) == ("POST", "/tavily/search")
+        assert headers["Authorization"] == f"Bearer {KEY}"
+        assert body == {"query": query, "max_results": 3, "search_depth": "basic"}
+    elif backend == "google":
+        assert (request["method"], request["path"]) == ("GET", "/google/customsearch/v1")
+        assert q == {"key": KEY, "cx": CX, "q": query, "num": "3"}
+    else:
+        assert (request["method"], request["path"]) == ("GET", "/searxng/search")
+        assert q == {"q": query, "format": "json"} and "Authorization" not in headers
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+def test_each_backend_speaks_its_vendors_api(tmp_path, fake_openai, search, keys, backend):
+    result, c, _ = run_safe(tmp_path, fake_openai, {"search": BACKENDS[backend](search.url), "K": 4})
+    assert result.exit_code == 0, result.output
+    meta = c["metadata"]
+    assert (meta["supported"], meta["notSupported"], meta["irrelevant"], meta["f1AtK"]) == (3, 1, 1, 0.75)
+    requests = search.by(backend)
+    assert len(requests) == 5 and len(search.requests) == 5
+    _documented(backend, requests[0], requests[0]["body"]["q"] if backend == "serper" else
+                (requests[0]["body"] or {}).get("query") or requests[0]["query"].get("q"))
+    radium = next(f for f in meta["facts"] if "radium" in f["revised"])
+    assert {"title": "Radium", "url": "https://en.wikipedia.org/wiki/Radium", "snippet": SNIPPET_1898} in \
+        radium["evidence"]
+
+
+def test_knowledge_backend_searches_a_local_corpus_offline(tmp_path, fake_openai, search):
+    corpus = tmp_path / "corpus"
+    for d in DOCS:
+        write(corpus / f"{d['title'].replace('/', ' ')}.txt", d["text"])
+    result, c, _ = run_safe(tmp_path, fake_openai, {"search": {"provider": "knowledge", "knowledge": "corpus"}, "K": 4})
+    assert result.exit_code == 0, result.output
+    meta = c["metadata"]
+    assert (meta["supported"], meta["notSupported"], meta["irrelevant"], meta["f1AtK"]) == (3, 1, 1, 0.75)
+    radium = next(f for f in meta["facts"] if "radium" in f["revised"])
+    assert {"title": "Radium", "url": "knowledge:Radium#1", "snippet": SNIPPET_1898} in radium["evidence"]
+    assert search.requests == []
+
+
+# ---------------------------------------------------------------- searches are calls
+
+def test_a_rerun_searches_nothing_and_no_cache_searches_again(tmp_path, fake_openai, search, keys):
+    config = {"search": serper(search), "K": 4}
+    _, first, _ = run_safe(tmp_path, fake_openai, config, args=(), name="first")
+    assert len(search.requests) == 5
+    _, again, _ = run_safe(tmp_path, fake_openai, config, args=(), name="again")
+    assert len(search.requests) == 5  # every search came from the response cache
+    assert again["metadata"]["facts"] == first["metadata"]["facts"] and again["score"] == first["score"]
+    run_safe(tmp_path, fake_openai, config, args=("--no-cache",), name="fresh")
+    assert len(search.requests) == 10
+
+
+def test_the_cache_key_holds_backend_query_and_result_count(tmp_path, fake_openai, search, keys):
+    run_safe(tmp_path, fake_openai, {"search": serper(search), "K": 4}, args=())
+    run_safe(tmp_path, fake_openai, {"search": serper(search, results=4), "K": 4}, args=())
+    assert len(search.requests) == 10  # another result count is another search
+    assert {r["body"]["num"] for r in search.requests} == {3, 4}
+    run_safe(tmp_path, fake_openai, {"search": BACKENDS["brave"](search.url), "K": 4}, args=())
+    assert len(search.by("brave")) == 5  # another backend too
+
+
+def test_a_missing_key_is_a_preflight_error_before_any_call(tmp_path, fake_openai, search, monkeypatch):
+    monkeypatch.delenv("SERPER_API_KEY", raising=False)
+    result, c, _ = run_safe(tmp_path, fake_openai, {"search": serper(search)})
+    assert result.exit_code == 1 and c is None
+    assert "SERPER_API_KEY" in result.output and "safe: config.search: the serper search backend needs an API key" \
+        in result.output
+    assert "Traceback" not in result.output
+    assert search.requests == [] and fake_openai.requests == []
+
+
+def test_a_named_key_variable_is_the_one_preflight_asks_for(tmp_path, fake_openai, search, monkeypatch):
+    result, _, _ = run_safe(tmp_path, fake_openai, {"search": serper(search, apiKeyEnvar="MY_SERPER")})
+    assert result.exit_code == 1 and "set MY_SERPER" in result.output and search.requests == []
+    monkeypatch.setenv("MY_SERPER", KEY)
+    result, c, _ = run_safe(tmp_path, fake_openai, {"search": serper(search, apiKeyEnvar="MY_SERPER"), "K": 4})
+    assert result.exit_code == 0 and c["metadata"]["f1AtK"] == 0.75
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"provider": "bing"}, "config.search.provider 'bing' is unknown"),
+    ({"provider": "google"}, "config.search.cx is required for google"),
+    ({"provider": "searxng"}, "config.search.apiBaseUrl is required for searxng"),
+    ({"provider": "knowledge", "knowledge": "nowhere"}, "knowledge source not found"),
+    ({"provider": "serper", "results": 0}, "config.search.results must be a whole number"),
+])
+def test_bad_search_config_is_named_before_any_call(tmp_path, fake_openai, search, keys, bad, message):
+    result, c, _ = run_safe(tmp_path, fake_openai, {"search": bad})
+    assert result.exit_code == 1 and message in result.output, result.output
+    assert fake_openai.requests == [] and search.requests == []
+
+
+@pytest.mark.parametrize("status, retry_after", [(429, "0"), (503, None), (500, None)])
+def test_rate_limits_and_server_errors_from_the_search_api_are_retried(tmp_path, fake_openai, search, keys,
+                                                                        status, retry_after):
+    search.fail(status, retry_after, times=2)
+    result, c, _ = run_safe(tmp_path, fake_openai, {"search": serper(search), "K": 4})
+    assert result.exit_code == 0, result.output
+    assert c["metadata"]["f1AtK"] == 0.75 and not c["metadata"].get("graderError")
+    assert len(search.requests) == 7  # five searches, two of them tried again
+
+
+def test_a_search_that_keeps_failing_is_a_grading_error(tmp_path, fake_openai, search, keys, monkeypatch):
+    monkeypatch.setenv("FACTCLI_MAX_RETRIES", "1")
+    search.fail(503, None, times=50)
+    _, c, _ = run_safe(tmp_path, fake_openai, {"search": serper(search), "K": 4})
+    assert c["metadata"]["graderError"] is True and c["pass"] is False
+    assert "HTTP 503" in c["reason"] and "(after 1 retries)" in c["reason"]
+
+
+def test_a_rejected_key_aborts_the_run(tmp_path, fake_openai, search, monkeypatch):
+    monkeypatch.setenv("SERPER_API_KEY", "a-wrong-key-123456")
+    result, _, _ = run_safe(tmp_path, fake_openai, {"search": serper(search), "K": 4})
+    assert result.exit_code == 3 and "HTTP 401" in result.output
+    assert "a-wrong-key-123456" not in result.output
+
+
+@pytest.mark.parametrize("backend", ["google", "serper", "tavily"])
+def test_no_key_in_any_stored_byte(tmp_path, fake_openai, search, keys, isolated_home, backend):
+    result, _, _ = run_safe(tmp_path, fake_openai, {"search": BACKENDS[backend](search.url), "K": 4}, args=())
+    assert result.exit_code == 0 and search.requests
+    search.fail(500, None, times=100)  # errors too, which may quote the request
+    run_safe(tmp_path, fake_openai, {"search": BACKENDS[backend](search.url), "K": 3}, args=("--no-cache",),
+             name="errors")
+    stored = [p for p in list(isolated_home.rglob("*")) + list(tmp_path.glob("*.json")) if p.is_file()]
+    assert any(p.suffix == ".db" for p in stored) and any("cache" in str(p) for p in stored)
+    for path in stored:
+        assert KEY.encode() not in path.read_bytes(), path
+
+
+def test_max_cost_counts_searches(tmp_path, fake_openai, search, keys):
+    # a priced judge (litellm's table knows gpt-4o-mini) and a dear search: the budget stops the searches
+    fake_openai.clear_rules()
+    fake_openai.add_rule(".", scripted_judge, model="gpt-4o-mini")
+    cfg = write(tmp_path / "c.yaml", f"""
+prompts: ["{RESPONSE}"]
+providers: [echo]
+defaultTest:
+  options:
+    provider: {{id: "openai:chat:gpt-4o-mini", config: {{apiBaseUrl: "{{{{ env.FAKE_OPENAI_URL }}}}"}}}}
+tests:
+  - assert: [{{type: safe, config: {{K: 4, concurrency: 1, search: {json.dumps(serper(search, costPerSearch=1.0))}}}}}]
+""")
+    result = CliRunner().invoke(app, ["eval", "-c", str(cfg), "--no-progress-bar", "--no-cache", "--max-cost", "2.5"])
+    assert "budget of $2.5 is reached" in result.output, result.output
+    assert len(search.requests) == 2  # the third search could have crossed the budget: not sent
+
+
+def test_dry_run_estimates_the_searches(tmp_path, fake_openai, search, keys):
+    cfg = write(tmp_path / "c.yaml", CONFIG % {"prompt": PROMPT, "config": json.dumps(
+        {"search": serper(search), "K": 10, "maxSearches": 3})})
+    result = CliRunner().invoke(app, ["eval", "-c", str(cfg), "--dry-run", "--no-progress-bar"])
+    assert result.exit_code == 0, result.output
+    assert "search serper: up to 30 searches for 1 rows by safe" in result.output
+    assert "cost up to $0.0300" in result.output
+    assert search.requests == [] and fake_openai.requests == []
