@@ -379,3 +379,37 @@ def test_dry_run_estimates_the_searches(tmp_path, fake_openai, search, keys):
     assert "search serper: up to 30 searches for 1 rows by safe" in result.output
     assert "cost up to $0.0300" in result.output
     assert search.requests == [] and fake_openai.requests == []
+
+
+# ---------------------------------------------------------------- show, the web cell page, the HTML report
+
+def test_show_the_web_cell_page_and_the_html_report_show_each_fact(tmp_path, fake_openai, search, keys):
+    import warnings
+
+    warnings.filterwarnings("ignore", message=".*httpx.*")
+    from starlette.testclient import TestClient
+
+    from factcli.store.database import Store
+    from factcli.web.app import create_app
+
+    db = tmp_path / "safe.db"
+    result, c, _ = run_safe(tmp_path, fake_openai, {"search": serper(search), "K": 4},
+                            args=("--no-cache", "--db", str(db), "-o", str(tmp_path / "r.html")))
+    assert result.exit_code == 0, result.output
+    shown = CliRunner().invoke(app, ["show", "latest", "0", "--db", str(db)])
+    text = shown.output
+    assert "[not_supported] She discovered radium in 1920." in text
+    assert "revised: Marie Curie discovered radium in 1920." in text
+    assert "query 2: radium discovery year" in text
+    assert "Radium <https://en.wikipedia.org/wiki/Radium>" in text and SNIPPET_1898 in text
+    assert "[irrelevant] Paris has many cafés." in text
+    with Store.open(db) as store:
+        run_id = store.resolve(None)["id"]
+    page = TestClient(create_app(db, token="t")).get(f"/runs/{run_id}/cell/0/0/0").text
+    report = (tmp_path / "r.html").read_text()
+    for html in (page, report):
+        assert '<a href="https://en.wikipedia.org/wiki/Radium" rel="noopener noreferrer nofollow">Radium</a>' in html
+        assert "queries: Marie Curie discovered radium in 1920. · radium discovery year" in html
+        assert '<span class="bad">[not_supported]</span> She discovered radium in 1920.' in html
+        assert '<span class="dim">[irrelevant]</span> Paris has many cafés.' in html
+        assert "5 facts (1 not supported)" in html
