@@ -413,3 +413,28 @@ def test_show_the_web_cell_page_and_the_html_report_show_each_fact(tmp_path, fak
         assert '<span class="bad">[not_supported]</span> She discovered radium in 1920.' in html
         assert '<span class="dim">[irrelevant]</span> Paris has many cafés.' in html
         assert "5 facts (1 not supported)" in html
+
+
+def test_the_longfact_suite_runs_offline(tmp_path):
+    from conftest import ROOT
+
+    out = tmp_path / "longfact.json"
+    result = CliRunner().invoke(app, ["eval", "-c", str(ROOT / "configs/longfact/promptfooconfig.yaml"),
+                                      "-o", str(out), "--no-progress-bar", "--no-table"])
+    assert result.exit_code == 100, result.output  # the confabulating model fails a row
+    data = json.loads(out.read_text())
+    columns = data["results"]["factcli"]["columns"] if "factcli" in data["results"] else data["factcli"]["columns"]
+    careful, confabulating = (c["methods"]["safe"] for c in columns)
+    assert (careful["supported"], careful["notSupported"], careful["irrelevant"]) == (19, 0, 3)
+    assert (confabulating["supported"], confabulating["notSupported"], confabulating["irrelevant"]) == (9, 7, 1)
+    assert round(careful["f1AtK"], 3) == 0.971 and round(confabulating["f1AtK"], 3) == 0.495
+    assert "SAFE F1@4 0.971" in result.output and "SAFE F1@4 0.495" in result.output
+
+
+def test_an_inline_api_key_is_not_stored_either(tmp_path, fake_openai, search, isolated_home, monkeypatch):
+    monkeypatch.delenv("SERPER_API_KEY", raising=False)
+    result, c, _ = run_safe(tmp_path, fake_openai, {"search": serper(search, apiKey=KEY), "K": 4}, args=())
+    assert result.exit_code == 0 and c["metadata"]["f1AtK"] == 0.75
+    stored = [p for p in list(isolated_home.rglob("*")) + list(tmp_path.glob("*.json")) if p.is_file()]
+    for path in stored:
+        assert KEY.encode() not in path.read_bytes(), path
