@@ -14,13 +14,12 @@ from __future__ import annotations
 import json
 import os
 import socket
-import sqlite3
 import time
 from pathlib import Path
 
 from factcli.errors import FactcliError
 from factcli.settings import VERSION
-from factcli.store.database import Store, now, shown_status
+from factcli.store.database import Store, now, shown_status, store_errors
 from factcli.store.encode import loads
 from factcli.store.records import column_record, from_record, metrics_to_json, write_row
 from factcli.store.redact import REDACTED, Scrubber
@@ -227,7 +226,7 @@ class EvalSession:
             else:
                 self._insert(run)
                 self._stream_rows(run)
-        except sqlite3.Error as exc:
+        except store_errors() as exc:
             raise FactcliError(f"{self.store.path}: cannot write the run: {exc} "
                                "(--db FILE stores runs elsewhere; --no-write does not store them)") from None
 
@@ -332,7 +331,7 @@ class EvalSession:
         """From here on the run's rows live in the store, not in memory (EvalRun.keep)."""
         from factcli.store.records import StoredRows
 
-        run.stored_rows = StoredRows(self.store.path, run.run_id, run.columns)
+        run.stored_rows = StoredRows(self.store.target, run.run_id, run.columns)
 
     def _hold_rows(self) -> None:
         """The store stopped taking rows: read back the ones it has, so that the table and the
@@ -346,7 +345,7 @@ class EvalSession:
             for r in stored:
                 if (r.step.test_idx, r.step.prompt_idx, r.step.repeat_idx) not in held:
                     run.rows.append(r)
-        except (sqlite3.Error, FactcliError) as exc:
+        except (*store_errors(), FactcliError) as exc:
             _warn(f"could not read back the rows already stored ({exc}); they are in {self.store.path} "
                   "but missing from this run's table and result files")
 
@@ -375,7 +374,7 @@ class EvalSession:
                                                         "cost": cost}, commit=False)
             if commit:
                 self.store.commit()
-        except sqlite3.Error as exc:
+        except store_errors() as exc:
             self.writing = False
             _warn(f"could not write to {self.store.path} ({exc}); the rest of this run is not stored")
             self._hold_rows()
@@ -388,12 +387,12 @@ class EvalSession:
         try:
             if self.writing:
                 self._finish(run, error)
-        except sqlite3.Error as exc:
+        except store_errors() as exc:
             _warn(f"could not finish the run in {self.store.path}: {exc}")
         finally:
             try:
                 self.store.close()
-            except sqlite3.Error:
+            except store_errors():
                 pass
 
     @staticmethod

@@ -253,13 +253,13 @@ class MemoryRows:
 
 class StoredRows:
     """The rows of a run as the store has them, read back one at a time (each read opens its own
-    connection, so it works after the writer closed its own)."""
+    connection, so it works after the writer closed its own). `target`: the store's `target`."""
 
-    def __init__(self, path, run_id: str, columns: list):
-        self.path, self.run_id, self.columns = path, run_id, columns
+    def __init__(self, target, run_id: str, columns: list):
+        self.target, self.run_id, self.columns = target, run_id, columns
 
     def __iter__(self):
-        store = Store.open(self.path)
+        store = Store.open(self.target)
         try:
             for rec in store.results(self.run_id, order=ROW_ORDER):
                 yield from_record(rec, self.columns)
@@ -267,10 +267,10 @@ class StoredRows:
             store.close()
 
     def first_tests(self, n: int) -> tuple[list[EvalResult], int]:
-        with Store.open(self.path) as store:
-            total = store.conn.execute("SELECT COUNT(DISTINCT test_idx) FROM results WHERE run_id = ?",
+        with Store.open(self.target) as store:
+            total = store.execute("SELECT COUNT(DISTINCT test_idx) FROM results WHERE run_id = ?",
                                        (self.run_id,)).fetchone()[0]
-            shown = [r[0] for r in store.conn.execute(
+            shown = [r[0] for r in store.execute(
                 "SELECT DISTINCT test_idx FROM results WHERE run_id = ? ORDER BY test_idx LIMIT ?", (self.run_id, n))]
             if not shown:
                 return [], total
@@ -281,7 +281,7 @@ class StoredRows:
 
     def facts(self) -> RowFacts:
         facts = RowFacts()
-        with Store.open(self.path) as store:
+        with Store.open(self.target) as store:
             for rec in store.results(self.run_id, order=ROW_ORDER,
                                      fields="vars_json, named_scores_json, description"):
                 facts.add(loads(rec["vars_json"], {}) or {}, loads(rec["named_scores_json"], {}) or {},
