@@ -291,3 +291,28 @@ def delete_cmd(
             fail(f"run {row['id']} is still running (pid {row['pid']} on {row['host']})")
         n = store.delete_run(row["id"])
     typer.echo(f"Deleted run {row['id']} ({n} rows).")
+
+
+@app.command("copy")
+def copy_cmd(
+    runs: List[str] = typer.Argument(..., metavar="RUN...", help=RUN_HELP + " Several may be given."),
+    to: str = typer.Option(..., "--to", metavar="DB", help="The store to copy into: a SQLite file (made if "
+                           "missing) or a postgresql:// URL."),
+    db: Optional[str] = typer.Option(None, "--db", metavar="DB", help="The store to copy from. " + DB_HELP),
+) -> None:
+    """Copy runs, with their rows and ratings, to another store (SQLite to PostgreSQL and back).
+
+    Copying again updates what changed and never duplicates a row or a rating."""
+    from factcli.errors import FactcliError
+    from factcli.store.copy import copy_run, same_store
+    from factcli.store.database import shown
+
+    with _store(db) as src, _store(to, create=True) as dst:
+        if same_store(src, dst):
+            fail(f"--to {shown(to)} is the store the runs are in (--db names the one to copy from)")
+        for ref in runs:
+            try:
+                done = copy_run(src, dst, ref)
+            except FactcliError as exc:
+                fail(str(exc), exc.exit_code)
+            typer.echo(f"Copied run {done['id']}: {done['rows']:,} rows, {done['ratings']} new ratings → {dst.path}")

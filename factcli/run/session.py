@@ -19,6 +19,7 @@ from pathlib import Path
 
 from factcli.errors import FactcliError
 from factcli.settings import VERSION
+from factcli.store import leases
 from factcli.store.database import Store, now, shown_status, store_errors
 from factcli.store.encode import loads
 from factcli.store.records import column_record, from_record, metrics_to_json, write_row
@@ -65,6 +66,7 @@ class EvalSession:
         self.seq = 0
         self.loaded = 0  # rows kept from the stored run (resume, retry)
         self.finished = False
+        self.heartbeat = None  # store/leases.py: refreshes the run's lease on a shared store
         self._metrics_at = 0.0
         self._derived: list = []
         self._args: dict = {}
@@ -107,7 +109,7 @@ class EvalSession:
         row = self.store.resolve(ref)
         status = shown_status(row)
         if status == "running":
-            raise FactcliError(f"run {row['id']} is still running (pid {row['pid']}); wait for it or stop it first")
+            raise leases.refusal(row)
         if self.mode == "resume" and status == "complete":
             raise FactcliError(f"run {row['id']} is complete: nothing to resume "
                                "(--retry-errors re-runs its ERROR rows)")
@@ -226,6 +228,7 @@ class EvalSession:
             else:
                 self._insert(run)
                 self._stream_rows(run)
+            self.heartbeat = leases.heartbeat(self.store, run.run_id)
         except store_errors() as exc:
             raise FactcliError(f"{self.store.path}: cannot write the run: {exc} "
                                "(--db FILE stores runs elsewhere; --no-write does not store them)") from None
@@ -320,9 +323,8 @@ class EvalSession:
             self.loaded += 1
             self.seq = max(self.seq, rec["seq"] or 0)
         run._steps = [s for k, s in plan.items() if k not in keep]
-        store.update_run(run_id, {"status": "started", "updated_at": now(), "finished_at": None,
-                                  "pid": os.getpid(), "host": socket.gethostname(),
-                                  "attempts": (src.get("attempts") or 1) + 1})
+        leases.take(store, src)  # refused if another process took the run since it was read
+        store.update_run(run_id, {"attempts": (src.get("attempts") or 1) + 1})
         what = "Resuming" if self.mode == "resume" else "Retrying the errors of"
         _note(f"{what} run {run_id}: {self.loaded} of {run.total_steps} rows kept, "
               f"{len(run._steps)} to run.")
@@ -384,6 +386,8 @@ class EvalSession:
         if self.finished or self.store is None:
             return
         self.finished = True
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
         try:
             if self.writing:
                 self._finish(run, error)
