@@ -181,3 +181,25 @@ def test_the_password_is_in_no_stored_byte_and_no_message(pg_cluster, pg_url, tm
     assert run_id.encode() in dump and password.encode() not in dump
     for text in outputs:
         assert password not in text and "Traceback" not in text
+
+
+def test_resuming_elsewhere_names_a_code_file_that_is_missing_there(tmp_path, monkeypatch):
+    cfg_dir = tmp_path / "configs"
+    write(cfg_dir / "check.py", "def get_assert(output, context):\n    return True\n")
+    cfg = write(cfg_dir / "c.yaml", "prompts: ['Say {{w}}']\nproviders: [echo]\ntests:\n"
+                + "".join(f"  - vars: {{w: '{i}'}}\n    assert: [{{type: python, value: file://check.py}}]\n"
+                          for i in range(3)))
+    db = tmp_path / "runs.db"
+    assert cli("eval", "-c", cfg, "--db", db, "--no-progress-bar", "--no-table").exit_code == 0
+    with Store.open(db) as store:  # as if the machine had died after two rows
+        run = store.resolve("latest")
+        store.execute("DELETE FROM results WHERE run_id = ? AND test_idx = 2", (run["id"],))
+        store.update_run(run["id"], {"status": "interrupted", "finished_at": None})
+    shutil.rmtree(cfg_dir)
+    result = cli("eval", "--resume", "latest", "--db", db, "--no-progress-bar")
+    lines = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert result.exit_code == 1 and len(lines) == 1 and "check.py" in lines[0], result.output
+    assert "Traceback" not in result.output
+    write(cfg_dir / "check.py", "def get_assert(output, context):\n    return True\n")  # there again: it resumes
+    result = cli("eval", "--resume", "latest", "--db", db, "--no-progress-bar", "--no-table")
+    assert result.exit_code == 0 and "2 of 3 rows kept" in result.output, result.output
