@@ -223,3 +223,11 @@ def test_factcli_db_selects_the_store(pg_url, tmp_path, monkeypatch):
     assert "both stores" in cli("list").output
     with pytest.raises(sqlite3.Error):  # nothing went to a SQLite file
         sqlite3.connect(f"file:{tmp_path / 'factcli-home' / 'factcli.db'}?mode=ro", uri=True).execute("SELECT 1")
+
+
+def test_the_python_api_takes_a_url(pg_url, tmp_path):
+    from factcli import evaluate
+
+    run = evaluate(str(write(tmp_path / "c.yaml", ECHO)), db=pg_url)
+    with Store.open(pg_url) as store:
+        assert store.resolve("latest")["id"] == run.run_id and store.result_count(run.run_id) == 6
