@@ -23,7 +23,7 @@ from typing import Iterable
 
 from factcli.errors import FactcliError
 from factcli.store import schema
-from factcli.store.database import Store, redact
+from factcli.store.base import BaseStore, redact
 
 MIGRATIONS_TABLE = "factcli_migrations"
 _LOCK_ID = 0x66616374636C69  # "factcli": serialises migrations between machines
@@ -131,7 +131,7 @@ def _clean(value):
     return value.replace("\x00", "\ufffd") if isinstance(value, str) and "\x00" in value else value
 
 
-class PostgresStore(Store):
+class PostgresStore(BaseStore):
     kind = "postgresql"
 
     def __init__(self, url: str, conn):

@@ -15,7 +15,7 @@ from typing import Iterable
 
 from factcli.errors import FactcliError
 from factcli.store import schema
-from factcli.store.database import Store
+from factcli.store.base import BaseStore
 
 
 def _migrations():
@@ -37,7 +37,7 @@ def _apply(db, operations) -> None:
             raise TypeError(op)
 
 
-class SQLiteStore(Store):
+class SQLiteStore(BaseStore):
     kind = "sqlite"
     _NEWEST = "ORDER BY created_at DESC, rowid DESC"
 
