@@ -354,7 +354,8 @@ def test_ctrl_c_marks_the_run_interrupted_and_resume_finishes_it(tmp_path, fake_
     assert len(_rows(isolated_home / "factcli.db")) == 40
 
 
-def test_retry_errors_reruns_only_error_rows(tmp_path, fake_openai, monkeypatch):
+def test_retry_errors_reruns_only_error_rows(tmp_path, fake_openai, monkeypatch, db_target):
+    monkeypatch.setenv("FACTCLI_DB", db_target)  # both backends
     monkeypatch.setenv("FACTCLI_MAX_RETRIES", "0")
     cfg = write(tmp_path / "c.yaml", KILL_CONFIG.split("tests:")[0] + "tests:\n" + "".join(
         f"  - vars: {{n: '{i}'}}\n    assert: [{{type: contains, value: 'Q: 1'}}]\n" for i in range(4)))
