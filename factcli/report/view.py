@@ -12,7 +12,7 @@ from typing import Any
 
 from factcli.report.figures import fmt_cost
 from factcli.report.labels import column_label, one_line, provider_name, short_prompt
-from factcli.report.rows import claim_supported
+from factcli.report.rows import claim_irrelevant, claim_supported
 from factcli.store.database import Store, shown_status
 from factcli.store.encode import loads
 from factcli.store.ratings import rated_rows
@@ -224,6 +224,8 @@ def claim_counts(grading: Any) -> dict | None:
         return None
     verdicts: dict[str, bool] = {}
     for i, item in enumerate(items):
+        if claim_irrelevant(item):
+            continue  # safe's irrelevant facts are left out of its score: not claims it judged
         text = item.get("text") or item.get("claim") or item.get("fact")
         key = " ".join(str(text).split()) if text else f"#{i}"
         verdicts[key] = verdicts.get(key, True) and claim_supported(item)
