@@ -283,7 +283,8 @@ class Evaluation:
         """Execute, store each row as it finishes and the run at the end, write the outputs."""
         from factcli.run.result import Run
 
-        run = await self.flow.execute()
+        await self.flow.execute()
+        run = self.flow.run
         if run.status == runner.STATUS_ABORTED:
             warn(f"the run stopped: {run.abort_reason}")
         elif run.status == runner.STATUS_INTERRUPTED and run.abort_reason:
