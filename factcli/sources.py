@@ -94,8 +94,13 @@ def expand_glob(path: Path, file: str, key: str) -> list[Path]:
     return [path]
 
 
-def read_text(path: Path, file: str, key: str) -> str:
+def read_text(path: Path, file: str, key: str, *, keep_newlines: bool = False) -> str:
+    """`keep_newlines`: the text as its bytes say (a CRLF inside a quoted CSV cell stays CRLF), else
+    with line ends made `\n`."""
     try:
+        if keep_newlines:
+            with open(path, encoding="utf-8-sig", newline="") as handle:
+                return handle.read()
         return path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise ConfigError(f"file not found: {path}", file, key) from None
@@ -376,8 +381,11 @@ def parse_yaml(text: str, file: str) -> Any:
 def load_structured(path: Path, file: str | None = None) -> Any:
     """Parse a .yaml/.yml/.json/.jsonl file; JSONL gives a list."""
     name = file or str(path)
-    text = read_text(path, name, "")
-    suffix = path.suffix.lower()
+    return parse_structured(read_text(path, name, ""), path.suffix.lower(), name)
+
+
+def parse_structured(text: str, suffix: str, name: str) -> Any:
+    """The data of a YAML, JSON or JSONL text (by `suffix`, e.g. ".json"); `name` says where it came from."""
     if suffix == ".json":
         try:
             return check_depth(json.loads(text), name)

@@ -108,9 +108,22 @@ def merge_configs(configs: list[tuple[Path, dict]]) -> dict:
     return merged
 
 
-def load_suite(paths: list[str | Path], cli_vars: dict | None = None) -> Suite:
+def with_providers(cfg: dict, ids: list[str] | None, first: bool = True) -> dict:
+    """`-r/--providers ID…` (promptfoo's flag): these providers instead of the config's (`first`: the
+    file that gets them when several are merged). A relative `file://` id is the current directory's,
+    as every path given on the command line."""
+    if not ids:
+        return cfg
+    cfg = {k: v for k, v in cfg.items() if k not in ("providers", "targets")}
+    if first:
+        cfg["providers"] = [f"file://{Path(i[7:]).resolve()}" if i.startswith("file://") and not os.path.isabs(i[7:])
+                            else i for i in ids]
+    return cfg
+
+
+def load_suite(paths: list[str | Path], cli_vars: dict | None = None, providers: list[str] | None = None) -> Suite:
     files = [Path(p) for p in paths]
-    configs = [(p, read_config_file(p)) for p in files]
+    configs = [(p, with_providers(read_config_file(p), providers, i == 0)) for i, p in enumerate(files)]
     with unknown_keys_collected():  # only the errors here: build_suite reports the unknown keys
         for p, cfg in configs:
             check_keys(cfg, TOP_KEYS, str(p), "", UNSUPPORTED_TOP)
@@ -129,6 +142,29 @@ def load_suite(paths: list[str | Path], cli_vars: dict | None = None) -> Suite:
     suite.raw = merge_configs(configs)
     suite.config_files = [str(p) for p in files]
     return suite
+
+
+def _check_prompts_say_something(prompts: list[Prompt], tests: list[TestCase], file: str) -> None:
+    """A prompt template that renders empty for every test (its vars are nowhere: a test file's columns
+    named otherwise, vars written beside `vars:`) is refused before any call, instead of sending empty
+    prompts to paid models. Tests whose vars are made while the run goes (transformVars) or that never
+    call a model (providerOutput) are taken to fill it."""
+    if any(t.options.get("transformVars") or t.provider_output is not None or t.options.get("prefix")
+           or t.options.get("suffix") for t in tests):
+        return
+    for i, prompt in enumerate(prompts):
+        if prompt.function or prompt.message_functions or not templating.has_template(prompt.raw):
+            continue
+        try:
+            if any(templating.render(prompt.raw, t.vars, []).strip() for t in tests):
+                continue
+        except Exception:  # noqa: BLE001 - a template that fails to render is reported per row, as before
+            continue
+        names = sorted(templating.referenced_names(prompt.raw) or ())
+        hint = f" (it uses {', '.join(names)}; no test has {'that var' if len(names) == 1 else 'those vars'})" \
+            if names and not any(n in t.vars for t in tests for n in names) else ""
+        raise ConfigError(f"prompt {prompt.label!r} renders empty for every test{hint}; nothing was sent", file,
+                          f"prompts[{i}]")
 
 
 def _all_filters(configs: list[tuple[Path, dict]]) -> dict:
@@ -223,12 +259,16 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
     extensions = parse_extensions(cfg.get("extensions"), ctx, warnings)
     hooks_see = hook_source(ctx, tests_raw, cfg, default_test, cli_vars, _scenario_tests) if extensions else None
     tests_raw.extend(_scenario_tests(cfg.get("scenarios"), ctx))
-    if not tests_raw:
+    placeholder = not tests_raw
+    if placeholder:
         tests_raw = [({}, ctx, "tests")]  # promptfoo runs each prompt once with no vars
     tests = [
-        merge_default(parse_test(t, c, where, from_config=c is ctx), default_parsed, cli_vars)
+        merge_default(parse_test(t, c, where, from_config=c is ctx, placeholder=placeholder), default_parsed,
+                      cli_vars)
         for t, c, where in tests_raw
     ]
+    if not extensions:  # (a beforeEach hook may give the vars a prompt needs)
+        _check_prompts_say_something(prompts, tests, file)
 
     derived = cfg.get("derivedMetrics") or []
     expect(isinstance(derived, list), "expected a list of {name, value}", file, "derivedMetrics")

@@ -21,6 +21,11 @@ TEST_UNSUPPORTED = {
 }
 
 
+# promptfoo refuses a test with none of these ("Test case must contain one of ..."): its other keys are
+# typos or misplaced vars, and running it would send an empty prompt to every provider
+RUNNABLE_TEST_KEYS = ("vars", "assert", "options", "metadata", "provider", "providerOutput", "threshold")
+
+
 ASSERT_KEYS = {"type", "value", "threshold", "weight", "provider", "rubricPrompt", "metric",
                "transform", "contextTransform", "config", "assert", "$ref"}
 
@@ -34,11 +39,18 @@ OPTION_UNSUPPORTED = {
 }
 
 
-def parse_test(t: Any, ctx: Ctx, where: str, is_default: bool = False, from_config: bool = False) -> TestCase:
+def parse_test(t: Any, ctx: Ctx, where: str, is_default: bool = False, from_config: bool = False,
+               placeholder: bool = False) -> TestCase:
     """`from_config`: the test is written in the config itself (not a test file), so its var values that
-    hold templates are rendered per row (contract §3); defaultTest is always from the config."""
+    hold templates are rendered per row (contract §3); defaultTest is always from the config.
+    `placeholder`: the one empty test a config without tests runs its prompts with."""
     expect(isinstance(t, dict), f"expected a test mapping, got {type(t).__name__}", ctx.file, where)
     check_keys(t, TEST_KEYS, ctx.file, where, TEST_UNSUPPORTED)
+    if not (is_default or placeholder or any(k in t for k in RUNNABLE_TEST_KEYS)):
+        has = ", ".join(map(str, t)) or "nothing"
+        raise ConfigError(f"a test needs one of {', '.join(RUNNABLE_TEST_KEYS)} (as in promptfoo); this one has "
+                          f"{has}" + (" (vars go under `vars:`)" if any(k != "description" for k in t) else ""),
+                          ctx.file, where)
     vars_ = t.get("vars") or {}
     # `vars:` given as a file, a list of files or a glob (promptfoo-features §5.4)
     vars_file = isinstance(vars_, str) or (isinstance(vars_, list) and all(isinstance(x, str) for x in vars_))
