@@ -149,7 +149,7 @@ def test_a_function_that_raises_or_returns_nonsense_is_an_error_row():
 
 
 def test_a_python_function_id_from_the_command_line_is_a_clear_error(tmp_path):
-    cfg = write(tmp_path / "c.yaml", "prompts: [x]\nproviders: ['python-function:nowhere']\ntests: [{}]\n")
+    cfg = write(tmp_path / "c.yaml", "prompts: [x]\nproviders: ['python-function:nowhere']\ntests: [{vars: {}}]\n")
     result = CliRunner().invoke(app, ["eval", "-c", str(cfg), "--no-progress-bar"])
     assert result.exit_code == 1
     assert "no Python function named 'nowhere' was passed to factcli.evaluate()" in result.output

@@ -144,29 +144,6 @@ def load_suite(paths: list[str | Path], cli_vars: dict | None = None, providers:
     return suite
 
 
-def _check_prompts_say_something(prompts: list[Prompt], tests: list[TestCase], file: str) -> None:
-    """A prompt template that renders empty for every test (its vars are nowhere: a test file's columns
-    named otherwise, vars written beside `vars:`) is refused before any call, instead of sending empty
-    prompts to paid models. Tests whose vars are made while the run goes (transformVars) or that never
-    call a model (providerOutput) are taken to fill it."""
-    if any(t.options.get("transformVars") or t.provider_output is not None or t.options.get("prefix")
-           or t.options.get("suffix") for t in tests):
-        return
-    for i, prompt in enumerate(prompts):
-        if prompt.function or prompt.message_functions or not templating.has_template(prompt.raw):
-            continue
-        try:
-            if any(templating.render(prompt.raw, t.vars, []).strip() for t in tests):
-                continue
-        except Exception:  # noqa: BLE001 - a template that fails to render is reported per row, as before
-            continue
-        names = sorted(templating.referenced_names(prompt.raw) or ())
-        hint = f" (it uses {', '.join(names)}; no test has {'that var' if len(names) == 1 else 'those vars'})" \
-            if names and not any(n in t.vars for t in tests for n in names) else ""
-        raise ConfigError(f"prompt {prompt.label!r} renders empty for every test{hint}; nothing was sent", file,
-                          f"prompts[{i}]")
-
-
 def _all_filters(configs: list[tuple[Path, dict]]) -> dict:
     from factcli.config.filters import parse_filters
 
@@ -267,8 +244,6 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
                       cli_vars)
         for t, c, where in tests_raw
     ]
-    if not extensions:  # (a beforeEach hook may give the vars a prompt needs)
-        _check_prompts_say_something(prompts, tests, file)
 
     derived = cfg.get("derivedMetrics") or []
     expect(isinstance(derived, list), "expected a list of {name, value}", file, "derivedMetrics")

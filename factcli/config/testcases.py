@@ -39,6 +39,12 @@ OPTION_UNSUPPORTED = {
 }
 
 
+def _runnable(t: dict) -> bool:
+    """promptfoo's test: one of its properties set to a value JavaScript finds truthy (`vars: {}` is)."""
+    return (isinstance(t.get("threshold"), (int, float)) and not isinstance(t.get("threshold"), bool)) or any(
+        t.get(k) not in (None, "", 0, False) for k in RUNNABLE_TEST_KEYS if k != "threshold")
+
+
 def parse_test(t: Any, ctx: Ctx, where: str, is_default: bool = False, from_config: bool = False,
                placeholder: bool = False) -> TestCase:
     """`from_config`: the test is written in the config itself (not a test file), so its var values that
@@ -46,7 +52,7 @@ def parse_test(t: Any, ctx: Ctx, where: str, is_default: bool = False, from_conf
     `placeholder`: the one empty test a config without tests runs its prompts with."""
     expect(isinstance(t, dict), f"expected a test mapping, got {type(t).__name__}", ctx.file, where)
     check_keys(t, TEST_KEYS, ctx.file, where, TEST_UNSUPPORTED)
-    if not (is_default or placeholder or any(k in t for k in RUNNABLE_TEST_KEYS)):
+    if not (is_default or placeholder or _runnable(t)):
         has = ", ".join(map(str, t)) or "nothing"
         raise ConfigError(f"a test needs one of {', '.join(RUNNABLE_TEST_KEYS)} (as in promptfoo); this one has "
                           f"{has}" + (" (vars go under `vars:`)" if any(k != "description" for k in t) else ""),
