@@ -24,7 +24,7 @@ def ref_path(ref: str, base: Path) -> tuple[Path, str | None]:
     """`file://x.py:fn` -> (base/x.py, 'fn'). Windows drive letters are not a function suffix."""
     rest = ref[len("file://"):]
     func = None
-    m = re.match(r"^(.*\.(?:py|js|cjs|mjs|ts)):([A-Za-z_][\w.]*)$", rest)
+    m = re.match(r"^(.*\.(?:py|js|cjs|mjs|ts|mts|cts|tsx)):([A-Za-z_][\w.]*)$", rest)
     if m:
         rest, func = m.group(1), m.group(2)
     p = Path(os.path.expanduser(rest))
@@ -429,7 +429,7 @@ def expand_env(value: Any) -> Any:
     return value
 
 
-SCRIPT_VAR_SUFFIXES = (".py", ".js", ".cjs", ".mjs")
+SCRIPT_VAR_SUFFIXES = (".py", ".js", ".cjs", ".mjs", ".ts", ".mts", ".cts", ".tsx")
 
 
 class ScriptRef(str):
@@ -476,9 +476,6 @@ def file_var_value(path: Path, func: str | None, file: str, key: str) -> Any:
     (promptfoo passes JSON on as text and YAML as compact JSON text: docs/promptfoo-departures.md);
     images a `data:` URI, audio and video bare base64; `.pdf` its text (with pypdf). Never a template."""
     suffix = path.suffix.lower()
-    if suffix in (".ts", ".mts", ".cts", ".tsx"):
-        raise ConfigError(f"TypeScript files are not run by factcli: compile {path.name} to JavaScript "
-                          f"(`npx tsc {path.name}`) and point the var at the .js file", file, key)
     if suffix in SCRIPT_VAR_SUFFIXES:
         if not is_file(path):
             raise ConfigError(f"script var file not found: {path}", file, key)

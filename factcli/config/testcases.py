@@ -124,17 +124,33 @@ def template_names(written: dict, resolved: dict) -> frozenset:
                      if isinstance(v, str) and resolved.get(str(k)) is v and has_template(v))
 
 
+def _check_script(ref: sources.ScriptRef, ctx: Ctx, where: str) -> None:
+    """A TypeScript script var can run (the others are checked when they run, as before)."""
+    from factcli.config.user_code import TS_SUFFIXES
+
+    path, _ = sources.ref_path(ref.target, ctx.base)
+    if path.suffix.lower() in TS_SUFFIXES:
+        from factcli.scripting.node import check_typescript
+
+        check_typescript(path, ctx.file, where)
+
+
 def _resolve_var(v: Any, ctx: Ctx, where: str) -> Any:
     """A `file://` value loaded (a glob: one row per file); in a list of strings each `file://` item is
     loaded (a glob's files take its place), and the list still gives one row per item."""
     if sources.is_file_ref(v):
-        return sources.load_var_file(v, ctx.base, ctx.file, where)
+        value = sources.load_var_file(v, ctx.base, ctx.file, where)
+        if isinstance(value, sources.ScriptRef):
+            _check_script(value, ctx, where)
+        return value
     if isinstance(v, list) and any(sources.is_file_ref(x) for x in v):
         if not all(isinstance(x, str) for x in v):  # promptfoo loads only top-level strings and array items
             return v
         rows = sources.Rows()
         for i, x in enumerate(v):
             value = sources.load_var_file(x, ctx.base, ctx.file, f"{where}[{i}]") if sources.is_file_ref(x) else x
+            if isinstance(value, sources.ScriptRef):
+                _check_script(value, ctx, f"{where}[{i}]")
             if isinstance(value, sources.Rows):
                 rows.extend(value)
             else:
