@@ -54,7 +54,8 @@ def _resolve_file(ref: str, base: Path, file: str, where: str, kinds: tuple[str,
     suffix = path.suffix.lower()
     allowed = (JS_SUFFIXES + TS_SUFFIXES if "js" in kinds else ()) + ((".py",) if "py" in kinds else ())
     if suffix not in allowed:
-        raise ConfigError(f"{what} must be a {' or '.join(allowed)} file, got {path.name}", file, where)
+        shown = (JS_SUFFIXES + (".ts",) if "js" in kinds else ()) + ((".py",) if "py" in kinds else ())
+        raise ConfigError(f"{what} must be a {' or '.join(shown)} file, got {path.name}", file, where)
     from factcli.sources import is_file
 
     if not is_file(path):

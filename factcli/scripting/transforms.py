@@ -49,7 +49,7 @@ def check_transform(spec: Any, file: str, where: str, base_dir: Path) -> str | N
         path, func = ref_path(spec, base_dir)
         suffix = path.suffix.lower()
         if suffix not in (".py",) + JS_SUFFIXES + TS_SUFFIXES:
-            raise ConfigError(f"a transform file must be .py, .js or .ts (file://x.py:fn, file://x.js:fn), got "
+            raise ConfigError(f"a transform file must be .py or .js or .ts (file://x.py:fn, file://x.js:fn), got "
                               f"{spec!r}", file, where)
         from factcli.sources import is_file
 
