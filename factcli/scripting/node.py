@@ -156,8 +156,8 @@ class NodeWorker:
                                   "(reinstall factcli; its package data must include js/worker.js)")
         try:
             proc = subprocess.Popen(
-                [node, *self.node_args, str(WORKER_JS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, cwd=self.cwd, env={**os.environ, "FACTCLI_TS_ROOTS": os.pathsep.join(_TS_ROOTS)},
+                [node, *self.node_args, str(WORKER_JS), json.dumps({"tsRoots": _TS_ROOTS})], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self.cwd,
             )
         except FileNotFoundError:
             raise NodeNotFound(node_missing_message()) from None

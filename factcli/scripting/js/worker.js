@@ -88,10 +88,10 @@ const processShim = new Proxy(process, {
 // ---------------------------------------------------------------- TypeScript
 // A .ts file runs through Node's own type stripping when this Node has it on (22.6+, started with
 // --experimental-strip-types where it is not the default), else through the `typescript` package
-// found from the config folders factcli names (FACTCLI_TS_ROOTS, the `typescript` op) or the file's
+// found from the config folders factcli names (the worker's argument, the `typescript` op) or the file's
 // own folder: compiled to CommonJS as it is required, and so are the .ts files it imports.
 const TS_SUFFIXES = ['.ts', '.mts', '.cts', '.tsx'];
-const tsRoots = new Set((process.env.FACTCLI_TS_ROOTS || '').split(path.delimiter).filter(Boolean));
+const tsRoots = new Set((process.argv[2] && JSON.parse(process.argv[2]).tsRoots) || []);
 let tsCompiler = null; // {ts, from}: the package the require hook uses
 
 function isTypeScript(file) {
