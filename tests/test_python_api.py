@@ -79,7 +79,7 @@ def test_evaluate_inside_a_running_event_loop():
 
     async def cell():
         asyncio.get_running_loop()  # we are inside one
-        return factcli.evaluate(CONFIG), factcli.evaluate({"prompts": ["x"], "providers": [where], "tests": [{}]})
+        return factcli.evaluate(CONFIG), factcli.evaluate({"prompts": ["x"], "providers": [where], "tests": [{"vars": {}}]})
 
     run, second = asyncio.run(cell())
     _check_functions_run(run)
@@ -142,7 +142,7 @@ def test_a_function_that_raises_or_returns_nonsense_is_an_error_row():
     def odd(prompt):
         return 42
 
-    run = factcli.evaluate({"prompts": ["x"], "providers": [broken, odd], "tests": [{}]}, store=False)
+    run = factcli.evaluate({"prompts": ["x"], "providers": [broken, odd], "tests": [{"vars": {}}]}, store=False)
     assert [r.error for r in run.rows] == [
         "broken raised ValueError: no model today",
         'odd must return the output as text or a dict such as {"output": ...}, got int 42']
