@@ -43,9 +43,11 @@ def cache_key(identity: dict, messages: list[dict], repeat_idx: int, extra: dict
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-class ResponseCache:
-    def __init__(self, directory: Path | None = None, ttl: float = settings.CACHE_TTL_SECONDS):
-        self.directory = Path(directory or settings.cache_dir())
+class _DiskCache:
+    """One diskcache folder, opened on first use."""
+
+    def __init__(self, directory: Path, ttl: float):
+        self.directory = Path(directory)
         self.ttl = ttl
         self._cache = None
 
@@ -56,6 +58,22 @@ class ResponseCache:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._cache = diskcache.Cache(str(self.directory))
         return self._cache
+
+    def clear(self) -> int:
+        cache = self._open()
+        n = len(cache)
+        cache.clear()
+        return n
+
+    def close(self) -> None:
+        if self._cache is not None:
+            self._cache.close()
+            self._cache = None
+
+
+class ResponseCache(_DiskCache):
+    def __init__(self, directory: Path | None = None, ttl: float = settings.CACHE_TTL_SECONDS):
+        super().__init__(directory or settings.cache_dir(), ttl)
 
     def get(self, key: str) -> ProviderResponse | None:
         data = self._open().get(key)
@@ -78,35 +96,14 @@ class ResponseCache:
         data["metadata"] = {}
         self._open().set(key, data, expire=self.ttl)
 
-    def clear(self) -> int:
-        cache = self._open()
-        n = len(cache)
-        cache.clear()
-        return n
 
-    def close(self) -> None:
-        if self._cache is not None:
-            self._cache.close()
-            self._cache = None
-
-
-class DownloadCache:
+class DownloadCache(_DiskCache):
     """What config/remote.py downloads, by URL, in a folder of its own beside the responses (so that
     clearing either counts its own entries). `refresh`: download again and keep the new copy."""
 
     def __init__(self, directory: Path | None = None, ttl: float = settings.CACHE_TTL_SECONDS, refresh: bool = False):
-        self.directory = Path(directory or settings.cache_dir() / "downloads")
-        self.ttl = ttl
+        super().__init__(directory or settings.cache_dir() / "downloads", ttl)
         self.refresh = refresh
-        self._cache = None
-
-    def _open(self):
-        if self._cache is None:
-            import diskcache
-
-            self.directory.mkdir(parents=True, exist_ok=True)
-            self._cache = diskcache.Cache(str(self.directory))
-        return self._cache
 
     @staticmethod
     def key(url: str) -> str:
@@ -120,14 +117,3 @@ class DownloadCache:
 
     def set(self, url: str, data: bytes) -> None:
         self._open().set(self.key(url), bytes(data), expire=self.ttl)
-
-    def clear(self) -> int:
-        cache = self._open()
-        n = len(cache)
-        cache.clear()
-        return n
-
-    def close(self) -> None:
-        if self._cache is not None:
-            self._cache.close()
-            self._cache = None
