@@ -51,6 +51,8 @@ def eval_cmd(
                                              "no call that could take the run's cost past it (resumable)."),
     strict: bool = typer.Option(False, "--strict", help="Refuse a config with unknown keys (normally one "
                                 "warning each) before any call."),
+    providers: list[str] = typer.Option(None, "-r", "--providers", metavar="ID", help="Run these providers "
+                                        "instead of the config's (promptfoo's flag). Repeatable."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Check everything, print the calls and the cost "
                                  "range the run would have, and stop before any call."),
 ) -> None:
@@ -82,7 +84,8 @@ def _run_eval(args: dict) -> int:
             max_concurrency=args["max_concurrency"], repeat=args["repeat"], delay_ms=args["delay"],
             cache=False if args["no_cache"] else None, filter_pattern=args["filter_pattern"],
             filter_first_n=args["filter_first_n"], filter_sample=args["filter_sample"],
-            description=args["description"], vars=cli_vars, grader=args["grader"], max_cost=args["max_cost"]),
+            description=args["description"], vars=cli_vars, grader=args["grader"], max_cost=args["max_cost"],
+            providers=list(args["providers"] or []) or None),
         outputs=[Path(p) for p in (args["output"] or [])], store=not args["no_write"], db=args["db"],
         resume=args["resume"], retry_errors=args["retry_errors"], filter_failing=args["filter_failing"],
         assertions=args["assertions"], model_outputs=args["model_outputs"], strict=args["strict"],

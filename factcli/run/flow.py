@@ -149,14 +149,16 @@ class Flow:
             from factcli.config.model_outputs import suite_from_outputs
 
             return suite_from_outputs(o.assertions, o.model_outputs, o.run.vars)
-        if o.config is None or o.config == []:
+        config = o.config
+        if config is None or config == []:
             from factcli.config.loader import default_config_path
 
             found = default_config_path()
             if found is None:
                 raise FactcliError("no config: pass -c FILE, or run where promptfooconfig.yaml is")
-            return runner.load([found], o.run)
-        return self.load_config(o.config, o.run)
+            config = [found]
+        with self.ui.working("Reading the config…"):  # and the tests it downloads
+            return self.load_config(config, o.run)
 
     def _before_all(self, session, suite):
         """Extension hooks' beforeAll, before the run is planned (its tests are the config's, not yet
