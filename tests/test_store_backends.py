@@ -231,3 +231,14 @@ def test_the_python_api_takes_a_url(pg_url, tmp_path):
     run = evaluate(str(write(tmp_path / "c.yaml", ECHO)), db=pg_url)
     with Store.open(pg_url) as store:
         assert store.resolve("latest")["id"] == run.run_id and store.result_count(run.run_id) == 6
+
+
+def test_the_sqlite_file_is_what_earlier_factcli_wrote(tmp_path):
+    """The schema now comes from store/schema.py for both backends; a SQLite file is still exactly
+    what factcli wrote before (sqlite_master as captured from the previous code, m001 + m002)."""
+    from conftest import ROOT
+
+    expected = json.loads((ROOT / "tests" / "sqlite_schema_m002.json").read_text())
+    with Store.open(tmp_path / "x.db", create=True) as store:
+        got = [list(r) for r in store.execute("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name")]
+    assert got == expected
