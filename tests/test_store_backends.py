@@ -240,7 +240,8 @@ def test_the_sqlite_file_is_what_earlier_factcli_wrote(tmp_path):
 
     expected = json.loads((ROOT / "tests" / "sqlite_schema_m002.json").read_text())
     with Store.open(tmp_path / "x.db", create=True) as store:
-        got = [list(r) for r in store.execute("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name")]
+        sql = "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name"
+        got = [list(r) for r in store.execute(sql)]
     assert got == expected
 
 
