@@ -438,3 +438,14 @@ def test_an_inline_api_key_is_not_stored_either(tmp_path, fake_openai, search, i
     stored = [p for p in list(isolated_home.rglob("*")) + list(tmp_path.glob("*.json")) if p.is_file()]
     for path in stored:
         assert KEY.encode() not in path.read_bytes(), path
+
+
+def test_a_backends_rate_limit_is_its_own():
+    from factcli.providers.search import create_backend
+    from factcli.run.limits import Limiters
+
+    limiters = Limiters(8)
+    serper_limit = limiters.for_provider(create_backend({"provider": "serper", "rpm": 30, "maxConcurrency": 2}))
+    brave_limit = limiters.for_provider(create_backend({"provider": "brave"}))
+    assert (serper_limit.rpm, serper_limit.ceiling, brave_limit.rpm, brave_limit.ceiling) == (30, 2, None, 8)
+    assert serper_limit is not brave_limit
