@@ -449,3 +449,20 @@ def test_a_backends_rate_limit_is_its_own():
     brave_limit = limiters.for_provider(create_backend({"provider": "brave"}))
     assert (serper_limit.rpm, serper_limit.ceiling, brave_limit.rpm, brave_limit.ceiling) == (30, 2, None, 8)
     assert serper_limit is not brave_limit
+
+
+def test_explain_lists_the_facts_not_supported_and_leaves_out_the_irrelevant():
+    from factcli.run.check import explain
+    from factcli.types import Assertion, GradingResult
+
+    facts = [{"text": "A.", "revised": "A.", "relevant": True, "verdict": "supported", "queries": ["a"],
+              "evidence": [], "reason": ""},
+             {"text": "B.", "revised": "B.", "relevant": True, "verdict": "not_supported", "queries": ["b"],
+              "evidence": [], "reason": "no result says so"},
+             {"text": "C.", "revised": "C.", "relevant": False, "verdict": "irrelevant", "queries": [],
+              "evidence": [], "reason": ""}]
+    child = GradingResult(False, 0.4, "F1@4 0.40 < 0.5", assertion=Assertion(type="safe"),
+                          metadata={"method": "safe", "facts": facts})
+    text = explain(GradingResult(False, 0.4, "", component_results=[child]))
+    assert "claims not supported (1 of 2):" in text and "[not_supported] B.: no result says so" in text
+    assert "C." not in text.split("claims not supported")[1]
