@@ -466,3 +466,15 @@ def test_explain_lists_the_facts_not_supported_and_leaves_out_the_irrelevant():
     text = explain(GradingResult(False, 0.4, "", component_results=[child]))
     assert "claims not supported (1 of 2):" in text and "[not_supported] B.: no result says so" in text
     assert "C." not in text.split("claims not supported")[1]
+
+
+def test_each_step_prompt_can_be_replaced(tmp_path, fake_openai, search, keys):
+    rate = [{"role": "system", "content": "MY RATER. Reply JSON."},
+            {"role": "user", "content": "<results>\n{{knowledge}}\n</results>\n\n<statement>\n{{fact}}\n</statement>"}]
+    write(tmp_path / "split.txt", "MY SPLITTER <question>\n{{prompt}}\n</question>\n\n<response>\n{{response}}\n</response>")
+    _, c, _ = run_safe(tmp_path, fake_openai, {"search": serper(search), "K": 4, "ratePrompt": rate,
+                                               "splitPrompt": "file://split.txt"})
+    assert c["metadata"]["f1AtK"] == 0.75
+    sent = [r["json"]["messages"] for r in fake_openai.requests if r["json"]["model"] == "judge"]
+    assert sum(m[0]["content"] == "MY RATER. Reply JSON." for m in sent) == 4
+    assert sum(m[-1]["content"].startswith("MY SPLITTER") for m in sent) == 1
