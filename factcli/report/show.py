@@ -57,7 +57,7 @@ def _test_rows(store: Store, run: dict, test_idx: int) -> list[dict]:
 
     rows = list(store.results(run["id"], "test_idx = ?", [test_idx], order="prompt_idx"))
     if not rows:
-        n = store.conn.execute("SELECT MAX(test_idx) FROM results WHERE run_id = ?", (run["id"],)).fetchone()[0]
+        n = store.execute("SELECT MAX(test_idx) FROM results WHERE run_id = ?", (run["id"],)).fetchone()[0]
         raise FactcliError(f"run {run['id']} has no test {test_idx}"
                            + ("" if n is None else f" (tests are numbered 0 to {n})"))
     return rows
@@ -72,7 +72,7 @@ def history(store: Store, run: dict, rec: dict) -> tuple[dict, list[dict]] | Non
     if place is None:
         return None
     earlier = store.results(run["id"], "prompt_idx = ? AND repeat_idx = ? AND test_idx < ? "
-                            "AND instr(extra_json, '\"conversation\"')",
+                            "AND instr(extra_json, '\"conversation\"') > 0",
                             [rec["prompt_idx"], rec["repeat_idx"], rec["test_idx"]], order="test_idx")
     entries = []
     for r in earlier:
