@@ -52,3 +52,10 @@ def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
+
+
+@pytest.fixture
+def remote_prices(monkeypatch):
+    """The fake server stands for a vendor's endpoint: its loopback address does not make a model local
+    (free), so a model litellm's price table does not list has no price."""
+    monkeypatch.setattr("factcli.providers.pricing.is_local_url", lambda url: False)

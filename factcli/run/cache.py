@@ -1,6 +1,8 @@
 """The response cache: diskcache under FACTCLI_HOME, keyed by what decides the output.
 
-Only successful responses are stored, for 14 days. The key never contains a secret in clear:
+Only replies that can be used are stored, for 14 days: never an error response nor an empty
+output, and a reply its reader could not use (a grader's reply that is not a verdict) is dropped
+again by Caller.forget. The key never contains a secret in clear:
 secrets are dropped before hashing, and only the response (no request) is stored.
 """
 
@@ -68,13 +70,16 @@ class ResponseCache:
         return resp
 
     def set(self, key: str, resp: ProviderResponse) -> None:
-        if resp.error is not None:
+        if resp.error is not None or resp.output in (None, "", [], {}):  # a failure is asked again next time
             return
         data = asdict(resp)
         data["cached"] = False
         data["retries"] = 0
         data["metadata"] = {}
         self._open().set(key, data, expire=self.ttl)
+
+    def delete(self, key: str) -> None:
+        self._open().delete(key)
 
     def clear(self) -> int:
         cache = self._open()

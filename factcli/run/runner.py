@@ -240,17 +240,24 @@ def self_preference_warning(grader_id: str, provider_ids: list[str]) -> str | No
 
 
 def check_prices(suite: Suite, graders: list[str]) -> None:
-    """A budget needs the price of every model and grader it may call: one unknown is an error now."""
+    """A budget needs the price of every model and grader it may call: one unknown is an error now,
+    naming the key that would price it."""
     from factcli.errors import FactcliError
     from factcli.providers.registry import create_provider
     from factcli.run.budget import unpriced
     from factcli.types import ProviderSpec
 
+    where = {}
+    for i, s in enumerate(suite.providers):
+        where.setdefault(s.id, f"providers[{i}].config")
     specs = list(suite.providers) + [ProviderSpec(id=g) for g in graders]
-    unknown = [s.id for s in specs if unpriced(create_provider(s, suite.base_dir))]
+    unknown = list(dict.fromkeys(s.id for s in specs if unpriced(create_provider(s, suite.base_dir))))
     if unknown:
-        raise FactcliError(f"--max-cost: no price is known for {', '.join(dict.fromkeys(unknown))}, so the budget "
-                           "could not be kept (use models litellm's price table knows, or drop the budget)")
+        first = unknown[0]
+        key = where.get(first, "the grader's config (defaultTest.options.provider: {id: ..., config: {...}})")
+        raise FactcliError(f"--max-cost: no price is known for {', '.join(unknown)} (litellm's price table does not "
+                           f"list it), so the budget could not be kept: add its price in USD per token to {key}, "
+                           "e.g. inputCost: 0.0000025 and outputCost: 0.00001 (or cost: for both), or drop the budget")
 
 
 def calibration_mismatch(a, grader_id: str | None) -> str | None:
