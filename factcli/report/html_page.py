@@ -223,10 +223,17 @@ def spend_line(cell: dict) -> str:
         bits.append(f"cost {figures.fmt_cost(cell.get('cost'), digits=6)}")
     spent = (cell.get("grading") or {}).get("metadata") or {}
     if "graderCalls" in spent:
-        bits.append(f"grading: {spent['graderCalls']} calls, {figures.fmt_cost(spent.get('graderCost'), digits=6)}")
+        bits.append(f"grading: {spent['graderCalls']} calls, {figures.fmt_cost(spent.get('graderCost'), digits=6)}"
+                    + cached_grading(spent))
     if cell.get("cached"):
-        bits.append("cached")
+        bits.append("output from the response cache")
     return " · ".join(bits)
+
+
+def cached_grading(spent: dict) -> str:
+    """` (2 from the response cache)` when grader replies were read from the cache, else nothing."""
+    n = spent.get("graderCached")
+    return f" ({n} from the response cache)" if n else ""
 
 
 def result_cell(cell: dict | None) -> str:

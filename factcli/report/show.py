@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from factcli.report.figures import fmt_cost
+from factcli.report.html_page import cached_grading
 from factcli.report.view import (
     column_label,
     column_summaries,
@@ -150,9 +151,10 @@ def show_test(store: Store, run: dict, test_idx: int, as_json: bool) -> None:
             details.append(f"cost {fmt_cost(r['cost'], digits=6)}")
         spent = ((loads(r["grading_json"], {}) or {}).get("metadata") or {}) if r["grading_json"] else {}
         if "graderCalls" in spent:
-            details.append(f"grading: {spent['graderCalls']} calls, {fmt_cost(spent.get('graderCost'), digits=6)}")
+            details.append(f"grading: {spent['graderCalls']} calls, {fmt_cost(spent.get('graderCost'), digits=6)}"
+                           + cached_grading(spent))
         if r["cached"]:
-            details.append("cached")
+            details.append("output from the response cache")
         head.append("  · " + " · ".join(details), style="dim")
         console.print(head)
         if r["error"] and status != "PASS":

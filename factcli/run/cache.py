@@ -66,6 +66,8 @@ class ResponseCache:
             resp = ProviderResponse(token_usage=usage, **data)
         except TypeError:  # an entry from another layout
             return None
+        if resp.error is not None or resp.output in (None, "", [], {}):  # an entry from before failures were kept out
+            return None
         resp.cached = True
         return resp
 
