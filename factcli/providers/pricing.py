@@ -173,7 +173,21 @@ def cost(model: str, prompt_tokens: int, completion_tokens: int) -> float | None
     return None if price is None else price.cost(prompt_tokens, completion_tokens)
 
 
-def known_models() -> list[str]:
-    """Every chat model litellm's table lists (for a did-you-mean on a misspelled model)."""
-    return [k for k, v in _table().items() if isinstance(v, dict) and v.get("mode") in ("chat", "completion", None)
-            and k != "sample_spec"]
+def model_name_problem(provider) -> str | None:
+    """`litellm's model list has no 'gpt-4o-mni' (did you mean 'gpt-4o-mini'?)` for a vendor's model
+    the table does not list but lists one close to; None otherwise (a local or custom model too)."""
+    import difflib
+
+    model = getattr(provider, "price_model", None)
+    if not model or getattr(provider, "free", False) or getattr(provider, "local", False) or table_key(model):
+        return None
+    vendor, _, bare = model.partition("/") if "/" in model else ("openai", "", model)
+    table = _table()
+    names = [k.split("/", 1)[1] if k.startswith(f"{vendor}/") else k for k, v in table.items()
+             if isinstance(v, dict) and str(v.get("litellm_provider", "")) == vendor
+             and v.get("mode") in ("chat", "completion", "responses")]
+    close = difflib.get_close_matches(bare, names, n=1, cutoff=0.85)
+    if not close:
+        return None
+    return (f"litellm's model list has no '{bare}' (did you mean '{close[0]}'?); a model newer than the list "
+            "is fine, a typo fails at its first call")

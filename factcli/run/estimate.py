@@ -139,7 +139,9 @@ def _money(line: Line) -> str:
 def describe(run) -> list[str]:
     """The dry run's report, one line per provider and grader and a total."""
     models, graders = plan(run)
-    out = [f"Dry run: {run.total_steps} rows, no call made."]
+    # what a run would print before its first call (unknown vars, a misspelled model, ...)
+    out = [f"warning: {w}" for w in run.warnings[getattr(run, "warnings_shown", 0):]]
+    out.append(f"Dry run: {run.total_steps} rows, no call made.")
     low = high = 0.0
     unpriced = False
     for line in models:

@@ -186,6 +186,10 @@ def prepare(suite: Suite, options: RunOptions) -> EvalRun:
     run.grader_source = GraderSource(cli=options.grader, default_test=(suite.default_test.get("options") or {}).get("provider"))
     run.grader_specs = []
     run.graders = check_graders(suite, run.grader_source, run.warnings, run.grader_specs)
+    from factcli.config.var_check import check_vars
+
+    run.warnings.extend(check_vars(suite))  # a near miss is an error: nothing is sent
+    run.warnings.extend(model_name_warnings(suite))
     if run.max_cost is not None:
         check_prices(suite, run.graders)
     if len(cols) < 2:
@@ -237,6 +241,20 @@ def self_preference_warning(grader_id: str, provider_ids: list[str]) -> str | No
                     f"{pid}: it may favour answers like its own (self-preference bias); prefer a grader from "
                     "another model family")
     return None
+
+
+def model_name_warnings(suite: Suite) -> list[str]:
+    """A model name litellm's list does not have but has one close to (`gpt-4o-mni`): a warning, since
+    new models appear before litellm lists them."""
+    from factcli.providers.pricing import model_name_problem
+    from factcli.providers.registry import create_provider
+
+    out = []
+    for i, spec in enumerate(suite.providers):
+        problem = model_name_problem(create_provider(spec, suite.base_dir))
+        if problem and problem not in out:
+            out.append(f"providers[{i}] {spec.id}: {problem}")
+    return out
 
 
 def check_prices(suite: Suite, graders: list[str]) -> None:
