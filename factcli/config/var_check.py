@@ -47,10 +47,10 @@ def _close(name: str, known: set[str]) -> str | None:
     return close[0] if close else None
 
 
-def check_vars(suite) -> list[str]:
-    """Raise ConfigError for a near miss; return one warning per other unknown name."""
+def check_vars(suite) -> dict[str, str]:
+    """Raise ConfigError for a near miss; return a warning per other unknown name (name -> warning)."""
     if not suite.tests:
-        return []
+        return {}
     known: set[str] = set(ALWAYS)
     dynamic = bool(suite.extensions)  # a beforeAll hook may add vars
     for test in suite.tests:
@@ -72,7 +72,7 @@ def check_vars(suite) -> list[str]:
             for name in sorted(_names(a.value)):
                 where = f"{test.source[1] or f'tests[{t}]'}.assert[{i}]"
                 uses.setdefault(name, []).append(where)
-    warnings = []
+    warnings = {}
     for name, places in uses.items():
         if name in known:
             continue
@@ -83,7 +83,7 @@ def check_vars(suite) -> list[str]:
             raise ConfigError(f"{where} uses the var '{name}', which no test defines (did you mean '{close}'?); "
                               "nothing was sent", file)
         hint = f" (did you mean '{close}'?)" if close else ""
-        warnings.append(f"{where} uses the var '{name}', which no test defines{hint}: it renders empty")
+        warnings[name] = f"{where} uses the var '{name}', which no test defines{hint}: it renders empty"
     return warnings
 
 

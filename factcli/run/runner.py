@@ -188,7 +188,9 @@ def prepare(suite: Suite, options: RunOptions) -> EvalRun:
     run.graders = check_graders(suite, run.grader_source, run.warnings, run.grader_specs)
     from factcli.config.var_check import check_vars
 
-    run.warnings.extend(check_vars(suite))  # a near miss is an error: nothing is sent
+    unknown = check_vars(suite)  # a near miss is an error: nothing is sent
+    run.warnings.extend(unknown.values())
+    run._unknown_vars = set(unknown)  # type: ignore[attr-defined]  # said once, not again after the run
     run.warnings.extend(model_name_warnings(suite))
     if run.max_cost is not None:
         check_prices(suite, run.graders)
@@ -444,7 +446,7 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
     finally:
         run.duration_ms = int((time.time() - run.started) * 1000)
         run.finalize()  # before the session stores the column metrics
-        for message in executor.missing_var_warnings():
+        for message in executor.missing_var_warnings(skip=getattr(run, "_unknown_vars", set())):
             warning(message)
         run.retries = caller.retries
         run.calls = caller.calls
