@@ -32,11 +32,14 @@ def _root(
     """factcli: measure whether LLM outputs are factually right."""
 
 
-def fail(message: str, code: int = 1, problems: tuple | list = ()) -> None:
-    """Print an error (and, for a check that found several, one line per problem) and exit."""
+def fail(message: str, code: int = 1, problems: tuple | list = (), excerpt: tuple | list = ()) -> None:
+    """Print an error (and, for a check that found several, one line per problem; for a syntax
+    error, the lines it points at) and exit."""
     typer.echo(f"error: {one_line(message)}", err=True)
     for problem in problems:
         typer.echo(f"  - {one_line(problem)}", err=True)
+    for line in excerpt:
+        typer.echo(f"  {one_line(line)}", err=True)
     raise typer.Exit(code)
 
 

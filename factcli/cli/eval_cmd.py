@@ -61,7 +61,7 @@ def eval_cmd(
     try:
         code = _run_eval(locals())
     except FactcliError as exc:
-        fail(str(exc), exc.exit_code, getattr(exc, "problems", ()))
+        fail(str(exc), exc.exit_code, getattr(exc, "problems", ()), exc.excerpt)
     raise typer.Exit(code)
 
 

@@ -214,6 +214,9 @@ def cell_of(r: EvalResult) -> dict:
             "conversation": r.conversation}
 
 
+WEIGHT_ZERO_NOTE = "weight 0: does not affect the test"
+
+
 def spend_line(cell: dict) -> str:
     """A row's latency, tokens, cost and grader calls, as `factcli show` prints them."""
     bits = [f"latency {cell.get('latencyMs') or 0:.0f} ms", f"tokens {cell.get('tokens') or 0:,}"]
@@ -295,10 +298,11 @@ def assertion_list(components: list[dict]) -> str:
         a = c.get("assertion") or {}
         meta = c.get("metadata") or {}
         kind = a.get("type") or ("assert-set" if meta.get("assertionSet") else "assertion")
-        mark = '<span class="ok">PASS</span>' if c.get("pass") else '<span class="bad">FAIL</span>'
+        own = c.get("pass") and not meta.get("weightZeroFailed")
+        mark = '<span class="ok">PASS</span>' if own else '<span class="bad">FAIL</span>'
         facts = [f"score {_num(c.get('score'))}"]
         weight = a.get("weight", 1)
-        facts.append(f"weight {_e(weight)}")
+        facts.append(WEIGHT_ZERO_NOTE if meta.get("weightZeroFailed") else f"weight {_e(weight)}")
         if a.get("metric"):
             facts.append(f"metric {_e(a['metric'])}")
         if meta.get("category"):
@@ -321,7 +325,7 @@ def assertion_list(components: list[dict]) -> str:
         children = [ch for ch in c.get("componentResults") or [] if isinstance(ch, dict)]
         if children:
             body.append(assertion_list(children))
-        items.append(f'<li class="{"ok-item" if c.get("pass") else "bad-item"}">{"".join(body)}</li>')
+        items.append(f'<li class="{"ok-item" if own else "bad-item"}">{"".join(body)}</li>')
     return f'<ul class="asserts">{"".join(items)}</ul>'
 
 

@@ -122,6 +122,8 @@ async def run_assertion(a: Assertion, *, output: Any, test: TestCase, variables:
     if isinstance(value, str) and value != a.value:
         result.metadata.setdefault("renderedAssertionValue", value)
     if a.weight == 0:
+        if not result.passed:  # reports show its own verdict, marked as not counting
+            result.metadata["weightZeroFailed"] = True
         result.passed = True
     if a.calibration is not None:  # counted per column by stats/judge.py, from the rows alone
         c = a.calibration
