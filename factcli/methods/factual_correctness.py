@@ -283,7 +283,7 @@ def format_factual_correctness(s: dict) -> str:
     def num(v):
         return "n/a" if v is None else f"{v:.3f}"
 
-    parts = [f"precision {num(s['precision'])}", f"recall {num(s['recall'])}", f"N={s['scored']}"]
+    parts = [f"precision {num(s['precision'])}, recall {num(s['recall'])}", f"N={s['scored']}"]
     if s["undefined"]:
         parts.append(f"{s['undefined']} undefined")
     if s["gradingErrors"]:
