@@ -195,7 +195,8 @@ def _render_diff(doc: dict, a: dict, b: dict) -> None:
     from rich.text import Text
 
     console, terminal = console_for_stdout()
-    console.print(Text(f"Diff {a['id']} ({shown_status(a)}) → {b['id']} ({shown_status(b)})", style="bold"))
+    console.print(Text(f"Diff {a['id']} ({shown_status(a)}) → {b['id']} ({shown_status(b)})", style="bold"),
+                  soft_wrap=True)  # two run ids that a line break would cut
     console.print(Text(f"{len(doc['flips'])} rows flipped ({doc['regressions']} regressions, {doc['fixes']} fixes), "
                        f"{doc['unchanged']} unchanged, {doc['onlyInA']} only in A, {doc['onlyInB']} only in B"))
     styles = {"PASS": "green", "FAIL": "red", "ERROR": "yellow"}
@@ -219,7 +220,7 @@ def _render_diff(doc: dict, a: dict, b: dict) -> None:
         for c in doc["columns"]:
             console.print(Text(c["column"], style="bold"))
             if c.get("changed"):
-                console.print(Text(changes_line(c), style="yellow"))
+                console.print(Text(changes_line(c), style="yellow"), soft_wrap=True)  # whole, to be read or copied
             table = Table(box=box.SIMPLE_HEAD if terminal else box.ASCII, expand=False)
             table.add_column("metric", overflow="fold", ratio=1)
             for name in ("A", "B", "Δ", "Δ 95% CI", "noise"):

@@ -70,6 +70,7 @@ def price_hint(spec_id: str, where: str) -> str:
 
 
 def _money(value: float) -> str:
+    value = round(max(value, 0.0), 6)  # no "-0" from float sums of reservations
     return f"${value:.6f}".rstrip("0").rstrip(".") if value else "$0"
 
 
