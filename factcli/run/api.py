@@ -47,13 +47,11 @@ def user_stacklevel() -> int:
     event loop's), so that a warning points there and Python's once-per-line filter applies to it."""
     import asyncio
     import concurrent.futures
-    import contextvars  # noqa: F401
     import os
     import sys
 
-    import factcli
-
-    skip = tuple(os.path.dirname(m.__file__) + os.sep for m in (factcli, asyncio, concurrent.futures))
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # factcli/, this file being factcli/run/
+    skip = tuple(d + os.sep for d in (package, *(os.path.dirname(m.__file__) for m in (asyncio, concurrent.futures))))
     frame, level = sys._getframe(1), 1  # the caller's frame is stacklevel 1 of its warnings.warn
     while frame is not None:
         name = frame.f_code.co_filename
