@@ -204,3 +204,21 @@ def test_a_bad_max_cost_is_a_config_error(priced, tmp_path, value, message):
 def test_a_negative_max_cost_on_the_command_line_is_a_usage_error(priced, tmp_path):
     result = runner.invoke(app, ["eval", "-c", str(write(tmp_path / "c.yaml", _config())), "--max-cost", "-1"])
     assert result.exit_code == 2 and priced.requests == []
+
+
+def test_the_docs_own_models_can_be_budgeted_in_a_dry_run(fake_openai, tmp_path, monkeypatch):
+    """`--max-cost` used to refuse these: now each has a price (Ollama's is $0), and nothing is called."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    cfg = write(tmp_path / "c.yaml", """
+prompts: ["Q: {{q}}"]
+providers: ["anthropic:messages:claude-sonnet-4-5", "anthropic:claude-3-5-haiku-20241022", "ollama:chat:llama3.2"]
+tests: [{vars: {q: hi}}]
+""")
+    result = runner.invoke(app, ["eval", "-c", str(cfg), "--dry-run", "--max-cost", "1"])
+    out = " ".join(result.output.split())
+    assert result.exit_code == 0, result.output
+    assert "no price" not in out and "n/a" not in out
+    assert "model anthropic:messages:claude-sonnet-4-5: 1 calls;" in out and "replies up to 64,000 tokens each" in out
+    assert "model ollama:chat:llama3.2: 1 calls;" in out and out.split("ollama:chat:llama3.2:")[1].split(
+        "Estimated")[0].strip().endswith("cost $0")
+    assert fake_openai.request_count == 0
