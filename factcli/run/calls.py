@@ -27,7 +27,6 @@ from factcli.providers.base import (
     ProviderCallError,
     RenderedPrompt,
 )
-from factcli.providers.pricing import price_of
 from factcli.run.budget import Budget, budget_cap, output_cap, worst_cost
 from factcli.run.cache import ResponseCache, cache_key
 from factcli.run.limits import Limiters, estimate_tokens
@@ -164,8 +163,6 @@ class Caller:
                         resp = await provider.call(prompt, context)
                 if paced:
                     await limiter.succeeded()
-                if resp.cost is None and resp.error is None:
-                    resp.cost = local_cost(provider, resp)
                 if worst is not None:
                     self.budget.settle(worst, resp.cost)
                     worst = None
@@ -206,12 +203,3 @@ class Caller:
 def readable(resp: ProviderResponse) -> bool:
     """A reply worth keeping: no error and some output (an empty reply is a failure to ask again)."""
     return resp.error is None and resp.output not in (None, "", [], {})
-
-
-def local_cost(provider: Provider, resp: ProviderResponse) -> float | None:
-    """A reply that reported no cost: $0 from a local model or user code (a Python or JavaScript
-    function, a script), its config's price when it has one; unknown otherwise."""
-    price = price_of(provider)
-    if price is None or price.source not in ("local", "config"):
-        return None
-    return price.cost(resp.token_usage.prompt, resp.token_usage.completion)
