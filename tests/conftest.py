@@ -68,3 +68,35 @@ def without_excerpt(lines: list[str]) -> list[str]:
     """An error's lines without the excerpt of the input printed below it (a YAML syntax error's
     numbered lines and caret): what is left must still be one line."""
     return [ln for ln in lines if not _EXCERPT.match(ln)]
+
+
+# ---------------------------------------------------------------- PostgreSQL (tests/pg_cluster.py)
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """One throw-away PostgreSQL cluster for the whole session; the tests that need it skip, saying
+    why, only when it cannot be started."""
+    from pg_cluster import PgCluster
+
+    cluster = PgCluster()
+    reason = cluster.start()
+    if reason is not None:
+        cluster.stop()
+        pytest.skip(f"PostgreSQL tests skipped: {reason}")
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def pg_url(pg_cluster) -> str:
+    """A fresh, empty database of the session's cluster, as a URL with its password."""
+    return pg_cluster.new_database()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_target(request, tmp_path) -> str:
+    """The same test on both backends: a SQLite file, then a PostgreSQL URL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "runs.db")
+    return request.getfixturevalue("pg_url")

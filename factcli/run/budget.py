@@ -10,7 +10,8 @@ nothing, or litellm's bundled table) at the most tokens it can use:
   (a model cannot reply longer). A model whose limit the table does not know is sent with
   `max_tokens` = FALLBACK_OUTPUT_CAP when a budget is set, so that the worst case is a real bound.
 A model whose price is unknown cannot be budgeted: the run refuses to start instead of guessing,
-and says which key would price it.
+and says which key would price it. A service priced by the request (a search API:
+Provider.call_price) costs that price, whatever it sends.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ def reply_cap(provider, overrides: dict) -> int:
 
 def worst_cost(provider, messages: list[dict], overrides: dict) -> float | None:
     """The most a call can cost, or None when its model's price is unknown."""
+    if getattr(provider, "call_price", None) is not None:
+        return provider.call_price
     price = price_of(provider)
     if price is None:
         return None
@@ -60,13 +63,7 @@ def worst_cost(provider, messages: list[dict], overrides: dict) -> float | None:
 
 
 def unpriced(provider) -> bool:
-    return price_of(provider) is None
-
-
-def price_hint(spec_id: str, where: str) -> str:
-    """The exact key that prices a model by hand, for the error of a budget that cannot be kept."""
-    return (f"{spec_id}: no price is known (litellm's price table does not list it); set one by hand in {where}: "
-            "config: {inputCost: USD_PER_INPUT_TOKEN, outputCost: USD_PER_OUTPUT_TOKEN}")
+    return getattr(provider, "call_price", None) is None and price_of(provider) is None
 
 
 def _money(value: float) -> str:

@@ -85,7 +85,8 @@ class Caller:
         context = dict(context or {})
         context.setdefault("timeout_s", self.policy.timeout_s)
         overrides = context.get("overrides") or {}
-        if self.budget is not None and output_cap(provider.config or {}, overrides) is None:
+        if (self.budget is not None and provider.call_price is None
+                and output_cap(provider.config or {}, overrides) is None):
             cap = budget_cap(provider)
             if cap is not None:  # a model whose output limit litellm does not know: a real bound on the cost
                 context["overrides"] = {**overrides, "max_tokens": cap}
@@ -132,7 +133,8 @@ class Caller:
         `context` as given to `call`."""
         context = dict(context or {})
         overrides = context.get("overrides") or {}
-        if self.budget is not None and output_cap(provider.config or {}, overrides) is None:
+        if (self.budget is not None and provider.call_price is None
+                and output_cap(provider.config or {}, overrides) is None and budget_cap(provider) is not None):
             context["overrides"] = {**overrides, "max_tokens": budget_cap(provider)}
         key = self._key(provider, prompt, repeat_idx, context)
         if key is not None:

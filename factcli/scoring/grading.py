@@ -97,6 +97,7 @@ class GraderLedger:
     cost: float = 0.0
     unpriced: int = 0  # answered calls whose price is unknown: the row's grader cost is then n/a
     cached: int = 0  # replies read from the response cache
+    searches: int = 0  # of the calls, those made to a search backend (Grader.search)
     # reply text -> drops that reply from the response cache: a reply no handler could read is not
     # kept, so the next run asks again (grader_error calls it)
     forget: dict = field(default_factory=dict)
@@ -104,6 +105,8 @@ class GraderLedger:
     def add(self, provider, resp) -> None:
         self.calls += 1
         self.cached += bool(resp.cached)
+        if getattr(provider, "call_price", None) is not None and provider.id.startswith("search:"):
+            self.searches += 1
         self.tokens.add(resp.token_usage)
         if resp.cost is not None:
             self.cost += resp.cost
@@ -137,6 +140,8 @@ def note_grader_spend(result: GradingResult, ledger: GraderLedger) -> None:
     result.metadata = {**result.metadata, "graderCost": ledger.total_cost, "graderCalls": ledger.calls}
     if ledger.cached:
         result.metadata["graderCached"] = ledger.cached
+    if ledger.searches:
+        result.metadata["searches"] = ledger.searches
     if ledger.tokens.total > result.tokens_used.total:
         result.tokens_used = ledger.tokens
 
@@ -200,6 +205,20 @@ class Grader:
         if ledger is not None and reply_text:
             ledger.forget[reply_text] = forget
         return GraderReply(reply_text, error, resp.token_usage, resp.cost, resp.finish_reason, output)
+
+    async def search(self, backend, query: str, results: int) -> GraderReply:
+        """One search through the run's Caller (retries, limits, cache, budget), counted in the row's
+        ledger with its price. `backend` is a search Provider (providers/search); the reply's `output` is
+        its list of results {title, url, snippet}; `cached` on the response says no request was sent."""
+        from factcli.providers.base import RenderedPrompt
+
+        self.used.add(backend.id)
+        prompt = RenderedPrompt(text=query, messages=[{"role": "user", "content": query}],
+                                config={"results": results})
+        resp = await self.caller.call(backend, prompt, context={"purpose": "search"})
+        _record(backend, resp)
+        return GraderReply(None, resp.error, resp.token_usage, resp.cost, resp.finish_reason,
+                           resp.output if resp.error is None else None)
 
     async def embed(self, spec: ProviderSpec, text: str) -> tuple[list[float] | None, str | None, TokenUsage]:
         from factcli.providers.base import RenderedPrompt
