@@ -18,6 +18,7 @@ from factcli.scoring.grading import (
     parse_json_maybe,
     render_grading_prompt,
 )
+from factcli.scoring.replies import Int, Obj, Reply
 from factcli.types import COMPARE_TYPES, FAILURE_ASSERT, EvalResult, GradingResult, compares
 
 
@@ -49,6 +50,11 @@ async def run_comparisons(run, grader) -> None:
                 _apply_max_score(run, row, res)
 
 
+# the 0-based index of the best output, written back as the bare number promptfoo's reader takes
+SELECT_BEST_REPLY = Reply("select_best", Obj(index=Int(0)), 64, types=("select-best",),
+                          as_text=lambda v: str(v["index"]))
+
+
 async def select_best(assertion, rows: list[EvalResult], grader) -> list[GradingResult]:
     from factcli.assertions import prompts
 
@@ -58,7 +64,7 @@ async def select_best(assertion, rows: list[EvalResult], grader) -> list[Grading
     spec = grader.spec_for(assertion, test)
     template = assertion.rubric_prompt or test.options.get("rubricPrompt") or prompts.SELECT_BEST
     messages = render_grading_prompt(template, {**rows[0].step.vars, "criteria": criteria, "outputs": outputs})
-    reply = await grader.complete(spec, messages)
+    reply = await grader.complete(spec, messages, reply=SELECT_BEST_REPLY)
     if reply.error or not reply.text:
         return [_tag(grader_error(reply.error or "No output", reply.text, reply.tokens), assertion) for _ in rows]
     import re

@@ -43,11 +43,17 @@ from factcli.methods.claims import (
 from factcli.scoring.grading import grader_error
 from factcli.scoring.panels import JudgeVerdict, PanelConfigError, aggregate, aggregate_mode, judge_names
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
+from factcli.scoring.replies import Choice, ListOf, Obj, Reply, Text
 from factcli.types import GradingResult, ProviderSpec, TokenUsage
 
 VERDICTS = {"SUPPORTED": "SUPPORTED", "CONTRADICTED": "CONTRADICTED", "NEUTRAL": "NEUTRAL",
             "SUPPORT": "SUPPORTED", "CONTRADICT": "CONTRADICTED", "ENTAILMENT": "SUPPORTED",
             "CONTRADICTION": "CONTRADICTED"}
+
+CLAIMS_REPLY = Reply("claims", Obj(claims=ListOf(Text())), 2048, types=("factual-correctness",), calls=2)
+VERDICTS_REPLY = Reply("claim_verdicts", Obj(verdicts=ListOf(Obj(
+    claim=Text(), verdict=Choice("SUPPORTED", "CONTRADICTED", "NEUTRAL"), reason=Text()))), 2048,
+    types=("factual-correctness",), calls=2)
 
 DECOMPOSE = [
     {
@@ -95,7 +101,7 @@ async def _decompose(ctx, spec: ProviderSpec, text: str, call: JudgeCall, step: 
     if not text.strip():
         return []
     obj = await ask_json(ctx, spec, step_prompt(ctx, "decompositionPrompt", DECOMPOSE), {**ctx.vars, "text": text},
-                         call, step)
+                         call, step, CLAIMS_REPLY)
     return string_list(obj, "claims", step, call.replies[-1]["reply"])
 
 
@@ -104,7 +110,8 @@ async def _verify(ctx, spec: ProviderSpec, claims: list[str], premise: str, call
         return []
     variables = {**ctx.vars, "premise": premise, "claims": json.dumps(claims, ensure_ascii=False),
                  "claims_numbered": numbered(claims)}
-    obj = await ask_json(ctx, spec, step_prompt(ctx, "verificationPrompt", VERIFY), variables, call, step)
+    obj = await ask_json(ctx, spec, step_prompt(ctx, "verificationPrompt", VERIFY), variables, call, step,
+                         VERDICTS_REPLY)
     try:
         return aligned_verdicts(obj, claims, VERDICTS, step)
     except JudgeError as exc:
