@@ -18,7 +18,6 @@ from factcli.scoring.grading import (
     parse_json_maybe,
     render_grading_prompt,
 )
-from factcli.scoring.replies import Int, Obj, Reply
 from factcli.types import COMPARE_TYPES, FAILURE_ASSERT, EvalResult, GradingResult, compares
 
 
@@ -50,13 +49,9 @@ async def run_comparisons(run, grader) -> None:
                 _apply_max_score(run, row, res)
 
 
-# the 0-based index of the best output, written back as the bare number promptfoo's reader takes
-SELECT_BEST_REPLY = Reply("select_best", Obj(index=Int(0)), 64, types=("select-best",),
-                          as_text=lambda v: str(v["index"]))
-
-
 async def select_best(assertion, rows: list[EvalResult], grader) -> list[GradingResult]:
     from factcli.assertions import prompts
+    from factcli.assertions.graded import SELECT_BEST_REPLY
 
     test = rows[0].step.test
     criteria = templating.render_value(assertion.value, rows[0].step.vars)
