@@ -143,3 +143,12 @@ def test_non_json_and_constants_are_rejected():
             reply.read(text)
     with pytest.raises(replies.ReplyError, match="category must be one of A, B, C, D, E"):
         reply.read('{"category": "Z", "reason": "r"}')
+
+
+def test_the_docs_table_lists_every_step_and_its_cap():
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "docs" / "judges.md").read_text()
+    rows = dict(re.findall(r"^\| `([a-z_]+)` \|[^\n]*\| (\d+) \|$", text, re.M))
+    assert {k: int(v) for k, v in rows.items()} == {k: r.cap for k, r in replies.REPLIES.items()}

@@ -51,7 +51,6 @@ async def run_comparisons(run, grader) -> None:
 
 async def select_best(assertion, rows: list[EvalResult], grader) -> list[GradingResult]:
     from factcli.assertions import prompts
-    from factcli.assertions.graded import SELECT_BEST_REPLY
 
     test = rows[0].step.test
     criteria = templating.render_value(assertion.value, rows[0].step.vars)
@@ -59,7 +58,7 @@ async def select_best(assertion, rows: list[EvalResult], grader) -> list[Grading
     spec = grader.spec_for(assertion, test)
     template = assertion.rubric_prompt or test.options.get("rubricPrompt") or prompts.SELECT_BEST
     messages = render_grading_prompt(template, {**rows[0].step.vars, "criteria": criteria, "outputs": outputs})
-    reply = await grader.complete(spec, messages, reply=SELECT_BEST_REPLY)
+    reply = await grader.complete(spec, messages, reply=prompts.SELECT_BEST_REPLY)
     if reply.error or not reply.text:
         return [_tag(grader_error(reply.error or "No output", reply.text, reply.tokens), assertion) for _ in rows]
     import re

@@ -31,7 +31,7 @@ from factcli.scoring.grading import (
     parse_json_maybe,
     render_grading_prompt,
 )
-from factcli.scoring.replies import Choice, Flag, Int, ListOf, Number, Obj, Reply, Text
+from factcli.scoring.replies import Choice, Flag, ListOf, Number, Obj, Reply, Text
 from factcli.scoring.panels import JudgeVerdict, PanelConfigError, aggregate, aggregate_mode, describe, judge_names
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion, lookup
 from factcli.types import GradingResult, TokenUsage
@@ -120,10 +120,6 @@ CLOSEDQA_REPLY = Reply("closedqa", Obj(reasoning=Text(), verdict=Choice("Y", "N"
                        types=("model-graded-closedqa",),
                        as_text=lambda v: f"{v['reasoning'].rstrip()}\n{v['verdict']}")  # promptfoo reads the last letter
 GEVAL_STEPS_REPLY = Reply("geval_steps", Obj(steps=ListOf(Text(), 1)), 1024, types=("g-eval",))
-# select-best (graded after the rows, in assertions/compare.py): the 0-based index of the best output,
-# written back as the bare number promptfoo's reader takes
-SELECT_BEST_REPLY = Reply("select_best", Obj(index=Int(0)), 64, types=("select-best",),
-                          as_text=lambda v: str(v["index"]))
 GEVAL_SCORE_REPLY = Reply("geval_score", Obj(score=Number(0, 10), reason=Text()), 512, types=("g-eval",))
 
 
