@@ -116,22 +116,50 @@ def test_round_trip_of_every_parity_config(fake_openai, tmp_path, monkeypatch):
         assert differences(back, json.loads((folder / "golden.json").read_text())) == [], name
 
 
-def test_run_row_is_created_at_start_and_rows_written_as_they_finish(tmp_path, monkeypatch):
-    """on_result writes and commits each row: another connection sees it before the run ends."""
-    from factcli.run.session import EvalSession
+def test_run_row_is_created_at_start_and_rows_written_in_groups_as_they_finish(tmp_path, monkeypatch):
+    """Rows are committed in groups (GROUP_ROWS rows at most): another connection sees each group
+    as soon as it is full, before the run ends, with the run row still `started`."""
+    from factcli.run import session as session_mod
 
     seen = []
-    original = EvalSession.write
+    original = session_mod.EvalSession.flush
 
-    def spy(self, result, commit=True):
-        original(self, result, commit)
-        with sqlite3.connect(self.store.path) as other:
-            seen.append((other.execute("SELECT status FROM runs").fetchone()[0],
-                         other.execute("SELECT COUNT(*) FROM results").fetchone()[0]))
+    def spy(self, current=None):
+        queued = len(self._group)
+        original(self, current)
+        if queued:
+            with sqlite3.connect(self.store.path) as other:
+                seen.append((queued, other.execute("SELECT status FROM runs").fetchone()[0],
+                             other.execute("SELECT COUNT(*) FROM results").fetchone()[0]))
 
-    monkeypatch.setattr(EvalSession, "write", spy)
+    monkeypatch.setattr(session_mod, "GROUP_ROWS", 2)
+    monkeypatch.setattr(session_mod, "GROUP_S", 60.0)  # only full groups here: the time bound is the next test
+    monkeypatch.setattr(session_mod.EvalSession, "flush", spy)
     assert evaluate("-c", write(tmp_path / "c.yaml", ECHO), "-j", "1").exit_code == 100
-    assert seen == [("started", 1), ("started", 2), ("started", 3), ("started", 4)]
+    assert seen == [(2, "started", 2), (2, "started", 4)]
+
+
+def test_a_row_is_committed_within_the_group_time_of_finishing(tmp_path, fake_openai, monkeypatch):
+    """A slow model: each row is committed GROUP_S (0.1 s) after it finished, without waiting for
+    the next row to fill its group, so a SIGKILL between calls loses nothing."""
+    from factcli.run import session as session_mod
+
+    fake_openai.latency = 0.4
+    monkeypatch.setenv("OPENAI_API_KEY", "dummy")
+    monkeypatch.setenv("FAKE_OPENAI_URL", fake_openai.url)
+    seen = []
+    original = session_mod.EvalSession.write
+
+    def spy(self, result):
+        with sqlite3.connect(self.store.path) as other:  # before this row: every earlier one is in
+            seen.append((self.seq, other.execute("SELECT COUNT(*) FROM results").fetchone()[0]))
+        original(self, result)
+
+    monkeypatch.setattr(session_mod.EvalSession, "write", spy)
+    cfg = write(tmp_path / "c.yaml", KILL_CONFIG.split("tests:")[0] + "tests:\n"
+                + "".join(f"  - vars: {{n: '{i}'}}\n" for i in range(3)))
+    assert evaluate("-c", cfg, "-j", "1", "--no-cache").exit_code == 0
+    assert seen == [(0, 0), (1, 1), (2, 2)]
 
 
 # ---------------------------------------------------------------- rows live in the store, not in memory
@@ -211,15 +239,16 @@ def test_a_store_that_fails_mid_run_loses_no_row(tmp_path, monkeypatch):
     """The database stops taking rows after the 5th: the rows it has are read back, the rest stay
     in memory, and the table and -o file show all of them."""
     calls = []
-    original = Store.upsert_result
+    original = Store.write_results
 
-    def failing(self, record, commit=True):
-        calls.append(1)
-        if len(calls) > 5:
-            raise sqlite3.OperationalError("disk I/O error")
-        return original(self, record, commit)
+    def failing(self, rows):
+        for row in rows:
+            calls.append(1)
+            if len(calls) > 5:
+                raise sqlite3.OperationalError("disk I/O error")
+            original(self, [row])
 
-    monkeypatch.setattr(Store, "upsert_result", failing)
+    monkeypatch.setattr(Store, "write_results", failing)
     runs = _grab_run(monkeypatch)
     out = tmp_path / "out.json"
     result = cli("eval", "--no-progress-bar", "-j", "1", "-c", write(tmp_path / "c.yaml", _many(30)), "-o", out)

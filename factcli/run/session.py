@@ -11,6 +11,7 @@ cli._run_eval drives it:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -22,11 +23,16 @@ from factcli.errors import FactcliError
 from factcli.settings import VERSION
 from factcli.store.database import Store, now, shown_status
 from factcli.store.encode import loads
-from factcli.store.records import column_record, from_record, metrics_to_json, write_row
+from factcli.store.records import column_record, from_record, metrics_to_json, to_row
 from factcli.store.redact import REDACTED, Scrubber
 from factcli.types import COMPARE_TYPES, compares, test_key
 
 METRICS_EVERY_S = 1.0  # column metrics are refreshed this often while a run writes
+# Rows are committed in groups (a commit per row was a third of a stored echo run's time): a group
+# is committed once it has GROUP_ROWS rows or GROUP_S seconds after its first row, whichever comes
+# first, so a SIGKILL loses at most that much (docs/commands.md, "Crashes and --resume").
+GROUP_ROWS = 500
+GROUP_S = 0.1
 _RESUME_CONFLICTS = (("-c", "config"), ("--var", "var"), ("--repeat", "repeat"),
                      ("--filter-pattern", "filter_pattern"), ("--filter-first-n", "filter_first_n"),
                      ("--filter-sample", "filter_sample"), ("--filter-failing", "filter_failing"),
@@ -68,6 +74,9 @@ class EvalSession:
         self.finished = False
         self._metrics_at = 0.0
         self._derived: list = []
+        self._group: list[tuple] = []  # rows written but not yet committed (write / flush)
+        self._group_results: list = []
+        self._timer = None  # the event loop's call to flush(), GROUP_S after a group's first row
         self._args: dict = {}
         self._options = None
 
@@ -332,11 +341,12 @@ class EvalSession:
         """From here on the run's rows live in the store, not in memory (EvalRun.keep)."""
         from factcli.store.records import StoredRows
 
-        run.stored_rows = StoredRows(self.store.path, run.run_id, run.columns)
+        run.stored_rows = StoredRows(self.store.path, run.run_id, run.columns, flush=self.flush)
 
-    def _hold_rows(self) -> None:
-        """The store stopped taking rows: read back the ones it has, so that the table and the
-        result files still show every row; the rows still to come stay in memory."""
+    def _hold_rows(self, unwritten: list) -> None:
+        """The store stopped taking rows: read back the ones it has and keep the group it failed to
+        write, so that the table and the result files still show every row; the rows still to come
+        stay in memory."""
         run = self.run
         stored, run.stored_rows = run.stored_rows, None
         if stored is None:
@@ -344,14 +354,19 @@ class EvalSession:
         held = {(r.step.test_idx, r.step.prompt_idx, r.step.repeat_idx) for r in run.rows}
         try:
             for r in stored:
-                if (r.step.test_idx, r.step.prompt_idx, r.step.repeat_idx) not in held:
+                key = (r.step.test_idx, r.step.prompt_idx, r.step.repeat_idx)
+                if key not in held:
+                    held.add(key)
                     run.rows.append(r)
         except (sqlite3.Error, FactcliError) as exc:
             _warn(f"could not read back the rows already stored ({exc}); they are in {self.store.path} "
                   "but missing from this run's table and result files")
+        for r in unwritten:
+            if (r.step.test_idx, r.step.prompt_idx, r.step.repeat_idx) not in held:
+                run.rows.append(r)
 
     def recorder(self, forward=None):
-        """The on_result callback: forward (progress bar), then write the row and commit."""
+        """The on_result callback: forward (progress bar), then write the row (committed with its group)."""
 
         def on_result(result) -> None:
             if forward is not None:
@@ -360,12 +375,42 @@ class EvalSession:
 
         return on_result
 
-    def write(self, result, commit: bool = True) -> None:
+    def write(self, result) -> None:
+        """Queue a finished row for the store. Rows are committed in groups, at most GROUP_ROWS rows
+        or GROUP_S seconds after the group's first row (a timer on the running event loop), and at
+        the end, also after Ctrl-C, an error or the budget: a SIGKILL loses at most the last group,
+        which --resume runs again (from the response cache)."""
         if not self.writing:
             return
+        self._queue(result)
+        if len(self._group) >= GROUP_ROWS:
+            self.flush(current=result)
+        elif self._timer is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # no loop to wake us: write it now
+                self.flush(current=result)
+                return
+            self._timer = loop.call_later(GROUP_S, self.flush)
+
+    def _queue(self, result) -> None:
         self.seq += 1
+        self._group.append(to_row(self.run.run_id, result, self.seq, self.scrub))
+        self._group_results.append(result)
+
+    def flush(self, current=None) -> None:
+        """Write and commit the queued rows (and, once a second, the run's running totals). `current`:
+        the row being recorded, which the run holds itself if the store fails now. A group stays
+        queued until it is committed (a Ctrl-C inside the write: finish() writes it again)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        group, results = self._group, self._group_results
+        if not self.writing or not group:
+            self._group, self._group_results = [], []
+            return
         try:
-            write_row(self.store, self.run.run_id, result, self.seq, self.scrub)
+            self.store.write_results(group)
             if time.monotonic() - self._metrics_at >= METRICS_EVERY_S:
                 self._metrics_at = time.monotonic()
                 self.store.set_column_metrics(self.run.run_id, [metrics_to_json(m) for m in self.run.metrics],
@@ -373,12 +418,12 @@ class EvalSession:
                 tokens, cost = self._totals(self.run)
                 self.store.update_run(self.run.run_id, {"updated_at": now(), "tokens_json": json.dumps(tokens),
                                                         "cost": cost}, commit=False)
-            if commit:
-                self.store.commit()
+            self.store.commit()
         except sqlite3.Error as exc:
             self.writing = False
             _warn(f"could not write to {self.store.path} ({exc}); the rest of this run is not stored")
-            self._hold_rows()
+            self._hold_rows([r for r in results if r is not current])
+        self._group, self._group_results = [], []
 
     def finish(self, run, error: BaseException | None = None) -> None:
         """Final status, totals and column metrics; also after Ctrl-C, an abort or an error."""
@@ -386,6 +431,7 @@ class EvalSession:
             return
         self.finished = True
         try:
+            self.flush()
             if self.writing:
                 self._finish(run, error)
         except sqlite3.Error as exc:
@@ -413,7 +459,6 @@ class EvalSession:
 
     def _finish(self, run, error) -> None:
         store, run_id = self.store, run.run_id
-        store.commit()
         status = "error" if error is not None else run.status
         if status == "started":
             status = "interrupted"
@@ -424,7 +469,8 @@ class EvalSession:
                 status = "interrupted"  # e.g. --retry-errors on a run that never finished
             for r in run.rows:  # comparisons changed these rows after they were written
                 if compares(r.step.test):
-                    self.write(r, commit=False)
+                    self._queue(r)
+            self.flush()
         tokens_json, cost = self._totals(run)
         src = self.source or {}
         run.duration_ms = (src.get("duration_ms") or 0) + (run.duration_ms or 0)

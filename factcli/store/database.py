@@ -97,7 +97,8 @@ def _migrations():
 
 
 class Store:
-    """One open database. Writes go through `upsert_result` / `update_run` and are committed at once."""
+    """One open database. A run's rows are written in groups through `write_results` and committed by
+    the caller (`commit`); run rows through `insert_run` / `update_run`."""
 
     def __init__(self, path: Path, conn: sqlite3.Connection):
         self.path = path
@@ -272,6 +273,12 @@ class Store:
         self.conn.execute(_UPSERT, [record.get(f) for f in RESULT_FIELDS])
         if commit:
             self.conn.commit()
+
+    def write_results(self, rows: list[tuple]) -> None:
+        """Upsert a group of rows, each a tuple in RESULT_FIELDS order (keyed on run, test, prompt
+        and repeat), uncommitted: the session commits a group at once (run/session.py)."""
+        if rows:
+            self.conn.executemany(_UPSERT, rows)
 
     def commit(self) -> None:
         self.conn.commit()

@@ -1,4 +1,4 @@
-"""Rows between memory and the store: EvalResult -> results record and back, a finished row's one write, and a
+"""Rows between memory and the store: EvalResult -> results row (`to_row`) and back, and a
 run's rows read back in order (a stored run as an EvalRun is run/stored.py).
 
 The stored form keeps everything the results JSON needs, so an export from the store is the same
@@ -35,16 +35,16 @@ def _num(value: Any) -> float | None:
     return None
 
 
-def to_record(run_id: str, r: EvalResult, seq: int, scrub: Scrubber) -> dict:
+def to_row(run_id: str, r: EvalResult, seq: int, scrub: Scrubber, created_at: str | None = None) -> tuple:
+    """A finished row as the store keeps it: a tuple in RESULT_FIELDS order, secrets scrubbed, NaN
+    as null, each JSON field encoded once (Scrubber.dumps_all checks the record's texts in one pass)."""
     from factcli.types import grading_json
 
     step, resp = r.step, r.response
     output, output_json = resp.output, 0
-    if output is not None and not isinstance(output, str):
-        output, output_json = scrub.dumps(output), 1
-    else:
-        output = scrub.text(output)
+    json_output = output is not None and not isinstance(output, str)
     test_case = {k: (None if k == "vars" else v) for k, v in step.test.raw.items()}  # vars: stored apart
+    usage = resp.token_usage
     extra = {
         "testCase": test_case,
         "metadata": dict(step.test.metadata),
@@ -53,7 +53,7 @@ def to_record(run_id: str, r: EvalResult, seq: int, scrub: Scrubber) -> dict:
             "error": resp.error,
             "finishReason": resp.finish_reason,
             "metadata": dict(resp.metadata),
-            "tokenUsage": resp.token_usage.to_json(),
+            "tokenUsage": usage.to_json(),
             "latencyMs": resp.latency_ms,
             "retries": resp.retries,
         },
@@ -61,28 +61,22 @@ def to_record(run_id: str, r: EvalResult, seq: int, scrub: Scrubber) -> dict:
     }
     if r.conversation is not None:
         extra["conversation"] = r.conversation
-    grader_tokens = r.grading.tokens_used.total if r.grading is not None else 0
-    return {
-        "run_id": run_id, "test_idx": step.test_idx, "prompt_idx": step.prompt_idx,
-        "repeat_idx": step.repeat_idx, "provider_idx": step.provider_idx, "seq": seq,
-        "test_key": test_key(step.test.description, step.vars),
-        "description": scrub.text(step.test.description),
-        "success": int(bool(r.success)), "failure_reason": r.failure_reason, "score": _num(r.score),
-        "error": scrub.text(r.error), "output": output, "output_json": output_json,
-        "named_scores_json": scrub.dumps(dict(r.named_scores)),
-        "grading_json": scrub.dumps(grading_json(r.grading, top=True)) if r.grading is not None else None,
-        "latency_ms": _num(r.latency_ms), "tokens_prompt": resp.token_usage.prompt,
-        "tokens_completion": resp.token_usage.completion, "tokens_total": resp.token_usage.total,
-        "grader_tokens": grader_tokens, "cost": _num(resp.cost), "cached": int(bool(resp.cached)),
-        "vars_json": scrub.dumps(dict(step.vars)), "rendered_prompt": scrub.text(r.rendered_prompt),
-        "extra_json": scrub.dumps(extra), "created_at": now(),
-    }
-
-
-def write_row(store: Store, run_id: str, r: EvalResult, seq: int, scrub: Scrubber) -> None:
-    """A finished row's one trip into the store: made a record (secrets scrubbed, NaN as null, JSON
-    encoded once) and upserted, uncommitted; the session commits."""
-    store.upsert_result(to_record(run_id, r, seq, scrub), commit=False)
+    grading = r.grading
+    named, graded, variables, extra_text, encoded_output = scrub.dumps_all(
+        (dict(r.named_scores), grading_json(grading, top=True) if grading is not None else None, dict(step.vars),
+         extra, output if json_output else None))
+    if json_output:
+        output, output_json = encoded_output, 1
+    else:
+        output = scrub.text(output)
+    return (
+        run_id, step.test_idx, step.prompt_idx, step.repeat_idx, step.provider_idx, seq,
+        test_key(step.test.description, step.vars), scrub.text(step.test.description),
+        int(bool(r.success)), r.failure_reason, _num(r.score), scrub.text(r.error), output, output_json,
+        named, graded, _num(r.latency_ms), usage.prompt, usage.completion, usage.total,
+        grading.tokens_used.total if grading is not None else 0, _num(resp.cost), int(bool(resp.cached)),
+        variables, scrub.text(r.rendered_prompt), extra_text, created_at or now(),
+    )
 
 
 # ---------------------------------------------------------------- back from the store
@@ -253,12 +247,18 @@ class MemoryRows:
 
 class StoredRows:
     """The rows of a run as the store has them, read back one at a time (each read opens its own
-    connection, so it works after the writer closed its own)."""
+    connection, so it works after the writer closed its own). `flush`: commits the rows the writer
+    still holds in its group (an afterAll hook reads the rows while the run is going on)."""
 
-    def __init__(self, path, run_id: str, columns: list):
-        self.path, self.run_id, self.columns = path, run_id, columns
+    def __init__(self, path, run_id: str, columns: list, flush=None):
+        self.path, self.run_id, self.columns, self.flush = path, run_id, columns, flush
+
+    def _commit_pending(self) -> None:
+        if self.flush is not None:
+            self.flush()
 
     def __iter__(self):
+        self._commit_pending()
         store = Store.open(self.path)
         try:
             for rec in store.results(self.run_id, order=ROW_ORDER):
@@ -267,6 +267,7 @@ class StoredRows:
             store.close()
 
     def first_tests(self, n: int) -> tuple[list[EvalResult], int]:
+        self._commit_pending()
         with Store.open(self.path) as store:
             total = store.conn.execute("SELECT COUNT(DISTINCT test_idx) FROM results WHERE run_id = ?",
                                        (self.run_id,)).fetchone()[0]
@@ -281,6 +282,7 @@ class StoredRows:
 
     def facts(self) -> RowFacts:
         facts = RowFacts()
+        self._commit_pending()
         with Store.open(self.path) as store:
             for rec in store.results(self.run_id, order=ROW_ORDER,
                                      fields="vars_json, named_scores_json, description"):
