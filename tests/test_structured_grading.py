@@ -179,6 +179,7 @@ def test_a_server_refusing_the_schema_still_grades_every_row(fake_openai, tmp_pa
     assert len(comps) == 30 and all(c["pass"] for c in comps)
     # one refused request per endpoint and form refused, however many calls were in flight
     assert fake_openai.format_refusals == 2 * per_endpoint
+    assert " ".join(result.output.split()).count("refused the reply's JSON schema") == 2  # one warning per endpoint
     for judge in ("judge", "judge2"):
         sent = [g["response_format"] for g in fake_openai.generations if g["model"] == judge]
         assert [rf["type"] for rf in sent[:per_endpoint]] == list(refused)

@@ -127,6 +127,17 @@ class FormatMemory:
         self.form[endpoint] = FORMS[FORMS.index(sent) + 1]
         self.confirmed.discard(endpoint)
 
+    def notes(self) -> list[str]:
+        """One line per endpoint that refused a form, for the run's warnings."""
+        out = []
+        for endpoint, n in self.rejected.items():
+            form = self.form.get(endpoint, "json_schema")
+            then = "with response_format json_object" if form == "json_object" else "without response_format"
+            out.append(f"grader endpoint {endpoint} refused the reply's JSON schema ({n} request(s) answered 400); "
+                       f"its grader calls went on {then}, so replies were not held to the schema "
+                       "(docs/judges.md: when a server refuses the schema)")
+        return out
+
     def lock(self, endpoint: str) -> asyncio.Lock:
         """Held while an endpoint's first structured request is under way."""
         return self._locks.setdefault(endpoint, asyncio.Lock())
