@@ -211,8 +211,9 @@ class Caller:
             sent = dict(context, overrides=self.formats.apply(endpoint, context["overrides"]))
             resp = await self._attempts(provider, prompt, sent)
             if resp is not _REFUSED:
-                if resp.error is None:
-                    self.formats.confirmed.add(endpoint)
+                # answered, or failed otherwise (a timeout, a 500): the form was not what the server
+                # refused, and the calls waiting behind this one need not wait any longer
+                self.formats.confirmed.add(endpoint)
                 return resp
             self.formats.downgrade(endpoint, FormatMemory.form_of(sent["overrides"]))
 
