@@ -235,3 +235,21 @@ def test_dry_run_reserves_each_steps_cap(fake_openai, tmp_path):
     line = next(x for x in result.output.splitlines() if "grader openai:chat:judge" in x)
     assert "4 calls" in line and "replies up to 512 tokens each" in line, line
     assert fake_openai.request_count == 0
+
+
+def test_through_litellm_too_a_refused_schema_falls_back_once(fake_openai, tmp_path):
+    fake_openai.refuse_response_format("json_schema")
+    fake_openai.add_rule(".", SENTENCE, model="m")
+    fake_openai.add_rule(".", text_judge, model="judge3")
+    judge = '{id: "litellm:openai/judge3", config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}", apiKey: sk-test}}'
+    tests = "".join(f'  - vars: {{question: "q{i}"}}\n    assert: [{{type: factuality, value: "Paris is big.", '
+                    f'provider: {judge}}}]\n' for i in range(4))
+    out = tmp_path / "r.json"
+    result = run("-c", write(tmp_path / "c.yaml", THREE % {"url": URL, "tests": tests}), "-o", out, "-j", "4")
+    assert result.exit_code == 0, result.output
+    _, comps = graded_components(out)
+    assert len(comps) == 4 and all(c["pass"] for c in comps)
+    sent = [g for g in fake_openai.generations if g["model"] == "judge3"]
+    assert fake_openai.format_refusals == 1 and len(sent) == 5
+    assert sent[0]["response_format"]["type"] == "json_schema" and sent[0]["max_tokens"] == 512
+    assert all(g["response_format"] == {"type": "json_object"} for g in sent[1:])
