@@ -52,3 +52,35 @@ def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
+
+
+# ---------------------------------------------------------------- PostgreSQL (tests/pg_cluster.py)
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """One throw-away PostgreSQL cluster for the whole session; the tests that need it skip, saying
+    why, only when it cannot be started."""
+    from pg_cluster import PgCluster
+
+    cluster = PgCluster()
+    reason = cluster.start()
+    if reason is not None:
+        cluster.stop()
+        pytest.skip(f"PostgreSQL tests skipped: {reason}")
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def pg_url(pg_cluster) -> str:
+    """A fresh, empty database of the session's cluster, as a URL with its password."""
+    return pg_cluster.new_database()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_target(request, tmp_path) -> str:
+    """The same test on both backends: a SQLite file, then a PostgreSQL URL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "runs.db")
+    return request.getfixturevalue("pg_url")

@@ -7,7 +7,7 @@ import threading
 from rich.console import Console
 
 from factcli import activity
-from factcli.methods.knowledge import open_source
+from factcli.providers.search.knowledge import open_source
 from factcli.report import summary
 
 

@@ -14,7 +14,7 @@ from conftest import ROOT, write
 from factcli.methods.factscore import factscore_summary, format_factscore_summary, length_penalty, response_sentences
 from factcli.scoring.abstention import detect_abstention
 from factcli.cli import app
-from factcli.methods.knowledge import (FACTSCORE_SEPARATOR, KnowledgeError, open_source, split_passages,
+from factcli.providers.search.knowledge import (FACTSCORE_SEPARATOR, KnowledgeError, open_source, split_passages,
                                split_sentences, text_source)
 
 runner = CliRunner()

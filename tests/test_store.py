@@ -238,8 +238,10 @@ def test_the_streamed_json_is_the_document_byte_for_byte(tmp_path, monkeypatch):
 def test_a_store_that_fails_mid_run_loses_no_row(tmp_path, monkeypatch):
     """The database stops taking rows after the 5th: the rows it has are read back, the rest stay
     in memory, and the table and -o file show all of them."""
+    from factcli.store.sqlite_backend import SQLiteStore  # what Store.open returns for a file
+
     calls = []
-    original = Store.write_results
+    original = SQLiteStore.write_results
 
     def failing(self, rows):
         for row in rows:
@@ -248,7 +250,7 @@ def test_a_store_that_fails_mid_run_loses_no_row(tmp_path, monkeypatch):
                 raise sqlite3.OperationalError("disk I/O error")
             original(self, [row])
 
-    monkeypatch.setattr(Store, "write_results", failing)
+    monkeypatch.setattr(SQLiteStore, "write_results", failing)
     runs = _grab_run(monkeypatch)
     out = tmp_path / "out.json"
     result = cli("eval", "--no-progress-bar", "-j", "1", "-c", write(tmp_path / "c.yaml", _many(30)), "-o", out)
@@ -352,7 +354,8 @@ def test_ctrl_c_marks_the_run_interrupted_and_resume_finishes_it(tmp_path, fake_
     assert len(_rows(isolated_home / "factcli.db")) == 40
 
 
-def test_retry_errors_reruns_only_error_rows(tmp_path, fake_openai, monkeypatch):
+def test_retry_errors_reruns_only_error_rows(tmp_path, fake_openai, monkeypatch, db_target):
+    monkeypatch.setenv("FACTCLI_DB", db_target)  # both backends
     monkeypatch.setenv("FACTCLI_MAX_RETRIES", "0")
     cfg = write(tmp_path / "c.yaml", KILL_CONFIG.split("tests:")[0] + "tests:\n" + "".join(
         f"  - vars: {{n: '{i}'}}\n    assert: [{{type: contains, value: 'Q: 1'}}]\n" for i in range(4)))

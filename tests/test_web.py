@@ -313,9 +313,18 @@ def test_view_web_options(stored, monkeypatch, tmp_path):
     path, kw = calls[-1]
     assert path == db and kw["host"] == "127.0.0.1" and kw["port"] == free and kw["open_browser"] is False
     assert kw["path"] == f"/runs/{run_id}?failures=1"
+    n = len(calls)
+    result = cli("view", "--web", "--host", "0.0.0.0", "--db", db)  # the network without a token: refused
+    assert result.exit_code == 1 and "--token" in result.output and len(calls) == n, result.output
+    result = cli("view", "--web", "--host", "0.0.0.0", "--token", "short", "--db", db)
+    assert result.exit_code == 1 and "too short" in result.output and len(calls) == n
+    monkeypatch.setenv("FACTCLI_WEB_TOKEN", "t" * 20)
     result = cli("view", "--web", "--host", "0.0.0.0", "--db", db)
     assert result.exit_code == 0 and "anyone who can reach this machine" in result.output
     assert calls[-1][1]["open_browser"] is True and calls[-1][1]["host"] == "0.0.0.0"
+    assert calls[-1][1]["token"] == "t" * 20
+    result = cli("view", "--token", "x" * 20, "--db", db)
+    assert result.exit_code == 1 and "go with --web" in result.output
     for args, words in ((["--web", "--json"], "do not go together"), (["--port", "9"], "go with --web"),
                         (["--web", "nope"], "no run 'nope'")):
         result = cli("view", *args, "--db", db)

@@ -16,6 +16,8 @@ app = typer.Typer(
 )
 cache_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Manage the response cache.")
 app.add_typer(cache_app, name="cache")
+DB_HELP = ("The run store: a SQLite file or a postgresql:// URL (default: FACTCLI_DB, else "
+           "FACTCLI_HOME/factcli.db).")
 
 
 def _version(value: bool) -> None:
@@ -33,10 +35,13 @@ def _root(
 
 
 def fail(message: str, code: int = 1, problems: tuple | list = ()) -> None:
-    """Print an error (and, for a check that found several, one line per problem) and exit."""
-    typer.echo(f"error: {one_line(message)}", err=True)
+    """Print an error (and, for a check that found several, one line per problem) and exit. A
+    database URL's password never reaches the terminal (shown as ***)."""
+    from factcli.store.database import redact
+
+    typer.echo(f"error: {one_line(redact(message))}", err=True)
     for problem in problems:
-        typer.echo(f"  - {one_line(problem)}", err=True)
+        typer.echo(f"  - {one_line(redact(problem))}", err=True)
     raise typer.Exit(code)
 
 

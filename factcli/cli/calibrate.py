@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from factcli.cli.app import app, fail
+from factcli.cli.app import DB_HELP, app, fail
 
 
 @app.command("calibrate")
@@ -37,7 +37,7 @@ def calibrate_cmd(
     ratings: Optional[str] = typer.Option(None, "--ratings", metavar="RUN", help="Measure a stored run's judge "
                                           "against people's ratings of it (no model call): its model-graded "
                                           "verdicts as predictions, the ratings as labels."),
-    db: Optional[Path] = typer.Option(None, "--db", metavar="FILE", help="The run store (default: FACTCLI_HOME/factcli.db)."),
+    db: Optional[str] = typer.Option(None, "--db", metavar="DB", help=DB_HELP),
     no_write: bool = typer.Option(False, "--no-write", help="Do not store this run."),
 ) -> None:
     """Measure grader configurations against human labels: macro-F1, accuracy, FPR, FNR, F1 of

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from factcli.cli.app import app, fail, one_line
+from factcli.cli.app import DB_HELP, app, fail, one_line
 from factcli.errors import FactcliError
 
 
@@ -39,7 +39,7 @@ def eval_cmd(
                                               "to score existing outputs; use with --model-outputs."),
     model_outputs: Path | None = typer.Option(None, "--model-outputs", metavar="FILE", help="JSON list of outputs "
                                                  "(strings or {output, tags}) to score with --assertions."),
-    db: Path | None = typer.Option(None, "--db", metavar="FILE", help="The run store (default: FACTCLI_HOME/factcli.db)."),
+    db: str | None = typer.Option(None, "--db", metavar="DB", help=DB_HELP),
     no_write: bool = typer.Option(False, "--no-write", help="Do not store this run."),
     resume: str | None = typer.Option(None, "--resume", metavar="RUN", help="Finish an interrupted run "
                                          "(id, prefix or 'latest') with its stored config; finished rows are kept."),

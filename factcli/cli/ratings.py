@@ -20,7 +20,7 @@ app.add_typer(ratings_app, name="ratings")
 def list_cmd(
     run: str = typer.Argument("latest", metavar="RUN", help=RUN_HELP),
     retracted: bool = typer.Option(False, "--retracted", help="Also the ratings taken back (marked)."),
-    db: Optional[Path] = typer.Option(None, "--db", metavar="FILE", help=DB_HELP),
+    db: Optional[str] = typer.Option(None, "--db", metavar="DB", help=DB_HELP),
 ) -> None:
     """One line per rating: its id, the row, pass/fail, rater, assertion, comment and when."""
     from factcli.report.ratings import render_list
@@ -37,7 +37,7 @@ def export_cmd(
     run: str = typer.Argument("latest", metavar="RUN", help=RUN_HELP),
     output: Path = typer.Option(..., "-o", "--output", metavar="FILE", help="The labels file: .jsonl or .csv, "
                                 "the formats `factcli calibrate` reads."),
-    db: Optional[Path] = typer.Option(None, "--db", metavar="FILE", help=DB_HELP),
+    db: Optional[str] = typer.Option(None, "--db", metavar="DB", help=DB_HELP),
 ) -> None:
     """Write the rated rows as labeled items for `factcli calibrate`: one per row with a row-level
     rating in force (the latest), with its output, its rendered prompt as `question`, `reference` and

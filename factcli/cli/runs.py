@@ -12,34 +12,31 @@ from typing import List, Optional
 
 import typer
 
-from factcli.cli.app import app, fail
+from factcli.cli.app import DB_HELP, app, fail
 
-DB_HELP = "The run store (default: FACTCLI_HOME/factcli.db)."
 RUN_HELP = ("A run id, 'latest', or a unique part of an id: its start (eval-20261124T19) or its "
             "hex tail (9a84d9).")
 
 
 @contextlib.contextmanager
-def _store(db: Optional[Path]):
+def _store(db: Optional[str], create: bool = False):
     """Open the store; any problem with it, or an unknown run, is one line and exit 1."""
-    import sqlite3
-
     from factcli.errors import FactcliError
-    from factcli.store.database import Store
+    from factcli.store.database import Store, redact, shown, store_errors
 
     store = None
     try:
-        store = Store.open(db)
+        store = Store.open(db, create=create)
         yield store
     except FactcliError as exc:
         fail(str(exc), exc.exit_code)
-    except sqlite3.Error as exc:
-        fail(f"{db or 'the database'}: database error: {exc}")
+    except store_errors() as exc:
+        fail(f"{shown(db)}: database error: {redact(' '.join(str(exc).split()))}")
     finally:
         if store is not None:
             try:
                 store.close()
-            except sqlite3.Error:
+            except store_errors():
                 pass
 
 
@@ -56,7 +53,7 @@ def view_cmd(
     page_no: int = typer.Option(1, "--page", metavar="N", min=1, help="Page to show (1 is the first)."),
     full: bool = typer.Option(False, "--full", help="Whole outputs and reasons, every column."),
     as_json: bool = typer.Option(False, "--json", help="Print the page as JSON."),
-    db: Optional[Path] = typer.Option(None, "--db", metavar="FILE", help=DB_HELP),
+    db: Optional[str] = typer.Option(None, "--db", metavar="DB", help=DB_HELP),
     web: bool = typer.Option(False, "--web", help="Serve the store as a local web page (runs, the results "
                              "matrix, cells, compare, ratings) until Ctrl-C."),
     port: Optional[int] = typer.Option(None, "--port", metavar="N", min=1, max=65535,
@@ -64,6 +61,10 @@ def view_cmd(
     host: str = typer.Option("127.0.0.1", "--host", metavar="H", help="With --web: the address to listen on. "
                              "0.0.0.0 lets anyone on the network read the results."),
     no_open: bool = typer.Option(False, "--no-open", help="With --web: do not open a browser."),
+    token: Optional[str] = typer.Option(None, "--token", metavar="TOKEN",
+                                        help="With --web: every request must carry this token (Authorization: "
+                                             "Bearer TOKEN, or the sign-in page); required with a --host other "
+                                             "than loopback. Default: FACTCLI_WEB_TOKEN."),
 ) -> None:
     """Show a stored run as a table: tests as rows, prompt x provider as columns (--web: as a local web page)."""
     from factcli.report import view as viewer
@@ -71,11 +72,11 @@ def view_cmd(
     if web:
         if as_json:
             fail("--json and --web do not go together: --web serves pages, --json prints one page")
-        _serve_web(db, run, host=host, port=port, open_browser=not no_open,
+        _serve_web(db, run, host=host, port=port, open_browser=not no_open, token=token,
                    query={"failures": failures, "errors": errors, "q": filter_text})
         return
-    if port is not None or no_open or host != "127.0.0.1":
-        fail("--port, --host and --no-open go with --web")
+    if port is not None or no_open or host != "127.0.0.1" or token is not None:
+        fail("--port, --host, --no-open and --token go with --web")
     filtered = failures or errors or bool(filter_text)
     with _store(db) as store:
         row = store.resolve(run)
@@ -119,16 +120,22 @@ def view_cmd(
                            + (" …filters" if filtered else "") + _db_flag(db), style="dim"), soft_wrap=True)
 
 
-def _serve_web(db: Optional[Path], run: str, *, host: str, port: Optional[int], open_browser: bool,
-               query: dict) -> None:
-    """`view --web`: check the store and the run here (a bad one is one line and exit 1), then serve."""
+def _serve_web(db: Optional[str], run: str, *, host: str, port: Optional[int], open_browser: bool,
+               query: dict, token: Optional[str] = None) -> None:
+    """`view --web`: check the token, the store and the run here (a bad one is one line and exit 1), then serve."""
     from urllib.parse import quote, urlencode
 
     from factcli.errors import FactcliError
     from factcli.web import server
 
+    import os
+
+    try:
+        token = server.check_token(host, token if token is not None else os.environ.get("FACTCLI_WEB_TOKEN"))
+    except FactcliError as exc:
+        fail(str(exc), exc.exit_code)
     with _store(db) as store:
-        path = store.path
+        target = store.target
         row = store.resolve(run)
     shown = {k: (1 if v is True else v) for k, v in query.items() if v}
     page = f"/runs/{quote(row['id'], safe='')}" + (f"?{urlencode(shown)}" if shown else "")
@@ -136,12 +143,12 @@ def _serve_web(db: Optional[Path], run: str, *, host: str, port: Optional[int], 
         chosen, note = server.pick_port(host, port)
     except FactcliError as exc:
         fail(str(exc), exc.exit_code)
-    warning = server.exposed_warning(host)
+    warning = server.exposed_warning(host, token)
     if warning:
         typer.secho(warning, fg="yellow", err=True)
     if note:
         typer.echo(note)
-    server.serve(path, host=host, port=chosen, path=page, open_browser=open_browser, echo=typer.echo)
+    server.serve(target, host=host, port=chosen, path=page, open_browser=open_browser, echo=typer.echo, token=token)
 
 
 def _first_failed(info: dict) -> int | None:
@@ -153,26 +160,28 @@ def _first_failed(info: dict) -> int | None:
     return None
 
 
-def _db_flag(db: Path | None) -> str:
+def _db_flag(db: str | None) -> str:
     if db is None:
         return ""
     import shlex
 
-    return f" --db {shlex.quote(str(db))}"
+    from factcli.store.database import shown
+
+    return f" --db {shlex.quote(shown(db))}"
 
 
 @app.command("list")
 def list_cmd(
     n: int = typer.Option(20, "-n", metavar="N", min=1, help="How many runs, newest first."),
     as_json: bool = typer.Option(False, "--json", help="Print the runs as JSON."),
-    db: Optional[Path] = typer.Option(None, "--db", metavar="FILE", help=DB_HELP),
+    db: Optional[str] = typer.Option(None, "--db", metavar="DB", help=DB_HELP),
 ) -> None:
     """List stored runs, newest first."""
     from factcli.report import view as viewer
-    from factcli.store.database import default_path, shown_status
+    from factcli.store.database import default_target, is_url, shown_status
 
-    path = db or default_path()
-    if db is None and not path.exists():
+    path = db or default_target()
+    if db is None and not is_url(path) and not path.exists():
         typer.echo("[]" if as_json else f"No runs stored yet ({path}).")
         return
     with _store(db) as store:
@@ -180,7 +189,7 @@ def list_cmd(
         open_ids = [r["id"] for r in runs if not r.get("finished_at")]
         counts = {}
         for rid in open_ids:
-            counts[rid] = store.conn.execute("SELECT COUNT(*) FROM results WHERE run_id = ?", (rid,)).fetchone()[0]
+            counts[rid] = store.result_count(rid)
     if as_json:
         import json
 
@@ -207,7 +216,7 @@ def show_cmd(
     test_idx: Optional[int] = typer.Argument(None, metavar="TEST_IDX", help="One test: every column's prompt, "
                                              "output, assertions with reasons, grader replies and claims."),
     as_json: bool = typer.Option(False, "--json", help="Print the stored rows as JSON."),
-    db: Optional[Path] = typer.Option(None, "--db", metavar="FILE", help=DB_HELP),
+    db: Optional[str] = typer.Option(None, "--db", metavar="DB", help=DB_HELP),
 ) -> None:
     """Show one run (config, options, column metrics) or one test of it in full."""
     from factcli.report import show as detail
@@ -225,7 +234,7 @@ def diff_cmd(
     run_a: str = typer.Argument(..., metavar="RUN_A", help=RUN_HELP),
     run_b: str = typer.Argument(..., metavar="RUN_B", help=RUN_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the differences as JSON."),
-    db: Optional[Path] = typer.Option(None, "--db", metavar="FILE", help=DB_HELP),
+    db: Optional[str] = typer.Option(None, "--db", metavar="DB", help=DB_HELP),
 ) -> None:
     """Compare two runs: rows that flipped between PASS, FAIL and ERROR, and metric deltas per column.
 
@@ -242,7 +251,7 @@ def export_cmd(
     run: str = typer.Argument(..., metavar="RUN", help=RUN_HELP),
     output: List[Path] = typer.Option(..., "-o", "--output", metavar="FILE", help="File to write; format from the extension: "
                                       ".json, .jsonl, .yaml, .csv, .xml, .junit.xml, .html. Repeatable."),
-    db: Optional[Path] = typer.Option(None, "--db", metavar="FILE", help=DB_HELP),
+    db: Optional[str] = typer.Option(None, "--db", metavar="DB", help=DB_HELP),
 ) -> None:
     """Write a stored run to files, in the formats `eval -o` writes."""
     from factcli.report.exports import FORMATS, write_export
@@ -271,7 +280,7 @@ def export_cmd(
 @app.command("delete")
 def delete_cmd(
     run: str = typer.Argument(..., metavar="RUN", help=RUN_HELP),
-    db: Optional[Path] = typer.Option(None, "--db", metavar="FILE", help=DB_HELP),
+    db: Optional[str] = typer.Option(None, "--db", metavar="DB", help=DB_HELP),
 ) -> None:
     """Delete a stored run and its rows."""
     from factcli.store.database import shown_status
@@ -279,6 +288,31 @@ def delete_cmd(
     with _store(db) as store:
         row = store.resolve(run)
         if shown_status(row) == "running":
-            fail(f"run {row['id']} is still running (pid {row['pid']})")
+            fail(f"run {row['id']} is still running (pid {row['pid']} on {row['host']})")
         n = store.delete_run(row["id"])
     typer.echo(f"Deleted run {row['id']} ({n} rows).")
+
+
+@app.command("copy")
+def copy_cmd(
+    runs: List[str] = typer.Argument(..., metavar="RUN...", help=RUN_HELP + " Several may be given."),
+    to: str = typer.Option(..., "--to", metavar="DB", help="The store to copy into: a SQLite file (made if "
+                           "missing) or a postgresql:// URL."),
+    db: Optional[str] = typer.Option(None, "--db", metavar="DB", help="The store to copy from. " + DB_HELP),
+) -> None:
+    """Copy runs, with their rows and ratings, to another store (SQLite to PostgreSQL and back).
+
+    Copying again updates what changed and never duplicates a row or a rating."""
+    from factcli.errors import FactcliError
+    from factcli.store.copy import copy_run, same_store
+    from factcli.store.database import shown
+
+    with _store(db) as src, _store(to, create=True) as dst:
+        if same_store(src, dst):
+            fail(f"--to {shown(to)} is the store the runs are in (--db names the one to copy from)")
+        for ref in runs:
+            try:
+                done = copy_run(src, dst, ref)
+            except FactcliError as exc:
+                fail(str(exc), exc.exit_code)
+            typer.echo(f"Copied run {done['id']}: {done['rows']:,} rows, {done['ratings']} new ratings → {dst.path}")

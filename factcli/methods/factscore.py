@@ -13,7 +13,7 @@ Pipeline, per response (factuality-methods.md §3, the paper's §3.1 and §4.1):
    decomposition is checked by several evaluators. A response with no facts counts as abstaining
    (FActScore: 0 facts -> not responding).
 4. For each fact, BM25 retrieves the top `k` passages (query: "<topic> <fact>") from the knowledge
-   source, restricted to the topic's document when there is a topic (factcli.methods.knowledge).
+   source, restricted to the topic's document when there is a topic (factcli.providers.search.knowledge).
 5. Each judge verifies the facts against their passages: one call per fact list (the union of the
    facts' passages is shown once, numbered), or one call per fact with `config.batch: false`, or
    lists of `config.batch_size` facts. The reply must hold exactly one verdict per fact, in order;
@@ -89,7 +89,7 @@ from factcli.methods import factscore_prompts as prompts
 from factcli.methods import reports as method_reports
 from factcli.methods.claims import JudgeCall, JudgeError, judges_for, step_prompt
 from factcli.methods.factscore_facts import decompose, judge_name, verify
-from factcli.methods.knowledge import (
+from factcli.providers.search.knowledge import (
     DEFAULT_PASSAGE_WORDS,
     KnowledgeError,
     KnowledgeSource,

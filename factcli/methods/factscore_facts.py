@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from factcli.methods.claims import JudgeCall, JudgeError, aligned_verdicts, ask_json, numbered, string_list
-from factcli.methods.knowledge import Passage
+from factcli.providers.search.knowledge import Passage
 from factcli.scoring.replies import Flag, Int, ListOf, Maybe, Obj, Reply, Text
 from factcli.types import ProviderSpec
 

@@ -23,7 +23,7 @@ import math
 from typing import Any
 
 from factcli.report import figures, labels
-from factcli.report.rows import by_test, claim_supported, status_of
+from factcli.report.rows import by_test, claim_irrelevant, claim_supported, status_of
 from factcli.types import EvalResult, grading_json
 
 # Scoped under .fc so a notebook or a host page keeps its own look. Long texts wrap inside their
@@ -329,19 +329,22 @@ def claims_list(items: list, key: str = "claims") -> str:
             rows.append(f"<li>{_e(_text(item))}</li>")
             continue
         ok = claim_supported(item)
-        unsupported += not ok
+        unsupported += not ok and not claim_irrelevant(item)
         verdict = item.get("verdict")
         if verdict is None and isinstance(item.get("supported", item.get("grounded")), bool):
             verdict = "supported" if ok else "not supported"
         text = item.get("text") or item.get("claim") or item.get("fact") or ""
         where = [str(item[k]) for k in ("side", "judge") if item.get(k) and (k != "judge" or len(judges) > 1)]
         mark = _e(verdict if verdict is not None else "?")
-        line = [f'<span class="{"ok" if ok else "bad"}">[{mark}]</span> {_e(_text(text))}']
+        css = "ok" if ok else "dim" if claim_irrelevant(item) else "bad"
+        line = [f'<span class="{css}">[{mark}]</span> {_e(_text(text))}']
         if where:
             line.append(f' <span class="dim">· {_e(" · ".join(where))}</span>')
         if item.get("reason"):
             line.append(f'<div class="why dim">{_e(_text(item["reason"]))}</div>')
-        if item.get("evidence"):
+        if "queries" in item and isinstance(item.get("evidence"), list):
+            line.append(_searched(item))
+        elif item.get("evidence"):
             source = f" ({item['evidenceId']})" if item.get("evidenceId") else ""
             line.append(f'<div class="evidence">evidence{_e(source)}: {_e(_text(item["evidence"]))}</div>')
         rows.append(f"<li>{''.join(line)}</li>")
@@ -351,6 +354,28 @@ def claims_list(items: list, key: str = "claims") -> str:
         count = f"{len(items)} verdicts on {name} from {len(judges)} judges"
     return (f'<details class="claims"><summary>{count} ({unsupported} not supported)</summary>'
             f'<ol class="claims">{"".join(rows)}</ol></details>')
+
+
+def _searched(item: dict) -> str:
+    """A fact checked against search results (`safe`): its revision, the queries and the evidence,
+    each result linked when its address is a web page (never another scheme)."""
+    parts = []
+    if item.get("revised") and item["revised"] != item.get("text"):
+        parts.append(f'<div class="dim">revised: {_e(_text(item["revised"]))}</div>')
+    if item.get("queries"):
+        parts.append('<div class="dim">queries: ' + " · ".join(_e(_text(q)) for q in item["queries"]) + "</div>")
+    links = []
+    for r in item.get("evidence") or []:
+        if not isinstance(r, dict):
+            continue
+        url, title = str(r.get("url") or ""), _e(_text(r.get("title") or r.get("url") or ""))
+        head = (f'<a href="{_e(url)}" rel="noopener noreferrer nofollow">{title}</a>'
+                if url.startswith(("https://", "http://")) else f"{title} <code>{_e(url)}</code>")
+        links.append(f'<li>{head}<div class="dim">{_e(_text(r.get("snippet") or ""))}</div></li>')
+    if links:
+        parts.append(f'<details class="evidence"><summary>evidence ({len(links)} results)</summary>'
+                     f'<ol>{"".join(links)}</ol></details>')
+    return "".join(parts)
 
 
 def _judges(judges: list) -> str:

@@ -116,7 +116,7 @@ def render_list(console, store: Store, run_id: str, include_retracted: bool = Fa
     from rich.text import Text
 
     if include_retracted:
-        rows = [dict(r) for r in store.conn.execute("SELECT test_idx, prompt_idx, repeat_idx FROM ratings "
+        rows = [dict(r) for r in store.execute("SELECT test_idx, prompt_idx, repeat_idx FROM ratings "
                                                     "WHERE run_id = ? GROUP BY 1, 2, 3 ORDER BY 1, 2, 3", (run_id,))]
         from factcli.store.ratings import ratings_for_row
 

@@ -50,3 +50,8 @@ def claim_supported(item: dict) -> bool:
     if isinstance(item.get("grounded"), bool):
         return item["grounded"]
     return str(item.get("verdict") or "").upper() == "SUPPORTED"
+
+
+def claim_irrelevant(item: dict) -> bool:
+    """A fact `safe` found irrelevant to the prompt: neither supported nor not, and never searched."""
+    return item.get("verdict") == "irrelevant"

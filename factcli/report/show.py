@@ -57,7 +57,7 @@ def _test_rows(store: Store, run: dict, test_idx: int) -> list[dict]:
 
     rows = list(store.results(run["id"], "test_idx = ?", [test_idx], order="prompt_idx"))
     if not rows:
-        n = store.conn.execute("SELECT MAX(test_idx) FROM results WHERE run_id = ?", (run["id"],)).fetchone()[0]
+        n = store.execute("SELECT MAX(test_idx) FROM results WHERE run_id = ?", (run["id"],)).fetchone()[0]
         raise FactcliError(f"run {run['id']} has no test {test_idx}"
                            + ("" if n is None else f" (tests are numbered 0 to {n})"))
     return rows
@@ -72,7 +72,7 @@ def history(store: Store, run: dict, rec: dict) -> tuple[dict, list[dict]] | Non
     if place is None:
         return None
     earlier = store.results(run["id"], "prompt_idx = ? AND repeat_idx = ? AND test_idx < ? "
-                            "AND instr(extra_json, '\"conversation\"')",
+                            "AND instr(extra_json, '\"conversation\"') > 0",
                             [rec["prompt_idx"], rec["repeat_idx"], rec["test_idx"]], order="test_idx")
     entries = []
     for r in earlier:
@@ -236,12 +236,14 @@ def _print_component(console, c: dict, depth: int) -> None:
                 verdict = item.get("verdict")
                 t = Text(f"{pad}      - ")
                 if verdict is not None:
-                    t.append(f"[{verdict}] ", style="green" if str(verdict).lower() in ("supported", "true", "yes", "1")
-                             else "red")
+                    ok = str(verdict).lower() in ("supported", "true", "yes", "1")
+                    t.append(f"[{verdict}] ", style="green" if ok else "yellow" if verdict == "irrelevant" else "red")
                 t.append(str(item.get("text") or item.get("claim") or item.get("fact") or ""))
                 console.print(t)
                 if item.get("reason"):
                     console.print(Text(f"{pad}        reason: {item['reason']}", style="dim"))
+                if _print_searched(console, item, pad):
+                    continue
                 if item.get("evidence"):
                     ev = item["evidence"] if isinstance(item["evidence"], str) else json.dumps(item["evidence"], ensure_ascii=False)
                     console.print(Text(f"{pad}        evidence: {ev}", style="dim"))
@@ -260,6 +262,26 @@ def _print_component(console, c: dict, depth: int) -> None:
                 console.print(Text(f"{pad}      - {' · '.join(bits)}" + (f": {j['reason']}" if j.get("reason") else "")))
     for child in c.get("componentResults") or []:
         _print_component(console, child, depth + 1)
+
+
+def _print_searched(console, item: dict, pad: str) -> bool:
+    """A fact checked against search results (`safe`): its revision, queries and evidence links, one
+    line each. False for other methods' items, whose evidence is a passage."""
+    from rich.text import Text
+
+    evidence = item.get("evidence")
+    if "queries" not in item or not isinstance(evidence, list):
+        return False
+    if item.get("revised") and item["revised"] != item.get("text"):
+        console.print(Text(f"{pad}        revised: {item['revised']}", style="dim"))
+    for i, query in enumerate(item.get("queries") or []):
+        console.print(Text(f"{pad}        query {i + 1}: {query}", style="dim"))
+    for i, r in enumerate(evidence):
+        if isinstance(r, dict):
+            console.print(Text(f"{pad}        [{i + 1}] {r.get('title') or ''} <{r.get('url') or ''}>", style="dim"))
+            if r.get("snippet"):
+                console.print(Text(f"{pad}            {one_line(str(r['snippet']), 200)}", style="dim"))
+    return True
 
 
 # ---------------------------------------------------------------- diff

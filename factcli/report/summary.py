@@ -246,12 +246,15 @@ def next_steps(run_id: str, status: str, *, failures: int = 0, errors: int = 0, 
     """The commands worth typing after an eval, one a line: look at the run, open its first failed
     row, and after an interruption or ERROR rows, resume or retry. Nothing for a run not stored
     (--no-write): there is nothing to view. `db`: the --db the run was stored with, repeated in
-    every command so that each works when pasted."""
+    every command so that each works when pasted (a URL's password shows as ***: give it again, or
+    set FACTCLI_DB)."""
     if not stored or not run_id:
         return []
     import shlex
 
-    on = f" --db {shlex.quote(str(db))}" if db else ""
+    from factcli.store.database import shown
+
+    on = f" --db {shlex.quote(shown(db))}" if db else ""
     lines = [f"View it: factcli view {run_id}{on}"]
     if failures and first_failed is not None:
         lines.append(f"Open a failed row: factcli show {run_id} {first_failed}{on}")
@@ -268,15 +271,13 @@ def next_steps_for(run, *, stored: bool, interrupted: bool = False, db: str | No
     cannot be read, since a hint is not worth an error."""
     first = None
     if stored and run.failures:
-        import sqlite3
-
         from factcli.errors import FactcliError
-        from factcli.store.database import Store
+        from factcli.store.database import Store, store_errors
 
         try:
             with Store.open(db) as store:
                 first = store.first_failed_test(run.run_id)
-        except (FactcliError, sqlite3.Error):
+        except (FactcliError, *store_errors()):
             first = None
     return next_steps(run.run_id, run.status, failures=run.failures, errors=run.errors, first_failed=first,
                       interrupted=interrupted, db=db, stored=stored)

@@ -12,7 +12,7 @@ from typing import Any
 
 from factcli.report.figures import fmt_cost
 from factcli.report.labels import column_label, one_line, provider_name, short_prompt
-from factcli.report.rows import claim_supported
+from factcli.report.rows import claim_irrelevant, claim_supported
 from factcli.store.database import Store, shown_status
 from factcli.store.encode import loads
 from factcli.store.ratings import rated_rows
@@ -86,14 +86,14 @@ def _stats_from_rows(store: Store, run: dict) -> dict[int, dict]:
         nonbinary = "MAX(CASE WHEN score IS NOT NULL AND score NOT IN (0, 1) THEN 1 ELSE 0 END)"
         sql = (f"SELECT prompt_idx, COUNT(*), SUM(success), SUM(score), COUNT(score), {nonbinary} FROM results "
                "WHERE run_id = ? GROUP BY prompt_idx, test_key")
-        for p, n, passes, total, scored, nb in store.conn.execute(sql, (run["id"],)):
+        for p, n, passes, total, scored, nb in store.execute(sql, (run["id"],)):
             clusters.setdefault(p, []).append(stats.Cluster(n, passes or 0, total or 0.0, scored, bool(nb)))
         return {p: stats.column_stats(cs, repeat) for p, cs in clusters.items()}
     # every row is its own test: identical rows are counted once by SQL
     counts: dict[int, list[int]] = {}
     scores: dict[int, list[float]] = {}
     sql = "SELECT prompt_idx, success, score, COUNT(*) FROM results WHERE run_id = ? GROUP BY prompt_idx, success, score"
-    for p, success, score, n in store.conn.execute(sql, (run["id"],)):
+    for p, success, score, n in store.execute(sql, (run["id"],)):
         c = counts.setdefault(p, [0, 0])
         c[0] += n
         c[1] += n if success else 0
@@ -168,7 +168,7 @@ def column_summaries(store: Store, run: dict, derived_names: set[str] | None = N
 # ---------------------------------------------------------------- one page of the table
 
 
-def _filters(failures: bool, errors: bool, text: str | None, column: int | None = None,
+def _filters(store: Store, failures: bool, errors: bool, text: str | None, column: int | None = None,
              metric: str | None = None) -> tuple[str, list]:
     """The WHERE of a page: the status filters, the text, and (web view) one column, and rows that
     lost points on one named metric (its score below 1)."""
@@ -177,8 +177,9 @@ def _filters(failures: bool, errors: bool, text: str | None, column: int | None 
         conds.append("prompt_idx = ?")
         params.append(column)
     if metric:
-        conds.append("json_extract(named_scores_json, ?) < 1")
-        params.append('$."' + metric.replace('"', '') + '"')
+        number, key = store.json_number("named_scores_json", metric)
+        conds.append(f"{number} < 1")
+        params += key
     status = []
     if failures:
         status.append("failure_reason = 1")
@@ -195,9 +196,10 @@ def _filters(failures: bool, errors: bool, text: str | None, column: int | None 
 
 
 # Only the rows that are conversation turns read their extra JSON (for the turn's id and number).
-_TURN_SQL = """CASE WHEN instr(extra_json, '"conversation"') THEN extra_json END"""
+_TURN_SQL = """CASE WHEN instr(extra_json, '"conversation"') > 0 THEN extra_json END"""
 # Only the gradings that may hold claims are read whole: the rest of a page reads no grading at all.
-_CLAIMS_SQL = """CASE WHEN instr(grading_json, '"claims"') OR instr(grading_json, '"facts"') THEN grading_json END"""
+_CLAIMS_SQL = ("""CASE WHEN instr(grading_json, '"claims"') > 0 OR instr(grading_json, '"facts"') > 0 """
+               "THEN grading_json END")
 
 
 def _claim_items(component: dict, out: list[dict]) -> None:
@@ -222,6 +224,8 @@ def claim_counts(grading: Any) -> dict | None:
         return None
     verdicts: dict[str, bool] = {}
     for i, item in enumerate(items):
+        if claim_irrelevant(item):
+            continue  # safe's irrelevant facts are left out of its score: not claims it judged
         text = item.get("text") or item.get("claim") or item.get("fact")
         key = " ".join(str(text).split()) if text else f"#{i}"
         verdicts[key] = verdicts.get(key, True) and claim_supported(item)
@@ -241,16 +245,16 @@ def page(store: Store, run: dict, *, failures: bool = False, errors: bool = Fals
          limit: int = 50, page_no: int = 1, full: bool = False, column: int | None = None,
          metric: str | None = None) -> dict:
     rid = run["id"]
-    where, params = _filters(failures, errors, text, column, metric)
+    where, params = _filters(store, failures, errors, text, column, metric)
     offset = (page_no - 1) * limit
     if where:  # one scan gives both the page and the count
-        matching = [r[0] for r in store.conn.execute(
+        matching = [r[0] for r in store.execute(
             f"SELECT DISTINCT test_idx FROM results WHERE run_id = ? AND {where} ORDER BY test_idx", [rid, *params])]
         total, idxs = len(matching), matching[offset: offset + limit]
     else:  # both from the (run_id, test_idx, ...) index
-        total = store.conn.execute("SELECT COUNT(*) FROM (SELECT DISTINCT test_idx FROM results WHERE run_id = ?)",
+        total = store.execute("SELECT COUNT(*) FROM (SELECT DISTINCT test_idx FROM results WHERE run_id = ?) AS t",
                                    (rid,)).fetchone()[0]
-        idxs = [r[0] for r in store.conn.execute(
+        idxs = [r[0] for r in store.execute(
             "SELECT DISTINCT test_idx FROM results WHERE run_id = ? ORDER BY test_idx LIMIT ? OFFSET ?",
             (rid, limit, offset))]
     pages = max(1, -(-total // limit))
@@ -262,7 +266,7 @@ def page(store: Store, run: dict, *, failures: bool = False, errors: bool = Fals
                f"output_json, {text_of('description')}, {text_of('vars_json')}, {text_of('output')}, "
                f"{text_of('error')}, {_CLAIMS_SQL} AS claims_json, {_TURN_SQL} AS turn_json "
                f"FROM results WHERE run_id = ? AND test_idx IN ({','.join('?' * len(idxs))})")
-        for r in store.conn.execute(sql, [rid, *idxs]):
+        for r in store.execute(sql, [rid, *idxs]):
             t = tests[r["test_idx"]]
             if t["description"] is None:
                 t["description"] = r["description"]

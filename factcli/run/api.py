@@ -26,7 +26,7 @@ from factcli.run import runner
 _OPTIONS = {
     "max_concurrency": "count", "repeat": "count", "delay_ms": "amount", "cache": "flag", "grader": "grader",
     "filter_pattern": "text", "filter_first_n": "amount", "filter_sample": "amount", "description": "text",
-    "vars": "mapping", "max_cost": "amount", "store": "flag", "db": "path", "outputs": "paths",
+    "vars": "mapping", "max_cost": "amount", "store": "flag", "db": "store", "outputs": "paths",
 }
 _CAMEL = {"maxConcurrency": "max_concurrency", "delay": "delay_ms", "filterPattern": "filter_pattern",
           "filterFirstN": "filter_first_n", "filterSample": "filter_sample", "maxCost": "max_cost",
@@ -49,7 +49,7 @@ def warn(message: str) -> None:
 class ApiOptions:
     run: runner.RunOptions
     store: bool = True
-    db: Path | None = None
+    db: Path | str | None = None
     outputs: list[Path] = field(default_factory=list)
 
 
@@ -91,6 +91,10 @@ def _checked(name: str, value: Any) -> Any:
         bad = None if isinstance(value, dict) else "expected a dict"
     elif kind == "path":
         return Path(value)
+    elif kind == "store":  # a SQLite file, or a postgresql:// URL (which a Path would mangle)
+        from factcli.store.database import is_url
+
+        return value.strip() if is_url(value) else Path(value)
     elif kind == "paths":
         return [Path(p) for p in ([value] if isinstance(value, (str, Path)) else value)]
     if bad:

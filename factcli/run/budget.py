@@ -7,7 +7,8 @@ A call's worst case is its price (litellm's bundled table) at the most tokens it
 - one token per character of its messages, which is more than any tokenizer makes of ordinary text;
 - its reply cap. A call that has none is sent with `max_tokens` = DEFAULT_OUTPUT_CAP when a budget
   is set, so that the worst case is a real bound.
-A model whose price is unknown cannot be budgeted: the run refuses to start instead of guessing.
+A model whose price is unknown cannot be budgeted: the run refuses to start instead of guessing. A service
+priced by the request (a search API: Provider.call_price) costs that price, whatever it sends.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ def worst_cost(provider, messages: list[dict], overrides: dict) -> float | None:
     """The most a call can cost, or None when its model's price is unknown."""
     if getattr(provider, "free", False):
         return 0.0
+    if getattr(provider, "call_price", None) is not None:
+        return provider.call_price
     model = getattr(provider, "price_model", None)
     if not model:
         return None
@@ -46,7 +49,7 @@ def worst_cost(provider, messages: list[dict], overrides: dict) -> float | None:
 
 
 def unpriced(provider) -> bool:
-    return not getattr(provider, "free", False) and (
+    return not getattr(provider, "free", False) and getattr(provider, "call_price", None) is None and (
         not getattr(provider, "price_model", None) or price(provider.price_model, 1, 1) is None)
 
 

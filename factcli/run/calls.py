@@ -160,7 +160,8 @@ class Caller:
         context = dict(context or {})
         context.setdefault("timeout_s", self.policy.timeout_s)
         overrides = context.get("overrides") or {}
-        if self.budget is not None and output_cap(provider.config or {}, overrides) is None:
+        if (self.budget is not None and provider.call_price is None
+                and output_cap(provider.config or {}, overrides) is None):
             context["overrides"] = {**overrides, "max_tokens": DEFAULT_OUTPUT_CAP}  # a real bound on the cost
         key = None
         if self.cache is not None and provider.cacheable:

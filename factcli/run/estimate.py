@@ -5,6 +5,9 @@ model's tokenizer (providers/tokens.py), its reply assumed to run to the cap it 
 (`max_tokens`, else DEFAULT_OUTPUT_CAP). The cost range is [input only, input + every reply at its
 cap]. A call the response cache already holds costs nothing and is counted apart.
 
+Searches (`safe`): an upper estimate, K facts a row each searched up to maxSearches times, priced at
+the backend's price per search; the cost range starts at $0, since none may be needed.
+
 Grader calls: one text call per model-graded assertion per judge and row (embedding calls, of
 `similar` and answer-relevance, are left out: they cost a small fraction). The claim-level methods (factual-correctness, factscore, facts-grounding) call once
 per claim, which no one knows before the model answers: their rows are counted, not priced.
@@ -24,7 +27,7 @@ from factcli.providers.tokens import count_messages
 from factcli.run.budget import DEFAULT_OUTPUT_CAP, output_cap
 
 GRADER_RUBRIC_TOKENS = 600
-CLAIM_METHODS = ("factual-correctness", "factscore", "facts-grounding")
+CLAIM_METHODS = ("factual-correctness", "factscore", "facts-grounding", "safe")
 
 
 @dataclass
@@ -40,6 +43,7 @@ class Line:
     high: float | None = 0.0
     unpriced: bool = False
     claim_rows: int = 0  # rows graded by a claim-level method: calls not known in advance
+    search_rows: int = 0  # a search backend's line: rows of `safe` that search with it
 
     def add_cost(self, model: str | None, free: bool, tokens_in: int, low_in: int, cap: int) -> None:
         if free:
@@ -117,6 +121,8 @@ def _plan_grading(run, step, model_cap: int, graders: dict, caps: dict, models: 
                                                  step.test.grader_from_default).id]
             except NoGrader:
                 continue
+        if kind.name == "safe":
+            _plan_searches(run, a, graders)
         for gid in ids:
             line = graders.setdefault(gid, Line(gid))
             if kind.name in CLAIM_METHODS:
@@ -130,6 +136,26 @@ def _plan_grading(run, step, model_cap: int, graders: dict, caps: dict, models: 
                 line.input_tokens += GRADER_RUBRIC_TOKENS
                 line.add_cost(getattr(provider, "price_model", None), getattr(provider, "free", False),
                               GRADER_RUBRIC_TOKENS + model_cap, GRADER_RUBRIC_TOKENS, cap)
+
+
+def _plan_searches(run, a, lines: dict) -> None:
+    """A `safe` row's searches, which no one knows before the model answers: an upper estimate of K facts
+    (the paper's median, unless config.K says otherwise), each searched up to maxSearches times (once
+    with `claims: verifiable`), at the backend's published price."""
+    from factcli.methods.safe import settings
+    from factcli.scoring.registry import AssertionError_
+
+    try:
+        s = settings(a.config or {}, run.suite.base_dir)
+    except AssertionError_:
+        return  # the preflight names the problem
+    backend = s["backend"]
+    line = lines.setdefault(f"search:{backend.name}", Line(f"search:{backend.name}"))
+    per_row = s["K"] * (1 if s["mode"] == "verifiable" else s["maxSearches"])
+    line.search_rows += 1
+    line.calls += per_row
+    line.output_cap = per_row  # searches a row, for the report line
+    line.high += per_row * (backend.call_price or 0.0)
 
 
 def _money(line: Line) -> str:
@@ -152,6 +178,12 @@ def describe(run) -> list[str]:
                    f"replies up to {line.output_cap:,} tokens each; cost {_money(line)}")
         low, high, unpriced = low + (line.low or 0), high + (line.high or 0), unpriced or line.unpriced
     for line in graders:
+        if line.search_rows:
+            out.append(f"  search {line.name.removeprefix('search:')}: up to {line.calls:,} searches for "
+                       f"{line.search_rows} rows by safe ({line.output_cap:,} a row: K facts, each searched up to "
+                       f"maxSearches times; an upper estimate), cost up to ${line.high:.4f}")
+            high += line.high
+            continue
         parts = []
         if line.calls:
             parts.append(f"{line.calls} calls; ~{line.input_tokens:,} rubric tokens, replies up to "

@@ -15,13 +15,13 @@ import asyncio
 import json
 import os
 import socket
-import sqlite3
 import time
 from pathlib import Path
 
 from factcli.errors import FactcliError
 from factcli.settings import VERSION
-from factcli.store.database import Store, now, shown_status
+from factcli.store import leases
+from factcli.store.database import Store, now, shown_status, store_errors
 from factcli.store.encode import loads
 from factcli.store.records import column_record, from_record, metrics_to_json, to_row
 from factcli.store.redact import REDACTED, Scrubber
@@ -72,6 +72,7 @@ class EvalSession:
         self.seq = 0
         self.loaded = 0  # rows kept from the stored run (resume, retry)
         self.finished = False
+        self.heartbeat = None  # store/leases.py: refreshes the run's lease on a shared store
         self._metrics_at = 0.0
         self._derived: list = []
         self._group: list[tuple] = []  # rows written but not yet committed (write / flush)
@@ -117,7 +118,7 @@ class EvalSession:
         row = self.store.resolve(ref)
         status = shown_status(row)
         if status == "running":
-            raise FactcliError(f"run {row['id']} is still running (pid {row['pid']}); wait for it or stop it first")
+            raise leases.refusal(row)
         if self.mode == "resume" and status == "complete":
             raise FactcliError(f"run {row['id']} is complete: nothing to resume "
                                "(--retry-errors re-runs its ERROR rows)")
@@ -236,7 +237,8 @@ class EvalSession:
             else:
                 self._insert(run)
                 self._stream_rows(run)
-        except sqlite3.Error as exc:
+            self.heartbeat = leases.heartbeat(self.store, run.run_id)
+        except store_errors() as exc:
             raise FactcliError(f"{self.store.path}: cannot write the run: {exc} "
                                "(--db FILE stores runs elsewhere; --no-write does not store them)") from None
 
@@ -330,9 +332,8 @@ class EvalSession:
             self.loaded += 1
             self.seq = max(self.seq, rec["seq"] or 0)
         run._steps = [s for k, s in plan.items() if k not in keep]
-        store.update_run(run_id, {"status": "started", "updated_at": now(), "finished_at": None,
-                                  "pid": os.getpid(), "host": socket.gethostname(),
-                                  "attempts": (src.get("attempts") or 1) + 1})
+        leases.take(store, src)  # refused if another process took the run since it was read
+        store.update_run(run_id, {"attempts": (src.get("attempts") or 1) + 1})
         what = "Resuming" if self.mode == "resume" else "Retrying the errors of"
         _note(f"{what} run {run_id}: {self.loaded} of {run.total_steps} rows kept, "
               f"{len(run._steps)} to run.")
@@ -341,7 +342,7 @@ class EvalSession:
         """From here on the run's rows live in the store, not in memory (EvalRun.keep)."""
         from factcli.store.records import StoredRows
 
-        run.stored_rows = StoredRows(self.store.path, run.run_id, run.columns, flush=self.flush)
+        run.stored_rows = StoredRows(self.store.target, run.run_id, run.columns, flush=self.flush)
 
     def _hold_rows(self, unwritten: list) -> None:
         """The store stopped taking rows: read back the ones it has and keep the group it failed to
@@ -358,7 +359,7 @@ class EvalSession:
                 if key not in held:
                     held.add(key)
                     run.rows.append(r)
-        except (sqlite3.Error, FactcliError) as exc:
+        except (*store_errors(), FactcliError) as exc:
             _warn(f"could not read back the rows already stored ({exc}); they are in {self.store.path} "
                   "but missing from this run's table and result files")
         for r in unwritten:
@@ -419,7 +420,7 @@ class EvalSession:
                 self.store.update_run(self.run.run_id, {"updated_at": now(), "tokens_json": json.dumps(tokens),
                                                         "cost": cost}, commit=False)
             self.store.commit()
-        except sqlite3.Error as exc:
+        except store_errors() as exc:
             self.writing = False
             _warn(f"could not write to {self.store.path} ({exc}); the rest of this run is not stored")
             self._hold_rows([r for r in results if r is not current])
@@ -430,16 +431,18 @@ class EvalSession:
         if self.finished or self.store is None:
             return
         self.finished = True
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
         try:
             self.flush()
             if self.writing:
                 self._finish(run, error)
-        except sqlite3.Error as exc:
+        except store_errors() as exc:
             _warn(f"could not finish the run in {self.store.path}: {exc}")
         finally:
             try:
                 self.store.close()
-            except sqlite3.Error:
+            except store_errors():
                 pass
 
     @staticmethod

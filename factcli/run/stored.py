@@ -23,7 +23,7 @@ def load_run(store: Store, run_row: dict):
     suite = Suite(description=run_row.get("description"), prompts=[c.prompt for c in columns], providers=[],
                   tests=[], derived_metrics=derived_list, raw=config,
                   config_files=loads(run_row.get("config_files_json"), []) or [])
-    rows = StoredRows(store.path, run_row["id"], columns)
+    rows = StoredRows(store.target, run_row["id"], columns)
     stored = [metrics_from_json(c.get("metrics_json")) for c in store.columns(run_row["id"])]
     if run_row.get("finished_at") and all(m is not None for m in stored):
         metrics = stored

@@ -101,9 +101,12 @@ class GraderLedger:
     tokens: TokenUsage = field(default_factory=TokenUsage)
     cost: float = 0.0
     unpriced: int = 0  # answered calls whose price is unknown: the row's grader cost is then n/a
+    searches: int = 0  # of the calls, those made to a search backend (Grader.search)
 
     def add(self, provider, resp) -> None:
         self.calls += 1
+        if getattr(provider, "call_price", None) is not None and provider.id.startswith("search:"):
+            self.searches += 1
         self.tokens.add(resp.token_usage)
         if resp.cost is not None:
             self.cost += resp.cost
@@ -135,6 +138,8 @@ def note_grader_spend(result: GradingResult, ledger: GraderLedger) -> None:
     if not ledger.calls:
         return
     result.metadata = {**result.metadata, "graderCost": ledger.total_cost, "graderCalls": ledger.calls}
+    if ledger.searches:
+        result.metadata["searches"] = ledger.searches
     if ledger.tokens.total > result.tokens_used.total:
         result.tokens_used = ledger.tokens
 
@@ -212,6 +217,20 @@ class Grader:
                 return out
             out.raw, out.text = reply_text, reply.text_of(out.parsed)
         return out
+
+    async def search(self, backend, query: str, results: int) -> GraderReply:
+        """One search through the run's Caller (retries, limits, cache, budget), counted in the row's
+        ledger with its price. `backend` is a search Provider (providers/search); the reply's `output` is
+        its list of results {title, url, snippet}; `cached` on the response says no request was sent."""
+        from factcli.providers.base import RenderedPrompt
+
+        self.used.add(backend.id)
+        prompt = RenderedPrompt(text=query, messages=[{"role": "user", "content": query}],
+                                config={"results": results})
+        resp = await self.caller.call(backend, prompt, context={"purpose": "search"})
+        _record(backend, resp)
+        return GraderReply(None, resp.error, resp.token_usage, resp.cost, resp.finish_reason,
+                           resp.output if resp.error is None else None)
 
     async def embed(self, spec: ProviderSpec, text: str) -> tuple[list[float] | None, str | None, TokenUsage]:
         from factcli.providers.base import RenderedPrompt

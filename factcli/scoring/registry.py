@@ -84,7 +84,7 @@ _FAMILY_OF = {
     **dict.fromkeys(("answer-relevance", "context-faithfulness", "context-recall", "context-relevance",
                      "conversation-relevance"), "assertions.rag"),
     "factual-correctness": "methods.factual_correctness", "factscore": "methods.factscore",
-    "facts-grounding": "methods.facts_grounding", "simpleqa": "methods.simpleqa",
+    "facts-grounding": "methods.facts_grounding", "simpleqa": "methods.simpleqa", "safe": "methods.safe",
 }
 FAMILIES = tuple(dict.fromkeys(_FAMILY_OF.values()))  # what load_all imports
 _all_loaded = False

@@ -34,9 +34,9 @@ def _as_dict(r) -> dict:
 
 
 def _row(store: Store, run_id: str, test_idx: int, prompt_idx: int, repeat_idx: int):
-    if store.conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
+    if store.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
         raise RatingNotFound(f"no run '{run_id}' in {store.path}")
-    row = store.conn.execute(
+    row = store.execute(
         "SELECT grading_json FROM results WHERE run_id = ? AND test_idx = ? AND prompt_idx = ? AND repeat_idx = ?",
         (run_id, test_idx, prompt_idx, repeat_idx)).fetchone()
     if row is None:
@@ -72,38 +72,38 @@ def add_rating(store: Store, run_id: str, *, test_idx: int, prompt_idx: int, rep
         if not 0 <= assertion_idx < n:
             raise RatingNotFound(f"row test {test_idx}, column {prompt_idx} has no assertion {assertion_idx} "
                                  f"({n} assertions)")
-    cursor = store.conn.execute(
+    new_id = store.execute(
         "INSERT INTO ratings (run_id, test_idx, prompt_idx, repeat_idx, assertion_idx, passed, comment, rater, "
-        "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (run_id, test_idx, prompt_idx, repeat_idx, assertion_idx, int(bool(passed)),
-         _text(comment, "comment", 10_000), _text(rater, "rater name", 200), now()))
-    store.conn.commit()
-    return cursor.lastrowid
+         _text(comment, "comment", 10_000), _text(rater, "rater name", 200), now())).fetchone()[0]
+    store.commit()
+    return new_id
 
 
 def get_rating(store: Store, rating_id: int) -> dict | None:
-    r = store.conn.execute(f"SELECT {_FIELDS} FROM ratings WHERE id = ?", (rating_id,)).fetchone()
+    r = store.execute(f"SELECT {_FIELDS} FROM ratings WHERE id = ?", (rating_id,)).fetchone()
     return None if r is None else _as_dict(r)
 
 
 def retract_rating(store: Store, rating_id: int) -> bool:
     """Take a rating back (kept, marked retracted). False when there is no such rating in force."""
-    n = store.conn.execute("UPDATE ratings SET retracted_at = ? WHERE id = ? AND retracted_at IS NULL",
+    n = store.execute("UPDATE ratings SET retracted_at = ? WHERE id = ? AND retracted_at IS NULL",
                            (now(), rating_id)).rowcount
-    store.conn.commit()
+    store.commit()
     return n > 0
 
 
 def ratings_for_row(store: Store, run_id: str, test_idx: int, prompt_idx: int, repeat_idx: int = 0) -> list[dict]:
     """Every rating of a row, in force and retracted, newest first."""
-    return [_as_dict(r) for r in store.conn.execute(
+    return [_as_dict(r) for r in store.execute(
         f"SELECT {_FIELDS} FROM ratings WHERE run_id = ? AND test_idx = ? AND prompt_idx = ? AND repeat_idx = ? "
         "ORDER BY created_at DESC, id DESC", (run_id, test_idx, prompt_idx, repeat_idx))]
 
 
 def ratings_for_run(store: Store, run_id: str) -> list[dict]:
     """The ratings in force of a run, in row order, oldest first within a row."""
-    return [_as_dict(r) for r in store.conn.execute(
+    return [_as_dict(r) for r in store.execute(
         f"SELECT {_FIELDS} FROM ratings WHERE run_id = ? AND retracted_at IS NULL "
         "ORDER BY test_idx, prompt_idx, repeat_idx, created_at, id", (run_id,))]
 
@@ -178,7 +178,7 @@ def comparisons(store: Store, run_id: str, default_grader: str | None = None) ->
     pairs: list[dict] = []
     errors: list[dict] = []
     for (t, p, rep), ratings in sorted(by_row.items()):
-        row = store.conn.execute(
+        row = store.execute(
             "SELECT grading_json, failure_reason FROM results WHERE run_id = ? AND test_idx = ? AND prompt_idx = ? "
             "AND repeat_idx = ?", (run_id, t, p, rep)).fetchone()
         if row is None:
@@ -209,7 +209,7 @@ def judge_agreement(store: Store, run_id: str) -> dict | None:
     pairs (positive = pass); `disagreements`: the pairs that differ."""
     from factcli.stats.agreement import binary_metrics
 
-    if store.conn.execute("SELECT 1 FROM ratings WHERE run_id = ? AND retracted_at IS NULL LIMIT 1",
+    if store.execute("SELECT 1 FROM ratings WHERE run_id = ? AND retracted_at IS NULL LIMIT 1",
                           (run_id,)).fetchone() is None:
         return None
     pairs, _ = comparisons(store, run_id)

@@ -247,11 +247,12 @@ class MemoryRows:
 
 class StoredRows:
     """The rows of a run as the store has them, read back one at a time (each read opens its own
-    connection, so it works after the writer closed its own). `flush`: commits the rows the writer
-    still holds in its group (an afterAll hook reads the rows while the run is going on)."""
+    connection, so it works after the writer closed its own). `target`: the store's `target` (a path,
+    or a URL with its password: never shown). `flush`: commits the rows the writer still holds in its
+    group (an afterAll hook reads the rows while the run is going on)."""
 
-    def __init__(self, path, run_id: str, columns: list, flush=None):
-        self.path, self.run_id, self.columns, self.flush = path, run_id, columns, flush
+    def __init__(self, target, run_id: str, columns: list, flush=None):
+        self.target, self.run_id, self.columns, self.flush = target, run_id, columns, flush
 
     def _commit_pending(self) -> None:
         if self.flush is not None:
@@ -259,7 +260,7 @@ class StoredRows:
 
     def __iter__(self):
         self._commit_pending()
-        store = Store.open(self.path)
+        store = Store.open(self.target)
         try:
             for rec in store.results(self.run_id, order=ROW_ORDER):
                 yield from_record(rec, self.columns)
@@ -268,10 +269,10 @@ class StoredRows:
 
     def first_tests(self, n: int) -> tuple[list[EvalResult], int]:
         self._commit_pending()
-        with Store.open(self.path) as store:
-            total = store.conn.execute("SELECT COUNT(DISTINCT test_idx) FROM results WHERE run_id = ?",
+        with Store.open(self.target) as store:
+            total = store.execute("SELECT COUNT(DISTINCT test_idx) FROM results WHERE run_id = ?",
                                        (self.run_id,)).fetchone()[0]
-            shown = [r[0] for r in store.conn.execute(
+            shown = [r[0] for r in store.execute(
                 "SELECT DISTINCT test_idx FROM results WHERE run_id = ? ORDER BY test_idx LIMIT ?", (self.run_id, n))]
             if not shown:
                 return [], total
@@ -283,7 +284,7 @@ class StoredRows:
     def facts(self) -> RowFacts:
         facts = RowFacts()
         self._commit_pending()
-        with Store.open(self.path) as store:
+        with Store.open(self.target) as store:
             for rec in store.results(self.run_id, order=ROW_ORDER,
                                      fields="vars_json, named_scores_json, description"):
                 facts.add(loads(rec["vars_json"], {}) or {}, loads(rec["named_scores_json"], {}) or {},

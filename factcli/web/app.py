@@ -1,5 +1,6 @@
-"""The web view's application: `create_app(db_path, token)`, its routes and the error pages (a bad
-request gets a plain 404 page, a bug a plain 500 page, never a traceback).
+"""The web view's application: `create_app(db, token, access_token)`, its routes and the error pages
+(a bad request gets a plain 404 page, a bug a plain 500 page, never a traceback). `access_token`:
+every request must carry it (web/auth.py); `token`: the per-server secret every POST carries.
 
 Each request opens its own connection to the store (deps.open_store, re-exported here), so a run
 that is still writing is read as it stands. Handlers import deps, not this module (it imports them).
@@ -58,9 +59,11 @@ async def server_error(request: Request, exc: Exception) -> Response:
 
 
 def _routes() -> list:
-    from factcli.web import pages
+    from factcli.web import auth, pages
 
     routes = [
+        Route("/login", auth.login, methods=["GET", "POST"], name="login"),
+        Route("/logout", auth.logout, methods=["POST"], name="logout"),
         Route("/", pages.runs_page, name="runs"),
         Route("/compare", pages.compare_page, name="compare"),
         Route("/runs/{run_id}", pages.run_page, name="run"),
@@ -78,11 +81,20 @@ def _routes() -> list:
     return ratings.routes() + routes
 
 
-def create_app(db_path: Path, token: str | None = None) -> Starlette:
-    """The web view of the store at `db_path`. `token`: the secret every POST must carry (a random
-    one per server when None); pages carry it in a meta tag and in their forms."""
-    app = Starlette(routes=_routes(), exception_handlers={
-        HTTPException: http_error, FactcliError: store_error, 404: not_found, Exception: server_error})
-    app.state.db_path = Path(db_path)
+def create_app(db: Path | str, token: str | None = None, access_token: str | None = None) -> Starlette:
+    """The web view of the store `db` (a SQLite path or a postgresql:// URL). `token`: the secret
+    every POST must carry (a random one per server when None); pages carry it in a meta tag and in
+    their forms. `access_token`: when given, every request must carry it (web/auth.py)."""
+    from starlette.middleware import Middleware
+
+    from factcli.store.database import is_url, shown
+    from factcli.web.auth import TokenGate
+
+    app = Starlette(routes=_routes(), middleware=[Middleware(TokenGate, token=access_token or None)],
+                    exception_handlers={HTTPException: http_error, FactcliError: store_error, 404: not_found,
+                                        Exception: server_error})
+    app.state.db_target = db if is_url(db) else Path(db)
+    app.state.db_path = shown(db)  # what pages show: a URL without its password
     app.state.token = token or secrets.token_urlsafe(24)
+    app.state.access_token = access_token or None
     return app

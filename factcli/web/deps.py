@@ -32,16 +32,18 @@ def render(request: Request, name: str, context: dict, status_code: int = 200) -
     """A page from templates/NAME with the per-server token and the store's path in its context."""
     from factcli.report.html_page import CSS
     from factcli.settings import VERSION
+    from factcli.web.auth import rater_of
 
     body = environment().get_template(name).render(
         request=request, token=request.app.state.token, db_path=str(request.app.state.db_path),
+        signed_in=request.app.state.access_token is not None, rater=rater_of(request),
         version=VERSION, report_css=CSS, **context)
     return HTMLResponse(body, status_code=status_code)
 
 
 def open_store(request: Request) -> Store:
     """The store this server serves, opened for one request (use it in a `with`)."""
-    return Store.open(request.app.state.db_path)
+    return Store.open(request.app.state.db_target)
 
 
 def wants_json(request: Request) -> bool:

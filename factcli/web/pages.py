@@ -140,7 +140,7 @@ def cell_page(request: Request):
         conversation = queries.conversation(store, run, rec)
         ratings = queries.row_ratings(store, run["id"], key)
         repeats = queries.repeats_of(store, run["id"], key[0], key[1])
-        siblings = [r[0] for r in store.conn.execute(
+        siblings = [r[0] for r in store.execute(
             "SELECT DISTINCT prompt_idx FROM results WHERE run_id = ? AND test_idx = ? ORDER BY prompt_idx",
             (run["id"], key[0]))]
     grading = cell["grading"] if isinstance(cell["grading"], dict) else {}

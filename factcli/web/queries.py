@@ -69,7 +69,7 @@ def row(store: Store, run: dict, test_idx: int, prompt_idx: int, repeat_idx: int
 
 
 def repeats_of(store: Store, run_id: str, test_idx: int, prompt_idx: int) -> list[int]:
-    return [r[0] for r in store.conn.execute(
+    return [r[0] for r in store.execute(
         "SELECT repeat_idx FROM results WHERE run_id = ? AND test_idx = ? AND prompt_idx = ? ORDER BY repeat_idx",
         (run_id, test_idx, prompt_idx))]
 
@@ -106,9 +106,9 @@ def _text(value: Any) -> str:
 def neighbour_failures(store: Store, run_id: str, key: tuple[int, int, int]) -> tuple[tuple | None, tuple | None]:
     """The previous and the next row that did not pass (FAIL or ERROR), in test, column, repeat order."""
     base = "SELECT test_idx, prompt_idx, repeat_idx FROM results WHERE run_id = ? AND success = 0 AND "
-    prev = store.conn.execute(base + "(test_idx, prompt_idx, repeat_idx) < (?, ?, ?) "
+    prev = store.execute(base + "(test_idx, prompt_idx, repeat_idx) < (?, ?, ?) "
                               "ORDER BY test_idx DESC, prompt_idx DESC, repeat_idx DESC LIMIT 1", (run_id, *key)).fetchone()
-    nxt = store.conn.execute(base + "(test_idx, prompt_idx, repeat_idx) > (?, ?, ?) "
+    nxt = store.execute(base + "(test_idx, prompt_idx, repeat_idx) > (?, ?, ?) "
                              "ORDER BY test_idx, prompt_idx, repeat_idx LIMIT 1", (run_id, *key)).fetchone()
     return (tuple(prev) if prev else None), (tuple(nxt) if nxt else None)
 

@@ -12,7 +12,8 @@ as JSON for a JSON request and as a short page for a form; never a traceback.
 
 Forms are read as application/x-www-form-urlencoded (a plain `<form method="post">`), parsed here
 so that no multipart parser is needed. This module does not import web/app.py (which imports it):
-it opens the store from `request.app.state.db_path` itself.
+it opens the store from `request.app.state.db_target` itself. A rating that names no rater records
+the name its author gave when signing in (web/auth.py), if any.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class _Refused(Exception):
 
 
 def _store(request: Request) -> Store:
-    return Store.open(request.app.state.db_path)
+    return Store.open(request.app.state.db_target)
 
 
 def _is_json(request: Request) -> bool:
@@ -138,6 +139,10 @@ async def add(request: Request) -> Response:
                                                                                      required=False)}
         passed = _verdict(fields)
         comment, rater = _optional_text(fields, "comment"), _optional_text(fields, "rater")
+        if not (rater or "").strip():
+            from factcli.web.auth import rater_of
+
+            rater = rater_of(request)
         with _store(request) as store:
             rating_id = store_ratings.add_rating(store, run_id, passed=passed, comment=comment, rater=rater, **where)
             rating = store_ratings.get_rating(store, rating_id)

@@ -54,21 +54,44 @@ def url_of(host: str, port: int, path: str = "/") -> str:
     return f"http://{shown}:{port}{path}"
 
 
-def exposed_warning(host: str) -> str | None:
+MIN_TOKEN_CHARS = 16
+
+
+def check_token(host: str, token: str | None) -> str | None:
+    """The access token a server on `host` uses: required on an address other than loopback
+    (FactcliError without one), at least MIN_TOKEN_CHARS long; None on loopback without one."""
+    from factcli.errors import FactcliError
+
+    token = (token or "").strip() or None
+    if token is None:
+        if host in LOCAL_HOSTS:
+            return None
+        raise FactcliError(f"--host {host} serves every stored run to the network: give a token with --token TOKEN "
+                           "or FACTCLI_WEB_TOKEN (every request must then carry it), or use --host 127.0.0.1")
+    if len(token) < MIN_TOKEN_CHARS:
+        raise FactcliError(f"the web token is too short ({len(token)} characters): use at least {MIN_TOKEN_CHARS} "
+                           "(python -c 'import secrets; print(secrets.token_urlsafe(24))' makes one)")
+    return token
+
+
+def exposed_warning(host: str, token: str | None = None) -> str | None:
     if host in LOCAL_HOSTS:
         return None
-    return (f"warning: --host {host}: anyone who can reach this machine on the network can read every stored "
-            "run (outputs, prompts, vars) and add ratings; use --host 127.0.0.1 to keep it local")
+    return (f"warning: --host {host}: anyone who can reach this machine and has the token can read every stored "
+            "run (outputs, prompts, vars) and add ratings; the server speaks plain HTTP, so put it behind an "
+            "HTTPS proxy or a VPN when the network is not trusted")
 
 
-def serve(db_path: Path, *, host: str, port: int, path: str = "/", open_browser: bool = True,
-          echo: Callable[[str], None] = print) -> None:
-    """Run the server in this thread until Ctrl-C; open the browser on `path` once it listens."""
+def serve(db: Path | str, *, host: str, port: int, path: str = "/", open_browser: bool = True,
+          echo: Callable[[str], None] = print, token: str | None = None) -> None:
+    """Run the server in this thread until Ctrl-C; open the browser on `path` once it listens.
+    `token`: every request must carry it (web/auth.py)."""
     import uvicorn
 
+    from factcli.store.database import shown
     from factcli.web.app import create_app
 
-    app = create_app(db_path)
+    app = create_app(db, access_token=token)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
                             lifespan="off", server_header=False)
     server = uvicorn.Server(config)
@@ -86,6 +109,6 @@ def serve(db_path: Path, *, host: str, port: int, path: str = "/", open_browser:
                 webbrowser.open(url)
 
         threading.Thread(target=opener, daemon=True).start()
-    echo(f"Serving {db_path} at {url}  (Ctrl-C stops)")
+    echo(f"Serving {shown(db)} at {url}  (Ctrl-C stops" + ("; requests need the token)" if token else ")"))
     server.run()  # uvicorn handles SIGINT/SIGTERM: it stops accepting, finishes requests, returns
     echo("Stopped.")

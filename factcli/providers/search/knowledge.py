@@ -1,4 +1,5 @@
-"""Knowledge sources for fact verification: documents, passages and BM25 retrieval (FActScore's side).
+"""Knowledge sources for fact verification: documents, passages and BM25 retrieval (FActScore's side,
+and the `knowledge` search backend: the offline stand-in for a web search, at the end of this module).
 
 A knowledge source is a set of titled documents, from one of:
 - a folder of `.txt` / `.md` files (searched recursively); a document's title is its file name
@@ -556,3 +557,58 @@ def clear_cache() -> None:
     with _CACHE_LOCK:
         _CACHE.clear()
         _TEXT_CACHE.clear()
+
+
+# ---------------------------------------------------------------- the `knowledge` search backend
+
+from factcli.providers.search.base import SearchBackend, SearchConfigError, register_backend, result  # noqa: E402
+
+
+@register_backend("knowledge")
+class KnowledgeSearch(SearchBackend):
+    """`config.search: {provider: knowledge, knowledge: <folder | .jsonl | SQLite>}`: a query is answered
+    with the top passages of the whole source by BM25, each result titled by its document and addressed
+    `knowledge:<title>#<passage>`. Offline and free; not cached, since the source may change between runs
+    and retrieval costs milliseconds."""
+
+    cacheable = False
+    max_results = 100
+
+    def check(self) -> None:
+        ref = self.config.get("knowledge")
+        if not isinstance(ref, str) or not ref.strip():
+            raise SearchConfigError("config.search.knowledge is required for the knowledge backend: a folder of "
+                                    ".txt/.md files, a .jsonl of {title, text} lines or a SQLite documents table")
+        words = self.config.get("passage_words", DEFAULT_PASSAGE_WORDS)
+        if isinstance(words, bool) or not isinstance(words, int) or words < 1:
+            raise SearchConfigError(f"config.search.passage_words must be a whole number ≥ 1, got {words!r}")
+
+    def cache_identity(self) -> dict:
+        return {"id": self.id, "knowledge": str(self.path())}
+
+    def path(self) -> Path:
+        path = Path(str(self.config.get("knowledge")).removeprefix("file://")).expanduser()
+        return path if path.is_absolute() else self.base_dir / path
+
+    def open(self) -> KnowledgeSource:
+        """The source, loaded once per process (KnowledgeError when it cannot be)."""
+        return open_source(self.path(), int(self.config.get("passage_words", DEFAULT_PASSAGE_WORDS)))
+
+    def preflight(self) -> list[str]:
+        try:
+            self.open()
+        except KnowledgeError as exc:
+            return [f"config.search.knowledge: {exc}"]
+        return []
+
+    async def search(self, query: str, results: int) -> list[dict]:
+        import asyncio
+
+        from factcli.providers.base import FATAL, ProviderCallError
+
+        try:
+            source = await asyncio.to_thread(self.open)
+        except KnowledgeError as exc:
+            raise ProviderCallError(f"knowledge search: {exc}", FATAL) from None
+        passages = await asyncio.to_thread(source.retrieve, query, results)
+        return [result(p.title, f"knowledge:{p.id}", p.text) for p in passages]

@@ -1,0 +1,333 @@
+"""`safe`: long-form factuality checked against web search, scored as F1@K (SAFE, Wei et al., 2024,
+"Long-form factuality in large language models"; VeriScore, Song et al., 2024, with `claims: verifiable`).
+
+Steps (SAFE, the paper's §3 and google-deepmind/long-form-factuality), each a judge call whose reply is
+JSON, each prompt overridable under `config` (factcli/methods/safe_prompts.py has the variables):
+1. `splitPrompt`: the response becomes individual facts;
+2. `revisePrompt`, per fact: the fact made self-contained, and whether it is relevant to the prompt;
+3. per relevant fact, up to `maxSearches` (default 5) searches, each query written by `queryPrompt`
+   after seeing the results so far; an empty query ends that fact's search;
+4. `ratePrompt`: supported or not_supported against the results found.
+`claims: verifiable` (VeriScore) replaces 1-2: sentence by sentence, `extractPrompt` extracts the
+verifiable claims of the sentence with the three sentences before it and the one after it as context;
+every claim counts as relevant, and its one search is the claim itself (`results` default 10).
+
+Score, with S supported, N not supported and I irrelevant facts (the paper's §5):
+    precision = S / (S + N)           (undefined when S + N = 0: reported as null)
+    recall@K  = min(S / K, 1)
+    F1@K      = 2·P·R / (P + R), and 0 when S = 0
+`K` (default 64, the median number of facts in the paper's responses) is how many supported facts a
+user wants; the assertion passes when F1@K ≥ threshold (default 0.5); `not-safe` inverts it.
+
+`config.search`: {provider, apiBaseUrl, apiKeyEnvar, results (default 3, SAFE's; 10 with
+`claims: verifiable`), costPerSearch, rpm, maxConcurrency, and each backend's own keys} chooses the
+backend (factcli/providers/search). Searches go through ctx.grader, so run/calls retries, paces,
+caches and prices them, and the row's ledger counts them.
+
+One judge grades a row (a panel would search once per judge; give one `provider`). A reply of the
+wrong shape or a search that fails after its retries makes the row a grading error, never a guess.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from factcli import templating
+from factcli.methods import reports as method_reports
+from factcli.methods import safe_prompts as prompts
+from factcli.methods.claims import JudgeCall, JudgeError, ask_json, prompt_for, string_list
+from factcli.providers.search import create_backend, results_wanted
+from factcli.providers.search.base import SearchConfigError
+from factcli.providers.search.knowledge import split_paragraph_sentences
+from factcli.scoring.grading import grader_error
+from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
+from factcli.types import GradingResult
+
+DEFAULT_K = 64  # the paper's median number of facts per response (§5)
+DEFAULT_MAX_SEARCHES = 5  # SAFE's max_steps
+DEFAULT_THRESHOLD = 0.5
+DEFAULT_CONCURRENCY = 8
+VERIFIABLE_RESULTS = 10  # VeriScore's search results per claim
+CONTEXT_BEFORE, CONTEXT_AFTER = 3, 1  # VeriScore's window around the sentence being extracted
+MODES = ("all", "verifiable")
+SUPPORTED, NOT_SUPPORTED, IRRELEVANT = "supported", "not_supported", "irrelevant"
+_VERDICTS = {"supported": SUPPORTED, "not_supported": NOT_SUPPORTED, "unsupported": NOT_SUPPORTED}
+
+
+def f1_at_k(supported: int, not_supported: int, k: int) -> tuple[float | None, float, float]:
+    """(precision, recall@K, F1@K) as the paper defines them; precision is None without rated facts."""
+    rated = supported + not_supported
+    precision = supported / rated if rated else None
+    recall = min(supported / k, 1.0)
+    if supported == 0:
+        return precision, recall, 0.0
+    return precision, recall, 2 * precision * recall / (precision + recall)
+
+
+# ---------------------------------------------------------------- settings
+
+
+def _whole(cfg: dict, key: str, default: int, minimum: int) -> int:
+    value = cfg.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < minimum:
+        raise AssertionError_(f"safe: config.{key} must be a whole number ≥ {minimum}, got {value!r}")
+    return int(value)
+
+
+def settings(cfg: dict, base_dir: Path | None) -> dict:
+    """The assertion's settings, every bad key named (AssertionError_)."""
+    mode = str(cfg.get("claims", "all")).strip().lower()
+    if mode not in MODES:
+        raise AssertionError_(f"safe: config.claims must be all (SAFE) or verifiable (VeriScore), got {cfg.get('claims')!r}")
+    search = cfg.get("search")
+    if search is None:
+        raise AssertionError_("safe: config.search is required, e.g. {provider: serper} (or {provider: knowledge, "
+                              "knowledge: docs/} to search a local corpus offline)")
+    try:
+        backend = create_backend(search, base_dir)
+        results = results_wanted(search, VERIFIABLE_RESULTS if mode == "verifiable" else 3)
+    except SearchConfigError as exc:
+        raise AssertionError_(f"safe: {exc}") from None
+    return {"mode": mode, "backend": backend, "results": results, "K": _whole(cfg, "K", DEFAULT_K, 1),
+            "maxSearches": _whole(cfg, "maxSearches", DEFAULT_MAX_SEARCHES, 1),
+            "concurrency": _whole(cfg, "concurrency", DEFAULT_CONCURRENCY, 1)}
+
+
+def preflight(a, base_dir: Path, test=None) -> list[str]:
+    """Before any call: the config is valid, the backend's key is set, a knowledge source loads."""
+    try:
+        s = settings(a.config or {}, base_dir)
+    except AssertionError_ as exc:
+        return [str(exc)]
+    return [f"safe: {p}" for p in s["backend"].preflight()]
+
+
+# ---------------------------------------------------------------- steps
+
+
+async def _all(coros) -> list:
+    """gather, but the first failure cancels the rest: a row that is already a grading error (or a run
+    that is aborting) makes no more calls."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        return await asyncio.gather(*tasks)
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+def knowledge_text(found: list[dict]) -> str:
+    """The results so far as the query and rating steps see them."""
+    if not found:
+        return "N/A"
+    return "\n\n".join(f"[{i + 1}] {r['title']}\n{r['snippet']}\nURL: {r['url']}" for i, r in enumerate(found))
+
+
+async def _split(ctx, spec, s: dict, call: JudgeCall) -> list[dict]:
+    """The facts to check: [{text, revised?, relevant?}] (revised and relevant come later in SAFE mode)."""
+    response = ctx.output_text
+    if not response.strip():
+        return []
+    if s["mode"] == "all":
+        obj = await ask_json(ctx, spec, prompt_for(ctx, "splitPrompt", prompts.SPLIT),
+                             {**ctx.vars, "prompt": ctx.prompt, "response": response}, call, "split")
+        return [{"text": f} for f in string_list(obj, "facts", "split", call.replies[-1]["reply"])]
+    sentences = split_paragraph_sentences(response)
+    sem = asyncio.Semaphore(s["concurrency"])
+
+    async def extract(i: int) -> list[str]:
+        before = sentences[max(0, i - CONTEXT_BEFORE):i]
+        after = sentences[i + 1:i + 1 + CONTEXT_AFTER]
+        context = " ".join([*before, f"<SOS>{sentences[i]}<EOS>", *after])
+        async with sem:
+            obj = await ask_json(ctx, spec, prompt_for(ctx, "extractPrompt", prompts.EXTRACT),
+                                 {**ctx.vars, "prompt": ctx.prompt, "sentence": sentences[i], "context": context},
+                                 call, f"extract sentence {i + 1}")
+        return string_list(obj, "claims", f"extract sentence {i + 1}", call.replies[-1]["reply"])
+
+    claims = [c for group in await _all(extract(i) for i in range(len(sentences))) for c in group]
+    return [{"text": c, "revised": c, "relevant": True} for c in dict.fromkeys(claims)]
+
+
+async def _revise(ctx, spec, fact: dict, call: JudgeCall) -> None:
+    obj = await ask_json(ctx, spec, prompt_for(ctx, "revisePrompt", prompts.REVISE),
+                         {**ctx.vars, "prompt": ctx.prompt, "response": ctx.output_text, "fact": fact["text"]},
+                         call, "revise")
+    revised, relevant = obj.get("fact"), obj.get("relevant")
+    if isinstance(relevant, str) and relevant.strip().lower() in ("true", "false"):
+        relevant = relevant.strip().lower() == "true"
+    if not isinstance(revised, str) or not revised.strip() or not isinstance(relevant, bool):
+        raise JudgeError(f'revise: expected {{"fact": "<text>", "relevant": true|false}}, got {str(obj)[:200]}',
+                         call.replies[-1]["reply"])
+    fact["revised"], fact["relevant"] = revised.strip(), relevant
+
+
+async def _search(ctx, s: dict, query: str, fact: dict, found: list[dict]) -> None:
+    reply = await ctx.grader.search(s["backend"], query, s["results"])
+    if reply.error is not None:
+        raise JudgeError(f"search {query!r}: {reply.error}")
+    fact["queries"].append(query)
+    seen = {(r["url"], r["snippet"]) for r in found}
+    found.extend(r for r in reply.output or [] if isinstance(r, dict) and (r.get("url"), r.get("snippet")) not in seen)
+
+
+async def _check(ctx, spec, s: dict, fact: dict, call: JudgeCall) -> None:
+    """Search for one relevant fact, then rate it against what was found."""
+    fact.update(queries=[], evidence=[])
+    found: list[dict] = fact["evidence"]
+    claim = fact["revised"]
+    if s["mode"] == "verifiable":
+        await _search(ctx, s, claim, fact, found)
+    else:
+        for step in range(1, s["maxSearches"] + 1):
+            obj = await ask_json(ctx, spec, prompt_for(ctx, "queryPrompt", prompts.QUERY),
+                                 {**ctx.vars, "fact": claim, "knowledge": knowledge_text(found), "step": step},
+                                 call, f"query {step}")
+            query = obj.get("query")
+            if query is not None and not isinstance(query, str):
+                raise JudgeError(f'query {step}: expected {{"query": "<text>"}}, got {str(obj)[:200]}',
+                                 call.replies[-1]["reply"])
+            if not (query or "").strip():
+                break
+            await _search(ctx, s, query.strip(), fact, found)
+    obj = await ask_json(ctx, spec, prompt_for(ctx, "ratePrompt", prompts.RATE),
+                         {**ctx.vars, "fact": claim, "knowledge": knowledge_text(found)}, call, "rate")
+    raw = str(obj.get("verdict") or "").strip().lower().replace(" ", "_").replace("-", "_")
+    verdict = _VERDICTS.get(raw)
+    if verdict is None:
+        raise JudgeError(f"rate: the verdict is {obj.get('verdict')!r}, expected supported or not_supported",
+                         call.replies[-1]["reply"])
+    fact["verdict"] = verdict
+    reason = obj.get("reason")
+    fact["reason"] = reason if isinstance(reason, str) else ""
+
+
+# ---------------------------------------------------------------- the assertion
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else templating.to_fixed(x, 2)
+
+
+def _fact_meta(f: dict) -> dict:
+    relevant = bool(f.get("relevant"))
+    return {"text": f["text"], "revised": f.get("revised", f["text"]), "relevant": relevant,
+            "verdict": f.get("verdict", IRRELEVANT) if relevant else IRRELEVANT,
+            "queries": f.get("queries", []), "evidence": f.get("evidence", []), "reason": f.get("reason", "")}
+
+
+@assertion("safe", model_graded=True, preflight=preflight)
+async def safe(ctx: AssertionContext) -> GradingResult:
+    if ctx.grader is None:
+        raise AssertionError_("safe needs a grader (run it through factcli eval)")
+    if isinstance(ctx.assertion.provider, list) or isinstance(ctx.assertion.config.get("models"), list):
+        raise AssertionError_("safe grades with one judge: give `provider` one model (a panel would search once "
+                              "per judge)")
+    s = settings(ctx.assertion.config or {}, getattr(ctx.grader, "base_dir", None))
+    spec = ctx.grader.spec_for(ctx.assertion, ctx.test)
+    threshold = ctx.threshold if ctx.threshold is not None else DEFAULT_THRESHOLD
+    backend = s["backend"]
+    meta: dict[str, Any] = {"method": "safe", "mode": s["mode"], "K": s["K"], "threshold": threshold,
+                            "search": {"provider": backend.name, "results": s["results"]}}
+    call = JudgeCall()
+
+    def failed(exc: JudgeError) -> GradingResult:
+        return grader_error(f"safe: {exc}", exc.raw, call.tokens, **meta, graderReplies=call.replies,
+                            graderCost=call.cost if call.cost_known else None)
+
+    try:
+        facts = await _split(ctx, spec, s, call)
+        sem = asyncio.Semaphore(s["concurrency"])
+
+        async def one(fact: dict) -> None:
+            if s["mode"] == "all":
+                async with sem:
+                    await _revise(ctx, spec, fact, call)
+            if fact["relevant"]:
+                async with sem:
+                    await _check(ctx, spec, s, fact, call)
+
+        await _all(one(f) for f in facts)
+    except JudgeError as exc:
+        return failed(exc)
+
+    facts_meta = [_fact_meta(f) for f in facts]
+    n_s = sum(f["verdict"] == SUPPORTED for f in facts_meta)
+    n_n = sum(f["verdict"] == NOT_SUPPORTED for f in facts_meta)
+    n_i = sum(f["verdict"] == IRRELEVANT for f in facts_meta)
+    precision, recall, score = f1_at_k(n_s, n_n, s["K"])
+    meta.update({"supported": n_s, "notSupported": n_n, "irrelevant": n_i, "precision": precision,
+                 "recallAtK": recall, "f1AtK": score, "facts": facts_meta,
+                 "searches": sum(len(f["queries"]) for f in facts_meta), "graderReplies": call.replies,
+                 "graderCost": call.cost if call.cost_known else None})
+    passed = score >= threshold
+    k = s["K"]
+    if not facts_meta:
+        detail = "the response states no facts"
+    else:
+        detail = (f"{n_s} supported, {n_n} not supported, {n_i} irrelevant of {len(facts_meta)} facts; "
+                  f"precision {_fmt(precision)}, recall@{k} {_fmt(recall)}")
+        if n_s + n_n == 0:
+            detail += "; no fact is relevant to the prompt"
+    unsupported = [f["revised"] for f in facts_meta if f["verdict"] == NOT_SUPPORTED]
+    if unsupported:
+        detail += "; not supported: " + "; ".join(unsupported[:3]) + (" …" if len(unsupported) > 3 else "")
+    relation = "≥" if passed else "<"
+    reason = f"F1@{k} {_fmt(score)} {relation} {templating.js_string(threshold)} ({detail})"
+    if ctx.inverse:
+        passed, score = not passed, 1.0 - score
+    return GradingResult(passed, score, reason, tokens_used=call.tokens, metadata=meta)
+
+
+# ---------------------------------------------------------------- column summary
+
+
+def safe_summary(metas: list[dict]) -> dict | None:
+    """A column's SAFE report: rows scored, mean F1@K with its 95% bootstrap interval, mean precision
+    (over rows with a rated fact), total S/N/I and the searches made; grading errors counted apart."""
+    from factcli.stats.intervals import bootstrap_mean
+
+    scored = [m for m in metas if isinstance(m.get("f1AtK"), (int, float)) and not m.get("graderError")]
+    errors = sum(1 for m in metas if m.get("graderError"))
+    if not scored and not errors:
+        return None
+    f1 = [float(m["f1AtK"]) for m in scored]
+    precisions = [float(m["precision"]) for m in scored if isinstance(m.get("precision"), (int, float))]
+    ks = sorted({m.get("K") for m in scored if isinstance(m.get("K"), int)})
+    return {
+        "rows": len(scored), "gradingErrors": errors, "K": ks[0] if len(ks) == 1 else ks,
+        "f1AtK": sum(f1) / len(f1) if f1 else None, "f1AtKInterval": bootstrap_mean(f1, seed=0) if f1 else None,
+        "precision": sum(precisions) / len(precisions) if precisions else None,
+        "supported": sum(int(m.get("supported") or 0) for m in scored),
+        "notSupported": sum(int(m.get("notSupported") or 0) for m in scored),
+        "irrelevant": sum(int(m.get("irrelevant") or 0) for m in scored),
+        "searches": sum(int(m.get("searches") or 0) for m in scored),
+    }
+
+
+def describe_safe(summary: dict) -> str:
+    """`SAFE F1@64 0.412 (95% CI 0.300–0.520; precision 0.830; 120 supported, 25 not, 14 irrelevant; 10 rows)`."""
+    k = summary["K"]
+    k_text = k if isinstance(k, int) else "K"
+    if summary["f1AtK"] is None:
+        return f"SAFE F1@{k_text} n/a (grading errors {summary['gradingErrors']})"
+    parts = []
+    ci = summary.get("f1AtKInterval")
+    if ci:
+        parts.append(f"95% CI {ci['low']:.3f}–{ci['high']:.3f}")
+    if summary["precision"] is not None:
+        parts.append(f"precision {summary['precision']:.3f}")
+    parts.append(f"{summary['supported']} supported, {summary['notSupported']} not, {summary['irrelevant']} irrelevant")
+    parts.append(f"{summary['rows']} rows, {summary['searches']} searches")
+    if summary["gradingErrors"]:
+        parts.append(f"grading errors {summary['gradingErrors']}")
+    if not isinstance(k, int):
+        parts.append(f"K varies: {', '.join(map(str, k))}")
+    return f"SAFE F1@{k_text} {summary['f1AtK']:.3f} ({'; '.join(parts)})"
+
+
+method_reports.register("safe", "safe", safe_summary, describe_safe)

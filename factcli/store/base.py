@@ -1,0 +1,308 @@
+"""What both store backends share: the `BaseStore` every command talks to (the queries, written once
+in the SQL both backends run), and the helpers around a store's name (a path or a URL, shown without
+its password), its errors and a run's holder. `Store.open` (store/database.py) picks the backend.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+from factcli.errors import FactcliError
+from factcli.store.schema import MIGRATION_NAMES, MIGRATION_SET, RESULT_FIELDS, upsert_sql  # noqa: F401
+
+FINAL_STATUSES = ("complete", "interrupted", "aborted", "error")
+URL_SCHEMES = ("postgresql://", "postgres://")
+# how long a run's heartbeat may be silent before another machine may take the run over (store/leases.py)
+LEASE_TIMEOUT_S = 60.0
+
+
+def default_path() -> Path:
+    from factcli.settings import home
+
+    return home() / "factcli.db"
+
+
+def default_target() -> str | Path:
+    """`FACTCLI_DB` when set (a file path or a postgresql:// URL), else FACTCLI_HOME/factcli.db."""
+    env = os.environ.get("FACTCLI_DB", "").strip()
+    if env:
+        return env if is_url(env) else Path(env).expanduser()
+    return default_path()
+
+
+def is_url(target: Any) -> bool:
+    return isinstance(target, str) and target.strip().lower().startswith(URL_SCHEMES)
+
+
+_PASSWORD = re.compile(r"(?i)(postgres(?:ql)?://[^:/@\s]*:)([^@\s]*)(@)")
+_KEYWORD_PASSWORD = re.compile(r"(?i)(\bpassword\s*=\s*)('[^']*'|\S+)")
+
+
+def redact(text: str) -> str:
+    """A database URL (or anything holding one) with its password shown as *** (in a URL or as password=…)."""
+    text = _PASSWORD.sub(lambda m: m.group(1) + "***" + m.group(3), str(text))
+    return _KEYWORD_PASSWORD.sub(lambda m: m.group(1) + "***", text)
+
+
+def shown(target: str | Path | None) -> str:
+    """How a store is named in messages: its path, or its URL without the password."""
+    if target is None:
+        target = default_target()
+    return redact(target) if is_url(target) else str(target)
+
+
+def store_errors() -> tuple[type[BaseException], ...]:
+    """The driver errors a store may raise, for `except store_errors()` (psycopg's only once loaded)."""
+    import sqlite3
+
+    errors: list = [sqlite3.Error]
+    psycopg = sys.modules.get("psycopg")
+    if psycopg is not None:
+        errors.append(psycopg.Error)
+    return tuple(errors)
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+# ---------------------------------------------------------------- the database
+
+
+class BaseStore:
+    """One open database. Writes are committed by `commit` (or at once where the method says so)."""
+
+    kind = "?"
+    path: Any  # what messages show
+    target: Any  # what opens it again (a Path, or the URL with its password: never printed)
+
+    # -- what each backend provides
+
+    def execute(self, sql: str, params: Iterable = ()):
+        raise NotImplementedError
+
+    def executemany(self, sql: str, rows: Iterable) -> None:
+        raise NotImplementedError
+
+    def commit(self) -> None:
+        raise NotImplementedError
+
+    def rollback(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def json_number(self, column: str, key: str) -> tuple[str, list]:
+        """SQL reading the number under top-level `key` of a JSON text column, and its parameters."""
+        raise NotImplementedError
+
+    def write_results(self, rows: list[tuple]) -> None:
+        """Upsert result rows (tuples in RESULT_FIELDS order) in one bulk statement; uncommitted."""
+        if rows:
+            self.executemany(upsert_sql(), rows)
+
+    @property
+    def errors(self) -> tuple[type[BaseException], ...]:
+        return store_errors()
+
+    def __enter__(self) -> "BaseStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- runs
+
+    def run_count(self) -> int:
+        return self.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+
+    _NEWEST = "ORDER BY created_at DESC, id DESC"  # newest first (SQLite: ties in insertion order)
+
+    def resolve(self, ref: str | None) -> dict:
+        """A run row from `latest` (the default), an id, or a unique part of one: its start
+        (`eval-20261124T19`) or any other piece, such as the hex tail (`9a84d9`) that tells runs of
+        one day apart. A start that matches one run wins over pieces elsewhere; two or more
+        matches are an error naming them. Every command that takes a run id comes here."""
+        ref = (ref or "latest").strip()
+        if ref == "latest":
+            row = self.execute(f"SELECT * FROM runs {self._NEWEST} LIMIT 1").fetchone()
+            if row is None:
+                raise FactcliError(f"no runs stored yet in {self.path}")
+            return dict(row)
+        row = self.execute("SELECT * FROM runs WHERE id = ?", (ref,)).fetchone()
+        if row is not None:
+            return dict(row)
+        if not ref:
+            raise FactcliError("an empty run id: give a run id, a unique part of one, or 'latest'")
+        escaped = ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        rows: list = []
+        for pattern in (escaped + "%", "%" + escaped + "%"):
+            rows = self.execute(f"SELECT * FROM runs WHERE id LIKE ? ESCAPE '\\' {self._NEWEST} LIMIT 6",
+                                (pattern,)).fetchall()
+            if rows:
+                break
+        if len(rows) == 1:
+            return dict(rows[0])
+        if not rows:
+            raise FactcliError(f"no run '{ref}' in {self.path} (`factcli list` shows the runs)")
+        ids = [r["id"] for r in rows]
+        listed = ", ".join(ids[:5]) + (", …" if len(ids) > 5 else "")
+        raise FactcliError(f"run id '{ref}' is ambiguous: it matches {listed}; give more of the id")
+
+    def first_failed_test(self, run_id: str) -> int | None:
+        """The first test with a FAIL row (an ERROR row when none failed): the row worth opening."""
+        for reason in (1, 2):
+            row = self.execute("SELECT MIN(test_idx) FROM results WHERE run_id = ? AND failure_reason = ?",
+                               (run_id, reason)).fetchone()
+            if row[0] is not None:
+                return row[0]
+        return None
+
+    def list_runs(self, limit: int = 20) -> list[dict]:
+        return [dict(r) for r in self.execute(f"SELECT * FROM runs {self._NEWEST} LIMIT ?", (limit,))]
+
+    def insert_run(self, record: dict) -> None:
+        fields = list(record)
+        self.execute(f"INSERT INTO runs ({', '.join(fields)}) VALUES ({', '.join('?' for _ in fields)})",
+                     [record[f] for f in fields])
+        self.commit()
+
+    def upsert_run(self, record: dict) -> None:
+        """Insert a run row or replace every given field of it (factcli copy); uncommitted."""
+        fields = list(record)
+        self.execute(f"INSERT INTO runs ({', '.join(fields)}) VALUES ({', '.join('?' for _ in fields)}) "
+                     "ON CONFLICT(id) DO UPDATE SET " + ", ".join(f"{f} = excluded.{f}" for f in fields if f != "id"),
+                     [record[f] for f in fields])
+
+    def update_run(self, run_id: str, fields: dict, commit: bool = True) -> None:
+        if not fields:
+            return
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        self.execute(f"UPDATE runs SET {sets} WHERE id = ?", [*fields.values(), run_id])
+        if commit:
+            self.commit()
+
+    def set_columns(self, run_id: str, columns: list[dict], commit: bool = True) -> None:
+        for c in columns:
+            fields = ["run_id", *c]
+            self.execute(
+                f"INSERT INTO columns ({', '.join(fields)}) VALUES ({', '.join('?' for _ in fields)}) "
+                f"ON CONFLICT(run_id, prompt_idx) DO UPDATE SET "
+                + ", ".join(f"{f} = excluded.{f}" for f in c if f != "prompt_idx"),
+                [run_id, *c.values()])
+        if commit:
+            self.commit()
+
+    def set_column_metrics(self, run_id: str, metrics: list[str], commit: bool = True) -> None:
+        self.executemany("UPDATE columns SET metrics_json = ? WHERE run_id = ? AND prompt_idx = ?",
+                         [(m, run_id, i) for i, m in enumerate(metrics)])
+        if commit:
+            self.commit()
+
+    def columns(self, run_id: str) -> list[dict]:
+        return [dict(r) for r in self.execute("SELECT * FROM columns WHERE run_id = ? ORDER BY prompt_idx", (run_id,))]
+
+    def delete_run(self, run_id: str) -> int:
+        try:
+            n = self.execute("DELETE FROM results WHERE run_id = ?", (run_id,)).rowcount
+            self.execute("DELETE FROM ratings WHERE run_id = ?", (run_id,))
+            self.execute("DELETE FROM columns WHERE run_id = ?", (run_id,))
+            self.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+            self.commit()
+        except BaseException:
+            self.rollback()
+            raise
+        return n
+
+    # -- results
+
+    def upsert_result(self, record: dict, commit: bool = True) -> None:
+        self.write_results([tuple(record.get(f) for f in RESULT_FIELDS)])
+        if commit:
+            self.commit()
+
+    def results(self, run_id: str, where: str = "", params: Iterable = (), order: str = "seq",
+                fields: str = "*") -> Iterable[dict]:
+        sql = f"SELECT {fields} FROM results WHERE run_id = ?" + (f" AND ({where})" if where else "")
+        for row in self.execute(sql + f" ORDER BY {order}", [run_id, *params]):
+            yield dict(row)
+
+    def result_count(self, run_id: str) -> int:
+        return self.execute("SELECT COUNT(*) FROM results WHERE run_id = ?", (run_id,)).fetchone()[0]
+
+    def done_keys(self, run_id: str) -> dict[tuple[int, int, int], tuple[int, str]]:
+        """(test_idx, prompt_idx, repeat_idx) -> (failure_reason, test_key) for every stored row."""
+        return {(r[0], r[1], r[2]): (r[3], r[4]) for r in self.execute(
+            "SELECT test_idx, prompt_idx, repeat_idx, failure_reason, test_key FROM results WHERE run_id = ?",
+            (run_id,))}
+
+    def counts(self, run_id: str) -> dict[int, dict[str, int]]:
+        """prompt_idx -> {pass, fail, error} counted in SQL (exact even while a run is writing)."""
+        out: dict[int, dict[str, int]] = {}
+        for p, s, f, n in self.execute(
+                "SELECT prompt_idx, success, failure_reason, COUNT(*) FROM results WHERE run_id = ? "
+                "GROUP BY prompt_idx, failure_reason, success", (run_id,)):
+            c = out.setdefault(p, {"pass": 0, "fail": 0, "error": 0})
+            c["pass" if s else ("error" if f == 2 else "fail")] += n
+        return out
+
+
+def pid_alive(pid: int | None, host: str | None) -> bool:
+    import socket
+
+    if not pid or host != socket.gethostname():
+        return False
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def seconds_since(iso: str | None) -> float | None:
+    if not iso:
+        return None
+    try:
+        then = datetime.fromisoformat(iso)
+    except ValueError:
+        return None
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=timezone.utc)
+    return (datetime.now(timezone.utc) - then).total_seconds()
+
+
+def lease_timeout() -> float:
+    try:
+        return max(1.0, float(os.environ.get("FACTCLI_LEASE_TIMEOUT") or LEASE_TIMEOUT_S))
+    except ValueError:
+        return LEASE_TIMEOUT_S
+
+
+def holder_alive(run: dict) -> bool:
+    """Whether the process that holds a started run is still at it: on this machine, its pid is
+    alive; on another, its heartbeat (`updated_at`) is younger than the lease timeout."""
+    import socket
+
+    if run.get("host") == socket.gethostname():
+        return pid_alive(run.get("pid"), run.get("host"))
+    age = seconds_since(run.get("updated_at"))
+    return age is not None and age < lease_timeout()
+
+
+def shown_status(run: dict) -> str:
+    """The stored status, with `started` told apart: still running, or killed without finishing."""
+    if run["status"] == "started":
+        return "running" if holder_alive(run) else "interrupted"
+    return run["status"]

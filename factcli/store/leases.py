@@ -1,0 +1,105 @@
+"""Leases on runs: a run being executed or resumed is held by one process, named by its row's
+`host`, `pid` and heartbeat (`updated_at`), with status `started`.
+
+- Taking a stored run over (`take`, for --resume and --retry-errors) is one compare-and-set UPDATE on
+  the values read before: of two machines resuming at once, one wins and the other is refused with
+  one line naming the holder.
+- The holder is alive while, on its own machine, its pid is; seen from another machine, while its
+  heartbeat is younger than the lease timeout (FACTCLI_LEASE_TIMEOUT seconds, 60 by default:
+  database.holder_alive). A run whose machine died is taken over once that time has passed.
+- On a shared store (PostgreSQL) a `Heartbeat` thread refreshes `updated_at` every timeout/6 seconds
+  through its own connection, also while no row finishes (a slow model). SQLite is one machine's
+  file: there the pid is the lease and no thread runs.
+
+Machines are assumed to keep their clocks within a few seconds of each other (NTP); a clock far
+ahead makes its heartbeats look fresh for longer.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+
+from factcli.errors import FactcliError
+from factcli.store.database import Store, holder_alive, lease_timeout, now, seconds_since, store_errors
+
+
+def holder(run: dict) -> str:
+    age = seconds_since(run.get("updated_at"))
+    beat = f", last heartbeat {age:.0f} s ago" if age is not None else ""
+    return f"pid {run.get('pid')} on {run.get('host')}{beat}"
+
+
+def refusal(run: dict) -> FactcliError:
+    return FactcliError(f"run {run['id']} is being run by {holder(run)}; wait for it or stop it (a run whose "
+                        f"heartbeat stops for {lease_timeout():.0f} s can be taken over)")
+
+
+def take(store: Store, run: dict) -> dict:
+    """Hold `run` (a row read from `store`) for this process; refused while another process holds it.
+    Returns the fields written."""
+    me = {"pid": os.getpid(), "host": socket.gethostname()}
+    if run.get("status") == "started" and holder_alive(run) and \
+            (run.get("pid"), run.get("host")) != (me["pid"], me["host"]):
+        raise refusal(run)
+    fields = {"status": "started", "updated_at": now(), "finished_at": None, **me}
+    sets = ", ".join(f"{k} = ?" for k in fields)
+    same = " AND ".join(f"{k} IS NOT DISTINCT FROM ?" for k in ("status", "pid", "host", "updated_at"))
+    n = store.execute(f"UPDATE runs SET {sets} WHERE id = ? AND {same}",
+                      [*fields.values(), run["id"], run.get("status"), run.get("pid"), run.get("host"),
+                       run.get("updated_at")]).rowcount
+    store.commit()
+    if n != 1:  # another process took it between our read and our write
+        raise refusal(store.resolve(run["id"]))
+    return fields
+
+
+class Heartbeat:
+    """Refreshes a held run's `updated_at` from a thread with its own connection, until `stop`."""
+
+    def __init__(self, target, run_id: str):
+        self.target, self.run_id = target, run_id
+        self.pid, self.host = os.getpid(), socket.gethostname()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> "Heartbeat":
+        self._thread = threading.Thread(target=self._beat, name="factcli-heartbeat", daemon=True)
+        self._thread.start()
+        return self
+
+    def _beat(self) -> None:
+        every = lease_timeout() / 6
+        store = None
+        while not self._stop.wait(every):
+            try:
+                if store is None:
+                    store = Store.open(self.target)
+                store.execute("UPDATE runs SET updated_at = ? WHERE id = ? AND pid = ? AND host = ? "
+                              "AND status = 'started'", (now(), self.run_id, self.pid, self.host))
+                store.commit()
+            except (FactcliError, *store_errors()):
+                if store is not None:  # a dropped connection: open a new one next time
+                    try:
+                        store.close()
+                    except (FactcliError, *store_errors()):
+                        pass
+                store = None
+        if store is not None:
+            try:
+                store.close()
+            except (FactcliError, *store_errors()):
+                pass
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+
+def heartbeat(store: Store, run_id: str) -> Heartbeat | None:
+    """A started heartbeat for a run held in a shared store; None for SQLite (the pid is the lease)."""
+    if store.kind == "sqlite":
+        return None
+    return Heartbeat(store.target, run_id).start()
