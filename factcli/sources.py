@@ -24,7 +24,7 @@ def ref_path(ref: str, base: Path) -> tuple[Path, str | None]:
     """`file://x.py:fn` -> (base/x.py, 'fn'). Windows drive letters are not a function suffix."""
     rest = ref[len("file://"):]
     func = None
-    m = re.match(r"^(.*\.(?:py|js|cjs|mjs|ts)):([A-Za-z_][\w.]*)$", rest)
+    m = re.match(r"^(.*\.(?:py|js|cjs|mjs|ts|mts|cts|tsx)):([A-Za-z_][\w.]*)$", rest)
     if m:
         rest, func = m.group(1), m.group(2)
     p = Path(os.path.expanduser(rest))
@@ -94,8 +94,13 @@ def expand_glob(path: Path, file: str, key: str) -> list[Path]:
     return [path]
 
 
-def read_text(path: Path, file: str, key: str) -> str:
+def read_text(path: Path, file: str, key: str, *, keep_newlines: bool = False) -> str:
+    """`keep_newlines`: the text as its bytes say (a CRLF inside a quoted CSV cell stays CRLF), else
+    with line ends made `\n`."""
     try:
+        if keep_newlines:
+            with open(path, encoding="utf-8-sig", newline="") as handle:
+                return handle.read()
         return path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise ConfigError(f"file not found: {path}", file, key) from None
@@ -376,8 +381,11 @@ def parse_yaml(text: str, file: str) -> Any:
 def load_structured(path: Path, file: str | None = None) -> Any:
     """Parse a .yaml/.yml/.json/.jsonl file; JSONL gives a list."""
     name = file or str(path)
-    text = read_text(path, name, "")
-    suffix = path.suffix.lower()
+    return parse_structured(read_text(path, name, ""), path.suffix.lower(), name)
+
+
+def parse_structured(text: str, suffix: str, name: str) -> Any:
+    """The data of a YAML, JSON or JSONL text (by `suffix`, e.g. ".json"); `name` says where it came from."""
     if suffix == ".json":
         try:
             return check_depth(json.loads(text), name)
@@ -421,7 +429,7 @@ def expand_env(value: Any) -> Any:
     return value
 
 
-SCRIPT_VAR_SUFFIXES = (".py", ".js", ".cjs", ".mjs")
+SCRIPT_VAR_SUFFIXES = (".py", ".js", ".cjs", ".mjs", ".ts", ".mts", ".cts", ".tsx")
 
 
 class ScriptRef(str):
@@ -468,9 +476,6 @@ def file_var_value(path: Path, func: str | None, file: str, key: str) -> Any:
     (promptfoo passes JSON on as text and YAML as compact JSON text: docs/promptfoo-departures.md);
     images a `data:` URI, audio and video bare base64; `.pdf` its text (with pypdf). Never a template."""
     suffix = path.suffix.lower()
-    if suffix in (".ts", ".mts", ".cts", ".tsx"):
-        raise ConfigError(f"TypeScript files are not run by factcli: compile {path.name} to JavaScript "
-                          f"(`npx tsc {path.name}`) and point the var at the .js file", file, key)
     if suffix in SCRIPT_VAR_SUFFIXES:
         if not is_file(path):
             raise ConfigError(f"script var file not found: {path}", file, key)

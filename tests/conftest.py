@@ -48,6 +48,22 @@ def fake_openai(_server, monkeypatch):
     _server.clear_rules()
 
 
+def _node_strips_types() -> bool:
+    import shutil
+    import subprocess
+
+    if shutil.which("node") is None:
+        return False
+    probe = subprocess.run(["node", "-p", "Boolean(process.features.typescript)"], capture_output=True, text=True)
+    return probe.stdout.strip() == "true"
+
+
+# A TypeScript file with no way to run (Node without type stripping, no typescript package near it)
+TS_REFUSED = "is TypeScript: it runs with Node.js 22.6 or later"
+ts_refused = pytest.mark.skipif(__import__("shutil").which("node") is None or _node_strips_types(),
+                                reason="needs a Node.js without type stripping (this one runs TypeScript)")
+
+
 def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")

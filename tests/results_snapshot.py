@@ -22,6 +22,9 @@ configs):
   pages the tree ships (3 of its 20 topics; the other 17 rows are "not a document title" errors).
 - configs/facts-grounding.yaml: its tests file, facts-grounding-examples.csv, is a Kaggle download
   that is not shipped, so it exits 1 (bad input) before any call; the .meta keeps that error.
+- configs/benchmarks/*.yaml read their tests from the Hugging Face Hub: FACTCLI_HF_DATASETS_SERVER
+  points at a port where nothing listens, so each exits 1 (bad input, "cannot download") before any
+  call; tests/test_benchmarks.py runs them against a stand-in datasets-server instead.
 - configs/calibration/{baseline,factuality,variants}.yaml are `factcli calibrate` inputs (`labels:` +
   `graders:`, no prompts or providers): they run as `factcli calibrate -c CONFIG -o FILE`, and the
   calibration report JSON is kept instead of a results document.
@@ -148,6 +151,7 @@ def _env(tree: Path, home: Path, url: str, extra: dict) -> dict:
             "PYTHONDONTWRITEBYTECODE": "1",  # leave no __pycache__ in the tree under test
             "LANG": "C.UTF-8", "TZ": "UTC", "COLUMNS": "1000", "OPENAI_API_KEY": "sk-test",
             "OPENAI_BASE_URL": url, "OLLAMA_BASE_URL": url.removesuffix("/v1"),
+            "FACTCLI_HF_DATASETS_SERVER": "http://127.0.0.1:9",  # nothing listens: never the real Hub
             **{k: str(tree / v) for k, v in extra.items()}}
 
 

@@ -163,8 +163,8 @@ def test_script_values_are_checked_at_load(tmp_path):
         ({"type": "python", "value": "file://a.txt"}, "a python assertion file must be a .py file"),
     ]
     if HAS_NODE:
-        cases += [({"type": "javascript", "value": "file://a.py"}, "must be a .js or .cjs or .mjs file"),
-                  ({"type": "javascript", "value": "file://x.ts"}, "TypeScript files are not supported")]
+        cases += [({"type": "javascript", "value": "file://a.py"}, "must be a .js or .cjs or .mjs or .ts"),
+                  ({"type": "javascript", "value": "file://x.ts"}, "file not found")]
     for a, message in cases:
         with pytest.raises(ConfigError, match=re.escape(message)):
             parse_test({"assert": [a]}, ctx, "tests[0]")
@@ -449,7 +449,7 @@ def test_scoring_function_from_default_test_and_relative_to_its_file(tmp_path):
 def test_scoring_function_errors_at_load(tmp_path):
     ctx = Ctx("c.yaml", tmp_path, {})
     for value, message in [("score.py", "assertScoringFunction must be a file reference"),
-                           ("file://nope.py:f", "file not found"), ("file://s.rb", "must be a .js or .cjs or .mjs or .py file")]:
+                           ("file://nope.py:f", "file not found"), ("file://s.rb", "must be a .js or .cjs or .mjs or .ts or .py file")]:
         with pytest.raises(ConfigError, match=re.escape(message)):
             parse_test({"assertScoringFunction": value, "assert": []}, ctx, "tests[0]")
 

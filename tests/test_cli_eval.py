@@ -202,7 +202,7 @@ tests:
 
 def test_provider_exception_is_an_error_row(tmp_path):
     write(tmp_path / "prov.py", "def call_api(prompt, options, context):\n    raise RuntimeError('boom')\n")
-    cfg = write(tmp_path / "c.yaml", "prompts: [x]\nproviders: ['python:prov.py']\ntests: [{}]\n")
+    cfg = write(tmp_path / "c.yaml", "prompts: [x]\nproviders: ['python:prov.py']\ntests: [{vars: {}}]\n")
     out = tmp_path / "r.json"
     result = run("-c", cfg, "-o", out)
     assert result.exit_code == 100

@@ -6,7 +6,7 @@ import json
 import shutil
 
 import pytest
-from conftest import write
+from conftest import TS_REFUSED, ts_refused, write
 from typer.testing import CliRunner
 
 from factcli import templating
@@ -300,7 +300,6 @@ def test_nunjucks_filters_errors_are_one_line(tmp_path):
     write(tmp_path / "f.ts", "export default (s: string) => s;\n")
     cases = {
         "./missing.js": "nunjucksFilters.x: filter file not found",
-        "f.ts": "nunjucksFilters.x: TypeScript files are not run by factcli",
         "file://filters.py:shoot": "nunjucksFilters.x: filters.py has no function 'shoot' (did you mean 'shout'?)",
         "file://filters.py": "nunjucksFilters.x: filters.py has no function 'x'",
     }
@@ -311,6 +310,14 @@ def test_nunjucks_filters_errors_are_one_line(tmp_path):
 
 
 @needs_node
+@ts_refused
+def test_a_typescript_filter_with_no_way_to_run_is_one_line(tmp_path):
+    write(tmp_path / "f.ts", "export default (s: string) => s;\n")
+    result = _eval(tmp_path, "nunjucksFilters: {x: 'f.ts'}\nprompts: ['{{ a | x }}']\nproviders: [echo]\n")
+    assert result.exit_code == 1 and f"nunjucksFilters.x: f.ts {TS_REFUSED}" in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
 def test_js_filter_that_exports_nothing_is_a_config_error(tmp_path):
     write(tmp_path / "bad.mjs", "export const nope = 1;\n")
     result = _eval(tmp_path, "nunjucksFilters: {x: bad.mjs}\nprompts: ['{{ a | x }}']\nproviders: [echo]\n")

@@ -5,7 +5,7 @@ import json
 import shutil
 
 import pytest
-from conftest import ROOT, write
+from conftest import ROOT, TS_REFUSED, ts_refused, write
 from typer.testing import CliRunner
 
 from factcli.cli import app
@@ -179,7 +179,7 @@ providers: [echo]
     ("file://missing.py:f", "prompt function file not found"),
     ("file://prompts.py:as_strin", "prompts.py has no function 'as_strin' (did you mean 'as_string'?)"),
     ("file://broken.py:f", "broken.py does not import: ZeroDivisionError"),
-    ("file://prompts.ts:f", "compile prompts.ts to JavaScript"),
+    pytest.param("file://prompts.ts:f", f"prompts.ts {TS_REFUSED}", marks=ts_refused),
 ])
 def test_load_time_errors(tmp_path, entry, message):
     write(tmp_path / "prompts.py", PROMPTS_PY)

@@ -6,7 +6,7 @@ import json
 import shutil
 
 import pytest
-from conftest import write
+from conftest import TS_REFUSED, ts_refused, write
 from typer.testing import CliRunner
 
 from factcli.cli import app
@@ -163,7 +163,8 @@ tests: [{vars: {topic: nets}}]
     ("[{role: user, content: 'file://missing.txt'}]", "file not found", "prompts[0].messages[0].content"),
     ("[{role: user, content: 'file://missing.py:f'}]", "prompt function file not found",
      "prompts[0].messages[0].content"),
-    ("[{role: user, content: 'file://p.ts'}]", "compile p.ts to JavaScript", "prompts[0].messages[0].content"),
+    pytest.param("[{role: user, content: 'file://p.ts'}]", f"p.ts {TS_REFUSED}", "prompts[0].messages[0].content",
+                 marks=ts_refused),
     ("[{role: user, content: 'file://prompts.py:g'}]", "prompts.py has no function 'g'",
      "prompts[0].messages[0].content"),
     ("[{role: user, content: 'file://*.txt'}]", "not a glob", "prompts[0].messages[0].content"),

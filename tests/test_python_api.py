@@ -79,7 +79,7 @@ def test_evaluate_inside_a_running_event_loop():
 
     async def cell():
         asyncio.get_running_loop()  # we are inside one
-        return factcli.evaluate(CONFIG), factcli.evaluate({"prompts": ["x"], "providers": [where], "tests": [{}]})
+        return factcli.evaluate(CONFIG), factcli.evaluate({"prompts": ["x"], "providers": [where], "tests": [{"vars": {}}]})
 
     run, second = asyncio.run(cell())
     _check_functions_run(run)
@@ -142,14 +142,14 @@ def test_a_function_that_raises_or_returns_nonsense_is_an_error_row():
     def odd(prompt):
         return 42
 
-    run = factcli.evaluate({"prompts": ["x"], "providers": [broken, odd], "tests": [{}]}, store=False)
+    run = factcli.evaluate({"prompts": ["x"], "providers": [broken, odd], "tests": [{"vars": {}}]}, store=False)
     assert [r.error for r in run.rows] == [
         "broken raised ValueError: no model today",
         'odd must return the output as text or a dict such as {"output": ...}, got int 42']
 
 
 def test_a_python_function_id_from_the_command_line_is_a_clear_error(tmp_path):
-    cfg = write(tmp_path / "c.yaml", "prompts: [x]\nproviders: ['python-function:nowhere']\ntests: [{}]\n")
+    cfg = write(tmp_path / "c.yaml", "prompts: [x]\nproviders: ['python-function:nowhere']\ntests: [{vars: {}}]\n")
     result = CliRunner().invoke(app, ["eval", "-c", str(cfg), "--no-progress-bar"])
     assert result.exit_code == 1
     assert "no Python function named 'nowhere' was passed to factcli.evaluate()" in result.output

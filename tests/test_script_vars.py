@@ -5,7 +5,7 @@ import json
 import shutil
 
 import pytest
-from conftest import ROOT, write
+from conftest import ROOT, TS_REFUSED, ts_refused, write
 from typer.testing import CliRunner
 
 from factcli.cli import app
@@ -141,10 +141,11 @@ tests:
     assert "Expected" in rows[1]["error"] and "bad.js" in rows[1]["error"] and "plain string" in rows[1]["error"]
 
 
+@ts_refused
 def test_missing_and_typescript_script_files_are_config_errors(tmp_path):
     write(tmp_path / "ctx.ts", "export default () => ({output: 'x'});\n")
     for value, message in (("file://nope.py", "script var file not found"),
-                           ("file://ctx.ts", "compile ctx.ts to JavaScript")):
+                           ("file://ctx.ts", f"ctx.ts {TS_REFUSED}")):
         cfg = write(tmp_path / "c.yaml", f"prompts: ['{{{{c}}}}']\nproviders: [echo]\ntests: [{{vars: {{c: '{value}'}}}}]\n")
         with pytest.raises(ConfigError) as info:
             load_suite([cfg])

@@ -7,7 +7,7 @@ import json
 import shutil
 
 import pytest
-from conftest import write
+from conftest import TS_REFUSED, ts_refused, write
 from typer.testing import CliRunner
 
 from factcli.cli import app
@@ -159,9 +159,10 @@ def test_javascript_errors(tmp_path):
         in _error(tmp_path, "\n  - file://esm.mjs", files)
 
 
-def test_typescript_is_refused_with_how_to_compile(tmp_path):
+@ts_refused
+def test_typescript_without_a_way_to_run_says_both_ways(tmp_path):
     message = _error(tmp_path, "\n  - file://gen.ts", {"gen.ts": "export default [];"})
-    assert "TypeScript files are not run by factcli: compile gen.ts to JavaScript (`npx tsc gen.ts`" in message
+    assert f"gen.ts {TS_REFUSED}" in message and "(npm install typescript)" in message
 
 
 @pytest.mark.parametrize("tests, expected", [

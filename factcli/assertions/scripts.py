@@ -52,16 +52,20 @@ def _resolve_file(ref: str, base: Path, file: str, where: str, kinds: tuple[str,
 
     path, func = ref_path(ref, base)
     suffix = path.suffix.lower()
-    allowed = (JS_SUFFIXES if "js" in kinds else ()) + ((".py",) if "py" in kinds else ())
-    if suffix in TS_SUFFIXES:
-        raise ConfigError(f"TypeScript files are not supported for {what} ({path.name}); compile it to .js", file, where)
+    allowed = (JS_SUFFIXES + TS_SUFFIXES if "js" in kinds else ()) + ((".py",) if "py" in kinds else ())
     if suffix not in allowed:
-        raise ConfigError(f"{what} must be a {' or '.join(allowed)} file, got {path.name}", file, where)
+        shown = (JS_SUFFIXES + (".ts",) if "js" in kinds else ()) + ((".py",) if "py" in kinds else ())
+        raise ConfigError(f"{what} must be a {' or '.join(shown)} file, got {path.name}", file, where)
     from factcli.sources import is_file
 
     if not is_file(path):
         raise ConfigError(f"file not found: {path}", file, where)
+    if suffix in TS_SUFFIXES:
+        from factcli.scripting.node import check_typescript
+
+        check_typescript(path, file, where)
     return f"file://{path.resolve()}" + (f":{func}" if func else "")
+
 
 
 def _need_node(what: str, instead: str, file: str, where: str) -> None:

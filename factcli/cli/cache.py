@@ -1,4 +1,4 @@
-"""`factcli cache`: manage the response cache."""
+"""`factcli cache`: manage the caches (model responses and downloaded tests)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from factcli.cli.app import cache_app
 
 @cache_app.command("clear")
 def cache_clear() -> None:
-    """Delete every cached response."""
-    from factcli.run.cache import ResponseCache
+    """Delete every cached response and downloaded test set."""
+    from factcli.run.cache import DownloadCache, ResponseCache
 
     n = ResponseCache().clear()
-    typer.echo(f"Cleared {n} cached responses.")
+    d = DownloadCache().clear()
+    typer.echo(f"Cleared {n} cached responses and {d} downloads.")

@@ -51,6 +51,8 @@ def eval_cmd(
                                              "no call that could take the run's cost past it (resumable)."),
     strict: bool = typer.Option(False, "--strict", help="Refuse a config with unknown keys (normally one "
                                 "warning each) before any call."),
+    providers: list[str] = typer.Option(None, "-r", "--providers", metavar="ID", help="Run these providers "
+                                        "instead of the config's (promptfoo's flag). Repeatable."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Check everything, print the calls and the cost "
                                  "range the run would have, and stop before any call."),
 ) -> None:
@@ -85,6 +87,7 @@ def _run_eval(args: dict) -> int:
         cache=False if args["no_cache"] else None, filter_pattern=args["filter_pattern"],
         filter_first_n=args["filter_first_n"], filter_sample=args["filter_sample"],
         description=args["description"], vars=cli_vars, grader=args["grader"], max_cost=args["max_cost"],
+        providers=list(args["providers"] or []) or None,
     )
     if (args["assertions"] is None) != (args["model_outputs"] is None):
         raise FactcliError("--assertions and --model-outputs go together")
@@ -107,7 +110,8 @@ def _run_eval(args: dict) -> int:
             if found is None:
                 raise FactcliError("no config: pass -c FILE, or run where promptfooconfig.yaml is")
             paths = [found]
-        suite = runner.load(paths, options)
+        with report.working("Reading the config…", not args["no_progress_bar"]):  # and what it downloads
+            suite = runner.load(paths, options)
     _load_warnings(suite, args["strict"])  # every way of loading: config, resumed run, --model-outputs
     if args["filter_pattern"]:
         import re

@@ -108,9 +108,22 @@ def merge_configs(configs: list[tuple[Path, dict]]) -> dict:
     return merged
 
 
-def load_suite(paths: list[str | Path], cli_vars: dict | None = None) -> Suite:
+def with_providers(cfg: dict, ids: list[str] | None, first: bool = True) -> dict:
+    """`-r/--providers ID…` (promptfoo's flag): these providers instead of the config's (`first`: the
+    file that gets them when several are merged). A relative `file://` id is the current directory's,
+    as every path given on the command line."""
+    if not ids:
+        return cfg
+    cfg = {k: v for k, v in cfg.items() if k not in ("providers", "targets")}
+    if first:
+        cfg["providers"] = [f"file://{Path(i[7:]).resolve()}" if i.startswith("file://") and not os.path.isabs(i[7:])
+                            else i for i in ids]
+    return cfg
+
+
+def load_suite(paths: list[str | Path], cli_vars: dict | None = None, providers: list[str] | None = None) -> Suite:
     files = [Path(p) for p in paths]
-    configs = [(p, read_config_file(p)) for p in files]
+    configs = [(p, with_providers(read_config_file(p), providers, i == 0)) for i, p in enumerate(files)]
     with unknown_keys_collected():  # only the errors here: build_suite reports the unknown keys
         for p, cfg in configs:
             check_keys(cfg, TOP_KEYS, str(p), "", UNSUPPORTED_TOP)
@@ -223,10 +236,12 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
     extensions = parse_extensions(cfg.get("extensions"), ctx, warnings)
     hooks_see = hook_source(ctx, tests_raw, cfg, default_test, cli_vars, _scenario_tests) if extensions else None
     tests_raw.extend(_scenario_tests(cfg.get("scenarios"), ctx))
-    if not tests_raw:
+    placeholder = not tests_raw
+    if placeholder:
         tests_raw = [({}, ctx, "tests")]  # promptfoo runs each prompt once with no vars
     tests = [
-        merge_default(parse_test(t, c, where, from_config=c is ctx), default_parsed, cli_vars)
+        merge_default(parse_test(t, c, where, from_config=c is ctx, placeholder=placeholder), default_parsed,
+                      cli_vars)
         for t, c, where in tests_raw
     ]
 

@@ -13,7 +13,8 @@ from typing import Any
 
 from factcli import sources, templating
 from factcli.config.context import Ctx, as_list, check_keys, expect
-from factcli.config.user_code import FUNCTION_SUFFIXES, JS_SUFFIXES, PY_SUFFIXES, code_file, python_function
+from factcli.config.user_code import (FUNCTION_SUFFIXES, JS_SUFFIXES, PY_SUFFIXES, TS_SUFFIXES, code_file,
+                                      python_function)
 from factcli.errors import ConfigError
 from factcli.types import Prompt
 
@@ -229,7 +230,7 @@ def _prompt_function(ref: str, path: Path, func: str | None, label: str | None, 
     source = sources.read_text(path, ctx.file, where)
     if suffix in PY_SUFFIXES and func:
         python_function(path, func, ctx.file, where)
-    elif suffix in JS_SUFFIXES:
+    elif suffix in JS_SUFFIXES + TS_SUFFIXES:
         from factcli.scripting.node import NodeNotFound, require_node
 
         try:

@@ -21,6 +21,11 @@ TEST_UNSUPPORTED = {
 }
 
 
+# promptfoo refuses a test with none of these ("Test case must contain one of ..."): its other keys are
+# typos or misplaced vars, and running it would send an empty prompt to every provider
+RUNNABLE_TEST_KEYS = ("vars", "assert", "options", "metadata", "provider", "providerOutput", "threshold")
+
+
 ASSERT_KEYS = {"type", "value", "threshold", "weight", "provider", "rubricPrompt", "metric",
                "transform", "contextTransform", "config", "assert", "$ref"}
 
@@ -34,11 +39,24 @@ OPTION_UNSUPPORTED = {
 }
 
 
-def parse_test(t: Any, ctx: Ctx, where: str, is_default: bool = False, from_config: bool = False) -> TestCase:
+def _runnable(t: dict) -> bool:
+    """promptfoo's test: one of its properties set to a value JavaScript finds truthy (`vars: {}` is)."""
+    return (isinstance(t.get("threshold"), (int, float)) and not isinstance(t.get("threshold"), bool)) or any(
+        t.get(k) not in (None, "", 0, False) for k in RUNNABLE_TEST_KEYS if k != "threshold")
+
+
+def parse_test(t: Any, ctx: Ctx, where: str, is_default: bool = False, from_config: bool = False,
+               placeholder: bool = False) -> TestCase:
     """`from_config`: the test is written in the config itself (not a test file), so its var values that
-    hold templates are rendered per row (contract §3); defaultTest is always from the config."""
+    hold templates are rendered per row (contract §3); defaultTest is always from the config.
+    `placeholder`: the one empty test a config without tests runs its prompts with."""
     expect(isinstance(t, dict), f"expected a test mapping, got {type(t).__name__}", ctx.file, where)
     check_keys(t, TEST_KEYS, ctx.file, where, TEST_UNSUPPORTED)
+    if not (is_default or placeholder or _runnable(t)):
+        has = ", ".join(map(str, t)) or "nothing"
+        raise ConfigError(f"a test needs one of {', '.join(RUNNABLE_TEST_KEYS)} (as in promptfoo); this one has "
+                          f"{has}" + (" (vars go under `vars:`)" if any(k != "description" for k in t) else ""),
+                          ctx.file, where)
     vars_ = t.get("vars") or {}
     # `vars:` given as a file, a list of files or a glob (promptfoo-features §5.4)
     vars_file = isinstance(vars_, str) or (isinstance(vars_, list) and all(isinstance(x, str) for x in vars_))
@@ -106,17 +124,33 @@ def template_names(written: dict, resolved: dict) -> frozenset:
                      if isinstance(v, str) and resolved.get(str(k)) is v and has_template(v))
 
 
+def _check_script(ref: sources.ScriptRef, ctx: Ctx, where: str) -> None:
+    """A TypeScript script var can run (the others are checked when they run, as before)."""
+    from factcli.config.user_code import TS_SUFFIXES
+
+    path, _ = sources.ref_path(ref.target, ctx.base)
+    if path.suffix.lower() in TS_SUFFIXES:
+        from factcli.scripting.node import check_typescript
+
+        check_typescript(path, ctx.file, where)
+
+
 def _resolve_var(v: Any, ctx: Ctx, where: str) -> Any:
     """A `file://` value loaded (a glob: one row per file); in a list of strings each `file://` item is
     loaded (a glob's files take its place), and the list still gives one row per item."""
     if sources.is_file_ref(v):
-        return sources.load_var_file(v, ctx.base, ctx.file, where)
+        value = sources.load_var_file(v, ctx.base, ctx.file, where)
+        if isinstance(value, sources.ScriptRef):
+            _check_script(value, ctx, where)
+        return value
     if isinstance(v, list) and any(sources.is_file_ref(x) for x in v):
         if not all(isinstance(x, str) for x in v):  # promptfoo loads only top-level strings and array items
             return v
         rows = sources.Rows()
         for i, x in enumerate(v):
             value = sources.load_var_file(x, ctx.base, ctx.file, f"{where}[{i}]") if sources.is_file_ref(x) else x
+            if isinstance(value, sources.ScriptRef):
+                _check_script(value, ctx, f"{where}[{i}]")
             if isinstance(value, sources.Rows):
                 rows.extend(value)
             else:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from factcli import sources
+from factcli.config import remote
 from factcli.config.context import check_keys
 from factcli.config.user_code import JS_SUFFIXES, PY_SUFFIXES, TS_SUFFIXES, code_file
 from factcli.errors import ConfigError
@@ -208,8 +209,12 @@ def test_from_csv_row(row: dict[str, str], file: str, rownum: int, warnings: lis
 
 
 def read_csv_tests(path: Path, warnings: list[str]) -> list[dict]:
-    file = str(path)
-    text = sources.read_text(path, file, "")
+    # the cells keep their bytes: a CRLF inside a quoted cell reaches the model as CRLF, as in promptfoo
+    return csv_tests(sources.read_text(path, str(path), "", keep_newlines=True), str(path), warnings)
+
+
+def csv_tests(text: str, file: str, warnings: list[str]) -> list[dict]:
+    """The tests of a CSV text (a local file's or a downloaded one's); `file` names it in errors."""
     delimiter = os.environ.get("FACTCLI_CSV_DELIMITER") or os.environ.get("PROMPTFOO_CSV_DELIMITER") or ","
     strict_only = os.environ.get("FACTCLI_CSV_STRICT", os.environ.get("PROMPTFOO_CSV_STRICT", "")) == "true"
     try:
@@ -257,6 +262,9 @@ def load_tests(value: Any, ctx, key: str) -> list[tuple[dict, Any, str]]:
         if isinstance(item, dict):
             out.append((item, ctx, where))
             continue
+        if remote.is_remote(item):
+            out.extend(_remote_tests(item, ctx, where))
+            continue
         if not isinstance(item, str) or not (sources.is_file_ref(item) or _looks_like_path(item)):
             raise ConfigError(f"expected a test mapping or a file:// reference, got {item!r}", ctx.file, where)
         ref = _as_ref(item)
@@ -266,6 +274,46 @@ def load_tests(value: Any, ctx, key: str) -> list[tuple[dict, Any, str]]:
             continue
         for p in sources.expand_glob(path, ctx.file, where):  # a file, or each file of a glob, sorted
             out.extend(_tests_from_file(p, ctx, where))
+    return out
+
+
+def _remote_tests(ref: str, ctx, where: str) -> list[tuple[dict, Any, str]]:
+    """A Hugging Face dataset's rows, or a test file at a URL read by the rules of its format; each is
+    data with a context of its own (never rendered), named in errors by its row."""
+    from factcli.config.context import Ctx
+
+    if ref.startswith(remote.HF_PREFIX):
+        sub = Ctx(ctx.file, ctx.base, ctx.templates)
+        return [(t, sub, f"{where}: row {n}") for n, t in enumerate(remote.dataset_tests(ref, ctx.file, where), 1)]
+    url = remote.sheet_csv_url(ref) or ref
+    suffix = ".csv" if url != ref else remote.url_suffix(ref)
+    if not suffix:
+        raise ConfigError(f"cannot tell the format of {ref}: tests at a URL are a .csv, .json, .jsonl, .yaml or "
+                          ".yml file (or a Google Sheet)", ctx.file, where)
+    data = remote.download(url, ctx.file, where)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{ref}: not UTF-8 text (byte {exc.start})", ctx.file, where) from None
+    sub = Ctx(ref, ctx.base, ctx.templates)
+    if suffix == ".csv":
+        warnings: list[str] = []
+        rows = csv_tests(text, ref, warnings)
+        for msg in warnings:
+            import sys
+
+            print(f"warning: {msg}", file=sys.stderr)
+        return [(t, sub, f"row {n}") for n, t in enumerate(rows, 1)]
+    value = sources.parse_structured(text, suffix, ref)
+    value = [value] if isinstance(value, dict) else value
+    if not isinstance(value, list):
+        raise ConfigError("expected a list of tests", ref)
+    out: list[tuple[dict, Any, str]] = []
+    for j, t in enumerate(value):
+        if remote.is_remote(t):
+            out.extend(_remote_tests(t, sub, f"[{j}]"))
+        else:
+            out.append((t, sub, f"[{j}]"))
     return out
 
 

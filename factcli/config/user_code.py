@@ -1,7 +1,9 @@
 """Checks of a user's code file at load time, shared by every config key that names one (prompt
-functions, `nunjucksFilters`, `extensions`): the file is Python or JavaScript and exists, a Python
-module imports and has the function, a JavaScript module loads and exports it. Each failure is one
-ConfigError naming the config key, before any call; the code itself runs later through scripting/.
+functions, `nunjucksFilters`, `extensions`, test generators, script vars): the file is Python,
+JavaScript or TypeScript and exists, a Python module imports and has the function, a JavaScript module
+loads and exports it, a TypeScript file has a way to run (Node's own type stripping, else the
+`typescript` package found from the config's folder). Each failure is one ConfigError naming the
+config key, before any call; the code itself runs later through scripting/.
 """
 
 from __future__ import annotations
@@ -19,22 +21,19 @@ TS_SUFFIXES = (".ts", ".mts", ".cts", ".tsx")
 FUNCTION_SUFFIXES = PY_SUFFIXES + JS_SUFFIXES + TS_SUFFIXES
 
 
-def typescript_error(path: Path) -> str:
-    js = path.with_suffix(".js").name
-    return (f"TypeScript files are not run by factcli: compile {path.name} to JavaScript "
-            f"(`npx tsc {path.name}` or `npx esbuild {path.name} --outfile={js}`) and point at {js}")
-
-
 def code_file(path: Path, wrong_kind: str, missing: str, file: str, where: str) -> str:
-    """The suffix of a Python or JavaScript file that exists; `wrong_kind` is the start of the message
-    for another suffix (`a filter must be a .js or .py file`), `missing` that for no file."""
+    """The suffix of a Python, JavaScript or TypeScript file that exists (TypeScript: and can run);
+    `wrong_kind` is the start of the message for another suffix (`a filter must be a .js or .py file`),
+    `missing` that for no file."""
     suffix = path.suffix.lower()
-    if suffix in TS_SUFFIXES:
-        raise ConfigError(typescript_error(path), file, where)
-    if suffix not in PY_SUFFIXES + JS_SUFFIXES:
+    if suffix not in FUNCTION_SUFFIXES:
         raise ConfigError(f"{wrong_kind}, got '{path.name}'", file, where)
     if not sources.is_file(path):
         raise ConfigError(f"{missing}: {path}", file, where)
+    if suffix in TS_SUFFIXES:
+        from factcli.scripting.node import check_typescript
+
+        check_typescript(path, file, where)
     return suffix
 
 
@@ -60,7 +59,7 @@ def python_function(path: Path, name: str, file: str, where: str, hint: str = ""
 # The function the caller will run, found the way it finds it: a named export (on the module, else on
 # the namespace), else the module itself or its default export (`unnamed` says which member of an
 # object module stands in for it). The module is imported once: the worker's later imports reuse it.
-_PROBE = ("import({url}).then((ns) => {{ const d = ns.default; "
+_PROBE = ("globalThis.__factcliNamespace({file}).then((ns) => {{ const d = ns.default; "
           "const m = d !== undefined ? (d && d.default !== undefined ? d.default : d) : ns; "
           "const fn = {fn}; const t = fn ? (m != null && m[fn] !== undefined ? m[fn] : ns[fn]) "
           ": (typeof m === 'function' ? m : m && ({unnamed})); return typeof t; }})")
@@ -76,7 +75,7 @@ def check_js_export(path: Path, fn: str | None, file: str, where: str, *, what: 
         require_node(what, instead)
     except NodeNotFound as exc:
         raise ConfigError(str(exc), file, where) from None
-    code = _PROBE.format(url=json.dumps(path.resolve().as_uri()), fn=json.dumps(fn), unnamed=unnamed)
+    code = _PROBE.format(file=json.dumps(str(path.resolve())), fn=json.dumps(fn), unnamed=unnamed)
     try:
         answer = get_worker().call_sync("transform", {"code": code, "input": None, "context": {}}, timeout=30)
     except JSError as exc:

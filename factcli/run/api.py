@@ -178,13 +178,15 @@ def load_suite(config: Any, options: runner.RunOptions):
     if isinstance(config, dict):
         from factcli.config.loader import build_suite
 
-        return build_suite(with_functions(config), None, options.vars)
+        with runner.downloads(options):
+            return build_suite(with_functions(config), None, options.vars)
     if isinstance(config, str) and ("\n" in config or not _is_file(config)):
         parsed = _yaml_text(config)
         if parsed is not None:
             from factcli.config.loader import build_suite
 
-            return build_suite(with_functions(parsed), None, options.vars)
+            with runner.downloads(options):
+                return build_suite(with_functions(parsed), None, options.vars)
     if isinstance(config, (str, Path)):
         return runner.load([config], options)
     if isinstance(config, (list, tuple)) and config and all(isinstance(p, (str, Path)) for p in config):

@@ -1,7 +1,9 @@
-"""The response cache: diskcache under FACTCLI_HOME, keyed by what decides the output.
+"""The caches, diskcache under FACTCLI_HOME: model responses, keyed by what decides the output, and
+downloaded tests (Hugging Face dataset rows, test files at a URL), keyed by the URL.
 
-Only successful responses are stored, for 14 days. The key never contains a secret in clear:
-secrets are dropped before hashing, and only the response (no request) is stored.
+Only successful responses and downloads are stored, for 14 days. The key never contains a secret in
+clear: secrets are dropped before hashing, only the response (no request) is stored, and a download's
+key is its URL alone (the token a request carried is a header: in no key and no value).
 """
 
 from __future__ import annotations
@@ -41,9 +43,11 @@ def cache_key(identity: dict, messages: list[dict], repeat_idx: int, extra: dict
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-class ResponseCache:
-    def __init__(self, directory: Path | None = None, ttl: float = settings.CACHE_TTL_SECONDS):
-        self.directory = Path(directory or settings.cache_dir())
+class _DiskCache:
+    """One diskcache folder, opened on first use."""
+
+    def __init__(self, directory: Path, ttl: float):
+        self.directory = Path(directory)
         self.ttl = ttl
         self._cache = None
 
@@ -54,6 +58,22 @@ class ResponseCache:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._cache = diskcache.Cache(str(self.directory))
         return self._cache
+
+    def clear(self) -> int:
+        cache = self._open()
+        n = len(cache)
+        cache.clear()
+        return n
+
+    def close(self) -> None:
+        if self._cache is not None:
+            self._cache.close()
+            self._cache = None
+
+
+class ResponseCache(_DiskCache):
+    def __init__(self, directory: Path | None = None, ttl: float = settings.CACHE_TTL_SECONDS):
+        super().__init__(directory or settings.cache_dir(), ttl)
 
     def get(self, key: str) -> ProviderResponse | None:
         data = self._open().get(key)
@@ -76,13 +96,24 @@ class ResponseCache:
         data["metadata"] = {}
         self._open().set(key, data, expire=self.ttl)
 
-    def clear(self) -> int:
-        cache = self._open()
-        n = len(cache)
-        cache.clear()
-        return n
 
-    def close(self) -> None:
-        if self._cache is not None:
-            self._cache.close()
-            self._cache = None
+class DownloadCache(_DiskCache):
+    """What config/remote.py downloads, by URL, in a folder of its own beside the responses (so that
+    clearing either counts its own entries). `refresh`: download again and keep the new copy."""
+
+    def __init__(self, directory: Path | None = None, ttl: float = settings.CACHE_TTL_SECONDS, refresh: bool = False):
+        super().__init__(directory or settings.cache_dir() / "downloads", ttl)
+        self.refresh = refresh
+
+    @staticmethod
+    def key(url: str) -> str:
+        return "download:" + hashlib.sha256(url.encode()).hexdigest()
+
+    def get(self, url: str) -> bytes | None:
+        if self.refresh:
+            return None
+        data = self._open().get(self.key(url))
+        return data if isinstance(data, bytes) else None
+
+    def set(self, url: str, data: bytes) -> None:
+        self._open().set(self.key(url), bytes(data), expire=self.ttl)

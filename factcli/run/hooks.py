@@ -40,7 +40,7 @@ class HookError(AbortRun):
 # a JS hook may change its context in place.
 _JS_CALL = """
 const req = output;
-return import(req.url).then(async (ns) => {
+return globalThis.__factcliNamespace(req.file).then(async (ns) => {
   const d = ns.default;
   const mod = d !== undefined ? (d && d.default !== undefined ? d.default : d) : ns;
   const target = req.fn ? (mod != null && mod[req.fn] !== undefined ? mod[req.fn] : ns[req.fn])
@@ -104,7 +104,7 @@ class Hooks:
     async def _js(self, ext, args: list, at: int) -> Any:
         from factcli.scripting.node import get_worker
 
-        request = {"url": ext.path.as_uri(), "fn": ext.fn, "name": ext.path.name, "args": plain(args)}
+        request = {"file": str(ext.path.resolve()), "fn": ext.fn, "name": ext.path.name, "args": plain(args)}
         answer = await get_worker().call("transform", {"code": _JS_CALL, "input": request, "context": {},
                                                        "inputType": "output"})
         value = answer.get("value") or {}

@@ -63,11 +63,40 @@ def check(run, outputs: list[Path], filters: dict) -> None:
         problems.extend(f"{where}: grader {spec.label or spec.id}: {p}" for p in provider.preflight())
     problems.extend(p for p in (output_problem(path) for path in outputs) if p)
     problems.extend(f"{where}: {p}" for p in _assertion_problems(suite))
+    problems.extend(f"{where}: {p}" for p in _empty_prompts(suite))
     if run.total_steps == 0 and any(v is not None for v in filters.values()):
         given = " ".join(f"{k} {v}" for k, v in filters.items() if v is not None)
         problems.append(f"{given}: no test is left to run (of {len(suite.tests)})")
     if problems:
         raise PreflightFailed(list(dict.fromkeys(problems)))
+
+
+def _empty_prompts(suite) -> list[str]:
+    """A prompt template that renders empty for every test (its vars are nowhere: a dataset's columns
+    named otherwise, vars written beside `vars:`) would send empty prompts to paid models. Tests whose
+    vars are made while the run goes (transformVars, extension hooks) or that call no model
+    (providerOutput) are taken to fill it."""
+    from factcli import templating
+
+    tests = suite.tests
+    if suite.extensions or not tests or any(
+            t.options.get("transformVars") or t.provider_output is not None or t.options.get("prefix")
+            or t.options.get("suffix") for t in tests):
+        return []
+    problems = []
+    for i, prompt in enumerate(suite.prompts):
+        if prompt.function or prompt.message_functions or not templating.has_template(prompt.raw):
+            continue
+        try:
+            if any(templating.render(prompt.raw, t.vars, []).strip() for t in tests):
+                continue
+        except Exception:  # noqa: BLE001 - a template that fails to render is reported per row, as before
+            continue
+        names = sorted(templating.referenced_names(prompt.raw) or ())
+        hint = (f" (it uses {', '.join(names)}; no test has {'that var' if len(names) == 1 else 'those vars'})"
+                if names and not any(n in t.vars for t in tests for n in names) else "")
+        problems.append(f"prompts[{i}] {prompt.label!r} renders empty for every test{hint}")
+    return problems
 
 
 def _assertion_problems(suite) -> list[str]:

@@ -9,10 +9,11 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from contextlib import contextmanager
 from typing import Callable, Iterator
 
 from factcli import settings, stats
-from factcli.config.loader import Suite, build_suite, load_suite
+from factcli.config.loader import Suite, build_suite, load_suite, with_providers
 from factcli.config.plan import Column, expand
 from factcli.methods import reports as method_reports
 from factcli.scoring.metrics import ColumnMetrics, compile_derived
@@ -34,6 +35,8 @@ class RunOptions:
     description: str | None = None
     vars: dict = field(default_factory=dict)
     max_cost: float | None = None
+    providers: list[str] | None = None  # -r/--providers: instead of the config's
+
 
 
 @dataclass
@@ -438,10 +441,25 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
 
 def load(config, options: RunOptions | None = None) -> Suite:
     options = options or RunOptions()
-    if isinstance(config, dict):
-        return build_suite(config, None, options.vars)
-    paths = [config] if isinstance(config, (str, Path)) else list(config)
-    return load_suite(paths, options.vars)
+    with downloads(options):
+        if isinstance(config, dict):
+            return build_suite(with_providers(config, options.providers), None, options.vars)
+        paths = [config] if isinstance(config, (str, Path)) else list(config)
+        return load_suite(paths, options.vars, options.providers)
+
+
+@contextmanager
+def downloads(options: RunOptions):
+    """Tests a config downloads while it loads are kept in the download cache (--no-cache: fetched again)."""
+    from factcli.config.remote import downloading
+    from factcli.run.cache import DownloadCache
+
+    store = DownloadCache(refresh=options.cache is False)
+    try:
+        with downloading(store):
+            yield
+    finally:
+        store.close()
 
 
 def _env_concurrency() -> int | None:

@@ -144,6 +144,8 @@ class EvalSession:
             options.grader = opts.get("grader")
         if options.max_cost is None:
             options.max_cost = opts.get("max_cost")
+        if options.providers is None:
+            options.providers = opts.get("providers")
         self.suite = self._rebuild_suite(row, opts, options)
         self.selected = opts.get("tests")
         if not any(e.runs_for("beforeAll") for e in self.suite.extensions):  # else: the tests beforeAll gives
@@ -202,7 +204,8 @@ class EvalSession:
                 kept[k] = value
             cfg["env"] = kept
         base = Path(row.get("base_dir") or ".")
-        return build_suite(cfg, base / "stored-config.yaml", options.vars)
+        with runner.downloads(options):
+            return build_suite(cfg, base / "stored-config.yaml", options.vars)
 
     def filter_suite(self, suite) -> None:
         """--filter-failing RUN: keep the tests (by description and vars) that failed or errored there."""
@@ -254,7 +257,7 @@ class EvalSession:
             "repeat": run.repeat, "concurrency": run.concurrency, "cache": run.cache,
             "max_concurrency": options.max_concurrency, "delay_ms": options.delay_ms,
             "no_cache": bool(args.get("no_cache")), "grader": options.grader, "vars": dict(options.vars or {}),
-            "max_cost": options.max_cost,
+            "max_cost": options.max_cost, "providers": options.providers,
             "filter_pattern": options.filter_pattern, "filter_first_n": options.filter_first_n,
             "filter_sample": options.filter_sample, "filter_failing": self.failing[0] if self.failing else None,
             "mode": "config",

@@ -21,9 +21,10 @@ PY_DEFAULT = "generate_tests"
 _NO_CONFIG = object()
 
 # The module's default export (an ES module's `export default`, or CommonJS `module.exports`), called with
-# the config when it is a function. Run through the worker's `transform` op: `output` is the file's URL.
+# the config when it is a function. Run through the worker's `transform` op: `output` is the file's path,
+# loaded as the worker loads every user file (TypeScript too).
 _JS_DEFAULT_EXPORT = (
-    "import(output).then(async (ns) => {"
+    "globalThis.__factcliNamespace(output).then(async (ns) => {"
     " let m = ns.default;"
     " if (m && typeof m === 'object' && !Array.isArray(m) && m.default !== undefined) m = m.default;"
     " if (m === undefined) throw new Error('it has no default export; name the function to call, as '"
@@ -100,7 +101,7 @@ def _run_js(path: Path, func: str | None, args: list) -> Any:
             answer = get_worker().call_sync("call", {"file": str(path.resolve()), "fn": func, "args": args})
         else:
             answer = get_worker().call_sync("transform", {
-                "code": _JS_DEFAULT_EXPORT, "input": path.resolve().as_uri(),
+                "code": _JS_DEFAULT_EXPORT, "input": str(path.resolve()),
                 "context": {"args": args, "ref": f"file://{path.name}"}, "inputType": "output"})
     except JSError as exc:
         raise GeneratorError(f"test generator {name} failed: {exc.name}: {' '.join(exc.js_message.split())}") from None

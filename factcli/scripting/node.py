@@ -41,6 +41,11 @@ START_TIMEOUT_S = 15.0
 PING_TIMEOUT_S = 2.0
 MAX_RESTARTS = 1
 MIN_NODE_MAJOR = 18
+TS_SUFFIXES = (".ts", ".mts", ".cts", ".tsx")
+STRIP_TYPES_SINCE = (22, 6)  # Node's own type stripping; behind --experimental-strip-types before 22.18/23.6
+STRIP_TYPES_FLAG = "--experimental-strip-types"
+# the config folders the worker looks for the `typescript` package in (also after a restart)
+_TS_ROOTS: list[str] = []
 
 
 class NodeWorkerError(Exception):
@@ -118,6 +123,8 @@ class NodeWorker:
         self._last_crash: str | None = None
         self._last_kill_reason = "stopped"
         self._closed = False
+        self.node_args: list[str] = []  # before the worker script: STRIP_TYPES_FLAG when TypeScript needs it
+        self.strips_types = False
 
     # ------------------------------------------------------------ lifecycle
 
@@ -149,8 +156,8 @@ class NodeWorker:
                                   "(reinstall factcli; its package data must include js/worker.js)")
         try:
             proc = subprocess.Popen(
-                [node, str(WORKER_JS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, cwd=self.cwd,
+                [node, *self.node_args, str(WORKER_JS), json.dumps({"tsRoots": _TS_ROOTS})], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self.cwd,
             )
         except FileNotFoundError:
             raise NodeNotFound(node_missing_message()) from None
@@ -175,6 +182,7 @@ class NodeWorker:
             raise
         version = str(hello.get("node") or "")
         self.node_version = version
+        self.strips_types = bool(hello.get("stripsTypes"))
         try:
             major = int(version.split(".")[0])
         except ValueError:
@@ -184,6 +192,19 @@ class NodeWorker:
             self._closed = True
             raise NodeNotFound(f"javascript assertions need Node.js >= {MIN_NODE_MAJOR}; {node} is v{version}")
         _register_atexit()
+
+    def enable_type_stripping(self) -> None:
+        """A Node that has type stripping but not on by default (22.6 to 22.17, 23.0 to 23.5) is started
+        again with the flag, before any of the run's calls (a config's code is checked as it loads)."""
+        self._ensure_started()
+        if self.strips_types or STRIP_TYPES_FLAG in self.node_args or _version(self.node_version) < STRIP_TYPES_SINCE:
+            return
+        with self._lock:
+            proc, self.node_args = self._proc, [*self.node_args, STRIP_TYPES_FLAG]
+        if proc is not None:
+            self._kill(proc, "restarted with TypeScript type stripping")
+            proc.wait(5)
+        self._ensure_started()
 
     def _kill(self, proc: subprocess.Popen, reason: str) -> None:
         """Stop `proc` on purpose; calls in flight on it fail with `reason`."""
@@ -397,6 +418,45 @@ def _finite(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_finite(v) for v in value]
     return value
+
+
+def _version(text: str | None) -> tuple[int, int]:
+    try:
+        major, minor = (text or "").split(".")[:2]
+        return int(major), int(minor)
+    except ValueError:
+        return (0, 0)
+
+
+class TypeScriptUnavailable(NodeNotFound):
+    """Neither Node's type stripping nor the `typescript` package: the message says how to get either."""
+
+
+def typescript_way(path: Path, root: Path | None = None) -> dict:
+    """How the TypeScript file at `path` will run in the worker: `{"way": "node"}` (Node's own type
+    stripping) or `{"way": "typescript", "from": …}` (the package found from `root`, the config's
+    folder, or from the file's own folder). TypeScriptUnavailable (or NodeNotFound) when it cannot."""
+    require_node("TypeScript files", "a .js file")
+    if root is not None and str(root.resolve()) not in _TS_ROOTS:
+        _TS_ROOTS.append(str(root.resolve()))
+    worker = get_worker()
+    worker.enable_type_stripping()
+    try:
+        answer = worker.call_sync("typescript", {"file": str(path.resolve()), "roots": _TS_ROOTS}, timeout=30)
+    except JSError as exc:
+        raise TypeScriptUnavailable(exc.js_message) from None
+    return answer.get("value") or {}
+
+
+def check_typescript(path: Path, file: str, where: str) -> None:
+    """The load-time check every key that accepts a TypeScript file shares (config/user_code.py and
+    the script assertions, which sit below config/): it can run, or one ConfigError naming both ways."""
+    from factcli.errors import ConfigError
+
+    try:
+        typescript_way(path, Path(file).parent if file else None)
+    except NodeWorkerError as exc:  # NodeNotFound, TypeScriptUnavailable, a worker that would not start
+        raise ConfigError(str(exc), file, where) from None
 
 
 # ---------------------------------------------------------------- the process-wide worker

@@ -21,6 +21,7 @@ from typing import Any
 from factcli.errors import ConfigError
 
 JS_SUFFIXES = (".js", ".cjs", ".mjs")
+TS_SUFFIXES = (".ts", ".mts", ".cts", ".tsx")
 NODE_FOR = ("javascript transforms", "a Python transform (file://transforms.py:fn)")
 
 
@@ -47,15 +48,19 @@ def check_transform(spec: Any, file: str, where: str, base_dir: Path) -> str | N
 
         path, func = ref_path(spec, base_dir)
         suffix = path.suffix.lower()
-        if suffix not in (".py",) + JS_SUFFIXES:
-            raise ConfigError(f"a transform file must be .py or .js (file://x.py:fn, file://x.js:fn), got {spec!r}",
-                              file, where)
+        if suffix not in (".py",) + JS_SUFFIXES + TS_SUFFIXES:
+            raise ConfigError(f"a transform file must be .py or .js or .ts (file://x.py:fn, file://x.js:fn), got "
+                              f"{spec!r}", file, where)
         from factcli.sources import is_file
 
         if not is_file(path):
             raise ConfigError(f"transform file not found: {path}", file, where)
         if suffix in JS_SUFFIXES:
             _need_node(file, where)
+        elif suffix in TS_SUFFIXES:
+            from factcli.scripting.node import check_typescript
+
+            check_typescript(path, file, where)
         return f"file://{path.resolve()}" + (f":{func}" if func else "")
     if not spec.strip():
         raise ConfigError("empty transform", file, where)

@@ -14,6 +14,8 @@
 //   transform {code | file, fn}   -> the transformed value (`undefined: true` when it returned undefined)
 //   call      {file, fn, args}    -> a file function's return value (assertScoringFunction)
 //   compile   {code, inputType}   -> null, or a SyntaxError (config-time check of a transform)
+//   typescript {file, roots}      -> how that TypeScript file runs ({way: 'node' | 'typescript', from}),
+//                                    `roots` joining the folders the typescript package is looked for in
 
 const path = require('path');
 const util = require('util');
@@ -83,17 +85,99 @@ const processShim = new Proxy(process, {
   },
 });
 
+// ---------------------------------------------------------------- TypeScript
+// A .ts file runs through Node's own type stripping when this Node has it on (22.6+, started with
+// --experimental-strip-types where it is not the default), else through the `typescript` package
+// found from the config folders factcli names (the worker's argument, the `typescript` op) or the file's
+// own folder: compiled to CommonJS as it is required, and so are the .ts files it imports.
+const TS_SUFFIXES = ['.ts', '.mts', '.cts', '.tsx'];
+const tsRoots = new Set((process.argv[2] && JSON.parse(process.argv[2]).tsRoots) || []);
+let tsCompiler = null; // {ts, from}: the package the require hook uses
+
+function isTypeScript(file) {
+  return TS_SUFFIXES.includes(path.extname(file).toLowerCase());
+}
+
+function nodeStripsTypes(file) {
+  return Boolean(process.features && process.features.typescript) && path.extname(file).toLowerCase() !== '.tsx';
+}
+
+function findTypeScript(file) {
+  if (tsCompiler) return tsCompiler;
+  for (const dir of [...tsRoots, path.dirname(file)]) {
+    let from;
+    try {
+      from = createRequire(path.join(dir, '__factcli__.js')).resolve('typescript');
+    } catch (err) {
+      continue;
+    }
+    const ts = require(from);
+    if (typeof ts.transpileModule !== 'function') continue; // not the JavaScript compiler API
+    tsCompiler = { ts, from };
+    const compile = (module, filename) => {
+      const source = require('fs').readFileSync(filename, 'utf8');
+      const out = ts.transpileModule(source, {
+        fileName: filename,
+        compilerOptions: {
+          module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2020, esModuleInterop: true,
+          jsx: ts.JsxEmit.React,
+        },
+      });
+      module._compile(out.outputText, filename);
+    };
+    for (const ext of TS_SUFFIXES) require.extensions[ext] = compile;
+    return tsCompiler;
+  }
+  return null;
+}
+
+function typeScriptMissing(file) {
+  return new Error(
+    `${path.basename(file)} is TypeScript: it runs with Node.js 22.6 or later (its own type stripping; ` +
+    `this is Node ${process.versions.node}) or with the typescript package installed where the config is ` +
+    '(npm install typescript)');
+}
+
+// How a TypeScript file will run: {way: 'node'} or {way: 'typescript', from}; an error if neither.
+function typeScriptWay(file) {
+  if (nodeStripsTypes(file)) return { way: 'node' };
+  const found = findTypeScript(file);
+  if (found) return { way: 'typescript', from: found.from };
+  throw typeScriptMissing(file);
+}
+
+// A CommonJS module as import() would give it: its exports as `default`, their names beside it.
+function asNamespace(exported) {
+  const ns = { default: exported };
+  if (exported && (typeof exported === 'object' || typeof exported === 'function')) {
+    for (const key of Object.keys(exported)) if (key !== 'default') ns[key] = exported[key];
+  }
+  return ns;
+}
+
+function importFile(file) {
+  if (isTypeScript(file) && typeScriptWay(file).way === 'typescript') {
+    return Promise.resolve().then(() => asNamespace(require(file)));
+  }
+  return import(pathToFileURL(file).href);
+}
+
 // ---------------------------------------------------------------- loading user files
 const modules = new Map();
 
 // The module as promptfoo sees it: default.default, else default, else the namespace.
-async function loadModule(file) {
+function moduleNamespace(file) {
   if (!modules.has(file)) {
-    const promise = import(pathToFileURL(file).href);
+    const promise = importFile(file);
     modules.set(file, promise);
     promise.catch(() => modules.delete(file)); // a fixed file can be retried
   }
-  const ns = await modules.get(file);
+  return modules.get(file);
+}
+globalThis.__factcliNamespace = moduleNamespace; // factcli's load-time export probe reads through it
+
+async function loadModule(file) {
+  const ns = await moduleNamespace(file);
   if (ns && ns.default && ns.default.default !== undefined) return ns.default.default;
   if (ns && ns.default !== undefined) return ns.default;
   return ns;
@@ -302,6 +386,10 @@ const OPS = {
   call: opCall,
   compile: async (req) => opCompile(req),
   // For factcli's own tests: exit as if the worker had crashed.
+  typescript: async (req) => {
+    for (const root of req.roots || []) tsRoots.add(root);
+    return { value: typeScriptWay(req.file) };
+  },
   __crash: async (req) => process.exit(typeof req.code === 'number' ? req.code : 70),
   __hang: () => new Promise(() => {}),
   __block: async (req) => { const end = Date.now() + (req.ms || 0); while (Date.now() < end) { /* spin */ } return { value: 'done' }; },
@@ -338,4 +426,7 @@ rl.on('line', (line) => {
 });
 rl.on('close', () => process.exit(0));
 
-send({ ready: true, node: process.versions.node, pid: process.pid });
+send({
+  ready: true, node: process.versions.node, pid: process.pid,
+  stripsTypes: Boolean(process.features && process.features.typescript),
+});
