@@ -120,7 +120,8 @@ CLOSEDQA_REPLY = Reply("closedqa", Obj(reasoning=Text(), verdict=Choice("Y", "N"
                        types=("model-graded-closedqa",),
                        as_text=lambda v: f"{v['reasoning'].rstrip()}\n{v['verdict']}")  # promptfoo reads the last letter
 GEVAL_STEPS_REPLY = Reply("geval_steps", Obj(steps=ListOf(Text(), 1)), 1024, types=("g-eval",))
-GEVAL_SCORE_REPLY = Reply("geval_score", Obj(score=Number(0, 10), reason=Text()), 512, types=("g-eval",))
+# no bounds in the schemas: not every provider's strict mode takes minimum/maximum; the steps check ranges
+GEVAL_SCORE_REPLY = Reply("geval_score", Obj(score=Number(), reason=Text()), 512, types=("g-eval",))
 
 
 def factuality_weights(options: dict) -> dict:

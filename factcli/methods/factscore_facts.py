@@ -24,7 +24,7 @@ VERDICTS = {"TRUE": SUPPORTED, "FALSE": NOT_SUPPORTED, "SUPPORTED": SUPPORTED, "
             "1": SUPPORTED, "0": NOT_SUPPORTED}
 FACTS_REPLY = Reply("facts", Obj(facts=ListOf(Text())), 2048, types=("factscore",))
 FACT_VERDICTS_REPLY = Reply("fact_verdicts", Obj(verdicts=ListOf(Obj(
-    fact=Text(), verdict=Flag(), reason=Text(), evidence=Maybe(Int(0))))), 2048, types=("factscore",))
+    fact=Text(), verdict=Flag(), reason=Text(), evidence=Maybe(Int())))), 2048, types=("factscore",))
 
 
 def judge_name(spec: ProviderSpec) -> str:

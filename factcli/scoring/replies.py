@@ -7,6 +7,11 @@ servers, llama.cpp and vLLM turn into a grammar, and litellm maps to Ollama's `f
 parser refuses, nor the parser accept what the schema forbids (tests/test_replies.py checks this
 with hypothesis).
 
+The shapes stay inside what every provider's strict mode accepts (closed objects, every field
+required, null for "none", `minItems` at most 1): `Number` and `Int` can carry bounds, but the steps
+leave them out (Anthropic's and others' strict modes refuse `minimum`/`maximum`) and check ranges
+themselves.
+
 Why a cap per step: a verdict needs a few hundred tokens, a list of claims more; a small local
 judge that is allowed 4,096 tokens rambles until the timeout. No step asks for more than
 MAX_CAP; a grader's own `max_tokens` still wins.
