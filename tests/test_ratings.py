@@ -260,14 +260,14 @@ tests:
 
 
 @pytest.fixture
-def rated(fake_openai, tmp_path, monkeypatch):
+def rated(fake_openai, tmp_path, monkeypatch, db_target):
     """A run whose judge passes [J-yes] outputs, fails [J-no] ones (or rubrics) and cannot answer
-    [J-bad]; rated by ann and bob. -> (db, run id)."""
+    [J-bad]; rated by ann and bob, in a SQLite file and then in PostgreSQL. -> (db, run id)."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     fake_openai.add_rule(r"\[J-bad\]", "I cannot decide.")
     fake_openai.add_rule(r"\[J-no\]", '{"pass": false, "score": 0, "reason": "no"}')
     fake_openai.add_rule(".", '{"pass": true, "score": 1, "reason": "yes"}')
-    db = tmp_path / "r.db"
+    db = db_target
     result = cli("eval", "--no-progress-bar", "--no-table", "-c", write(tmp_path / "c.yaml", RUBRIC % {"cal": ""}),
                  "--db", db)
     assert result.exit_code == 100, result.output

@@ -231,3 +231,42 @@ def test_the_python_api_takes_a_url(pg_url, tmp_path):
     run = evaluate(str(write(tmp_path / "c.yaml", ECHO)), db=pg_url)
     with Store.open(pg_url) as store:
         assert store.resolve("latest")["id"] == run.run_id and store.result_count(run.run_id) == 6
+
+
+def test_the_sqlite_file_is_what_earlier_factcli_wrote(tmp_path):
+    """The schema now comes from store/schema.py for both backends; a SQLite file is still exactly
+    what factcli wrote before (sqlite_master as captured from the previous code, m001 + m002)."""
+    from conftest import ROOT
+
+    expected = json.loads((ROOT / "tests" / "sqlite_schema_m002.json").read_text())
+    with Store.open(tmp_path / "x.db", create=True) as store:
+        sql = "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name"
+        got = [list(r) for r in store.execute(sql)]
+    assert got == expected
+
+
+GRADED = """
+prompts: ["Q: {{q}}"]
+providers: [{id: "openai:chat:m", config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"}}]
+defaultTest: {options: {provider: {id: "openai:chat:judge", config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"}}}}
+tests:
+  - vars: {q: capital of France}
+    assert: [{type: llm-rubric, value: names Paris}, {type: contains, value: Paris}]
+  - vars: {q: capital of Spain}
+    assert: [{type: llm-rubric, value: names Madrid, metric: right}]
+"""
+
+
+def test_a_model_graded_config_gives_the_same_rows_in_both_stores(pg_url, tmp_path, fake_openai):
+    fake_openai.add_rule("France", "Paris.", model="m")
+    fake_openai.add_rule("Spain", "Barcelona.", model="m")
+    fake_openai.add_rule("Paris", '{"reason": "it names Paris", "pass": true, "score": 1}', model="judge")
+    fake_openai.add_rule(".", '{"reason": "Barcelona is not Madrid", "pass": false, "score": 0}', model="judge")
+    cfg = write(tmp_path / "g.yaml", GRADED)
+    lite = str(tmp_path / "g.db")
+    for db in (lite, pg_url):
+        assert cli("eval", "-c", cfg, "--db", db, "--no-cache", "--no-progress-bar", "--no-table").exit_code == 100
+    rows = _rows(lite)
+    assert rows == _rows(pg_url) and len(rows) == 2
+    grading = json.loads(rows[1]["grading_json"])
+    assert grading["componentResults"][0]["reason"] == "Barcelona is not Madrid" and rows[1]["success"] == 0

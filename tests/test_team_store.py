@@ -175,7 +175,8 @@ def test_the_password_is_in_no_stored_byte_and_no_message(pg_cluster, pg_url, tm
     wrong = pg_url.replace(password, password[::-1])
     outputs.append(cli("list", "--db", wrong).output)
     assert "password authentication failed" in outputs[-1] and "***" in outputs[-1]
-    stored = [p for p in [*exports, tmp_path / "eval.json", tmp_path / "c.db", *isolated_home.rglob("*")] if p.is_file()]
+    stored = [p for p in [*exports, tmp_path / "eval.json", tmp_path / "c.db", *isolated_home.rglob("*")]
+              if p.is_file()]
     assert any("cache" in str(p) for p in stored)  # the response cache was written
     for p in stored:
         assert password.encode() not in p.read_bytes(), p

@@ -76,6 +76,8 @@ class Heartbeat:
             try:
                 if store is None:
                     store = Store.open(self.target)
+                    if store.kind == "postgresql":  # never wait long on the run row the writer is updating
+                        store.execute("SET lock_timeout = '2s'")
                 store.execute("UPDATE runs SET updated_at = ? WHERE id = ? AND pid = ? AND host = ? "
                               "AND status = 'started'", (now(), self.run_id, self.pid, self.host))
                 store.commit()

@@ -97,6 +97,7 @@ def table(name: str) -> CreateTable:
 
 def upsert_sql(placeholder: str = "?") -> str:
     """The results upsert both backends run (INSERT … ON CONFLICT on the row's key)."""
-    return (f"INSERT INTO results ({', '.join(RESULT_FIELDS)}) VALUES ({', '.join(placeholder for _ in RESULT_FIELDS)}) "
+    marks = ", ".join(placeholder for _ in RESULT_FIELDS)
+    return (f"INSERT INTO results ({', '.join(RESULT_FIELDS)}) VALUES ({marks}) "
             f"ON CONFLICT({', '.join(RESULT_KEY)}) DO UPDATE SET "
             + ", ".join(f"{f} = excluded.{f}" for f in RESULT_FIELDS[len(RESULT_KEY):]))
