@@ -89,6 +89,14 @@ def test_dataset_inside_a_tests_list_and_values_are_never_templates(tmp_path, hu
     assert rows[1]["vars"] == {"question": "written"}
 
 
+def test_a_dataset_named_in_a_local_tests_file(tmp_path, hub, fake_openai):
+    hub.add_dataset("acme/qa", questions(2))
+    write(tmp_path / "tests.yaml", "- huggingface://datasets/acme/qa\n- vars: {question: local}\n")
+    out = tmp_path / "r.json"
+    assert run("-c", config(tmp_path, "file://tests.yaml"), "-o", out).exit_code == 0
+    assert [r["vars"]["question"] for r in results(out)] == ["q0", "q1", "local"]
+
+
 def test_gated_dataset_with_and_without_a_token(tmp_path, hub, fake_openai, monkeypatch):
     hub.add_dataset("acme/gated", questions(3), gated_token=TOKEN)
     cfg = config(tmp_path, "huggingface://datasets/acme/gated")

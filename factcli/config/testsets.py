@@ -353,7 +353,7 @@ def _tests_from_file(p: Path, ctx, where: str) -> list[tuple[dict, Any, str]]:
         raise ConfigError("expected a list of tests", str(p))
     out: list[tuple[dict, Any, str]] = []
     for j, t in enumerate(data):
-        if sources.is_file_ref(t):
+        if sources.is_file_ref(t) or remote.is_remote(t):
             out.extend(load_tests(t, sub, f"[{j}]"))
         else:
             out.append((t, sub, f"[{j}]"))
