@@ -438,3 +438,43 @@ def test_an_inline_api_key_is_not_stored_either(tmp_path, fake_openai, search, i
     stored = [p for p in list(isolated_home.rglob("*")) + list(tmp_path.glob("*.json")) if p.is_file()]
     for path in stored:
         assert KEY.encode() not in path.read_bytes(), path
+
+
+def test_a_backends_rate_limit_is_its_own():
+    from factcli.providers.search import create_backend
+    from factcli.run.limits import Limiters
+
+    limiters = Limiters(8)
+    serper_limit = limiters.for_provider(create_backend({"provider": "serper", "rpm": 30, "maxConcurrency": 2}))
+    brave_limit = limiters.for_provider(create_backend({"provider": "brave"}))
+    assert (serper_limit.rpm, serper_limit.ceiling, brave_limit.rpm, brave_limit.ceiling) == (30, 2, None, 8)
+    assert serper_limit is not brave_limit
+
+
+def test_explain_lists_the_facts_not_supported_and_leaves_out_the_irrelevant():
+    from factcli.run.check import explain
+    from factcli.types import Assertion, GradingResult
+
+    facts = [{"text": "A.", "revised": "A.", "relevant": True, "verdict": "supported", "queries": ["a"],
+              "evidence": [], "reason": ""},
+             {"text": "B.", "revised": "B.", "relevant": True, "verdict": "not_supported", "queries": ["b"],
+              "evidence": [], "reason": "no result says so"},
+             {"text": "C.", "revised": "C.", "relevant": False, "verdict": "irrelevant", "queries": [],
+              "evidence": [], "reason": ""}]
+    child = GradingResult(False, 0.4, "F1@4 0.40 < 0.5", assertion=Assertion(type="safe"),
+                          metadata={"method": "safe", "facts": facts})
+    text = explain(GradingResult(False, 0.4, "", component_results=[child]))
+    assert "claims not supported (1 of 2):" in text and "[not_supported] B.: no result says so" in text
+    assert "C." not in text.split("claims not supported")[1]
+
+
+def test_each_step_prompt_can_be_replaced(tmp_path, fake_openai, search, keys):
+    rate = [{"role": "system", "content": "MY RATER. Reply JSON."},
+            {"role": "user", "content": "<results>\n{{knowledge}}\n</results>\n\n<statement>\n{{fact}}\n</statement>"}]
+    write(tmp_path / "split.txt", "MY SPLITTER <question>\n{{prompt}}\n</question>\n\n<response>\n{{response}}\n</response>")
+    _, c, _ = run_safe(tmp_path, fake_openai, {"search": serper(search), "K": 4, "ratePrompt": rate,
+                                               "splitPrompt": "file://split.txt"})
+    assert c["metadata"]["f1AtK"] == 0.75
+    sent = [r["json"]["messages"] for r in fake_openai.requests if r["json"]["model"] == "judge"]
+    assert sum(m[0]["content"] == "MY RATER. Reply JSON." for m in sent) == 4
+    assert sum(m[-1]["content"].startswith("MY SPLITTER") for m in sent) == 1

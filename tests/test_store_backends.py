@@ -134,7 +134,11 @@ def test_every_command_on_both_stores(db_target, tmp_path):
     from factcli.web.app import create_app
 
     with TestClient(create_app(db_target, token="tok")) as client:
-        assert a in client.get("/").text
+        home = client.get("/").text
+        assert a in home
+        if is_url(db_target):  # the page names the store without its password
+            password = db_target.split(":")[2].split("@")[0]
+            assert "factcli_test:***@127.0.0.1" in home and password not in home
         assert "Say hello" in client.get(f"/runs/{a}").text
         assert client.get(f"/runs/{a}?q=hello&metric=acc").status_code == 200
         assert "Say hello" in client.get(f"/runs/{a}/cell/0/0").text
@@ -214,12 +218,14 @@ def test_without_the_driver_one_line_says_how_to_install(monkeypatch, tmp_path):
     assert len(result.output.strip().splitlines()) == 1
 
 
-def test_factcli_db_selects_the_store(pg_url, tmp_path, monkeypatch):
+def test_factcli_db_selects_the_store(pg_url, pg_cluster, tmp_path, monkeypatch):
     monkeypatch.setenv("FACTCLI_DB", pg_url)
-    cfg = write(tmp_path / "c.yaml", ECHO)
+    cfg = write(tmp_path / "c.yaml", ECHO.replace("Shout {{word}}", "Shout {{word}} to {{ env.FACTCLI_DB }}"))
     assert cli("eval", "-c", cfg, "--no-progress-bar", "--no-table").exit_code == 100
     with Store.open(pg_url) as store:
         assert store.run_count() == 1
+        outputs = [r["output"] for r in store.execute("SELECT output FROM results WHERE prompt_idx = 1")]
+    assert outputs and all(o.endswith("to ${FACTCLI_DB}") for o in outputs)  # the URL's password is a secret
     assert "both stores" in cli("list").output
     with pytest.raises(sqlite3.Error):  # nothing went to a SQLite file
         sqlite3.connect(f"file:{tmp_path / 'factcli-home' / 'factcli.db'}?mode=ro", uri=True).execute("SELECT 1")

@@ -206,3 +206,31 @@ def test_resuming_elsewhere_names_a_code_file_that_is_missing_there(tmp_path, mo
     write(cfg_dir / "check.py", "def get_assert(output, context):\n    return True\n")  # there again: it resumes
     result = cli("eval", "--resume", "latest", "--db", db, "--no-progress-bar", "--no-table")
     assert result.exit_code == 0 and "2 of 3 rows kept" in result.output, result.output
+
+
+def test_resume_of_a_run_another_machine_holds(tmp_path, monkeypatch):
+    """Through the CLI: refused while the other machine's heartbeat is fresh, taken over once it is
+    older than FACTCLI_LEASE_TIMEOUT."""
+    monkeypatch.setenv("FACTCLI_LEASE_TIMEOUT", "20")
+    cfg = write(tmp_path / "c.yaml", "prompts: ['Say {{w}}']\nproviders: [echo]\ntests:\n"
+                + "".join(f"  - vars: {{w: '{i}'}}\n" for i in range(3)))
+    db = tmp_path / "runs.db"
+    assert cli("eval", "-c", cfg, "--db", db, "--no-progress-bar", "--no-table").exit_code == 0
+    with Store.open(db) as store:
+        run = store.resolve("latest")
+        store.execute("DELETE FROM results WHERE run_id = ? AND test_idx = 2", (run["id"],))
+        store.update_run(run["id"], {"status": "started", "finished_at": None, "host": "ci-runner-7", "pid": 99,
+                                     "updated_at": _iso(3)})
+    listed = json.loads(cli("list", "--json", "--db", db).output)
+    assert listed[0]["status"] == "running"
+    refused = cli("eval", "--resume", "latest", "--db", db, "--no-progress-bar")
+    assert refused.exit_code == 1 and "is being run by pid 99 on ci-runner-7" in refused.output
+    assert "can be taken over" in refused.output and len(refused.output.strip().splitlines()) == 1
+    with Store.open(db) as store:
+        store.update_run(run["id"], {"updated_at": _iso(21)})  # its machine went silent 21 s ago
+    assert json.loads(cli("list", "--json", "--db", db).output)[0]["status"] == "interrupted"
+    taken = cli("eval", "--resume", "latest", "--db", db, "--no-progress-bar", "--no-table")
+    assert taken.exit_code == 0 and "2 of 3 rows kept" in taken.output, taken.output
+    with Store.open(db) as store:
+        final = store.resolve("latest")
+        assert final["status"] == "complete" and final["host"] == socket.gethostname()

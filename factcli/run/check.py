@@ -55,9 +55,12 @@ def _short(text: Any, n: int) -> str:
 
 
 def _claims(g: GradingResult) -> list[dict]:
+    from factcli.report.rows import claim_irrelevant
+
     meta = g.metadata or {}
+    # safe's irrelevant facts were never judged: neither supported nor not
     return [c for key in ("claims", "facts") if isinstance(meta.get(key), list) for c in meta[key]
-            if isinstance(c, dict)]
+            if isinstance(c, dict) and not claim_irrelevant(c)]
 
 
 def _supported(item: dict) -> bool:

@@ -105,7 +105,7 @@ class GraderLedger:
 
     def add(self, provider, resp) -> None:
         self.calls += 1
-        if getattr(provider, "call_price", None) is not None and provider.id.startswith("search:"):
+        if getattr(provider, "is_search", False):
             self.searches += 1
         self.tokens.add(resp.token_usage)
         if resp.cost is not None:

@@ -22,10 +22,20 @@ REDACTED = "[redacted]"
 def secret_env_values() -> dict[str, str]:
     """Values of environment variables whose names look secret, longest first (value -> name)."""
     found = {v: k for k, v in os.environ.items() if SECRET_ENV.search(k) and len(v) >= 6}
+    found.update(_store_url_secrets())
     return dict(sorted(found.items(), key=lambda kv: -len(kv[0])))
 
 
 _ENV_NAME_KEY = re.compile(r"env[_-]?var|envar", re.IGNORECASE)  # its value names a variable
+
+
+def _store_url_secrets() -> dict[str, str]:
+    """FACTCLI_DB holding a postgresql:// URL with a password: the URL and the password are secrets too."""
+    url = os.environ.get("FACTCLI_DB", "")
+    m = re.match(r"(?i)postgres(?:ql)?://[^:/@\s]*:([^@\s]+)@", url.strip())
+    if not m or len(m.group(1)) < 6:
+        return {}
+    return {url: "FACTCLI_DB", m.group(1): "FACTCLI_DB"}
 
 
 def is_secret_key(key: str) -> bool:

@@ -57,6 +57,7 @@ class SearchBackend(Provider):
     vendor publishes it, None when free) and implement `search`."""
 
     name = "search"
+    is_search = True  # the row's ledger counts these calls apart (scoring/grading.GraderLedger)
     key_envar: str | None = None
     default_base = ""
     price: float | None = None
