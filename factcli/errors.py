@@ -4,9 +4,11 @@ from __future__ import annotations
 
 
 class FactcliError(Exception):
-    """A problem the user can fix; printed as one line, exit code 1."""
+    """A problem the user can fix; printed as one line, exit code 1 (and, below it, the `excerpt`
+    of the input it points at, when there is one: the lines around a YAML syntax error)."""
 
     exit_code = 1
+    excerpt: list[str] = []
 
 
 class ConfigError(FactcliError):

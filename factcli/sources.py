@@ -365,7 +365,9 @@ def parse_yaml(text: str, file: str) -> Any:
             raise _too_deep(file) from None
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        raise ConfigError(f"invalid YAML: {where}{exc.problem or exc.context}", file) from None
+        error = ConfigError(f"invalid YAML: {where}{exc.problem or exc.context}", file)
+        error.excerpt = excerpt(text, mark.line, mark.column) if mark else []
+        raise error from None
     except yaml.reader.ReaderError as exc:  # its str() spans two lines
         line = text.count("\n", 0, exc.position) + 1
         column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
@@ -376,6 +378,20 @@ def parse_yaml(text: str, file: str) -> Any:
         raise ConfigError("invalid YAML: " + " ".join(str(exc).split()), file) from None
     except RecursionError:
         raise _too_deep(file) from None
+
+
+def excerpt(text: str, line: int, column: int, before: int = 2) -> list[str]:
+    """The lines of `text` up to the 0-based `line`, numbered, with a caret under `column`: what a
+    syntax error shows below its one line."""
+    lines = text.splitlines()
+    if not 0 <= line < len(lines):
+        return []
+    first = max(0, line - before)
+    width = len(str(line + 1))
+    out = [f"{'>' if n == line else ' '} {n + 1:>{width}} | {lines[n][:200]}" for n in range(first, line + 1)]
+    if column <= 200:
+        out.append(f"  {' ' * width} | {' ' * column}^")
+    return out
 
 
 def load_structured(path: Path, file: str | None = None) -> Any:

@@ -71,6 +71,22 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
+@pytest.fixture
+def remote_prices(monkeypatch):
+    """The fake server stands for a vendor's endpoint: its loopback address does not make a model local
+    (free), so a model litellm's price table does not list has no price."""
+    monkeypatch.setattr("factcli.providers.pricing.is_local_url", lambda url: False)
+
+
+_EXCERPT = __import__("re").compile(r"^  [> ] *\d* \|( |$)")
+
+
+def without_excerpt(lines: list[str]) -> list[str]:
+    """An error's lines without the excerpt of the input printed below it (a YAML syntax error's
+    numbered lines and caret): what is left must still be one line."""
+    return [ln for ln in lines if not _EXCERPT.match(ln)]
+
+
 # ---------------------------------------------------------------- PostgreSQL (tests/pg_cluster.py)
 
 

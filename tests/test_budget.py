@@ -62,26 +62,121 @@ def test_evaluate_options_max_cost_and_a_budget_of_nothing(priced, tmp_path):
     assert result.exit_code == 130 and priced.requests == []
 
 
-def test_a_model_without_a_price_cannot_be_budgeted(priced, tmp_path):
+def test_a_model_without_a_price_cannot_be_budgeted(priced, remote_prices, tmp_path):
     cfg = write(tmp_path / "c.yaml", _config(model="no-such-model"))
     result = runner.invoke(app, ["eval", "-c", str(cfg), "--max-cost", "1"])
-    assert result.exit_code == 1 and "--max-cost: no price is known for openai:chat:no-such-model" in result.output
-    assert priced.requests == []
+    out = " ".join(result.output.split())
+    assert result.exit_code == 1 and "--max-cost: no price is known for openai:chat:no-such-model" in out
+    assert "add its price in USD per token to providers[0].config, e.g. inputCost:" in out
+    assert priced.requests == []  # refused before any call
+    dry = runner.invoke(app, ["eval", "-c", str(cfg), "--dry-run"])
+    assert "n/a: no price is known (add inputCost and outputCost" in " ".join(dry.output.split())
 
 
-def test_a_call_without_a_reply_cap_is_sent_with_one(priced, tmp_path):
+def test_a_price_by_hand_makes_a_model_budgetable(priced, remote_prices, tmp_path):
+    cfg = write(tmp_path / "c.yaml", _config(model="no-such-model").replace(
+        "max_tokens: 50", "max_tokens: 50, inputCost: 0.000001, outputCost: 0.000002"))
+    result = runner.invoke(app, ["eval", "-c", str(cfg), "--max-cost", "1", "--filter-first-n", "2", "-o",
+                                 str(tmp_path / "r.json"), "--no-progress-bar"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads((tmp_path / "r.json").read_text())["results"]["results"]
+    assert rows[0]["cost"] == pytest.approx(2 * 1e-6 + 3 * 2e-6)  # "Q: 0" in, "Echo: Q: 0" out (words)
+
+
+def test_a_local_server_costs_nothing(priced, tmp_path):
+    """An OpenAI-compatible server on this machine, with a model OpenAI does not sell: $0, budgeted."""
+    cfg = write(tmp_path / "c.yaml", _config(model="llama3-local"))
+    result = runner.invoke(app, ["eval", "-c", str(cfg), "--max-cost", "0.0001", "--filter-first-n", "3", "-o",
+                                 str(tmp_path / "r.json"), "--no-progress-bar"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads((tmp_path / "r.json").read_text())["results"]["results"]
+    assert [r["cost"] for r in rows] == [0, 0, 0] and len(priced.requests) == 3
+
+
+@pytest.mark.parametrize("pid, key", [
+    ("anthropic:messages:claude-sonnet-4-5", "claude-sonnet-4-5"),
+    ("anthropic:claude-sonnet-4-5-20250929", "claude-sonnet-4-5-20250929"),
+    ("anthropic:claude-3-5-haiku-20241022", "anthropic.claude-3-5-haiku-20241022-v1:0"),
+    ("anthropic:messages:claude-3-5-haiku-latest", "anthropic.claude-3-5-haiku-20241022-v1:0"),
+    ("bedrock:anthropic.claude-3-5-haiku-20241022-v1:0", "anthropic.claude-3-5-haiku-20241022-v1:0"),
+    ("vertex:claude-sonnet-4-5@20250929", "vertex_ai/claude-sonnet-4-5@20250929"),
+    ("openai:chat:gpt-4o-mini-2024-07-18", "gpt-4o-mini-2024-07-18"),
+])
+def test_every_provider_spelling_finds_its_price(pid, key):
+    from factcli.providers.pricing import price_of
+    from factcli.providers.registry import create_provider
+    from factcli.types import ProviderSpec
+
+    price = price_of(create_provider(ProviderSpec(id=pid)))
+    assert price is not None and price.source == key and price.input > 0 and price.max_output
+
+
+def test_azure_is_priced_by_its_deployments_model_and_local_providers_are_free():
+    from factcli.providers.pricing import price_of
+    from factcli.providers.registry import create_provider
+    from factcli.types import ProviderSpec
+
+    azure = price_of(create_provider(ProviderSpec(id="azure:chat:my-deployment", config={"base_model": "gpt-4o-mini"})))
+    assert azure.source == "azure/gpt-4o-mini"
+    assert price_of(create_provider(ProviderSpec(id="azure:chat:my-deployment"))) is None
+    for pid in ("ollama:chat:llama3.2", "ollama:some-model-of-mine", "echo"):
+        assert price_of(create_provider(ProviderSpec(id=pid))).cost(1000, 1000) == 0
+    ollama_priced = create_provider(ProviderSpec(id="ollama:llama3", config={"cost": 1e-6}))
+    assert price_of(ollama_priced).cost(10, 10) == pytest.approx(2e-5)
+
+
+def test_the_worst_case_uses_the_models_output_limit_not_a_fixed_cap(priced, tmp_path):
+    """gpt-4o-mini replies with at most 16,384 tokens (litellm's table): no max_tokens is sent, and the
+    reservation is priced at that limit."""
     cfg = write(tmp_path / "c.yaml", _config().replace(", max_tokens: 50", ""))
+    runner.invoke(app, ["eval", "-c", str(cfg), "--max-cost", "1", "--filter-first-n", "1", "--no-progress-bar"])
+    assert "max_tokens" not in priced.requests[0]["json"]
+
+    class P:
+        config: dict = {}
+        free = False
+        price_model = MODEL
+
+    messages = [{"role": "user", "content": "x" * 100}]
+    assert worst_cost(P, messages, {}) == pytest.approx(price(MODEL, 108, 16384))
+
+
+def test_a_model_without_a_known_output_limit_is_sent_with_a_cap(priced, tmp_path):
+    cfg = write(tmp_path / "c.yaml", _config(model="local-model").replace(", max_tokens: 50", ", cost: 0.000001"))
     runner.invoke(app, ["eval", "-c", str(cfg), "--max-cost", "1", "--filter-first-n", "1", "--no-progress-bar"])
     assert priced.requests[0]["json"]["max_tokens"] == 4096
 
 
+def test_the_stop_message_adds_up_and_is_said_once_on_stderr(priced, tmp_path):
+    """At -j 4 with a reply cap of 16,384 tokens a call's worst case is about $0.0098: with a budget of
+    $0.0099 the calls wait for each other's reservations to settle, and the run stops once what was
+    spent leaves no room for one more worst case."""
+    import re
+
+    cfg = write(tmp_path / "c.yaml", _config().replace(", max_tokens: 50", ""))
+    result = runner.invoke(app, ["eval", "-c", str(cfg), "--max-cost", "0.0099", "-j", "4",
+                                 "--no-progress-bar", "--no-table"])
+    assert result.exit_code == 130
+    err = " ".join(result.stderr.split())
+    assert "Aborted" not in result.stdout and "Stopped" not in result.stdout and err.count("Stopped:") == 1
+    m = re.search(r"\$([\d.]+) spent \+ \$([\d.]+) reserved for the (\d+) calls? in flight \+ \$([\d.]+) for the next "
+                  r"call at its worst case = \$([\d.]+), more than \$0.0099", err)
+    assert m, err
+    spent, reserved, _, worst, total = (float(m.group(i)) for i in range(1, 6))
+    assert spent + reserved + worst == pytest.approx(total, abs=2e-4) and total >= 0.0099
+    rows = len(priced.requests)
+    assert f"{rows} of {N} rows finished and were kept" in err
+    assert 2 <= rows < N and _spent(priced) <= 0.0099  # one worst case at a time fits, rows keep finishing
+
+
 def test_budget_arithmetic():
     b = Budget(1.0, spent=0.25)
-    b.reserve(0.5)
+    assert b.try_reserve(0.5)
+    assert not b.try_reserve(0.3)  # 0.25 + 0.5 in flight + 0.3 > 1: it would fit once the call in flight settles
     with pytest.raises(BudgetReached):
-        b.reserve(0.3)  # 0.25 + 0.5 in flight + 0.3 > 1
+        b.try_reserve(0.8)  # 0.25 + 0.8 > 1 whatever the call in flight costs
     b.settle(0.5, 0.1)  # it cost less than its worst case
-    b.reserve(0.3)
+    assert b.try_reserve(0.3)
     b.settle(0.3, None)  # an unreported cost counts as its worst case
     assert b.spent == pytest.approx(0.65) and b.reserved == pytest.approx(0.0)
 
@@ -109,3 +204,21 @@ def test_a_bad_max_cost_is_a_config_error(priced, tmp_path, value, message):
 def test_a_negative_max_cost_on_the_command_line_is_a_usage_error(priced, tmp_path):
     result = runner.invoke(app, ["eval", "-c", str(write(tmp_path / "c.yaml", _config())), "--max-cost", "-1"])
     assert result.exit_code == 2 and priced.requests == []
+
+
+def test_the_docs_own_models_can_be_budgeted_in_a_dry_run(fake_openai, tmp_path, monkeypatch):
+    """`--max-cost` used to refuse these: now each has a price (Ollama's is $0), and nothing is called."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    cfg = write(tmp_path / "c.yaml", """
+prompts: ["Q: {{q}}"]
+providers: ["anthropic:messages:claude-sonnet-4-5", "anthropic:claude-3-5-haiku-20241022", "ollama:chat:llama3.2"]
+tests: [{vars: {q: hi}}]
+""")
+    result = runner.invoke(app, ["eval", "-c", str(cfg), "--dry-run", "--max-cost", "1"])
+    out = " ".join(result.output.split())
+    assert result.exit_code == 0, result.output
+    assert "no price" not in out and "n/a" not in out
+    assert "model anthropic:messages:claude-sonnet-4-5: 1 calls;" in out and "replies up to 64,000 tokens each" in out
+    assert "model ollama:chat:llama3.2: 1 calls;" in out and out.split("ollama:chat:llama3.2:")[1].split(
+        "Estimated")[0].strip().endswith("cost $0")
+    assert fake_openai.request_count == 0

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from conftest import write
+from conftest import without_excerpt, write
 from typer.testing import CliRunner
 
 from factcli.cli import app
@@ -48,7 +48,7 @@ def test_config_errors_are_one_line_exit_1(tmp_path, monkeypatch, body, expected
     write(tmp_path / "c.yaml", body)
     result = runner.invoke(app, ["eval", "-c", "c.yaml", "--no-progress-bar"])
     assert result.exit_code == 1, result.output
-    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    lines = without_excerpt([ln for ln in result.output.splitlines() if ln.strip()])
     assert len(lines) == 1, result.output
     assert lines[0].startswith("error: " + expected), lines[0]
     assert "Traceback" not in result.output

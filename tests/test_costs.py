@@ -80,7 +80,8 @@ def test_grader_tokens_and_cost_are_counted_per_row_and_apart(server, tmp_path):
     assert doc["factcli"]["cost"]["model"] == pytest.approx(3 * (2 * IN + 6 * OUT))  # grading is not in it
 
 
-def test_an_unknown_price_is_na_never_zero(server, tmp_path):
+def test_an_unknown_price_is_na_never_zero(server, remote_prices, tmp_path):
+    """A model of a vendor's that litellm's table does not list: n/a (a local model would cost $0)."""
     result, doc = _run(tmp_path, _config(model="my-local-model", grader="my-local-judge"))
     assert result.exit_code == 0, result.output
     assert all(r["cost"] is None for r in doc["results"]["results"])

@@ -303,6 +303,9 @@ SKIPPED = [
     ("README.md", "factcli eval --resume latest", ("the README's latest run (the quickstart) is complete, so there "
                                                    "is nothing to resume; docs/getting-started.md resumes a run "
                                                    "that --max-cost stopped, and that one runs")),
+    ("README.md", "factcli diff latest~1 latest", ("the README stores one run (the quickstart), so there is no run "
+                                                   "before it; docs/getting-started.md changes its prompt and runs "
+                                                   "the same diff")),
     ("docs/getting-started.md", VENV, "as in README.md"),
     ("docs/getting-started.md", "python -m pip install -e .", "as in README.md"),
     ("docs/getting-started.md", "export OPENAI_API_KEY=sk-...", ("sets your own key; the test sets a dummy "

@@ -23,6 +23,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from conftest import without_excerpt
 from typer.testing import CliRunner
 
 from factcli.cli import app
@@ -66,7 +67,7 @@ def check(result, files: list[Path]) -> str | None:
     assert result.exit_code in (0, 1, 100), (result.exit_code, shown)
     if result.exit_code != 1:
         return None
-    lines = [ln for ln in out.splitlines() if ln.strip() and not ln.startswith("warning:")]
+    lines = without_excerpt([ln for ln in out.splitlines() if ln.strip() and not ln.startswith("warning:")])
     if len(lines) > 1 and "problems found before any call" in lines[0]:  # the preflight: one line each
         assert all(ln.startswith("  - ") for ln in lines[1:]), shown
         lines = lines[1:2]

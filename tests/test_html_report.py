@@ -153,7 +153,7 @@ def test_a_long_reason_is_shown_whole(tmp_path, fake_openai):
     assert len(LONG_REASON) > 500
     for text in (page, exported):
         assert text.count(LONG_REASON) >= 1  # in the assertion list, never cut with …
-        assert "weight 0 · metric long" in text
+        assert "weight 0: does not affect the test · metric long" in text  # it failed: its own verdict, marked
 
 
 def test_each_column_shows_its_pass_rate_interval(tmp_path, fake_openai):

@@ -23,7 +23,7 @@ def test_resume_rewrites_the_original_outputs_and_keeps_the_key_variable_name(fa
     monkeypatch.setenv("MY_GATEWAY_KEY", "gw-secret-value-123")
     cfg = write(tmp_path / "c.yaml", _config())
     out, csv = tmp_path / "r.json", tmp_path / "r.csv"
-    first = runner.invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "-o", str(csv), "--max-cost", "0.00004",
+    first = runner.invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "-o", str(csv), "--max-cost", "0.00002",
                                 "-j", "2", "--no-progress-bar", "--no-table"])
     assert first.exit_code == 130, first.output
     done = len(json.loads(out.read_text())["results"]["results"])

@@ -276,3 +276,16 @@ def test_a_model_graded_config_gives_the_same_rows_in_both_stores(pg_url, tmp_pa
     assert rows == _rows(pg_url) and len(rows) == 2
     grading = json.loads(rows[1]["grading_json"])
     assert grading["componentResults"][0]["reason"] == "Barcelona is not Madrid" and rows[1]["success"] == 0
+
+
+def test_a_database_of_someone_else_is_not_touched(pg_url):
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE runs (id TEXT PRIMARY KEY, owner TEXT)")
+    result = cli("list", "--db", pg_url)
+    assert result.exit_code == 1 and "not a factcli database" in result.output
+    with psycopg.connect(pg_url) as conn:
+        tables = {r[0] for r in conn.execute("SELECT table_name FROM information_schema.tables "
+                                             "WHERE table_schema = 'public'")}
+    assert tables == {"runs"}

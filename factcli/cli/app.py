@@ -34,14 +34,17 @@ def _root(
     """factcli: measure whether LLM outputs are factually right."""
 
 
-def fail(message: str, code: int = 1, problems: tuple | list = ()) -> None:
-    """Print an error (and, for a check that found several, one line per problem) and exit. A
-    database URL's password never reaches the terminal (shown as ***)."""
+def fail(message: str, code: int = 1, problems: tuple | list = (), excerpt: tuple | list = ()) -> None:
+    """Print an error (and, for a check that found several, one line per problem; for a syntax
+    error, the lines it points at) and exit. A database URL's password never reaches the terminal
+    (shown as ***)."""
     from factcli.store.database import redact
 
     typer.echo(f"error: {one_line(redact(message))}", err=True)
     for problem in problems:
         typer.echo(f"  - {one_line(redact(problem))}", err=True)
+    for line in excerpt:
+        typer.echo(f"  {one_line(redact(line))}", err=True)
     raise typer.Exit(code)
 
 

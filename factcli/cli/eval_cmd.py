@@ -63,7 +63,7 @@ def eval_cmd(
     try:
         code = _run_eval(locals())
     except FactcliError as exc:
-        fail(str(exc), exc.exit_code, getattr(exc, "problems", ()))
+        fail(str(exc), exc.exit_code, getattr(exc, "problems", ()), exc.excerpt)
     raise typer.Exit(code)
 
 
@@ -163,9 +163,9 @@ def _run_eval(args: dict) -> int:
     if run.status == runner.STATUS_INTERRUPTED:  # the budget: calls in flight finished, no more started
         from rich.markup import escape
 
-        report.stderr_console().print(f"[yellow]Stopped:[/] {escape(run.abort_reason or '')}. Finished rows were "
-                                      f"kept; go on with a larger budget: factcli eval --resume {run.run_id} "
-                                      "--max-cost USD")
+        report.stderr_console().print(f"[yellow]Stopped:[/] {escape(run.abort_reason or '')}. {run.row_count} of "
+                                      f"{run.total_steps} rows finished and were kept; go on with a larger budget: "
+                                      f"factcli eval --resume {run.run_id} --max-cost USD", soft_wrap=True)
         return 130
     if run.status == runner.STATUS_ABORTED:
         code = getattr(run, "abort_exit_code", 3)

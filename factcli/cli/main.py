@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 
-from factcli.cli import cache, calibrate, eval_cmd, ratings, runs  # noqa: F401  (each registers its commands on app)
+from factcli.cli import cache, calibrate, eval_cmd, init_cmd, ratings, runs  # noqa: F401  (each registers its commands on app)
 from factcli.cli.app import app
 
 

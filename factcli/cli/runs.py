@@ -116,8 +116,13 @@ def view_cmd(
         console.print(Text(f"Open a row in full: factcli show {row['id']} {first}" + _db_flag(db), style="dim"),
                       soft_wrap=True)
     if info["pages"] > page_no:
+        import shlex
+
+        flags = ["--failures"] * failures + ["--errors"] * errors + (["--filter", filter_text] if filter_text else [])
+        flags += (["--limit", str(limit)] if limit != 50 else []) + (["--full"] if full else [])
         console.print(Text(f"Next page: factcli view {row['id']} --page {page_no + 1}"
-                           + (" …filters" if filtered else "") + _db_flag(db), style="dim"), soft_wrap=True)
+                           + "".join(f" {shlex.quote(f)}" for f in flags) + _db_flag(db), style="dim"),
+                      soft_wrap=True)
 
 
 def _serve_web(db: Optional[str], run: str, *, host: str, port: Optional[int], open_browser: bool,

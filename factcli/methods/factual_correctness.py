@@ -30,6 +30,7 @@ import asyncio
 import json
 
 from factcli import templating
+from factcli.methods import reports as method_reports
 from factcli.methods.claims import (
     JudgeCall,
     JudgeError,
@@ -205,7 +206,7 @@ async def factual_correctness(ctx: AssertionContext) -> GradingResult:
         else:
             undefined_meta.append({"judge": r["judge"], **details, "undefined": r["undefined"], "cost": cost})
     panel = aggregate(verdicts, threshold, agg_mode)
-    meta = {"mode": mode, "beta": beta, **panel.metadata(), "graderCost": panel.cost(),
+    meta = {"method": METHOD, "mode": mode, "beta": beta, **panel.metadata(), "graderCost": panel.cost(),
             "claims": [dict(c, judge=r["judge"]) for r in results for c in r.get("claims", [])],
             "graderReplies": [rep for r in results for rep in r["call"].replies]}
     if undefined_meta:
@@ -253,3 +254,49 @@ async def factual_correctness(ctx: AssertionContext) -> GradingResult:
     if ctx.inverse:  # as factscore: a grading error or an undefined score is never inverted
         passed, score = not passed, 1.0 - score
     return GradingResult(passed, score, reason, tokens_used=tokens, metadata=meta)
+
+
+# ---------------------------------------------------------------- the per-column line
+
+METHOD = "factual-correctness"
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def factual_correctness_summary(metadatas: list[dict]) -> dict | None:
+    """The column's mean score and, over the judges that scored each row, mean precision and recall;
+    undefined rows and grading errors are counted apart, never as 0."""
+    scored = [m for m in metadatas if not m.get("graderError") and not m.get("undefined") and "score" in m]
+    precision, recall = [], []
+    for m in scored:
+        judges = [j for j in m.get("judges") or [] if isinstance(j, dict)]
+        p = [j["precision"] for j in judges if isinstance(j.get("precision"), (int, float))]
+        r = [j["recall"] for j in judges if isinstance(j.get("recall"), (int, float))]
+        if p:
+            precision.append(sum(p) / len(p))
+        if r:
+            recall.append(sum(r) / len(r))
+    return {"rows": len(metadatas), "scored": len(scored), "meanScore": _mean([m["score"] for m in scored]),
+            "precision": _mean(precision), "recall": _mean(recall),
+            "undefined": sum(1 for m in metadatas if m.get("undefined")),
+            "gradingErrors": sum(1 for m in metadatas if m.get("graderError")),
+            "mode": next((m.get("mode") for m in metadatas if m.get("mode")), "f1")}
+
+
+def format_factual_correctness(s: dict) -> str:
+    """`factual-correctness F 0.750 (precision 0.800, recall 0.700; N=4; 1 undefined)`."""
+    def num(v):
+        return "n/a" if v is None else f"{v:.3f}"
+
+    parts = [f"precision {num(s['precision'])}, recall {num(s['recall'])}", f"N={s['scored']}"]
+    if s["undefined"]:
+        parts.append(f"{s['undefined']} undefined")
+    if s["gradingErrors"]:
+        parts.append(f"{s['gradingErrors']} grading errors")
+    name = "F" if s.get("mode", "f1") == "f1" else s["mode"]
+    return f"factual-correctness {name} {num(s['meanScore'])} ({'; '.join(parts)})"
+
+
+method_reports.register("factualCorrectness", METHOD, factual_correctness_summary, format_factual_correctness)

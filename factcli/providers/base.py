@@ -85,6 +85,7 @@ class Provider:
     cacheable = True
     free = False  # costs nothing (echo): a budget need not know its price
     price_model: str | None = None  # the model's name in litellm's price table, when it has one
+    local = False  # served on this machine or a private network: costs nothing unless priced by hand
     call_price: float | None = None  # USD per request, for services priced by the call (search APIs), not by token
 
     def __init__(self, spec: ProviderSpec, base_dir: Path | None = None):

@@ -46,7 +46,7 @@ PASSTHROUGH = {
     "tool_choice", "n", "user", "logit_bias", "top_k",
 }
 RENAMED = {"apiBaseUrl": "api_base", "apiVersion": "api_version", "headers": "extra_headers",
-           "organization": "organization", "timeout": "timeout"}
+           "organization": "organization", "timeout": "timeout", "base_model": "base_model"}
 SECRET_KEYS = {"apiKey", "apiKeyEnvar"}
 
 
@@ -108,6 +108,11 @@ class LiteLLMProvider(Provider):
         super().__init__(spec, base_dir)
         self.model = to_litellm_model(spec.id)
         self.price_model = self.model
+        if self.model.startswith("azure/") and self.config.get("base_model"):
+            # a deployment is named by its owner; litellm's `base_model` says which model it runs
+            self.price_model = "azure/" + str(self.config["base_model"]).removeprefix("azure/")
+        self.local = self.model.startswith(("ollama/", "ollama_chat/")) or pricing.is_local_url(
+            self.call_kwargs(with_secrets=False).get("api_base"))
 
     def preflight(self) -> list[str]:
         litellm = litellm_module()
@@ -177,7 +182,12 @@ class LiteLLMProvider(Provider):
                     names_response_format(str(err)):
                 err.kind = FORMAT  # run/calls.py asks again with a simpler form and remembers it
             raise err from None
-        return to_response(resp, litellm, prompt.messages, self.model)
+        out = to_response(resp, litellm, prompt.messages, self.model)
+        price = pricing.price_of(self)
+        # a price by hand, a local model, or one litellm's own cost function does not know
+        if price is not None and (price.source in ("config", "local") or out.cost is None):
+            out.cost = price.cost(out.token_usage.prompt, out.token_usage.completion)
+        return out
 
 
 def _retry_after(exc) -> float | None:

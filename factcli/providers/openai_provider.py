@@ -60,6 +60,7 @@ class OpenAIProvider(Provider):
         super().__init__(spec, base_dir)
         self.kind, self.model = _model_of(spec.id)
         self.price_model = self.model
+        self.local = pricing.is_local_url(self.base_url())
 
     @staticmethod
     def validate(spec, base_dir) -> None:
@@ -173,7 +174,8 @@ class OpenAIProvider(Provider):
             if counted is not None:
                 tokens, meta["tokensCountedWith"] = counted
         known = isinstance(usage, dict) or "tokensCountedWith" in meta
-        cost = pricing.cost(self.model, tokens.prompt, tokens.completion) if known else None
+        price = pricing.price_of(self)
+        cost = price.cost(tokens.prompt, tokens.completion) if known and price is not None else None
         return ProviderResponse(output=output if output is not None else "", token_usage=tokens, cost=cost,
                                 finish_reason=choice.get("finish_reason"), logprobs=logprobs, metadata=meta)
 

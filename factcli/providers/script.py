@@ -36,6 +36,8 @@ def _python_target(pid: str, base_dir: Path) -> tuple[Path, str]:
 @register_provider(lambda pid: pid.startswith("python:") or (pid.startswith("file://") and ".py" in pid))
 class PythonProvider(Provider):
     cacheable = False  # user code may be stateful or read files; never serve it stale
+    # a budget counts it $0 (it runs here); the row's cost is what it reports, as in promptfoo
+    local = True
 
     @staticmethod
     def validate(spec, base_dir) -> None:
@@ -121,6 +123,8 @@ class ExecProvider(Provider):
     """`exec: cmd args`: runs the command with the prompt, options JSON and context JSON appended."""
 
     cacheable = False
+    # a budget counts it $0 (it runs here); the row's cost is what it reports, as in promptfoo
+    local = True
 
     @staticmethod
     def validate(spec, base_dir) -> None:

@@ -3,26 +3,67 @@ difference is more than noise), and the tests whose verdict changed."""
 
 from __future__ import annotations
 
-from factcli.report.labels import column_label
+from factcli.report.labels import column_label, provider_name, short_prompt
 from factcli.report.view import column_summaries, console_for_stdout, one_line, print_json
 from factcli.store.database import Store, shown_status
 
 
-def _rows_for_diff(store: Store, run: dict) -> tuple[dict, list[dict]]:
-    cols = store.columns(run["id"])
-    by_idx = {c["prompt_idx"]: (c["provider_id"], c["prompt_label"] or "") for c in cols}
+def pair_columns(cols_a: list[dict], cols_b: list[dict]) -> list[tuple[dict, dict, list[str]]]:
+    """The columns of two runs that compare: (column of A, column of B, what changed). A column pairs
+    with the one of the same provider and prompt label (a label the config gave survives a change of
+    the prompt's text); the rest pair by position when both runs have the same layout (as many
+    columns, so one edited prompt or one swapped model still compares); what is left compares with
+    nothing. `changed` names "prompt" and/or "provider" when they differ within a pair."""
+    def key(c):
+        return c["provider_id"], c["prompt_label"] or ""
+
+    pairs: dict[int, tuple[dict, dict]] = {}
+    used_b: set[int] = set()
+    by_key = {}
+    for c in cols_b:
+        by_key.setdefault(key(c), c)
+    for c in cols_a:
+        match = by_key.get(key(c))
+        if match is not None and match["prompt_idx"] not in used_b:
+            pairs[c["prompt_idx"]] = (c, match)
+            used_b.add(match["prompt_idx"])
+    if len(cols_a) == len(cols_b):
+        for ca, cb in zip(cols_a, cols_b):
+            if ca["prompt_idx"] not in pairs and cb["prompt_idx"] not in used_b:
+                pairs[ca["prompt_idx"]] = (ca, cb)
+                used_b.add(cb["prompt_idx"])
+    out = []
+    for ca in cols_a:
+        if ca["prompt_idx"] in pairs:
+            ca, cb = pairs[ca["prompt_idx"]]
+            changed = []
+            if (ca.get("prompt_raw") or ca["prompt_label"]) != (cb.get("prompt_raw") or cb["prompt_label"]):
+                changed.append("prompt")
+            if ca["provider_id"] != cb["provider_id"] or (ca.get("provider_label") or "") != (cb.get("provider_label") or ""):
+                changed.append("provider")
+            out.append((ca, cb, changed))
+    return out
+
+
+def _rows_for_diff(store: Store, run: dict, pair_of: dict[int, int]) -> dict:
+    """Rows keyed by (test, repeat, column pair, n-th of the same test): a column that pairs with none
+    gets a key no row of the other run has."""
     out: dict[tuple, dict] = {}
     seen: dict[tuple, int] = {}
     for r in store.results(run["id"], order="test_idx, prompt_idx, repeat_idx",
                            fields="test_idx, prompt_idx, repeat_idx, test_key, description, success, failure_reason, "
-                                  "score, substr(vars_json, 1, 300) AS vars, substr(error, 1, 300) AS error"):
-        base = (r["test_key"], r["repeat_idx"], by_idx.get(r["prompt_idx"]))
+                                  "score, substr(vars_json, 1, 300) AS vars, substr(error, 1, 300) AS error, "
+                                  f"substr(output, 1, {OUTPUT_CHARS}) AS output"):
+        pair = pair_of.get(r["prompt_idx"], (run["id"], r["prompt_idx"]))
+        base = (r["test_key"], r["repeat_idx"], pair)
         n = seen.get(base, 0)
         seen[base] = n + 1
         r["status"] = "PASS" if r["success"] else ("ERROR" if r["failure_reason"] == 2 else "FAIL")
         out[base + (n,)] = r
-    return out, cols
+    return out
 
+
+OUTPUT_CHARS = 2000  # of each output a flipped row shows side by side
 
 
 def diff_runs(store: Store, a: dict, b: dict, as_json: bool) -> None:
@@ -34,13 +75,22 @@ def diff_runs(store: Store, a: dict, b: dict, as_json: bool) -> None:
     _render_diff(doc, a, b)
 
 
+def _pair_label(ca: dict, cb: dict, changed: list[str]) -> str:
+    """A pair of columns is named after A's column; `changes_line` says what B changed."""
+    return column_label(ca)
+
+
 def diff_doc(store: Store, a: dict, b: dict) -> dict:
     """Two runs compared, without printing (the web view's Compare page shows the same figures):
     flipped rows, per-column deltas of pass rate, mean score and metrics with their 95% intervals."""
-    rows_a, cols_a = _rows_for_diff(store, a)
-    rows_b, cols_b = _rows_for_diff(store, b)
+    cols_a, cols_b = store.columns(a["id"]), store.columns(b["id"])
+    pairs = pair_columns(cols_a, cols_b)
+    pair_a = {ca["prompt_idx"]: i for i, (ca, _, _) in enumerate(pairs)}
+    pair_b = {cb["prompt_idx"]: i for i, (_, cb, _) in enumerate(pairs)}
+    rows_a = _rows_for_diff(store, a, pair_a)
+    rows_b = _rows_for_diff(store, b, pair_b)
+    labels = [_pair_label(ca, cb, changed) for ca, cb, changed in pairs]
     flips, unchanged = [], 0
-    label_of = {(c["provider_id"], c["prompt_label"] or ""): column_label(c) for c in cols_a}
     for key, ra in rows_a.items():
         rb = rows_b.get(key)
         if rb is None:
@@ -50,22 +100,27 @@ def diff_doc(store: Store, a: dict, b: dict) -> dict:
             continue
         label = ra["description"] or one_line(ra["vars"], 80)
         flips.append({"testIdxA": ra["test_idx"], "testIdxB": rb["test_idx"], "test": label,
-                      "column": label_of.get(key[2], "?"), "a": ra["status"], "b": rb["status"],
+                      "promptIdxA": ra["prompt_idx"], "promptIdxB": rb["prompt_idx"], "repeatIdx": ra["repeat_idx"],
+                      "column": labels[key[2]], "a": ra["status"], "b": rb["status"],
                       "scoreA": ra["score"], "scoreB": rb["score"],
+                      "reasonA": ra["error"] if ra["status"] != "PASS" else None,
                       "reasonB": rb["error"] if rb["status"] != "PASS" else None,
+                      "outputA": ra["output"], "outputB": rb["output"],
                       "kind": "regression" if ra["status"] == "PASS" else ("fix" if rb["status"] == "PASS" else "change")})
     only_a = sum(1 for k in rows_a if k not in rows_b)
     only_b = sum(1 for k in rows_b if k not in rows_a)
-    sa = {(c["provider_id"], c["prompt_label"] or ""): s for c, s in zip(cols_a, column_summaries(store, a))}
-    sb = {(c["provider_id"], c["prompt_label"] or ""): s for c, s in zip(cols_b, column_summaries(store, b))}
+    sa = {c["prompt_idx"]: s for c, s in zip(cols_a, column_summaries(store, a))}
+    sb = {c["prompt_idx"]: s for c, s in zip(cols_b, column_summaries(store, b))}
     deltas = []
-    for key, s1 in sa.items():
-        s2 = sb.get(key)
-        if s2 is None:
-            continue
-        entry = {"column": s1["label"], "passRate": _delta(s1["passRate"], s2["passRate"]),
+    for i, (ca, cb, changed) in enumerate(pairs):
+        s1, s2 = sa[ca["prompt_idx"]], sb[cb["prompt_idx"]]
+        entry = {"column": labels[i], "columnA": column_label(ca), "columnB": column_label(cb), "changed": changed,
+                 "promptA": short_prompt(ca["prompt_label"], ca.get("prompt_raw"), 100),
+                 "promptB": short_prompt(cb["prompt_label"], cb.get("prompt_raw"), 100),
+                 "providerA": provider_name(ca), "providerB": provider_name(cb),
+                 "passRate": _delta(s1["passRate"], s2["passRate"]),
                  "meanScore": _delta(s1["meanScore"], s2["meanScore"]), "metrics": {}}
-        _noise(entry, key, rows_a, rows_b)
+        _noise(entry, i, rows_a, rows_b)
         for kind in ("namedMeans", "derived"):
             for name in sorted(set(s1[kind]) | set(s2[kind])):
                 entry["metrics"][name] = _delta(s1[kind].get(name), s2[kind].get(name))
@@ -75,12 +130,25 @@ def diff_doc(store: Store, a: dict, b: dict) -> dict:
                                                 corrected_b[name].get("correctedPassRate"))
                                    for name in sorted(set(corrected_a) & set(corrected_b))}
         deltas.append(entry)
+    paired_a = {ca["prompt_idx"] for ca, _, _ in pairs}
+    paired_b = {cb["prompt_idx"] for _, cb, _ in pairs}
     doc = {"a": a["id"], "b": b["id"], "flips": flips, "unchanged": unchanged, "onlyInA": only_a,
            "onlyInB": only_b, "columns": deltas,
+           "unpairedA": [column_label(c) for c in cols_a if c["prompt_idx"] not in paired_a],
+           "unpairedB": [column_label(c) for c in cols_b if c["prompt_idx"] not in paired_b],
            "regressions": sum(1 for f in flips if f["kind"] == "regression"),
            "fixes": sum(1 for f in flips if f["kind"] == "fix")}
     return doc
 
+
+def changes_line(c: dict) -> str | None:
+    """What differs between a pair of columns, e.g. `prompt changed: "Q: {{q}}" → "Q: {{q}} Be brief."`."""
+    parts = []
+    if "prompt" in c.get("changed", ()):
+        parts.append(f'prompt changed: "{c["promptA"]}" → "{c["promptB"]}"')
+    if "provider" in c.get("changed", ()):
+        parts.append(f"provider changed: {c['providerA']} → {c['providerB']}")
+    return "; ".join(parts) or None
 
 
 def _noise(entry: dict, column: tuple, rows_a: dict, rows_b: dict) -> None:
@@ -127,7 +195,8 @@ def _render_diff(doc: dict, a: dict, b: dict) -> None:
     from rich.text import Text
 
     console, terminal = console_for_stdout()
-    console.print(Text(f"Diff {a['id']} ({shown_status(a)}) → {b['id']} ({shown_status(b)})", style="bold"))
+    console.print(Text(f"Diff {a['id']} ({shown_status(a)}) → {b['id']} ({shown_status(b)})", style="bold"),
+                  soft_wrap=True)  # two run ids that a line break would cut
     console.print(Text(f"{len(doc['flips'])} rows flipped ({doc['regressions']} regressions, {doc['fixes']} fixes), "
                        f"{doc['unchanged']} unchanged, {doc['onlyInA']} only in A, {doc['onlyInB']} only in B"))
     styles = {"PASS": "green", "FAIL": "red", "ERROR": "yellow"}
@@ -150,6 +219,8 @@ def _render_diff(doc: dict, a: dict, b: dict) -> None:
         # one table per column of the runs, under its label: the numbers never wrap, only metric names
         for c in doc["columns"]:
             console.print(Text(c["column"], style="bold"))
+            if c.get("changed"):
+                console.print(Text(changes_line(c), style="yellow"), soft_wrap=True)  # whole, to be read or copied
             table = Table(box=box.SIMPLE_HEAD if terminal else box.ASCII, expand=False)
             table.add_column("metric", overflow="fold", ratio=1)
             for name in ("A", "B", "Δ", "Δ 95% CI", "noise"):
@@ -171,3 +242,7 @@ def _render_diff(doc: dict, a: dict, b: dict) -> None:
         console.print(Text("Δ 95% CI: percentile bootstrap over tests (2000 resamples), paired by test when both "
                            "runs hold the same tests; noise: beyond when the interval leaves out 0, else within",
                            style="dim"))
+    for side, names in (("A", doc.get("unpairedA")), ("B", doc.get("unpairedB"))):
+        if names:
+            console.print(Text(f"Only in {side} (no column of the other run to compare with): "
+                           + "; ".join(names), style="dim"))

@@ -214,6 +214,9 @@ def cell_of(r: EvalResult) -> dict:
             "conversation": r.conversation}
 
 
+WEIGHT_ZERO_NOTE = "weight 0: does not affect the test"
+
+
 def spend_line(cell: dict) -> str:
     """A row's latency, tokens, cost and grader calls, as `factcli show` prints them."""
     bits = [f"latency {cell.get('latencyMs') or 0:.0f} ms", f"tokens {cell.get('tokens') or 0:,}"]
@@ -223,10 +226,17 @@ def spend_line(cell: dict) -> str:
         bits.append(f"cost {figures.fmt_cost(cell.get('cost'), digits=6)}")
     spent = (cell.get("grading") or {}).get("metadata") or {}
     if "graderCalls" in spent:
-        bits.append(f"grading: {spent['graderCalls']} calls, {figures.fmt_cost(spent.get('graderCost'), digits=6)}")
+        bits.append(f"grading: {spent['graderCalls']} calls, {figures.fmt_cost(spent.get('graderCost'), digits=6)}"
+                    + cached_grading(spent))
     if cell.get("cached"):
-        bits.append("cached")
+        bits.append("output from the response cache")
     return " · ".join(bits)
+
+
+def cached_grading(spent: dict) -> str:
+    """` (2 from the response cache)` when grader replies were read from the cache, else nothing."""
+    n = spent.get("graderCached")
+    return f" ({n} from the response cache)" if n else ""
 
 
 def result_cell(cell: dict | None) -> str:
@@ -288,10 +298,11 @@ def assertion_list(components: list[dict]) -> str:
         a = c.get("assertion") or {}
         meta = c.get("metadata") or {}
         kind = a.get("type") or ("assert-set" if meta.get("assertionSet") else "assertion")
-        mark = '<span class="ok">PASS</span>' if c.get("pass") else '<span class="bad">FAIL</span>'
+        own = c.get("pass") and not meta.get("weightZeroFailed")
+        mark = '<span class="ok">PASS</span>' if own else '<span class="bad">FAIL</span>'
         facts = [f"score {_num(c.get('score'))}"]
         weight = a.get("weight", 1)
-        facts.append(f"weight {_e(weight)}")
+        facts.append(WEIGHT_ZERO_NOTE if meta.get("weightZeroFailed") else f"weight {_e(weight)}")
         if a.get("metric"):
             facts.append(f"metric {_e(a['metric'])}")
         if meta.get("category"):
@@ -314,7 +325,7 @@ def assertion_list(components: list[dict]) -> str:
         children = [ch for ch in c.get("componentResults") or [] if isinstance(ch, dict)]
         if children:
             body.append(assertion_list(children))
-        items.append(f'<li class="{"ok-item" if c.get("pass") else "bad-item"}">{"".join(body)}</li>')
+        items.append(f'<li class="{"ok-item" if own else "bad-item"}">{"".join(body)}</li>')
     return f'<ul class="asserts">{"".join(items)}</ul>'
 
 

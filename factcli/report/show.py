@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from factcli.report.figures import fmt_cost
+from factcli.report.html_page import WEIGHT_ZERO_NOTE, cached_grading
 from factcli.report.view import (
     column_label,
     column_summaries,
@@ -150,9 +151,10 @@ def show_test(store: Store, run: dict, test_idx: int, as_json: bool) -> None:
             details.append(f"cost {fmt_cost(r['cost'], digits=6)}")
         spent = ((loads(r["grading_json"], {}) or {}).get("metadata") or {}) if r["grading_json"] else {}
         if "graderCalls" in spent:
-            details.append(f"grading: {spent['graderCalls']} calls, {fmt_cost(spent.get('graderCost'), digits=6)}")
+            details.append(f"grading: {spent['graderCalls']} calls, {fmt_cost(spent.get('graderCost'), digits=6)}"
+                           + cached_grading(spent))
         if r["cached"]:
-            details.append("cached")
+            details.append("output from the response cache")
         head.append("  · " + " · ".join(details), style="dim")
         console.print(head)
         if r["error"] and status != "PASS":
@@ -205,9 +207,12 @@ def _print_component(console, c: dict, depth: int) -> None:
     a = c.get("assertion") or {}
     kind = a.get("type") or ("assert-set" if (c.get("metadata") or {}).get("assertionSet") else "assertion")
     line = Text(pad)
-    line.append("PASS" if c.get("pass") else "FAIL", style="green" if c.get("pass") else "red")
+    passed = c.get("pass") and not (c.get("metadata") or {}).get("weightZeroFailed")
+    line.append("PASS" if passed else "FAIL", style="green" if passed else "red")
     score = c.get("score")
     line.append(f" {kind}" + (f" {score:.3f}" if isinstance(score, (int, float)) else ""))
+    if not passed and c.get("pass"):
+        line.append(f" ({WEIGHT_ZERO_NOTE})", style="dim")
     if a.get("metric"):
         line.append(f" [{a['metric']}]", style="dim")
     if "value" in a and a.get("value") is not None:

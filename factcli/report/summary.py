@@ -237,7 +237,7 @@ def summary(run, console: Console) -> None:
         console.print("[dim]" + escape(figures.legend(nonbinary, repeat)) + "[/]")
         if any(f.cells and any(c.endswith(WEIGHT_ZERO) for c in f.cells) for f in fields):
             console.print("[dim]" + escape(WEIGHT_ZERO_LEGEND) + "[/]")
-    if run.abort_reason:
+    if run.abort_reason and run.status != "interrupted":  # a budget stop is said once, on stderr, by the CLI
         console.print(f"[bold red]Aborted:[/] {escape(run.abort_reason)}")
 
 

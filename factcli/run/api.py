@@ -39,7 +39,26 @@ class FactcliWarning(UserWarning):
 
 
 def warn(message: str) -> None:
-    warnings.warn(message, FactcliWarning, stacklevel=3)
+    warnings.warn(message, FactcliWarning, stacklevel=user_stacklevel())
+
+
+def user_stacklevel() -> int:
+    """The stacklevel of the user's own line that called into factcli (past factcli's frames and the
+    event loop's), so that a warning points there and Python's once-per-line filter applies to it."""
+    import asyncio
+    import concurrent.futures
+    import os
+    import sys
+
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # factcli/, this file being factcli/run/
+    skip = tuple(d + os.sep for d in (package, *(os.path.dirname(m.__file__) for m in (asyncio, concurrent.futures))))
+    frame, level = sys._getframe(1), 1  # the caller's frame is stacklevel 1 of its warnings.warn
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not name.startswith(skip) and not name.startswith("<frozen"):
+            return level
+        frame, level = frame.f_back, level + 1
+    return 1
 
 
 # ---------------------------------------------------------------- options
@@ -204,20 +223,19 @@ def _is_file(text: str) -> bool:
 
 def _yaml_text(text: str) -> dict | None:
     """Text of several lines is YAML and must be a mapping; one line is YAML when it reads as a
-    mapping (`{prompts: [...], ...}`), else a path."""
+    mapping (`{prompts: [...], ...}`), else a path. Parsed exactly as a config file is."""
     several = "\n" in text
     if not several and ":" not in text:
         return None
-    import yaml
+    from factcli.errors import ConfigError
+    from factcli.sources import parse_yaml
 
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
+        data = parse_yaml(text, "<config>")
+    except ConfigError:
         if not several:
             return None
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise FactcliError(f"<config>: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+        raise
     if isinstance(data, dict):
         return data
     if several:

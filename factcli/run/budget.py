@@ -3,20 +3,23 @@ the calls in flight and of this one is added to the money already spent; when th
 cross the budget, no more calls start. Calls in flight finish and are kept, and the run ends
 interrupted, resumable with a larger budget.
 
-A call's worst case is its price (litellm's bundled table) at the most tokens it can use:
+A call's worst case is its price (providers/pricing.price_of: a price by hand, a local model's
+nothing, or litellm's bundled table) at the most tokens it can use:
 - one token per character of its messages, which is more than any tokenizer makes of ordinary text;
-- its reply cap. A call that has none is sent with `max_tokens` = DEFAULT_OUTPUT_CAP when a budget
-  is set, so that the worst case is a real bound.
-A model whose price is unknown cannot be budgeted: the run refuses to start instead of guessing. A service
-priced by the request (a search API: Provider.call_price) costs that price, whatever it sends.
+- its reply cap: the request's own `max_tokens`, else the model's output limit from litellm's table
+  (a model cannot reply longer). A model whose limit the table does not know is sent with
+  `max_tokens` = FALLBACK_OUTPUT_CAP when a budget is set, so that the worst case is a real bound.
+A model whose price is unknown cannot be budgeted: the run refuses to start instead of guessing,
+and says which key would price it. A service priced by the request (a search API:
+Provider.call_price) costs that price, whatever it sends.
 """
 
 from __future__ import annotations
 
 from factcli.errors import AbortRun
-from factcli.providers.pricing import cost as price
+from factcli.providers.pricing import output_limit, price_of
 
-DEFAULT_OUTPUT_CAP = 4096
+FALLBACK_OUTPUT_CAP = 4096
 MESSAGE_OVERHEAD_TOKENS = 8  # role and separators of a chat message
 
 
@@ -34,37 +37,89 @@ def output_cap(config: dict, overrides: dict) -> int | None:
     return None
 
 
+def budget_cap(provider) -> int | None:
+    """The `max_tokens` a budgeted call without a cap of its own is sent with: none when the model's
+    own output limit bounds its reply, else FALLBACK_OUTPUT_CAP."""
+    return None if output_limit(getattr(provider, "price_model", None)) else FALLBACK_OUTPUT_CAP
+
+
+def reply_cap(provider, overrides: dict) -> int:
+    """The most tokens a call's reply can take: its request's cap, else the model's output limit."""
+    return (output_cap(provider.config or {}, overrides) or output_limit(getattr(provider, "price_model", None))
+            or FALLBACK_OUTPUT_CAP)
+
+
 def worst_cost(provider, messages: list[dict], overrides: dict) -> float | None:
     """The most a call can cost, or None when its model's price is unknown."""
-    if getattr(provider, "free", False):
-        return 0.0
     if getattr(provider, "call_price", None) is not None:
         return provider.call_price
-    model = getattr(provider, "price_model", None)
-    if not model:
+    price = price_of(provider)
+    if price is None:
         return None
+    if not price.input and not price.output:
+        return 0.0
     prompt_tokens = sum(len(str(m.get("content") or "")) + MESSAGE_OVERHEAD_TOKENS for m in messages)
-    cap = output_cap(provider.config or {}, overrides) or DEFAULT_OUTPUT_CAP
-    return price(model, prompt_tokens, cap)
+    return price.cost(prompt_tokens, reply_cap(provider, overrides))
 
 
 def unpriced(provider) -> bool:
-    return not getattr(provider, "free", False) and getattr(provider, "call_price", None) is None and (
-        not getattr(provider, "price_model", None) or price(provider.price_model, 1, 1) is None)
+    return getattr(provider, "call_price", None) is None and price_of(provider) is None
+
+
+def _money(value: float) -> str:
+    value = round(max(value, 0.0), 6)  # no "-0" from float sums of reservations
+    return f"${value:.6f}".rstrip("0").rstrip(".") if value else "$0"
 
 
 class Budget:
+    """Money spent and reserved. A call that would fit once the calls in flight settle waits for
+    them (they usually cost far less than their worst case); a call that cannot fit even then
+    stops the run."""
+
     def __init__(self, max_usd: float, spent: float = 0.0):
         self.max_usd = max_usd
         self.spent = spent  # known costs of finished calls (and of the rows a resumed run kept)
         self.reserved = 0.0  # worst cases of the calls in flight
+        self.in_flight = 0
+        self._settled = None  # asyncio.Condition, made in the run's loop
 
-    def reserve(self, worst: float) -> None:
+    def _stop(self, worst: float) -> BudgetReached:
+        flight = (f"{_money(self.reserved)} reserved for the {self.in_flight} call"
+                  f"{'s' if self.in_flight != 1 else ''} in flight")
+        return BudgetReached(
+            f"the budget of ${self.max_usd:g} is reached: {_money(self.spent)} spent + {flight} + "
+            f"{_money(worst)} for the next call at its worst case = {_money(self.spent + self.reserved + worst)}, "
+            f"more than ${self.max_usd:g}")
+
+    def try_reserve(self, worst: float) -> bool:
+        """Reserve now if it fits; False if it would fit only after calls in flight settle."""
+        if self.spent + worst > self.max_usd or (self.in_flight == 0 and self.spent + self.reserved + worst
+                                                 > self.max_usd):
+            raise self._stop(worst)
         if self.spent + self.reserved + worst > self.max_usd:
-            raise BudgetReached(f"the budget of ${self.max_usd:g} is reached: ${self.spent:.4f} spent, and the next "
-                                f"call could cost up to ${worst:.4f} more")
+            return False
         self.reserved += worst
+        self.in_flight += 1
+        return True
+
+    async def reserve(self, worst: float) -> None:
+        import asyncio
+
+        if self._settled is None:
+            self._settled = asyncio.Condition()
+        async with self._settled:
+            while not self.try_reserve(worst):
+                await self._settled.wait()
 
     def settle(self, worst: float, actual: float | None) -> None:
         self.reserved -= worst
+        self.in_flight -= 1
         self.spent += worst if actual is None else actual  # an unreported cost counts as its worst case
+        if self._settled is not None:
+            import asyncio
+
+            async def wake():
+                async with self._settled:
+                    self._settled.notify_all()
+
+            asyncio.get_running_loop().create_task(wake())

@@ -1,9 +1,11 @@
 """The caches, diskcache under FACTCLI_HOME: model responses, keyed by what decides the output, and
 downloaded tests (Hugging Face dataset rows, test files at a URL), keyed by the URL.
 
-Only successful responses and downloads are stored, for 14 days. The key never contains a secret in
-clear: secrets are dropped before hashing, only the response (no request) is stored, and a download's
-key is its URL alone (the token a request carried is a header: in no key and no value).
+Only what can be used is stored, for 14 days: never an error response nor an empty output, and a
+reply its reader could not use (a grader's reply that is not a verdict) is dropped again by
+Caller.forget. The key never contains a secret in clear: secrets are dropped before hashing, only
+the response (no request) is stored, and a download's key is its URL alone (the token a request
+carried is a header: in no key and no value).
 """
 
 from __future__ import annotations
@@ -84,17 +86,22 @@ class ResponseCache(_DiskCache):
             resp = ProviderResponse(token_usage=usage, **data)
         except TypeError:  # an entry from another layout
             return None
+        if resp.error is not None or resp.output in (None, "", [], {}):  # an entry from before failures were kept out
+            return None
         resp.cached = True
         return resp
 
     def set(self, key: str, resp: ProviderResponse) -> None:
-        if resp.error is not None:
+        if resp.error is not None or resp.output in (None, "", [], {}):  # a failure is asked again next time
             return
         data = asdict(resp)
         data["cached"] = False
         data["retries"] = 0
         data["metadata"] = {}
         self._open().set(key, data, expire=self.ttl)
+
+    def delete(self, key: str) -> None:
+        self._open().delete(key)
 
 
 class DownloadCache(_DiskCache):

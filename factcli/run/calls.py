@@ -40,7 +40,7 @@ from factcli.providers.base import (
     ProviderCallError,
     RenderedPrompt,
 )
-from factcli.run.budget import DEFAULT_OUTPUT_CAP, Budget, output_cap, worst_cost
+from factcli.run.budget import Budget, budget_cap, output_cap, worst_cost
 from factcli.run.cache import ResponseCache, cache_key
 from factcli.run.limits import Limiters, estimate_tokens
 from factcli.store.redact import scrub_text
@@ -162,11 +162,11 @@ class Caller:
         overrides = context.get("overrides") or {}
         if (self.budget is not None and provider.call_price is None
                 and output_cap(provider.config or {}, overrides) is None):
-            context["overrides"] = {**overrides, "max_tokens": DEFAULT_OUTPUT_CAP}  # a real bound on the cost
-        key = None
-        if self.cache is not None and provider.cacheable:
-            key = cache_key(provider.cache_identity(), prompt.messages, repeat_idx, context.get("overrides"),
-                            prompt.config)
+            cap = budget_cap(provider)
+            if cap is not None:  # a model whose output limit litellm does not know: a real bound on the cost
+                context["overrides"] = {**overrides, "max_tokens": cap}
+        key = self._key(provider, prompt, repeat_idx, context)
+        if key is not None:
             hit = self.cache.get(key)
             if hit is not None:
                 return hit
@@ -191,7 +191,7 @@ class Caller:
             self._inflight.pop(key, None)
         if not future.done():
             future.set_result(resp)
-        if resp.error is None:
+        if readable(resp):
             self.cache.set(key, resp)
         return resp
 
@@ -218,6 +218,27 @@ class Caller:
                 return resp
             self.formats.downgrade(endpoint, FormatMemory.form_of(sent["overrides"]))
 
+    def _key(self, provider: Provider, prompt: RenderedPrompt, repeat_idx: int, context: dict) -> str | None:
+        if self.cache is None or not provider.cacheable:
+            return None
+        return cache_key(provider.cache_identity(), prompt.messages, repeat_idx, context.get("overrides"),
+                         prompt.config)
+
+    def forget(self, provider: Provider, prompt: RenderedPrompt, *, repeat_idx: int = 0,
+               context: dict | None = None) -> None:
+        """Drop a cached reply its reader could not use (a grader's reply that is not a verdict), so
+        that the next run asks again instead of repeating the failure for the cache's lifetime.
+        `context` as given to `call`."""
+        context = dict(context or {})
+        overrides = context.get("overrides") or {}
+        if (self.budget is not None and provider.call_price is None
+                and output_cap(provider.config or {}, overrides) is None and budget_cap(provider) is not None):
+            context["overrides"] = {**overrides, "max_tokens": budget_cap(provider)}
+        key = self._key(provider, prompt, repeat_idx, context)
+        if key is not None:
+            self.cache.delete(key)
+
+
     async def _attempts(self, provider: Provider, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
         policy = self.policy
         timeouts = 0
@@ -231,7 +252,7 @@ class Caller:
             worst = None
             if self.budget is not None:
                 worst = worst_cost(provider, prompt.messages, context.get("overrides") or {}) or 0.0
-                self.budget.reserve(worst)  # BudgetReached: this call does not start
+                await self.budget.reserve(worst)  # BudgetReached: this call does not start
             try:
                 paced = limiter is not None and not limiter.idle
                 if limiter is not None and not paced:
@@ -286,3 +307,8 @@ class Caller:
             suffix = f" (after {attempt} retries)" if attempt else ""
             return ProviderResponse(error=scrub_text(str(err)) + suffix, retries=attempt,
                                     latency_ms=round((time.perf_counter() - start) * 1000))
+
+
+def readable(resp: ProviderResponse) -> bool:
+    """A reply worth keeping: no error and some output (an empty reply is a failure to ask again)."""
+    return resp.error is None and resp.output not in (None, "", [], {})

@@ -138,6 +138,7 @@ async def check_async(output: Any, assertions: Any, vars: dict | None = None, gr
     from factcli.run.calls import Caller, RetryPolicy
     from factcli.run.limits import Limiters
     from factcli.scoring.grading import Grader, grader_ledger, note_grader_spend
+    from factcli.scoring.registry import AssertionError_
     from factcli.scoring.scorer import run_assertions
 
     suite, run = _prepare(assertions, vars, grader, prompt, threshold)
@@ -150,6 +151,11 @@ async def check_async(output: Any, assertions: Any, vars: dict | None = None, gr
                                           response=ProviderResponse(output=output),
                                           grader=Grader(caller, suite.base_dir, run.grader_source))
         note_grader_spend(result, spent)
+    except AssertionError_ as exc:  # the message an eval row's ERROR would give, as the error check() raises
+        message = str(exc)
+        if message.endswith("must have a prompt"):
+            message += " (the question the output answers): check(output, assertions, prompt='...')"
+        raise FactcliError(f"check(): {message}") from None
     finally:
         if caller.cache is not None:
             caller.cache.close()

@@ -2,7 +2,7 @@
 
 Model calls are exact: one per step, its input tokens counted from the rendered prompt with the
 model's tokenizer (providers/tokens.py), its reply assumed to run to the cap it will be sent with
-(`max_tokens`, else DEFAULT_OUTPUT_CAP). The cost range is [input only, input + every reply at its
+(`max_tokens`, else the model's output limit from litellm's table). The cost range is [input only, input + every reply at its
 cap]. A call the response cache already holds costs nothing and is counted apart.
 
 Searches (`safe`): an upper estimate, K facts a row each searched up to maxSearches times, priced at
@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from factcli.providers.pricing import cost as price
+from factcli.providers.pricing import price_of
 from factcli.providers.tokens import count_messages
-from factcli.run.budget import DEFAULT_OUTPUT_CAP, output_cap
+from factcli.run.budget import budget_cap, output_cap, reply_cap
 
 GRADER_RUBRIC_TOKENS = 600
 CLAIM_METHODS = ("factual-correctness", "factscore", "facts-grounding", "safe")
@@ -45,16 +45,13 @@ class Line:
     claim_rows: int = 0  # rows graded by a claim-level method: calls not known in advance
     search_rows: int = 0  # a search backend's line: rows of `safe` that search with it
 
-    def add_cost(self, model: str | None, free: bool, tokens_in: int, low_in: int, cap: int) -> None:
-        if free:
-            return
-        lo = price(model, low_in, 0) if model else None
-        hi = price(model, tokens_in, cap) if model else None
-        if lo is None or hi is None:
+    def add_cost(self, provider, tokens_in: int, low_in: int, cap: int) -> None:
+        price = price_of(provider) if provider is not None else None
+        if price is None:
             self.unpriced = True
             return
-        self.low += lo
-        self.high += hi
+        self.low += price.cost(low_in, 0)
+        self.high += price.cost(tokens_in, cap)
 
 
 def plan(run) -> tuple[list[Line], list[Line]]:
@@ -72,7 +69,7 @@ def plan(run) -> tuple[list[Line], list[Line]]:
                      if kind == "text"}
     for step in run._steps:  # type: ignore[attr-defined]
         provider, line = providers[step.provider_idx], lines[step.provider_idx]
-        cap = output_cap(provider.config or {}, {}) or DEFAULT_OUTPUT_CAP
+        cap = reply_cap(provider, {})
         if step.test.provider_output is None:
             rendered = render_prompt(step)
             model = getattr(provider, "price_model", None) or ""
@@ -80,15 +77,16 @@ def plan(run) -> tuple[list[Line], list[Line]]:
             line.calls += 1
             line.output_cap = cap
             # the key the call will have: a budget sends max_tokens with a call that has no cap
-            budget_cap = {"max_tokens": DEFAULT_OUTPUT_CAP} if run.max_cost is not None and \
+            sent_cap = budget_cap(provider) if run.max_cost is not None and \
                 output_cap(provider.config or {}, {}) is None else None
+            extra = {"max_tokens": sent_cap} if sent_cap else None
             if cache is not None and provider.cacheable and cache.get(
-                    cache_key(provider.cache_identity(), rendered.messages, step.repeat_idx, budget_cap)) is not None:
+                    cache_key(provider.cache_identity(), rendered.messages, step.repeat_idx, extra,
+                              rendered.config)) is not None:
                 line.cached += 1
             else:
                 line.input_tokens += tokens
-                line.add_cost(getattr(provider, "price_model", None), getattr(provider, "free", False),
-                              tokens, tokens, cap)
+                line.add_cost(provider, tokens, tokens, cap)
         _plan_grading(run, step, cap, graders, grader_caps, grader_models)
     if cache is not None:
         cache.close()
@@ -134,8 +132,7 @@ def _plan_grading(run, step, model_cap: int, graders: dict, caps: dict, models: 
                 line.calls += 1
                 line.output_cap = max(line.output_cap, cap)
                 line.input_tokens += GRADER_RUBRIC_TOKENS
-                line.add_cost(getattr(provider, "price_model", None), getattr(provider, "free", False),
-                              GRADER_RUBRIC_TOKENS + model_cap, GRADER_RUBRIC_TOKENS, cap)
+                line.add_cost(provider, GRADER_RUBRIC_TOKENS + model_cap, GRADER_RUBRIC_TOKENS, cap)
 
 
 def _plan_searches(run, a, lines: dict) -> None:
@@ -160,7 +157,7 @@ def _plan_searches(run, a, lines: dict) -> None:
 
 def _money(line: Line) -> str:
     if line.unpriced:
-        return "n/a (no price known)"
+        return "n/a: no price is known (add inputCost and outputCost, USD per token, to its config)"
     if not line.high:
         return "$0"
     return f"${line.low:.4f} – ${line.high:.4f}"
@@ -169,7 +166,9 @@ def _money(line: Line) -> str:
 def describe(run) -> list[str]:
     """The dry run's report, one line per provider and grader and a total."""
     models, graders = plan(run)
-    out = [f"Dry run: {run.total_steps} rows, no call made."]
+    # what a run would print before its first call (unknown vars, a misspelled model, ...)
+    out = [f"warning: {w}" for w in run.warnings[getattr(run, "warnings_shown", 0):]]
+    out.append(f"Dry run: {run.total_steps} rows, no call made.")
     low = high = 0.0
     unpriced = False
     for line in models:

@@ -72,10 +72,13 @@ class Executor:
         self.missing_vars: dict[tuple[str, str], list[str]] = {}
         self.stopped: str | None = None  # why no more steps start (the budget), once it is so
 
-    def missing_var_warnings(self) -> list[str]:
-        """One line per (prompt, undefined var), naming the tests where it happened."""
+    def missing_var_warnings(self, skip: set | frozenset = frozenset()) -> list[str]:
+        """One line per (prompt, undefined var), naming the tests where it happened; `skip`: names
+        the check before the run already warned of."""
         lines = []
         for (label, name), tests in self.missing_vars.items():
+            if name in skip:
+                continue
             shown = ", ".join(tests[:5]) + (f" and {len(tests) - 5} more" if len(tests) > 5 else "")
             lines.append(f"undefined var '{name}' rendered empty in prompt '{_short(label)}' ({shown})")
         return lines

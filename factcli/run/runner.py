@@ -189,6 +189,12 @@ def prepare(suite: Suite, options: RunOptions) -> EvalRun:
     run.grader_source = GraderSource(cli=options.grader, default_test=(suite.default_test.get("options") or {}).get("provider"))
     run.grader_specs = []
     run.graders = check_graders(suite, run.grader_source, run.warnings, run.grader_specs)
+    from factcli.config.var_check import check_vars
+
+    unknown = check_vars(suite)  # a near miss is an error: nothing is sent
+    run.warnings.extend(unknown.values())
+    run._unknown_vars = set(unknown)  # type: ignore[attr-defined]  # said once, not again after the run
+    run.warnings.extend(model_name_warnings(suite))
     if run.max_cost is not None:
         check_prices(suite, run.graders)
     if len(cols) < 2:
@@ -242,18 +248,39 @@ def self_preference_warning(grader_id: str, provider_ids: list[str]) -> str | No
     return None
 
 
+def model_name_warnings(suite: Suite) -> list[str]:
+    """A model name litellm's list does not have but has one close to (`gpt-4o-mni`): a warning, since
+    new models appear before litellm lists them."""
+    from factcli.providers.pricing import model_name_problem
+    from factcli.providers.registry import create_provider
+
+    out = []
+    for i, spec in enumerate(suite.providers):
+        problem = model_name_problem(create_provider(spec, suite.base_dir))
+        if problem and problem not in out:
+            out.append(f"providers[{i}] {spec.id}: {problem}")
+    return out
+
+
 def check_prices(suite: Suite, graders: list[str]) -> None:
-    """A budget needs the price of every model and grader it may call: one unknown is an error now."""
+    """A budget needs the price of every model and grader it may call: one unknown is an error now,
+    naming the key that would price it."""
     from factcli.errors import FactcliError
     from factcli.providers.registry import create_provider
     from factcli.run.budget import unpriced
     from factcli.types import ProviderSpec
 
+    where = {}
+    for i, s in enumerate(suite.providers):
+        where.setdefault(s.id, f"providers[{i}].config")
     specs = list(suite.providers) + [ProviderSpec(id=g) for g in graders]
-    unknown = [s.id for s in specs if unpriced(create_provider(s, suite.base_dir))]
+    unknown = list(dict.fromkeys(s.id for s in specs if unpriced(create_provider(s, suite.base_dir))))
     if unknown:
-        raise FactcliError(f"--max-cost: no price is known for {', '.join(dict.fromkeys(unknown))}, so the budget "
-                           "could not be kept (use models litellm's price table knows, or drop the budget)")
+        first = unknown[0]
+        key = where.get(first, "the grader's config (defaultTest.options.provider: {id: ..., config: {...}})")
+        raise FactcliError(f"--max-cost: no price is known for {', '.join(unknown)} (litellm's price table does not "
+                           f"list it), so the budget could not be kept: add its price in USD per token to {key}, "
+                           "e.g. inputCost: 0.0000025 and outputCost: 0.00001 (or cost: for both), or drop the budget")
 
 
 def calibration_mismatch(a, grader_id: str | None) -> str | None:
@@ -422,7 +449,7 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
     finally:
         run.duration_ms = int((time.time() - run.started) * 1000)
         run.finalize()  # before the session stores the column metrics
-        for message in executor.missing_var_warnings():
+        for message in executor.missing_var_warnings(skip=getattr(run, "_unknown_vars", set())):
             warning(message)
         for message in caller.formats.notes():
             warning(message)

@@ -101,10 +101,15 @@ class GraderLedger:
     tokens: TokenUsage = field(default_factory=TokenUsage)
     cost: float = 0.0
     unpriced: int = 0  # answered calls whose price is unknown: the row's grader cost is then n/a
+    cached: int = 0  # replies read from the response cache
     searches: int = 0  # of the calls, those made to a search backend (Grader.search)
+    # reply text -> drops that reply from the response cache: a reply no handler could read is not
+    # kept, so the next run asks again (grader_error calls it)
+    forget: dict = field(default_factory=dict)
 
     def add(self, provider, resp) -> None:
         self.calls += 1
+        self.cached += bool(resp.cached)
         if getattr(provider, "is_search", False):
             self.searches += 1
         self.tokens.add(resp.token_usage)
@@ -138,6 +143,8 @@ def note_grader_spend(result: GradingResult, ledger: GraderLedger) -> None:
     if not ledger.calls:
         return
     result.metadata = {**result.metadata, "graderCost": ledger.total_cost, "graderCalls": ledger.calls}
+    if ledger.cached:
+        result.metadata["graderCached"] = ledger.cached
     if ledger.searches:
         result.metadata["searches"] = ledger.searches
     if ledger.tokens.total > result.tokens_used.total:
@@ -193,11 +200,18 @@ class Grader:
                 overrides["response_format"] = {"type": "json_object"}
         text = json.dumps(messages, ensure_ascii=False)
         prompt = RenderedPrompt(text=text, messages=messages)
-        resp = await self.caller.call(provider, prompt, context={"overrides": overrides, "purpose": "grader"})
+        context = {"overrides": overrides, "purpose": "grader"}
+        resp = await self.caller.call(provider, prompt, context=context)
         _record(provider, resp)
         output = resp.output
         reply_text = output if isinstance(output, str) else (None if output is None else json.dumps(output))
         error = resp.error
+
+        def forget() -> None:
+            drop = getattr(self.caller, "forget", None)
+            if drop is not None:
+                drop(provider, prompt, context=context)
+
         if error is None and resp.finish_reason == "length":
             if own_cap is not None:
                 error = (f"the grader's reply was cut off at its max_tokens of {own_cap} (finish_reason=length); "
@@ -207,6 +221,7 @@ class Grader:
                 error = (f"the grader's reply was cut off at {step} cap of {cap} tokens (finish_reason=length); "
                          f"raise it with max_tokens in the grader's config (provider: {{id: {spec.id}, "
                          f"config: {{max_tokens: {cap * 2}}}}})")
+            forget()
         out = GraderReply(reply_text, error, resp.token_usage, resp.cost, resp.finish_reason, output)
         if reply is not None and error is None and reply_text:
             from factcli.scoring.replies import ReplyError
@@ -214,8 +229,13 @@ class Grader:
             try:
                 out.parsed = reply.read(reply_text)
             except ReplyError:
-                return out
-            out.raw, out.text = reply_text, reply.text_of(out.parsed)
+                pass
+            else:
+                out.raw, out.text = reply_text, reply.text_of(out.parsed)
+        ledger = _LEDGER.get()
+        if ledger is not None:
+            for text in {reply_text, out.text} - {None, ""}:  # a handler reports either as graderRaw
+                ledger.forget[text] = forget
         return out
 
     async def search(self, backend, query: str, results: int) -> GraderReply:
@@ -374,6 +394,10 @@ def grader_error(reason: str, raw: str | None = None, tokens: TokenUsage | None 
     meta = {"graderError": True, **metadata}
     if raw is not None:
         meta["graderRaw"] = raw
+        ledger = _LEDGER.get()
+        forget = ledger.forget.pop(raw, None) if ledger is not None and isinstance(raw, str) else None
+        if forget is not None:
+            forget()
     return GradingResult(False, 0.0, reason, tokens_used=tokens or TokenUsage(), metadata=meta)
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from factcli.errors import FactcliError
 from factcli.types import Assertion, GradingResult, ProviderResponse, TestCase
 
 
@@ -179,5 +180,6 @@ def coerce_string(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)  # JSON.stringify
 
 
-class AssertionError_(Exception):
-    """A handler's complaint about its input (promptfoo's invariant): the row becomes ERROR."""
+class AssertionError_(FactcliError):
+    """A handler's complaint about its input (promptfoo's invariant): the row becomes ERROR. A
+    FactcliError, so that from Python (check(), the pytest helpers) it is the error users catch."""

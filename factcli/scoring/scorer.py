@@ -107,7 +107,11 @@ async def run_assertion(a: Assertion, *, output: Any, test: TestCase, variables:
         from factcli.scripting.transforms import apply_transform
 
         output = await apply_transform(a.transform, output, {"vars": variables, "prompt": {"label": prompt}})
-    value = templating.render_value(a.value, variables) if a.value is not None else None
+    missing: list[str] = []
+    value = templating.render_value(a.value, variables, missing=missing) if a.value is not None else None
+    if missing and (value in ("", [], {}) or (isinstance(value, list) and all(v == "" for v in value))):
+        names = ", ".join(f"'{n}'" for n in dict.fromkeys(missing))
+        raise AssertionError_(f"{a.type}: its value {a.value!r} rendered empty: this test defines no var {names}")
     ctx = AssertionContext(a, output, value, test, variables, prompt, response, provider, grader)
     if kind.is_async:
         result = await kind.handler(ctx)
@@ -118,6 +122,8 @@ async def run_assertion(a: Assertion, *, output: Any, test: TestCase, variables:
     if isinstance(value, str) and value != a.value:
         result.metadata.setdefault("renderedAssertionValue", value)
     if a.weight == 0:
+        if not result.passed:  # reports show its own verdict, marked as not counting
+            result.metadata["weightZeroFailed"] = True
         result.passed = True
     if a.calibration is not None:  # counted per column by stats/judge.py, from the rows alone
         c = a.calibration

@@ -125,15 +125,18 @@ class BaseStore:
     _NEWEST = "ORDER BY created_at DESC, id DESC"  # newest first (SQLite: ties in insertion order)
 
     def resolve(self, ref: str | None) -> dict:
-        """A run row from `latest` (the default), an id, or a unique part of one: its start
-        (`eval-20261124T19`) or any other piece, such as the hex tail (`9a84d9`) that tells runs of
-        one day apart. A start that matches one run wins over pieces elsewhere; two or more
-        matches are an error naming them. Every command that takes a run id comes here."""
+        """A run row from `latest` (the default), `latest~N` (N runs before it), an id, or a unique part
+        of one: its start (`eval-20261124T19`) or any other piece, such as the hex tail (`9a84d9`) that
+        tells runs of one day apart. A start that matches one run wins over pieces elsewhere; two or
+        more matches are an error naming them. Every command that takes a run id comes here."""
         ref = (ref or "latest").strip()
-        if ref == "latest":
-            row = self.execute(f"SELECT * FROM runs {self._NEWEST} LIMIT 1").fetchone()
+        back = ref.removeprefix("latest~")
+        if ref == "latest" or (back != ref and back.isdigit()):  # latest~1: the run before the latest
+            n = 0 if ref == "latest" else int(back)
+            row = self.execute(f"SELECT * FROM runs {self._NEWEST} LIMIT 1 OFFSET ?", (n,)).fetchone()
             if row is None:
-                raise FactcliError(f"no runs stored yet in {self.path}")
+                raise FactcliError(f"no runs stored yet in {self.path}" if n == 0 else
+                                   f"no run '{ref}': {self.path} holds fewer than {n + 1} runs")
             return dict(row)
         row = self.execute("SELECT * FROM runs WHERE id = ?", (ref,)).fetchone()
         if row is not None:

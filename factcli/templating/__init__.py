@@ -246,12 +246,13 @@ def render(template: str, variables: dict, missing: list | None = None, *, name:
         _missing.reset(token)
 
 
-def render_value(value: Any, variables: dict, *, name: str | None = None) -> Any:
-    """Render strings inside an assertion value (strings, lists, dicts) with the test vars."""
+def render_value(value: Any, variables: dict, *, name: str | None = None, missing: list | None = None) -> Any:
+    """Render strings inside an assertion value (strings, lists, dicts) with the test vars; undefined
+    names are appended to `missing`."""
     if isinstance(value, str):
-        return render(value, variables, name=name)
+        return render(value, variables, missing, name=name)
     if isinstance(value, list):
-        return [render_value(v, variables, name=name) for v in value]
+        return [render_value(v, variables, name=name, missing=missing) for v in value]
     if isinstance(value, dict):
-        return {k: render_value(v, variables, name=name) for k, v in value.items()}
+        return {k: render_value(v, variables, name=name, missing=missing) for k, v in value.items()}
     return value

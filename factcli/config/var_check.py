@@ -1,0 +1,92 @@
+"""Vars checked before any call: a name a prompt or an assertion value uses that no test defines.
+
+A near miss of a var that exists (`{{questoin}}` where the tests have `question`) is an error before
+anything is sent, with a did-you-mean: every row would otherwise be paid for with an empty
+placeholder. Any other unknown name is a warning, printed before the first call and by --dry-run
+(it may be meant to render empty, or come from code the check cannot see). Names that code may add
+while the run goes (transformVars, a beforeAll hook, storeOutputAs registers, conversations) are
+known, or make the check keep to warnings.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from factcli import templating
+from factcli.errors import ConfigError
+
+# names every template can read without a test defining them
+ALWAYS = frozenset({"env", "_conversation", "__evalId", "__evalStepId", "__repeatIndex"})
+
+
+def _names(value: Any) -> set[str]:
+    if isinstance(value, str):
+        if not templating.has_template(value) or value.startswith("file://"):
+            return set()
+        return set(templating.referenced_names(value) or ())
+    if isinstance(value, list):
+        return set().union(*(_names(v) for v in value)) if value else set()
+    if isinstance(value, dict):
+        return set().union(*(_names(v) for v in value.values())) if value else set()
+    return set()
+
+
+def _assertions(test):
+    stack = list(enumerate(test.assertions))
+    while stack:
+        i, a = stack.pop(0)
+        yield i, a
+        stack.extend((i, c) for c in (a.children or []))
+
+
+def _close(name: str, known: set[str]) -> str | None:
+    if name.lower() in {k.lower() for k in known}:
+        return next(k for k in known if k.lower() == name.lower())
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
+def check_vars(suite) -> dict[str, str]:
+    """Raise ConfigError for a near miss; return a warning per other unknown name (name -> warning)."""
+    if not suite.tests:
+        return {}
+    known: set[str] = set(ALWAYS)
+    dynamic = bool(suite.extensions)  # a beforeAll hook may add vars
+    for test in suite.tests:
+        known.update(test.vars or {})
+        options = test.options or {}
+        if options.get("storeOutputAs"):
+            known.add(str(options["storeOutputAs"]))
+        if options.get("transformVars"):
+            dynamic = True
+    uses: dict[str, list[str]] = {}  # name -> where it is used
+    for i, prompt in enumerate(suite.prompts):
+        if prompt.function:
+            continue
+        texts = [m.get("content") for m in prompt.messages or []] if prompt.messages is not None else [prompt.raw]
+        for name in sorted(set().union(*(_names(t) for t in texts))):
+            uses.setdefault(name, []).append(f"prompts[{i}] ({_short(prompt.label)})")
+    for t, test in enumerate(suite.tests):
+        for i, a in _assertions(test):
+            for name in sorted(_names(a.value)):
+                where = f"{test.source[1] or f'tests[{t}]'}.assert[{i}]"
+                uses.setdefault(name, []).append(where)
+    warnings = {}
+    for name, places in uses.items():
+        if name in known:
+            continue
+        close = _close(name, known - ALWAYS)
+        where = places[0] + (f" and {len(places) - 1} more" if len(places) > 1 else "")
+        if close is not None and not dynamic:
+            file = ", ".join(getattr(suite, "config_files", []) or []) or None
+            raise ConfigError(f"{where} uses the var '{name}', which no test defines (did you mean '{close}'?); "
+                              "nothing was sent", file)
+        hint = f" (did you mean '{close}'?)" if close else ""
+        warnings[name] = f"{where} uses the var '{name}', which no test defines{hint}: it renders empty"
+    return warnings
+
+
+def _short(label: str) -> str:
+    text = " ".join(str(label).split())
+    return text if len(text) <= 40 else text[:39] + "…"

@@ -1,0 +1,102 @@
+"""`factcli diff` and the web Compare page across a change of prompt or provider: columns pair by
+label, else by position when the runs have the same layout; what changed is said; flipped rows show
+both outputs side by side."""
+
+import json
+import warnings
+
+from conftest import write
+from typer.testing import CliRunner
+
+from factcli.cli import app
+from factcli.store.database import Store
+
+runner = CliRunner()
+
+CONFIG = """
+prompts: [{prompts}]
+providers: [{providers}]
+tests:
+  - vars: {{question: capital of France}}
+    assert: [{{type: equals, value: Paris}}]
+  - vars: {{question: capital of Japan}}
+    assert: [{{type: icontains, value: tokyo}}]
+  - vars: {{question: capital of Italy}}
+    assert: [{{type: icontains, value: rome}}]
+"""
+MODEL = '{id: "openai:chat:m", config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"}}'
+OTHER = '{id: "openai:chat:m2", config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"}}'
+
+
+def _run(tmp_path, prompts: str, providers: str = MODEL) -> str:
+    cfg = write(tmp_path / "c.yaml", CONFIG.format(prompts=prompts, providers=providers))
+    result = runner.invoke(app, ["eval", "-c", str(cfg), "--no-progress-bar", "--no-table"])
+    assert result.exit_code in (0, 100), result.output
+    with Store.open(None) as store:
+        return store.resolve(None)["id"]
+
+
+def _rules(server):
+    server.add_rule(r"one word.*France|France.*one word", "Paris")
+    server.add_rule(r"France", "The capital of France is Paris.")
+    server.add_rule(r"one word.*Japan|Japan.*one word", "Kyoto")
+    server.add_rule(r"Japan", "Tokyo.")
+    server.add_rule(r"Italy", "Rome.")
+
+
+def test_diff_after_a_prompt_change_pairs_the_column_and_says_what_changed(fake_openai, tmp_path):
+    _rules(fake_openai)
+    a = _run(tmp_path, '"What is the {{question}}?"')
+    b = _run(tmp_path, '"What is the {{question}}? Answer in one word."')
+    result = runner.invoke(app, ["diff", a, b], env={"COLUMNS": "200"})
+    out = " ".join(result.output.split())
+    assert result.exit_code == 0, result.output
+    assert "2 rows flipped (1 regressions, 1 fixes), 1 unchanged, 0 only in A, 0 only in B" in out
+    assert 'prompt changed: "What is the {{question}}?" → "What is the {{question}}? Answer in one word."' in out
+    assert "pass rate" in out and "66.7%" in out
+    doc = json.loads(runner.invoke(app, ["diff", a, b, "--json"]).output)
+    assert [c["changed"] for c in doc["columns"]] == [["prompt"]]
+    flips = {f["test"]: f for f in doc["flips"]}
+    japan = flips['{"question": "capital of Japan"}']
+    assert japan["kind"] == "regression" and japan["outputA"] == "Tokyo." and japan["outputB"] == "Kyoto"
+
+
+def test_diff_after_a_provider_change_and_by_label(fake_openai, tmp_path):
+    _rules(fake_openai)
+    a = _run(tmp_path, '{raw: "What is the {{question}}?", label: brief}')
+    b = _run(tmp_path, '{raw: "What is the {{question}}? Answer in one word.", label: brief}', OTHER)
+    doc = json.loads(runner.invoke(app, ["diff", a, b, "--json"]).output)
+    assert [c["changed"] for c in doc["columns"]] == [["prompt", "provider"]]
+    assert doc["unchanged"] + len(doc["flips"]) == 3 and doc["onlyInA"] == doc["onlyInB"] == 0
+    out = " ".join(runner.invoke(app, ["diff", a, b], env={"COLUMNS": "200"}).output.split())
+    assert "provider changed: openai:chat:m → openai:chat:m2" in out
+
+
+def test_columns_that_cannot_pair_are_named(fake_openai, tmp_path):
+    _rules(fake_openai)
+    a = _run(tmp_path, '"What is the {{question}}?"')
+    b = _run(tmp_path, '"What is the {{question}}? Answer in one word.", "Name the {{question}}."')
+    doc = json.loads(runner.invoke(app, ["diff", a, b, "--json"]).output)
+    assert doc["columns"] == [] and doc["onlyInA"] == 3 and doc["onlyInB"] == 6
+    assert doc["unpairedA"] == ["[openai:chat:m] What is the {{question}}?"] and len(doc["unpairedB"]) == 2
+    out = " ".join(runner.invoke(app, ["diff", a, b], env={"COLUMNS": "200"}).output.split())
+    assert "Only in A (no column of the other run to compare with): [openai:chat:m] What is the {{question}}?" in out
+
+
+def test_the_compare_page_after_a_prompt_change(fake_openai, tmp_path):
+    warnings.filterwarnings("ignore", message=".*httpx.*")
+    from starlette.testclient import TestClient
+
+    from factcli.settings import home
+    from factcli.web.app import create_app
+
+    _rules(fake_openai)
+    a = _run(tmp_path, '"What is the {{question}}?"')
+    b = _run(tmp_path, '"What is the {{question}}? Answer in one word."')
+    client = TestClient(create_app(home() / "factcli.db", token="t"))
+    html = client.get(f"/compare?a={a}&b={b}").text
+    assert "<b>2</b> rows flipped" in html
+    assert "<b>prompt changed</b>: <code>What is the {{question}}?</code> → " \
+           "<code>What is the {{question}}? Answer in one word.</code>" in html
+    assert '<pre class="output-a">Tokyo.</pre>' in html and '<pre class="output-b">Kyoto</pre>' in html
+    assert f'href="/runs/{a}/cell/1/0/0"' in html and f'href="/runs/{b}/cell/1/0/0"' in html
