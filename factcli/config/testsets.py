@@ -288,26 +288,26 @@ def _remote_tests(ref: str, ctx, where: str) -> list[tuple[dict, Any, str]]:
     url = remote.sheet_csv_url(ref) or ref
     suffix = ".csv" if url != ref else remote.url_suffix(ref)
     if not suffix:
-        raise ConfigError(f"cannot tell the format of {ref}: tests at a URL are a .csv, .json, .jsonl, .yaml or "
+        raise ConfigError(f"cannot tell the format of {remote.shown(ref)}: tests at a URL are a .csv, .json, .jsonl, .yaml or "
                           ".yml file (or a Google Sheet)", ctx.file, where)
     data = remote.download(url, ctx.file, where)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"{ref}: not UTF-8 text (byte {exc.start})", ctx.file, where) from None
-    sub = Ctx(ref, ctx.base, ctx.templates)
+        raise ConfigError(f"{remote.shown(ref)}: not UTF-8 text (byte {exc.start})", ctx.file, where) from None
+    sub = Ctx(remote.shown(ref), ctx.base, ctx.templates)
     if suffix == ".csv":
         warnings: list[str] = []
-        rows = csv_tests(text, ref, warnings)
+        rows = csv_tests(text, remote.shown(ref), warnings)
         for msg in warnings:
             import sys
 
             print(f"warning: {msg}", file=sys.stderr)
         return [(t, sub, f"row {n}") for n, t in enumerate(rows, 1)]
-    value = sources.parse_structured(text, suffix, ref)
+    value = sources.parse_structured(text, suffix, remote.shown(ref))
     value = [value] if isinstance(value, dict) else value
     if not isinstance(value, list):
-        raise ConfigError("expected a list of tests", ref)
+        raise ConfigError("expected a list of tests", remote.shown(ref))
     out: list[tuple[dict, Any, str]] = []
     for j, t in enumerate(value):
         if remote.is_remote(t):
