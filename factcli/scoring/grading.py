@@ -180,17 +180,18 @@ class Grader:
         return self._providers[key]
 
     async def complete(self, spec: ProviderSpec, messages: list[dict], *, reply: Any = None,
-                       json_mode: bool = False) -> GraderReply:
+                       json_mode: bool = False, items: int | None = None) -> GraderReply:
         """One grader call. `reply` (a scoring.replies.Reply) is the step's answer: its JSON schema goes
         with the request as `response_format` and its cap as `max_tokens`, unless the grader's config
-        sets them; `json_mode` (no Reply) asks for any JSON object."""
+        sets them (`items`: how many things the reply is about, for a step whose cap follows them);
+        `json_mode` (no Reply) asks for any JSON object."""
         from factcli.providers.base import RenderedPrompt
 
         provider = self._provider(spec)
         self.used.add(spec.label or spec.id)
         overrides: dict = {"temperature": 0, "seed": GRADER_SEED, "drop_params": True}
         own_cap = spec.config.get("max_completion_tokens", spec.config.get("max_tokens"))
-        cap = reply.cap if reply is not None else GRADER_MAX_TOKENS
+        cap = reply.cap_for(items) if reply is not None else GRADER_MAX_TOKENS
         if own_cap is None:
             overrides["max_tokens"] = cap
         if "response_format" not in spec.config:
