@@ -38,6 +38,10 @@ A rule whose reply is a list of numbers is an *embedding* rule: it applies to
 ``/v1/embeddings`` only (that vector is returned for each input it matches), and
 the other rules never apply to embeddings.
 
+Structured output: requests are logged whole (``requests``); ``generations`` lists each generation
+request's ``response_format`` and ``max_tokens``; ``refuse_response_format("json_schema")`` makes the
+server answer 400 naming ``response_format`` to that form, as servers without structured output do.
+
 Determinism: ids are derived from a hash of the request body, ``created`` is the
 constant :data:`CREATED`, so identical requests get byte-identical responses.
 Token usage counts whitespace-separated words (prompt: all messages' text;
@@ -263,6 +267,8 @@ class FakeOpenAI:
         self._nodelay: list[bool] = []
         self.latency = latency
         self.send_usage = True  # False: replies carry no `usage`, as some local servers send them
+        self._refused_formats: set[str] = set()  # response_format types answered with 400
+        self._format_refusals = 0
         self._requested_port = port
         self._port: int | None = None
         self._thread: threading.Thread | None = None
@@ -407,6 +413,36 @@ class FakeOpenAI:
             self._request_count = 0
             self._abandoned = 0
             self._nodelay.clear()
+            self._format_refusals = 0
+
+    def refuse_response_format(self, *types: str) -> None:
+        """Answer 400 naming ``response_format`` (OpenAI's error body, ``param: "response_format"``) to
+        generation requests whose ``response_format.type`` is one of ``types`` (e.g. ``"json_schema"``,
+        as a server without structured output does); no argument turns it off."""
+        with self._lock:
+            self._refused_formats = set(types)
+
+    @property
+    def format_refusals(self) -> int:
+        """Requests answered 400 by :meth:`refuse_response_format` since start / :meth:`reset`."""
+        with self._lock:
+            return self._format_refusals
+
+    @property
+    def generations(self) -> list[dict]:
+        """The generation requests received (chat and legacy completions), each
+        ``{"model", "response_format", "max_tokens", "json"}``: ``response_format`` as sent (None
+        when absent), ``max_tokens`` the request's cap (``max_completion_tokens`` if given, else
+        ``max_tokens``; None when uncapped)."""
+        out = []
+        for r in self.requests:
+            body = r["json"]
+            if r["method"] != "POST" or not isinstance(body, dict) or not r["path"].endswith("completions"):
+                continue
+            cap = body.get("max_completion_tokens", body.get("max_tokens"))
+            out.append({"model": body.get("model"), "response_format": body.get("response_format"),
+                        "max_tokens": cap, "json": body})
+        return out
 
     # ------------------------------------------------------------------ inspection
 
@@ -677,6 +713,15 @@ class FakeOpenAI:
         if isinstance(model, str) and model:
             with self._lock:
                 self._models.setdefault(model, None)
+        rf = body.get("response_format")
+        kind = rf.get("type") if isinstance(rf, dict) else None
+        with self._lock:
+            refused = kind in self._refused_formats
+            self._format_refusals += refused
+        if refused:
+            return None, None, _json({"error": {
+                "message": f"Invalid parameter: 'response_format' of type '{kind}' is not supported with this model.",
+                "type": "invalid_request_error", "param": "response_format", "code": None}}, status=400)
         item = self._next_item()
         if isinstance(item, Fault):
             with self._lock:

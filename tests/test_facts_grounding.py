@@ -190,7 +190,8 @@ def test_three_judges_reproduce_hand_computed_scores(fake_openai, tmp_path):
     assert len(bodies) == 4 * 3 * 2
     elig = [b for b in bodies if _last_user(b).startswith("Instruction-following check")]
     assert len(elig) == 12 and not any("Delta is yellow" in _last_user(b) for b in elig)
-    assert all(b["temperature"] == 0 and "response_format" not in b for b in bodies)
+    # text steps too are schema-constrained; their structured reply is read through the text parsers
+    assert all(b["temperature"] == 0 and b["response_format"]["type"] == "json_schema" for b in bodies)
 
 
 def test_summary_reproduces_table_5_intervals():

@@ -50,6 +50,11 @@ def server_view(fake_openai):
     return asked, faulted
 
 
+def hangs_of(fake_openai):
+    """Per prompt: how many of its requests hung past the timeout (a timed-out call is retried once)."""
+    return collections.Counter(prompt_of(f["json"]) for f in fake_openai.faults_served if f["kind"] == "hang")
+
+
 def store_rows(home):
     with sqlite3.connect(home / "factcli.db") as conn:
         rows = conn.execute("SELECT test_idx, prompt_idx, repeat_idx, failure_reason, extra_json FROM results").fetchall()
@@ -76,23 +81,33 @@ def test_every_fault_kind_is_retried_to_success(tmp_path, fake_openai, monkeypat
     kinds = ALL_KINDS if kind == "mixed" else [kind]
     fake_openai.set_fault_rate(0.3, kinds, seed=7, hang_seconds=5)
     result, doc = run_eval(tmp_path, "-j", "4")
-    assert result.exit_code == 0, result.output
     rows, stored, run = check_exactly_once(doc, isolated_home)
-    assert all(r["success"] for r in rows)
 
     asked, faulted = server_view(fake_openai)
+    hangs = hangs_of(fake_openai)
     faults = len(fake_openai.faults_served)
     assert faults > 0  # the fraction really hit some calls
-    assert fake_openai.request_count == N + faults  # each fault cost exactly one extra request
+    timed_out = 0  # rows whose call hung twice: a timed-out call is retried once, not ten times
     for r in rows:
         prompt = f"Q: {r['testIdx']}"
-        assert asked[prompt] == faulted[prompt] + 1  # the last request succeeded, the others were faults
-        assert r["factcli"]["retries"] == faulted[prompt] <= 10
+        if hangs[prompt] >= 2:
+            timed_out += 1
+            assert r["success"] is False and "twice (a timed-out call is retried once)" in r["error"], r
+            assert "timeoutMs" in r["error"] and "FACTCLI_TIMEOUT_MS" in r["error"]
+            assert asked[prompt] == faulted[prompt] and r["factcli"]["retries"] == faulted[prompt] - 1
+        else:
+            assert r["success"], r
+            assert asked[prompt] == faulted[prompt] + 1  # the last request succeeded, the others were faults
+            assert r["factcli"]["retries"] == faulted[prompt] <= 10
+    assert result.exit_code == (100 if timed_out else 0), result.output
+    if "hang" not in kinds:
+        assert timed_out == 0
+    assert fake_openai.request_count == N + faults - timed_out  # each retried fault cost one extra request
     # reported for the run: results JSON, the store (run and rows) and the summary line
-    assert doc["factcli"]["retries"] == faults
-    assert run[1] == faults and run[2] == N + faults
-    assert sum(json.loads(x)["response"]["retries"] for *_, x in stored) == faults
-    assert f"{faults} retries" in result.output
+    assert doc["factcli"]["retries"] == faults - timed_out
+    assert run[1] == faults - timed_out and run[2] == N + faults - timed_out
+    assert sum(json.loads(x)["response"]["retries"] for *_, x in stored) == faults - timed_out
+    assert f"{faults - timed_out} retries" in result.output
 
 
 @pytest.mark.parametrize("max_retries, rate", [(0, 0.3), (2, 0.6)])
@@ -105,15 +120,21 @@ def test_rows_error_only_when_retries_are_exhausted(tmp_path, fake_openai, monke
     rows, stored, run = check_exactly_once(doc, isolated_home)
 
     asked, faulted = server_view(fake_openai)
+    hangs = hangs_of(fake_openai)
     errors = 0
     for r in rows:
         prompt = f"Q: {r['testIdx']}"
         assert asked[prompt] <= max_retries + 1  # bounded
-        if faulted[prompt] == max_retries + 1:  # every attempt was a fault: retries exhausted
+        if hangs[prompt] >= 2:  # a second timeout ends the call whatever the retry budget
+            errors += 1
+            assert r["failureReason"] == 2 and r["success"] is False, r
+            assert asked[prompt] == faulted[prompt] and r["factcli"]["retries"] == faulted[prompt] - 1
+            assert "retried once" in r["error"]
+        elif faulted[prompt] == max_retries + 1:  # every attempt was a fault: retries exhausted
             errors += 1
             assert r["failureReason"] == 2 and r["success"] is False, r
             assert r["factcli"]["retries"] == max_retries
-            if max_retries:
+            if max_retries and "timed out" not in r["error"]:
                 assert f"after {max_retries} retries" in r["error"]
         else:
             assert r["success"] is True, r  # a fault that was retried never shows

@@ -58,7 +58,7 @@ async def select_best(assertion, rows: list[EvalResult], grader) -> list[Grading
     spec = grader.spec_for(assertion, test)
     template = assertion.rubric_prompt or test.options.get("rubricPrompt") or prompts.SELECT_BEST
     messages = render_grading_prompt(template, {**rows[0].step.vars, "criteria": criteria, "outputs": outputs})
-    reply = await grader.complete(spec, messages)
+    reply = await grader.complete(spec, messages, reply=prompts.SELECT_BEST_REPLY)
     if reply.error or not reply.text:
         return [_tag(grader_error(reply.error or "No output", reply.text, reply.tokens), assertion) for _ in rows]
     import re

@@ -31,6 +31,7 @@ from factcli.scoring.grading import (
     parse_json_maybe,
     render_grading_prompt,
 )
+from factcli.scoring.replies import Choice, Flag, ListOf, Number, Obj, Reply, Text
 from factcli.scoring.panels import JudgeVerdict, PanelConfigError, aggregate, aggregate_mode, describe, judge_names
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion, lookup
 from factcli.types import GradingResult, TokenUsage
@@ -110,6 +111,17 @@ CATEGORY_DESCRIPTIONS = {
     "E": "The answers differ, but these differences don't matter from the perspective of factuality.",
 }
 DEFAULT_WEIGHTS = {"A": 1.0, "B": 1.0, "C": 1.0, "D": 0.0, "E": 1.0}
+
+# The replies each step asks for (scoring/replies.py): the schema sent, the parser, the cap.
+FACTUALITY_REPLY = Reply("factuality", Obj(category=Choice(*CATEGORY_KEYS), reason=Text()), 512,
+                         types=("factuality", "model-graded-factuality"))
+RUBRIC_REPLY = Reply("llm_rubric", Obj(reason=Text(), **{"pass": Flag()}, score=Number()), 512, types=("llm-rubric",))
+CLOSEDQA_REPLY = Reply("closedqa", Obj(reasoning=Text(), verdict=Choice("Y", "N")), 512,
+                       types=("model-graded-closedqa",),
+                       as_text=lambda v: f"{v['reasoning'].rstrip()}\n{v['verdict']}")  # promptfoo reads the last letter
+GEVAL_STEPS_REPLY = Reply("geval_steps", Obj(steps=ListOf(Text(), 1)), 1024, types=("g-eval",))
+# no bounds in the schemas: not every provider's strict mode takes minimum/maximum; the steps check ranges
+GEVAL_SCORE_REPLY = Reply("geval_score", Obj(score=Number(), reason=Text()), 512, types=("g-eval",))
 
 
 def factuality_weights(options: dict) -> dict:
@@ -197,7 +209,7 @@ async def _factuality_one(ctx: AssertionContext, spec, weights: dict) -> Grading
     variables = {**_base_vars(ctx), "input": ctx.prompt, "ideal": ctx.value,
                  "completion": as_template_text(parse_json_maybe(ctx.output_text))}
     messages = render_grading_prompt(ctx.rubric(prompts.FACTUALITY), variables)
-    reply = await grader.complete(spec, messages, json_mode=False)
+    reply = await grader.complete(spec, messages, reply=FACTUALITY_REPLY)
     meta = {"renderedGradingPrompt": json.dumps(messages, ensure_ascii=False), "grader": spec.id}
     if reply.error or not reply.text:
         return grader_error(reply.error or "No output", reply.text, reply.tokens, **meta)
@@ -281,11 +293,11 @@ async def _llm_rubric_one(ctx: AssertionContext, spec, rubric: str) -> GradingRe
     grader = ctx.need_grader()
     variables = {**_base_vars(ctx), "output": as_template_text(parse_json_maybe(ctx.output_text)), "rubric": rubric}
     messages = render_grading_prompt(ctx.rubric(prompts.LLM_RUBRIC), variables)
-    reply = await grader.complete(spec, messages, json_mode=True)
+    reply = await grader.complete(spec, messages, reply=RUBRIC_REPLY)
     meta = {"renderedGradingPrompt": json.dumps(messages, ensure_ascii=False), "grader": spec.id}
     if reply.error or not (reply.text or reply.output):
         return grader_error(reply.error or "No output", reply.text, reply.tokens, **meta)
-    read = read_rubric_reply(reply.text, reply.output, ctx.threshold)
+    read = read_rubric_reply(reply.text, reply.parsed or reply.output, ctx.threshold)
     if isinstance(read, str):
         return grader_error(read, reply.text, reply.tokens, **meta)
     passed, score, reason = read
@@ -311,7 +323,7 @@ async def _closedqa_one(ctx: AssertionContext, spec) -> GradingResult:
     variables = {**_base_vars(ctx), "input": ctx.prompt, "criteria": ctx.value,
                  "completion": as_template_text(parse_json_maybe(ctx.output_text))}
     messages = render_grading_prompt(ctx.rubric(prompts.CLOSED_QA), variables)
-    reply = await grader.complete(spec, messages)
+    reply = await grader.complete(spec, messages, reply=CLOSEDQA_REPLY)
     meta = {"renderedGradingPrompt": json.dumps(messages, ensure_ascii=False), "grader": spec.id,
             "graderCost": reply.cost}
     if reply.error or not reply.text:
@@ -337,7 +349,8 @@ async def _geval_one(ctx: AssertionContext, spec, criteria: str, threshold: floa
         ctx.test.options.get("rubricPrompt") if isinstance(ctx.test.options.get("rubricPrompt"), dict) else {}
     tokens = TokenUsage()
     steps_reply = await grader.complete(spec, render_grading_prompt(rubric.get("steps") or prompts.GEVAL_STEPS,
-                                                                    {"criteria": criteria}))
+                                                                    {"criteria": criteria}),
+                                       reply=GEVAL_STEPS_REPLY)
     tokens.add(steps_reply.tokens)
     costs = [steps_reply.cost]
     if steps_reply.error or not steps_reply.text:
@@ -355,7 +368,7 @@ async def _geval_one(ctx: AssertionContext, spec, criteria: str, threshold: floa
                  "input": as_template_text(parse_json_maybe(ctx.prompt)),
                  "output": as_template_text(parse_json_maybe(ctx.output_text))}
     reply = await grader.complete(spec, render_grading_prompt(rubric.get("evaluate") or prompts.GEVAL_EVALUATE,
-                                                              variables))
+                                                              variables), reply=GEVAL_SCORE_REPLY)
     tokens.add(reply.tokens)
     costs.append(reply.cost)
     if reply.error or not reply.text:

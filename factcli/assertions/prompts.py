@@ -6,6 +6,8 @@ Variables: factuality `input`, `ideal`, `completion`; llm-rubric `output`, `rubr
 Data is fenced in tags so that an answer cannot pass for instructions.
 """
 
+from factcli.scoring.replies import Int, Obj, Reply
+
 FACTUALITY = [
     {
         "role": "system",
@@ -109,3 +111,9 @@ SELECT_BEST = [
         ),
     },
 ]
+
+# select-best is graded after the rows (assertions/compare.py); its reply is declared here, beside its
+# prompt, so that it is registered when the type is (scoring/replies.caps_for): the 0-based index of the
+# best output, written back as the bare number promptfoo's reader takes.
+SELECT_BEST_REPLY = Reply("select_best", Obj(index=Int()), 64, types=("select-best",),
+                          as_text=lambda v: str(v["index"]))

@@ -43,6 +43,7 @@ from factcli.scoring.grading import (
     parse_json_maybe,
     render_grading_prompt,
 )
+from factcli.scoring.replies import Choice, Flag, ListOf, Obj, Reply, Text
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.types import GradingResult, TokenUsage
 
@@ -58,6 +59,34 @@ _NUMBERED = re.compile(r"^\d+\.[" + JS_SPACE + r"]*([^.]+\.)")
 ATTRIBUTED = "[Attributed]"
 NOT_ATTRIBUTED = "[Not Attributed]"
 INSUFFICIENT = "Insufficient Information"
+
+
+def _line(text: str) -> str:
+    return " ".join(text.split())
+
+
+# The replies each step asks for (scoring/replies.py). These steps read promptfoo's text forms, so a
+# structured reply is written back into that form (`as_text`) and read by the same code.
+QUESTION_REPLY = Reply("answer_relevance_question", Obj(question=Text()), 256, types=("answer-relevance",),
+                       calls=QUESTIONS, as_text=lambda v: v["question"])
+STATEMENTS_REPLY = Reply("faithfulness_statements", Obj(statements=ListOf(Text(), 1)), 1024,
+                         types=("context-faithfulness",),
+                         as_text=lambda v: "\n".join(_line(x) for x in v["statements"]))
+VERDICTS_REPLY = Reply("faithfulness_verdicts", Obj(verdicts=ListOf(Obj(reason=Text(), verdict=Choice("Yes", "No")))),
+                       1536, types=("context-faithfulness",),
+                       as_text=lambda v: "\n".join(f"Verdict: {x['verdict']}." for x in v["verdicts"]))
+RECALL_REPLY = Reply("context_recall",
+                     Obj(sentences=ListOf(Obj(sentence=Text(), reason=Text(), attributed=Flag()), 1)), 1536,
+                     types=("context-recall",),
+                     as_text=lambda v: "\n".join(
+                         f"{i}. {_line(x['sentence']).replace('.', ' ').strip() or '-'}. "
+                         f"{ATTRIBUTED if x['attributed'] else NOT_ATTRIBUTED}"
+                         for i, x in enumerate(v["sentences"], 1)))
+RELEVANCE_REPLY = Reply("context_relevance", Obj(sentences=ListOf(Text())), 1536, types=("context-relevance",),
+                        as_text=lambda v: "\n".join(_line(x) for x in v["sentences"] if _line(x)) or INSUFFICIENT)
+WINDOW_REPLY = Reply("conversation_relevance", Obj(verdict=Choice("yes", "no"), reason=Text()), 256,
+                     types=("conversation-relevance",))
+SUMMARY_REPLY = Reply("conversation_relevance_reason", Obj(reason=Text()), 512, types=("conversation-relevance",))
 FINAL_VERDICTS = "final verdict for each statement in order:"
 NOT_RELEVANT = "Response is not relevant to the conversation context"
 CONTEXT_REQUIRED = ('Context is required for context-based assertions. Provide either a "context" variable '
@@ -232,7 +261,7 @@ async def answer_relevance(ctx: AssertionContext) -> GradingResult:
             "embedder": embedder.id}
     questions: list[str] = []
     for _ in range(QUESTIONS):
-        reply = await grader.complete(spec, messages)
+        reply = await grader.complete(spec, messages, reply=QUESTION_REPLY)
         tokens.add(reply.tokens)
         if reply.error or not reply.text or not js_trim(reply.text):
             return grader_error(reply.error or "No output", reply.text, tokens, **meta)
@@ -314,7 +343,7 @@ async def context_faithfulness(ctx: AssertionContext) -> GradingResult:
     tokens = TokenUsage()
     meta: dict = {"context": context, "grader": spec.id}
     messages = render_grading_prompt(statements_prompt, {**ctx.vars, "question": query, "answer": _answer_text(ctx)})
-    reply = await grader.complete(spec, messages)
+    reply = await grader.complete(spec, messages, reply=STATEMENTS_REPLY)
     tokens.add(reply.tokens)
     if reply.error or not reply.text:
         return grader_error(reply.error or "No output", reply.text, tokens, **meta)
@@ -326,7 +355,7 @@ async def context_faithfulness(ctx: AssertionContext) -> GradingResult:
                            "the grader wrote no statements for the output", reply.text, tokens, **meta)
     messages = render_grading_prompt(verdicts_prompt, {**ctx.vars, "context": _context_text(context),
                                                        "statements": statements})
-    reply = await grader.complete(spec, messages)
+    reply = await grader.complete(spec, messages, reply=VERDICTS_REPLY)
     tokens.add(reply.tokens)
     if reply.error or not reply.text:
         return grader_error(reply.error or "No output", reply.text, tokens, **meta)
@@ -370,7 +399,7 @@ async def context_recall(ctx: AssertionContext) -> GradingResult:
                                      {**ctx.vars, "context": _context_text(context), "groundTruth": ctx.value})
     meta: dict = {"context": context, "renderedGradingPrompt": json.dumps(messages, ensure_ascii=False),
                   "grader": spec.id}
-    reply = await grader.complete(spec, messages)
+    reply = await grader.complete(spec, messages, reply=RECALL_REPLY)
     if reply.error or not reply.text:
         return grader_error(reply.error or "No output", reply.text, reply.tokens, **meta)
     attributions = recall_attributions(reply.text)
@@ -417,7 +446,7 @@ async def context_relevance(ctx: AssertionContext) -> GradingResult:
                                      {"context": _context_text(context), "query": query})
     meta: dict = {"context": context, "renderedGradingPrompt": json.dumps(messages, ensure_ascii=False),
                   "grader": spec.id}
-    reply = await grader.complete(spec, messages)
+    reply = await grader.complete(spec, messages, reply=RELEVANCE_REPLY)
     if reply.error or not reply.text:
         return grader_error(reply.error or "No output", reply.text, reply.tokens, **meta)
     counts = relevance_counts(reply.text, context)
@@ -471,12 +500,10 @@ async def _window_verdict(ctx: AssertionContext, grader, spec, window: list) -> 
     custom = ctx.rubric(None)
     if custom is not None:
         messages = render_grading_prompt(custom, {**ctx.vars, "messages": window})
-        json_mode = False
     else:
         shown = json.dumps(conversation_messages(window), indent=2, ensure_ascii=False)
         messages = render_grading_prompt(prompts.CONVERSATION_RELEVANCE, {"conversation": shown})
-        json_mode = True
-    reply = await grader.complete(spec, messages, json_mode=json_mode)
+    reply = await grader.complete(spec, messages, reply=WINDOW_REPLY)
     if reply.error or not reply.text:
         return grader_error(reply.error or "No output", reply.text, reply.tokens)
     read = read_verdict(reply.text)
@@ -531,7 +558,7 @@ async def conversation_relevance(ctx: AssertionContext) -> GradingResult:
     if irrelevancies and score < 1:
         messages = render_grading_prompt(prompts.CONVERSATION_RELEVANCE_REASON, {
             "score": _num(score), "irrelevancies": json.dumps(irrelevancies, indent=2, ensure_ascii=False)})
-        reply = await grader.complete(spec, messages, json_mode=True)
+        reply = await grader.complete(spec, messages, reply=SUMMARY_REPLY)
         if not reply.error and reply.text:  # a failed summary only loses the summary
             tokens.add(reply.tokens)
             objects = extract_json_objects(reply.text)

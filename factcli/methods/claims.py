@@ -52,10 +52,11 @@ def step_prompt(ctx, key: str, default: Any) -> Any:
 
 
 async def ask_json(ctx, spec: ProviderSpec, template: Any, variables: dict, call: JudgeCall,
-                   step: str) -> dict:
-    """Render the step prompt, call the judge, return the first JSON object of its reply."""
+                   step: str, reply_shape: Any = None, items: int | None = None) -> dict:
+    """Render the step prompt, call the judge (its reply constrained to `reply_shape`, a
+    scoring.replies.Reply), return the first JSON object of its reply."""
     messages = render_grading_prompt(template, variables)
-    reply = await ctx.grader.complete(spec, messages, json_mode=True)
+    reply = await ctx.grader.complete(spec, messages, reply=reply_shape, json_mode=reply_shape is None, items=items)
     call.tokens.add(reply.tokens)
     if reply.cost is None:
         call.cost_known = False
@@ -64,6 +65,8 @@ async def ask_json(ctx, spec: ProviderSpec, template: Any, variables: dict, call
     call.replies.append({"judge": spec.id, "step": step, "reply": reply.text})
     if reply.error:
         raise JudgeError(f"{step}: {reply.error}", reply.text)
+    if reply.parsed is not None:
+        return reply.parsed
     if isinstance(reply.output, dict):
         return reply.output
     objects = extract_json_objects(reply.text or "")
@@ -125,11 +128,13 @@ def prompt_for(ctx, key: str, default: Any) -> Any:
     return value
 
 
-async def ask_text(ctx, spec: ProviderSpec, template: Any, variables: dict, call: JudgeCall, step: str) -> str:
-    """Render the step prompt, call the judge without JSON mode (for free-text or JSON-lines
-    replies), and return the reply text. A failed call or an empty reply is a JudgeError."""
+async def ask_text(ctx, spec: ProviderSpec, template: Any, variables: dict, call: JudgeCall, step: str,
+                   reply_shape: Any = None) -> str:
+    """Render the step prompt, call the judge (its reply constrained to `reply_shape`, whose text form
+    is returned when the reply fits it), and return the reply text, read by the step's text parser.
+    A failed call or an empty reply is a JudgeError."""
     messages = render_grading_prompt(template, variables)
-    reply = await ctx.grader.complete(spec, messages)
+    reply = await ctx.grader.complete(spec, messages, reply=reply_shape)
     call.tokens.add(reply.tokens)
     if reply.cost is None:
         call.cost_known = False

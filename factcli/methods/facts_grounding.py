@@ -103,6 +103,9 @@ from factcli.methods import facts_prompts
 from factcli.methods import reports as method_reports
 from factcli.methods.claims import JudgeCall, JudgeError, ask_text, judges_for, prompt_for
 from factcli.methods.facts_parsing import (
+    BASELINE_REPLY,
+    ELIGIBILITY_REPLY,
+    GROUNDING_REPLIES,
     MAJOR,
     check_sentences,
     normalize,
@@ -277,9 +280,9 @@ async def _run_judge(ctx: AssertionContext, spec: ProviderSpec, name: str, templ
     call = JudgeCall()
     out: dict = {"judge": name, "id": spec.id, "template": template, "call": call, "claims": []}
 
-    async def ask(prompt, variables, step):
+    async def ask(prompt, variables, step, shape):
         async with sem:
-            return await ask_text(ctx, spec, prompt, variables, call, step)
+            return await ask_text(ctx, spec, prompt, variables, call, step, shape)
 
     async def eligibility():
         baseline = ""
@@ -287,9 +290,10 @@ async def _run_judge(ctx: AssertionContext, spec: ProviderSpec, name: str, templ
             base_prompt = prompt_for(ctx, "baselinePrompt", None)
             if base_prompt is None and inp.prompt_messages:
                 base_prompt = inp.prompt_messages
-            baseline = await ask(base_prompt or facts_prompts.BASELINE, inp.variables(ctx), "baseline")
+            baseline = await ask(base_prompt or facts_prompts.BASELINE, inp.variables(ctx), "baseline",
+                                 BASELINE_REPLY)
         reply = await ask(prompt_for(ctx, "eligibilityPrompt", facts_prompts.ELIGIBILITY),
-                          inp.variables(ctx, baseline=baseline), "eligibility")
+                          inp.variables(ctx, baseline=baseline), "eligibility", ELIGIBILITY_REPLY)
         return parse_eligibility(reply), reply
 
     async def grounding():
@@ -297,14 +301,15 @@ async def _run_judge(ctx: AssertionContext, spec: ProviderSpec, name: str, templ
         if template == "span_level":
             spans = split_sentences(inp.response)
             replies = await _gather(*(ask(prompt, inp.variables(ctx, span=s, span_index=i + 1, span_count=len(spans)),
-                                          f"grounding span {i + 1}/{len(spans)}") for i, s in enumerate(spans)))
+                                          f"grounding span {i + 1}/{len(spans)}", GROUNDING_REPLIES[template])
+                                      for i, s in enumerate(spans)))
             claims = []
             for i, (span, reply) in enumerate(zip(spans, replies)):
                 accurate, reasoning, evidence = parse_span_level(reply, f"span_level span {i + 1}")
                 claims.append({"text": span, "verdict": "ACCURATE" if accurate else "INACCURATE",
                                "reason": reasoning, "evidence": evidence})
             return all(c["verdict"] == "ACCURATE" for c in claims), claims, 1.0
-        reply = await ask(prompt, inp.variables(ctx), "grounding")
+        reply = await ask(prompt, inp.variables(ctx), "grounding", GROUNDING_REPLIES[template])
         if template == "json":
             claims = parse_json_labels(reply)
             accurate = all(c["verdict"] in GROUNDED for c in claims)

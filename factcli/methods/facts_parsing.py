@@ -14,6 +14,7 @@ import re
 from typing import Any, Iterable
 
 from factcli.methods.claims import JudgeError
+from factcli.scoring.replies import Choice, ListOf, Obj, Reply, Text
 
 MAJOR = "Major Issue(s)"
 JSON_LABELS = {"supported": "SUPPORTED", "unsupported": "UNSUPPORTED", "contradictory": "CONTRADICTORY",
@@ -276,3 +277,48 @@ def parse_span_level(text: str, step: str) -> tuple[bool, str, str | None]:
     if evidence is not None and evidence.strip().strip(".").lower() in ("", "none", "n/a", "null"):
         evidence = None
     return accurate, fields.get("reasoning") or fields.get("reason") or "", evidence
+
+
+# ---------------------------------------------------------------- the replies asked for
+
+# Each reply is constrained to a schema (scoring/replies.py) and written back into the text form the
+# parsers above read, so a judge that could only answer in plain text is read by the same code.
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _sentence_lines(v: dict) -> str:
+    lines = []
+    for k, x in enumerate(v["sentences"], 1):
+        lines += [f"Sentence {k}: {_one_line(x['sentence'])}", f"Sentence {k} label: {x['label']}",
+                  f"Sentence {k} reason: {_one_line(x['reason'])}",
+                  f"Sentence {k} evidence: {_one_line(x['evidence']) or 'None'}"]
+    return "\n".join(lines + [f"Final Answer: {v['final_answer']}"])
+
+
+_VERDICT = Choice("Accurate", "Inaccurate")
+BASELINE_REPLY = Reply("baseline_response", Obj(response=Text()), 2048, types=("facts-grounding",),
+                       as_text=lambda v: v["response"])
+ELIGIBILITY_REPLY = Reply("eligibility", Obj(reasoning=Text(), **{"Instruction Following": Choice(
+    "No Issues", "Minor Issue(s)", MAJOR)}), 1024, types=("facts-grounding",),
+    as_text=lambda v: f"{v['reasoning']}\n```json\n"
+                      f"{json.dumps({'Instruction Following': v['Instruction Following']})}\n```")
+GROUNDING_REPLIES = {
+    "json": Reply("grounding_labels", Obj(sentences=ListOf(Obj(
+        sentence=Text(), label=Choice("supported", "unsupported", "contradictory", "no_rad"), rationale=Text(),
+        excerpt=Text()), 1)), 2048, types=("facts-grounding",),
+        as_text=lambda v: json.dumps(v["sentences"], ensure_ascii=False)),
+    "implicit_span_level": Reply("grounding_sentences", Obj(sentences=ListOf(Obj(
+        sentence=Text(), label=_VERDICT, reason=Text(), evidence=Text())), final_answer=_VERDICT), 2048,
+        types=("facts-grounding",), as_text=_sentence_lines),
+    "span_level": Reply("grounding_span", Obj(reasoning=Text(), evidence=Text(), final_answer=_VERDICT), 512,
+                        types=("facts-grounding",),
+                        as_text=lambda v: f"Reasoning: {_one_line(v['reasoning'])}\n"
+                                          f"Evidence: {_one_line(v['evidence']) or 'None'}\n"
+                                          f"Final Answer: {v['final_answer']}"),
+    "response_level": Reply("grounding_response", Obj(reasoning=Text(), final_answer=_VERDICT), 1024,
+                            types=("facts-grounding",),
+                            as_text=lambda v: f"{v['reasoning'].strip()}\nFinal Answer: {v['final_answer']}"),
+}

@@ -26,6 +26,7 @@ import re
 from factcli.methods import reports as method_reports
 from factcli.scoring.grading import extract_json_objects, grader_error, render_grading_prompt
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
+from factcli.scoring.replies import Choice, Obj, Reply
 from factcli.stats.intervals import wald_interval
 from factcli.types import GradingResult
 
@@ -53,6 +54,7 @@ Answer to grade: {{output}}
 
 Reply with the letter of the grade only: A, B or C."""
 
+GRADE_REPLY = Reply("simpleqa_grade", Obj(grade=Choice(*GRADES)), 64, types=(METHOD,), as_text=lambda v: v["grade"])
 _LETTER = re.compile(r"^\W*([ABC])\W*$")
 _WORD = re.compile(r"^\W*(CORRECT|INCORRECT|NOT[_ ]ATTEMPTED)\W*$", re.IGNORECASE)
 
@@ -93,7 +95,7 @@ async def simpleqa(ctx: AssertionContext) -> GradingResult:
     template = ctx.rubric(GRADER_PROMPT)
     messages = render_grading_prompt(template, {**ctx.vars, "question": _question(ctx), "gold": str(gold),
                                                 "output": ctx.output_text})
-    reply = await grader.complete(spec, messages)
+    reply = await grader.complete(spec, messages, reply=GRADE_REPLY)
     meta = {"method": METHOD, "grader": spec.id, "renderedGradingPrompt": json.dumps(messages, ensure_ascii=False)}
     if reply.error or not reply.text:
         return grader_error(f"simpleqa: {reply.error or 'the grader gave no reply'}", reply.text, reply.tokens,

@@ -18,6 +18,19 @@ RATE_LIMIT, TRANSIENT, AUTH, FATAL, ERROR = "rate_limit", "transient", "auth", "
 # (llama.cpp answers 500), so tried once. Seen: OpenAI's 400 `context_length_exceeded`, llama.cpp's
 # "Context size has been exceeded" / `exceed_context_size_error`, vLLM's "maximum context length".
 CONTEXT = "context"
+# The server refused the request's `response_format` (HTTP 400 naming it): run/calls.py asks again with
+# a simpler form (json_schema -> json_object -> none) and remembers the form for that endpoint.
+FORMAT = "format"
+# The call outlived its timeout: likely a long generation, so run/calls.py retries it only once.
+TIMEOUT = "timeout"
+_NAMES_FORMAT = re.compile(r"response_format|json[_ ]schema|json_object|structured output|guided_json|grammar",
+                           re.IGNORECASE)
+
+
+def names_response_format(text: str | None) -> bool:
+    """A 400's message that blames the requested output format (OpenAI's `param: response_format`,
+    "json_schema is not supported", vLLM's guided decoding, a grammar error)."""
+    return bool(text) and _NAMES_FORMAT.search(text) is not None and not is_context_exceeded(text)
 _CONTEXT_EXCEEDED = re.compile(r"context_length_exceeded|context size has been exceeded|exceed_context_size_error|"
                                r"maximum context length|ContextWindowExceeded", re.IGNORECASE)
 
@@ -88,6 +101,11 @@ class Provider:
     def cache_identity(self) -> dict:
         """What, beside the messages, decides the output; secrets are left out by calls.cache_key."""
         return {"id": self.id, "config": self.config}
+
+    def endpoint(self) -> str:
+        """The server and model a call reaches, for what is remembered per endpoint during a run (the
+        form of structured output it accepts)."""
+        return self.id
 
     def preflight(self) -> list[str]:
         """What would make this provider's first call fail, found without making it (a missing

@@ -15,13 +15,16 @@ from factcli.providers.base import (
     AUTH,
     CONTEXT,
     ERROR,
+    FORMAT,
     RATE_LIMIT,
+    TIMEOUT,
     TRANSIENT,
     Provider,
     ProviderCallError,
     RenderedPrompt,
     is_context_exceeded,
     key_problem,
+    names_response_format,
     retry_after_seconds,
 )
 from factcli.providers.tokens import counted_usage as count_usage
@@ -131,6 +134,9 @@ class LiteLLMProvider(Provider):
         return {"id": self.id, "model": self.model, "config": self.config,
                 "api_base": self.call_kwargs(with_secrets=False).get("api_base")}
 
+    def endpoint(self) -> str:
+        return f"{self.call_kwargs(with_secrets=False).get('api_base') or ''} {self.model}"
+
     def call_kwargs(self, with_secrets: bool = True, request: dict | None = None) -> dict:
         """litellm's arguments: the provider's config with this call's request parameters over it (a
         test's options, a prompt function's config; body parameters only, never the endpoint or key)."""
@@ -171,7 +177,11 @@ class LiteLLMProvider(Provider):
         try:
             resp = await litellm.acompletion(model=self.model, messages=prompt.messages, num_retries=0, **kwargs)
         except Exception as exc:  # classified for the retry owner
-            raise classify(exc) from None
+            err = classify(exc)
+            if err.status == 400 and "response_format" in (context.get("overrides") or {}) and \
+                    names_response_format(str(err)):
+                err.kind = FORMAT  # run/calls.py asks again with a simpler form and remembers it
+            raise err from None
         out = to_response(resp, litellm, prompt.messages, self.model)
         price = pricing.price_of(self)
         # a price by hand, a local model, or one litellm's own cost function does not know
@@ -198,7 +208,9 @@ def classify(exc: Exception) -> ProviderCallError:
         return ProviderCallError(message, RATE_LIMIT, 429, _retry_after(exc))
     if status in (401, 403) or name in ("AuthenticationError", "PermissionDeniedError"):
         return ProviderCallError(message, AUTH, status)
-    if name in ("Timeout", "APIConnectionError", "ServiceUnavailableError", "InternalServerError") or (
+    if name == "Timeout":  # litellm's own timeout (the call's timeout_s): likely a long generation
+        return ProviderCallError(message, TIMEOUT, status)
+    if name in ("APIConnectionError", "ServiceUnavailableError", "InternalServerError") or (
         isinstance(status, int) and (status >= 500 or status in (408, 409))
     ):
         return ProviderCallError(message, TRANSIENT, status, _retry_after(exc))

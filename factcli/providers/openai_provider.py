@@ -21,6 +21,7 @@ from factcli.providers.base import (
     AUTH,
     CONTEXT,
     ERROR,
+    FORMAT,
     RATE_LIMIT,
     TRANSIENT,
     Provider,
@@ -28,6 +29,7 @@ from factcli.providers.base import (
     RenderedPrompt,
     is_context_exceeded,
     key_problem,
+    names_response_format,
     register_provider,
     retry_after_seconds,
 )
@@ -81,6 +83,9 @@ class OpenAIProvider(Provider):
     def cache_identity(self) -> dict:
         return {"id": self.id, "model": self.model, "config": self.config, "base_url": self.base_url()}
 
+    def endpoint(self) -> str:
+        return f"{self.base_url() or 'https://api.openai.com/v1'} {self.model}"
+
     def _api_key(self) -> str:
         key = self.config.get("apiKey")
         if not key and self.config.get("apiKeyEnvar"):
@@ -130,6 +135,10 @@ class OpenAIProvider(Provider):
                 if not isinstance(data, dict) or not data.get("choices"):
                     raise ProviderCallError(f"malformed response from {url}: {text[:300]}", TRANSIENT)
                 return self._response(data, dropped, body.get("prompt", body.get("messages")))
+            if status == 400 and "response_format" in (context.get("overrides") or {}) and \
+                    names_response_format(text):
+                # the caller's structured-output request: run/calls.py picks a simpler form and remembers it
+                raise ProviderCallError(f"HTTP 400: {_detail(data, text)}", FORMAT, 400)
             if status == 400:
                 fixed = _fix_unsupported(data, params)
                 if fixed is not None:
@@ -229,10 +238,14 @@ def _fix_unsupported(data, params: dict) -> str | None:
     return param
 
 
-def _classify_status(status: int, data, headers: dict, text: str) -> ProviderCallError:
+def _detail(data, text: str) -> str:
     error = data.get("error") if isinstance(data, dict) else None
     detail = error.get("message") if isinstance(error, dict) else None
-    message = f"HTTP {status}: {detail or text[:500] or 'no body'}"
+    return detail or text[:500] or "no body"
+
+
+def _classify_status(status: int, data, headers: dict, text: str) -> ProviderCallError:
+    message = f"HTTP {status}: {_detail(data, text)}"
     if is_context_exceeded(text) or is_context_exceeded(message):
         return ProviderCallError(message, CONTEXT, status)
     if status == 429:

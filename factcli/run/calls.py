@@ -4,6 +4,17 @@ This is the one owner of: the response cache, de-duplication of identical in-fli
 the per-endpoint limits (run/limits.py: maxConcurrency, rpm, tpm, adaptive concurrency), the
 per-attempt timeout, and retries (capped exponential backoff with jitter, honouring Retry-After).
 401/403 abort the run; other failures come back as a response with `error` set.
+
+A call that timed out is retried once, not max_retries times: without streaming there is no telling
+a queued request from a long generation, and a generation that outlived the timeout once will
+usually do so again, occupying the server's slot each time. 429, 5xx and connection errors keep
+their retries.
+
+Structured output (a grader's `response_format`): a server that refuses the form asked for (HTTP 400
+naming it) is asked again at once with a simpler form, json_schema -> json_object -> none, and the
+form that worked is remembered for that endpoint for the rest of the run (FormatMemory). Until an
+endpoint has answered one structured request, its other structured requests wait for that one, so a
+server that refuses the schema sees one refused request, not one per concurrent call.
 """
 
 from __future__ import annotations
@@ -21,7 +32,9 @@ from factcli.providers.base import (
     AUTH,
     CONTEXT,
     FATAL,
+    FORMAT,
     RATE_LIMIT,
+    TIMEOUT,
     TRANSIENT,
     Provider,
     ProviderCallError,
@@ -32,6 +45,9 @@ from factcli.run.cache import ResponseCache, cache_key
 from factcli.run.limits import Limiters, estimate_tokens
 from factcli.store.redact import scrub_text
 from factcli.types import ProviderResponse
+
+
+_REFUSED = ProviderResponse(error="the server refused the response_format")  # a sentinel, never returned
 
 
 @dataclass
@@ -69,6 +85,64 @@ def _context_error(provider_id: str, context: dict, err: ProviderCallError) -> s
     return f"{what} exceeded the model's context window (not retried): {err}. To fix: {fix}"
 
 
+def _timeout_error(timeout_s: float, attempts: int) -> str:
+    said = "twice (a timed-out call is retried once)" if attempts > 1 else "(not retried)"
+    return (f"timed out after {timeout_s:g} s {said}; raise the limit with evaluateOptions.timeoutMs in the "
+            "config or FACTCLI_TIMEOUT_MS (milliseconds), or give a grader a lower max_tokens")
+
+
+FORMS = ("json_schema", "json_object", "plain")
+
+
+class FormatMemory:
+    """Per endpoint, the form of structured output its server accepts, learnt during one run."""
+
+    def __init__(self):
+        self.form: dict[str, str] = {}  # the form to send; absent: as the caller asked
+        self.confirmed: set[str] = set()  # answered a structured request in its current form
+        self.rejected: dict[str, int] = {}  # 400s naming response_format, per endpoint
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    @staticmethod
+    def form_of(overrides: dict) -> str | None:
+        rf = overrides.get("response_format")
+        if not isinstance(rf, dict):
+            return None
+        return "json_object" if rf.get("type") == "json_object" else "json_schema"
+
+    def apply(self, endpoint: str, overrides: dict) -> dict:
+        """The overrides in the form this endpoint accepts (never a richer form than asked)."""
+        asked, known = self.form_of(overrides), self.form.get(endpoint)
+        if asked is None or known is None or FORMS.index(known) <= FORMS.index(asked):
+            return overrides
+        out = dict(overrides)
+        if known == "json_object":
+            out["response_format"] = {"type": "json_object"}
+        else:
+            out.pop("response_format", None)
+        return out
+
+    def downgrade(self, endpoint: str, sent: str) -> None:
+        self.rejected[endpoint] = self.rejected.get(endpoint, 0) + 1
+        self.form[endpoint] = FORMS[FORMS.index(sent) + 1]
+        self.confirmed.discard(endpoint)
+
+    def notes(self) -> list[str]:
+        """One line per endpoint that refused a form, for the run's warnings."""
+        out = []
+        for endpoint, n in self.rejected.items():
+            form = self.form.get(endpoint, "json_schema")
+            then = "with response_format json_object" if form == "json_object" else "without response_format"
+            out.append(f"grader endpoint {endpoint} refused the reply's JSON schema ({n} request(s) answered 400); "
+                       f"its grader calls went on {then}, so replies were not held to the schema "
+                       "(docs/judges.md: when a server refuses the schema)")
+        return out
+
+    def lock(self, endpoint: str) -> asyncio.Lock:
+        """Held while an endpoint's first structured request is under way."""
+        return self._locks.setdefault(endpoint, asyncio.Lock())
+
+
 class Caller:
     def __init__(self, cache: ResponseCache | None, policy: RetryPolicy | None = None,
                  limiters: Limiters | None = None, budget: Budget | None = None):
@@ -76,6 +150,7 @@ class Caller:
         self.policy = policy or RetryPolicy()
         self.limiters = limiters
         self.budget = budget
+        self.formats = FormatMemory()
         self._inflight: dict[str, asyncio.Future] = {}
         self.retries = 0  # total retries made, reported with the run
         self.calls = 0  # requests actually sent
@@ -96,7 +171,7 @@ class Caller:
             if hit is not None:
                 return hit
         if key is None:
-            return await self._attempts(provider, prompt, context)
+            return await self._structured(provider, prompt, context)
         pending = self._inflight.get(key)
         if pending is not None:
             resp = copy.deepcopy(await asyncio.shield(pending))
@@ -106,7 +181,7 @@ class Caller:
         future = asyncio.get_running_loop().create_future()
         self._inflight[key] = future
         try:
-            resp = await self._attempts(provider, prompt, context)
+            resp = await self._structured(provider, prompt, context)
         except BaseException as exc:
             if not future.done():
                 future.set_exception(exc)
@@ -119,6 +194,29 @@ class Caller:
         if readable(resp):
             self.cache.set(key, resp)
         return resp
+
+    async def _structured(self, provider: Provider, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
+        """The call, in the form of structured output its endpoint accepts (see the module's docstring)."""
+        if FormatMemory.form_of(context.get("overrides") or {}) is None:
+            return await self._attempts(provider, prompt, context)
+        endpoint = provider.endpoint()
+        if endpoint not in self.formats.confirmed:
+            async with self.formats.lock(endpoint):
+                if endpoint not in self.formats.confirmed:  # this call is the endpoint's probe
+                    return await self._in_accepted_form(endpoint, provider, prompt, context)
+        return await self._in_accepted_form(endpoint, provider, prompt, context)
+
+    async def _in_accepted_form(self, endpoint: str, provider: Provider, prompt: RenderedPrompt,
+                                context: dict) -> ProviderResponse:
+        while True:
+            sent = dict(context, overrides=self.formats.apply(endpoint, context["overrides"]))
+            resp = await self._attempts(provider, prompt, sent)
+            if resp is not _REFUSED:
+                # answered, or failed otherwise (a timeout, a 500): the form was not what the server
+                # refused, and the calls waiting behind this one need not wait any longer
+                self.formats.confirmed.add(endpoint)
+                return resp
+            self.formats.downgrade(endpoint, FormatMemory.form_of(sent["overrides"]))
 
     def _key(self, provider: Provider, prompt: RenderedPrompt, repeat_idx: int, context: dict) -> str | None:
         if self.cache is None or not provider.cacheable:
@@ -143,6 +241,7 @@ class Caller:
 
     async def _attempts(self, provider: Provider, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
         policy = self.policy
+        timeouts = 0
         limiter = self.limiters.for_provider(provider) if self.limiters is not None else None
         tokens = 0
         if limiter is not None and limiter.tpm:
@@ -174,7 +273,7 @@ class Caller:
                     resp.error = scrub_text(str(resp.error))
                 return resp
             except TimeoutError:
-                err = ProviderCallError(f"timed out after {policy.timeout_s:g} s", TRANSIENT)
+                err = ProviderCallError(f"timed out after {policy.timeout_s:g} s", TIMEOUT)
             except ProviderCallError as exc:
                 err = exc
             finally:
@@ -182,13 +281,21 @@ class Caller:
                     self.budget.settle(worst, 0.0)
             if limiter is not None and (err.kind == RATE_LIMIT or (err.status == 503 and err.retry_after is not None)):
                 await limiter.throttled()
+            if err.kind == FORMAT and FormatMemory.form_of(context.get("overrides") or {}) is not None:
+                return _REFUSED  # not a failure of the call: _structured asks again in a simpler form
+            if err.kind == TIMEOUT:
+                timeouts += 1
+                if timeouts > 1 or attempt >= policy.max_retries:
+                    return ProviderResponse(error=scrub_text(_timeout_error(policy.timeout_s, timeouts)),
+                                            retries=attempt,
+                                            latency_ms=round((time.perf_counter() - start) * 1000))
             if err.kind == CONTEXT:
                 return ProviderResponse(error=scrub_text(_context_error(provider.id, context, err)), retries=attempt,
                                         latency_ms=round((time.perf_counter() - start) * 1000))
             if err.kind in (AUTH, FATAL):
                 status = f" (HTTP {err.status})" if err.status else ""
                 raise AbortRun(f"{provider.id} rejected the request{status}: {scrub_text(str(err))}")
-            if err.kind in (RATE_LIMIT, TRANSIENT) and attempt < policy.max_retries:
+            if err.kind in (RATE_LIMIT, TRANSIENT, TIMEOUT) and attempt < policy.max_retries:
                 if err.retry_after is not None:
                     delay = min(err.retry_after, policy.retry_after_cap_s)
                 else:

@@ -13,7 +13,9 @@ Grader calls: one text call per model-graded assertion per judge and row (embedd
 per claim, which no one knows before the model answers: their rows are counted, not priced.
 A grader call's input is its rubric (GRADER_RUBRIC_TOKENS, a typical built-in rubric) plus the
 graded output: nothing of it at the low end, the model's reply cap at the high end; its reply runs
-to the grader's own cap (GRADER_MAX_TOKENS unless its config sets max_tokens).
+to the cap it will be sent with: the grader's own max_tokens if its config sets one, else the step's
+cap (scoring/replies.py: 512 for a factuality verdict, 1,024 for g-eval's steps, …). A type whose
+grading makes several calls (g-eval, answer-relevance) counts each.
 """
 
 from __future__ import annotations
@@ -57,15 +59,12 @@ def plan(run) -> tuple[list[Line], list[Line]]:
     from factcli.providers.registry import create_provider
     from factcli.run.cache import ResponseCache, cache_key
     from factcli.run.executor import render_prompt
-    from factcli.scoring.grading import GRADER_MAX_TOKENS
-
     suite = run.suite
     cache = ResponseCache() if run.cache else None
     providers = {i: create_provider(spec, suite.base_dir) for i, spec in enumerate(suite.providers)}
     lines = {i: Line(spec.label or spec.id) for i, spec in enumerate(suite.providers)}
     graders: dict[str, Line] = {}
-    grader_caps = {spec.id: output_cap(spec.config or {}, {}) or GRADER_MAX_TOKENS
-                   for spec, _ in getattr(run, "grader_specs", [])}
+    grader_caps = {spec.id: output_cap(spec.config or {}, {}) for spec, _ in getattr(run, "grader_specs", [])}
     grader_models = {spec.id: create_provider(spec, suite.base_dir) for spec, kind in getattr(run, "grader_specs", [])
                      if kind == "text"}
     for step in run._steps:  # type: ignore[attr-defined]
@@ -95,8 +94,9 @@ def plan(run) -> tuple[list[Line], list[Line]]:
 
 
 def _plan_grading(run, step, model_cap: int, graders: dict, caps: dict, models: dict) -> None:
-    from factcli.scoring.grading import NoGrader
+    from factcli.scoring.grading import GRADER_MAX_TOKENS, NoGrader
     from factcli.scoring.registry import lookup
+    from factcli.scoring.replies import caps_for
 
     stack = list(step.test.assertions)
     while stack:
@@ -127,11 +127,12 @@ def _plan_grading(run, step, model_cap: int, graders: dict, caps: dict, models: 
                 line.claim_rows += 1
                 continue
             provider = models.get(gid)
-            cap = caps.get(gid, 0)
-            line.calls += 1
-            line.output_cap = cap
-            line.input_tokens += GRADER_RUBRIC_TOKENS
-            line.add_cost(provider, GRADER_RUBRIC_TOKENS + model_cap, GRADER_RUBRIC_TOKENS, cap)
+            for step_cap in caps_for(kind.name) or [GRADER_MAX_TOKENS]:
+                cap = caps.get(gid) or step_cap  # the grader's own max_tokens wins
+                line.calls += 1
+                line.output_cap = max(line.output_cap, cap)
+                line.input_tokens += GRADER_RUBRIC_TOKENS
+                line.add_cost(provider, GRADER_RUBRIC_TOKENS + model_cap, GRADER_RUBRIC_TOKENS, cap)
 
 
 def _plan_searches(run, a, lines: dict) -> None:

@@ -24,7 +24,8 @@ from factcli.types import GradingResult, ProviderSpec, TokenUsage
 DEFAULT_GRADER = "openai:gpt-5"
 DEFAULT_EMBEDDER = "openai:embedding:text-embedding-3-large"
 GRADER_SEED = 0
-GRADER_MAX_TOKENS = 4096
+# The cap of a grader call that declares no reply (a step's own cap is in its Reply, none above this).
+GRADER_MAX_TOKENS = 2048
 
 
 class NoGrader(ConfigError):
@@ -84,6 +85,10 @@ class GraderReply:
     cost: float | None = None
     finish_reason: str | None = None
     output: Any = None
+    # the step's Reply read the reply (`text` is then its text form): None when the reply did not fit
+    # the schema, and the step reads `text`, the grader's own words, as promptfoo would
+    parsed: dict | None = None
+    raw: str | None = None  # what the grader sent, when `text` is the parsed reply's text form
 
 
 @dataclass
@@ -177,16 +182,26 @@ class Grader:
             self._providers[key] = create_provider(spec, self.base_dir)
         return self._providers[key]
 
-    async def complete(self, spec: ProviderSpec, messages: list[dict], *, json_mode: bool = False) -> GraderReply:
+    async def complete(self, spec: ProviderSpec, messages: list[dict], *, reply: Any = None,
+                       json_mode: bool = False, items: int | None = None) -> GraderReply:
+        """One grader call. `reply` (a scoring.replies.Reply) is the step's answer: its JSON schema goes
+        with the request as `response_format` and its cap as `max_tokens`, unless the grader's config
+        sets them (`items`: how many things the reply is about, for a step whose cap follows them);
+        `json_mode` (no Reply) asks for any JSON object."""
         from factcli.providers.base import RenderedPrompt
 
         provider = self._provider(spec)
         self.used.add(spec.label or spec.id)
         overrides: dict = {"temperature": 0, "seed": GRADER_SEED, "drop_params": True}
-        if "max_tokens" not in spec.config and "max_completion_tokens" not in spec.config:
-            overrides["max_tokens"] = GRADER_MAX_TOKENS
-        if json_mode and "response_format" not in spec.config:
-            overrides["response_format"] = {"type": "json_object"}
+        own_cap = spec.config.get("max_completion_tokens", spec.config.get("max_tokens"))
+        cap = reply.cap_for(items) if reply is not None else GRADER_MAX_TOKENS
+        if own_cap is None:
+            overrides["max_tokens"] = cap
+        if "response_format" not in spec.config:
+            if reply is not None:
+                overrides["response_format"] = reply.response_format()
+            elif json_mode:
+                overrides["response_format"] = {"type": "json_object"}
         text = json.dumps(messages, ensure_ascii=False)
         prompt = RenderedPrompt(text=text, messages=messages)
         context = {"overrides": overrides, "purpose": "grader"}
@@ -202,12 +217,30 @@ class Grader:
                 drop(provider, prompt, context=context)
 
         if error is None and resp.finish_reason == "length":
-            error = "grader reply was cut off (finish_reason=length); raise max_tokens in the grader's config"
+            if own_cap is not None:
+                error = (f"the grader's reply was cut off at its max_tokens of {own_cap} (finish_reason=length); "
+                         f"raise max_tokens in the grader's config")
+            else:
+                step = f"the {reply.name} step's" if reply is not None else "the default"
+                error = (f"the grader's reply was cut off at {step} cap of {cap} tokens (finish_reason=length); "
+                         f"raise it with max_tokens in the grader's config (provider: {{id: {spec.id}, "
+                         f"config: {{max_tokens: {cap * 2}}}}})")
             forget()
+        out = GraderReply(reply_text, error, resp.token_usage, resp.cost, resp.finish_reason, output)
+        if reply is not None and error is None and reply_text:
+            from factcli.scoring.replies import ReplyError
+
+            try:
+                out.parsed = reply.read(reply_text)
+            except ReplyError:
+                pass
+            else:
+                out.raw, out.text = reply_text, reply.text_of(out.parsed)
         ledger = _LEDGER.get()
-        if ledger is not None and reply_text:
-            ledger.forget[reply_text] = forget
-        return GraderReply(reply_text, error, resp.token_usage, resp.cost, resp.finish_reason, output)
+        if ledger is not None:
+            for text in {reply_text, out.text} - {None, ""}:  # a handler reports either as graderRaw
+                ledger.forget[text] = forget
+        return out
 
     async def search(self, backend, query: str, results: int) -> GraderReply:
         """One search through the run's Caller (retries, limits, cache, budget), counted in the row's
