@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,15 +125,19 @@ class GraderLedger:
 _LEDGER: ContextVar[GraderLedger | None] = ContextVar("factcli_grader_ledger", default=None)
 
 
-@contextmanager
-def grader_ledger():
-    """Count the grader calls made inside (tasks started inside share the ledger)."""
-    ledger = GraderLedger()
-    token = _LEDGER.set(ledger)
-    try:
-        yield ledger
-    finally:
-        _LEDGER.reset(token)
+class grader_ledger:
+    """`with grader_ledger() as ledger`: count the grader calls made inside (tasks started inside
+    share the ledger). A class, not a generator: every row enters one, most with no grader call."""
+
+    __slots__ = ("ledger", "token")
+
+    def __enter__(self) -> GraderLedger:
+        self.ledger = GraderLedger()
+        self.token = _LEDGER.set(self.ledger)
+        return self.ledger
+
+    def __exit__(self, *exc) -> None:
+        _LEDGER.reset(self.token)
 
 
 def note_grader_spend(result: GradingResult, ledger: GraderLedger) -> None:
