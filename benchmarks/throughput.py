@@ -46,30 +46,38 @@ def main() -> None:
     ap.add_argument("--j", type=int, nargs="+", default=[4, 64])
     ap.add_argument("--latency", type=float, default=0.1)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--src", help="run the factcli of this source tree (default: this checkout)")
+    ap.add_argument("--src", action="append", help="run the factcli of this source tree (default: this "
+                    "checkout); repeat to measure several trees in the same run, interleaved")
     args = ap.parse_args()
+    srcs = args.src or [None]
     print(f"latency {args.latency * 1000:g} ms; medians of {args.repeats} runs (min-max in brackets)")
-    print("| N | -j | ideal (s) | floor (s) | factcli (s) | ratio to floor | floor CPU ms/row | factcli CPU ms/row |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| N | -j | tree | ideal (s) | floor (s) | factcli (s) | ratio to floor | floor CPU ms/row | "
+          "factcli CPU ms/row |")
+    print("|---|---|---|---|---|---|---|---|---|")
     with FakeServer(args.latency) as server, tempfile.TemporaryDirectory() as tmp:
         for n in args.n:
             cfg = openai_config(Path(tmp) / f"c{n}.yaml", server.url, n)
             for j in args.j:
-                floors, walls, fcpu, cpus = [], [], [], []
+                floors, fcpu = [], []
+                walls: dict = {s: [] for s in srcs}
+                cpus: dict = {s: [] for s in srcs}
                 for i in range(args.repeats):
                     f = run([sys.executable, "-c", FLOOR, server.url, str(n), str(j)])
                     floors.append(f.wall)
                     fcpu.append(f.cpu)
-                    m = factcli(["eval", "-c", cfg, "-j", j, "--no-cache", "--no-table", "--no-progress-bar"],
-                                warm_home(Path(tmp) / "home", args.src), src=args.src)
-                    assert f"{n}/{n} rows" in m.stdout and "Errors: 0" in m.stdout, m.stdout[-1000:]
-                    walls.append(m.wall)
-                    cpus.append(m.cpu)
-                f, w = median(floors), median(walls)
+                    for k, src in enumerate(srcs):
+                        m = factcli(["eval", "-c", cfg, "-j", j, "--no-cache", "--no-table", "--no-progress-bar"],
+                                    warm_home(Path(tmp) / f"home{k}", src), src=src)
+                        assert f"{n}/{n} rows" in m.stdout and "Errors: 0" in m.stdout, m.stdout[-1000:]
+                        walls[src].append(m.wall)
+                        cpus[src].append(m.cpu)
+                f = median(floors)
                 ideal = -(-n // j) * args.latency
-                print(f"| {n} | {j} | {ideal:.2f} | {f:.2f} [{spread(floors)}] | {w:.2f} [{spread(walls)}] | "
-                      f"{w / f:.2f} | {1000 * median(fcpu) / n:.2f} | {1000 * median(cpus) / n:.2f} |", flush=True)
-
+                for src in srcs:
+                    w = median(walls[src])
+                    print(f"| {n} | {j} | {src or 'this checkout'} | {ideal:.2f} | {f:.2f} [{spread(floors)}] | "
+                          f"{w:.2f} [{spread(walls[src])}] | {w / f:.2f} | {1000 * median(fcpu) / n:.2f} | "
+                          f"{1000 * median(cpus[src]) / n:.2f} |", flush=True)
 
 if __name__ == "__main__":
     main()

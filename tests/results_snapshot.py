@@ -95,7 +95,10 @@ def config_files(tree: Path) -> list[Path]:
 def is_calibrate_input(path: Path) -> bool:
     import yaml  # PyYAML is a dependency of factcli, so the venv has it
 
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError:  # YAML PyYAML does not read (a `?` in a flow mapping) is an eval config
+        return False
     return isinstance(data, dict) and "graders" in data and "labels" in data and "providers" not in data
 
 

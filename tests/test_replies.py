@@ -173,3 +173,13 @@ def test_bounded_shapes_agree_with_their_schema_too(data):
         except replies.ReplyError:
             ok = False
         assert ok == jsonschema.Draft202012Validator(schema).is_valid(value), value
+
+
+@given(items=st.one_of(st.none(), st.integers(0, 10**6)))
+def test_caps_that_follow_the_input_stay_within_the_steps_cap(items):
+    for reply in replies.REPLIES.values():
+        cap = reply.cap_for(items)
+        assert 1 <= cap <= reply.cap <= 2048
+        if items is None or not reply.per_item:
+            assert cap == reply.cap
+    assert replies.REPLIES["claims"].cap_for(50) == 64 + 150 and replies.REPLIES["claims"].cap_for(10**4) == 2048

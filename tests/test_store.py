@@ -175,15 +175,15 @@ def _many(n: int) -> str:
 
 
 def _grab_run(monkeypatch) -> list:
-    import factcli.run.session as session_mod
+    from factcli.run.flow import Flow
 
-    runs, original = [], session_mod.drive
+    runs, original = [], Flow.execute
 
-    def spy(session, run, **kw):
-        runs.append(run)
-        return original(session, run, **kw)
+    async def spy(self):
+        runs.append(self.run)
+        return await original(self)
 
-    monkeypatch.setattr(session_mod, "drive", spy)
+    monkeypatch.setattr(Flow, "execute", spy)
     return runs
 
 

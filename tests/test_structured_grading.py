@@ -114,9 +114,13 @@ def test_every_grader_request_carries_its_steps_schema_and_cap(fake_openai, tmp_
         assert rf["type"] == "json_schema" and rf["json_schema"]["strict"] is True
         reply = replies.REPLIES[rf["json_schema"]["name"]]
         assert rf["json_schema"]["schema"] == reply.json_schema()
-        assert g["max_tokens"] == reply.cap <= 2048
+        assert g["max_tokens"] <= reply.cap <= 2048
+        if not reply.per_item:
+            assert g["max_tokens"] == reply.cap
     caps = {g["response_format"]["json_schema"]["name"]: g["max_tokens"] for g in judge}
-    assert caps["factuality"] == caps["llm_rubric"] == 512 and caps["claims"] == 2048
+    assert caps["factuality"] == caps["llm_rubric"] == 512
+    # caps that follow the input: "Paris is big." is 3 words (64 + 3 × 3), its one claim one verdict (32 + 96)
+    assert caps["claims"] == caps["facts"] == 73 and caps["claim_verdicts"] == caps["fact_verdicts"] == 128
     # the models under test are asked as their config says: no schema, no cap
     assert all(g["response_format"] is None and g["max_tokens"] is None
                for g in fake_openai.generations if g["model"] in ("m", "m2"))

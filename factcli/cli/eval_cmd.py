@@ -68,93 +68,62 @@ def eval_cmd(
 
 
 def _run_eval(args: dict) -> int:
-    from factcli import settings
-    from factcli.errors import FactcliError
-    from factcli.report import summary as report
+    """The flags -> EvalOptions; the flow (run/flow.py) does the rest, this module prints."""
     from factcli.run import runner
+    from factcli.run.flow import EvalOptions, Flow
 
-    if args["env_file"]:
-        settings.load_env_file(str(args["env_file"]))
-    outputs = [Path(p) for p in (args["output"] or [])]
     cli_vars = {}
     for item in args["var"] or []:
         if "=" not in item:
             raise FactcliError(f"--var {item!r}: expected K=V")
         k, v = item.split("=", 1)
         cli_vars[k] = v
-    options = runner.RunOptions(
-        max_concurrency=args["max_concurrency"], repeat=args["repeat"], delay_ms=args["delay"],
-        cache=False if args["no_cache"] else None, filter_pattern=args["filter_pattern"],
-        filter_first_n=args["filter_first_n"], filter_sample=args["filter_sample"],
-        description=args["description"], vars=cli_vars, grader=args["grader"], max_cost=args["max_cost"],
-        providers=list(args["providers"] or []) or None,
+    options = EvalOptions(
+        config=list(args["config"] or []) or None,
+        run=runner.RunOptions(
+            max_concurrency=args["max_concurrency"], repeat=args["repeat"], delay_ms=args["delay"],
+            cache=False if args["no_cache"] else None, filter_pattern=args["filter_pattern"],
+            filter_first_n=args["filter_first_n"], filter_sample=args["filter_sample"],
+            description=args["description"], vars=cli_vars, grader=args["grader"], max_cost=args["max_cost"],
+            providers=list(args["providers"] or []) or None),
+        outputs=[Path(p) for p in (args["output"] or [])], store=not args["no_write"], db=args["db"],
+        resume=args["resume"], retry_errors=args["retry_errors"], filter_failing=args["filter_failing"],
+        assertions=args["assertions"], model_outputs=args["model_outputs"], strict=args["strict"],
+        dry_run=args["dry_run"], env_file=args["env_file"],
     )
-    if (args["assertions"] is None) != (args["model_outputs"] is None):
-        raise FactcliError("--assertions and --model-outputs go together")
-    from factcli.run.session import EvalSession
+    return _print_eval(Flow(options, TerminalUI(progress_bar=not args["no_progress_bar"])), args)
 
-    session = EvalSession.open(args, options)
-    outputs = session.outputs(outputs) if session.source_options else outputs
-    if session.suite is not None:
-        suite = session.suite
-    elif args["assertions"] is not None:
-        from factcli.config.model_outputs import suite_from_outputs
 
-        suite = suite_from_outputs(args["assertions"], args["model_outputs"], cli_vars)
-    else:
-        from factcli.config.loader import default_config_path
+def _print_eval(flow, args: dict) -> int:
+    import asyncio
 
-        paths = list(args["config"] or [])
-        if not paths:
-            found = default_config_path()
-            if found is None:
-                raise FactcliError("no config: pass -c FILE, or run where promptfooconfig.yaml is")
-            paths = [found]
-        with report.working("Reading the config…", not args["no_progress_bar"]):  # and what it downloads
-            suite = runner.load(paths, options)
-    _load_warnings(suite, args["strict"])  # every way of loading: config, resumed run, --model-outputs
-    if args["filter_pattern"]:
-        import re
+    from factcli.report import summary as report
+    from factcli.run import runner
 
-        try:
-            re.compile(args["filter_pattern"])
-        except re.error as exc:
-            raise FactcliError(f"--filter-pattern: invalid regex: {exc}")
-    shown = len(suite.warnings)  # printed above; the run keeps them with its other warnings
-    checked, suite = _before_all(session, suite, options, outputs, args)
-    session.filter_suite(suite)
-    run = runner.prepare(suite, options)
-    run.warnings_shown = shown
-    if not checked:  # (a beforeAll that changed nothing leaves the checked suite)
-        _preflight(run, outputs + [Path(p) for p in suite.output_path], args)
+    run = flow.prepare()
     if args["dry_run"]:
         from factcli.run.estimate import describe
 
         for line in describe(run):
             print(line)
-        if suite.extensions:
+        if flow.suite.extensions:
             print("Extension hooks are not called in a dry run (a beforeAll hook may change the tests).")
         return 0
-    session.begin(run)
-    from factcli.run.session import drive
-
-    interrupted = drive(session, run, progress_bar=not args["no_progress_bar"])
-    from rich.console import Console
-
-    console = Console(highlight=False)
+    interrupted = False
+    try:
+        asyncio.run(flow.execute())
+    except KeyboardInterrupt:  # finished rows are stored; the run is resumable
+        interrupted = True
+        run.status = runner.STATUS_INTERRUPTED
+    console = flow.ui.console
     if not args["no_table"]:
         report.results_table(run, console)
     report.summary(run, console)
-    for path in outputs + [Path(p) for p in suite.output_path]:
-        from factcli.report.exports import write_export
-
-        with report.working(f"Writing {path}…", not args["no_progress_bar"]):
-            write_export(run, path)
-        console.print(f"Wrote {path}")
+    flow.write_outputs()
     budget_stop = run.status == runner.STATUS_INTERRUPTED and not interrupted  # says its own resume line
     from rich.text import Text
 
-    for line in report.next_steps_for(run, stored=session.writing, interrupted=interrupted, db=args.get("db")):
+    for line in report.next_steps_for(run, stored=flow.stored, interrupted=interrupted, db=args.get("db")):
         if not (budget_stop and line.startswith("Resume")):
             console.print(Text(line, style="dim"), soft_wrap=True)
     if interrupted:
@@ -177,62 +146,48 @@ def _run_eval(args: dict) -> int:
     return exit_code_for(run)
 
 
-def _before_all(session, suite, options, outputs: list[Path], args: dict):
-    """Extension hooks' beforeAll, before the run is planned (its tests are the config's, not yet
-    filtered or expanded) and after a preflight of the config as loaded, so that a config that cannot
-    run calls no hook. Returns (whether the returned suite was checked, the suite beforeAll left);
-    a dry run calls no hook."""
-    from factcli.run.hooks import Hooks
+class TerminalUI:
+    """The flow on a terminal (run/flow.FlowUI's methods): warnings on stderr, a spinner while
+    checking and writing, a progress bar."""
 
-    hooks = Hooks.of(suite)
-    if hooks is None or not hooks.has("beforeAll") or args["dry_run"]:
-        return False, suite
-    import dataclasses
+    refuse_empty_filters = True
 
-    from factcli.run import runner
+    def __init__(self, progress_bar: bool):
+        from rich.console import Console
 
-    # the preflight's plan leaves transformVars to the tests beforeAll gives back (they run once per test)
-    probe = runner.prepare(dataclasses.replace(suite, transform_errors={}), options)
-    _preflight(probe, outputs + [Path(p) for p in suite.output_path], args)
-    hooked = hooks.before_all(suite)
-    session.select_tests(hooked)  # a resumed run: its tests are among those beforeAll gave
-    return hooked is suite, hooked
+        self.progress_bar = progress_bar
+        self.console = Console(highlight=False)  # stdout: the table, the summary, what was written
 
+    def option(self, name: str) -> str:
+        return "--" + name.replace("_", "-")
 
-class UnknownKeys(FactcliError):
-    """--strict: the unknown keys are the problems, one line each."""
+    def loaded(self, suite) -> None:
+        """What loading found (unknown keys first), on stderr before the preflight and any call."""
+        from rich.markup import escape
 
-    def __init__(self, lines: list[str]):
-        self.problems = lines if len(lines) > 1 else []
-        super().__init__(f"{len(lines)} unknown or ignored keys (--strict; nothing was sent):" if len(lines) > 1
-                         else f"{lines[0]} (--strict; nothing was sent)")
+        from factcli.report.summary import stderr_console
 
+        for message in suite.warnings:  # a key may be any text: one printable line each
+            stderr_console().print(f"[yellow]warning:[/] {escape(one_line(message))}", soft_wrap=True)
 
-def _load_warnings(suite, strict: bool) -> None:
-    """What loading found (unknown keys first), on stderr before the preflight and any call; with
-    --strict an unknown key stops the run instead."""
-    if strict and suite.unknown_keys:
-        import re
+    def warn(self, message: str) -> None:
+        from factcli.report.summary import stderr_console
 
-        raise UnknownKeys([re.sub(r" \(ignored( here)?\)", "", line) for line in suite.unknown_keys])
-    from rich.markup import escape
+        stderr_console().print(f"[yellow]warning:[/] {message}")
 
-    from factcli.report.summary import stderr_console
+    def working(self, message: str):
+        from factcli.report.summary import working
 
-    for message in suite.warnings:  # a key may be any text: one printable line each
-        stderr_console().print(f"[yellow]warning:[/] {escape(one_line(message))}", soft_wrap=True)
+        return working(message, self.progress_bar)
 
+    def progress(self, run):
+        from factcli.report.summary import Progress
 
-def _preflight(run, outputs: list[Path], args: dict) -> None:
-    """Every check that costs nothing, before the first call; a spinner while litellm loads."""
-    from factcli.report.summary import working
-    from factcli.run import preflight
+        progress = Progress(run.total_steps, enabled=self.progress_bar, done=run.metrics)
+        return progress.advance, progress.warn, progress.stop
 
-    filters = {"--filter-pattern": args["filter_pattern"], "--filter-first-n": args["filter_first_n"],
-               "--filter-sample": args["filter_sample"], "--filter-failing": args["filter_failing"]}
-    with working("Checking models, graders, outputs and knowledge sources before any call…",
-                 not args["no_progress_bar"]):
-        preflight.check(run, outputs, filters)
+    def wrote(self, path: Path) -> None:
+        self.console.print(f"Wrote {path}")
 
 
 def exit_code_for(run) -> int:

@@ -22,9 +22,11 @@ SUPPORTED, NOT_SUPPORTED = "SUPPORTED", "NOT_SUPPORTED"
 VERDICTS = {"TRUE": SUPPORTED, "FALSE": NOT_SUPPORTED, "SUPPORTED": SUPPORTED, "NOT_SUPPORTED": NOT_SUPPORTED,
             "NOT SUPPORTED": NOT_SUPPORTED, "NOT-SUPPORTED": NOT_SUPPORTED, "UNSUPPORTED": NOT_SUPPORTED,
             "1": SUPPORTED, "0": NOT_SUPPORTED}
-FACTS_REPLY = Reply("facts", Obj(facts=ListOf(Text())), 2048, types=("factscore",))
+# caps that follow the input, as factual-correctness's (methods/factual_correctness.py)
+FACTS_REPLY = Reply("facts", Obj(facts=ListOf(Text())), 2048, types=("factscore",), per_item=3, base=64)
 FACT_VERDICTS_REPLY = Reply("fact_verdicts", Obj(verdicts=ListOf(Obj(
-    fact=Text(), verdict=Flag(), reason=Text(), evidence=Maybe(Int())))), 2048, types=("factscore",))
+    fact=Text(), verdict=Flag(), reason=Text(), evidence=Maybe(Int())))), 2048, types=("factscore",),
+    per_item=96, base=32)
 
 
 def judge_name(spec: ProviderSpec) -> str:
@@ -42,7 +44,8 @@ async def decompose(ctx, spec: ProviderSpec, template: Any, sentences: list[str]
                      "sentences": json.dumps(batch, ensure_ascii=False), "sentences_numbered": numbered(batch),
                      "sentence": sentence}
         async with sem:
-            obj = await ask_json(ctx, spec, template, variables, call, step, FACTS_REPLY)
+            obj = await ask_json(ctx, spec, template, variables, call, step, FACTS_REPLY,
+                                 sum(len(s.split()) for s in batch))
             raw = call.replies[-1]["reply"]  # this call's reply: nothing ran in between
         return string_list(obj, "facts", step, raw)
 
@@ -136,7 +139,7 @@ async def verify(ctx, spec: ProviderSpec, template: Any, facts: list[dict], retr
         variables = {**ctx.vars, "topic": topic, "passages": block, "passages_json": as_json,
                      "facts": json.dumps(texts, ensure_ascii=False), "facts_numbered": numbered(texts)}
         async with sem:
-            obj = await ask_json(ctx, spec, template, variables, call, step, FACT_VERDICTS_REPLY)
+            obj = await ask_json(ctx, spec, template, variables, call, step, FACT_VERDICTS_REPLY, len(texts))
             raw = call.replies[-1]["reply"]  # this call's reply: nothing ran in between
         try:
             verdicts = aligned_verdicts(obj, texts, VERDICTS, step)

@@ -51,10 +51,13 @@ VERDICTS = {"SUPPORTED": "SUPPORTED", "CONTRADICTED": "CONTRADICTED", "NEUTRAL":
             "SUPPORT": "SUPPORTED", "CONTRADICT": "CONTRADICTED", "ENTAILMENT": "SUPPORTED",
             "CONTRADICTION": "CONTRADICTED"}
 
-CLAIMS_REPLY = Reply("claims", Obj(claims=ListOf(Text())), 2048, types=("factual-correctness",), calls=2)
+# caps that follow the input: claims restate a text's words (3 tokens a word, with the JSON); a
+# verdict copies its claim and gives one sentence (96 tokens a claim)
+CLAIMS_REPLY = Reply("claims", Obj(claims=ListOf(Text())), 2048, types=("factual-correctness",), calls=2,
+                     per_item=3, base=64)
 VERDICTS_REPLY = Reply("claim_verdicts", Obj(verdicts=ListOf(Obj(
     claim=Text(), verdict=Choice("SUPPORTED", "CONTRADICTED", "NEUTRAL"), reason=Text()))), 2048,
-    types=("factual-correctness",), calls=2)
+    types=("factual-correctness",), calls=2, per_item=96, base=32)
 
 DECOMPOSE = [
     {
@@ -102,7 +105,7 @@ async def _decompose(ctx, spec: ProviderSpec, text: str, call: JudgeCall, step: 
     if not text.strip():
         return []
     obj = await ask_json(ctx, spec, step_prompt(ctx, "decompositionPrompt", DECOMPOSE), {**ctx.vars, "text": text},
-                         call, step, CLAIMS_REPLY)
+                         call, step, CLAIMS_REPLY, len(text.split()))
     return string_list(obj, "claims", step, call.replies[-1]["reply"])
 
 
@@ -112,7 +115,7 @@ async def _verify(ctx, spec: ProviderSpec, claims: list[str], premise: str, call
     variables = {**ctx.vars, "premise": premise, "claims": json.dumps(claims, ensure_ascii=False),
                  "claims_numbered": numbered(claims)}
     obj = await ask_json(ctx, spec, step_prompt(ctx, "verificationPrompt", VERIFY), variables, call, step,
-                         VERDICTS_REPLY)
+                         VERDICTS_REPLY, len(claims))
     try:
         return aligned_verdicts(obj, claims, VERDICTS, step)
     except JudgeError as exc:

@@ -1,7 +1,7 @@
 """The Python API's eval: `factcli.evaluate(config, **options)` and `await factcli.evaluate_async(...)`.
 
-It runs the CLI's flow (load, filter, prepare, preflight, store, execute, write outputs) without the
-terminal: warnings become Python warnings, bad input raises the FactcliError the CLI would print,
+It runs the eval flow the CLI runs (run/flow.py: load, filter, beforeAll, plan, preflight, store,
+execute, outputs) without the terminal: warnings become Python warnings, bad input raises the FactcliError the CLI would print,
 and the run is returned as a `Run` (run/result.py). The config may be a path, several paths, a YAML
 text or a dict (promptfoo's `evaluate(testSuite, options)`), and may hold Python functions as
 providers, graders and assertions (`with_functions`). `evaluate` works in a plain script and inside
@@ -11,16 +11,14 @@ thread; everything that touches the run store happens on that one thread.
 
 from __future__ import annotations
 
-import asyncio
-import re
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from factcli.errors import FactcliError, did_you_mean
 from factcli.run import runner
+from factcli.run.flow import run_sync  # noqa: F401  (evaluate's; testing/rows.py and run/check.py import it here)
 
 # keyword -> what it is; camelCase spellings are promptfoo's evaluate() options
 _OPTIONS = {
@@ -246,43 +244,51 @@ def _yaml_text(text: str) -> dict | None:
 # ---------------------------------------------------------------- prepare and execute
 
 
-class Evaluation:
-    """A loaded and checked run, ready to execute (the pytest plugin names its items after its steps
-    before any of them runs); executing opens its session in the store."""
+class _PythonUI:
+    """The flow in Python: warnings are FactcliWarnings, options are named as keywords, and filters
+    that leave no test make an empty run (code may well ask for none), not an error."""
 
-    def __init__(self, config: Any, options: ApiOptions):
-        from factcli.run import preflight
+    refuse_empty_filters = False
 
-        self.options = options
-        ro = options.run
-        args = {"no_write": not options.store, "db": options.db, "output": options.outputs,
-                "no_cache": ro.cache is False}
-        suite = load_suite(config, ro)
+    def option(self, name: str) -> str:
+        return name
+
+    def warn(self, message: str) -> None:
+        warn(message)
+
+    def loaded(self, suite) -> None:
         for message in suite.warnings:
             warn(message)
-        from factcli.run.hooks import Hooks
 
-        hooks = Hooks.of(suite)
-        if hooks is not None and hooks.has("beforeAll"):  # as `factcli eval`: before the run is planned
-            suite = run_sync(lambda: hooks.before_all_async(suite))
-        if ro.filter_pattern:
-            try:
-                re.compile(ro.filter_pattern)
-            except re.error as exc:
-                raise FactcliError(f"filter_pattern: invalid regex: {exc}") from None
-        self.run = runner.prepare(suite, ro)
-        for message in self.run.warnings[len(suite.warnings):]:
-            warn(message)
-        self.outputs = list(options.outputs) + [Path(p) for p in suite.output_path]
-        if self.run.total_steps == 0 and suite.tests:  # code may well ask for none: an empty run, not an error
-            warn(f"the filters leave no test to run (of {len(suite.tests)})")
+    def working(self, message: str):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def progress(self, run):
+        return None, warn, lambda: None
+
+    def wrote(self, path: Path) -> None:
+        pass
+
+
+class Evaluation:
+    """A loaded and checked run, ready to execute (the pytest plugin names its items after its steps
+    before any of them runs); executing stores it. Both are the eval flow's (run/flow.py)."""
+
+    def __init__(self, config: Any, options: ApiOptions):
+        from factcli.run.flow import EvalOptions, Flow
+
+        self.options = options
+        self.flow = Flow(EvalOptions(config=config, run=options.run, outputs=list(options.outputs),
+                                     store=options.store, db=options.db, keep_rows=True), _PythonUI(),
+                         load_config=load_suite)
         try:
-            preflight.check(self.run, self.outputs, {})
+            self.run = self.flow.prepare()
         except FactcliError as exc:
             for problem in getattr(exc, "problems", ()):  # shown under the message in a traceback
                 exc.add_note(f"  - {problem}")
             raise
-        self._args, self._suite = args, suite
 
     @property
     def steps(self) -> list:
@@ -296,51 +302,20 @@ class Evaluation:
     async def execute(self):
         """Execute, store each row as it finishes and the run at the end, write the outputs."""
         from factcli.run.result import Run
-        from factcli.run.session import EvalSession
 
-        run = self.run
-        session = EvalSession.open(self._args, self.options.run)  # the run is stored from here on
-        session.filter_suite(self._suite)
-        rows: list = []
-        session.begin(run)
-        try:
-            await runner.execute(run, on_result=session.recorder(rows.append), warn=warn)
-        except (KeyboardInterrupt, asyncio.CancelledError):
-            run.status = runner.STATUS_INTERRUPTED
-            session.finish(run)
-            raise
-        except BaseException as exc:
-            session.finish(run, exc)
-            raise
-        session.finish(run)
-        run.rows, run.stored_rows = rows, None  # the caller holds every row; the store has them too
+        await self.flow.execute()
+        run = self.flow.run
         if run.status == runner.STATUS_ABORTED:
             warn(f"the run stopped: {run.abort_reason}")
         elif run.status == runner.STATUS_INTERRUPTED and run.abort_reason:
             warn(f"the run stopped: {run.abort_reason}; finished rows were kept")
-        from factcli.report.exports import write_export
-
-        for path in self.outputs:
-            write_export(run, path)
-        return Run(run, stored=session.writing)
+        self.flow.write_outputs()
+        return Run(run, stored=self.flow.stored)
 
 
 async def evaluate_async(config: Any, options: dict | None = None, **kwargs):
     """`await factcli.evaluate_async(config, **options)`: evaluate() for code already in an event loop."""
     return await Evaluation(config, parse_options(options, kwargs)).execute()
-
-
-def run_sync(make: Callable[[], Any]) -> Any:
-    """Run the coroutine `make()` returns to its end: on this thread when no event loop runs here,
-    else (a notebook cell, an async test) on a loop of its own in a worker thread."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(make())
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(1, thread_name_prefix="factcli") as pool:
-        return pool.submit(lambda: asyncio.run(make())).result()
 
 
 def evaluate(config: Any, options: dict | None = None, **kwargs):

@@ -164,7 +164,9 @@ async def call_script_vars(step: EvalStep, variables: dict, provider_label: str 
                            base_dir: Path | None = None) -> dict:
     """Each `file://x.py` / `file://x.js` var is called once for this row, in key order; its output
     replaces the reference, and later scripts see it."""
-    scripts = {k: target for k, v in variables.items() if (target := script_target(v, base_dir))}
+    # (a script var is a `file://` string; most rows have none, so that is looked at first)
+    scripts = {k: target for k, v in variables.items()
+               if isinstance(v, str) and v.startswith("file://") and (target := script_target(v, base_dir))}
     if not scripts:
         return variables
     from factcli.scripting.row_code import RowCodeError, call_var_script

@@ -1,10 +1,10 @@
 """The store's side of `factcli eval`: record a run row by row, resume it, retry its errors, and
 re-run the tests another run failed.
 
-cli._run_eval drives it:
+run/flow.py drives it:
     session = EvalSession.open(args, options)   # may rebuild the suite of a stored run
     session.filter_suite(suite)                 # --filter-failing
-    session.begin(run)                          # run row (status started); resume: skip finished steps
+    session.begin(run)                          # opens the store; run row (status started); resume: skip finished steps
     on_result = session.recorder(progress.advance)
     session.finish(run)                         # final status, totals, metrics
 """
@@ -100,8 +100,9 @@ class EvalSession:
             if clash:
                 raise FactcliError(f"{flag} uses the stored run's config and options; drop {', '.join(clash)}")
         if not args.get("no_write"):
-            session.store = Store.open(args.get("db"), create=not ref)  # resuming needs the database
-            session.writing = True
+            if ref or failing:  # a stored run to read: now (resuming needs the database)
+                session.store = Store.open(args.get("db"), create=not ref)
+            session.writing = True  # otherwise the store is opened by begin()
         elif failing:
             session.store = Store.open(args.get("db"))
         if ref:
@@ -230,6 +231,8 @@ class EvalSession:
         self.run = run
         if not self.writing:
             return
+        if self.store is None:
+            self.store = Store.open(self._args.get("db"), create=True)
         from factcli.scoring.metrics import compile_derived
 
         self._derived = compile_derived(run.suite.derived_metrics)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,15 +125,19 @@ class GraderLedger:
 _LEDGER: ContextVar[GraderLedger | None] = ContextVar("factcli_grader_ledger", default=None)
 
 
-@contextmanager
-def grader_ledger():
-    """Count the grader calls made inside (tasks started inside share the ledger)."""
-    ledger = GraderLedger()
-    token = _LEDGER.set(ledger)
-    try:
-        yield ledger
-    finally:
-        _LEDGER.reset(token)
+class grader_ledger:
+    """`with grader_ledger() as ledger`: count the grader calls made inside (tasks started inside
+    share the ledger). A class, not a generator: every row enters one, most with no grader call."""
+
+    __slots__ = ("ledger", "token")
+
+    def __enter__(self) -> GraderLedger:
+        self.ledger = GraderLedger()
+        self.token = _LEDGER.set(self.ledger)
+        return self.ledger
+
+    def __exit__(self, *exc) -> None:
+        _LEDGER.reset(self.token)
 
 
 def note_grader_spend(result: GradingResult, ledger: GraderLedger) -> None:
@@ -180,17 +183,18 @@ class Grader:
         return self._providers[key]
 
     async def complete(self, spec: ProviderSpec, messages: list[dict], *, reply: Any = None,
-                       json_mode: bool = False) -> GraderReply:
+                       json_mode: bool = False, items: int | None = None) -> GraderReply:
         """One grader call. `reply` (a scoring.replies.Reply) is the step's answer: its JSON schema goes
         with the request as `response_format` and its cap as `max_tokens`, unless the grader's config
-        sets them; `json_mode` (no Reply) asks for any JSON object."""
+        sets them (`items`: how many things the reply is about, for a step whose cap follows them);
+        `json_mode` (no Reply) asks for any JSON object."""
         from factcli.providers.base import RenderedPrompt
 
         provider = self._provider(spec)
         self.used.add(spec.label or spec.id)
         overrides: dict = {"temperature": 0, "seed": GRADER_SEED, "drop_params": True}
         own_cap = spec.config.get("max_completion_tokens", spec.config.get("max_tokens"))
-        cap = reply.cap if reply is not None else GRADER_MAX_TOKENS
+        cap = reply.cap_for(items) if reply is not None else GRADER_MAX_TOKENS
         if own_cap is None:
             overrides["max_tokens"] = cap
         if "response_format" not in spec.config:

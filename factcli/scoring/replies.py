@@ -189,6 +189,11 @@ class Reply:
     types: tuple[str, ...] = ()
     calls: int = 1
     as_text: Callable[[dict], str] | None = None
+    # a reply whose length follows its input (claims of a text, a verdict per claim): base + per_item
+    # tokens per item (a word of the text, a claim), never above `cap`. A small local judge that rambles
+    # then stops where a fitting reply would, not at 2,048 tokens
+    per_item: int = 0
+    base: int = 0
 
     def __post_init__(self):
         if not _NAME.match(self.name):
@@ -199,6 +204,12 @@ class Reply:
 
     def json_schema(self) -> dict:
         return self.shape.schema()
+
+    def cap_for(self, items: int | None = None) -> int:
+        """The cap of one call about `items` things (None: not known, the step's cap)."""
+        if not self.per_item or items is None:
+            return self.cap
+        return max(1, min(self.cap, self.base + self.per_item * items))
 
     def response_format(self) -> dict:
         return {"type": "json_schema", "json_schema": {"name": self.name, "schema": self.json_schema(),

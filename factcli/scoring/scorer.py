@@ -159,7 +159,7 @@ async def run_assertions(test: TestCase, *, output: Any, variables: dict, prompt
                                   response=response, provider=provider, grader=grader)
         agg.add(index, res, render_metric(a.metric, variables), a.weight)
 
-    concurrent = any(a.transform or (lookup(a.type) and lookup(a.type).is_async) for a, _, _ in jobs)
+    concurrent = any(a.transform or getattr(lookup(a.type), "is_async", False) for a, _, _ in jobs)
     if not concurrent:
         for job in jobs:  # all synchronous: no scheduling overhead
             await one(*job)

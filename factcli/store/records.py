@@ -12,7 +12,7 @@ import json
 import math
 from typing import Any
 
-from factcli.store.database import Store, now
+from factcli.store.database import Store
 from factcli.store.encode import loads
 from factcli.store.redact import Scrubber
 from factcli.types import (
@@ -33,6 +33,22 @@ def _num(value: Any) -> float | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return None if math.isnan(value) or math.isinf(value) else float(value)
     return None
+
+
+_last_ms: list = [0, ""]
+
+
+def _now_ms() -> str:
+    """now() with its text made once per millisecond (rows finish many to a millisecond)."""
+    import time
+
+    ms = time.time_ns() // 1_000_000
+    if ms != _last_ms[0]:
+        from datetime import datetime, timezone
+
+        _last_ms[0], _last_ms[1] = ms, datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(
+            timespec="milliseconds")
+    return _last_ms[1]
 
 
 def to_row(run_id: str, r: EvalResult, seq: int, scrub: Scrubber, created_at: str | None = None) -> tuple:
@@ -75,7 +91,7 @@ def to_row(run_id: str, r: EvalResult, seq: int, scrub: Scrubber, created_at: st
         int(bool(r.success)), r.failure_reason, _num(r.score), scrub.text(r.error), output, output_json,
         named, graded, _num(r.latency_ms), usage.prompt, usage.completion, usage.total,
         grading.tokens_used.total if grading is not None else 0, _num(resp.cost), int(bool(resp.cached)),
-        variables, scrub.text(r.rendered_prompt), extra_text, created_at or now(),
+        variables, scrub.text(r.rendered_prompt), extra_text, created_at or _now_ms(),
     )
 
 

@@ -135,6 +135,7 @@ def set_filters(filters: dict[str, Callable]) -> None:
     and assertion values alike, and override a built-in filter of the same name, as in Nunjucks."""
     _ENV.filters = {**_BUILTIN_FILTERS, **{str(n): _user_filter(str(n), f) for n, f in filters.items()}}
     _compile.cache_clear()  # compiled templates hold the filter functions they were built with
+    _simple.cache_clear()
 
 
 def filter_names() -> list[str]:
@@ -229,11 +230,44 @@ def check(template: str, name: str | None = None) -> None:
         _compiled(template, name)
 
 
+# `{{ name }}` and nothing else: no filter, attribute, whitespace control or Jinja constant
+_SIMPLE_OUTPUT = re.compile(r"\{\{[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*\}\}")
+_NOT_SIMPLE = frozenset(("true", "false", "none", "True", "False", "None", "self"))
+
+
+@lru_cache(maxsize=4096)
+def _simple(template: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """A template without control flow, as (literal pieces, names): `Answer: {{ q }}` renders as
+    the pieces joined with each name's value printed by js_string (the environment's `finalize`),
+    which is what Jinja's compiled template does for it, ~30x faster. None for anything else."""
+    source = to_jinja(template)
+    if "\r" in source:  # Jinja normalises line endings in the text
+        return None
+    pieces, names, at = [], [], 0
+    for m in _SIMPLE_OUTPUT.finditer(source):
+        pieces.append(source[at:m.start()])
+        names.append(m.group(1))
+        at = m.end()
+    pieces.append(source[at:])
+    if any(n in _NOT_SIMPLE for n in names) or any("{{" in p or "{%" in p or "{#" in p for p in pieces) \
+            or any(p.endswith("{") for p in pieces[:-1]):
+        return None
+    return tuple(pieces), tuple(names)
+
+
 def render(template: str, variables: dict, missing: list | None = None, *, name: str | None = None) -> str:
     """Render one template string. Names that were undefined are appended to `missing`.
     `name` (e.g. "prompt 'greeting'") is how a TemplateError names the template."""
     if not isinstance(template, str) or not has_template(template):
         return template
+    simple = _simple(template)
+    if simple is not None and all(n in variables for n in simple[1]):  # an undefined name: Jinja records it
+        pieces, names = simple
+        out = [pieces[0]]
+        for n, piece in zip(names, pieces[1:]):
+            out.append(js_string(variables[n]))
+            out.append(piece)
+        return "".join(out)
     compiled = _compiled(template, name)
     token = _missing.set(missing if missing is not None else [])
     try:
