@@ -107,3 +107,30 @@ def test_a_run_imports_only_the_assertion_families_it_uses():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
     assert out[0] == "['factcli.assertions.text']"
     assert out[1] == "True"  # an unknown name loads every family before giving up
+
+
+TEMPLATE_VALUES = {"q": "question 1", "n": 3, "f": 1.5, "b": True, "none": None, "l": [1, "a", None],
+                   "d": {"a": 1, "b": [1, 2]}, "nan": math.nan, "big": 1e21, "neg": -0.0, "u": "é\n"}
+SIMPLE = ["Answer: {{q}}", "{{ n }} and {{f}} {{b}}", "{{l}}|{{d}}|{{nan}}|{{big}}|{{neg}}", "x {{ u }} y\n",
+          "a}}{{q}}", "{{q}}{{q}}", "<<q>> and {{ n }}", "{{\tq\t}}", "{{q}}}}", "\\<<q>> {{q}}",
+          "{{ missing }} {{ q }}"]  # (an undefined name: the fast path hands the row to Jinja)
+# constants, self, comments, raw blocks, CRLF, `{{{`: never the fast path
+NOT_SIMPLE = ["{{ true }}", "{{ none }}", "{{ self }}", "{% raw %}{{q}}{% endraw %}", "{{ q }}{#c#}",
+              "{{q}}\r\nx", "x {{{ q }} }"]
+
+
+@pytest.mark.parametrize("template", SIMPLE + NOT_SIMPLE)
+def test_templates_without_control_flow_render_as_jinja_renders_them(template):
+    """templating.render's fast path (literal text and `{{ name }}`) gives Jinja's own output."""
+    from factcli import templating
+
+    assert (templating._simple(template) is not None) == (template in SIMPLE)
+    missing: list = []
+    try:
+        expected = templating._compile(template).render(TEMPLATE_VALUES)
+    except Exception:  # noqa: BLE001 - a template Jinja refuses is refused by render too
+        with pytest.raises(templating.TemplateError):
+            templating.render(template, TEMPLATE_VALUES, missing)
+        return
+    assert templating.render(template, TEMPLATE_VALUES, missing) == expected
+    assert missing == (["missing"] if "missing" in template else [])
