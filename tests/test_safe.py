@@ -478,3 +478,18 @@ def test_each_step_prompt_can_be_replaced(tmp_path, fake_openai, search, keys):
     sent = [r["json"]["messages"] for r in fake_openai.requests if r["json"]["model"] == "judge"]
     assert sum(m[0]["content"] == "MY RATER. Reply JSON." for m in sent) == 4
     assert sum(m[-1]["content"].startswith("MY SPLITTER") for m in sent) == 1
+
+
+def test_each_step_sends_its_schema_and_cap(tmp_path, fake_openai, search, keys):
+    run_safe(tmp_path, fake_openai, {"search": serper(search), "K": 4})
+    sent = {}
+    for r in fake_openai.requests:
+        body = r["json"]
+        if body["model"] == "judge":
+            fmt = body["response_format"]["json_schema"]
+            sent.setdefault(fmt["name"], set()).add(body["max_tokens"])
+            assert fmt["strict"] is True
+    assert sent == {"safe_facts": {2048}, "safe_revision": {512}, "safe_query": {256}, "safe_rating": {1024}}
+    rating = next(r["json"] for r in fake_openai.requests if r["json"].get("response_format", {})
+                  .get("json_schema", {}).get("name") == "safe_rating")
+    assert list(rating["response_format"]["json_schema"]["schema"]["properties"]) == ["reason", "verdict"]

@@ -43,6 +43,7 @@ from factcli.providers.search.base import SearchConfigError
 from factcli.providers.search.knowledge import split_paragraph_sentences
 from factcli.scoring.grading import grader_error
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
+from factcli.scoring.replies import Choice, Flag, ListOf, Obj, Reply, Text
 from factcli.types import GradingResult
 
 DEFAULT_K = 64  # the paper's median number of facts per response (§5)
@@ -54,6 +55,16 @@ CONTEXT_BEFORE, CONTEXT_AFTER = 3, 1  # VeriScore's window around the sentence b
 MODES = ("all", "verifiable")
 SUPPORTED, NOT_SUPPORTED, IRRELEVANT = "supported", "not_supported", "irrelevant"
 _VERDICTS = {"supported": SUPPORTED, "not_supported": NOT_SUPPORTED, "unsupported": NOT_SUPPORTED}
+
+# Each step's reply (scoring/replies.py): its schema goes with the request, its cap is the call's
+# max_tokens. A long answer's split is the one step that may need the most (about 15 tokens a fact);
+# the rating gets room to reason before its verdict, as SAFE's rater does.
+FACTS_REPLY = Reply("safe_facts", Obj(facts=ListOf(Text())), 2048, types=("safe",))
+REVISION_REPLY = Reply("safe_revision", Obj(fact=Text(), relevant=Flag()), 512, types=("safe",))
+QUERY_REPLY = Reply("safe_query", Obj(query=Text()), 256, types=("safe",))
+RATING_REPLY = Reply("safe_rating", Obj(reason=Text(), verdict=Choice(SUPPORTED, NOT_SUPPORTED)), 1024,
+                     types=("safe",))
+CLAIMS_REPLY = Reply("safe_claims", Obj(claims=ListOf(Text())), 1024, types=("safe",))
 
 
 def f1_at_k(supported: int, not_supported: int, k: int) -> tuple[float | None, float, float]:
@@ -134,7 +145,7 @@ async def _split(ctx, spec, s: dict, call: JudgeCall) -> list[dict]:
         return []
     if s["mode"] == "all":
         obj = await ask_json(ctx, spec, prompt_for(ctx, "splitPrompt", prompts.SPLIT),
-                             {**ctx.vars, "prompt": ctx.prompt, "response": response}, call, "split")
+                             {**ctx.vars, "prompt": ctx.prompt, "response": response}, call, "split", FACTS_REPLY)
         return [{"text": f} for f in string_list(obj, "facts", "split", call.replies[-1]["reply"])]
     sentences = split_paragraph_sentences(response)
     sem = asyncio.Semaphore(s["concurrency"])
@@ -146,7 +157,7 @@ async def _split(ctx, spec, s: dict, call: JudgeCall) -> list[dict]:
         async with sem:
             obj = await ask_json(ctx, spec, prompt_for(ctx, "extractPrompt", prompts.EXTRACT),
                                  {**ctx.vars, "prompt": ctx.prompt, "sentence": sentences[i], "context": context},
-                                 call, f"extract sentence {i + 1}")
+                                 call, f"extract sentence {i + 1}", CLAIMS_REPLY)
         return string_list(obj, "claims", f"extract sentence {i + 1}", call.replies[-1]["reply"])
 
     claims = [c for group in await _all(extract(i) for i in range(len(sentences))) for c in group]
@@ -156,7 +167,7 @@ async def _split(ctx, spec, s: dict, call: JudgeCall) -> list[dict]:
 async def _revise(ctx, spec, fact: dict, call: JudgeCall) -> None:
     obj = await ask_json(ctx, spec, prompt_for(ctx, "revisePrompt", prompts.REVISE),
                          {**ctx.vars, "prompt": ctx.prompt, "response": ctx.output_text, "fact": fact["text"]},
-                         call, "revise")
+                         call, "revise", REVISION_REPLY)
     revised, relevant = obj.get("fact"), obj.get("relevant")
     if isinstance(relevant, str) and relevant.strip().lower() in ("true", "false"):
         relevant = relevant.strip().lower() == "true"
@@ -186,7 +197,7 @@ async def _check(ctx, spec, s: dict, fact: dict, call: JudgeCall) -> None:
         for step in range(1, s["maxSearches"] + 1):
             obj = await ask_json(ctx, spec, prompt_for(ctx, "queryPrompt", prompts.QUERY),
                                  {**ctx.vars, "fact": claim, "knowledge": knowledge_text(found), "step": step},
-                                 call, f"query {step}")
+                                 call, f"query {step}", QUERY_REPLY)
             query = obj.get("query")
             if query is not None and not isinstance(query, str):
                 raise JudgeError(f'query {step}: expected {{"query": "<text>"}}, got {str(obj)[:200]}',
@@ -195,7 +206,8 @@ async def _check(ctx, spec, s: dict, fact: dict, call: JudgeCall) -> None:
                 break
             await _search(ctx, s, query.strip(), fact, found)
     obj = await ask_json(ctx, spec, prompt_for(ctx, "ratePrompt", prompts.RATE),
-                         {**ctx.vars, "fact": claim, "knowledge": knowledge_text(found)}, call, "rate")
+                         {**ctx.vars, "fact": claim, "knowledge": knowledge_text(found)}, call, "rate",
+                         RATING_REPLY)
     raw = str(obj.get("verdict") or "").strip().lower().replace(" ", "_").replace("-", "_")
     verdict = _VERDICTS.get(raw)
     if verdict is None:
