@@ -48,6 +48,18 @@ class ProviderCallError(Exception):
         self.retry_after = retry_after
 
 
+def http_error(message: str, status: int, headers: Any) -> ProviderCallError:
+    """What an HTTP error status means to run/calls.py, for every provider that speaks HTTP itself
+    (the OpenAI-compatible fast path, the search backends)."""
+    if status == 429:
+        return ProviderCallError(message, RATE_LIMIT, status, retry_after_seconds(headers))
+    if status in (401, 403):
+        return ProviderCallError(message, AUTH, status)
+    if status >= 500 or status in (408, 409):
+        return ProviderCallError(message, TRANSIENT, status, retry_after_seconds(headers))
+    return ProviderCallError(message, ERROR, status)
+
+
 def retry_after_seconds(headers: Any) -> float | None:
     """A `Retry-After` header (seconds or an HTTP date) from any header mapping, as seconds."""
     try:

@@ -22,7 +22,6 @@ from factcli.providers.base import (
     CONTEXT,
     ERROR,
     FORMAT,
-    RATE_LIMIT,
     TRANSIENT,
     Provider,
     ProviderCallError,
@@ -30,8 +29,8 @@ from factcli.providers.base import (
     is_context_exceeded,
     key_problem,
     names_response_format,
+    http_error,
     register_provider,
-    retry_after_seconds,
 )
 from factcli.providers.litellm_provider import KINDS, PASSTHROUGH
 from factcli.providers.tokens import counted_usage as count_usage
@@ -248,10 +247,4 @@ def _classify_status(status: int, data, headers: dict, text: str) -> ProviderCal
     message = f"HTTP {status}: {_detail(data, text)}"
     if is_context_exceeded(text) or is_context_exceeded(message):
         return ProviderCallError(message, CONTEXT, status)
-    if status == 429:
-        return ProviderCallError(message, RATE_LIMIT, status, retry_after_seconds(headers))
-    if status in (401, 403):
-        return ProviderCallError(message, AUTH, status)
-    if status >= 500 or status in (408, 409):
-        return ProviderCallError(message, TRANSIENT, status, retry_after_seconds(headers))
-    return ProviderCallError(message, ERROR, status)
+    return http_error(message, status, headers)

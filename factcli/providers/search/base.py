@@ -17,13 +17,11 @@ from typing import Any
 
 from factcli.providers.base import (
     AUTH,
-    ERROR,
-    RATE_LIMIT,
     TRANSIENT,
     Provider,
     ProviderCallError,
     RenderedPrompt,
-    retry_after_seconds,
+    http_error,
 )
 from factcli.types import ProviderResponse, ProviderSpec, TokenUsage
 
@@ -141,11 +139,4 @@ class SearchBackend(Provider):
 
 
 def _classify(name: str, status: int, text: str, headers: dict) -> ProviderCallError:
-    message = f"{name} search: HTTP {status}: {' '.join(text.split())[:300] or 'no body'}"
-    if status == 429:
-        return ProviderCallError(message, RATE_LIMIT, status, retry_after_seconds(headers))
-    if status in (401, 403):
-        return ProviderCallError(message, AUTH, status)
-    if status >= 500 or status in (408, 409):
-        return ProviderCallError(message, TRANSIENT, status, retry_after_seconds(headers))
-    return ProviderCallError(message, ERROR, status)
+    return http_error(f"{name} search: HTTP {status}: {' '.join(text.split())[:300] or 'no body'}", status, headers)
