@@ -80,6 +80,7 @@ class BaseStore:
     kind = "?"
     path: Any  # what messages show
     target: Any  # what opens it again (a Path, or the URL with its password: never printed)
+    conn: Any  # the driver's DB-API connection
 
     # -- what each backend provides
 
@@ -89,11 +90,12 @@ class BaseStore:
     def executemany(self, sql: str, rows: Iterable) -> None:
         raise NotImplementedError
 
+    # both drivers (sqlite3, psycopg) are DB-API connections: committing and rolling back are the same
     def commit(self) -> None:
-        raise NotImplementedError
+        self.conn.commit()
 
     def rollback(self) -> None:
-        raise NotImplementedError
+        self.conn.rollback()
 
     def close(self) -> None:
         raise NotImplementedError

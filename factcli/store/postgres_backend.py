@@ -214,12 +214,6 @@ class PostgresStore(BaseStore):
         if rows:
             self.executemany(schema.upsert_sql(), [tuple(_clean(v) for v in r) for r in rows])
 
-    def commit(self) -> None:
-        self.conn.commit()
-
-    def rollback(self) -> None:
-        self.conn.rollback()
-
     def close(self) -> None:
         try:
             if not self.conn.closed:

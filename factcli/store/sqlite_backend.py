@@ -106,12 +106,6 @@ class SQLiteStore(BaseStore):
     def executemany(self, sql: str, rows: Iterable) -> None:
         self.conn.executemany(sql, rows)
 
-    def commit(self) -> None:
-        self.conn.commit()
-
-    def rollback(self) -> None:
-        self.conn.rollback()
-
     def close(self) -> None:
         try:
             self.conn.commit()
