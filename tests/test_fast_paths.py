@@ -1,5 +1,6 @@
 """Fast paths taken for speed (benchmarks/README.md) give exactly what the slow paths give."""
 
+import hashlib
 import json
 import math
 
@@ -134,3 +135,78 @@ def test_templates_without_control_flow_render_as_jinja_renders_them(template):
         return
     assert templating.render(template, TEMPLATE_VALUES, missing) == expected
     assert missing == (["missing"] if "missing" in template else [])
+
+
+def _grading(score=1.0, passed=True, reason="Assertion passed", **kw):
+    from factcli.types import Assertion, GradingResult
+
+    return GradingResult(passed, score, reason, kw.pop("assertion", None) or Assertion("contains", "x", raw={
+        "type": "contains", "value": "x"}), **kw)
+
+
+def test_a_stored_grading_is_the_text_of_its_json():
+    """store/records.grading_text joins kept texts of its leaves: the same text as encoding the whole,
+    for leaves that repeat, differ only by the type of their score, carry tokens, metadata or named
+    scores, nest, or cannot be encoded (NaN: the same error)."""
+    from factcli.store.records import _LEAVES, grading_text
+    from factcli.store.redact import _encode
+    from factcli.types import Assertion, GradingResult, TokenUsage, grading_json
+
+    shared = Assertion("regex", r"q \d+", raw={"type": "regex", "value": r"q \d+", "weight": 2})
+    leaves = [_grading(assertion=shared), _grading(1, assertion=shared), _grading(True, assertion=shared),
+              _grading(0.0, False, 'Expected output to contain "ü"', assertion=shared),
+              _grading(tokens_used=TokenUsage(1, 2, 3)), _grading(metadata={"category": "A"}),
+              _grading(named_scores={"m": 0.5}, named_score_weights={"m": 2.0}),
+              GradingResult(True, 1.0, "set", component_results=[_grading(), _grading(0.5)])]
+    tops = [GradingResult(True, 1.0, "All assertions passed", component_results=leaves * 2),
+            GradingResult(False, 0.25, "x", named_scores={"m": 1}, named_score_weights={"m": 1.0},
+                          tokens_used=TokenUsage(5, 5, 10), component_results=leaves[:3]),
+            GradingResult(True, 1.0, "meta", metadata={"graderCalls": 1}, component_results=leaves[:2]),
+            GradingResult(True, 1.0, "none")]
+    for _ in range(2):  # the second time from kept texts
+        for g in tops:
+            assert grading_text(g, _encode) == json.dumps(grading_json(g, top=True), ensure_ascii=False,
+                                                          default=str, allow_nan=False)
+    assert _LEAVES
+    for bad in (GradingResult(True, math.nan, "x", component_results=leaves),
+                GradingResult(True, 1.0, "x", component_results=[_grading(math.nan)])):
+        with pytest.raises(ValueError):
+            grading_text(bad, _encode)
+
+
+@pytest.mark.parametrize("value", VALUES + [{"x": {1: 2, "a": [1.5, -0.0, 1e300]}, "s": "é\u2028\x00"}],
+                         ids=range(len(VALUES) + 1))
+def test_the_stored_encoder_is_json_encode(value):
+    from factcli.types import test_key
+
+    if isinstance(value, dict):  # test_key: the sorted form
+        try:
+            blob = json.dumps({"d": "", "v": value}, sort_keys=True, ensure_ascii=False, default=str)
+        except TypeError:  # keys that do not sort
+            with pytest.raises(TypeError):
+                test_key(None, value)
+        else:
+            assert test_key(None, value) == hashlib.sha256(blob.encode()).hexdigest()[:16]
+    from factcli.store.redact import _encode
+
+    try:
+        expected = json.JSONEncoder(ensure_ascii=False, default=str, allow_nan=False).encode(value)
+    except ValueError:
+        with pytest.raises(ValueError):
+            _encode(value)
+        return
+    assert _encode(value) == expected
+
+
+@pytest.mark.parametrize("value", VALUES, ids=range(len(VALUES)))
+def test_scrubber_dumps_all_of_an_encoded_value_matches_the_walk(monkeypatch, value):
+    """A value handed over already encoded (a row's grading) is redacted as any other value."""
+    from factcli.store.redact import _encode
+
+    monkeypatch.setenv("MY_API_KEY", "sk-env-abcdef0123")
+    scrub = Scrubber(CONFIG)
+    try:
+        text = _encode(value)
+    except ValueError:
+        return
+    assert scrub.dumps_all([{"n": 1}, lambda: value], {1: text}) == [scrub.dumps({"n": 1}), slow_dumps(scrub, value)]

@@ -14,16 +14,20 @@ from typing import Any
 
 from factcli.store.database import Store
 from factcli.store.encode import loads
-from factcli.store.redact import Scrubber
+from factcli.store.redact import Scrubber, _encode
 from factcli.types import (
+    ZERO_TOKENS,
     EvalResult,
     EvalStep,
+    GradingResult,
     Prompt,
     ProviderResponse,
     ProviderSpec,
     TestCase,
     TokenUsage,
     grading_from_json,
+    grading_json,
+    is_zero_tokens,
     test_key,
     tokens_from_json,
 )
@@ -51,11 +55,45 @@ def _now_ms() -> str:
     return _last_ms[1]
 
 
+# A leaf of a row's grading (one assertion's verdict, no tokens, no named scores, no metadata) is the
+# same text row after row: its JSON is kept here, keyed by the assertion (held, so that its id is
+# not reused) and the verdict, and the row's grading is joined from these texts (a third of a
+# stored echo row's encoding was its grading). Bounded: cleared when full.
+_LEAVES: dict = {}
+_LEAVES_MAX = 2048
+_VERDICT_TYPES = (bool, float, int, str)
+
+
+def _leaf_text(c: GradingResult, encode) -> str:
+    a, passed, score, reason = c.assertion, c.passed, c.score, c.reason
+    if (a is None or c.named_scores or c.named_score_weights or c.component_results or c.metadata
+            or not (c.tokens_used is ZERO_TOKENS or is_zero_tokens(c.tokens_used))
+            or type(passed) is not bool or type(score) not in _VERDICT_TYPES or type(reason) is not str):
+        return encode(grading_json(c))
+    key = (id(a), passed, type(score), score, reason)  # type(score): 1 == 1.0 == True, but not as JSON
+    hit = _LEAVES.get(key)
+    if hit is not None and hit[0] is a:
+        return hit[1]
+    text = encode(grading_json(c))  # NaN: ValueError, before anything is kept
+    if len(_LEAVES) >= _LEAVES_MAX:
+        _LEAVES.clear()
+    _LEAVES[key] = (a, text)
+    return text
+
+
+def grading_text(g: GradingResult, encode) -> str:
+    """The text `encode(grading_json(g, top=True))` gives, from the kept texts of its leaves.
+    ValueError/TypeError as `encode` raises them (NaN, a key JSON cannot take)."""
+    if g.metadata:  # it follows componentResults: the plain way
+        return encode(grading_json(g, top=True))
+    head = grading_json(g, top=True, components=False)
+    leaves = ", ".join([_leaf_text(c, encode) for c in g.component_results])
+    return f"{encode(head)[:-1]}, \"componentResults\": [{leaves}]}}"
+
+
 def to_row(run_id: str, r: EvalResult, seq: int, scrub: Scrubber, created_at: str | None = None) -> tuple:
     """A finished row as the store keeps it: a tuple in RESULT_FIELDS order, secrets scrubbed, NaN
     as null, each JSON field encoded once (Scrubber.dumps_all checks the record's texts in one pass)."""
-    from factcli.types import grading_json
-
     step, resp = r.step, r.response
     output, output_json = resp.output, 0
     json_output = output is not None and not isinstance(output, str)
@@ -63,12 +101,12 @@ def to_row(run_id: str, r: EvalResult, seq: int, scrub: Scrubber, created_at: st
     usage = resp.token_usage
     extra = {
         "testCase": test_case,
-        "metadata": dict(step.test.metadata),
+        "metadata": step.test.metadata,
         "response": {
             "present": resp.error is None or resp.output is not None,
             "error": resp.error,
             "finishReason": resp.finish_reason,
-            "metadata": dict(resp.metadata),
+            "metadata": resp.metadata,
             "tokenUsage": usage.to_json(),
             "latencyMs": resp.latency_ms,
             "retries": resp.retries,
@@ -78,9 +116,16 @@ def to_row(run_id: str, r: EvalResult, seq: int, scrub: Scrubber, created_at: st
     if r.conversation is not None:
         extra["conversation"] = r.conversation
     grading = r.grading
+    encoded = {}
+    graded: Any = None
+    if grading is not None:
+        graded = lambda: grading_json(grading, top=True)  # noqa: E731 - made only if redaction may apply
+        try:
+            encoded[1] = grading_text(grading, _encode)
+        except (TypeError, ValueError):  # NaN (stored as null): dumps_all's own way
+            graded = graded()
     named, graded, variables, extra_text, encoded_output = scrub.dumps_all(
-        (dict(r.named_scores), grading_json(grading, top=True) if grading is not None else None, dict(step.vars),
-         extra, output if json_output else None))
+        (r.named_scores, graded, step.vars, extra, output if json_output else None), encoded)
     if json_output:
         output, output_json = encoded_output, 1
     else:
