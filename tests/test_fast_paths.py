@@ -149,7 +149,7 @@ def test_a_stored_grading_is_the_text_of_its_json():
     for leaves that repeat, differ only by the type of their score, carry tokens, metadata or named
     scores, nest, or cannot be encoded (NaN: the same error)."""
     from factcli.store.records import _LEAVES, grading_text
-    from factcli.store.redact import _encode
+    from factcli.store.redact import _encode, keys_clean
     from factcli.types import Assertion, GradingResult, TokenUsage, grading_json
 
     shared = Assertion("regex", r"q \d+", raw={"type": "regex", "value": r"q \d+", "weight": 2})
@@ -163,10 +163,15 @@ def test_a_stored_grading_is_the_text_of_its_json():
                           tokens_used=TokenUsage(5, 5, 10), component_results=leaves[:3]),
             GradingResult(True, 1.0, "meta", metadata={"graderCalls": 1}, component_results=leaves[:2]),
             GradingResult(True, 1.0, "none")]
+    keyed = Assertion("llm-rubric", "x", raw={"type": "llm-rubric", "value": "x", "provider": {"config": {
+        "apiKey": "zzzzzzzz"}}})
+    tops.append(GradingResult(True, 1.0, "keyed", component_results=[_grading(assertion=keyed), leaves[0]]))
     for _ in range(2):  # the second time from kept texts
         for g in tops:
-            assert grading_text(g, _encode) == json.dumps(grading_json(g, top=True), ensure_ascii=False,
-                                                          default=str, allow_nan=False)
+            text, clean = grading_text(g, _encode)
+            assert text == json.dumps(grading_json(g, top=True), ensure_ascii=False, default=str, allow_nan=False)
+            assert clean == keys_clean(text)
+    assert not grading_text(tops[-1], _encode)[1]
     assert _LEAVES
     for bad in (GradingResult(True, math.nan, "x", component_results=leaves),
                 GradingResult(True, 1.0, "x", component_results=[_grading(math.nan)])):
@@ -201,7 +206,7 @@ def test_the_stored_encoder_is_json_encode(value):
 @pytest.mark.parametrize("value", VALUES, ids=range(len(VALUES)))
 def test_scrubber_dumps_all_of_an_encoded_value_matches_the_walk(monkeypatch, value):
     """A value handed over already encoded (a row's grading) is redacted as any other value."""
-    from factcli.store.redact import _encode
+    from factcli.store.redact import _encode, keys_clean
 
     monkeypatch.setenv("MY_API_KEY", "sk-env-abcdef0123")
     scrub = Scrubber(CONFIG)
@@ -209,4 +214,10 @@ def test_scrubber_dumps_all_of_an_encoded_value_matches_the_walk(monkeypatch, va
         text = _encode(value)
     except ValueError:
         return
-    assert scrub.dumps_all([{"n": 1}, lambda: value], {1: text}) == [scrub.dumps({"n": 1}), slow_dumps(scrub, value)]
+    expected = [scrub.dumps({"n": 1}), slow_dumps(scrub, value)]
+    assert scrub.dumps_all([{"n": 1}, lambda: value], {1: (text, keys_clean(text))}) == expected
+    monkeypatch.delenv("MY_API_KEY")
+    scrub = Scrubber({})  # no secret values: a text whose keys are clean is not looked at again
+    assert not scrub.has_values
+    expected = [scrub.dumps({"n": 1}), slow_dumps(scrub, value)]
+    assert scrub.dumps_all([{"n": 1}, lambda: value], {1: (text, keys_clean(text))}) == expected

@@ -171,6 +171,8 @@ class Caller:
             if hit is not None:
                 return hit
         if key is None:
+            if FormatMemory.form_of(context.get("overrides") or {}) is None:  # _structured's first case, inline
+                return await self._attempts(provider, prompt, context)
             return await self._structured(provider, prompt, context)
         pending = self._inflight.get(key)
         if pending is not None:

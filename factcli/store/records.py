@@ -14,7 +14,7 @@ from typing import Any
 
 from factcli.store.database import Store
 from factcli.store.encode import loads
-from factcli.store.redact import Scrubber, _encode
+from factcli.store.redact import Scrubber, _encode, keys_clean
 from factcli.types import (
     ZERO_TOKENS,
     EvalResult,
@@ -57,19 +57,21 @@ def _now_ms() -> str:
 
 # A leaf of a row's grading (one assertion's verdict, no tokens, no named scores, no metadata) is the
 # same text row after row: its JSON is kept here, keyed by the assertion (held, so that its id is
-# not reused) and the verdict, and the row's grading is joined from these texts (a third of a
-# stored echo row's encoding was its grading). Bounded: cleared when full.
+# not reused) and the verdict, with whether a secret-looking key is in it, and the row's grading is
+# joined from these texts (a third of a stored echo row's encoding was its grading). Bounded:
+# cleared when full.
 _LEAVES: dict = {}
 _LEAVES_MAX = 2048
 _VERDICT_TYPES = (bool, float, int, str)
 
 
-def _leaf_text(c: GradingResult, encode) -> str:
+def _leaf_text(c: GradingResult, encode) -> tuple[str, bool]:
     a, passed, score, reason = c.assertion, c.passed, c.score, c.reason
     if (a is None or c.named_scores or c.named_score_weights or c.component_results or c.metadata
             or not (c.tokens_used is ZERO_TOKENS or is_zero_tokens(c.tokens_used))
             or type(passed) is not bool or type(score) not in _VERDICT_TYPES or type(reason) is not str):
-        return encode(grading_json(c))
+        text = encode(grading_json(c))
+        return text, keys_clean(text)
     key = (id(a), passed, type(score), score, reason)  # type(score): 1 == 1.0 == True, but not as JSON
     hit = _LEAVES.get(key)
     if hit is not None and hit[0] is a:
@@ -77,18 +79,25 @@ def _leaf_text(c: GradingResult, encode) -> str:
     text = encode(grading_json(c))  # NaN: ValueError, before anything is kept
     if len(_LEAVES) >= _LEAVES_MAX:
         _LEAVES.clear()
-    _LEAVES[key] = (a, text)
-    return text
+    _LEAVES[key] = (a, (text, keys_clean(text)))
+    return text, keys_clean(text)
 
 
-def grading_text(g: GradingResult, encode) -> str:
-    """The text `encode(grading_json(g, top=True))` gives, from the kept texts of its leaves.
-    ValueError/TypeError as `encode` raises them (NaN, a key JSON cannot take)."""
+def grading_text(g: GradingResult, encode) -> tuple[str, bool]:
+    """The text `encode(grading_json(g, top=True))` gives, from the kept texts of its leaves, and
+    whether redaction.keys_clean(text) holds. ValueError/TypeError as `encode` raises them (NaN, a
+    key JSON cannot take)."""
     if g.metadata:  # it follows componentResults: the plain way
-        return encode(grading_json(g, top=True))
-    head = grading_json(g, top=True, components=False)
-    leaves = ", ".join([_leaf_text(c, encode) for c in g.component_results])
-    return f"{encode(head)[:-1]}, \"componentResults\": [{leaves}]}}"
+        text = encode(grading_json(g, top=True))
+        return text, keys_clean(text)
+    head = encode(grading_json(g, top=True, components=False))[:-1]
+    clean = keys_clean(head)  # (the glue below holds no key it looks for)
+    leaves = []
+    for c in g.component_results:
+        text, leaf_clean = _leaf_text(c, encode)
+        leaves.append(text)
+        clean = clean and leaf_clean
+    return f"{head}, \"componentResults\": [{', '.join(leaves)}]}}", clean
 
 
 def to_row(run_id: str, r: EvalResult, seq: int, scrub: Scrubber, created_at: str | None = None) -> tuple:
