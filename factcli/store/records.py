@@ -14,12 +14,11 @@ from typing import Any
 
 from factcli.store.database import Store
 from factcli.store.encode import loads
-from factcli.store.redact import Scrubber, _encode, keys_clean
+from factcli.store.redact import Scrubber
+from factcli.store.row_text import extra_text, grading_text
 from factcli.types import (
-    ZERO_TOKENS,
     EvalResult,
     EvalStep,
-    GradingResult,
     Prompt,
     ProviderResponse,
     ProviderSpec,
@@ -27,7 +26,6 @@ from factcli.types import (
     TokenUsage,
     grading_from_json,
     grading_json,
-    is_zero_tokens,
     test_key,
     tokens_from_json,
 )
@@ -55,86 +53,51 @@ def _now_ms() -> str:
     return _last_ms[1]
 
 
-# A leaf of a row's grading (one assertion's verdict, no tokens, no named scores, no metadata) is the
-# same text row after row: its JSON is kept here, keyed by the assertion (held, so that its id is
-# not reused) and the verdict, with whether a secret-looking key is in it, and the row's grading is
-# joined from these texts (a third of a stored echo row's encoding was its grading). Bounded:
-# cleared when full.
-_LEAVES: dict = {}
-_LEAVES_MAX = 2048
-_VERDICT_TYPES = (bool, float, int, str)
-
-
-def _leaf_text(c: GradingResult, encode) -> tuple[str, bool]:
-    a, passed, score, reason = c.assertion, c.passed, c.score, c.reason
-    if (a is None or c.named_scores or c.named_score_weights or c.component_results or c.metadata
-            or not (c.tokens_used is ZERO_TOKENS or is_zero_tokens(c.tokens_used))
-            or type(passed) is not bool or type(score) not in _VERDICT_TYPES or type(reason) is not str):
-        text = encode(grading_json(c))
-        return text, keys_clean(text)
-    key = (id(a), passed, type(score), score, reason)  # type(score): 1 == 1.0 == True, but not as JSON
-    hit = _LEAVES.get(key)
-    if hit is not None and hit[0] is a:
-        return hit[1]
-    text = encode(grading_json(c))  # NaN: ValueError, before anything is kept
-    if len(_LEAVES) >= _LEAVES_MAX:
-        _LEAVES.clear()
-    _LEAVES[key] = (a, (text, keys_clean(text)))
-    return text, keys_clean(text)
-
-
-def grading_text(g: GradingResult, encode) -> tuple[str, bool]:
-    """The text `encode(grading_json(g, top=True))` gives, from the kept texts of its leaves, and
-    whether redaction.keys_clean(text) holds. ValueError/TypeError as `encode` raises them (NaN, a
-    key JSON cannot take)."""
-    if g.metadata:  # it follows componentResults: the plain way
-        text = encode(grading_json(g, top=True))
-        return text, keys_clean(text)
-    head = encode(grading_json(g, top=True, components=False))[:-1]
-    clean = keys_clean(head)  # (the glue below holds no key it looks for)
-    leaves = []
-    for c in g.component_results:
-        text, leaf_clean = _leaf_text(c, encode)
-        leaves.append(text)
-        clean = clean and leaf_clean
-    return f"{head}, \"componentResults\": [{', '.join(leaves)}]}}", clean
-
-
 def to_row(run_id: str, r: EvalResult, seq: int, scrub: Scrubber, created_at: str | None = None) -> tuple:
     """A finished row as the store keeps it: a tuple in RESULT_FIELDS order, secrets scrubbed, NaN
     as null, each JSON field encoded once (Scrubber.dumps_all checks the record's texts in one pass)."""
     step, resp = r.step, r.response
     output, output_json = resp.output, 0
     json_output = output is not None and not isinstance(output, str)
-    test_case = {k: (None if k == "vars" else v) for k, v in step.test.raw.items()}  # vars: stored apart
     usage = resp.token_usage
-    extra = {
-        "testCase": test_case,
-        "metadata": step.test.metadata,
-        "response": {
-            "present": resp.error is None or resp.output is not None,
-            "error": resp.error,
-            "finishReason": resp.finish_reason,
-            "metadata": resp.metadata,
-            "tokenUsage": usage.to_json(),
-            "latencyMs": resp.latency_ms,
-            "retries": resp.retries,
-        },
-        "exact": {"score": r.score, "latencyMs": r.latency_ms, "cost": resp.cost},  # as typed (REAL columns are not)
-    }
-    if r.conversation is not None:
-        extra["conversation"] = r.conversation
+
+    def extra() -> dict:
+        out = {
+            "testCase": {k: (None if k == "vars" else v) for k, v in step.test.raw.items()},  # vars: stored apart
+            "metadata": step.test.metadata,
+            "response": {
+                "present": resp.error is None or resp.output is not None,
+                "error": resp.error,
+                "finishReason": resp.finish_reason,
+                "metadata": resp.metadata,
+                "tokenUsage": usage.to_json(),
+                "latencyMs": resp.latency_ms,
+                "retries": resp.retries,
+            },
+            "exact": {"score": r.score, "latencyMs": r.latency_ms, "cost": resp.cost},  # as typed (REAL columns are not)
+        }
+        if r.conversation is not None:
+            out["conversation"] = r.conversation
+        return out
+
+    # the grading and the extra field are joined from texts kept across rows (store/row_text.py); the
+    # values themselves are made only when redaction may change them, or when they hold a NaN
     grading = r.grading
-    encoded = {}
+    encoded: dict = {}
     graded: Any = None
     if grading is not None:
-        graded = lambda: grading_json(grading, top=True)  # noqa: E731 - made only if redaction may apply
+        graded = lambda: grading_json(grading, top=True)  # noqa: E731
         try:
-            encoded[1] = grading_text(grading, _encode)
+            encoded[1] = grading_text(grading)
         except (TypeError, ValueError):  # NaN (stored as null): dumps_all's own way
             graded = graded()
-    named, graded, variables, extra_text, encoded_output = scrub.dumps_all(
-        (r.named_scores, graded, step.vars, extra, output if json_output else None), encoded)
+    extra_value: Any = extra
+    try:
+        encoded[3] = extra_text(r)
+    except (TypeError, ValueError):
+        extra_value = extra()
+    named, graded, variables, extra_json, encoded_output = scrub.dumps_all(
+        (r.named_scores, graded, step.vars, extra_value, output if json_output else None), encoded)
     if json_output:
         output, output_json = encoded_output, 1
     else:
@@ -145,7 +108,7 @@ def to_row(run_id: str, r: EvalResult, seq: int, scrub: Scrubber, created_at: st
         int(bool(r.success)), r.failure_reason, _num(r.score), scrub.text(r.error), output, output_json,
         named, graded, _num(r.latency_ms), usage.prompt, usage.completion, usage.total,
         grading.tokens_used.total if grading is not None else 0, _num(resp.cost), int(bool(resp.cached)),
-        variables, scrub.text(r.rendered_prompt), extra_text, created_at or _now_ms(),
+        variables, scrub.text(r.rendered_prompt), extra_json, created_at or _now_ms(),
     )
 
 
