@@ -15,7 +15,7 @@ from typing import Any
 
 from factcli import templating
 from factcli.scoring.registry import AssertionContext, AssertionError_, lookup
-from factcli.types import Assertion, GradingResult, ProviderResponse, TestCase, TokenUsage, grading_json
+from factcli.types import COMPARE_TYPES, Assertion, GradingResult, ProviderResponse, TestCase, TokenUsage, grading_json
 
 ASSERTIONS_MAX_CONCURRENCY = 3
 
@@ -190,32 +190,35 @@ async def run_assertions(test: TestCase, *, output: Any, variables: dict, prompt
         return GradingResult(passed=True, score=1.0, reason="No assertions")
     main = _Aggregate(test.threshold)
     sets: list[tuple[int, Assertion, _Aggregate]] = []
-    jobs: list[tuple[Assertion, _Aggregate, int]] = []
+    jobs: list[tuple[Assertion, _Aggregate, int, tuple]] = []
+    concurrent = False
     for i, a in enumerate(test.assertions):
         if a.type == "assert-set":
             sub = _Aggregate(a.threshold, a)
             sets.append((i, a, sub))
-            jobs.extend((child, sub, j) for j, child in enumerate(a.children or []))
+            members = [(child, sub, j) for j, child in enumerate(a.children or [])]
         else:
-            jobs.append((a, main, i))
+            members = [(a, main, i)]
+        for child, agg, index in members:
+            plan = _plan(child)
+            concurrent = concurrent or bool(child.transform) or getattr(plan[3], "is_async", False)
+            jobs.append((child, agg, index, plan))
 
-    async def one(a: Assertion, agg: _Aggregate, index: int) -> None:
-        if a.base_type in ("select-best", "max-score"):
+    async def one(a: Assertion, agg: _Aggregate, index: int, plan: tuple) -> None:
+        if a.base_type in COMPARE_TYPES:
             return  # run after all rows, across columns
         res = await run_assertion(a, output=output, test=test, variables=variables, prompt=prompt,
                                   response=response, provider=provider, grader=grader)
         agg.add(index, res, render_metric(a.metric, variables), a.weight)
 
-    plans = [_plan(a) for a, _, _ in jobs]
-    concurrent = any(a.transform or getattr(plan[3], "is_async", False) for (a, _, _), plan in zip(jobs, plans))
-    if not concurrent:
-        for (a, agg, index), plan in zip(jobs, plans):  # all synchronous: no scheduling overhead
-            if plan[3] is None or a.base_type in ("select-best", "max-score"):
-                await one(a, agg, index)  # (an unknown type: run_assertion's error)
+    if not concurrent:  # all synchronous: no coroutine per assertion, no scheduling
+        for a, agg, index, plan in jobs:
+            if plan[3] is None or a.base_type in COMPARE_TYPES:
+                await one(a, agg, index, plan)  # (an unknown type: run_assertion's error)
                 continue
             res = _run_sync(a, plan, output=output, test=test, variables=variables, prompt=prompt,
                             response=response, provider=provider, grader=grader)
-            agg.add(index, res, render_metric(a.metric, variables), a.weight)
+            agg.add(index, res, render_metric(a.metric, variables) if a.metric else a.metric, a.weight)
     else:
         sem = asyncio.Semaphore(ASSERTIONS_MAX_CONCURRENCY)
 
