@@ -227,10 +227,9 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
     expect(isinstance(default_test, dict), "expected a mapping", file, "defaultTest")
     default_parsed = parse_test(default_test, ctx, "defaultTest", is_default=True)
 
-    tests_raw: list[tuple[dict, Ctx, str]] = []
     from factcli.config.testsets import load_tests
 
-    tests_raw.extend(load_tests(cfg.get("tests"), ctx, "tests"))
+    tests_raw = load_tests(cfg.get("tests"), ctx, "tests")  # a CSV file's rows are made as they are parsed
     from factcli.config.extensions import hook_source, parse_extensions
 
     extensions = parse_extensions(cfg.get("extensions"), ctx, warnings)

@@ -67,8 +67,52 @@ def var_combinations(variables: dict, disable: bool = False) -> list[dict]:
     return combos
 
 
+def combination_count(variables: dict, disable: bool = False) -> int:
+    """len(var_combinations(variables, disable)), without making them."""
+    if disable:
+        return 1
+    n = 1
+    for v in variables.values():
+        if isinstance(v, Rows) or (isinstance(v, list) and v and all(isinstance(x, str) for x in v)):
+            n *= len(v)
+    return n
+
+
+class Plan:
+    """The run's steps in order, made as they are iterated: the executor's workers pull them one at a
+    time, so a 100,000-test run never holds 100,000 steps (issue 30). Its length is counted when it
+    is made. Each iteration makes new EvalStep objects: a row is known by its key (test_idx,
+    prompt_idx, repeat_idx), never by the identity of its step. Indexing makes the list (tests, a
+    one-row check)."""
+
+    def __init__(self, tests: list, cols: list[Column], repeat: int):
+        self.tests, self.cols, self.repeat = tests, cols, repeat
+        counts = [combination_count(t.vars, bool(t.options.get("disableVarExpansion"))) for t in tests]
+        self.total = sum(counts) * repeat * len(cols)
+        # every test gives at least one row (a var that is an empty glob gives none)
+        self.every_test_planned = bool(cols) and repeat > 0 and all(counts)
+
+    def __len__(self) -> int:
+        return self.total
+
+    def __getitem__(self, index):
+        return list(self)[index]
+
+    def __iter__(self):
+        cols, repeat = self.cols, self.repeat
+        test_idx = 0
+        for test in self.tests:
+            combos = var_combinations(test.vars, bool(test.options.get("disableVarExpansion")))
+            for r in range(repeat):
+                for combo in combos:
+                    for col in cols:
+                        yield EvalStep(test_idx=test_idx, prompt_idx=col.index, repeat_idx=r, test=test, vars=combo,
+                                       prompt=col.prompt, provider=col.provider, provider_idx=col.provider_idx)
+                    test_idx += 1
+
+
 def expand(suite: Suite, repeat: int = 1, *, pattern: str | None = None, first_n: int | None = None,
-           sample: int | None = None) -> tuple[list[Column], list[EvalStep]]:
+           sample: int | None = None) -> tuple[list[Column], Plan]:
     cols = columns(suite)
     tests = list(suite.tests)
     if pattern:
@@ -79,15 +123,4 @@ def expand(suite: Suite, repeat: int = 1, *, pattern: str | None = None, first_n
     if sample is not None and sample < len(tests):
         picked = sorted(random.sample(range(len(tests)), sample))
         tests = [tests[i] for i in picked]
-    steps: list[EvalStep] = []
-    test_idx = 0
-    for test in tests:
-        combos = var_combinations(test.vars, bool(test.options.get("disableVarExpansion")))
-        for r in range(repeat):
-            for combo in combos:
-                for col in cols:
-                    steps.append(EvalStep(test_idx=test_idx, prompt_idx=col.index, repeat_idx=r, test=test,
-                                          vars=combo, prompt=col.prompt, provider=col.provider,
-                                          provider_idx=col.provider_idx))
-                test_idx += 1
-    return cols, steps
+    return cols, Plan(tests, cols, repeat)

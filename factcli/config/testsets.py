@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import csv
 import io
+import itertools
 import json
 import os
 import re
@@ -208,31 +209,125 @@ def test_from_csv_row(row: dict[str, str], file: str, rownum: int, warnings: lis
     return test
 
 
-def read_csv_tests(path: Path, warnings: list[str]) -> list[dict]:
-    # the cells keep their bytes: a CRLF inside a quoted cell reaches the model as CRLF, as in promptfoo
-    return csv_tests(sources.read_text(path, str(path), "", keep_newlines=True), str(path), warnings)
-
-
 def csv_tests(text: str, file: str, warnings: list[str]) -> list[dict]:
     """The tests of a CSV text (a local file's or a downloaded one's); `file` names it in errors."""
-    delimiter = os.environ.get("FACTCLI_CSV_DELIMITER") or os.environ.get("PROMPTFOO_CSV_DELIMITER") or ","
-    strict_only = os.environ.get("FACTCLI_CSV_STRICT", os.environ.get("PROMPTFOO_CSV_STRICT", "")) == "true"
-    try:
-        reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
-        rows = list(reader)
-    except csv.Error as exc:
-        if strict_only:
-            raise ConfigError(f"invalid CSV: {exc}", file, f"line {reader.line_num}") from None
-        # promptfoo retries with relaxed quoting; Python's non-strict reader is the same idea
-        reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter, strict=False)
-        rows = list(reader)
-    if reader.fieldnames is None:
-        return []
-    for n, row in enumerate(rows, 1):
-        if None in row:
-            raise ConfigError(f"row has {len(reader.fieldnames) + len(row[None])} cells but the header has "
-                              f"{len(reader.fieldnames)}", file, f"row {n}")
-    return [test_from_csv_row(row, file, n, warnings) for n, row in enumerate(rows, 1)]
+    rows = CsvRows(text, file, warnings)
+    return [t for _, t in rows]
+
+
+class CsvRows:
+    """The test mappings of a CSV text, converted a row at a time each time they are iterated: a
+    100,000-row file is never held as 100,000 row mappings and test mappings at once (issue 30).
+
+    Checked whole when made, as when the file was read into a list: the quoting (promptfoo's relaxed
+    retry when strict parsing fails) and every row's cell count; the first row is converted then too,
+    since the column warnings (a header's business) are said while the config loads."""
+
+    def __init__(self, text: str, file: str, warnings: list[str]):
+        self.text, self.file = text, file
+        self.delimiter = os.environ.get("FACTCLI_CSV_DELIMITER") or os.environ.get("PROMPTFOO_CSV_DELIMITER") or ","
+        strict_only = os.environ.get("FACTCLI_CSV_STRICT", os.environ.get("PROMPTFOO_CSV_STRICT", "")) == "true"
+        self.strict = True
+        try:
+            self.count = self._scan()
+        except csv.Error as exc:
+            if strict_only:
+                raise ConfigError(f"invalid CSV: {exc}", file, f"line {self._scanning.line_num}") from None
+            # promptfoo retries with relaxed quoting; Python's non-strict reader is the same idea
+            self.strict = False
+            self.count = self._scan()
+        for _ in zip(range(1), self._tests(warnings)):
+            pass
+
+    def _reader(self):
+        return csv.reader(io.StringIO(self.text, newline=""), delimiter=self.delimiter, strict=self.strict)
+
+    def _scan(self) -> int:
+        """The number of rows (csv.DictReader's: blank lines are none), each row's cells checked."""
+        reader = self._scanning = self._reader()
+        header = next(reader, None)
+        count, wide = 0, None
+        if header is not None:
+            width = len(header)
+            for row in reader:
+                if row:
+                    count += 1
+                    if len(row) > width and wide is None:
+                        wide = ConfigError(f"row has {len(row)} cells but the header has {width}", self.file,
+                                           f"row {count}")
+        del self._scanning
+        if wide is not None:  # only once the whole text parsed in this mode, as before
+            raise wide
+        return count
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self):
+        return self._tests([])
+
+    def _tests(self, warnings: list[str]):
+        """(row number, test mapping) per row, as csv.DictReader reads them (a short row's missing
+        cells are None)."""
+        reader = self._reader()
+        header = next(reader, None)
+        if header is None:
+            return
+        width, n = len(header), 0
+        for row in reader:
+            if not row:
+                continue
+            n += 1
+            cells = dict(zip(header, row))
+            if len(row) < width:
+                for key in header[len(row):]:
+                    cells[key] = None
+            yield n, test_from_csv_row(cells, self.file, n, warnings)
+
+
+class CsvEntries:
+    """A CSV file's entries of `tests:`, (test mapping, its context, `row N`), made as they are iterated."""
+
+    def __init__(self, rows: CsvRows, ctx):
+        self.rows, self.ctx = rows, ctx
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self):
+        ctx = self.ctx
+        return ((t, ctx, f"row {n}") for n, t in self.rows)
+
+
+class Entries:
+    """What load_tests gives, [(test mapping, Ctx, key path)] in order: a list whose CSV files' entries
+    are made as it is iterated, so the loader parses a test at a time. Indexing or slicing it (the
+    suite a beforeAll hook sees) makes the whole list once; the same mappings are read after that."""
+
+    def __init__(self, parts: list | None = None):
+        self.parts: list = parts or []
+
+    def append(self, entry) -> None:
+        if not self.parts or not isinstance(self.parts[-1], list):
+            self.parts.append([])
+        self.parts[-1].append(entry)
+
+    def extend(self, entries) -> None:
+        self.parts.append(entries if isinstance(entries, (Entries, CsvEntries)) else list(entries))
+
+    def __len__(self) -> int:
+        return sum(len(p) for p in self.parts)
+
+    def __bool__(self) -> bool:
+        return any(len(p) for p in self.parts)
+
+    def __iter__(self):
+        return itertools.chain.from_iterable(self.parts)
+
+    def __getitem__(self, index):
+        if len(self.parts) != 1 or not isinstance(self.parts[0], list):
+            self.parts = [list(self)]
+        return self.parts[0][index]
 
 
 TEST_FILE_SUFFIXES = (".yaml", ".yml", ".json", ".jsonl", ".csv")
@@ -242,14 +337,14 @@ _NO_CONFIG = object()
 _generated_once: dict[tuple, Any] = {}  # what each generator returned, this process (its module is imported once too)
 
 
-def load_tests(value: Any, ctx, key: str) -> list[tuple[dict, Any, str]]:
+def load_tests(value: Any, ctx, key: str) -> Entries:
     """`tests:` -> [(test mapping, context whose file/base it came from, key path)]: test mappings, test
     files and globs of them (YAML, JSON, JSONL, CSV), and test generators (promptfoo-features §4-5), each
     spliced in at its place in the list."""
     if value is None:
-        return []
+        return Entries()
     items = value if isinstance(value, list) else [value]
-    out: list[tuple[dict, Any, str]] = []
+    out = Entries()
     for i, item in enumerate(items):
         where = f"{key}[{i}]" if isinstance(value, list) else key
         if isinstance(item, dict) and "path" in item:  # {path: file://gen.py:fn, config: {...}}
@@ -327,7 +422,7 @@ def _as_ref(item: str) -> str:
     return item if sources.is_file_ref(item) else "file://" + item
 
 
-def _tests_from_file(p: Path, ctx, where: str) -> list[tuple[dict, Any, str]]:
+def _tests_from_file(p: Path, ctx, where: str) -> Entries | list[tuple[dict, Any, str]]:
     from factcli.config.context import Ctx
 
     suffix = p.suffix.lower()
@@ -340,12 +435,13 @@ def _tests_from_file(p: Path, ctx, where: str) -> list[tuple[dict, Any, str]]:
     sub = Ctx(str(p), p.parent, ctx.templates)
     if suffix == ".csv":
         warnings: list[str] = []
-        rows = read_csv_tests(p, warnings)
+        # the cells keep their bytes: a CRLF inside a quoted cell reaches the model as CRLF, as in promptfoo
+        rows = CsvRows(sources.read_text(p, str(p), "", keep_newlines=True), str(p), warnings)
         for msg in warnings:
             import sys
 
             print(f"warning: {msg}", file=sys.stderr)
-        return [(t, sub, f"row {n}") for n, t in enumerate(rows, 1)]
+        return Entries([CsvEntries(rows, sub)])
     data = sources.load_structured(p)
     if isinstance(data, dict):
         data = [data]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 from factcli.errors import AbortRun
 from factcli.providers.base import Provider, RenderedPrompt
@@ -83,9 +83,13 @@ class Executor:
             lines.append(f"undefined var '{name}' rendered empty in prompt '{_short(label)}' ({shown})")
         return lines
 
-    async def run(self, steps: list[EvalStep], on_result: Callable[[EvalResult], None]) -> None:
-        waits = self.conversations.waits(steps) if self.conversations is not None and self.conversations.active \
-            else None
+    async def run(self, steps: Iterable[EvalStep], on_result: Callable[[EvalResult], None]) -> None:
+        """`steps`: a list, or the plan (config/plan.Plan), whose steps are made as the workers pull
+        them; rows that wait for others are ordered over the list of their steps."""
+        waits = None
+        if self.conversations is not None and self.conversations.active:
+            steps = list(steps)
+            waits = self.conversations.waits(steps)
         if waits is not None and any(waits):
             worker = self._ordered_worker(steps, waits, on_result)
         else:

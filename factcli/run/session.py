@@ -270,8 +270,12 @@ class EvalSession:
             record.update(mode="model_outputs", assertions=str(Path(args["assertions"]).resolve()),
                           model_outputs=str(Path(args["model_outputs"]).resolve()))
         all_tests = self.all_tests if self.all_tests is not None else list(run.suite.tests)
+        plan = run._steps
+        if getattr(plan, "every_test_planned", False) and len(plan.tests) == len(all_tests) \
+                and all(a is b for a, b in zip(plan.tests, all_tests)):
+            return record  # every test has rows: no index of 100,000 tests to learn that (issue 30)
         index = {id(t): i for i, t in enumerate(all_tests)}
-        selected = sorted({index[id(s.test)] for s in run._steps if id(s.test) in index})
+        selected = sorted({index[id(s.test)] for s in plan if id(s.test) in index})
         if len(selected) != len(all_tests):
             record["tests"] = selected
         return record

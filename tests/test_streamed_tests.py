@@ -1,0 +1,108 @@
+"""A large suite's tests and steps are made a few at a time (issue 30): a CSV file's rows are turned
+into tests as the loader parses them, and the plan's steps as the executor's workers pull them.
+Structural checks only (how far ahead anything is made), never memory or time."""
+
+import asyncio
+import json
+
+from factcli.config import testsets
+from factcli.config.loader import load_suite
+from factcli.config.plan import Plan, expand
+from factcli.run import runner
+
+ASSERTIONS = [{"type": "contains", "value": "Answer"}, {"type": "regex", "value": r"question \d+"}]
+
+
+def _config(tmp_path, n: int, extra: str = "") -> str:
+    rows = tmp_path / "rows.csv"
+    rows.write_text("q,__expected\n" + "".join(f"question {i},contains:{i}\n" for i in range(n)) + extra)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(json.dumps({"prompts": ["Answer: {{q}}"], "providers": ["echo"],
+                               "defaultTest": {"assert": ASSERTIONS}, "tests": f"file://{rows}"}))
+    return str(cfg)
+
+
+def test_the_loader_parses_a_csv_row_as_soon_as_it_is_made(tmp_path, monkeypatch):
+    from factcli.config import loader
+
+    made, parsed, ahead = [], [], []
+    row_to_test, parse_test = testsets.test_from_csv_row, loader.parse_test
+
+    def counted_row(row, file, n, warnings):
+        made.append(n)
+        ahead.append(len(made) - len(parsed))
+        return row_to_test(row, file, n, warnings)
+
+    def counted_parse(*args, **kwargs):
+        parsed.append(1)
+        return parse_test(*args, **kwargs)
+
+    monkeypatch.setattr(testsets, "test_from_csv_row", counted_row)
+    monkeypatch.setattr(loader, "parse_test", counted_parse)
+    suite = load_suite([_config(tmp_path, 50)])
+    assert len(suite.tests) == 50 and suite.tests[49].vars == {"q": "question 49"}
+    # the first row is made when the file is read (its column warnings), then one row per parse
+    assert max(ahead) <= 2 and len(made) == 51
+
+
+def test_csv_rows_are_checked_whole_when_read(tmp_path):
+    cfg = _config(tmp_path, 5, extra="question x,contains:x,too many\n")
+    import pytest
+
+    from factcli.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="row has 3 cells but the header has 2"):
+        load_suite([cfg])
+
+
+def test_the_plan_is_made_as_it_is_iterated_and_counts_its_rows(tmp_path):
+    suite = load_suite([_config(tmp_path, 7)])
+    cols, plan = expand(suite, repeat=2)
+    assert isinstance(plan, Plan) and len(plan) == 14
+    it = iter(plan)
+    first = next(it)
+    assert (first.test_idx, first.repeat_idx, first.vars) == (0, 0, {"q": "question 0"})
+    steps = [first, *it]
+    assert [(s.test_idx, s.repeat_idx) for s in steps] == [(i * 2 + r, r) for i in range(7) for r in range(2)]
+    assert [s.vars for s in plan] == [s.vars for s in steps]  # the same steps again, made anew
+
+
+def test_the_executor_pulls_steps_a_few_at_a_time(tmp_path, monkeypatch):
+    suite = load_suite([_config(tmp_path, 60)])
+    run = runner.prepare(suite, runner.RunOptions(max_concurrency=3))
+    plan, pulled, finished, ahead = run._steps, [], [], []
+
+    def steps():
+        for step in plan:
+            pulled.append(step)
+            ahead.append(len(pulled) - len(finished))
+            yield step
+
+    class Counted(Plan):
+        def __init__(self):
+            self.total = len(plan)
+
+        def __iter__(self):
+            return steps()
+
+    run._steps = Counted()
+    asyncio.run(runner.execute(run, on_result=lambda r: finished.append(r)))
+    assert len(finished) == 60 and run.successes == 60
+    assert max(ahead) <= 3 + 1  # one step per worker, and the one being taken
+
+
+def test_a_csv_suite_runs_to_the_same_rows_as_its_tests_written_in_the_config(tmp_path):
+    import factcli
+
+    cfg = _config(tmp_path, 12)
+    streamed = factcli.evaluate(cfg, store=False)
+    written = factcli.evaluate({"prompts": ["Answer: {{q}}"], "providers": ["echo"],
+                                "defaultTest": {"assert": ASSERTIONS},
+                                "tests": [{"description": f"Row #{i + 1}", "vars": {"q": f"question {i}"},
+                                           "assert": [{"type": "contains", "value": str(i)}]}
+                                          for i in range(12)]}, store=False)
+    def rows(run):
+        return [(r.step.test_idx, r.step.vars, r.success, r.response.output, r.step.test.description)
+                for r in run.rows]
+
+    assert rows(streamed) == rows(written) and len(rows(streamed)) == 12
