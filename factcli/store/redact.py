@@ -158,30 +158,36 @@ class Scrubber:
         one look over all the texts together for what could be redacted; only a row that has some
         takes the walk, field by field. (orjson encodes 6x faster, but without json's spacing, which
         the stored text keeps: `factcli diff` labels a test by its stored vars, also across runs
-        stored by earlier versions.) `encoded`: {position: (the value's text, already encoded as
-        _encode would; whether keys_clean(text) is known true)}; the value at that position is then
-        a function returning it, called only when the text may need redacting."""
+        stored by earlier versions.)
+
+        `encoded`: {position: (the value's text, already encoded as _encode would; its residue)}: the
+        value at that position is then a function returning it, called only when the text may need
+        redacting. The residue is None, or the pieces of the text that keys_clean must still look
+        at, the rest being known clean, joined by characters none of its matches holds (so that
+        keys_clean(residue) is keys_clean(text)); it is used when the run knows no secret value."""
         texts: list[str | None] = []
-        clean: set[int] = set()  # texts nothing can be redacted from: left out of the look
+        looked: list[str] = []  # what each text is looked at by (its residue, or itself)
         for i, value in enumerate(values):
             if i in encoded:
-                text, keys_clean = encoded[i]
+                text, residue = encoded[i]
                 texts.append(text)
-                if keys_clean and not self._json_forms:
-                    clean.add(i)
+                looked.append(text if residue is None or self._json_forms else residue)
             elif value is None:
                 texts.append(None)
+                looked.append("")
             else:
                 try:
-                    texts.append(_encode(value))
+                    text = _encode(value)
                 except (TypeError, ValueError):  # NaN or an infinity (stored as null), a key json cannot take
-                    texts.append(self.dumps(value))
+                    text = self.dumps(value)
+                texts.append(text)
+                looked.append(text)
         # (none of what _may_redact looks for spans a "\x00": looking at the texts joined is looking at each)
-        if not self._may_redact("\x00".join(t for i, t in enumerate(texts) if t is not None and i not in clean)):
+        if not self._may_redact("\x00".join(looked)):
             return texts
-        return [t if t is None or i in clean or not self._may_redact(t)
+        return [t if t is None or not self._may_redact(seen)
                 else json.dumps(finite(self.data(v() if i in encoded else v)), ensure_ascii=False, default=str)
-                for i, (v, t) in enumerate(zip(values, texts))]
+                for i, (v, t, seen) in enumerate(zip(values, texts, looked))]
 
     def _may_redact(self, text: str) -> bool:
         return not keys_clean(text) or any(form in text for form in self._json_forms)

@@ -3,7 +3,8 @@
 Most of a row's grading and extra fields is the same text row after row: each grading leaf (one
 assertion's verdict), the aggregate's own fields, the test's assertions, the response's fields when
 they carry no tokens, named scores or metadata. Their texts are kept here, each with whether a
-secret-looking key is in it (redact.keys_clean), and a row's text is joined from them: the same
+secret-looking key is in it (redact.keys_clean), and a row's text is joined from them, with the
+pieces of it that are not known clean (its residue: Scrubber.dumps_all looks at these only): the same
 text, byte for byte, that encoding the whole value gives (its encoding was half of a stored echo
 row's work). A kept text is keyed by what decides it and, when that is an object (an assertion, a
 test's list of assertions, never changed once loaded), by the object itself, held so that its id is
@@ -49,19 +50,21 @@ def _kept_grading(g: GradingResult, top: bool) -> tuple[str, bool]:
     return _keep(key, a, found) if plain else found
 
 
-def grading_text(g: GradingResult) -> tuple[str, bool]:
-    """The text `_encode(grading_json(g, top=True))` gives, and whether keys_clean(text) holds.
-    ValueError/TypeError as `_encode` raises them (NaN, a key JSON cannot take)."""
+def grading_text(g: GradingResult) -> tuple[str, str]:
+    """The text `_encode(grading_json(g, top=True))` gives, and its residue (Scrubber.dumps_all):
+    "" when its keys are known clean, else the text. ValueError/TypeError as `_encode` raises them
+    (NaN, a key JSON cannot take)."""
     if g.metadata:  # it follows componentResults: the plain way
         text = _encode(grading_json(g, top=True))
-        return text, keys_clean(text)
+        return text, text
     head, clean = _kept_grading(g, True)  # (the glue below holds no key keys_clean looks for)
     leaves = []
     for c in g.component_results:
         text, leaf_clean = _kept_grading(c, False)
         leaves.append(text)
         clean = clean and leaf_clean
-    return f"{head}, \"componentResults\": [{', '.join(leaves)}]}}", clean
+    text = f"{head}, \"componentResults\": [{', '.join(leaves)}]}}"
+    return text, "" if clean else text
 
 
 def _kept_list(value: list) -> tuple[str, bool]:
@@ -92,9 +95,9 @@ def _response_text(r: EvalResult) -> tuple[str, bool] | None:
     return _keep(key, None, (text, keys_clean(text)))
 
 
-def extra_text(r: EvalResult) -> tuple[str, bool]:
+def extra_text(r: EvalResult) -> tuple[str, str]:
     """The text of a row's extra field (store/records.to_row: testCase, metadata, response, exact,
-    conversation) and whether keys_clean(text) holds. ValueError/TypeError as `_encode` raises
+    conversation) and its residue (Scrubber.dumps_all). ValueError/TypeError as `_encode` raises
     them."""
     step, resp = r.step, r.response
     parts: list[str] = []
@@ -135,4 +138,4 @@ def extra_text(r: EvalResult) -> tuple[str, bool]:
         unchecked.append(conversation)
         text += f", \"conversation\": {conversation}"
     text += "}"
-    return text, clean and keys_clean("\x00".join(unchecked))
+    return text, "\x00".join(unchecked) if clean else text
