@@ -224,7 +224,7 @@ class Executor:
                               error=message, latency_ms=response.latency_ms)
         note_grader_spend(grading, spent)
         named = {k: v for k, v in grading.named_scores.items() if isinstance(v, (int, float)) and v == v
-                 and v not in (float("inf"), float("-inf"))}
+                 and v not in (float("inf"), float("-inf"))} if grading.named_scores else {}
         failure = FAILURE_NONE if grading.passed else FAILURE_ASSERT
         return EvalResult(step, rendered.text, response, grading, grading.passed, grading.score, named,
                           failure, error=None if grading.passed else grading.reason,
