@@ -105,7 +105,17 @@ def factcli(args: list[str], home: str | Path, *, env: dict | None = None, cwd=N
     e = dict(os.environ if env is None else env)
     e.update(FACTCLI_HOME=str(home), COLUMNS="120")
     e.setdefault("OPENAI_API_KEY", "sk-benchmark")
-    return run([sys.executable, *python_flags, "-m", "factcli", *map(str, args)], env=e, cwd=cwd, src=src)
+    src, python = split_src(src)
+    return run([python, *python_flags, "-m", "factcli", *map(str, args)], env=e, cwd=cwd, src=src)
+
+
+def split_src(src: str | None) -> tuple[str | None, str]:
+    """`--src DIR@PYTHON`: the tree DIR run by another interpreter (one whose environment holds the
+    dependency versions that tree installs, e.g. a typer of its own); plain `DIR` runs with this one."""
+    if src and "@" in src:
+        tree, python = src.rsplit("@", 1)
+        return tree, python
+    return src, sys.executable
 
 
 def warm_home(home: str | Path, src: str | None = None) -> Path:

@@ -65,6 +65,14 @@ ts_refused = pytest.mark.skipif(__import__("shutil").which("node") is None or _n
                                 reason="needs a Node.js without type stripping (this one runs TypeScript)")
 
 
+def ctrl_c_as_in_a_terminal() -> None:
+    """Popen's preexec_fn for a test that presses Ctrl-C: a shell starts a background job (`pytest &`)
+    with SIGINT ignored, children inherit that, and Python then never raises KeyboardInterrupt."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")

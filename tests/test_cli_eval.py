@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from conftest import ROOT, write
+from conftest import ROOT, ctrl_c_as_in_a_terminal, write
 from factcli.cli import app
 
 runner = CliRunner()
@@ -266,7 +266,7 @@ tests:
     out = tmp_path / "r.json"
     proc = subprocess.Popen([sys.executable, "-m", "factcli", "eval", "-c", str(cfg), "-o", str(out), "-j", "1",
                              "--no-progress-bar", "--no-table"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=dict(os.environ))
+                            env=dict(os.environ), preexec_fn=ctrl_c_as_in_a_terminal)
     deadline = time.time() + 30
     while fake_openai.request_count < 3 and time.time() < deadline:
         time.sleep(0.05)

@@ -1,5 +1,6 @@
 """Fast paths taken for speed (benchmarks/README.md) give exactly what the slow paths give."""
 
+import hashlib
 import json
 import math
 
@@ -134,3 +135,165 @@ def test_templates_without_control_flow_render_as_jinja_renders_them(template):
         return
     assert templating.render(template, TEMPLATE_VALUES, missing) == expected
     assert missing == (["missing"] if "missing" in template else [])
+
+
+def _grading(score=1.0, passed=True, reason="Assertion passed", **kw):
+    from factcli.types import Assertion, GradingResult
+
+    return GradingResult(passed, score, reason, kw.pop("assertion", None) or Assertion("contains", "x", raw={
+        "type": "contains", "value": "x"}), **kw)
+
+
+def test_a_stored_grading_is_the_text_of_its_json():
+    """store/row_text.grading_text joins kept texts of its leaves: the same text as encoding the whole,
+    for leaves that repeat, differ only by the type of their score, carry tokens, metadata or named
+    scores, nest, or cannot be encoded (NaN: the same error)."""
+    from factcli.store.row_text import _TEXTS, grading_text
+    from factcli.store.redact import _encode, keys_clean
+    from factcli.types import Assertion, GradingResult, TokenUsage, grading_json
+
+    shared = Assertion("regex", r"q \d+", raw={"type": "regex", "value": r"q \d+", "weight": 2})
+    leaves = [_grading(assertion=shared), _grading(1, assertion=shared), _grading(True, assertion=shared),
+              _grading(0.0, False, 'Expected output to contain "ü"', assertion=shared),
+              _grading(tokens_used=TokenUsage(1, 2, 3)), _grading(metadata={"category": "A"}),
+              _grading(named_scores={"m": 0.5}, named_score_weights={"m": 2.0}),
+              GradingResult(True, 1.0, "set", component_results=[_grading(), _grading(0.5)])]
+    tops = [GradingResult(True, 1.0, "All assertions passed", component_results=leaves * 2),
+            GradingResult(False, 0.25, "x", named_scores={"m": 1}, named_score_weights={"m": 1.0},
+                          tokens_used=TokenUsage(5, 5, 10), component_results=leaves[:3]),
+            GradingResult(True, 1.0, "meta", metadata={"graderCalls": 1}, component_results=leaves[:2]),
+            GradingResult(True, 1.0, "none")]
+    keyed = Assertion("llm-rubric", "x", raw={"type": "llm-rubric", "value": "x", "provider": {"config": {
+        "apiKey": "zzzzzzzz"}}})
+    tops.append(GradingResult(True, 1.0, "keyed", component_results=[_grading(assertion=keyed), leaves[0]]))
+    for _ in range(2):  # the second time from kept texts
+        for g in tops:
+            text, residue = grading_text(g)
+            assert text == json.dumps(grading_json(g, top=True), ensure_ascii=False, default=str, allow_nan=False)
+            assert residue in ("", text) and keys_clean(residue) == keys_clean(text)
+    assert grading_text(tops[-1])[1] == grading_text(tops[-1])[0]  # a secret-looking key: looked at whole
+    assert _TEXTS
+    for bad in (GradingResult(True, math.nan, "x", component_results=leaves),
+                GradingResult(True, 1.0, "x", component_results=[_grading(math.nan)])):
+        with pytest.raises(ValueError):
+            grading_text(bad)
+
+
+@pytest.mark.parametrize("value", VALUES + [{"x": {1: 2, "a": [1.5, -0.0, 1e300]}, "s": "é\u2028\x00"}],
+                         ids=range(len(VALUES) + 1))
+def test_the_stored_encoder_is_json_encode(value):
+    from factcli.types import test_key
+
+    if isinstance(value, dict):  # test_key: the sorted form
+        try:
+            blob = json.dumps({"d": "", "v": value}, sort_keys=True, ensure_ascii=False, default=str)
+        except TypeError:  # keys that do not sort
+            with pytest.raises(TypeError):
+                test_key(None, value)
+        else:
+            assert test_key(None, value) == hashlib.sha256(blob.encode()).hexdigest()[:16]
+    from factcli.store.redact import _encode
+
+    try:
+        expected = json.JSONEncoder(ensure_ascii=False, default=str, allow_nan=False).encode(value)
+    except ValueError:
+        with pytest.raises(ValueError):
+            _encode(value)
+        return
+    assert _encode(value) == expected
+
+
+@pytest.mark.parametrize("value", VALUES, ids=range(len(VALUES)))
+def test_scrubber_dumps_all_of_an_encoded_value_matches_the_walk(monkeypatch, value):
+    """A value handed over already encoded (a row's grading) is redacted as any other value."""
+    from factcli.store.redact import _encode, keys_clean
+
+    monkeypatch.setenv("MY_API_KEY", "sk-env-abcdef0123")
+    scrub = Scrubber(CONFIG)
+    try:
+        text = _encode(value)
+    except ValueError:
+        return
+    residues = [None, text, "" if keys_clean(text) else text]
+    expected = [scrub.dumps({"n": 1}), slow_dumps(scrub, value)]
+    for residue in residues:
+        assert scrub.dumps_all([{"n": 1}, lambda: value], {1: (text, residue)}) == expected
+    monkeypatch.delenv("MY_API_KEY")
+    scrub = Scrubber({})  # no secret values: only a text's residue is looked at
+    assert not scrub.has_values
+    expected = [scrub.dumps({"n": 1}), slow_dumps(scrub, value)]
+    for residue in residues:
+        assert scrub.dumps_all([{"n": 1}, lambda: value], {1: (text, residue)}) == expected
+
+
+def _reference_fields(scrub: Scrubber, r) -> dict:
+    """A stored row's JSON fields as the walk makes them from the row's values."""
+    from factcli.types import grading_json
+
+    step, resp = r.step, r.response
+    extra = {"testCase": {k: (None if k == "vars" else v) for k, v in step.test.raw.items()},
+             "metadata": dict(step.test.metadata),
+             "response": {"present": resp.error is None or resp.output is not None, "error": resp.error,
+                          "finishReason": resp.finish_reason, "metadata": dict(resp.metadata),
+                          "tokenUsage": resp.token_usage.to_json(), "latencyMs": resp.latency_ms,
+                          "retries": resp.retries},
+             "exact": {"score": r.score, "latencyMs": r.latency_ms, "cost": resp.cost}}
+    if r.conversation is not None:
+        extra["conversation"] = r.conversation
+    return {"named": slow_dumps(scrub, dict(r.named_scores)),
+            "grading": None if r.grading is None else slow_dumps(scrub, grading_json(r.grading, top=True)),
+            "vars": slow_dumps(scrub, dict(step.vars)), "extra": slow_dumps(scrub, extra)}
+
+
+def _rows():
+    from factcli.types import (Assertion, EvalResult, EvalStep, GradingResult, Prompt, ProviderResponse,
+                               ProviderSpec, TestCase, TokenUsage, compact_row)
+
+    shared = [Assertion("contains", "A", raw={"type": "contains", "value": "A"}),
+              Assertion("regex", r"\d", raw={"type": "regex", "value": r"\d"})]
+    raws = [a.raw for a in shared]
+    rows = []
+    variants = [
+        {}, {"score": 1}, {"passed": False}, {"error": "sk-env-abcdef0123 failed"}, {"tokens": TokenUsage(3, 4, 7)},
+        {"metadata": {"model": "m"}}, {"conversation": {"id": None, "turn": 2}}, {"latency": 12.5},
+        {"finish": None}, {"raw_extra": {"headers": {"X": "y"}}}, {"raw_extra": {"apiKey": "literal-key-123456"}},
+        {"score": math.nan}, {"raw_extra": {3: "int key"}}, {"vars": {"q": "literal-key-123456"}},
+        {"description": "api_key test"}, {"named": {"m": 0.5}}, {"compact": True}, {"cost": None},
+    ]
+    for i, v in enumerate(variants * 2):  # twice: the second time from kept texts
+        test = TestCase(description=v.get("description", f"Row #{i}"), vars=v.get("vars", {"q": f"question {i}"}),
+                        assertions=shared, metadata={"m": 1} if i % 3 == 0 else {},
+                        raw={"vars": {"q": "x"}, "assert": raws, "options": {}, "description": f"Row #{i}",
+                             **v.get("raw_extra", {})})
+        step = EvalStep(i, 0, 0, test, test.vars, Prompt("Answer: {{q}}", "p"), ProviderSpec("echo"))
+        score = v.get("score", 1.0)
+        leaves = [GradingResult(v.get("passed", True), score, "Assertion passed", shared[0]),
+                  GradingResult(True, 1.0, "Assertion passed", shared[1])]
+        grading = GradingResult(v.get("passed", True), score, "All assertions passed",
+                                named_scores=v.get("named", {}), component_results=leaves)
+        resp = ProviderResponse(output="Answer", error=v.get("error"), token_usage=v.get("tokens", TokenUsage()),
+                                cost=v.get("cost", 0.0), latency_ms=v.get("latency", 0),
+                                finish_reason=v.get("finish", "stop"), metadata=v.get("metadata", {}))
+        r = EvalResult(step, "Answer: x", resp, grading, True, score, dict(v.get("named", {})), 0,
+                       conversation=v.get("conversation"))
+        if v.get("compact"):
+            compact_row(r)
+        rows.append(r)
+    return rows
+
+
+@pytest.mark.parametrize("secrets", [True, False])
+def test_a_stored_row_has_the_fields_the_walk_makes(monkeypatch, secrets):
+    """store/records.to_row joins its grading and extra fields from kept texts (store/row_text.py):
+    the same bytes as encoding and scrubbing the whole values, for rows that repeat, carry secrets,
+    secret-looking keys, headers, tokens, metadata, NaN, keys that are not strings, conversations."""
+    from factcli.store.records import to_row
+
+    if secrets:
+        monkeypatch.setenv("MY_API_KEY", "sk-env-abcdef0123")
+    scrub = Scrubber(CONFIG if secrets else {})
+    for r in _rows():
+        row = to_row("run", r, 1, scrub, created_at="t")
+        expected = _reference_fields(scrub, r)
+        assert (row[14], row[15], row[23], row[25]) == (expected["named"], expected["grading"], expected["vars"],
+                                                        expected["extra"])

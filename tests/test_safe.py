@@ -2,6 +2,7 @@
 scripted judge over real HTTP: F1@K worked by hand, each backend's documented request and response
 layout, the evidence the rating step sees, and searches as calls (cache, retries, keys, budget)."""
 
+import asyncio
 import json
 import re
 
@@ -493,3 +494,27 @@ def test_each_step_sends_its_schema_and_cap(tmp_path, fake_openai, search, keys)
     rating = next(r["json"] for r in fake_openai.requests if r["json"].get("response_format", {})
                   .get("json_schema", {}).get("name") == "safe_rating")
     assert list(rating["response_format"]["json_schema"]["schema"]["properties"]) == ["reason", "verdict"]
+
+
+def test_concurrent_steps_keep_their_replies_in_the_order_of_the_steps_not_of_the_answers():
+    """SAFE rates facts concurrently (FActScore's batches and factual correctness's two sides too): the
+    results JSON lists each step's reply in the steps' order whichever judge answered first."""
+    from factcli.methods.claims import JudgeCall, JudgeError, gather_calls
+
+    async def step(sub: JudgeCall, name: str, delay: float, fail: bool = False) -> str:
+        await asyncio.sleep(delay)
+        sub.replies.append({"judge": "j", "step": name, "reply": name})
+        sub.cost += 1
+        if fail:
+            raise JudgeError(f"{name} failed", sub.replies[-1]["reply"])
+        return name
+
+    call = JudgeCall()
+    out = asyncio.run(gather_calls(call, *(lambda sub, n=n, d=d: step(sub, n, d)
+                                           for n, d in (("a", 0.06), ("b", 0.03), ("c", 0)))))
+    assert out == ["a", "b", "c"]
+    assert [r["step"] for r in call.replies] == ["a", "b", "c"] and call.cost == 3
+    call = JudgeCall()
+    with pytest.raises(JudgeError) as err:
+        asyncio.run(gather_calls(call, lambda sub: step(sub, "slow", 0.05), lambda sub: step(sub, "bad", 0, True)))
+    assert err.value.raw == "bad" and [r["step"] for r in call.replies] == ["bad"]

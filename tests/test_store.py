@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, write
+from conftest import ROOT, ctrl_c_as_in_a_terminal, write
 from parity_compare import differences
 from typer.testing import CliRunner
 
@@ -336,7 +336,7 @@ def test_ctrl_c_marks_the_run_interrupted_and_resume_finishes_it(tmp_path, fake_
     cfg = write(tmp_path / "c.yaml", KILL_CONFIG)
     proc = subprocess.Popen([sys.executable, "-m", "factcli", "eval", "-c", str(cfg), "-j", "1", "--no-cache",
                              "--no-progress-bar", "--no-table"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=dict(os.environ))
+                            env=dict(os.environ), preexec_fn=ctrl_c_as_in_a_terminal)
     deadline = time.time() + 30
     while fake_openai.request_count < 4 and time.time() < deadline:
         time.sleep(0.05)

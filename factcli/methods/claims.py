@@ -7,7 +7,9 @@ A reply of the wrong shape is a JudgeError (a grading error upstream), never a g
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +33,26 @@ class JudgeCall:
     cost: float = 0.0
     cost_known: bool = True
     replies: list[dict] = field(default_factory=list)
+
+    def merge(self, other: "JudgeCall") -> None:
+        """Add a branch's calls: steps that run concurrently each keep their own JudgeCall, merged in
+        the order of their items, so that the replies' order does not depend on which answered first
+        (and `replies[-1]` is always the branch's own last reply)."""
+        self.tokens.add(other.tokens)
+        self.cost += other.cost
+        self.cost_known = self.cost_known and other.cost_known
+        self.replies.extend(other.replies)
+
+
+async def gather_calls(call: JudgeCall, *steps: Callable[[JudgeCall], Awaitable[Any]]) -> list:
+    """asyncio.gather of the steps (each a function of its own JudgeCall), merged into `call` in the
+    steps' order, also when one fails."""
+    subs = [JudgeCall() for _ in steps]
+    try:
+        return await asyncio.gather(*(step(sub) for step, sub in zip(steps, subs)))
+    finally:
+        for sub in subs:
+            call.merge(sub)
 
 
 def judges_for(ctx, kind: str = "text") -> list[ProviderSpec]:

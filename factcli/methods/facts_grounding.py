@@ -546,7 +546,7 @@ def facts_summary(rows: Iterable[Any]) -> dict:
     for name, e in per_judge.items():
         s, u = stat(e["scores"]), stat(e["accurate"])
         judges[name] = {**s, "unadjusted": u["accuracy"], "unadjustedCi95": u["ci95"],
-                        "eligibility": dict(e["votes"]), "majorIssues": e["votes"].get(MAJOR, 0),
+                        "eligibility": dict(sorted(e["votes"].items())), "majorIssues": e["votes"].get(MAJOR, 0),
                         "failed": e["failed"]}
     return {
         "n": n,

@@ -13,7 +13,15 @@ import json
 import re
 from typing import Any
 
-from factcli.methods.claims import JudgeCall, JudgeError, aligned_verdicts, ask_json, numbered, string_list
+from factcli.methods.claims import (
+    JudgeCall,
+    JudgeError,
+    aligned_verdicts,
+    ask_json,
+    gather_calls,
+    numbered,
+    string_list,
+)
 from factcli.providers.search.knowledge import Passage
 from factcli.scoring.replies import Flag, Int, ListOf, Maybe, Obj, Reply, Text
 from factcli.types import ProviderSpec
@@ -39,21 +47,21 @@ async def decompose(ctx, spec: ProviderSpec, template: Any, sentences: list[str]
     """The response's atomic facts, from one call for all `sentences` or (`mode` "sentence") one per
     sentence, each fact then remembering its sentence's number."""
 
-    async def one(batch: list[str], sentence: str, step: str) -> list[str]:
+    async def one(batch: list[str], sentence: str, step: str, sub: JudgeCall) -> list[str]:
         variables = {**ctx.vars, "topic": topic, "response": ctx.output_text,
                      "sentences": json.dumps(batch, ensure_ascii=False), "sentences_numbered": numbered(batch),
                      "sentence": sentence}
         async with sem:
-            obj = await ask_json(ctx, spec, template, variables, call, step, FACTS_REPLY,
+            obj = await ask_json(ctx, spec, template, variables, sub, step, FACTS_REPLY,
                                  sum(len(s.split()) for s in batch))
-            raw = call.replies[-1]["reply"]  # this call's reply: nothing ran in between
-        return string_list(obj, "facts", step, raw)
+        return string_list(obj, "facts", step, sub.replies[-1]["reply"])
 
     if mode == "sentence":
-        lists = await asyncio.gather(*(one([sent], sent, f"decompose sentence {i + 1}")
-                                       for i, sent in enumerate(sentences)))
+        lists = await gather_calls(call, *(
+            lambda sub, i=i, sent=sent: one([sent], sent, f"decompose sentence {i + 1}", sub)
+            for i, sent in enumerate(sentences)))
         return [{"text": f, "sentence": i + 1} for i, facts in enumerate(lists) for f in facts]
-    return [{"text": f} for f in await one(sentences, "", "decompose")]
+    return [{"text": f} for f in await one(sentences, "", "decompose", call)]
 
 
 def _norm(text: str) -> str:
@@ -131,7 +139,7 @@ async def verify(ctx, spec: ProviderSpec, template: Any, facts: list[dict], retr
     size = batch_size or len(facts)
     batches = [list(range(i, min(i + size, len(facts)))) for i in range(0, len(facts), size)]
 
-    async def one(indices: list[int], b: int) -> list[dict]:
+    async def one(indices: list[int], b: int, call: JudgeCall) -> list[dict]:
         step = "verify" if len(batches) == 1 else f"verify batch {b + 1}/{len(batches)}"
         texts = [facts[i]["text"] for i in indices]
         shown = _shown_passages([retrieved[i] for i in indices])
@@ -140,7 +148,7 @@ async def verify(ctx, spec: ProviderSpec, template: Any, facts: list[dict], retr
                      "facts": json.dumps(texts, ensure_ascii=False), "facts_numbered": numbered(texts)}
         async with sem:
             obj = await ask_json(ctx, spec, template, variables, call, step, FACT_VERDICTS_REPLY, len(texts))
-            raw = call.replies[-1]["reply"]  # this call's reply: nothing ran in between
+        raw = call.replies[-1]["reply"]  # (the batch's own JudgeCall)
         try:
             verdicts = aligned_verdicts(obj, texts, VERDICTS, step)
             _check_order(obj["verdicts"], texts, step)
@@ -164,5 +172,5 @@ async def verify(ctx, spec: ProviderSpec, template: Any, facts: list[dict], retr
             out.append(entry)
         return out
 
-    parts = await asyncio.gather(*(one(ix, b) for b, ix in enumerate(batches)))
+    parts = await gather_calls(call, *(lambda sub, ix=ix, b=b: one(ix, b, sub) for b, ix in enumerate(batches)))
     return [e for part in parts for e in part]

@@ -36,6 +36,7 @@ from factcli.methods.claims import (
     JudgeError,
     aligned_verdicts,
     ask_json,
+    gather_calls,
     judges_for,
     numbered,
     step_prompt,
@@ -127,13 +128,17 @@ async def _one_judge(ctx, spec: ProviderSpec, reference: str, mode: str, beta: f
     response = ctx.output_text
     want_p, want_r = mode in ("f1", "precision"), mode in ("f1", "recall")
     try:
-        resp_claims, ref_claims = await asyncio.gather(
-            _decompose(ctx, spec, response, call, "decompose response") if want_p else _none(),
-            _decompose(ctx, spec, reference, call, "decompose reference") if want_r else _none(),
+        resp_claims, ref_claims = await gather_calls(
+            call,
+            lambda sub: _decompose(ctx, spec, response, sub, "decompose response") if want_p else _none(),
+            lambda sub: _decompose(ctx, spec, reference, sub, "decompose reference") if want_r else _none(),
         )
-        resp_verdicts, ref_verdicts = await asyncio.gather(
-            _verify(ctx, spec, resp_claims, reference, call, "verify response claims") if want_p else _none(),
-            _verify(ctx, spec, ref_claims, response, call, "verify reference claims") if want_r else _none(),
+        resp_verdicts, ref_verdicts = await gather_calls(
+            call,
+            lambda sub: _verify(ctx, spec, resp_claims, reference, sub, "verify response claims")
+            if want_p else _none(),
+            lambda sub: _verify(ctx, spec, ref_claims, response, sub, "verify reference claims")
+            if want_r else _none(),
         )
     except JudgeError as exc:
         return {"judge": spec.id, "error": str(exc), "raw": exc.raw, "call": call}

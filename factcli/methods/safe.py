@@ -150,17 +150,23 @@ async def _split(ctx, spec, s: dict, call: JudgeCall) -> list[dict]:
     sentences = split_paragraph_sentences(response)
     sem = asyncio.Semaphore(s["concurrency"])
 
-    async def extract(i: int) -> list[str]:
+    async def extract(i: int, sub: JudgeCall) -> list[str]:
         before = sentences[max(0, i - CONTEXT_BEFORE):i]
         after = sentences[i + 1:i + 1 + CONTEXT_AFTER]
         context = " ".join([*before, f"<SOS>{sentences[i]}<EOS>", *after])
         async with sem:
             obj = await ask_json(ctx, spec, prompt_for(ctx, "extractPrompt", prompts.EXTRACT),
                                  {**ctx.vars, "prompt": ctx.prompt, "sentence": sentences[i], "context": context},
-                                 call, f"extract sentence {i + 1}", CLAIMS_REPLY)
-        return string_list(obj, "claims", f"extract sentence {i + 1}", call.replies[-1]["reply"])
+                                 sub, f"extract sentence {i + 1}", CLAIMS_REPLY)
+        return string_list(obj, "claims", f"extract sentence {i + 1}", sub.replies[-1]["reply"])
 
-    claims = [c for group in await _all(extract(i) for i in range(len(sentences))) for c in group]
+    subs = [JudgeCall() for _ in sentences]
+    try:
+        groups = await _all(extract(i, sub) for i, sub in enumerate(subs))
+    finally:
+        for sub in subs:
+            call.merge(sub)
+    claims = [c for group in groups for c in group]
     return [{"text": c, "revised": c, "relevant": True} for c in dict.fromkeys(claims)]
 
 
@@ -255,15 +261,20 @@ async def safe(ctx: AssertionContext) -> GradingResult:
         facts = await _split(ctx, spec, s, call)
         sem = asyncio.Semaphore(s["concurrency"])
 
-        async def one(fact: dict) -> None:
+        async def one(fact: dict, sub: JudgeCall) -> None:
             if s["mode"] == "all":
                 async with sem:
-                    await _revise(ctx, spec, fact, call)
+                    await _revise(ctx, spec, fact, sub)
             if fact["relevant"]:
                 async with sem:
-                    await _check(ctx, spec, s, fact, call)
+                    await _check(ctx, spec, s, fact, sub)
 
-        await _all(one(f) for f in facts)
+        subs = [JudgeCall() for _ in facts]
+        try:
+            await _all(one(f, sub) for f, sub in zip(facts, subs))
+        finally:
+            for sub in subs:
+                call.merge(sub)
     except JudgeError as exc:
         return failed(exc)
 

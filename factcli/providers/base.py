@@ -99,6 +99,9 @@ class Provider:
     price_model: str | None = None  # the model's name in litellm's price table, when it has one
     local = False  # served on this machine or a private network: costs nothing unless priced by hand
     call_price: float | None = None  # USD per request, for services priced by the call (search APIs), not by token
+    # answers inside this process without I/O and never raises ProviderCallError (echo): a call has
+    # nothing to pace, time out or retry (run/calls.py)
+    in_process = False
 
     def __init__(self, spec: ProviderSpec, base_dir: Path | None = None):
         self.spec = spec

@@ -10,6 +10,7 @@ from factcli.types import ProviderResponse
 class EchoProvider(Provider):
     cacheable = False
     free = True
+    in_process = True
 
     @staticmethod
     def validate(spec, base_dir) -> None:

@@ -171,6 +171,8 @@ class Caller:
             if hit is not None:
                 return hit
         if key is None:
+            if FormatMemory.form_of(context.get("overrides") or {}) is None:  # _structured's first case, inline
+                return await self._attempts(provider, prompt, context)
             return await self._structured(provider, prompt, context)
         pending = self._inflight.get(key)
         if pending is not None:
@@ -243,6 +245,17 @@ class Caller:
         policy = self.policy
         timeouts = 0
         limiter = self.limiters.for_provider(provider) if self.limiters is not None else None
+        if provider.in_process and self.budget is None and (limiter is None or limiter.idle):
+            # nothing to pace (no limit set; such a provider is never throttled), time out (it awaits
+            # nothing) or retry (it raises no ProviderCallError): the call alone (~5 us a row less)
+            start = time.perf_counter()
+            self.calls += 1
+            resp = await provider.call(prompt, context)
+            resp.latency_ms = round((time.perf_counter() - start) * 1000)
+            resp.retries = 0
+            if resp.error:
+                resp.error = scrub_text(str(resp.error))
+            return resp
         tokens = 0
         if limiter is not None and limiter.tpm:
             tokens = estimate_tokens(prompt, {**(provider.config or {}), **(context.get("overrides") or {})})

@@ -179,7 +179,7 @@ class Executor:
             step = await self.hooks.before_each(step)
         raw: list = [None]  # the model's output before transforms, for `_conversation`
         result = await self._process(step, raw)
-        if self.conversations is not None:
+        if self.conversations is not None and self.conversations.active:  # (inactive: it records nothing)
             self.conversations.record(result, raw[0])
         if self.hooks is not None:  # after grading, before the row is stored and counted
             result = await self.hooks.after_each(result)
@@ -189,7 +189,7 @@ class Executor:
         provider = self.providers[step.provider_idx]
         failed = self.vars_errors.get(id(step.test))
         extra = None
-        if failed is None and self.conversations is not None:
+        if failed is None and self.conversations is not None and self.conversations.active:  # (inactive: no vars)
             try:
                 extra = self.conversations.vars_for(step)
             except TurnBroken as exc:
@@ -210,7 +210,8 @@ class Executor:
         else:
             response = await self.caller.call(provider, rendered, repeat_idx=step.repeat_idx)
         raw[0] = response.output
-        if response.error is None:
+        if response.error is None and (step.provider.transform or step.test.options.get("transform")
+                                       or step.test.options.get("postprocess")):
             try:
                 response.output = await self._transform_output(step, response, rendered, variables)
             except Exception as exc:
@@ -236,7 +237,7 @@ class Executor:
                               error=message, latency_ms=response.latency_ms)
         note_grader_spend(grading, spent)
         named = {k: v for k, v in grading.named_scores.items() if isinstance(v, (int, float)) and v == v
-                 and v not in (float("inf"), float("-inf"))}
+                 and v not in (float("inf"), float("-inf"))} if grading.named_scores else {}
         failure = FAILURE_NONE if grading.passed else FAILURE_ASSERT
         return EvalResult(step, rendered.text, response, grading, grading.passed, grading.score, named,
                           failure, error=None if grading.passed else grading.reason,

@@ -130,7 +130,10 @@ async def build_row(step: EvalStep, *, eval_id: str = "", provider_label: str | 
     """The row's vars and its rendered prompt, in the order the module docstring gives. `extra_vars`:
     the registers and `_conversation` the row sees (run/conversations.py)."""
     variables = {**step.vars, **(extra_vars or {}), **runtime_vars(step, eval_id)}
-    variables = await call_script_vars(step, variables, provider_label, base_dir)
+    for v in variables.values():  # a script var is a `file://` string; most rows have none
+        if isinstance(v, str) and v.startswith("file://"):
+            variables = await call_script_vars(step, variables, provider_label, base_dir)
+            break
     variables = final_vars(step, variables, frozenset(extra_vars or ()))
     config = {**step.prompt.config}
     if step.prompt.function:

@@ -15,7 +15,7 @@ from typing import Any
 
 from factcli import templating
 from factcli.scoring.registry import AssertionContext, AssertionError_, lookup
-from factcli.types import Assertion, GradingResult, ProviderResponse, TestCase, TokenUsage, grading_json
+from factcli.types import COMPARE_TYPES, Assertion, GradingResult, ProviderResponse, TestCase, TokenUsage, grading_json
 
 ASSERTIONS_MAX_CONCURRENCY = 3
 
@@ -64,8 +64,9 @@ class _Aggregate:
             flattened.append(res)
             # then its direct children (an assert-set's members, a script's nested results), each under
             # its own assertion or else its parent's; grandchildren stay inside their parent (promptfoo)
-            flattened.extend(c if c.assertion is not None or res.assertion is None
-                             else dataclasses.replace(c, assertion=res.assertion) for c in res.component_results)
+            if res.component_results:
+                flattened.extend(c if c.assertion is not None or res.assertion is None
+                                 else dataclasses.replace(c, assertion=res.assertion) for c in res.component_results)
         named = {k: (v / self.named_weights[k] if self.named_weights.get(k, 0) > 0 else 0.0)
                  for k, v in self.named.items()}
         metadata = {}
@@ -97,26 +98,44 @@ def render_metric(metric: str | None, variables: dict) -> str | None:
     return templating.render(metric, variables)
 
 
-async def run_assertion(a: Assertion, *, output: Any, test: TestCase, variables: dict, prompt: str,
-                        response: ProviderResponse, provider=None, grader=None) -> GradingResult:
-    """Run one assertion; handler exceptions propagate and turn the row into ERROR."""
-    kind = lookup(a.type)
-    if kind is None:  # config validation rejects these earlier; this guards the Python API
-        raise AssertionError_(f"Unknown assertion type: {a.type}")
-    if a.transform:
-        from factcli.scripting.transforms import apply_transform
+# What an assertion needs looked up once, not per row: its registered type, and whether its value is
+# the same on every row (no template in it: rendering returns it as written). Keyed by the
+# assertion (held, so its id is not reused) and checked against its type and value (either may be
+# reassigned); bounded: cleared when full.
+_PLANS: dict[int, tuple] = {}
+_PLANS_MAX = 4096
 
-        output = await apply_transform(a.transform, output, {"vars": variables, "prompt": {"label": prompt}})
+
+def _plan(a: Assertion) -> tuple:
+    """(assertion, its type, its value, registered type or None, value needs rendering?)"""
+    hit = _PLANS.get(id(a))
+    if hit is not None and hit[0] is a and hit[1] is a.type and hit[2] is a.value:
+        return hit
+    value = a.value
+    kind = lookup(a.type)
+    rendered = isinstance(value, (list, dict)) or (isinstance(value, str) and templating.has_template(value))
+    plan = (a, a.type, value, kind, rendered)
+    if kind is not None:  # an unknown type is refused on every row, as it is looked up on every row
+        if len(_PLANS) >= _PLANS_MAX:
+            _PLANS.clear()
+        _PLANS[id(a)] = plan
+    return plan
+
+
+def _value(a: Assertion, plan: tuple, variables: dict) -> Any:
+    """The assertion's value rendered with the row's vars."""
+    if not plan[4]:
+        return a.value
     missing: list[str] = []
-    value = templating.render_value(a.value, variables, missing=missing) if a.value is not None else None
+    value = templating.render_value(a.value, variables, missing=missing)
     if missing and (value in ("", [], {}) or (isinstance(value, list) and all(v == "" for v in value))):
         names = ", ".join(f"'{n}'" for n in dict.fromkeys(missing))
         raise AssertionError_(f"{a.type}: its value {a.value!r} rendered empty: this test defines no var {names}")
-    ctx = AssertionContext(a, output, value, test, variables, prompt, response, provider, grader)
-    if kind.is_async:
-        result = await kind.handler(ctx)
-    else:
-        result = kind.handler(ctx)
+    return value
+
+
+def _settle(a: Assertion, result: GradingResult, value: Any, variables: dict) -> GradingResult:
+    """What every handler's result gets: its assertion, the rendered value, weight 0, calibration."""
     if result.assertion is None:
         result.assertion = a
     if isinstance(value, str) and value != a.value:
@@ -132,6 +151,34 @@ async def run_assertion(a: Assertion, *, output: Any, test: TestCase, variables:
     return result
 
 
+async def run_assertion(a: Assertion, *, output: Any, test: TestCase, variables: dict, prompt: str,
+                        response: ProviderResponse, provider=None, grader=None) -> GradingResult:
+    """Run one assertion; handler exceptions propagate and turn the row into ERROR."""
+    plan = _plan(a)
+    kind = plan[3]
+    if kind is None:  # config validation rejects these earlier; this guards the Python API
+        raise AssertionError_(f"Unknown assertion type: {a.type}")
+    if a.transform:
+        from factcli.scripting.transforms import apply_transform
+
+        output = await apply_transform(a.transform, output, {"vars": variables, "prompt": {"label": prompt}})
+    value = _value(a, plan, variables)
+    ctx = AssertionContext(a, output, value, test, variables, prompt, response, provider, grader)
+    if kind.is_async:
+        result = await kind.handler(ctx)
+    else:
+        result = kind.handler(ctx)
+    return _settle(a, result, value, variables)
+
+
+def _run_sync(a: Assertion, plan: tuple, *, output: Any, test: TestCase, variables: dict, prompt: str,
+              response: ProviderResponse, provider=None, grader=None) -> GradingResult:
+    """run_assertion for a synchronous type without a transform, without a coroutine per assertion."""
+    value = _value(a, plan, variables)
+    return _settle(a, plan[3].handler(AssertionContext(a, output, value, test, variables, prompt, response,
+                                                       provider, grader)), value, variables)
+
+
 async def run_assertions(test: TestCase, *, output: Any, variables: dict, prompt: str,
                          response: ProviderResponse, provider=None, grader=None,
                          scoring_function: str | None = None) -> GradingResult:
@@ -143,26 +190,35 @@ async def run_assertions(test: TestCase, *, output: Any, variables: dict, prompt
         return GradingResult(passed=True, score=1.0, reason="No assertions")
     main = _Aggregate(test.threshold)
     sets: list[tuple[int, Assertion, _Aggregate]] = []
-    jobs: list[tuple[Assertion, _Aggregate, int]] = []
+    jobs: list[tuple[Assertion, _Aggregate, int, tuple]] = []
+    concurrent = False
     for i, a in enumerate(test.assertions):
         if a.type == "assert-set":
             sub = _Aggregate(a.threshold, a)
             sets.append((i, a, sub))
-            jobs.extend((child, sub, j) for j, child in enumerate(a.children or []))
+            members = [(child, sub, j) for j, child in enumerate(a.children or [])]
         else:
-            jobs.append((a, main, i))
+            members = [(a, main, i)]
+        for child, agg, index in members:
+            plan = _plan(child)
+            concurrent = concurrent or bool(child.transform) or getattr(plan[3], "is_async", False)
+            jobs.append((child, agg, index, plan))
 
-    async def one(a: Assertion, agg: _Aggregate, index: int) -> None:
-        if a.base_type in ("select-best", "max-score"):
+    async def one(a: Assertion, agg: _Aggregate, index: int, plan: tuple) -> None:
+        if a.base_type in COMPARE_TYPES:
             return  # run after all rows, across columns
         res = await run_assertion(a, output=output, test=test, variables=variables, prompt=prompt,
                                   response=response, provider=provider, grader=grader)
         agg.add(index, res, render_metric(a.metric, variables), a.weight)
 
-    concurrent = any(a.transform or getattr(lookup(a.type), "is_async", False) for a, _, _ in jobs)
-    if not concurrent:
-        for job in jobs:  # all synchronous: no scheduling overhead
-            await one(*job)
+    if not concurrent:  # all synchronous: no coroutine per assertion, no scheduling
+        for a, agg, index, plan in jobs:
+            if plan[3] is None or a.base_type in COMPARE_TYPES:
+                await one(a, agg, index, plan)  # (an unknown type: run_assertion's error)
+                continue
+            res = _run_sync(a, plan, output=output, test=test, variables=variables, prompt=prompt,
+                            response=response, provider=provider, grader=grader)
+            agg.add(index, res, render_metric(a.metric, variables) if a.metric else a.metric, a.weight)
     else:
         sem = asyncio.Semaphore(ASSERTIONS_MAX_CONCURRENCY)
 

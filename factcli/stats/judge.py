@@ -55,7 +55,7 @@ def _stamps(grading: Any, out: list) -> None:
     if isinstance(stamp, dict):
         out.append((stamp, grading.passed, bool(grading.metadata.get("graderError"))))
     for child in grading.component_results:
-        if child is not grading:
+        if child is not grading and (child.metadata or child.component_results):  # else: nothing to find
             _stamps(child, out)
 
 

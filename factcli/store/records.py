@@ -15,6 +15,7 @@ from typing import Any
 from factcli.store.database import Store
 from factcli.store.encode import loads
 from factcli.store.redact import Scrubber
+from factcli.store.row_text import extra_text, grading_text
 from factcli.types import (
     EvalResult,
     EvalStep,
@@ -24,6 +25,7 @@ from factcli.types import (
     TestCase,
     TokenUsage,
     grading_from_json,
+    grading_json,
     test_key,
     tokens_from_json,
 )
@@ -54,33 +56,48 @@ def _now_ms() -> str:
 def to_row(run_id: str, r: EvalResult, seq: int, scrub: Scrubber, created_at: str | None = None) -> tuple:
     """A finished row as the store keeps it: a tuple in RESULT_FIELDS order, secrets scrubbed, NaN
     as null, each JSON field encoded once (Scrubber.dumps_all checks the record's texts in one pass)."""
-    from factcli.types import grading_json
-
     step, resp = r.step, r.response
     output, output_json = resp.output, 0
     json_output = output is not None and not isinstance(output, str)
-    test_case = {k: (None if k == "vars" else v) for k, v in step.test.raw.items()}  # vars: stored apart
     usage = resp.token_usage
-    extra = {
-        "testCase": test_case,
-        "metadata": dict(step.test.metadata),
-        "response": {
-            "present": resp.error is None or resp.output is not None,
-            "error": resp.error,
-            "finishReason": resp.finish_reason,
-            "metadata": dict(resp.metadata),
-            "tokenUsage": usage.to_json(),
-            "latencyMs": resp.latency_ms,
-            "retries": resp.retries,
-        },
-        "exact": {"score": r.score, "latencyMs": r.latency_ms, "cost": resp.cost},  # as typed (REAL columns are not)
-    }
-    if r.conversation is not None:
-        extra["conversation"] = r.conversation
+
+    def extra() -> dict:
+        out = {
+            "testCase": {k: (None if k == "vars" else v) for k, v in step.test.raw.items()},  # vars: stored apart
+            "metadata": step.test.metadata,
+            "response": {
+                "present": resp.error is None or resp.output is not None,
+                "error": resp.error,
+                "finishReason": resp.finish_reason,
+                "metadata": resp.metadata,
+                "tokenUsage": usage.to_json(),
+                "latencyMs": resp.latency_ms,
+                "retries": resp.retries,
+            },
+            "exact": {"score": r.score, "latencyMs": r.latency_ms, "cost": resp.cost},  # as typed (REAL columns are not)
+        }
+        if r.conversation is not None:
+            out["conversation"] = r.conversation
+        return out
+
+    # the grading and the extra field are joined from texts kept across rows (store/row_text.py); the
+    # values themselves are made only when redaction may change them, or when they hold a NaN
     grading = r.grading
-    named, graded, variables, extra_text, encoded_output = scrub.dumps_all(
-        (dict(r.named_scores), grading_json(grading, top=True) if grading is not None else None, dict(step.vars),
-         extra, output if json_output else None))
+    encoded: dict = {}
+    graded: Any = None
+    if grading is not None:
+        graded = lambda: grading_json(grading, top=True)  # noqa: E731
+        try:
+            encoded[1] = grading_text(grading)
+        except (TypeError, ValueError):  # NaN (stored as null): dumps_all's own way
+            graded = graded()
+    extra_value: Any = extra
+    try:
+        encoded[3] = extra_text(r)
+    except (TypeError, ValueError):
+        extra_value = extra()
+    named, graded, variables, extra_json, encoded_output = scrub.dumps_all(
+        (r.named_scores, graded, step.vars, extra_value, output if json_output else None), encoded)
     if json_output:
         output, output_json = encoded_output, 1
     else:
@@ -91,7 +108,7 @@ def to_row(run_id: str, r: EvalResult, seq: int, scrub: Scrubber, created_at: st
         int(bool(r.success)), r.failure_reason, _num(r.score), scrub.text(r.error), output, output_json,
         named, graded, _num(r.latency_ms), usage.prompt, usage.completion, usage.total,
         grading.tokens_used.total if grading is not None else 0, _num(resp.cost), int(bool(resp.cached)),
-        variables, scrub.text(r.rendered_prompt), extra_text, created_at or _now_ms(),
+        variables, scrub.text(r.rendered_prompt), extra_json, created_at or _now_ms(),
     )
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from factcli.store.encode import finite
+from factcli.types import json_encoder
 
 SECRET_KEY = re.compile(
     r"api[_-]?key|secret|password|passwd|authorization|access[_-]?token|auth[_-]?token|bearer",
@@ -86,7 +87,7 @@ def scrub_text(text: str, env_values: dict[str, str] | None = None) -> str:
 
 
 _SECRET_KEY_LOWER = re.compile(SECRET_KEY.pattern)  # the pattern is lower case
-_SECRET_KEY_WORDS = ("key", "secret", "passw", "auth", "access", "bearer")  # one in each of its matches
+# one of "key", "secret", "passw", "auth", "access", "bearer" is in each of its matches (keys_clean)
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\benv\.([A-Za-z_][A-Za-z0-9_]*)")
 _SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie|password", re.IGNORECASE)
 
@@ -152,40 +153,51 @@ class Scrubber:
             return text
         return json.dumps(finite(self.data(value)), ensure_ascii=False, default=str)
 
-    def dumps_all(self, values) -> list[str | None]:
+    def dumps_all(self, values, encoded=()) -> list[str | None]:
         """dumps() of each value, for the JSON fields of a stored row: each value encoded once, and
         one look over all the texts together for what could be redacted; only a row that has some
         takes the walk, field by field. (orjson encodes 6x faster, but without json's spacing, which
         the stored text keeps: `factcli diff` labels a test by its stored vars, also across runs
-        stored by earlier versions.)"""
+        stored by earlier versions.)
+
+        `encoded`: {position: (the value's text, already encoded as _encode would; its residue)}: the
+        value at that position is then a function returning it, called only when the text may need
+        redacting. The residue is None, or the pieces of the text that keys_clean must still look
+        at, the rest being known clean, joined by characters none of its matches holds (so that
+        keys_clean(residue) is keys_clean(text)); it is used when the run knows no secret value."""
         texts: list[str | None] = []
-        for value in values:
-            if value is None:
+        looked: list[str] = []  # what each text is looked at by (its residue, or itself)
+        for i, value in enumerate(values):
+            if i in encoded:
+                text, residue = encoded[i]
+                texts.append(text)
+                looked.append(text if residue is None or self._json_forms else residue)
+            elif value is None:
                 texts.append(None)
-                continue
-            try:
-                texts.append(_encode(value))
-            except (TypeError, ValueError):  # NaN or an infinity (stored as null), a key json cannot take
-                texts.append(self.dumps(value))
-        if not self._may_redact("\x00".join(t for t in texts if t is not None)):
+                looked.append("")
+            else:
+                try:
+                    text = _encode(value)
+                except (TypeError, ValueError):  # NaN or an infinity (stored as null), a key json cannot take
+                    text = self.dumps(value)
+                texts.append(text)
+                looked.append(text)
+        # (none of what _may_redact looks for spans a "\x00": looking at the texts joined is looking at each)
+        if not self._may_redact("\x00".join(looked)):
             return texts
-        return [t if t is None or not self._may_redact(t)
-                else json.dumps(finite(self.data(v)), ensure_ascii=False, default=str)
-                for v, t in zip(values, texts)]
+        return [t if t is None or not self._may_redact(seen)
+                else json.dumps(finite(self.data(v() if i in encoded else v)), ensure_ascii=False, default=str)
+                for i, (v, t, seen) in enumerate(zip(values, texts, looked))]
 
     def _may_redact(self, text: str) -> bool:
-        if "headers" in text:
-            return True
-        # The secret-key pattern scans at ~20 us per row; every key it matches holds one of these
-        # words, which `in` finds in ~1 us. re.IGNORECASE on lowered ASCII text is ~8x cheaper
-        # than on the text (non-ASCII keeps IGNORECASE: it also folds e.g. the Kelvin sign onto k).
-        if text.isascii():
-            lowered = text.lower()
-            if any(word in lowered for word in _SECRET_KEY_WORDS) and _SECRET_KEY_LOWER.search(lowered):
-                return True
-        elif SECRET_KEY.search(text):
-            return True
-        return any(form in text for form in self._json_forms)
+        return not keys_clean(text) or any(form in text for form in self._json_forms)
+
+    @property
+    def has_values(self) -> bool:
+        """Whether any secret value (the environment's, the config's) is known: else only keys can
+        make redaction change a text."""
+        return bool(self._json_forms)
+
 
     FILE_CHUNK = 1 << 20  # characters read at a time by file()
 
@@ -228,7 +240,23 @@ class Scrubber:
                 os.unlink(tmp)
 
 
-_encode = json.JSONEncoder(ensure_ascii=False, default=str, allow_nan=False).encode  # built once, not per call
+def keys_clean(text: str) -> bool:
+    """No secret-looking key and no headers in a JSON text: the redaction walk would change nothing
+    in it but secret values. Each match is a run of letters, `_` and `-`: a text that is clean in
+    pieces joined by other characters is clean whole."""
+    if "headers" in text:
+        return False
+    # The secret-key pattern scans at ~20 us per row; every key it matches holds one of these
+    # words, which `in` finds in ~1 us. re.IGNORECASE on lowered ASCII text is ~8x cheaper
+    # than on the text (non-ASCII keeps IGNORECASE: it also folds e.g. the Kelvin sign onto k).
+    if text.isascii():
+        lowered = text.lower()
+        return not (("key" in lowered or "secret" in lowered or "passw" in lowered or "auth" in lowered
+                     or "access" in lowered or "bearer" in lowered) and _SECRET_KEY_LOWER.search(lowered))
+    return not SECRET_KEY.search(text)
+
+
+_encode = json_encoder(allow_nan=False)  # built once, not per call
 
 
 def _xml_escape(value: str) -> str:

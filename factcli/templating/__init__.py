@@ -14,20 +14,14 @@ gives `name`) and the line. Callers turn it into a ConfigError at load and an ER
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable
 from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any
 
-from jinja2 import ChainableUndefined, TemplateSyntaxError, Undefined
-from jinja2 import TemplateError as _JinjaTemplateError
-
 from factcli.errors import did_you_mean
-from factcli.templating.engine import NunjucksEnvironment
-from factcli.templating.filters import FILTERS, TESTS
-from factcli.templating.jsvalues import dump, js_number, js_string, to_fixed, truthy
+from factcli.templating.jsvalues import dump, is_undefined, js_number, js_string, to_fixed, truthy
 
 __all__ = [
     "TemplateError", "check", "dump", "filter_names", "has_template", "js_number", "js_string", "render",
@@ -52,51 +46,23 @@ class TemplateError(ValueError):
         super().__init__(f"{kind}{where}: {detail}")
 
 
-class _RecordingUndefined(ChainableUndefined):
-    """Renders as '' (as promptfoo's nunjucks does) and records the missing name."""
-
-    def _record(self) -> None:
-        missing = _missing.get()
-        if missing is not None and self._undefined_name is not None:
-            missing.append(self._undefined_name)
-
-    def __str__(self) -> str:
-        self._record()
-        return ""
-
-    def __iter__(self):
-        self._record()
-        return iter(())
+_ENV = None  # the Jinja environment (engine.make_env), built on first use: see _env
+_BUILTIN_FILTERS: dict = {}
+_USER_FILTERS: dict = {}  # nunjucksFilters of the run, kept until the environment exists
 
 
-class _Environ:
-    """`{{ env.NAME }}`: reads os.environ when used, so rendering never copies the environment."""
+def _env():
+    """Jinja (its import and the environment: ~25 ms of every command's start) is loaded only for a
+    template with more than `{{ name }}` in it: the others are parsed and rendered without it."""
+    global _ENV, _BUILTIN_FILTERS
+    if _ENV is None:
+        from factcli.templating.engine import make_env
 
-    def __getattr__(self, name: str) -> str:
-        return os.environ.get(name, "")
-
-    def __getitem__(self, name: str) -> str:
-        return os.environ.get(name, "")
-
-    def get(self, name: str, default: str = "") -> str:
-        return os.environ.get(name, default)
-
-
-def _make_env() -> NunjucksEnvironment:
-    env = NunjucksEnvironment(
-        undefined=_RecordingUndefined,
-        autoescape=False,
-        keep_trailing_newline=True,
-        finalize=js_string,
-    )
-    env.filters.update(FILTERS)
-    env.tests.update(TESTS)
-    env.globals["env"] = _Environ()
-    return env
-
-
-_ENV = _make_env()
-_BUILTIN_FILTERS = dict(_ENV.filters)
+        env = make_env(_missing)
+        _BUILTIN_FILTERS = dict(env.filters)
+        env.filters = {**_BUILTIN_FILTERS, **_USER_FILTERS}
+        _ENV = env
+    return _ENV
 
 
 # ---------------------------------------------------------------- custom filters
@@ -108,7 +74,7 @@ class _FilterFailed(Exception):
 
 def _plain(value: Any) -> Any:
     """What a user's filter receives: undefined as None, tuples as lists, nothing of Jinja's."""
-    if isinstance(value, Undefined):
+    if is_undefined(value):
         return None
     if isinstance(value, tuple):
         return [_plain(v) for v in value]
@@ -133,13 +99,16 @@ def set_filters(filters: dict[str, Callable]) -> None:
     """Register the custom filters of a run (promptfoo's `nunjucksFilters:`), replacing any set
     before: plain Python callables called as fn(value, *args). They work in prompts, var values
     and assertion values alike, and override a built-in filter of the same name, as in Nunjucks."""
-    _ENV.filters = {**_BUILTIN_FILTERS, **{str(n): _user_filter(str(n), f) for n, f in filters.items()}}
+    global _USER_FILTERS
+    _USER_FILTERS = {str(n): _user_filter(str(n), f) for n, f in filters.items()}
+    if _ENV is not None:
+        _ENV.filters = {**_BUILTIN_FILTERS, **_USER_FILTERS}
     _compile.cache_clear()  # compiled templates hold the filter functions they were built with
     _simple.cache_clear()
 
 
 def filter_names() -> list[str]:
-    return sorted(_ENV.filters)
+    return sorted(_env().filters)
 
 
 # ---------------------------------------------------------------- rendering
@@ -164,17 +133,20 @@ def has_template(text: str) -> bool:
 
 @lru_cache(maxsize=4096)
 def _compile(template: str):
-    return _ENV.from_string(to_jinja(template))
+    return _env().from_string(to_jinja(template))
 
 
 @lru_cache(maxsize=4096)
 def referenced_names(template: str) -> frozenset | None:
     """The root names a template reads (loop variables and `set` names excluded), parsed by the engine
     that renders it; None if it does not parse."""
-    from jinja2 import meta
+    simple = _simple(template)
+    if simple is not None:
+        return frozenset(simple[1])
+    from jinja2 import TemplateSyntaxError, meta
 
     try:
-        return frozenset(meta.find_undeclared_variables(_ENV.parse(to_jinja(template))))
+        return frozenset(meta.find_undeclared_variables(_env().parse(to_jinja(template))))
     except TemplateSyntaxError:
         return None
     except (RecursionError, MemoryError):
@@ -190,12 +162,14 @@ def _explain(message: str) -> str:
     if not m:
         return message
     kind, word = m.group(1), m.group(2)
-    known = _ENV.filters if kind == "filter" else _ENV.tests
+    known = _env().filters if kind == "filter" else _env().tests
     hint = did_you_mean(word, [n for n in known if not n.startswith("_")])
     return f"unknown {kind} '{word}'{hint}"
 
 
 def _compiled(template: str, name: str | None):
+    from jinja2 import TemplateSyntaxError
+
     try:
         return _compile(template)
     except TemplateSyntaxError as exc:
@@ -217,7 +191,9 @@ def _template_line(exc: BaseException) -> int | None:
 
 
 def _detail(exc: BaseException) -> str:
-    if isinstance(exc, (_FilterFailed, _JinjaTemplateError, ValueError)):
+    from jinja2 import TemplateError as JinjaTemplateError
+
+    if isinstance(exc, (_FilterFailed, JinjaTemplateError, ValueError)):
         return _explain(str(exc)) or type(exc).__name__
     if isinstance(exc, RecursionError):
         return "recursion too deep (a macro that calls itself?)"
@@ -226,8 +202,8 @@ def _detail(exc: BaseException) -> str:
 
 def check(template: str, name: str | None = None) -> None:
     """Raise TemplateError if the template does not parse (or names a filter that does not exist)."""
-    if isinstance(template, str) and has_template(template):
-        _compiled(template, name)
+    if isinstance(template, str) and has_template(template) and _simple(template) is None:
+        _compiled(template, name)  # (a template _simple reads is valid Jinja)
 
 
 # `{{ name }}` and nothing else: no filter, attribute, whitespace control or Jinja constant

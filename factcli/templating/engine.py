@@ -10,13 +10,17 @@ prefer an object's keys and know JavaScript's `length` and common string/array m
 
 from __future__ import annotations
 
+import os
+from contextvars import ContextVar
 from typing import Any
 
-from jinja2 import nodes
+from jinja2 import ChainableUndefined, Undefined, nodes
 from jinja2.compiler import CodeGenerator
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from factcli.templating import jsvalues as js
+
+js.Undefined = Undefined  # jsvalues reads it as JavaScript's `undefined` once Jinja is loaded (its docstring)
 
 # ---------------------------------------------------------------- syntax tree rewrite
 #
@@ -317,3 +321,43 @@ class NunjucksEnvironment(ImmutableSandboxedEnvironment):
                 return obj[alt]
             return self.undefined(obj=obj, name=argument)
         return super().getitem(obj, argument)
+
+
+class _Environ:
+    """`{{ env.NAME }}`: reads os.environ when used, so rendering never copies the environment."""
+
+    def __getattr__(self, name: str) -> str:
+        return os.environ.get(name, "")
+
+    def __getitem__(self, name: str) -> str:
+        return os.environ.get(name, "")
+
+    def get(self, name: str, default: str = "") -> str:
+        return os.environ.get(name, default)
+
+
+def make_env(missing: ContextVar) -> NunjucksEnvironment:
+    """The environment templating/__init__.py renders with: an undefined name renders as '' (as
+    promptfoo's nunjucks does) and is appended to the list `missing` holds while a template renders."""
+    from factcli.templating.filters import FILTERS, TESTS
+
+    class RecordingUndefined(ChainableUndefined):
+        def _record(self) -> None:
+            names = missing.get()
+            if names is not None and self._undefined_name is not None:
+                names.append(self._undefined_name)
+
+        def __str__(self) -> str:
+            self._record()
+            return ""
+
+        def __iter__(self):
+            self._record()
+            return iter(())
+
+    env = NunjucksEnvironment(undefined=RecordingUndefined, autoescape=False, keep_trailing_newline=True,
+                              finalize=js.js_string)
+    env.filters.update(FILTERS)
+    env.tests.update(TESTS)
+    env.globals["env"] = _Environ()
+    return env

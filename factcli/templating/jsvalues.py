@@ -17,7 +17,11 @@ import re
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-from jinja2 import Undefined
+
+
+class Undefined:
+    """Stands for jinja2.Undefined until templating/engine.py loads Jinja and puts it here: no value is
+    a Jinja Undefined before then, and a command whose templates need no Jinja never imports it."""
 
 _INF = float("inf")
 _NAN = float("nan")
