@@ -47,7 +47,7 @@ class Suite:
     description: str | None
     prompts: list[Prompt]
     providers: list[ProviderSpec]
-    tests: list[TestCase]
+    tests: list[TestCase]  # or config/stream.StreamedTests: tests read again from CSV files, not held
     derived_metrics: list[dict] = field(default_factory=list)
     evaluate_options: dict = field(default_factory=dict)
     default_test: dict = field(default_factory=dict)
