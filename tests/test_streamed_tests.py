@@ -154,3 +154,15 @@ def test_a_suite_with_a_feature_that_needs_it_whole_is_a_list_and_runs_as_before
     assert isinstance(suite.tests, list) and len(suite.tests) == 3
     run = factcli.evaluate(str(cfg), store=False)
     assert [r.response.output for r in run.rows] == ["one ", "two one ", "three two one "]
+
+
+def test_csv_lines_are_split_as_a_stringio_splits_them():
+    import io
+
+    from hypothesis import given, strategies as st
+
+    @given(st.text(alphabet=st.sampled_from(["a", ",", '"', "\r", "\n", "\x0b", "\x85", "\u2028", "é"]), max_size=40))
+    def same(text):
+        assert [m.group() for m in testsets._CSV_LINE.finditer(text)] == list(io.StringIO(text, newline=""))
+
+    same()
