@@ -8,6 +8,7 @@ import json
 from factcli.config import testsets
 from factcli.config.loader import load_suite
 from factcli.config.plan import Plan, expand
+from factcli.config.stream import StreamedTests
 from factcli.run import runner
 
 ASSERTIONS = [{"type": "contains", "value": "Answer"}, {"type": "regex", "value": r"question \d+"}]
@@ -40,9 +41,12 @@ def test_the_loader_parses_a_csv_row_as_soon_as_it_is_made(tmp_path, monkeypatch
     monkeypatch.setattr(testsets, "test_from_csv_row", counted_row)
     monkeypatch.setattr(loader, "parse_test", counted_parse)
     suite = load_suite([_config(tmp_path, 50)])
-    assert len(suite.tests) == 50 and suite.tests[49].vars == {"q": "question 49"}
     # the first row is made when the file is read (its column warnings), then one row per parse
-    assert max(ahead) <= 2 and len(made) == 51
+    assert max(ahead) <= 2 and len(made) == 51 and len(suite.tests) == 50
+    assert isinstance(suite.tests, StreamedTests) and suite.tests.streamed
+    assert [t.vars for t in suite.tests][49] == {"q": "question 49"}  # read again
+    assert len(made) == 101 and max(ahead) <= 2
+    assert suite.tests[49].vars == {"q": "question 49"} and not suite.tests.streamed  # indexed: a list
 
 
 def test_csv_rows_are_checked_whole_when_read(tmp_path):

@@ -47,7 +47,7 @@ class Suite:
     description: str | None
     prompts: list[Prompt]
     providers: list[ProviderSpec]
-    tests: list[TestCase]
+    tests: list[TestCase]  # or config/stream.StreamedTests: tests read again from CSV files, not held
     derived_metrics: list[dict] = field(default_factory=list)
     evaluate_options: dict = field(default_factory=dict)
     default_test: dict = field(default_factory=dict)
@@ -238,11 +238,16 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
     placeholder = not tests_raw
     if placeholder:
         tests_raw = [({}, ctx, "tests")]  # promptfoo runs each prompt once with no vars
-    tests = [
-        merge_default(parse_test(t, c, where, from_config=c is ctx, placeholder=placeholder), default_parsed,
-                      cli_vars)
-        for t, c, where in tests_raw
-    ]
+
+    def parse(entry) -> TestCase:
+        t, c, where = entry
+        return merge_default(parse_test(t, c, where, from_config=c is ctx, placeholder=placeholder), default_parsed,
+                             cli_vars)
+
+    from factcli.config import stream
+
+    # a list, or tests read again from their CSV files as they are iterated (config/stream.py)
+    tests = stream.load(tests_raw, parse) if not (extensions or placeholder) else [parse(e) for e in tests_raw]
 
     derived = cfg.get("derivedMetrics") or []
     expect(isinstance(derived, list), "expected a list of {name, value}", file, "derivedMetrics")

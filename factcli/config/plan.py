@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from factcli.config.loader import Suite
+from factcli.config.stream import combination_count, is_streamed
 from factcli.sources import Rows
 from factcli.types import EvalStep, Prompt, ProviderSpec
 
@@ -67,17 +68,6 @@ def var_combinations(variables: dict, disable: bool = False) -> list[dict]:
     return combos
 
 
-def combination_count(variables: dict, disable: bool = False) -> int:
-    """len(var_combinations(variables, disable)), without making them."""
-    if disable:
-        return 1
-    n = 1
-    for v in variables.values():
-        if isinstance(v, Rows) or (isinstance(v, list) and v and all(isinstance(x, str) for x in v)):
-            n *= len(v)
-    return n
-
-
 class Plan:
     """The run's steps in order, made as they are iterated: the executor's workers pull them one at a
     time, so a 100,000-test run never holds 100,000 steps (issue 30). Its length is counted when it
@@ -85,12 +75,16 @@ class Plan:
     prompt_idx, repeat_idx), never by the identity of its step. Indexing makes the list (tests, a
     one-row check)."""
 
-    def __init__(self, tests: list, cols: list[Column], repeat: int):
+    def __init__(self, tests, cols: list[Column], repeat: int):
         self.tests, self.cols, self.repeat = tests, cols, repeat
-        counts = [combination_count(t.vars, bool(t.options.get("disableVarExpansion"))) for t in tests]
-        self.total = sum(counts) * repeat * len(cols)
+        if is_streamed(tests):  # counted while the suite loaded (config/stream.py)
+            combinations, every = tests.facts.combinations, tests.facts.every_test_planned
+        else:
+            counts = [combination_count(t.vars, bool(t.options.get("disableVarExpansion"))) for t in tests]
+            combinations, every = sum(counts), all(counts)
+        self.total = combinations * repeat * len(cols)
         # every test gives at least one row (a var that is an empty glob gives none)
-        self.every_test_planned = bool(cols) and repeat > 0 and all(counts)
+        self.every_test_planned = bool(cols) and repeat > 0 and every
 
     def __len__(self) -> int:
         return self.total
@@ -114,7 +108,10 @@ class Plan:
 def expand(suite: Suite, repeat: int = 1, *, pattern: str | None = None, first_n: int | None = None,
            sample: int | None = None) -> tuple[list[Column], Plan]:
     cols = columns(suite)
-    tests = list(suite.tests)
+    if is_streamed(suite.tests) and pattern is None and first_n is None and sample is None:
+        return cols, Plan(suite.tests, cols, repeat)  # read again as the steps are made
+    # a filter picks among the tests as a list (a streamed suite is made one: StreamedTests.materialize)
+    tests = list(suite.tests.materialize() if is_streamed(suite.tests) else suite.tests)
     if pattern:
         rx = re.compile(pattern)
         tests = [t for t in tests if rx.search(t.description or "")]

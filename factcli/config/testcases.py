@@ -41,8 +41,16 @@ OPTION_UNSUPPORTED = {
 
 def _runnable(t: dict) -> bool:
     """promptfoo's test: one of its properties set to a value JavaScript finds truthy (`vars: {}` is)."""
-    return (isinstance(t.get("threshold"), (int, float)) and not isinstance(t.get("threshold"), bool)) or any(
-        t.get(k) not in (None, "", 0, False) for k in RUNNABLE_TEST_KEYS if k != "threshold")
+    threshold = t.get("threshold")
+    if isinstance(threshold, (int, float)) and not isinstance(threshold, bool):
+        return True
+    for k in _RUNNABLE_BUT_THRESHOLD:  # a loop, not any(): this runs once per test of a large suite
+        if t.get(k) not in (None, "", 0, False):
+            return True
+    return False
+
+
+_RUNNABLE_BUT_THRESHOLD = tuple(k for k in RUNNABLE_TEST_KEYS if k != "threshold")
 
 
 def parse_test(t: Any, ctx: Ctx, where: str, is_default: bool = False, from_config: bool = False,
@@ -66,20 +74,26 @@ def parse_test(t: Any, ctx: Ctx, where: str, is_default: bool = False, from_conf
     resolved = {}
     same = True
     for k, v in vars_.items():
+        if type(v) is str and not v.startswith("file://"):  # most values: nothing to resolve
+            resolved[str(k)] = v
+            same = same and type(k) is str
+            continue
         value = resolved[str(k)] = _resolve_var(v, ctx, f"{where}.vars.{k}")
         same = same and value is v and type(k) is str
     if same:  # nothing to resolve: share the mapping as written (vars are never written to)
         resolved = vars_
     options = t.get("options") or {}
     expect(isinstance(options, dict), "expected a mapping", ctx.file, where + ".options")
-    from factcli.config.providers import request_params
+    params = {}
+    if options:  # (the imports too: this runs once per test of a large suite)
+        from factcli.config.providers import request_params
 
-    params = request_params(options, OPTION_KEYS, OPTION_UNSUPPORTED, ctx, where + ".options")
-    from factcli.scripting.transforms import check_transform
-
+        params = request_params(options, OPTION_KEYS, OPTION_UNSUPPORTED, ctx, where + ".options")
     options = dict(options)
     for key in ("transform", "postprocess", "transformVars"):
         if key in options:
+            from factcli.scripting.transforms import check_transform
+
             options[key] = check_transform(options[key], ctx.file, f"{where}.options.{key}", ctx.base)
     for key in ("prefix", "suffix"):
         if key in options and not isinstance(options[key], str):
@@ -96,9 +110,9 @@ def parse_test(t: Any, ctx: Ctx, where: str, is_default: bool = False, from_conf
     metadata = t.get("metadata") or {}
     expect(isinstance(metadata, dict), "expected a mapping", ctx.file, where + ".metadata")
     desc = t.get("description")
-    from factcli.scoring.grading import load_rubric_prompt
-
     if "rubricPrompt" in options:
+        from factcli.scoring.grading import load_rubric_prompt
+
         options["rubricPrompt"] = load_rubric_prompt(options["rubricPrompt"], ctx.base, ctx.file,
                                                      where + ".options.rubricPrompt")
     raw = dict(t)
@@ -110,7 +124,7 @@ def parse_test(t: Any, ctx: Ctx, where: str, is_default: bool = False, from_conf
     written = (from_config or is_default) and not vars_file
     return TestCase(
         description=None if desc is None else str(desc), vars=resolved, assertions=parsed,
-        threshold=threshold, options=dict(options), metadata=dict(metadata),
+        threshold=threshold, options=options, metadata=dict(metadata),  # (options: already a copy)
         provider_output=t.get("providerOutput"), raw=raw, source=(ctx.file, where), request_params=params,
         template_vars=template_names(vars_, resolved) if written else frozenset(),
     )

@@ -313,7 +313,14 @@ class Entries:
         self.parts[-1].append(entry)
 
     def extend(self, entries) -> None:
-        self.parts.append(entries if isinstance(entries, (Entries, CsvEntries)) else list(entries))
+        if isinstance(entries, Entries):
+            self.parts.extend(entries.parts)
+        elif isinstance(entries, CsvEntries):
+            self.parts.append(entries)
+        else:
+            entries = list(entries)
+            if entries:
+                self.parts.append(entries)
 
     def __len__(self) -> int:
         return sum(len(p) for p in self.parts)

@@ -47,37 +47,61 @@ def _close(name: str, known: set[str]) -> str | None:
     return close[0] if close else None
 
 
+class TestVars:
+    """What the check needs from the tests, gathered a test at a time (by check_vars, or by the
+    loader's one pass over a streamed suite, config/stream.py): the names they define, whether code
+    may add names, and per name an assertion value uses, where first and how many times."""
+
+    def __init__(self):
+        self.known: set[str] = set()
+        self.dynamic = False
+        self.uses: dict[str, list] = {}  # name -> [where first, how many places]
+        self._last: tuple = (None, ())  # (the assertions list, its [(index, name)]): shared by many tests
+
+    def add(self, t: int, test) -> None:
+        self.known.update(test.vars or {})
+        options = test.options or {}
+        if options.get("storeOutputAs"):
+            self.known.add(str(options["storeOutputAs"]))
+        if options.get("transformVars"):
+            self.dynamic = True
+        if self._last[0] is not test.assertions:
+            self._last = (test.assertions, [(i, name) for i, a in _assertions(test) for name in sorted(_names(a.value))])
+        for i, name in self._last[1]:
+            place = self.uses.get(name)
+            if place is None:
+                self.uses[name] = [f"{test.source[1] or f'tests[{t}]'}.assert[{i}]", 1]
+            else:
+                place[1] += 1
+
+
 def check_vars(suite) -> dict[str, str]:
     """Raise ConfigError for a near miss; return a warning per other unknown name (name -> warning)."""
     if not suite.tests:
         return {}
-    known: set[str] = set(ALWAYS)
-    dynamic = bool(suite.extensions)  # a beforeAll hook may add vars
-    for test in suite.tests:
-        known.update(test.vars or {})
-        options = test.options or {}
-        if options.get("storeOutputAs"):
-            known.add(str(options["storeOutputAs"]))
-        if options.get("transformVars"):
-            dynamic = True
-    uses: dict[str, list[str]] = {}  # name -> where it is used
+    facts = getattr(suite.tests, "var_facts", None)  # a streamed suite's, gathered while it loaded
+    if facts is None:
+        facts = TestVars()
+        for t, test in enumerate(suite.tests):
+            facts.add(t, test)
+    known: set[str] = set(ALWAYS) | facts.known
+    dynamic = bool(suite.extensions) or facts.dynamic  # a beforeAll hook may add vars
+    uses: dict[str, list] = {}  # name -> [where first, how many places]
     for i, prompt in enumerate(suite.prompts):
         if prompt.function:
             continue
         texts = [m.get("content") for m in prompt.messages or []] if prompt.messages is not None else [prompt.raw]
         for name in sorted(set().union(*(_names(t) for t in texts))):
-            uses.setdefault(name, []).append(f"prompts[{i}] ({_short(prompt.label)})")
-    for t, test in enumerate(suite.tests):
-        for i, a in _assertions(test):
-            for name in sorted(_names(a.value)):
-                where = f"{test.source[1] or f'tests[{t}]'}.assert[{i}]"
-                uses.setdefault(name, []).append(where)
+            place = uses.setdefault(name, [f"prompts[{i}] ({_short(prompt.label)})", 0])
+            place[1] += 1
+    for name, (first, count) in facts.uses.items():
+        uses.setdefault(name, [first, 0])[1] += count
     warnings = {}
-    for name, places in uses.items():
+    for name, (first, count) in uses.items():
         if name in known:
             continue
         close = _close(name, known - ALWAYS)
-        where = places[0] + (f" and {len(places) - 1} more" if len(places) > 1 else "")
+        where = first + (f" and {count - 1} more" if count > 1 else "")
         if close is not None and not dynamic:
             file = ", ".join(getattr(suite, "config_files", []) or []) or None
             raise ConfigError(f"{where} uses the var '{name}', which no test defines (did you mean '{close}'?); "

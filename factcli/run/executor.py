@@ -54,6 +54,9 @@ def _short(text: str, n: int = 40) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
+YIELD_EVERY = 100  # rows a worker runs between two turns of the event loop (Executor.run)
+
+
 class Executor:
     def __init__(self, caller: Caller, providers: dict[int, Provider], *, concurrency: int = 4,
                  delay_ms: float = 0, base_dir: Path | None = None, grader=None, eval_id: str = "",
@@ -83,6 +86,10 @@ class Executor:
             lines.append(f"undefined var '{name}' rendered empty in prompt '{_short(label)}' ({shown})")
         return lines
 
+    # A row that never waits (echo, a cached reply) never hands the event loop its turn: the timers
+    # each call sets and cancels (calls.py's timeout) stay in the loop's heap until it runs, ~250
+    # bytes a row, 240 MB over 1,000,000 rows (issue 30). A worker gives the loop a turn every
+    # YIELD_EVERY rows, which also lets the store's group-commit timer fire.
     async def run(self, steps: Iterable[EvalStep], on_result: Callable[[EvalResult], None]) -> None:
         """`steps`: a list, or the plan (config/plan.Plan), whose steps are made as the workers pull
         them; rows that wait for others are ordered over the list of their steps."""
@@ -96,9 +103,13 @@ class Executor:
             iterator = iter(steps)
 
             async def worker() -> None:
+                done = 0
                 for step in iterator:  # shared iterator: each step is taken by exactly one worker
                     if not await self._one(step, on_result):
                         return
+                    done += 1
+                    if done % YIELD_EVERY == 0:
+                        await asyncio.sleep(0)
 
         workers = [asyncio.create_task(worker()) for _ in range(min(self.concurrency, len(steps)) or 1)]
         try:
@@ -156,6 +167,8 @@ class Executor:
                     changed.set()
                 if not going:
                     return
+                if started % YIELD_EVERY == 0:
+                    await asyncio.sleep(0)
 
         return worker
 

@@ -79,7 +79,11 @@ def _empty_prompts(suite) -> list[str]:
     from factcli import templating
 
     tests = suite.tests
-    if suite.extensions or not tests or any(
+    facts = getattr(tests, "facts", None)  # a streamed suite's, gathered while it loaded (config/stream.py)
+    if facts is not None and tests.streamed:
+        if not tests or facts.no_model_call:
+            return []
+    elif suite.extensions or not tests or any(
             t.options.get("transformVars") or t.provider_output is not None or t.options.get("prefix")
             or t.options.get("suffix") for t in tests):
         return []
@@ -107,6 +111,9 @@ def _assertion_problems(suite) -> list[str]:
     found: dict[str, list[int]] = {}
     memo: dict[str, list[str]] = {}
     base = Path(suite.base_dir or ".")
+    facts = getattr(suite.tests, "facts", None)
+    if facts is not None and suite.tests.streamed and not facts.preflighted:
+        return []  # no assertion of a streamed suite has a check of its own: its file is not read again
     for i, test in enumerate(suite.tests):
         stack = list(test.assertions)
         while stack:

@@ -162,8 +162,11 @@ def prepare(suite: Suite, options: RunOptions) -> EvalRun:
     repeat = options.repeat or int(eo.get("repeat") or 1)
     from factcli.run.row_vars import plan_transforms
 
+    from factcli.config.stream import is_streamed
+
+    streamed = is_streamed(suite.tests)  # config/stream.py: no test of it has transformVars
     if suite.transform_errors is None:  # transformVars, before var arrays become rows
-        suite.transform_errors = plan_transforms(suite.tests)
+        suite.transform_errors = {} if streamed else plan_transforms(suite.tests)
     vars_errors = suite.transform_errors
     cols, steps = expand(suite, repeat, pattern=options.filter_pattern, first_n=options.filter_first_n,
                          sample=options.filter_sample)
@@ -181,7 +184,7 @@ def prepare(suite: Suite, options: RunOptions) -> EvalRun:
         concurrency=concurrency, repeat=repeat, cache=cache, warnings=list(suite.warnings),
     )
     run._steps = steps  # type: ignore[attr-defined]
-    run._conversations = _conversations(steps)  # type: ignore[attr-defined]
+    run._conversations = _conversations(steps, streamed)  # type: ignore[attr-defined]
     run._delay = delay  # type: ignore[attr-defined]
     run._vars_errors = vars_errors  # type: ignore[attr-defined]
     run.max_cost = options.max_cost if options.max_cost is not None else eo.get("maxCost")
@@ -198,7 +201,7 @@ def prepare(suite: Suite, options: RunOptions) -> EvalRun:
     run.warnings.extend(model_name_warnings(suite))
     if run.max_cost is not None:
         check_prices(suite, run.graders)
-    if len(cols) < 2:
+    if len(cols) < 2 and not streamed:  # (a streamed suite has no select-best nor max-score)
         from factcli.errors import ConfigError
 
         for test in suite.tests:
@@ -210,11 +213,15 @@ def prepare(suite: Suite, options: RunOptions) -> EvalRun:
     return run
 
 
-def _conversations(steps):
+def _conversations(steps, streamed: bool = False):
     """The plan's conversation threads and storeOutputAs registers (run/conversations.py): made from
-    every step, before --resume leaves out the finished ones, whose turns it puts back."""
-    from factcli.run.conversations import Conversations
+    every step, before --resume leaves out the finished ones, whose turns it puts back. A streamed
+    suite has neither runSerially nor storeOutputAs: unless a prompt reads `_conversation`, no
+    step of it is in a thread, and its file is not read again to learn that."""
+    from factcli.run.conversations import Conversations, uses_conversation
 
+    if streamed and not any(uses_conversation(c.prompt) for c in steps.cols):
+        return Conversations([])
     return Conversations(steps)
 
 
@@ -332,6 +339,9 @@ def check_graders(suite: Suite, source, warnings: list[str], specs: list | None 
         if message and message not in warnings:
             warnings.append(message)
 
+    facts = getattr(suite.tests, "facts", None)
+    if facts is not None and suite.tests.streamed and not facts.model_graded:
+        return graders  # a streamed suite without a judge: its file is not read again (config/stream.py)
     for test in suite.tests:
         flat = []
         for i, a in enumerate(test.assertions):

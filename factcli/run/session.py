@@ -210,7 +210,12 @@ class EvalSession:
 
     def filter_suite(self, suite) -> None:
         """--filter-failing RUN: keep the tests (by description and vars) that failed or errored there."""
-        self.all_tests = list(suite.tests)
+        from factcli.config.stream import is_streamed
+
+        if self.failing is not None and is_streamed(suite.tests):
+            suite.tests.materialize()  # the tests kept are picked from a list
+        # a streamed suite (config/stream.py) is not copied: it is read again, not held
+        self.all_tests = suite.tests if is_streamed(suite.tests) else list(suite.tests)
         if self.failing is None:
             return
         from factcli.config.plan import var_combinations
@@ -271,9 +276,11 @@ class EvalSession:
                           model_outputs=str(Path(args["model_outputs"]).resolve()))
         all_tests = self.all_tests if self.all_tests is not None else list(run.suite.tests)
         plan = run._steps
-        if getattr(plan, "every_test_planned", False) and len(plan.tests) == len(all_tests) \
-                and all(a is b for a, b in zip(plan.tests, all_tests)):
+        if getattr(plan, "every_test_planned", False) and (plan.tests is all_tests or (
+                len(plan.tests) == len(all_tests) and all(a is b for a, b in zip(plan.tests, all_tests)))):
             return record  # every test has rows: no index of 100,000 tests to learn that (issue 30)
+        if hasattr(all_tests, "materialize"):  # a streamed suite's tests, the same objects as the plan's
+            all_tests = all_tests.materialize()
         index = {id(t): i for i, t in enumerate(all_tests)}
         selected = sorted({index[id(s.test)] for s in plan if id(s.test) in index})
         if len(selected) != len(all_tests):

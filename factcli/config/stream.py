@@ -1,0 +1,139 @@
+"""A suite's tests read again from their CSV files each time they are iterated (issue 30): a suite of
+1,000,000 tests is never held, a test at a time is.
+
+The loader streams a suite when all of its tests come from CSV files (no test written in the config,
+no other test file, no scenario, no extension hook) and parses every test once while it loads, so
+bad input stops the load as before; that pass also gathers what the checks before any call read
+from every test (`TestFacts`), so that they do not read the file again. The executor's pass parses
+each test again (~13 µs a test). A suite whose tests need each other or the whole suite
+(`transformVars`, `storeOutputAs`, `runSerially`, select-best/max-score) is made a list at load
+time, as are the tests of a filtered (--filter-*), resumed or retried run
+(`StreamedTests.materialize`): each of those features then runs exactly as before.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+from factcli.config.testsets import CsvEntries, Entries
+from factcli.config.var_check import TestVars
+from factcli.sources import Rows
+from factcli.types import COMPARE_TYPES, TestCase
+
+
+def combination_count(variables: dict, disable: bool = False) -> int:
+    """How many rows a test's var combinations make (config/plan.var_combinations), without making them."""
+    if disable:
+        return 1
+    n = 1
+    for v in variables.values():
+        if isinstance(v, Rows) or (isinstance(v, list) and v and all(isinstance(x, str) for x in v)):
+            n *= len(v)
+    return n
+
+
+# test options that make a test depend on others, or the run on every test: such a suite is a list
+NEEDS_THE_SUITE = ("transformVars", "storeOutputAs", "runSerially")
+
+
+class TestFacts:
+    """What the checks before any call read from every test, gathered in the load's one pass."""
+
+    def __init__(self):
+        self.count = 0
+        self.combinations = 0  # rows per column and repeat
+        self.every_test_planned = True  # every test gives a row (an empty glob var gives none)
+        self.model_graded = False  # some assertion has a judge: runner.check_graders reads every test
+        self.preflighted = False  # some assertion type has its own preflight check
+        self.no_model_call = False  # a providerOutput, prefix or suffix (run/preflight._empty_prompts)
+        self.vars = TestVars()
+        self._seen: set[int] = set()  # assertion lists already looked at (defaultTest's is shared)
+        self._held: list = []  # those lists, so that their ids stay theirs
+
+    def add(self, test: TestCase) -> bool:
+        """Count `test` in; False when the suite needs to be a list."""
+        options = test.options
+        if any(options.get(k) for k in NEEDS_THE_SUITE):
+            return False
+        if id(test.assertions) not in self._seen:
+            self._seen.add(id(test.assertions))
+            self._held.append(test.assertions)
+            if not self._look(test.assertions):
+                return False
+        n = combination_count(test.vars, bool(options.get("disableVarExpansion")))
+        self.combinations += n
+        self.every_test_planned = self.every_test_planned and n > 0
+        self.no_model_call = self.no_model_call or test.provider_output is not None or bool(
+            options.get("prefix") or options.get("suffix"))
+        self.vars.add(self.count, test)
+        self.count += 1
+        return True
+
+    def _look(self, assertions: list) -> bool:
+        from factcli.scoring.registry import lookup
+
+        stack = list(assertions)
+        while stack:
+            a = stack.pop()
+            stack.extend(a.children or [])
+            if a.type in COMPARE_TYPES:
+                return False  # the comparisons read every row of the run
+            kind = lookup(a.type)
+            if kind is not None:
+                self.model_graded = self.model_graded or kind.model_graded
+                self.preflighted = self.preflighted or kind.preflight is not None
+        return True
+
+
+class StreamedTests:
+    """The suite's tests, parsed again each time they are iterated; `len()` is known. Indexing, or
+    `materialize()`, makes them a list once (the same tests from then on)."""
+
+    def __init__(self, entries: Entries, parse: Callable[[tuple], TestCase], facts: TestFacts):
+        self._entries, self._parse, self.facts = entries, parse, facts
+        self._list: list | None = None
+
+    @property
+    def var_facts(self) -> TestVars:
+        return self.facts.vars
+
+    @property
+    def streamed(self) -> bool:
+        return self._list is None
+
+    def __len__(self) -> int:
+        return self.facts.count
+
+    def __bool__(self) -> bool:
+        return self.facts.count > 0
+
+    def __iter__(self) -> Iterator[TestCase]:
+        if self._list is not None:
+            return iter(self._list)
+        parse = self._parse
+        return (parse(entry) for entry in self._entries)
+
+    def __getitem__(self, index):
+        return self.materialize()[index]
+
+    def materialize(self) -> list:
+        if self._list is None:
+            self._list = list(self)
+        return self._list
+
+
+def is_streamed(tests) -> bool:
+    return isinstance(tests, StreamedTests) and tests.streamed
+
+
+def load(entries: Entries, parse: Callable[[tuple], TestCase]) -> list | StreamedTests:
+    """The tests of `entries`: streamed when every entry comes from a CSV file and no test needs
+    the suite, else a list."""
+    if not entries.parts or not all(isinstance(p, CsvEntries) for p in entries.parts):
+        return [parse(e) for e in entries]
+    facts = TestFacts()
+    for entry in entries:
+        test = parse(entry)  # every test parsed once: bad input stops the load here, as before
+        if not facts.add(test):  # (defaultTest's options or assertions: found at the first test)
+            return [parse(e) for e in entries]  # from the start again: the tests before were let go
+    return StreamedTests(entries, parse, facts)
