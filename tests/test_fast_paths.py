@@ -297,3 +297,63 @@ def test_a_stored_row_has_the_fields_the_walk_makes(monkeypatch, secrets):
         expected = _reference_fields(scrub, r)
         assert (row[14], row[15], row[23], row[25]) == (expected["named"], expected["grading"], expected["vars"],
                                                         expected["extra"])
+
+
+def test_an_in_process_call_gives_what_the_full_path_gives(monkeypatch):
+    """run/calls.py calls an in-process provider (echo) without pacing, timeout or retries: the reply,
+    its retries and latency, the error scrubbed and the call counted are what the full path gives;
+    a limit set on it or a budget takes the full path."""
+    import asyncio
+
+    from factcli.providers.base import RenderedPrompt
+    from factcli.providers.echo import EchoProvider
+    from factcli.run.budget import Budget
+    from factcli.run.calls import Caller
+    from factcli.run.limits import Limiters
+    from factcli.types import ProviderResponse, ProviderSpec
+
+    monkeypatch.setenv("MY_API_KEY", "sk-env-abcdef0123")
+
+    class Failing(EchoProvider):
+        async def call(self, prompt, context):
+            return ProviderResponse(error="refused sk-env-abcdef0123", cost=0.0)
+
+    prompt = RenderedPrompt(text="Answer: 1", messages=[{"role": "user", "content": "Answer: 1"}])
+    for kind in (EchoProvider, Failing):
+        for config in ({}, {"maxConcurrency": 2}):
+            for budget in (None, 1.0):
+                replies = []
+                for in_process in (True, False):
+                    monkeypatch.setattr(kind, "in_process", in_process)
+                    caller = Caller(None, limiters=Limiters(4), budget=None if budget is None else Budget(budget))
+                    resp = asyncio.run(caller.call(kind(ProviderSpec("echo", config=config)), prompt))
+                    replies.append((resp.output, resp.error, resp.retries, resp.latency_ms, resp.cost, caller.calls,
+                                    caller.retries))
+                assert replies[0] == replies[1]
+                assert "sk-env" not in str(replies)
+    assert replies[0][1] == "refused ${MY_API_KEY}" and replies[0][5] == 1
+
+
+def test_an_assertion_looked_up_once_still_sees_its_type_and_value_change():
+    """The scorer keeps each assertion's registered type and static value (scorer._plan): an assertion
+    whose type or value is set anew is scored with the new one, a templated value is rendered per row."""
+    import asyncio
+
+    from factcli.scoring.scorer import run_assertions
+    from factcli.types import Assertion, ProviderResponse, TestCase
+
+    a = Assertion("contains", "Answer")
+    templated = Assertion("contains", "{{q}}")
+    test = TestCase(assertions=[a, templated])
+
+    def score(output: str, q: str) -> list[bool]:
+        g = asyncio.run(run_assertions(test, output=output, variables={"q": q}, prompt="p",
+                                       response=ProviderResponse(output=output)))
+        return [c.passed for c in g.component_results]
+
+    assert score("Answer: 1", "1") == [True, True]
+    assert score("Answer: 1", "2") == [True, False]
+    a.value = "Question"
+    assert score("Answer: 1", "1") == [False, True]
+    a.type = "not-contains"
+    assert score("Answer: 1", "1") == [True, True]

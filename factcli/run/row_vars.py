@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -264,6 +265,7 @@ def render_template(step: EvalStep, variables: dict) -> tuple[str, list[dict], l
     return text, _messages_of(text), missing
 
 
+@lru_cache(maxsize=256)  # made for every row, read only in an error
 def _prompt_name(label: str) -> str:
     short = " ".join(label.split())
     return f"prompt '{short if len(short) <= 40 else short[:39] + '…'}'"

@@ -15,7 +15,7 @@ from typing import Any
 from factcli.store.database import Store
 from factcli.store.encode import loads
 from factcli.store.redact import Scrubber
-from factcli.store.row_text import extra_text, grading_text
+from factcli.store.row_text import as_dict, extra_text, grading_text
 from factcli.types import (
     EvalResult,
     EvalStep,
@@ -32,6 +32,8 @@ from factcli.types import (
 
 
 def _num(value: Any) -> float | None:
+    if type(value) is float:  # (most: a finite float; NaN and the infinities give NaN here)
+        return value if value - value == 0.0 else None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return None if math.isnan(value) or math.isinf(value) else float(value)
     return None
@@ -64,12 +66,12 @@ def to_row(run_id: str, r: EvalResult, seq: int, scrub: Scrubber, created_at: st
     def extra() -> dict:
         out = {
             "testCase": {k: (None if k == "vars" else v) for k, v in step.test.raw.items()},  # vars: stored apart
-            "metadata": step.test.metadata,
+            "metadata": as_dict(step.test.metadata),
             "response": {
                 "present": resp.error is None or resp.output is not None,
                 "error": resp.error,
                 "finishReason": resp.finish_reason,
-                "metadata": resp.metadata,
+                "metadata": as_dict(resp.metadata),
                 "tokenUsage": usage.to_json(),
                 "latencyMs": resp.latency_ms,
                 "retries": resp.retries,
@@ -97,7 +99,7 @@ def to_row(run_id: str, r: EvalResult, seq: int, scrub: Scrubber, created_at: st
     except (TypeError, ValueError):
         extra_value = extra()
     named, graded, variables, extra_json, encoded_output = scrub.dumps_all(
-        (r.named_scores, graded, step.vars, extra_value, output if json_output else None), encoded)
+        (as_dict(r.named_scores), graded, as_dict(step.vars), extra_value, output if json_output else None), encoded)
     if json_output:
         output, output_json = encoded_output, 1
     else:

@@ -24,6 +24,12 @@ _VERDICT_TYPES = (bool, float, int, str)
 _NUMBER_TYPES = (int, float)
 
 
+def as_dict(value: Any) -> dict:
+    """A mapping as the record stores it: a dict as it is (JSON encodes it without a copy), any
+    other mapping copied into one."""
+    return value if isinstance(value, dict) else dict(value)
+
+
 def _keep(key: tuple, anchor: Any, found: tuple[str, bool]) -> tuple[str, bool]:
     if len(_TEXTS) >= _TEXTS_MAX:
         _TEXTS.clear()
@@ -118,11 +124,11 @@ def extra_text(r: EvalResult) -> tuple[str, str]:
             text = _encode(v)
             unchecked.append(text)
         parts.append(f"{name}: {text}")
-    metadata = _encode(step.test.metadata)
+    metadata = _encode(as_dict(step.test.metadata))
     kept = _response_text(r)
     if kept is None:
         response = _encode({"present": resp.error is None or resp.output is not None, "error": resp.error,
-                            "finishReason": resp.finish_reason, "metadata": resp.metadata,
+                            "finishReason": resp.finish_reason, "metadata": as_dict(resp.metadata),
                             "tokenUsage": resp.token_usage.to_json(), "latencyMs": resp.latency_ms,
                             "retries": resp.retries})
         unchecked.append(response)
