@@ -166,3 +166,22 @@ def test_csv_lines_are_split_as_a_stringio_splits_them():
         assert [m.group() for m in testsets._CSV_LINE.finditer(text)] == list(io.StringIO(text, newline=""))
 
     same()
+
+
+def test_filters_on_a_streamed_suite_hold_only_the_tests_they_keep_and_store_which(tmp_path, monkeypatch):
+    from factcli.run import session as session_mod
+    from factcli.run.flow import EvalOptions, Flow
+
+    cfg = _config(tmp_path, 30)
+    suite = load_suite([cfg])
+    cols, plan = expand(suite, pattern=r"#(1\d|2)$", first_n=4)
+    assert [t.description for t in plan.tests] == ["Row #2", "Row #10", "Row #11", "Row #12"]
+    assert plan.positions == [1, 9, 10, 11] and len(plan) == 4 and suite.tests.streamed  # not made a list
+    records = []
+    monkeypatch.setattr(session_mod.EvalSession, "_options_record",
+                        lambda self, run, f=session_mod.EvalSession._options_record: records.append(f(self, run))
+                        or records[-1])
+    flow = Flow(EvalOptions(config=[cfg], run=runner.RunOptions(filter_pattern=r"#(1\d|2)$", filter_first_n=4)))
+    flow.prepare()
+    asyncio.run(flow.execute())
+    assert records[0]["tests"] == [1, 9, 10, 11] and flow.run.row_count == 4

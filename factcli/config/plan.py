@@ -75,12 +75,17 @@ class Plan:
     prompt_idx, repeat_idx), never by the identity of its step. Indexing makes the list (tests, a
     one-row check)."""
 
-    def __init__(self, tests, cols: list[Column], repeat: int):
+    def __init__(self, tests, cols: list[Column], repeat: int, positions: list[int] | None = None):
         self.tests, self.cols, self.repeat = tests, cols, repeat
+        # a filtered streamed suite's tests, parsed anew, are not the suite's objects: where each
+        # one is in the suite, for the stored run's selection (run/session._options_record)
+        self.positions = positions
+        self.counts = None
         if is_streamed(tests):  # counted while the suite loaded (config/stream.py)
             combinations, every = tests.facts.combinations, tests.facts.every_test_planned
         else:
-            counts = [combination_count(t.vars, bool(t.options.get("disableVarExpansion"))) for t in tests]
+            counts = self.counts = [combination_count(t.vars, bool(t.options.get("disableVarExpansion")))
+                                    for t in tests]
             combinations, every = sum(counts), all(counts)
         self.total = combinations * repeat * len(cols)
         # every test gives at least one row (a var that is an empty glob gives none)
@@ -108,9 +113,19 @@ class Plan:
 def expand(suite: Suite, repeat: int = 1, *, pattern: str | None = None, first_n: int | None = None,
            sample: int | None = None) -> tuple[list[Column], Plan]:
     cols = columns(suite)
-    if is_streamed(suite.tests) and pattern is None and first_n is None and sample is None:
-        return cols, Plan(suite.tests, cols, repeat)  # read again as the steps are made
-    # a filter picks among the tests as a list (a streamed suite is made one: StreamedTests.materialize)
+    if is_streamed(suite.tests) and sample is None and (first_n is None or first_n >= 0):
+        if pattern is None and first_n is None:
+            return cols, Plan(suite.tests, cols, repeat)  # read again as the steps are made
+        # only the tests the filters keep are held, with their places in the suite
+        kept = enumerate(suite.tests)
+        if pattern:
+            rx = re.compile(pattern)
+            kept = ((i, t) for i, t in kept if rx.search(t.description or ""))
+        if first_n is not None:
+            kept = itertools.islice(kept, first_n)
+        pairs = list(kept)
+        return cols, Plan([t for _, t in pairs], cols, repeat, positions=[i for i, _ in pairs])
+    # --filter-sample picks among the tests as a list (a streamed suite is made one)
     tests = list(suite.tests.materialize() if is_streamed(suite.tests) else suite.tests)
     if pattern:
         rx = re.compile(pattern)

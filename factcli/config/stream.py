@@ -7,8 +7,9 @@ while it loads, so bad input stops the load as before; that pass also gathers wh
 from every test (`TestFacts`), so that they do not read the file again. The executor's pass parses
 each test again (~7 µs a test). A suite whose tests need each other or the whole suite
 (`transformVars`, `storeOutputAs`, `runSerially`, select-best/max-score) is made a list at load
-time, as are the tests of a filtered (--filter-*), resumed or retried run
+time, as are the tests of a sampled (--filter-sample), --filter-failing, resumed or retried run
 (`StreamedTests.materialize`): each of those features then runs exactly as before.
+(--filter-pattern and --filter-first-n hold only the tests they keep: config/plan.expand.)
 """
 
 from __future__ import annotations

@@ -279,6 +279,11 @@ class EvalSession:
         if getattr(plan, "every_test_planned", False) and (plan.tests is all_tests or (
                 len(plan.tests) == len(all_tests) and all(a is b for a, b in zip(plan.tests, all_tests)))):
             return record  # every test has rows: no index of 100,000 tests to learn that (issue 30)
+        if getattr(plan, "positions", None) is not None:  # a filtered streamed suite (config/plan.expand)
+            selected = [i for i, n in zip(plan.positions, plan.counts) if n] if plan.cols and plan.repeat > 0 else []
+            if len(selected) != len(all_tests):
+                record["tests"] = selected
+            return record
         if hasattr(all_tests, "materialize"):  # a streamed suite's tests, the same objects as the plan's
             all_tests = all_tests.materialize()
         index = {id(t): i for i, t in enumerate(all_tests)}
