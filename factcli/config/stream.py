@@ -48,17 +48,15 @@ class TestFacts:
         self.preflighted = False  # some assertion type has its own preflight check
         self.no_model_call = False  # a providerOutput, prefix or suffix (run/preflight._empty_prompts)
         self.vars = TestVars()
-        self._seen: set[int] = set()  # assertion lists already looked at (defaultTest's is shared)
-        self._held: list = []  # those lists, so that their ids stay theirs
+        self._last: list | None = None  # the assertion list looked at last (defaultTest's is shared)
 
     def add(self, test: TestCase) -> bool:
         """Count `test` in; False when the suite needs to be a list."""
         options = test.options
         if any(options.get(k) for k in NEEDS_THE_SUITE):
             return False
-        if id(test.assertions) not in self._seen:
-            self._seen.add(id(test.assertions))
-            self._held.append(test.assertions)
+        if test.assertions is not self._last:  # (a CSV's __expected cells: a list per test, none kept)
+            self._last = test.assertions
             if not self._look(test.assertions):
                 return False
         n = combination_count(test.vars, bool(options.get("disableVarExpansion")))
