@@ -110,3 +110,59 @@ def test_a_csv_suite_runs_to_the_same_rows_as_its_tests_written_in_the_config(tm
                 for r in run.rows]
 
     assert rows(streamed) == rows(written) and len(rows(streamed)) == 12
+
+
+def test_a_jsonl_suite_is_streamed_and_runs_as_the_same_tests_written_in_the_config(tmp_path):
+    import factcli
+
+    lines = [{"vars": {"q": f"question {i}"}, "assert": [{"type": "contains", "value": str(i)}]} for i in range(9)]
+    (tmp_path / "t.jsonl").write_text("\n".join(json.dumps(t) for t in lines[:4]) + "\n\n"
+                                      + "\r\n".join(json.dumps(t) for t in lines[4:]) + "\n")
+    config = {"prompts": ["Answer: {{q}}"], "providers": ["echo"], "defaultTest": {"assert": ASSERTIONS}}
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(json.dumps({**config, "tests": f"file://{tmp_path / 't.jsonl'}"}))
+    suite = load_suite([cfg])
+    assert isinstance(suite.tests, StreamedTests) and len(suite.tests) == 9
+    assert [t.source[1] for t in suite.tests] == [f"[{j}]" for j in range(9)]
+    streamed = factcli.evaluate(str(cfg), store=False)
+    written = factcli.evaluate({**config, "tests": lines}, store=False)
+
+    def rows(run):
+        return [(r.step.test_idx, r.step.vars, r.success, r.response.output) for r in run.rows]
+
+    assert rows(streamed) == rows(written) and len(rows(streamed)) == 9
+
+
+def test_a_jsonl_line_naming_a_test_file_makes_the_suite_a_list(tmp_path):
+    (tmp_path / "more.csv").write_text("q\nquestion 1\n")
+    (tmp_path / "t.jsonl").write_text(json.dumps({"vars": {"q": "question 0"}}) + "\n" + json.dumps("file://more.csv"))
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(json.dumps({"prompts": ["{{q}}"], "providers": ["echo"], "tests": f"file://{tmp_path / 't.jsonl'}"}))
+    suite = load_suite([cfg])
+    assert isinstance(suite.tests, list) and [t.vars["q"] for t in suite.tests] == ["question 0", "question 1"]
+
+
+def test_a_suite_with_a_feature_that_needs_it_whole_is_a_list_and_runs_as_before(tmp_path):
+    import factcli
+
+    rows = tmp_path / "rows.csv"
+    rows.write_text("q\none\ntwo\nthree\n")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(json.dumps({"prompts": ["{{q}} {{last}}"], "providers": ["echo"],
+                               "defaultTest": {"options": {"storeOutputAs": "last"}}, "tests": f"file://{rows}"}))
+    suite = load_suite([cfg])
+    assert isinstance(suite.tests, list) and len(suite.tests) == 3
+    run = factcli.evaluate(str(cfg), store=False)
+    assert [r.response.output for r in run.rows] == ["one ", "two one ", "three two one "]
+
+
+def test_csv_lines_are_split_as_a_stringio_splits_them():
+    import io
+
+    from hypothesis import given, strategies as st
+
+    @given(st.text(alphabet=st.sampled_from(["a", ",", '"', "\r", "\n", "\x0b", "\x85", "\u2028", "é"]), max_size=40))
+    def same(text):
+        assert [m.group() for m in testsets._CSV_LINE.finditer(text)] == list(io.StringIO(text, newline=""))
+
+    same()

@@ -1,11 +1,11 @@
-"""A suite's tests read again from their CSV files each time they are iterated (issue 30): a suite of
-1,000,000 tests is never held, a test at a time is.
+"""A suite's tests read again from their CSV or JSONL files each time they are iterated (issue 30): a
+suite of 1,000,000 tests is never held, a test at a time is.
 
-The loader streams a suite when all of its tests come from CSV files (no test written in the config,
-no other test file, no scenario, no extension hook) and parses every test once while it loads, so
-bad input stops the load as before; that pass also gathers what the checks before any call read
+The loader streams a suite when all of its tests come from CSV or JSONL files (no test written in
+the config, no YAML/JSON test file, no scenario, no extension hook) and parses every test once
+while it loads, so bad input stops the load as before; that pass also gathers what the checks before any call read
 from every test (`TestFacts`), so that they do not read the file again. The executor's pass parses
-each test again (~13 µs a test). A suite whose tests need each other or the whole suite
+each test again (~7 µs a test). A suite whose tests need each other or the whole suite
 (`transformVars`, `storeOutputAs`, `runSerially`, select-best/max-score) is made a list at load
 time, as are the tests of a filtered (--filter-*), resumed or retried run
 (`StreamedTests.materialize`): each of those features then runs exactly as before.
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterator
 
-from factcli.config.testsets import CsvEntries, Entries
+from factcli.config.testsets import Entries, FileEntries
 from factcli.config.var_check import TestVars
 from factcli.sources import Rows
 from factcli.types import COMPARE_TYPES, TestCase
@@ -127,9 +127,9 @@ def is_streamed(tests) -> bool:
 
 
 def load(entries: Entries, parse: Callable[[tuple], TestCase]) -> list | StreamedTests:
-    """The tests of `entries`: streamed when every entry comes from a CSV file and no test needs
+    """The tests of `entries`: streamed when every entry comes from a CSV or JSONL file and no test needs
     the suite, else a list."""
-    if not entries.parts or not all(isinstance(p, CsvEntries) for p in entries.parts):
+    if not entries.parts or not all(isinstance(p, FileEntries) for p in entries.parts):
         return [parse(e) for e in entries]
     facts = TestFacts()
     for entry in entries:

@@ -86,11 +86,11 @@ class Executor:
             lines.append(f"undefined var '{name}' rendered empty in prompt '{_short(label)}' ({shown})")
         return lines
 
-    # A row that never waits (echo, a cached reply) never hands the event loop its turn: any timer a
-    # row sets and cancels (calls.py's timeout around a call that answered at once; an in-process
-    # provider's call and a cache hit set none) stays in the loop's heap until it runs, ~250 bytes a
-    # row, 240 MB over 1,000,000 rows (issue 30). A worker gives the loop a turn every YIELD_EVERY
-    # rows, which also lets the store's group-commit timer fire.
+    # A row that never waits (a reply that needs no I/O) never hands the event loop its turn: the
+    # timers each call sets and cancels (calls.py's per-attempt timeout) stay in the loop's heap
+    # until it runs, ~250 bytes a row (240 MB over 1,000,000 echo rows before echo skipped the
+    # timeout; issue 30). A worker gives the loop a turn every YIELD_EVERY rows, which also lets
+    # the store's group-commit timer fire.
     async def run(self, steps: Iterable[EvalStep], on_result: Callable[[EvalResult], None]) -> None:
         """`steps`: a list, or the plan (config/plan.Plan), whose steps are made as the workers pull
         them; rows that wait for others are ordered over the list of their steps."""
