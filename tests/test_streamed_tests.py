@@ -5,13 +5,21 @@ Structural checks only (how far ahead anything is made), never memory or time.""
 import asyncio
 import json
 
-from factcli.config import testsets
+import pytest
+
+from factcli.config import stream, testsets
 from factcli.config.loader import load_suite
 from factcli.config.plan import Plan, expand
 from factcli.config.stream import StreamedTests
 from factcli.run import runner
 
 ASSERTIONS = [{"type": "contains", "value": "Answer"}, {"type": "regex", "value": r"question \d+"}]
+
+
+@pytest.fixture(autouse=True)
+def stream_every_suite(monkeypatch):
+    """These suites are small: streamed here as a suite of more than HOLD_MAX tests is."""
+    monkeypatch.setattr(stream, "HOLD_MAX", 0)
 
 
 def _config(tmp_path, n: int, extra: str = "") -> str:
@@ -185,3 +193,27 @@ def test_filters_on_a_streamed_suite_hold_only_the_tests_they_keep_and_store_whi
     flow.prepare()
     asyncio.run(flow.execute())
     assert records[0]["tests"] == [1, 9, 10, 11] and flow.run.row_count == 4
+
+
+def test_a_suite_of_at_most_hold_max_tests_is_held_as_the_list_its_load_parsed(tmp_path, monkeypatch):
+    """Parsing each test again as it runs costs more than holding a small suite: parsed once."""
+    from factcli.config import loader
+
+    parsed = []
+
+    def counted_parse(*args, **kwargs):
+        parsed.append(1)
+        return parse(*args, **kwargs)
+
+    parse = loader.parse_test
+    monkeypatch.setattr(loader, "parse_test", counted_parse)
+    monkeypatch.setattr(stream, "HOLD_MAX", 50)
+    held = load_suite([_config(tmp_path, 50)])
+    loaded = len(parsed)  # each row once (and defaultTest)
+    assert isinstance(held.tests, list) and len(held.tests) == 50 and loaded in (50, 51)
+    run = runner.prepare(held, runner.RunOptions())
+    asyncio.run(runner.execute(run))
+    assert len(parsed) == loaded and run.row_count == 50
+    monkeypatch.setattr(stream, "HOLD_MAX", 49)
+    streamed = load_suite([_config(tmp_path, 50)])
+    assert isinstance(streamed.tests, StreamedTests) and streamed.tests.streamed

@@ -5,7 +5,8 @@ The loader streams a suite when all of its tests come from CSV or JSONL files (n
 the config, no YAML/JSON test file, no scenario, no extension hook) and parses every test once
 while it loads, so bad input stops the load as before; that pass also gathers what the checks before any call read
 from every test (`TestFacts`), so that they do not read the file again. The executor's pass parses
-each test again (~7 µs a test). A suite whose tests need each other or the whole suite
+each test again (~7 µs a test), so a suite of at most HOLD_MAX tests is kept as the list that pass
+parsed instead. A suite whose tests need each other or the whole suite
 (`transformVars`, `storeOutputAs`, `runSerially`, select-best/max-score) is made a list at load
 time, as are the tests of a sampled (--filter-sample), --filter-failing, resumed or retried run
 (`StreamedTests.materialize`): each of those features then runs exactly as before.
@@ -125,14 +126,24 @@ def is_streamed(tests) -> bool:
     return isinstance(tests, StreamedTests) and tests.streamed
 
 
+# A suite this small is held as the list its load parsed: parsing every test again as it runs (~7 us a
+# test) costs more than holding it (~1 KB a test).
+HOLD_MAX = 20_000
+
+
 def load(entries: Entries, parse: Callable[[tuple], TestCase]) -> list | StreamedTests:
     """The tests of `entries`: streamed when every entry comes from a CSV or JSONL file and no test needs
     the suite, else a list."""
     if not entries.parts or not all(isinstance(p, FileEntries) for p in entries.parts):
         return [parse(e) for e in entries]
     facts = TestFacts()
+    held: list | None = []
     for entry in entries:
         test = parse(entry)  # every test parsed once: bad input stops the load here, as before
         if not facts.add(test):  # (defaultTest's options or assertions: found at the first test)
             return [parse(e) for e in entries]  # from the start again: the tests before were let go
-    return StreamedTests(entries, parse, facts)
+        if held is not None:
+            held.append(test)
+            if len(held) > HOLD_MAX:
+                held = None
+    return held if held is not None else StreamedTests(entries, parse, facts)
