@@ -17,7 +17,8 @@ configs):
 - examples/ollama: OLLAMA_BASE_URL -> fake (litellm's /api/chat is not served there, so that column
   is a deterministic 404 error row); its vllm-qwen column has apiBaseUrl http://localhost:8000/v1
   hard-coded, so a second fake server is started on port 8000 (the run stops if 8000 is taken:
-  otherwise the column would be 16 s of connection retries, or whatever else listens there).
+  otherwise the column would be 16 s of connection retries, or whatever else listens there; two
+  snapshots started at once take turns, through a lock file in the temp directory).
 - configs/factscore-bios.yaml: FACTSCORE_KNOWLEDGE = TREE/examples/factscore/knowledge, the folder of
   pages the tree ships (3 of its 20 topics; the other 17 rows are "not a document title" errors).
 - configs/facts-grounding.yaml: its tests file, facts-grounding-examples.csv, is a Kaggle download
@@ -40,6 +41,7 @@ path lengths.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import json
 import os
@@ -129,12 +131,22 @@ def normalize(text: str, literals: list[tuple[str, str]]) -> str:
     return TIMING_KEYS.sub(lambda m: f'"{m.group(1)}": "<MS>"', text)
 
 
+@contextlib.contextmanager
+def _port_lock():
+    """Snapshots taken at once (two checkouts) would both need port 8000: the second waits for the first."""
+    import fcntl
+
+    with open(Path(tempfile.gettempdir()) / f"factcli-snapshot-port-{VLLM_PORT}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def run_tree(tree: Path, out: Path) -> int:
     tree = tree.resolve()
     if out.exists() and any(out.iterdir()):  # stale snapshots of configs that are gone would compare as real
         sys.exit(f"{out} is not empty: give a new directory")
     out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="factcli-snapshot-") as scratch_dir:
+    with _port_lock(), tempfile.TemporaryDirectory(prefix="factcli-snapshot-") as scratch_dir:
         scratch = Path(scratch_dir)
         rules = scratch / "rules.json"
         rules.write_text(json.dumps(RULES), encoding="utf-8")
