@@ -217,3 +217,33 @@ def test_a_suite_of_at_most_hold_max_tests_is_held_as_the_list_its_load_parsed(t
     monkeypatch.setattr(stream, "HOLD_MAX", 49)
     streamed = load_suite([_config(tmp_path, 50)])
     assert isinstance(streamed.tests, StreamedTests) and streamed.tests.streamed
+
+
+def test_filter_sample_on_a_streamed_suite_holds_only_its_sample_and_picks_as_a_list_does(tmp_path, monkeypatch):
+    import random
+
+    from factcli.run import session as session_mod
+    from factcli.run.flow import EvalOptions, Flow
+
+    cfg = _config(tmp_path, 40)
+    suite = load_suite([cfg])
+    held = load_suite([cfg])
+    held.tests = list(held.tests)  # the same tests as a list: how --filter-sample picked before
+    for pattern, first_n in ((None, None), (r"#[123]\d$", None), (None, 25), (r"#[123]\d$", 12)):
+        random.seed(7)
+        _, plan = expand(suite, pattern=pattern, first_n=first_n, sample=5)
+        random.seed(7)
+        _, listed = expand(held, pattern=pattern, first_n=first_n, sample=5)
+        assert [t.description for t in plan.tests] == [t.description for t in listed.tests]
+        assert len(plan.tests) == 5 and suite.tests.streamed  # only the sample is held
+        assert plan.positions == [int(t.description.split("#")[1]) - 1 for t in plan.tests]
+    records = []
+    monkeypatch.setattr(session_mod.EvalSession, "_options_record",
+                        lambda self, run, f=session_mod.EvalSession._options_record: records.append(f(self, run))
+                        or records[-1])
+    random.seed(3)
+    flow = Flow(EvalOptions(config=[cfg], run=runner.RunOptions(filter_sample=6)))
+    flow.prepare()
+    asyncio.run(flow.execute())
+    assert flow.run.row_count == 6 and len(records[0]["tests"]) == 6
+    assert records[0]["tests"] == sorted(records[0]["tests"])

@@ -113,8 +113,8 @@ class Plan:
 def expand(suite: Suite, repeat: int = 1, *, pattern: str | None = None, first_n: int | None = None,
            sample: int | None = None) -> tuple[list[Column], Plan]:
     cols = columns(suite)
-    if is_streamed(suite.tests) and sample is None and (first_n is None or first_n >= 0):
-        if pattern is None and first_n is None:
+    if is_streamed(suite.tests) and (first_n is None or first_n >= 0):
+        if pattern is None and first_n is None and sample is None:
             return cols, Plan(suite.tests, cols, repeat)  # read again as the steps are made
         # only the tests the filters keep are held, with their places in the suite
         kept = enumerate(suite.tests)
@@ -123,9 +123,15 @@ def expand(suite: Suite, repeat: int = 1, *, pattern: str | None = None, first_n
             kept = ((i, t) for i, t in kept if rx.search(t.description or ""))
         if first_n is not None:
             kept = itertools.islice(kept, first_n)
+        if sample is not None:  # the places the other filters keep, then the sample among them, as below
+            places = [i for i, _ in kept] if pattern else range(len(suite.tests))[:first_n]
+            if sample < len(places):
+                places = [places[k] for k in sorted(random.sample(range(len(places)), sample))]
+            wanted = set(places)
+            kept = ((i, t) for i, t in enumerate(suite.tests) if i in wanted)
         pairs = list(kept)
         return cols, Plan([t for _, t in pairs], cols, repeat, positions=[i for i, _ in pairs])
-    # --filter-sample picks among the tests as a list (a streamed suite is made one)
+    # (a negative --filter-first-n counts from the end: a streamed suite is made a list, the same objects after)
     tests = list(suite.tests.materialize() if is_streamed(suite.tests) else suite.tests)
     if pattern:
         rx = re.compile(pattern)

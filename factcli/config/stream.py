@@ -8,9 +8,9 @@ from every test (`TestFacts`), so that they do not read the file again. The exec
 each test again (~7 µs a test), so a suite of at most HOLD_MAX tests is kept as the list that pass
 parsed instead. A suite whose tests need each other or the whole suite
 (`transformVars`, `storeOutputAs`, `runSerially`, select-best/max-score) is made a list at load
-time, as are the tests of a sampled (--filter-sample), --filter-failing, resumed or retried run
-(`StreamedTests.materialize`): each of those features then runs exactly as before.
-(--filter-pattern and --filter-first-n hold only the tests they keep: config/plan.expand.)
+time, as are the tests of a --filter-failing, resumed or retried run (`StreamedTests.materialize`):
+each of those features then runs exactly as before. (--filter-pattern, --filter-first-n and
+--filter-sample hold only the tests they keep: config/plan.expand.)
 """
 
 from __future__ import annotations
