@@ -126,12 +126,36 @@ def is_streamed(tests) -> bool:
     return isinstance(tests, StreamedTests) and tests.streamed
 
 
+class HeldTests(list):
+    """A suite of at most HOLD_MAX tests from CSV or JSONL files: the list its load parsed, with the
+    facts that pass gathered, so that the checks before any call and the plan read those facts as
+    they do a streamed suite's instead of going over every test again. Nothing adds to or changes
+    the tests of a suite loaded this way (no transformVars, no hook); a copy or a slice of it is a
+    plain list, without the facts."""
+
+    streamed = False
+
+    def __init__(self, tests: list, facts: TestFacts):
+        super().__init__(tests)
+        self.facts = facts
+
+    @property
+    def var_facts(self) -> TestVars:
+        return self.facts.vars
+
+
+def facts_of(tests) -> TestFacts | None:
+    """The facts the load gathered from every test of the suite `tests` (streamed, made a list since,
+    or held), or None for a suite loaded as a plain list."""
+    return tests.facts if isinstance(tests, (StreamedTests, HeldTests)) else None
+
+
 # A suite this small is held as the list its load parsed: parsing every test again as it runs (~7 us a
 # test) costs more than holding it (~1 KB a test).
 HOLD_MAX = 20_000
 
 
-def load(entries: Entries, parse: Callable[[tuple], TestCase]) -> list | StreamedTests:
+def load(entries: Entries, parse: Callable[[tuple], TestCase]) -> list | HeldTests | StreamedTests:
     """The tests of `entries`: streamed when every entry comes from a CSV or JSONL file and no test needs
     the suite, else a list."""
     if not entries.parts or not all(isinstance(p, FileEntries) for p in entries.parts):
@@ -146,4 +170,4 @@ def load(entries: Entries, parse: Callable[[tuple], TestCase]) -> list | Streame
             held.append(test)
             if len(held) > HOLD_MAX:
                 held = None
-    return held if held is not None else StreamedTests(entries, parse, facts)
+    return HeldTests(held, facts) if held is not None else StreamedTests(entries, parse, facts)

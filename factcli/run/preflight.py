@@ -78,9 +78,11 @@ def _empty_prompts(suite) -> list[str]:
     (providerOutput) are taken to fill it."""
     from factcli import templating
 
+    from factcli.config.stream import facts_of
+
     tests = suite.tests
-    facts = getattr(tests, "facts", None)  # a streamed suite's, gathered while it loaded (config/stream.py)
-    if facts is not None and tests.streamed:
+    facts = facts_of(tests)  # gathered while a suite from CSV/JSONL files loaded (config/stream.py)
+    if facts is not None:
         if not tests or facts.no_model_call:
             return []
     elif suite.extensions or not tests or any(
@@ -111,9 +113,11 @@ def _assertion_problems(suite) -> list[str]:
     found: dict[str, list[int]] = {}
     memo: dict[str, list[str]] = {}
     base = Path(suite.base_dir or ".")
-    facts = getattr(suite.tests, "facts", None)
-    if facts is not None and suite.tests.streamed and not facts.preflighted:
-        return []  # no assertion of a streamed suite has a check of its own: its file is not read again
+    from factcli.config.stream import facts_of
+
+    facts = facts_of(suite.tests)
+    if facts is not None and not facts.preflighted:
+        return []  # no assertion of a suite from CSV/JSONL files has a check of its own: not read again
     for i, test in enumerate(suite.tests):
         stack = list(test.assertions)
         while stack:
