@@ -103,14 +103,20 @@ class Plan:
 
     def __iter__(self):
         cols, repeat = self.cols, self.repeat
+        columns = [(col.index, col.prompt, col.provider, col.provider_idx) for col in cols]
         test_idx = 0
         for test in self.tests:
-            combos = var_combinations(test.vars, bool(test.options.get("disableVarExpansion")))
+            variables = test.vars
+            for v in variables.values():  # (a test without a list var is its own one combination)
+                if isinstance(v, list):
+                    combos = var_combinations(variables, bool(test.options.get("disableVarExpansion")))
+                    break
+            else:
+                combos = (variables,) if not test.options.get("disableVarExpansion") else [dict(variables)]
             for r in range(repeat):
                 for combo in combos:
-                    for col in cols:
-                        yield EvalStep(test_idx=test_idx, prompt_idx=col.index, repeat_idx=r, test=test, vars=combo,
-                                       prompt=col.prompt, provider=col.provider, provider_idx=col.provider_idx)
+                    for index, prompt, provider, provider_idx in columns:  # (EvalStep's fields, in order)
+                        yield EvalStep(test_idx, index, r, test, combo, prompt, provider, provider_idx)
                     test_idx += 1
 
 

@@ -28,8 +28,8 @@ def combination_count(variables: dict, disable: bool = False) -> int:
     if disable:
         return 1
     n = 1
-    for v in variables.values():
-        if isinstance(v, Rows) or (isinstance(v, list) and v and all(isinstance(x, str) for x in v)):
+    for v in variables.values():  # (Rows is a list: most values, strings, are looked at once)
+        if isinstance(v, list) and (isinstance(v, Rows) or (v and all(isinstance(x, str) for x in v))):
             n *= len(v)
     return n
 
@@ -53,18 +53,19 @@ class TestFacts:
 
     def add(self, test: TestCase) -> bool:
         """Count `test` in; False when the suite needs to be a list."""
-        options = test.options
-        if any(options.get(k) for k in NEEDS_THE_SUITE):
+        options = test.options  # (most tests have none: what follows looks at them only if they do)
+        if options and any(options.get(k) for k in NEEDS_THE_SUITE):
             return False
         if test.assertions is not self._last:  # (a CSV's __expected cells: a list per test, none kept)
             self._last = test.assertions
             if not self._look(test.assertions):
                 return False
-        n = combination_count(test.vars, bool(options.get("disableVarExpansion")))
+        n = combination_count(test.vars, bool(options and options.get("disableVarExpansion")))
         self.combinations += n
-        self.every_test_planned = self.every_test_planned and n > 0
-        self.no_model_call = self.no_model_call or test.provider_output is not None or bool(
-            options.get("prefix") or options.get("suffix"))
+        if n == 0:
+            self.every_test_planned = False
+        if test.provider_output is not None or (options and (options.get("prefix") or options.get("suffix"))):
+            self.no_model_call = True
         self.vars.add(self.count, test)
         self.count += 1
         return True
