@@ -347,17 +347,21 @@ def check_graders(suite: Suite, source, warnings: list[str], specs: list | None 
     facts = facts_of(suite.tests)
     if facts is not None and not facts.model_graded:
         return graders  # a suite loaded from CSV/JSONL files without a judge: its tests are not read again
+    unjudged = None  # the last assertion list found without a judge (defaultTest's is shared by many tests)
     for test in suite.tests:
+        if test.assertions is unjudged:
+            continue
         flat = []
         for i, a in enumerate(test.assertions):
             if a.children:
                 flat.extend((f"assert[{i}].assert[{j}]", c) for j, c in enumerate(a.children))
             else:
                 flat.append((f"assert[{i}]", a))
-        for where, a in flat:
-            kind = lookup(a.type)
-            if kind is None or not kind.model_graded:
-                continue
+        judged = [(where, a, kind) for where, a in flat if (kind := lookup(a.type)) is not None and kind.model_graded]
+        if not judged:
+            unjudged = test.assertions
+            continue
+        for where, a, kind in judged:
             file, path = test.source
             panel = a.provider if isinstance(a.provider, list) else None
             if panel is None and a.provider is None and kind.name in MODELS_ALIAS_TYPES:
