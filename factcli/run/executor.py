@@ -21,7 +21,7 @@ from factcli.run.calls import Caller
 from factcli.run.conversations import Conversations, TurnBroken
 from factcli.run.row_vars import RowError, build_row, static_row
 from factcli.scoring.grading import grader_ledger, note_grader_spend
-from factcli.scoring.scorer import run_assertions
+from factcli.scoring.scorer import run_assertions, score_now
 from factcli.types import (
     FAILURE_ASSERT,
     FAILURE_ERROR,
@@ -222,6 +222,27 @@ class Executor:
         if response.error is not None:
             return EvalResult(step, rendered.text, response, None, False, 0.0, {}, FAILURE_ERROR,
                               error=response.error, latency_ms=response.latency_ms)
+        try:  # prebound checks, which call no grader: no ledger, no coroutine (scoring/scorer.py)
+            grading = score_now(step.test, response.output)
+        except Exception as exc:  # as below
+            message = str(exc) or type(exc).__name__
+            return EvalResult(step, rendered.text, response, GradingResult(False, 0.0, message), False, 0.0, {},
+                              FAILURE_ERROR, error=message, latency_ms=response.latency_ms)
+        if grading is None:
+            grading = await self._grade(step, provider, response, rendered, variables)
+            if grading.__class__ is EvalResult:
+                return grading
+        named = {k: v for k, v in grading.named_scores.items() if isinstance(v, (int, float)) and v == v
+                 and v not in (float("inf"), float("-inf"))} if grading.named_scores else {}
+        failure = FAILURE_NONE if grading.passed else FAILURE_ASSERT
+        return EvalResult(step, rendered.text, response, grading, grading.passed, grading.score, named,
+                          failure, error=None if grading.passed else grading.reason,
+                          latency_ms=response.latency_ms)
+
+    async def _grade(self, step: EvalStep, provider: Provider, response: ProviderResponse,
+                     rendered: RenderedPrompt, variables: dict) -> GradingResult | EvalResult:
+        """The general scoring path, counting the grader calls its assertions make; an EvalResult
+        (an ERROR row) when a handler rejected its input."""
         with grader_ledger() as spent:
             try:
                 grading = await run_assertions(
@@ -235,14 +256,9 @@ class Executor:
                 grading = GradingResult(False, 0.0, message)
                 note_grader_spend(grading, spent)
                 return EvalResult(step, rendered.text, response, grading, False, 0.0, {}, FAILURE_ERROR,
-                              error=message, latency_ms=response.latency_ms)
+                                  error=message, latency_ms=response.latency_ms)
         note_grader_spend(grading, spent)
-        named = {k: v for k, v in grading.named_scores.items() if isinstance(v, (int, float)) and v == v
-                 and v not in (float("inf"), float("-inf"))} if grading.named_scores else {}
-        failure = FAILURE_NONE if grading.passed else FAILURE_ASSERT
-        return EvalResult(step, rendered.text, response, grading, grading.passed, grading.score, named,
-                          failure, error=None if grading.passed else grading.reason,
-                          latency_ms=response.latency_ms)
+        return grading
 
     async def _transform_output(self, step: EvalStep, response: ProviderResponse, rendered: RenderedPrompt,
                                 variables: dict):
