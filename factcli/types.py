@@ -326,7 +326,7 @@ def test_key(description: str | None, variables: dict) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-_FLAT = (str, int, float, bool, type(None))
+_FLAT = frozenset((str, int, float, bool, type(None)))
 
 
 def test_key_of(description: str | None, variables: dict, vars_text: str) -> str:
@@ -334,8 +334,8 @@ def test_key_of(description: str | None, variables: dict, vars_text: str) -> str
     writes it. When the vars are flat (no value that holds keys) and their keys already in order, as a
     CSV row's mostly are, that text is their sorted form too and is not made again (issue 30)."""
     if description is None or type(description) is str:
-        keys = list(variables)
-        if (len(keys) < 2 or keys == sorted(keys)) and all(type(v) in _FLAT for v in variables.values()):
+        if _FLAT.issuperset(map(type, variables.values())) and (len(variables) < 2 or (
+                (keys := list(variables)) == sorted(keys))):
             blob = f'{{"d": {_basestring(description or "")}, "v": {vars_text}}}'
             return hashlib.sha256(blob.encode()).hexdigest()[:16]
     return test_key(description, variables)

@@ -293,6 +293,8 @@ def _rows():
         {"vars": {"q": math.nan}}, {"vars": {}}, {"description": None},
         {"description": "naïve ✓ \u2028"}, {"vars": {"q": "naïve ✓"}}, {"output": {"answer": "sk-env-abcdef0123"}},
         {"output": ["a", 1.5]}, {"output": ""}, {"output": None}, {"named": {}, "compact": True},
+        {"prompt": "Answer: literal-key-123456", "output": "plain"}, {"description": "sk-env-abcdef0123", "output": 1},
+        {"error": "literal-key-123456", "output": None},
     ]
     for i, v in enumerate(variants * 2):  # twice: the second time from kept texts
         test = TestCase(description=v.get("description", f"Row #{i}"), vars=v.get("vars", {"q": f"question {i}"}),
@@ -308,7 +310,7 @@ def _rows():
         resp = ProviderResponse(output=v.get("output", "Answer sk-env-abcdef0123"), error=v.get("error"), token_usage=v.get("tokens", TokenUsage()),
                                 cost=v.get("cost", 0.0), latency_ms=v.get("latency", 0),
                                 finish_reason=v.get("finish", "stop"), metadata=v.get("metadata", {}))
-        r = EvalResult(step, "Answer: x", resp, grading, True, score, dict(v.get("named", {})), 0,
+        r = EvalResult(step, v.get("prompt", "Answer: x"), resp, grading, True, score, dict(v.get("named", {})), 0,
                        conversation=v.get("conversation"))
         if v.get("compact"):
             compact_row(r)
@@ -334,6 +336,7 @@ def test_a_stored_row_has_the_fields_the_walk_makes(monkeypatch, secrets):
                                                         expected["extra"])
         assert row[6] == test_key(r.step.test.description, r.step.vars)
         assert row[7] == scrub.text(r.step.test.description) and row[24] == scrub.text(r.rendered_prompt)
+        assert row[11] == scrub.text(r.error)
         output = r.response.output
         assert row[12:14] == ((scrub.text(output), 0) if output is None or isinstance(output, str)
                               else (slow_dumps(scrub, output), 1))

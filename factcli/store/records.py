@@ -71,10 +71,11 @@ def to_row(run_id: str, r: EvalResult, seq: int, scrub: Scrubber, created_at: st
     description, error, prompt = step.test.description, r.error, r.rendered_prompt
     if output is not None and not isinstance(output, str):
         output, output_json = scrub.dumps_all((output,))[0], 1
-    elif scrub.pairs:  # (else scrub.text gives each text back)
-        output = scrub.text(output)
-    if scrub.pairs:
-        description, error, prompt = scrub.text(description), scrub.text(error), scrub.text(prompt)
+        if scrub.holds_any(f"{description}\x00{error}\x00{prompt}"):
+            description, error, prompt = scrub.text(description), scrub.text(error), scrub.text(prompt)
+    elif scrub.holds_any(f"{description}\x00{error}\x00{output}\x00{prompt}"):  # else scrub.text gives each back
+        description, error, output, prompt = (scrub.text(description), scrub.text(error), scrub.text(output),
+                                              scrub.text(prompt))
     usage = resp.token_usage
     grading = r.grading
     score, latency, cost = r.score, r.latency_ms, resp.cost
