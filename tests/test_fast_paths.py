@@ -403,3 +403,100 @@ def test_an_assertion_looked_up_once_still_sees_its_type_and_value_change():
     assert score("Answer: 1", "1") == [False, True]
     a.type = "not-contains"
     assert score("Answer: 1", "1") == [True, True]
+
+
+def _prebound_cases():
+    """(assertion lists, whether every list is prebound) for scoring's fast path."""
+    from factcli.types import Assertion
+
+    def a(type_, value=None, **kw):
+        raw = {"type": type_, "value": value, **kw}
+        return Assertion(type_, value, raw=raw, **kw)
+
+    fast = [
+        [a("contains", "Answer"), a("regex", r"question \d+"), a("not-icontains", "ZEBRA")],
+        [a("icontains", "answer"), a("not-contains", "Answer"), a("not-regex", r"\d"), a("starts-with", "Ans")],
+        [a("equals", "Answer: question 1"), a("not-equals", "x"), a("equals", 5), a("equals", {"a": 1}),
+         a("equals", [1, 2])],
+        [a("contains-any", "foo, Answer"), a("contains-any", ["x", "y"]), a("icontains-any", '"ANSWER", z'),
+         a("not-contains-any", ["question"])],
+        [a("contains-all", ["Answer", "question", "zz", "yy"]), a("icontains-all", "answer,QUESTION"),
+         a("not-icontains-all", ["a", "b"])],
+        [a("contains", "Answer", weight=0), a("contains", "nope", weight=0), a("contains", "nope", weight=2),
+         a("contains", "Answer", weight=3)],
+        [a("contains", "Answer", metric="m"), a("regex", "nope", metric="m", weight=2), a("contains", 1, metric="n"),
+         a("contains", "x", metric="z", weight=0)],
+        [a("contains", "say {not} this"), a("not-contains", "say {not} this"), a("contains", 1.5)],
+        [a("contains", "Answer", threshold=0.5), a("contains-all", [1, "a", None, True])],
+    ]
+    general = [
+        [a("contains", "{{q}}"), a("regex", r"\d")],  # a templated value
+        [a("contains", "Answer", metric="{{q}}")],  # a templated metric
+        [a("regex", "(unclosed")],  # the handler's own result
+        [a("contains", "")], [a("contains", ["a"])], [a("starts-with", 3)], [a("contains-any", [])],  # refused
+        [a("contains", "x"), a("is-json")],  # a type without a rule
+        [a("contains", "Answer", transform="output.upper()")],
+        [a("select-best", "x")],
+    ]
+    return fast, general
+
+
+@pytest.mark.parametrize("output", ["Answer: question 1", "nothing", "ANSWER 5 {\"a\": 1}", {"a": 1}, [1, 2], 5,
+                                    None, "say not this 1.5 Answer True null"])
+@pytest.mark.parametrize("threshold", [None, 0.5, 1, math.nan])
+def test_prebound_checks_score_as_the_handlers_do(monkeypatch, output, threshold):
+    """scorer.score_now (a test's assertions prebound once, scored without a coroutine) gives what the
+    general path (a handler and a context per assertion, _Aggregate) gives: every field of the result
+    and of each component, in order, the same assertion objects, the same errors; a list that cannot be
+    prebound takes the general path."""
+    import asyncio
+
+    from factcli.scoring import scorer
+    from factcli.types import ProviderResponse, TestCase
+
+    fast, general = _prebound_cases()
+
+    def score(test):
+        try:
+            g = asyncio.run(scorer.run_assertions(test, output=output, variables={"q": "question 1"}, prompt="p",
+                                                  response=ProviderResponse(output=output)))
+        except Exception as exc:  # noqa: BLE001 - both paths must refuse alike
+            return f"{type(exc).__name__}: {exc}", None
+        return repr(g), [c.assertion for c in g.component_results]
+
+    for assertions in fast + general:
+        test = TestCase(assertions=assertions, threshold=threshold, raw={})
+        prebound = scorer.score_now(test, output) is not None
+        assert prebound == (assertions in fast), assertions
+        got = [score(test), score(test)]  # (the second time from the kept checks)
+        with monkeypatch.context() as m:
+            m.setattr(scorer, "score_now", lambda test, output: None)
+            expected = score(test)
+        assert got[0] == expected and got[1] == expected
+        if expected[1] is not None and prebound:
+            assert all(x is y for x, y in zip(expected[1], got[0][1]))
+
+
+def test_prebound_checks_follow_a_changed_assertion_list():
+    """The checks kept for a list are made again when the list or one of its assertions changes."""
+    import asyncio
+
+    from factcli.scoring import scorer
+    from factcli.types import Assertion, ProviderResponse, TestCase
+
+    test = TestCase(assertions=[Assertion("contains", "Answer")], raw={})
+    assert scorer.score_now(test, "Answer").passed
+    test.assertions[0].weight = 0
+    test.assertions[0].value = "nope"
+    assert scorer.score_now(test, "Answer").component_results[0].metadata == {"weightZeroFailed": True}
+    test.assertions[0].metric = "{{q}}"
+    assert scorer.score_now(test, "Answer") is None
+    test.assertions[0].metric = None
+    test.assertions.append(Assertion("not-contains", "Answer"))
+    assert scorer.score_now(test, "Answer").reason == "Expected output to not contain \"Answer\""
+    test.raw["assertScoringFunction"] = "file:///nowhere.py"
+    assert scorer.score_now(test, "Answer") is None
+    empty = TestCase(raw={})
+    assert scorer.score_now(empty, "x") is None
+    assert asyncio.run(scorer.run_assertions(empty, output="x", variables={}, prompt="p",
+                                             response=ProviderResponse())).reason == "No assertions"
