@@ -203,6 +203,29 @@ def test_the_stored_encoder_is_json_encode(value):
     assert _encode(value) == expected
 
 
+@pytest.mark.parametrize("variables", [v for v in VALUES if isinstance(v, dict)] + [
+    {}, {"q": "question 1"}, {"b": "2", "a": "1"}, {"a": 1, "b": True, "c": None, "d": 1.5, "e": "é"},
+    {"q": {"z": 1, "a": 2}}, {"q": [{"z": 1, "a": 2}]}, {2: "b", 1: "a"}, {1: "a", "b": 2}, {True: 1, "x": 2}])
+@pytest.mark.parametrize("description", [None, "", "Row #1", "naïve \u2028 \"q\""])
+def test_a_test_key_from_the_vars_text_is_the_test_key(variables, description):
+    """types.test_key_of reuses the vars' stored JSON as their sorted form when it is that: the key is
+    test_key's, or the same error."""
+    from factcli.store.redact import _encode
+    from factcli.types import test_key, test_key_of
+
+    try:
+        text = _encode(variables)
+    except ValueError:  # NaN: the row takes the general way
+        return
+    try:
+        expected = test_key(description, variables)
+    except TypeError:  # keys that do not sort
+        with pytest.raises(TypeError):
+            test_key_of(description, variables, text)
+        return
+    assert test_key_of(description, variables, text) == expected
+
+
 @pytest.mark.parametrize("value", VALUES, ids=range(len(VALUES)))
 def test_scrubber_dumps_all_of_an_encoded_value_matches_the_walk(monkeypatch, value):
     """A value handed over already encoded (a row's grading) is redacted as any other value."""
@@ -259,6 +282,19 @@ def _rows():
         {"finish": None}, {"raw_extra": {"headers": {"X": "y"}}}, {"raw_extra": {"apiKey": "literal-key-123456"}},
         {"score": math.nan}, {"raw_extra": {3: "int key"}}, {"vars": {"q": "literal-key-123456"}},
         {"description": "api_key test"}, {"named": {"m": 0.5}}, {"compact": True}, {"cost": None},
+        # the quick way's own edges (records._texts): zeros that JSON signs, numbers of other types,
+        # values of a test's own keys that are not strings, vars that are not flat or not in key order
+        {"score": 0.0}, {"score": -0.0}, {"score": 0.0, "passed": False}, {"score": True}, {"score": 1}, {"cost": 3},
+        {"cost": -0.0}, {"cost": math.inf}, {"latency": 0.0}, {"latency": -0.0}, {"latency": 7}, {"latency": True},
+        {"raw_extra": {"threshold": 0.5, "options": {"provider": "echo"}, "tags": ["a", 1], "x": None}},
+        {"raw_extra": {"Authorization": "Bearer abcdefghijkl"}}, {"raw_extra": {"options": {"headers": {"a": 1}}}},
+        {"vars": {"b": "2", "a": "1"}}, {"vars": {"a": "1", "b": "2", "c": 3, "d": True, "e": None, "f": 1.5}},
+        {"vars": {"q": {"z": 1, "a": 2}}}, {"vars": {"q": ["x", {"z": 1, "a": 2}]}}, {"vars": {2: "b", 1: "a"}},
+        {"vars": {"q": math.nan}}, {"vars": {}}, {"description": None},
+        {"description": "naïve ✓ \u2028"}, {"vars": {"q": "naïve ✓"}}, {"output": {"answer": "sk-env-abcdef0123"}},
+        {"output": ["a", 1.5]}, {"output": ""}, {"output": None}, {"named": {}, "compact": True},
+        {"prompt": "Answer: literal-key-123456", "output": "plain"}, {"description": "sk-env-abcdef0123", "output": 1},
+        {"error": "literal-key-123456", "output": None},
     ]
     for i, v in enumerate(variants * 2):  # twice: the second time from kept texts
         test = TestCase(description=v.get("description", f"Row #{i}"), vars=v.get("vars", {"q": f"question {i}"}),
@@ -271,10 +307,10 @@ def _rows():
                   GradingResult(True, 1.0, "Assertion passed", shared[1])]
         grading = GradingResult(v.get("passed", True), score, "All assertions passed",
                                 named_scores=v.get("named", {}), component_results=leaves)
-        resp = ProviderResponse(output="Answer", error=v.get("error"), token_usage=v.get("tokens", TokenUsage()),
+        resp = ProviderResponse(output=v.get("output", "Answer sk-env-abcdef0123"), error=v.get("error"), token_usage=v.get("tokens", TokenUsage()),
                                 cost=v.get("cost", 0.0), latency_ms=v.get("latency", 0),
                                 finish_reason=v.get("finish", "stop"), metadata=v.get("metadata", {}))
-        r = EvalResult(step, "Answer: x", resp, grading, True, score, dict(v.get("named", {})), 0,
+        r = EvalResult(step, v.get("prompt", "Answer: x"), resp, grading, True, score, dict(v.get("named", {})), 0,
                        conversation=v.get("conversation"))
         if v.get("compact"):
             compact_row(r)
@@ -288,6 +324,7 @@ def test_a_stored_row_has_the_fields_the_walk_makes(monkeypatch, secrets):
     the same bytes as encoding and scrubbing the whole values, for rows that repeat, carry secrets,
     secret-looking keys, headers, tokens, metadata, NaN, keys that are not strings, conversations."""
     from factcli.store.records import to_row
+    from factcli.types import test_key
 
     if secrets:
         monkeypatch.setenv("MY_API_KEY", "sk-env-abcdef0123")
@@ -297,6 +334,15 @@ def test_a_stored_row_has_the_fields_the_walk_makes(monkeypatch, secrets):
         expected = _reference_fields(scrub, r)
         assert (row[14], row[15], row[23], row[25]) == (expected["named"], expected["grading"], expected["vars"],
                                                         expected["extra"])
+        assert row[6] == test_key(r.step.test.description, r.step.vars)
+        assert row[7] == scrub.text(r.step.test.description) and row[24] == scrub.text(r.rendered_prompt)
+        assert row[11] == scrub.text(r.error)
+        output = r.response.output
+        assert row[12:14] == ((scrub.text(output), 0) if output is None or isinstance(output, str)
+                              else (slow_dumps(scrub, output), 1))
+        assert row[10] == (None if isinstance(r.score, bool) or not math.isfinite(r.score) else r.score)
+        assert row[21] == (None if r.response.cost is None or not math.isfinite(r.response.cost)
+                           else r.response.cost)
 
 
 def test_an_in_process_call_gives_what_the_full_path_gives(monkeypatch):
@@ -357,3 +403,100 @@ def test_an_assertion_looked_up_once_still_sees_its_type_and_value_change():
     assert score("Answer: 1", "1") == [False, True]
     a.type = "not-contains"
     assert score("Answer: 1", "1") == [True, True]
+
+
+def _prebound_cases():
+    """(assertion lists, whether every list is prebound) for scoring's fast path."""
+    from factcli.types import Assertion
+
+    def a(type_, value=None, **kw):
+        raw = {"type": type_, "value": value, **kw}
+        return Assertion(type_, value, raw=raw, **kw)
+
+    fast = [
+        [a("contains", "Answer"), a("regex", r"question \d+"), a("not-icontains", "ZEBRA")],
+        [a("icontains", "answer"), a("not-contains", "Answer"), a("not-regex", r"\d"), a("starts-with", "Ans")],
+        [a("equals", "Answer: question 1"), a("not-equals", "x"), a("equals", 5), a("equals", {"a": 1}),
+         a("equals", [1, 2])],
+        [a("contains-any", "foo, Answer"), a("contains-any", ["x", "y"]), a("icontains-any", '"ANSWER", z'),
+         a("not-contains-any", ["question"])],
+        [a("contains-all", ["Answer", "question", "zz", "yy"]), a("icontains-all", "answer,QUESTION"),
+         a("not-icontains-all", ["a", "b"])],
+        [a("contains", "Answer", weight=0), a("contains", "nope", weight=0), a("contains", "nope", weight=2),
+         a("contains", "Answer", weight=3)],
+        [a("contains", "Answer", metric="m"), a("regex", "nope", metric="m", weight=2), a("contains", 1, metric="n"),
+         a("contains", "x", metric="z", weight=0)],
+        [a("contains", "say {not} this"), a("not-contains", "say {not} this"), a("contains", 1.5)],
+        [a("contains", "Answer", threshold=0.5), a("contains-all", [1, "a", None, True])],
+    ]
+    general = [
+        [a("contains", "{{q}}"), a("regex", r"\d")],  # a templated value
+        [a("contains", "Answer", metric="{{q}}")],  # a templated metric
+        [a("regex", "(unclosed")],  # the handler's own result
+        [a("contains", "")], [a("contains", ["a"])], [a("starts-with", 3)], [a("contains-any", [])],  # refused
+        [a("contains", "x"), a("is-json")],  # a type without a rule
+        [a("contains", "Answer", transform="output.upper()")],
+        [a("select-best", "x")],
+    ]
+    return fast, general
+
+
+@pytest.mark.parametrize("output", ["Answer: question 1", "nothing", "ANSWER 5 {\"a\": 1}", {"a": 1}, [1, 2], 5,
+                                    None, "say not this 1.5 Answer True null"])
+@pytest.mark.parametrize("threshold", [None, 0.5, 1, math.nan])
+def test_prebound_checks_score_as_the_handlers_do(monkeypatch, output, threshold):
+    """scorer.score_now (a test's assertions prebound once, scored without a coroutine) gives what the
+    general path (a handler and a context per assertion, _Aggregate) gives: every field of the result
+    and of each component, in order, the same assertion objects, the same errors; a list that cannot be
+    prebound takes the general path."""
+    import asyncio
+
+    from factcli.scoring import scorer
+    from factcli.types import ProviderResponse, TestCase
+
+    fast, general = _prebound_cases()
+
+    def score(test):
+        try:
+            g = asyncio.run(scorer.run_assertions(test, output=output, variables={"q": "question 1"}, prompt="p",
+                                                  response=ProviderResponse(output=output)))
+        except Exception as exc:  # noqa: BLE001 - both paths must refuse alike
+            return f"{type(exc).__name__}: {exc}", None
+        return repr(g), [c.assertion for c in g.component_results]
+
+    for assertions in fast + general:
+        test = TestCase(assertions=assertions, threshold=threshold, raw={})
+        prebound = scorer.score_now(test, output) is not None
+        assert prebound == (assertions in fast), assertions
+        got = [score(test), score(test)]  # (the second time from the kept checks)
+        with monkeypatch.context() as m:
+            m.setattr(scorer, "score_now", lambda test, output: None)
+            expected = score(test)
+        assert got[0] == expected and got[1] == expected
+        if expected[1] is not None and prebound:
+            assert all(x is y for x, y in zip(expected[1], got[0][1]))
+
+
+def test_prebound_checks_follow_a_changed_assertion_list():
+    """The checks kept for a list are made again when the list or one of its assertions changes."""
+    import asyncio
+
+    from factcli.scoring import scorer
+    from factcli.types import Assertion, ProviderResponse, TestCase
+
+    test = TestCase(assertions=[Assertion("contains", "Answer")], raw={})
+    assert scorer.score_now(test, "Answer").passed
+    test.assertions[0].weight = 0
+    test.assertions[0].value = "nope"
+    assert scorer.score_now(test, "Answer").component_results[0].metadata == {"weightZeroFailed": True}
+    test.assertions[0].metric = "{{q}}"
+    assert scorer.score_now(test, "Answer") is None
+    test.assertions[0].metric = None
+    test.assertions.append(Assertion("not-contains", "Answer"))
+    assert scorer.score_now(test, "Answer").reason == "Expected output to not contain \"Answer\""
+    test.raw["assertScoringFunction"] = "file:///nowhere.py"
+    assert scorer.score_now(test, "Answer") is None
+    empty = TestCase(raw={})
+    assert scorer.score_now(empty, "x") is None
+    assert asyncio.run(scorer.run_assertions(empty, output="x", variables={}, prompt="p",
+                                             response=ProviderResponse())).reason == "No assertions"

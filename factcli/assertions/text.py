@@ -6,7 +6,7 @@ import json
 import re
 
 from factcli import templating
-from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
+from factcli.scoring.registry import AssertionContext, AssertionError_, assertion, check_assertion
 
 
 def _js(value) -> str:
@@ -58,15 +58,13 @@ def split_commas(value: str) -> list[str]:
     return fields
 
 
-def _scalar_value(ctx: AssertionContext, name: str) -> str:
-    v = ctx.value
+def _scalar_value(v, name: str) -> str:
     if isinstance(v, bool) or not (isinstance(v, str) and v != "" or isinstance(v, (int, float))):
         raise AssertionError_(f'"{name}" assertion type must have a string or number value')
     return _js(v)
 
 
-def _list_value(ctx: AssertionContext, name: str) -> list:
-    v = ctx.value
+def _list_value(v, name: str) -> list:
     if not v:
         raise AssertionError_(f'"{name}" assertion type must have a value')
     if isinstance(v, str):
@@ -76,88 +74,105 @@ def _list_value(ctx: AssertionContext, name: str) -> list:
     return v
 
 
-@assertion("equals", needs_value=True)
-def equals(ctx: AssertionContext):
-    out = ctx.output_text
-    v = ctx.value
+# Each type below is its rule (registry.check_assertion): (assertion, value) -> (test of the output
+# text, the failure's reason or a function of the output text giving it). What depends on the value
+# alone is worked out here, once for a value the scorer reuses.
+
+
+@check_assertion("equals", needs_value=True)
+def equals(a, v):
     if isinstance(v, (dict, list)):
-        try:
-            cond = json.loads(out) == v
-        except ValueError:
-            cond = False
+        def test(out: str) -> bool:
+            try:
+                return json.loads(out) == v
+            except ValueError:
+                return False
+
         shown = json.dumps(v, separators=(",", ":"), ensure_ascii=False)
     else:
-        cond = _js(v) == out
         shown = _js(v)
-    return ctx.result(cond, f'Expected output "{out}" to {{not}}equal "{shown}"')
+        test = shown.__eq__  # (the output text is a str)
+    return test, lambda out: f'Expected output "{out}" to {{not}}equal "{shown}"'
 
 
-@assertion("contains", needs_value=True)
-def contains(ctx: AssertionContext):
-    v = _scalar_value(ctx, "contains")
-    return ctx.result(v in ctx.output_text, f'Expected output to {{not}}contain "{v}"')
+@check_assertion("contains", needs_value=True)
+def contains(a, value):
+    v = _scalar_value(value, "contains")
+    return (lambda out: v in out), f'Expected output to {{not}}contain "{v}"'
 
 
-@assertion("icontains", needs_value=True)
-def icontains(ctx: AssertionContext):
-    v = _scalar_value(ctx, "icontains")
-    return ctx.result(v.lower() in ctx.output_text.lower(), f'Expected output to {{not}}contain "{v}"')
+@check_assertion("icontains", needs_value=True)
+def icontains(a, value):
+    v = _scalar_value(value, "icontains")
+    folded = v.lower()
+    return (lambda out: folded in out.lower()), f'Expected output to {{not}}contain "{v}"'
 
 
-def _any(ctx: AssertionContext, name: str, fold: bool):
-    values = _list_value(ctx, name)
-    out = ctx.output_text.lower() if fold else ctx.output_text
-    cond = any((_js(x).lower() if fold else _js(x)) in out for x in values)
+def _any(value, name: str, fold: bool):
+    values = _list_value(value, name)
+    needles = [_js(x).lower() if fold else _js(x) for x in values]
     joined = ", ".join(_js(x) for x in values)
-    return ctx.result(cond, f'Expected output to {{not}}contain one of "{joined}"')
+
+    def test(out: str) -> bool:
+        out = out.lower() if fold else out
+        return any(n in out for n in needles)
+
+    return test, f'Expected output to {{not}}contain one of "{joined}"'
 
 
-def _all(ctx: AssertionContext, name: str, fold: bool):
-    values = _list_value(ctx, name)
-    out = ctx.output_text.lower() if fold else ctx.output_text
-    missing = [_js(x) for x in values if (_js(x).lower() if fold else _js(x)) not in out]
+def _all(value, name: str, fold: bool):
+    values = _list_value(value, name)
+    needles = [(_js(x), _js(x).lower() if fold else _js(x)) for x in values]
     joined = ", ".join(_js(x) for x in values)
-    return ctx.result(not missing, f"Expected output to {{not}}contain all of [{joined}]. Missing: [{', '.join(missing)}]")
+
+    def missing(out: str) -> list:
+        out = out.lower() if fold else out
+        return [shown for shown, n in needles if n not in out]
+
+    return ((lambda out: not missing(out)),
+            lambda out: f"Expected output to {{not}}contain all of [{joined}]. Missing: [{', '.join(missing(out))}]")
 
 
-@assertion("contains-any", needs_value=True)
-def contains_any(ctx):
-    return _any(ctx, "contains-any", False)
+@check_assertion("contains-any", needs_value=True)
+def contains_any(a, value):
+    return _any(value, "contains-any", False)
 
 
-@assertion("icontains-any", needs_value=True)
-def icontains_any(ctx):
-    return _any(ctx, "icontains-any", True)
+@check_assertion("icontains-any", needs_value=True)
+def icontains_any(a, value):
+    return _any(value, "icontains-any", True)
 
 
-@assertion("contains-all", needs_value=True)
-def contains_all(ctx):
-    return _all(ctx, "contains-all", False)
+@check_assertion("contains-all", needs_value=True)
+def contains_all(a, value):
+    return _all(value, "contains-all", False)
 
 
-@assertion("icontains-all", needs_value=True)
-def icontains_all(ctx):
-    return _all(ctx, "icontains-all", True)
+@check_assertion("icontains-all", needs_value=True)
+def icontains_all(a, value):
+    return _all(value, "icontains-all", True)
 
 
-@assertion("starts-with", needs_value=True)
-def starts_with(ctx: AssertionContext):
-    v = ctx.value
+@check_assertion("starts-with", needs_value=True)
+def starts_with(a, v):
     if not v or not isinstance(v, str):
         raise AssertionError_('"starts-with" assertion type must have a string value')
-    return ctx.result(ctx.output_text.startswith(v), f'Expected output to {{not}}start with "{v}"')
+    return (lambda out: out.startswith(v)), f'Expected output to {{not}}start with "{v}"'
 
 
-@assertion("regex", needs_value=True)
-def regex(ctx: AssertionContext):
-    v = ctx.value
+def _regex_rule(a, v):
     if not v or not isinstance(v, str):
         raise AssertionError_('"regex" assertion type must have a string value')
+    search = re.compile(v).search  # re.error: the handler's result, which is not a check's
+    return (lambda out: search(out) is not None), f'Expected output to {{not}}match regex "{v}"'
+
+
+@assertion("regex", needs_value=True, check=_regex_rule)
+def regex(ctx: AssertionContext):
     try:
-        pattern = re.compile(v)
+        test, reason = _regex_rule(ctx.assertion, ctx.value)
     except re.error as exc:
         from factcli.types import GradingResult
 
         return GradingResult(False, 0.0, f"Invalid regex pattern: {exc}", ctx.assertion)
-    return ctx.result(pattern.search(ctx.output_text) is not None,
-                      f'Expected output to {{not}}match regex "{v}"')
+    return ctx.result(test(ctx.output_text), reason)

@@ -21,7 +21,7 @@ from factcli.run.calls import Caller
 from factcli.run.conversations import Conversations, TurnBroken
 from factcli.run.row_vars import RowError, build_row, static_row
 from factcli.scoring.grading import grader_ledger, note_grader_spend
-from factcli.scoring.scorer import run_assertions
+from factcli.scoring.scorer import run_assertions, score_now
 from factcli.types import (
     FAILURE_ASSERT,
     FAILURE_ERROR,
@@ -74,6 +74,7 @@ class Executor:
         self.grader = grader
         self.missing_vars: dict[tuple[str, str], list[str]] = {}
         self.stopped: str | None = None  # why no more steps start (the budget), once it is so
+        self._bare = False  # (set by run)
 
     def missing_var_warnings(self, skip: set | frozenset = frozenset()) -> list[str]:
         """One line per (prompt, undefined var), naming the tests where it happened; `skip`: names
@@ -95,6 +96,8 @@ class Executor:
         """`steps`: a list, or the plan (config/plan.Plan), whose steps are made as the workers pull
         them; rows that wait for others are ordered over the list of their steps."""
         waits = None
+        # neither hooks nor rows that depend on others: process() comes to _process(), called directly
+        self._bare = self.hooks is None and (self.conversations is None or not self.conversations.active)
         if self.conversations is not None and self.conversations.active:
             steps = list(steps)
             waits = self.conversations.waits(steps)
@@ -125,7 +128,7 @@ class Executor:
         if self.stopped:
             return False
         try:
-            result = await self.process(step)
+            result = await (self._process(step, None) if self._bare else self.process(step))
         except BudgetReached as exc:  # this step is not kept: a resumed run does it again
             self.stopped = str(exc)
             return False
@@ -186,7 +189,8 @@ class Executor:
             result = await self.hooks.after_each(result)
         return result
 
-    async def _process(self, step: EvalStep, raw: list) -> EvalResult:
+    async def _process(self, step: EvalStep, raw: list | None) -> EvalResult:
+        """The row itself; `raw`, when given, receives the model's output before transforms."""
         provider = self.providers[step.provider_idx]
         failed = self.vars_errors.get(id(step.test))
         extra = None
@@ -204,15 +208,18 @@ class Executor:
         if failed is not None:  # nothing was sent: promptfoo's ERROR row with an empty prompt
             return EvalResult(step, "", ProviderResponse(error=failed), None, False, 0.0, {}, FAILURE_ERROR,
                               error=failed)
-        _note_missing(step, row.missing, self.missing_vars)
+        if row.missing:
+            _note_missing(step, row.missing, self.missing_vars)
         rendered, variables = row.prompt, row.vars
-        if step.test.provider_output is not None:
-            response = ProviderResponse(output=step.test.provider_output)
+        test = step.test
+        if test.provider_output is not None:
+            response = ProviderResponse(output=test.provider_output)
         else:
             response = await self.caller.call(provider, rendered, repeat_idx=step.repeat_idx)
-        raw[0] = response.output
-        if response.error is None and (step.provider.transform or step.test.options.get("transform")
-                                       or step.test.options.get("postprocess")):
+        if raw is not None:
+            raw[0] = response.output
+        if response.error is None and (step.provider.transform or test.options.get("transform")
+                                       or test.options.get("postprocess")):
             try:
                 response.output = await self._transform_output(step, response, rendered, variables)
             except Exception as exc:
@@ -222,6 +229,27 @@ class Executor:
         if response.error is not None:
             return EvalResult(step, rendered.text, response, None, False, 0.0, {}, FAILURE_ERROR,
                               error=response.error, latency_ms=response.latency_ms)
+        try:  # prebound checks, which call no grader: no ledger, no coroutine (scoring/scorer.py)
+            grading = score_now(test, response.output)
+        except Exception as exc:  # as below
+            message = str(exc) or type(exc).__name__
+            return EvalResult(step, rendered.text, response, GradingResult(False, 0.0, message), False, 0.0, {},
+                              FAILURE_ERROR, error=message, latency_ms=response.latency_ms)
+        if grading is None:
+            grading = await self._grade(step, provider, response, rendered, variables)
+            if grading.__class__ is EvalResult:
+                return grading
+        named = {k: v for k, v in grading.named_scores.items() if isinstance(v, (int, float)) and v == v
+                 and v not in (float("inf"), float("-inf"))} if grading.named_scores else {}
+        failure = FAILURE_NONE if grading.passed else FAILURE_ASSERT
+        return EvalResult(step, rendered.text, response, grading, grading.passed, grading.score, named,
+                          failure, error=None if grading.passed else grading.reason,
+                          latency_ms=response.latency_ms)
+
+    async def _grade(self, step: EvalStep, provider: Provider, response: ProviderResponse,
+                     rendered: RenderedPrompt, variables: dict) -> GradingResult | EvalResult:
+        """The general scoring path, counting the grader calls its assertions make; an EvalResult
+        (an ERROR row) when a handler rejected its input."""
         with grader_ledger() as spent:
             try:
                 grading = await run_assertions(
@@ -235,14 +263,9 @@ class Executor:
                 grading = GradingResult(False, 0.0, message)
                 note_grader_spend(grading, spent)
                 return EvalResult(step, rendered.text, response, grading, False, 0.0, {}, FAILURE_ERROR,
-                              error=message, latency_ms=response.latency_ms)
+                                  error=message, latency_ms=response.latency_ms)
         note_grader_spend(grading, spent)
-        named = {k: v for k, v in grading.named_scores.items() if isinstance(v, (int, float)) and v == v
-                 and v not in (float("inf"), float("-inf"))} if grading.named_scores else {}
-        failure = FAILURE_NONE if grading.passed else FAILURE_ASSERT
-        return EvalResult(step, rendered.text, response, grading, grading.passed, grading.score, named,
-                          failure, error=None if grading.passed else grading.reason,
-                          latency_ms=response.latency_ms)
+        return grading
 
     async def _transform_output(self, step: EvalStep, response: ProviderResponse, rendered: RenderedPrompt,
                                 variables: dict):

@@ -28,6 +28,11 @@ class AssertionType:
     needs_value: bool = False
     # (assertion, base_dir) -> problems found before any call (a knowledge source that is missing)
     preflight: Callable | None = None
+    # A deterministic binary type's rule split in two (check_assertion): (assertion, value) -> (test,
+    # reason), where test(output text) -> bool and reason is the failure's text, or a function of the
+    # output text giving it, with `{not}` in it. The handler applies it to one row; the scorer may
+    # apply it once to an assertion whose value is the same on every row and reuse the test.
+    check: Callable | None = None
 
 
 _REGISTRY: dict[str, AssertionType] = {}
@@ -47,18 +52,38 @@ UNSUPPORTED: dict[str, str] = {
 
 
 def assertion(name: str, *aliases: str, default_threshold: float | None = None,
-              model_graded: bool = False, needs_value: bool = False, preflight: Callable | None = None):
+              model_graded: bool = False, needs_value: bool = False, preflight: Callable | None = None,
+              check: Callable | None = None):
     """Register an assertion handler under `name` (and aliases)."""
 
     def register(fn: Callable) -> Callable:
         if name in _REGISTRY or name in _ALIASES:
             raise RuntimeError(f"assertion type {name!r} registered twice")
         _REGISTRY[name] = AssertionType(
-            name, fn, inspect.iscoroutinefunction(fn), default_threshold, model_graded, needs_value, preflight
+            name, fn, inspect.iscoroutinefunction(fn), default_threshold, model_graded, needs_value, preflight,
+            check,
         )
         for alias in aliases:
             _ALIASES[alias] = name
         return fn
+
+    return register
+
+
+def check_assertion(name: str, *aliases: str, needs_value: bool = False):
+    """Register a deterministic binary type by its rule (AssertionType.check): its handler is the
+    rule applied to the row, so the scorer's prebound use of it cannot differ."""
+
+    def register(rule: Callable) -> Callable:
+        def handler(ctx: "AssertionContext") -> GradingResult:
+            test, reason = rule(ctx.assertion, ctx.value)
+            out = ctx.output_text
+            return ctx.result(test(out), reason if isinstance(reason, str) else reason(out))
+
+        handler.__name__ = handler.__qualname__ = rule.__name__
+        handler.__module__ = rule.__module__  # the family that registers it (registry._FAMILY_OF)
+        assertion(name, *aliases, needs_value=needs_value, check=rule)(handler)
+        return rule
 
     return register
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from factcli import templating
-from factcli.scoring.registry import AssertionContext, AssertionError_, lookup
+from factcli.scoring.registry import AssertionContext, AssertionError_, coerce_string, lookup
 from factcli.types import COMPARE_TYPES, Assertion, GradingResult, ProviderResponse, TestCase, TokenUsage, grading_json
 
 ASSERTIONS_MAX_CONCURRENCY = 3
@@ -179,6 +179,122 @@ def _run_sync(a: Assertion, plan: tuple, *, output: Any, test: TestCase, variabl
                                                        provider, grader)), value, variables)
 
 
+# A test's assertion list made once into prebound checks (registry.check_assertion), when every
+# assertion is a deterministic binary type whose value has no template, with no transform, calibration
+# or templated metric, outside an assert-set: every row of the tests sharing the list (defaultTest's)
+# then runs its checks with no lookup, context, coroutine or per-assertion aggregate. Keyed by the list
+# (held, so its id is not reused), checked on each use against the fields it was made from (any may
+# be reassigned); bounded as _PLANS is. A list that cannot be prebound is remembered as such (None).
+_CHECKS: dict[int, tuple] = {}
+_CHECKS_MAX = 4096
+_FIELDS = ("type", "value", "weight", "metric", "transform", "calibration", "children", "threshold")
+
+
+def _static(value: Any) -> bool:
+    """Whether rendering `value` with a row's vars gives back the same value (_value's `rendered`)."""
+    if isinstance(value, str):
+        return not templating.has_template(value)
+    if isinstance(value, list):
+        return all(_static(v) for v in value)
+    if isinstance(value, dict):
+        return all(_static(v) for v in value.values())
+    return True
+
+
+def _prebind(a: Assertion) -> tuple | None:
+    """(assertion, test, inverse, failure reason, weight, metric), or None for the general path."""
+    if a.transform or a.calibration is not None or a.children is not None or a.base_type in COMPARE_TYPES:
+        return None
+    kind = lookup(a.type)
+    if kind is None or kind.check is None or not _static(a.value):
+        return None
+    if isinstance(a.metric, str) and templating.has_template(a.metric):
+        return None
+    try:
+        test, reason = kind.check(a, a.value)
+    except Exception:  # a value the type refuses: the handler says so on every row
+        return None
+    inverse = a.inverse
+    if isinstance(reason, str):
+        reason = reason.replace("{not}", "not " if inverse else "")
+    return (a, test, inverse, reason, a.weight, a.metric)
+
+
+def _checks(assertions: list) -> tuple | None:
+    """The prebound checks of a list of assertions (see _CHECKS), or None."""
+    hit = _CHECKS.get(id(assertions))
+    if hit is not None and hit[0] is assertions and len(assertions) == len(hit[1]):
+        for a, (b, type_, value, weight, metric, transform, calibration, children, threshold) in zip(assertions,
+                                                                                                     hit[1]):
+            if (a is not b or a.type is not type_ or a.value is not value or a.weight is not weight
+                    or a.metric is not metric or a.transform is not transform or a.calibration is not calibration
+                    or a.children is not children or a.threshold is not threshold):
+                break
+        else:
+            return hit[2]
+    checks = []
+    for a in assertions:
+        c = _prebind(a)
+        if c is None:
+            checks = None
+            break
+        checks.append(c)
+    if len(_CHECKS) >= _CHECKS_MAX:
+        _CHECKS.clear()
+    checks = tuple(checks) if checks is not None else None
+    _CHECKS[id(assertions)] = (assertions, tuple((a, *(getattr(a, f) for f in _FIELDS)) for a in assertions),
+                               checks)
+    return checks
+
+
+def score_now(test: TestCase, output: Any) -> GradingResult | None:
+    """run_assertions' result, worked out without awaiting, for a test whose assertions are all prebound
+    checks (see _CHECKS) and that has no assertScoringFunction; None for any other test. The same
+    rules as _Aggregate, for components that are binary results without tokens or named scores of
+    their own."""
+    assertions = test.assertions
+    if not assertions:
+        return None
+    checks = _checks(assertions)
+    if checks is None or test.raw.get("assertScoringFunction"):
+        return None
+    out = output if type(output) is str else coerce_string(output)
+    components = []
+    total_score = total_weight = 0.0
+    failed_reason = None
+    named: dict[str, float] = {}
+    named_weights: dict[str, float] = {}
+    for a, check, inverse, reason, weight, metric in checks:
+        if bool(check(out)) != inverse:
+            result = GradingResult(True, 1.0, "Assertion passed", a)
+        else:
+            if not isinstance(reason, str):
+                reason = reason(out).replace("{not}", "not " if inverse else "")
+            result = GradingResult(False, 0.0, reason, a)
+            if weight == 0:
+                result.metadata["weightZeroFailed"] = True
+                result.passed = True
+            else:
+                failed_reason = reason
+        components.append(result)
+        total_score += result.score * weight
+        total_weight += weight
+        if metric:
+            named[metric] = named.get(metric, 0.0) + result.score * weight
+            named_weights[metric] = named_weights.get(metric, 0.0) + weight
+    score = total_score / total_weight if total_weight > 0 else 0.0
+    passed = not failed_reason
+    reason = failed_reason or "All assertions passed"
+    threshold = test.threshold
+    if threshold is not None and not _isnan(threshold):
+        passed = score >= threshold
+        reason = (f"Aggregate score {templating.to_fixed(score)} {'≥' if passed else '<'} "
+                  f"{_js_num(threshold)} threshold")
+    if named:
+        named = {k: (v / named_weights[k] if named_weights.get(k, 0) > 0 else 0.0) for k, v in named.items()}
+    return GradingResult(passed, score, reason, None, named, named_weights, TokenUsage(), components, {})
+
+
 async def run_assertions(test: TestCase, *, output: Any, variables: dict, prompt: str,
                          response: ProviderResponse, provider=None, grader=None,
                          scoring_function: str | None = None) -> GradingResult:
@@ -188,6 +304,10 @@ async def run_assertions(test: TestCase, *, output: Any, variables: dict, prompt
     replaces the aggregate's pass, score and reason, as promptfoo's assertScoringFunction does."""
     if not test.assertions:
         return GradingResult(passed=True, score=1.0, reason="No assertions")
+    if not scoring_function:
+        result = score_now(test, output)
+        if result is not None:
+            return result
     main = _Aggregate(test.threshold)
     sets: list[tuple[int, Assertion, _Aggregate]] = []
     jobs: list[tuple[Assertion, _Aggregate, int, tuple]] = []
