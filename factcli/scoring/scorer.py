@@ -179,15 +179,15 @@ def _run_sync(a: Assertion, plan: tuple, *, output: Any, test: TestCase, variabl
                                                        provider, grader)), value, variables)
 
 
-# A test's assertion list made once into prebound checks (registry.check_assertion), when every
-# assertion is a deterministic binary type whose value has no template, with no transform, calibration
-# or templated metric, outside an assert-set: every row of the tests sharing the list (defaultTest's)
-# then runs its checks with no lookup, context, coroutine or per-assertion aggregate. Keyed by the list
-# (held, so its id is not reused), checked on each use against the fields it was made from (any may
-# be reassigned); bounded as _PLANS is. A list that cannot be prebound is remembered as such (None).
-_CHECKS: dict[int, tuple] = {}
-_CHECKS_MAX = 4096
-_FIELDS = ("type", "value", "weight", "metric", "transform", "calibration", "children", "threshold")
+# An assertion made once into a prebound check (registry.check_assertion), when it is a deterministic
+# binary type whose value has no template, with no transform, calibration or templated metric, outside
+# an assert-set: every row of the tests sharing it (defaultTest's assertions are shared by every test)
+# then runs its check with no lookup, context, coroutine or per-assertion aggregate. Keyed by the
+# assertion (held, so its id is not reused), checked on each use against the fields the check was
+# made from (any may be reassigned); bounded as _PLANS is. One that cannot be prebound is remembered
+# as such (its check None).
+_BOUND: dict[int, tuple] = {}
+_BOUND_MAX = 4096
 
 
 def _static(value: Any) -> bool:
@@ -220,36 +220,33 @@ def _prebind(a: Assertion) -> tuple | None:
     return (a, test, inverse, reason, a.weight, a.metric)
 
 
-def _checks(assertions: list) -> tuple | None:
-    """The prebound checks of a list of assertions (see _CHECKS), or None."""
-    hit = _CHECKS.get(id(assertions))
-    if hit is not None and hit[0] is assertions and len(assertions) == len(hit[1]):
-        for a, (b, type_, value, weight, metric, transform, calibration, children, threshold) in zip(assertions,
-                                                                                                     hit[1]):
-            if (a is not b or a.type is not type_ or a.value is not value or a.weight is not weight
-                    or a.metric is not metric or a.transform is not transform or a.calibration is not calibration
-                    or a.children is not children or a.threshold is not threshold):
-                break
-        else:
-            return hit[2]
+def _bind(a: Assertion) -> tuple:
+    """_BOUND's entry for `a`: the fields its check was made from, then the check (or None)."""
+    if len(_BOUND) >= _BOUND_MAX:
+        _BOUND.clear()
+    entry = (a, a.type, a.value, a.weight, a.metric, a.transform, a.calibration, a.children, a.threshold, _prebind(a))
+    _BOUND[id(a)] = entry
+    return entry
+
+
+def _checks(assertions: list) -> list | None:
+    """The prebound checks of a list of assertions (see _BOUND), or None when one has none."""
     checks = []
     for a in assertions:
-        c = _prebind(a)
-        if c is None:
-            checks = None
-            break
-        checks.append(c)
-    if len(_CHECKS) >= _CHECKS_MAX:
-        _CHECKS.clear()
-    checks = tuple(checks) if checks is not None else None
-    _CHECKS[id(assertions)] = (assertions, tuple((a, *(getattr(a, f) for f in _FIELDS)) for a in assertions),
-                               checks)
+        hit = _BOUND.get(id(a))
+        if (hit is None or a is not hit[0] or a.type is not hit[1] or a.value is not hit[2] or a.weight is not hit[3]
+                or a.metric is not hit[4] or a.transform is not hit[5] or a.calibration is not hit[6]
+                or a.children is not hit[7] or a.threshold is not hit[8]):
+            hit = _bind(a)
+        if hit[9] is None:
+            return None
+        checks.append(hit[9])
     return checks
 
 
 def score_now(test: TestCase, output: Any) -> GradingResult | None:
     """run_assertions' result, worked out without awaiting, for a test whose assertions are all prebound
-    checks (see _CHECKS) and that has no assertScoringFunction; None for any other test. The same
+    checks (see _BOUND) and that has no assertScoringFunction; None for any other test. The same
     rules as _Aggregate, for components that are binary results without tokens or named scores of
     their own."""
     assertions = test.assertions
