@@ -180,9 +180,10 @@ def _run_sync(a: Assertion, plan: tuple, *, output: Any, test: TestCase, variabl
 
 
 # An assertion made once into a prebound check (registry.check_assertion), when it is a deterministic
-# binary type whose value has no template, with no transform, calibration or templated metric, outside
-# an assert-set: every row of the tests sharing it (defaultTest's assertions are shared by every test)
-# then runs its check with no lookup, context, coroutine or per-assertion aggregate. Keyed by the
+# binary type with no transform or calibration, outside an assert-set: every row of the tests sharing
+# it (defaultTest's assertions are shared by every test) then runs its check with no lookup, context,
+# coroutine or per-assertion aggregate. A value with a template (or one the type refuses) is rendered
+# and checked on each row by its handler, as _run_sync does; a metric name with one is rendered on each row. Keyed by the
 # assertion (held, so its id is not reused), checked on each use against the fields the check was
 # made from (any may be reassigned); bounded as _PLANS is. One that cannot be prebound is remembered
 # as such (its check None).
@@ -202,22 +203,25 @@ def _static(value: Any) -> bool:
 
 
 def _prebind(a: Assertion) -> tuple | None:
-    """(assertion, test, inverse, failure reason, weight, metric), or None for the general path."""
+    """(assertion, test, inverse, failure reason, weight, metric, metric has a template?, plan), or None
+    for the general path. `plan` (_plan's) for a value rendered per row, whose test and reason are None."""
     if a.transform or a.calibration is not None or a.children is not None or a.base_type in COMPARE_TYPES:
         return None
     kind = lookup(a.type)
-    if kind is None or kind.check is None or not _static(a.value):
+    if kind is None or kind.check is None or kind.is_async:
         return None
-    if isinstance(a.metric, str) and templating.has_template(a.metric):
-        return None
+    dynamic_metric = isinstance(a.metric, str) and templating.has_template(a.metric)
+    static = _static(a.value)
     try:
+        if not static:
+            raise LookupError
         test, reason = kind.check(a, a.value)
-    except Exception:  # a value the type refuses: the handler says so on every row
-        return None
+    except Exception:  # a value with a template, or one the type refuses: its handler on each row
+        return (a, None, a.inverse, None, a.weight, a.metric, dynamic_metric, (a, a.type, a.value, kind, not static))
     inverse = a.inverse
     if isinstance(reason, str):
         reason = reason.replace("{not}", "not " if inverse else "")
-    return (a, test, inverse, reason, a.weight, a.metric)
+    return (a, test, inverse, reason, a.weight, a.metric, dynamic_metric, None)
 
 
 def _bind(a: Assertion) -> tuple:
@@ -244,39 +248,50 @@ def _checks(assertions: list) -> list | None:
     return checks
 
 
-def score_now(test: TestCase, output: Any) -> GradingResult | None:
+def score_now(test: TestCase, output: Any, variables: dict, prompt: str, response: ProviderResponse,
+              provider=None, grader=None) -> GradingResult | None:
     """run_assertions' result, worked out without awaiting, for a test whose assertions are all prebound
     checks (see _BOUND) and that has no assertScoringFunction; None for any other test. The same
     rules as _Aggregate, for components that are binary results without tokens or named scores of
-    their own."""
+    their own, in the same order (a handler's error is raised where it would be)."""
     assertions = test.assertions
     if not assertions:
         return None
     checks = _checks(assertions)
     if checks is None or test.raw.get("assertScoringFunction"):
         return None
-    out = output if type(output) is str else coerce_string(output)
+    out = None  # the output's text, made where the first handler would make it
     components = []
     total_score = total_weight = 0.0
     failed_reason = None
     named: dict[str, float] = {}
     named_weights: dict[str, float] = {}
-    for a, check, inverse, reason, weight, metric in checks:
-        if bool(check(out)) != inverse:
-            result = GradingResult(True, 1.0, "Assertion passed", a)
+    for a, check, inverse, reason, weight, metric, dynamic_metric, plan in checks:
+        if plan is not None:
+            result = _run_sync(a, plan, output=output, test=test, variables=variables, prompt=prompt,
+                               response=response, provider=provider, grader=grader)
+            if not result.passed:
+                failed_reason = result.reason
         else:
-            if not isinstance(reason, str):
-                reason = reason(out).replace("{not}", "not " if inverse else "")
-            result = GradingResult(False, 0.0, reason, a)
-            if weight == 0:
-                result.metadata["weightZeroFailed"] = True
-                result.passed = True
+            if out is None:
+                out = output if type(output) is str else coerce_string(output)
+            if bool(check(out)) != inverse:
+                result = GradingResult(True, 1.0, "Assertion passed", a)
             else:
-                failed_reason = reason
+                if not isinstance(reason, str):
+                    reason = reason(out).replace("{not}", "not " if inverse else "")
+                result = GradingResult(False, 0.0, reason, a)
+                if weight == 0:  # as _settle
+                    result.metadata["weightZeroFailed"] = True
+                    result.passed = True
+                else:
+                    failed_reason = reason
         components.append(result)
         total_score += result.score * weight
         total_weight += weight
         if metric:
+            if dynamic_metric:
+                metric = render_metric(metric, variables)
             named[metric] = named.get(metric, 0.0) + result.score * weight
             named_weights[metric] = named_weights.get(metric, 0.0) + weight
     score = total_score / total_weight if total_weight > 0 else 0.0
@@ -302,7 +317,7 @@ async def run_assertions(test: TestCase, *, output: Any, variables: dict, prompt
     if not test.assertions:
         return GradingResult(passed=True, score=1.0, reason="No assertions")
     if not scoring_function:
-        result = score_now(test, output)
+        result = score_now(test, output, variables, prompt, response, provider, grader)
         if result is not None:
             return result
     main = _Aggregate(test.threshold)
