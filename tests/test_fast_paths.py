@@ -203,6 +203,29 @@ def test_the_stored_encoder_is_json_encode(value):
     assert _encode(value) == expected
 
 
+@pytest.mark.parametrize("variables", [v for v in VALUES if isinstance(v, dict)] + [
+    {}, {"q": "question 1"}, {"b": "2", "a": "1"}, {"a": 1, "b": True, "c": None, "d": 1.5, "e": "é"},
+    {"q": {"z": 1, "a": 2}}, {"q": [{"z": 1, "a": 2}]}, {2: "b", 1: "a"}, {1: "a", "b": 2}, {True: 1, "x": 2}])
+@pytest.mark.parametrize("description", [None, "", "Row #1", "naïve \u2028 \"q\""])
+def test_a_test_key_from_the_vars_text_is_the_test_key(variables, description):
+    """types.test_key_of reuses the vars' stored JSON as their sorted form when it is that: the key is
+    test_key's, or the same error."""
+    from factcli.store.redact import _encode
+    from factcli.types import test_key, test_key_of
+
+    try:
+        text = _encode(variables)
+    except ValueError:  # NaN: the row takes the general way
+        return
+    try:
+        expected = test_key(description, variables)
+    except TypeError:  # keys that do not sort
+        with pytest.raises(TypeError):
+            test_key_of(description, variables, text)
+        return
+    assert test_key_of(description, variables, text) == expected
+
+
 @pytest.mark.parametrize("value", VALUES, ids=range(len(VALUES)))
 def test_scrubber_dumps_all_of_an_encoded_value_matches_the_walk(monkeypatch, value):
     """A value handed over already encoded (a row's grading) is redacted as any other value."""
@@ -259,6 +282,19 @@ def _rows():
         {"finish": None}, {"raw_extra": {"headers": {"X": "y"}}}, {"raw_extra": {"apiKey": "literal-key-123456"}},
         {"score": math.nan}, {"raw_extra": {3: "int key"}}, {"vars": {"q": "literal-key-123456"}},
         {"description": "api_key test"}, {"named": {"m": 0.5}}, {"compact": True}, {"cost": None},
+        # the quick way's own edges (records._texts): zeros that JSON signs, numbers of other types,
+        # values of a test's own keys that are not strings, vars that are not flat or not in key order
+        {"score": 0.0}, {"score": -0.0}, {"score": 0.0, "passed": False}, {"score": True}, {"score": 1}, {"cost": 3},
+        {"cost": -0.0}, {"cost": math.inf}, {"latency": 0.0}, {"latency": -0.0}, {"latency": 7}, {"latency": True},
+        {"raw_extra": {"threshold": 0.5, "options": {"provider": "echo"}, "tags": ["a", 1], "x": None}},
+        {"raw_extra": {"Authorization": "Bearer abcdefghijkl"}}, {"raw_extra": {"options": {"headers": {"a": 1}}}},
+        {"vars": {"b": "2", "a": "1"}}, {"vars": {"a": "1", "b": "2", "c": 3, "d": True, "e": None, "f": 1.5}},
+        {"vars": {"q": {"z": 1, "a": 2}}}, {"vars": {"q": ["x", {"z": 1, "a": 2}]}}, {"vars": {2: "b", 1: "a"}},
+        {"vars": {"q": math.nan}}, {"vars": {}}, {"description": None},
+        {"description": "naïve ✓ \u2028"}, {"vars": {"q": "naïve ✓"}}, {"output": {"answer": "sk-env-abcdef0123"}},
+        {"output": ["a", 1.5]}, {"output": ""}, {"output": None}, {"named": {}, "compact": True},
+        {"prompt": "Answer: literal-key-123456", "output": "plain"}, {"description": "sk-env-abcdef0123", "output": 1},
+        {"error": "literal-key-123456", "output": None},
     ]
     for i, v in enumerate(variants * 2):  # twice: the second time from kept texts
         test = TestCase(description=v.get("description", f"Row #{i}"), vars=v.get("vars", {"q": f"question {i}"}),
@@ -271,10 +307,10 @@ def _rows():
                   GradingResult(True, 1.0, "Assertion passed", shared[1])]
         grading = GradingResult(v.get("passed", True), score, "All assertions passed",
                                 named_scores=v.get("named", {}), component_results=leaves)
-        resp = ProviderResponse(output="Answer", error=v.get("error"), token_usage=v.get("tokens", TokenUsage()),
+        resp = ProviderResponse(output=v.get("output", "Answer sk-env-abcdef0123"), error=v.get("error"), token_usage=v.get("tokens", TokenUsage()),
                                 cost=v.get("cost", 0.0), latency_ms=v.get("latency", 0),
                                 finish_reason=v.get("finish", "stop"), metadata=v.get("metadata", {}))
-        r = EvalResult(step, "Answer: x", resp, grading, True, score, dict(v.get("named", {})), 0,
+        r = EvalResult(step, v.get("prompt", "Answer: x"), resp, grading, True, score, dict(v.get("named", {})), 0,
                        conversation=v.get("conversation"))
         if v.get("compact"):
             compact_row(r)
@@ -288,6 +324,7 @@ def test_a_stored_row_has_the_fields_the_walk_makes(monkeypatch, secrets):
     the same bytes as encoding and scrubbing the whole values, for rows that repeat, carry secrets,
     secret-looking keys, headers, tokens, metadata, NaN, keys that are not strings, conversations."""
     from factcli.store.records import to_row
+    from factcli.types import test_key
 
     if secrets:
         monkeypatch.setenv("MY_API_KEY", "sk-env-abcdef0123")
@@ -297,6 +334,15 @@ def test_a_stored_row_has_the_fields_the_walk_makes(monkeypatch, secrets):
         expected = _reference_fields(scrub, r)
         assert (row[14], row[15], row[23], row[25]) == (expected["named"], expected["grading"], expected["vars"],
                                                         expected["extra"])
+        assert row[6] == test_key(r.step.test.description, r.step.vars)
+        assert row[7] == scrub.text(r.step.test.description) and row[24] == scrub.text(r.rendered_prompt)
+        assert row[11] == scrub.text(r.error)
+        output = r.response.output
+        assert row[12:14] == ((scrub.text(output), 0) if output is None or isinstance(output, str)
+                              else (slow_dumps(scrub, output), 1))
+        assert row[10] == (None if isinstance(r.score, bool) or not math.isfinite(r.score) else r.score)
+        assert row[21] == (None if r.response.cost is None or not math.isfinite(r.response.cost)
+                           else r.response.cost)
 
 
 def test_an_in_process_call_gives_what_the_full_path_gives(monkeypatch):

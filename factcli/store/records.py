@@ -14,8 +14,8 @@ from typing import Any
 
 from factcli.store.database import Store
 from factcli.store.encode import loads
-from factcli.store.redact import Scrubber
-from factcli.store.row_text import as_dict, extra_text, grading_text
+from factcli.store.redact import Scrubber, _encode
+from factcli.store.row_text import _DICT_TYPES, as_dict, extra_text, grading_text
 from factcli.types import (
     EvalResult,
     EvalStep,
@@ -27,6 +27,7 @@ from factcli.types import (
     grading_from_json,
     grading_json,
     test_key,
+    test_key_of,
     tokens_from_json,
 )
 
@@ -57,10 +58,68 @@ def _now_ms() -> str:
 
 def to_row(run_id: str, r: EvalResult, seq: int, scrub: Scrubber, created_at: str | None = None) -> tuple:
     """A finished row as the store keeps it: a tuple in RESULT_FIELDS order, secrets scrubbed, NaN
-    as null, each JSON field encoded once (Scrubber.dumps_all checks the record's texts in one pass)."""
-    step, resp = r.step, r.response
+    as null, each JSON field encoded once. Most rows take the quick way: their JSON texts joined from
+    kept ones (store/row_text.py), looked at once for what redaction could change (Scrubber.unchanged);
+    a row where it could, or with a NaN or a value JSON cannot take as it is, the general one."""
+    step = r.step
+    fields = _texts(r, scrub)
+    if fields is None:
+        fields = _general_texts(r, scrub)
+    named, graded, variables, extra_json, key = fields
+    resp = r.response
     output, output_json = resp.output, 0
-    json_output = output is not None and not isinstance(output, str)
+    description, error, prompt = step.test.description, r.error, r.rendered_prompt
+    if output is not None and not isinstance(output, str):
+        output, output_json = scrub.dumps_all((output,))[0], 1
+        if scrub.holds_any(f"{description}\x00{error}\x00{prompt}"):
+            description, error, prompt = scrub.text(description), scrub.text(error), scrub.text(prompt)
+    elif scrub.holds_any(f"{description}\x00{error}\x00{output}\x00{prompt}"):  # else scrub.text gives each back
+        description, error, output, prompt = (scrub.text(description), scrub.text(error), scrub.text(output),
+                                              scrub.text(prompt))
+    usage = resp.token_usage
+    grading = r.grading
+    score, latency, cost = r.score, r.latency_ms, resp.cost
+    return (
+        run_id, step.test_idx, step.prompt_idx, step.repeat_idx, step.provider_idx, seq, key, description,
+        int(bool(r.success)), r.failure_reason, score if type(score) is float and score - score == 0.0 else _num(score),
+        error, output, output_json, named, graded,
+        latency if type(latency) is float and latency - latency == 0.0 else _num(latency),
+        usage.prompt, usage.completion, usage.total, grading.tokens_used.total if grading is not None else 0,
+        cost if type(cost) is float and cost - cost == 0.0 else _num(cost), int(bool(resp.cached)),
+        variables, prompt, extra_json, created_at or _now_ms(),
+    )
+
+
+def _texts(r: EvalResult, scrub: Scrubber) -> tuple | None:
+    """(named scores, grading, vars, extra, test key) joined from kept texts, when redaction would not
+    change them and nothing in them needs the general way; else None."""
+    step = r.step
+    variables, named = step.vars, r.named_scores
+    if type(variables) is not dict:
+        return None
+    try:
+        vars_text = _encode(variables)
+        extra, residue = extra_text(r)
+        if r.grading is None:
+            graded = ""
+        else:
+            graded, grading_residue = grading_text(r.grading)
+            residue = f"{residue}\x00{grading_residue}"
+        if not named and type(named) in _DICT_TYPES:
+            named_text = "{}"
+        else:
+            named_text = _encode(as_dict(named))
+            residue = f"{residue}\x00{named_text}"
+    except (TypeError, ValueError):
+        return None
+    if not scrub.unchanged(f"{vars_text}\x00{extra}\x00{graded}\x00{named_text}", f"{residue}\x00{vars_text}"):
+        return None
+    return named_text, graded or None, vars_text, extra, test_key_of(step.test.description, variables, vars_text)
+
+
+def _general_texts(r: EvalResult, scrub: Scrubber) -> tuple:
+    """_texts' fields by Scrubber.dumps_all: each value encoded, and walked when redaction may change it."""
+    step, resp = r.step, r.response
     usage = resp.token_usage
 
     def extra() -> dict:
@@ -82,8 +141,8 @@ def to_row(run_id: str, r: EvalResult, seq: int, scrub: Scrubber, created_at: st
             out["conversation"] = r.conversation
         return out
 
-    # the grading and the extra field are joined from texts kept across rows (store/row_text.py); the
-    # values themselves are made only when redaction may change them, or when they hold a NaN
+    # the grading and the extra field are still joined from kept texts where they can be; the values
+    # themselves are made only when redaction may change them, or when they hold a NaN
     grading = r.grading
     encoded: dict = {}
     graded: Any = None
@@ -98,20 +157,9 @@ def to_row(run_id: str, r: EvalResult, seq: int, scrub: Scrubber, created_at: st
         encoded[3] = extra_text(r)
     except (TypeError, ValueError):
         extra_value = extra()
-    named, graded, variables, extra_json, encoded_output = scrub.dumps_all(
-        (as_dict(r.named_scores), graded, as_dict(step.vars), extra_value, output if json_output else None), encoded)
-    if json_output:
-        output, output_json = encoded_output, 1
-    else:
-        output = scrub.text(output)
-    return (
-        run_id, step.test_idx, step.prompt_idx, step.repeat_idx, step.provider_idx, seq,
-        test_key(step.test.description, step.vars), scrub.text(step.test.description),
-        int(bool(r.success)), r.failure_reason, _num(r.score), scrub.text(r.error), output, output_json,
-        named, graded, _num(r.latency_ms), usage.prompt, usage.completion, usage.total,
-        grading.tokens_used.total if grading is not None else 0, _num(resp.cost), int(bool(resp.cached)),
-        variables, scrub.text(r.rendered_prompt), extra_json, created_at or _now_ms(),
-    )
+    named, graded, variables, extra_json = scrub.dumps_all(
+        (as_dict(r.named_scores), graded, as_dict(step.vars), extra_value), encoded)
+    return named, graded, variables, extra_json, test_key(step.test.description, step.vars)
 
 
 # ---------------------------------------------------------------- back from the store

@@ -123,6 +123,14 @@ class Scrubber:
                 text = text.replace(value, replacement)
         return text
 
+    def holds_any(self, text: str) -> bool:
+        """Whether text() could change any part of `text` (a few texts joined: a secret in one of them
+        is in the whole)."""
+        for value, _ in self.pairs:
+            if value in text:
+                return True
+        return False
+
     def data(self, value: Any) -> Any:
         """A redacted copy (secret keys, headers, env values) with literal secrets scrubbed."""
         out = redact(value, self.env)
@@ -188,6 +196,17 @@ class Scrubber:
         return [t if t is None or not self._may_redact(seen)
                 else json.dumps(finite(self.data(v() if i in encoded else v)), ensure_ascii=False, default=str)
                 for i, (v, t, seen) in enumerate(zip(values, texts, looked))]
+
+    def unchanged(self, texts: str, residue: str) -> bool:
+        """Whether redaction leaves every text of a row as it is: `texts` the row's JSON texts joined
+        by "\x00", `residue` the pieces of them keys_clean must look at (dumps_all's residues and the
+        texts not kept, joined the same way); secret values are looked for in the whole texts."""
+        if not keys_clean(residue):
+            return False
+        for form in self._json_forms:
+            if form in texts:
+                return False
+        return True
 
     def _may_redact(self, text: str) -> bool:
         return not keys_clean(text) or any(form in text for form in self._json_forms)
