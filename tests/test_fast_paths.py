@@ -508,6 +508,10 @@ def test_prebound_checks_follow_a_changed_assertion_list():
     assert score_now(test, "Answer").reason == "Expected output to not contain \"Answer\""
     test.raw["assertScoringFunction"] = "file:///nowhere.py"
     assert score_now(test, "Answer") is None
+    listed = TestCase(assertions=[Assertion("contains-any", ["nope"])], raw={})
+    assert not score_now(listed, "Answer").passed
+    listed.assertions[0].value.append("Answer")  # changed in place: seen, as the general path sees it
+    assert score_now(listed, "Answer").passed
     empty = TestCase(raw={})
     assert score_now(empty, "x") is None
     assert asyncio.run(scorer.run_assertions(empty, output="x", variables={}, prompt="p",
