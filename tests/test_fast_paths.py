@@ -538,7 +538,8 @@ def test_a_row_scored_by_prebound_checks_is_the_row_of_the_general_path(monkeypa
         "tests": [{"vars": {"q": "question 1"}},
                   {"vars": {"q": "nothing"}, "assert": [{"type": "not-icontains", "value": "{{q}}"}]},
                   {"vars": {"q": "x"}, "assert": [{"type": "contains", "value": "{{q}}"}], "threshold": 0.5},
-                  {"vars": {"q": "y"}, "assert": [{"type": "contains", "value": "{{ undefined_zzz }}"}]}],  # rendered empty
+                  # rendered empty: an ERROR row
+                  {"vars": {"q": "y"}, "assert": [{"type": "contains", "value": "{{ undefined_zzz }}"}]}],
     })
 
     def rows() -> list[str]:
