@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 
@@ -67,6 +66,8 @@ def js_number(x: float) -> str:
     if x == 0:
         return "0"
     sign = "-" if x < 0 else ""
+    from decimal import Decimal  # here: decimal costs 3 ms of start-up, and few runs print a float
+
     # repr gives the shortest digits that round-trip, which is also what JavaScript prints
     digits_t, exp = Decimal(repr(abs(x))).normalize().as_tuple()[1:]
     digits = "".join(map(str, digits_t))
@@ -113,6 +114,8 @@ def to_fixed(x: float, digits: int = 2) -> str:
         return "NaN"
     if x in (_INF, -_INF):
         return "Infinity" if x > 0 else "-Infinity"
+    from decimal import ROUND_HALF_UP, Decimal
+
     return str(Decimal(x).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
 
 
