@@ -431,12 +431,17 @@ def _prebound_cases():
          a("contains", "x", metric="z", weight=0)],
         [a("contains", "say {not} this"), a("not-contains", "say {not} this"), a("contains", 1.5)],
         [a("contains", "Answer", threshold=0.5), a("contains-all", [1, "a", None, True])],
+        # values and metric names rendered per row
+        [a("contains", "{{q}}"), a("regex", r"\d"), a("not-icontains", "{{ q }}x", weight=0),
+         a("contains", "Answer", metric="{{q}}"), a("contains", "nope", metric="{{q}}", weight=2)],
+        [a("contains-any", ["{{q}}", "zz"]), a("equals", "Answer: {{q}}"), a("regex", "({{q}}"),
+         a("contains", "x", metric="m"), a("regex", "(nope", metric="m", weight=0)],
+        [a("contains", "Answer"), a("contains", "{{missing}}")],  # rendered empty: the row is an ERROR
+        [a("starts-with", "{{q}}"), a("contains", "{{q}}", metric="{{q}}", threshold=0.5)],
     ]
+    fast += [[a("regex", "(unclosed")], [a("contains", "x"), a("contains", "")], [a("contains", ["a"])],
+             [a("starts-with", 3)], [a("contains-any", [])]]  # refused values: their handler's own result or error
     general = [
-        [a("contains", "{{q}}"), a("regex", r"\d")],  # a templated value
-        [a("contains", "Answer", metric="{{q}}")],  # a templated metric
-        [a("regex", "(unclosed")],  # the handler's own result
-        [a("contains", "")], [a("contains", ["a"])], [a("starts-with", 3)], [a("contains-any", [])],  # refused
         [a("contains", "x"), a("is-json")],  # a type without a rule
         [a("contains", "Answer", transform="output.upper()")],
         [a("select-best", "x")],
@@ -469,11 +474,14 @@ def test_prebound_checks_score_as_the_handlers_do(monkeypatch, output, threshold
 
     for assertions in fast + general:
         test = TestCase(assertions=assertions, threshold=threshold, raw={})
-        prebound = scorer.score_now(test, output) is not None
+        try:
+            prebound = scorer.score_now(test, output, {"q": "question 1"}, "p", ProviderResponse()) is not None
+        except Exception:  # noqa: BLE001 - an ERROR row (compared below)
+            prebound = True
         assert prebound == (assertions in fast), assertions
         got = [score(test), score(test)]  # (the second time from the kept checks)
         with monkeypatch.context() as m:
-            m.setattr(scorer, "score_now", lambda test, output: None)
+            m.setattr(scorer, "score_now", lambda *args: None)
             expected = score(test)
         assert got[0] == expected and got[1] == expected
         if expected[1] is not None and prebound:
@@ -488,18 +496,22 @@ def test_prebound_checks_follow_a_changed_assertion_list():
     from factcli.types import Assertion, ProviderResponse, TestCase
 
     test = TestCase(assertions=[Assertion("contains", "Answer")], raw={})
-    assert scorer.score_now(test, "Answer").passed
+
+    def score_now(test, output):
+        return scorer.score_now(test, output, {}, "p", ProviderResponse())
+
+    assert score_now(test, "Answer").passed
     test.assertions[0].weight = 0
     test.assertions[0].value = "nope"
-    assert scorer.score_now(test, "Answer").component_results[0].metadata == {"weightZeroFailed": True}
-    test.assertions[0].metric = "{{q}}"
-    assert scorer.score_now(test, "Answer") is None
-    test.assertions[0].metric = None
+    assert score_now(test, "Answer").component_results[0].metadata == {"weightZeroFailed": True}
+    test.assertions[0].transform = "output"
+    assert score_now(test, "Answer") is None
+    test.assertions[0].transform = None
     test.assertions.append(Assertion("not-contains", "Answer"))
-    assert scorer.score_now(test, "Answer").reason == "Expected output to not contain \"Answer\""
+    assert score_now(test, "Answer").reason == "Expected output to not contain \"Answer\""
     test.raw["assertScoringFunction"] = "file:///nowhere.py"
-    assert scorer.score_now(test, "Answer") is None
+    assert score_now(test, "Answer") is None
     empty = TestCase(raw={})
-    assert scorer.score_now(empty, "x") is None
+    assert score_now(empty, "x") is None
     assert asyncio.run(scorer.run_assertions(empty, output="x", variables={}, prompt="p",
                                              response=ProviderResponse())).reason == "No assertions"

@@ -190,18 +190,28 @@ class ColumnMetrics:
         else:
             self.test_fail += 1
         if grading is not None:
-            for c in grading.component_results:
-                if c.passed:
-                    self.assert_pass += 1
+            top = grading.metadata
+            ledger = bool(top) and "graderCalls" in top  # the row's ledger (scoring/grading.py): every grader call, once
+            if ledger:
+                if top.get("graderCost") is None:
+                    self.grader_unpriced += 1
                 else:
-                    self.assert_fail += 1
+                    self.grader_cost += top["graderCost"]
+            components = grading.component_results
+            passes = 0
+            for c in components:
+                if c.passed:
+                    passes += 1
                 meta = c.metadata
                 if meta:
                     if meta.get("graderError"):
                         self.grading_errors += 1
                     if meta.get("category"):
                         self.categories[meta["category"]] = self.categories.get(meta["category"], 0) + 1
-            self._add_grader_cost(grading)
+                    if not ledger and isinstance(meta.get("graderCost"), (int, float)):
+                        self.grader_cost += meta["graderCost"]  # a row stored before the ledger: what handlers reported
+            self.assert_pass += passes
+            self.assert_fail += len(components) - passes
             self.grader_tokens.add(grading.tokens_used)
         self.total_latency_ms += row.latency_ms or 0
         self.tokens.add(row.response.token_usage)
@@ -211,18 +221,6 @@ class ColumnMetrics:
             self.cost_unpriced += 1
         if row.response.cached:
             self.cached += 1
-
-    def _add_grader_cost(self, grading) -> None:
-        meta = grading.metadata or {}
-        if "graderCalls" in meta:  # the row's ledger (scoring/grading.py): every grader call, once
-            if meta.get("graderCost") is None:
-                self.grader_unpriced += 1
-            else:
-                self.grader_cost += meta["graderCost"]
-            return
-        for c in grading.component_results:  # a row stored before the ledger: what handlers reported
-            if c.metadata and isinstance(c.metadata.get("graderCost"), (int, float)):
-                self.grader_cost += c.metadata["graderCost"]
 
     @property
     def pass_rate(self) -> float:

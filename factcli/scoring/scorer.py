@@ -179,15 +179,16 @@ def _run_sync(a: Assertion, plan: tuple, *, output: Any, test: TestCase, variabl
                                                        provider, grader)), value, variables)
 
 
-# A test's assertion list made once into prebound checks (registry.check_assertion), when every
-# assertion is a deterministic binary type whose value has no template, with no transform, calibration
-# or templated metric, outside an assert-set: every row of the tests sharing the list (defaultTest's)
-# then runs its checks with no lookup, context, coroutine or per-assertion aggregate. Keyed by the list
-# (held, so its id is not reused), checked on each use against the fields it was made from (any may
-# be reassigned); bounded as _PLANS is. A list that cannot be prebound is remembered as such (None).
-_CHECKS: dict[int, tuple] = {}
-_CHECKS_MAX = 4096
-_FIELDS = ("type", "value", "weight", "metric", "transform", "calibration", "children", "threshold")
+# An assertion made once into a prebound check (registry.check_assertion), when it is a deterministic
+# binary type with no transform or calibration, outside an assert-set: every row of the tests sharing
+# it (defaultTest's assertions are shared by every test) then runs its check with no lookup, context,
+# coroutine or per-assertion aggregate. A value with a template (or one the type refuses) is rendered
+# and checked on each row by its handler, as _run_sync does; a metric name with one is rendered on each row. Keyed by the
+# assertion (held, so its id is not reused), checked on each use against the fields the check was
+# made from (any may be reassigned); bounded as _PLANS is. One that cannot be prebound is remembered
+# as such (its check None).
+_BOUND: dict[int, tuple] = {}
+_BOUND_MAX = 4096
 
 
 def _static(value: Any) -> bool:
@@ -202,84 +203,95 @@ def _static(value: Any) -> bool:
 
 
 def _prebind(a: Assertion) -> tuple | None:
-    """(assertion, test, inverse, failure reason, weight, metric), or None for the general path."""
+    """(assertion, test, inverse, failure reason, weight, metric, metric has a template?, plan), or None
+    for the general path. `plan` (_plan's) for a value rendered per row, whose test and reason are None."""
     if a.transform or a.calibration is not None or a.children is not None or a.base_type in COMPARE_TYPES:
         return None
     kind = lookup(a.type)
-    if kind is None or kind.check is None or not _static(a.value):
+    if kind is None or kind.check is None or kind.is_async:
         return None
-    if isinstance(a.metric, str) and templating.has_template(a.metric):
-        return None
+    dynamic_metric = isinstance(a.metric, str) and templating.has_template(a.metric)
+    static = _static(a.value)
     try:
+        if not static:
+            raise LookupError
         test, reason = kind.check(a, a.value)
-    except Exception:  # a value the type refuses: the handler says so on every row
-        return None
+    except Exception:  # a value with a template, or one the type refuses: its handler on each row
+        return (a, None, a.inverse, None, a.weight, a.metric, dynamic_metric, (a, a.type, a.value, kind, not static))
     inverse = a.inverse
     if isinstance(reason, str):
         reason = reason.replace("{not}", "not " if inverse else "")
-    return (a, test, inverse, reason, a.weight, a.metric)
+    return (a, test, inverse, reason, a.weight, a.metric, dynamic_metric, None)
 
 
-def _checks(assertions: list) -> tuple | None:
-    """The prebound checks of a list of assertions (see _CHECKS), or None."""
-    hit = _CHECKS.get(id(assertions))
-    if hit is not None and hit[0] is assertions and len(assertions) == len(hit[1]):
-        for a, (b, type_, value, weight, metric, transform, calibration, children, threshold) in zip(assertions,
-                                                                                                     hit[1]):
-            if (a is not b or a.type is not type_ or a.value is not value or a.weight is not weight
-                    or a.metric is not metric or a.transform is not transform or a.calibration is not calibration
-                    or a.children is not children or a.threshold is not threshold):
-                break
-        else:
-            return hit[2]
+def _bind(a: Assertion) -> tuple:
+    """_BOUND's entry for `a`: the fields its check was made from, then the check (or None)."""
+    if len(_BOUND) >= _BOUND_MAX:
+        _BOUND.clear()
+    entry = (a, a.type, a.value, a.weight, a.metric, a.transform, a.calibration, a.children, a.threshold, _prebind(a))
+    _BOUND[id(a)] = entry
+    return entry
+
+
+def _checks(assertions: list) -> list | None:
+    """The prebound checks of a list of assertions (see _BOUND), or None when one has none."""
     checks = []
     for a in assertions:
-        c = _prebind(a)
-        if c is None:
-            checks = None
-            break
-        checks.append(c)
-    if len(_CHECKS) >= _CHECKS_MAX:
-        _CHECKS.clear()
-    checks = tuple(checks) if checks is not None else None
-    _CHECKS[id(assertions)] = (assertions, tuple((a, *(getattr(a, f) for f in _FIELDS)) for a in assertions),
-                               checks)
+        hit = _BOUND.get(id(a))
+        if (hit is None or a is not hit[0] or a.type is not hit[1] or a.value is not hit[2] or a.weight is not hit[3]
+                or a.metric is not hit[4] or a.transform is not hit[5] or a.calibration is not hit[6]
+                or a.children is not hit[7] or a.threshold is not hit[8]):
+            hit = _bind(a)
+        if hit[9] is None:
+            return None
+        checks.append(hit[9])
     return checks
 
 
-def score_now(test: TestCase, output: Any) -> GradingResult | None:
+def score_now(test: TestCase, output: Any, variables: dict, prompt: str, response: ProviderResponse,
+              provider=None, grader=None) -> GradingResult | None:
     """run_assertions' result, worked out without awaiting, for a test whose assertions are all prebound
-    checks (see _CHECKS) and that has no assertScoringFunction; None for any other test. The same
+    checks (see _BOUND) and that has no assertScoringFunction; None for any other test. The same
     rules as _Aggregate, for components that are binary results without tokens or named scores of
-    their own."""
+    their own, in the same order (a handler's error is raised where it would be)."""
     assertions = test.assertions
     if not assertions:
         return None
     checks = _checks(assertions)
     if checks is None or test.raw.get("assertScoringFunction"):
         return None
-    out = output if type(output) is str else coerce_string(output)
+    out = None  # the output's text, made where the first handler would make it
     components = []
     total_score = total_weight = 0.0
     failed_reason = None
     named: dict[str, float] = {}
     named_weights: dict[str, float] = {}
-    for a, check, inverse, reason, weight, metric in checks:
-        if bool(check(out)) != inverse:
-            result = GradingResult(True, 1.0, "Assertion passed", a)
+    for a, check, inverse, reason, weight, metric, dynamic_metric, plan in checks:
+        if plan is not None:
+            result = _run_sync(a, plan, output=output, test=test, variables=variables, prompt=prompt,
+                               response=response, provider=provider, grader=grader)
+            if not result.passed:
+                failed_reason = result.reason
         else:
-            if not isinstance(reason, str):
-                reason = reason(out).replace("{not}", "not " if inverse else "")
-            result = GradingResult(False, 0.0, reason, a)
-            if weight == 0:
-                result.metadata["weightZeroFailed"] = True
-                result.passed = True
+            if out is None:
+                out = output if type(output) is str else coerce_string(output)
+            if bool(check(out)) != inverse:
+                result = GradingResult(True, 1.0, "Assertion passed", a)
             else:
-                failed_reason = reason
+                if not isinstance(reason, str):
+                    reason = reason(out).replace("{not}", "not " if inverse else "")
+                result = GradingResult(False, 0.0, reason, a)
+                if weight == 0:  # as _settle
+                    result.metadata["weightZeroFailed"] = True
+                    result.passed = True
+                else:
+                    failed_reason = reason
         components.append(result)
         total_score += result.score * weight
         total_weight += weight
         if metric:
+            if dynamic_metric:
+                metric = render_metric(metric, variables)
             named[metric] = named.get(metric, 0.0) + result.score * weight
             named_weights[metric] = named_weights.get(metric, 0.0) + weight
     score = total_score / total_weight if total_weight > 0 else 0.0
@@ -305,7 +317,7 @@ async def run_assertions(test: TestCase, *, output: Any, variables: dict, prompt
     if not test.assertions:
         return GradingResult(passed=True, score=1.0, reason="No assertions")
     if not scoring_function:
-        result = score_now(test, output)
+        result = score_now(test, output, variables, prompt, response, provider, grader)
         if result is not None:
             return result
     main = _Aggregate(test.threshold)
