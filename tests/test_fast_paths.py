@@ -511,7 +511,52 @@ def test_prebound_checks_follow_a_changed_assertion_list():
     assert score_now(test, "Answer").reason == "Expected output to not contain \"Answer\""
     test.raw["assertScoringFunction"] = "file:///nowhere.py"
     assert score_now(test, "Answer") is None
+    listed = TestCase(assertions=[Assertion("contains-any", ["nope"])], raw={})
+    assert not score_now(listed, "Answer").passed
+    listed.assertions[0].value.append("Answer")  # changed in place: seen, as the general path sees it
+    assert score_now(listed, "Answer").passed
     empty = TestCase(raw={})
     assert score_now(empty, "x") is None
     assert asyncio.run(scorer.run_assertions(empty, output="x", variables={}, prompt="p",
                                              response=ProviderResponse())).reason == "No assertions"
+
+
+def test_a_row_scored_by_prebound_checks_is_the_row_of_the_general_path(monkeypatch):
+    """run/executor scores a row by scorer.score_now when it can (no grader ledger, no coroutine) and
+    by run_assertions otherwise: the same EvalResult either way, an ERROR row included."""
+    import asyncio
+
+    from factcli.run import executor as executor_mod
+    from factcli.run import runner
+    from factcli.run.calls import Caller
+    from factcli.run.executor import Executor
+    from factcli.run.limits import Limiters
+    from factcli.providers.registry import create_provider
+    from factcli.scoring import scorer
+
+    suite = runner.load({
+        "prompts": ["Answer: {{q}}"], "providers": ["echo"],
+        "defaultTest": {"assert": [{"type": "contains", "value": "Answer", "metric": "m"},
+                                   {"type": "regex", "value": r"question \d+", "weight": 2}]},
+        "tests": [{"vars": {"q": "question 1"}},
+                  {"vars": {"q": "nothing"}, "assert": [{"type": "not-icontains", "value": "{{q}}"}]},
+                  {"vars": {"q": "x"}, "assert": [{"type": "contains", "value": "{{q}}"}], "threshold": 0.5},
+                  # rendered empty: an ERROR row
+                  {"vars": {"q": "y"}, "assert": [{"type": "contains", "value": "{{ undefined_zzz }}"}]}],
+    })
+
+    def rows() -> list[str]:
+        run = runner.prepare(suite, runner.RunOptions())
+        caller = Caller(None, limiters=Limiters(4))
+        ex = Executor(caller, {i: create_provider(s, suite.base_dir) for i, s in enumerate(suite.providers)},
+                      eval_id="e", conversations=run._conversations)
+        out: list = []
+        asyncio.run(ex.run(list(run._steps), out.append))
+        return sorted(repr(r) for r in out)
+
+    fast = rows()
+    monkeypatch.setattr(executor_mod, "score_now", lambda *args: None)
+    monkeypatch.setattr(scorer, "score_now", lambda *args: None)  # (run_assertions' own use of it)
+    assert rows() == fast
+    assert sum("rendered empty" in r and "failure_reason=2" in r for r in fast) == 1
+    assert sum("failure_reason=1" in r for r in fast) == 1

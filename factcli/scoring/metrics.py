@@ -191,7 +191,7 @@ class ColumnMetrics:
             self.test_fail += 1
         if grading is not None:
             top = grading.metadata
-            ledger = bool(top) and "graderCalls" in top  # the row's ledger (scoring/grading.py): every grader call, once
+            ledger = bool(top) and "graderCalls" in top  # the row's ledger (scoring/grading.py): each grader call
             if ledger:
                 if top.get("graderCost") is None:
                     self.grader_unpriced += 1

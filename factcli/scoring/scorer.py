@@ -98,6 +98,12 @@ def render_metric(metric: str | None, variables: dict) -> str | None:
     return templating.render(metric, variables)
 
 
+def _rendered(value: Any) -> bool:
+    """Whether _value renders `value` on each row: a string with a template, and any list or dict (a
+    fresh copy per row, so that a value changed in place is seen as the general path sees it)."""
+    return isinstance(value, (list, dict)) or (isinstance(value, str) and templating.has_template(value))
+
+
 # What an assertion needs looked up once, not per row: its registered type, and whether its value is
 # the same on every row (no template in it: rendering returns it as written). Keyed by the
 # assertion (held, so its id is not reused) and checked against its type and value (either may be
@@ -113,7 +119,7 @@ def _plan(a: Assertion) -> tuple:
         return hit
     value = a.value
     kind = lookup(a.type)
-    rendered = isinstance(value, (list, dict)) or (isinstance(value, str) and templating.has_template(value))
+    rendered = _rendered(value)
     plan = (a, a.type, value, kind, rendered)
     if kind is not None:  # an unknown type is refused on every row, as it is looked up on every row
         if len(_PLANS) >= _PLANS_MAX:
@@ -182,24 +188,14 @@ def _run_sync(a: Assertion, plan: tuple, *, output: Any, test: TestCase, variabl
 # An assertion made once into a prebound check (registry.check_assertion), when it is a deterministic
 # binary type with no transform or calibration, outside an assert-set: every row of the tests sharing
 # it (defaultTest's assertions are shared by every test) then runs its check with no lookup, context,
-# coroutine or per-assertion aggregate. A value with a template (or one the type refuses) is rendered
-# and checked on each row by its handler, as _run_sync does; a metric name with one is rendered on each row. Keyed by the
+# coroutine or per-assertion aggregate. A value rendered per row (a template, a list or a dict) or one
+# the type refuses is checked on each row by its handler, as _run_sync does; a metric name with a
+# template is rendered on each row. Keyed by the
 # assertion (held, so its id is not reused), checked on each use against the fields the check was
 # made from (any may be reassigned); bounded as _PLANS is. One that cannot be prebound is remembered
 # as such (its check None).
 _BOUND: dict[int, tuple] = {}
 _BOUND_MAX = 4096
-
-
-def _static(value: Any) -> bool:
-    """Whether rendering `value` with a row's vars gives back the same value (_value's `rendered`)."""
-    if isinstance(value, str):
-        return not templating.has_template(value)
-    if isinstance(value, list):
-        return all(_static(v) for v in value)
-    if isinstance(value, dict):
-        return all(_static(v) for v in value.values())
-    return True
 
 
 def _prebind(a: Assertion) -> tuple | None:
@@ -211,13 +207,13 @@ def _prebind(a: Assertion) -> tuple | None:
     if kind is None or kind.check is None or kind.is_async:
         return None
     dynamic_metric = isinstance(a.metric, str) and templating.has_template(a.metric)
-    static = _static(a.value)
+    rendered = _rendered(a.value)
     try:
-        if not static:
+        if rendered:
             raise LookupError
         test, reason = kind.check(a, a.value)
-    except Exception:  # a value with a template, or one the type refuses: its handler on each row
-        return (a, None, a.inverse, None, a.weight, a.metric, dynamic_metric, (a, a.type, a.value, kind, not static))
+    except Exception:  # a value rendered per row, or one the type refuses: its handler on each row
+        return (a, None, a.inverse, None, a.weight, a.metric, dynamic_metric, (a, a.type, a.value, kind, rendered))
     inverse = a.inverse
     if isinstance(reason, str):
         reason = reason.replace("{not}", "not " if inverse else "")
