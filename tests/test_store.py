@@ -78,6 +78,26 @@ def test_migrate_blank_db(tmp_path):
         assert store.run_count() == 0
 
 
+def test_a_new_database_has_large_pages_and_one_made_before_keeps_its_own(tmp_path, monkeypatch):
+    """store/sqlite_backend.PAGE_SIZE: a database factcli creates has it; one created with SQLite's
+    default pages (as factcli made them before) is read and written as it is."""
+    from factcli.store import sqlite_backend
+
+    cfg = write(tmp_path / "c.yaml", ECHO)
+    with Store.open(tmp_path / "new.db", create=True) as store:
+        assert store.conn.execute("PRAGMA page_size").fetchone()[0] == sqlite_backend.PAGE_SIZE == 16384
+    monkeypatch.setattr(sqlite_backend, "PAGE_SIZE", 4096)
+    old = tmp_path / "old.db"
+    assert evaluate("-c", cfg, "--db", old).exit_code == 100
+    monkeypatch.undo()
+    assert evaluate("-c", cfg, "--db", old).exit_code == 100
+    with Store.open(old) as store:
+        assert store.conn.execute("PRAGMA page_size").fetchone()[0] == 4096
+        assert store.run_count() == 2
+        assert store.conn.execute("SELECT COUNT(*) FROM results").fetchone()[0] == 8
+        assert store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
 def test_default_db_lives_in_factcli_home(tmp_path, isolated_home):
     assert evaluate("-c", write(tmp_path / "c.yaml", ECHO)).exit_code == 100
     assert default_path() == isolated_home / "factcli.db" and default_path().exists()

@@ -26,6 +26,7 @@ from factcli.types import (
     TokenUsage,
     grading_from_json,
     grading_json,
+    json_encoder,
     test_key,
     test_key_of,
     tokens_from_json,
@@ -90,6 +91,9 @@ def to_row(run_id: str, r: EvalResult, seq: int, scrub: Scrubber, created_at: st
     )
 
 
+_encode_acyclic = json_encoder(allow_nan=False, check_circular=False)
+
+
 def _texts(r: EvalResult, scrub: Scrubber) -> tuple | None:
     """(named scores, grading, vars, extra, test key) joined from kept texts, when redaction would not
     change them and nothing in them needs the general way; else None."""
@@ -98,7 +102,7 @@ def _texts(r: EvalResult, scrub: Scrubber) -> tuple | None:
     if type(variables) is not dict:
         return None
     try:
-        vars_text = _encode(variables)
+        vars_text = _encode_acyclic(variables)
         extra, residue = extra_text(r)
         if r.grading is None:
             graded = ""
@@ -110,7 +114,7 @@ def _texts(r: EvalResult, scrub: Scrubber) -> tuple | None:
         else:
             named_text = _encode(as_dict(named))
             residue = f"{residue}\x00{named_text}"
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):  # RecursionError: vars that hold themselves
         return None
     if not scrub.unchanged(f"{vars_text}\x00{extra}\x00{graded}\x00{named_text}", f"{residue}\x00{vars_text}"):
         return None

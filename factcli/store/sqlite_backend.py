@@ -37,6 +37,14 @@ def _apply(db, operations) -> None:
             raise TypeError(op)
 
 
+# The page size of a database factcli creates. A stored row is ~2 KB of text: on SQLite's default
+# 4 KB pages one row fills most of a page and the rest stays empty, and every page written costs
+# its own work. On 16 KB pages 10,000 echo rows take 8.7 us of CPU a row to write, commit and
+# checkpoint instead of 11.4, and 16 MB instead of 21 MB (issue 30). A file that exists keeps the
+# size it was made with (SQLite fixes it with the first table).
+PAGE_SIZE = 16384
+
+
 class SQLiteStore(BaseStore):
     kind = "sqlite"
     _NEWEST = "ORDER BY created_at DESC, rowid DESC"
@@ -49,7 +57,8 @@ class SQLiteStore(BaseStore):
     def connect(cls, p: Path, *, create: bool) -> "SQLiteStore":
         if p.is_dir():
             raise FactcliError(f"{p}: is a directory, not a database file")
-        if not p.exists():
+        new = not p.exists()
+        if new:
             if not create:
                 raise FactcliError(f"no runs stored yet: {p} does not exist (run `factcli eval` first)")
             try:
@@ -65,6 +74,8 @@ class SQLiteStore(BaseStore):
         try:
             conn.row_factory = sqlite3.Row
             conn.execute("PRAGMA busy_timeout = 10000")
+            if new:  # before its first table
+                conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
             store._migrate(write=create)
         except sqlite3.Error as exc:
             conn.close()
