@@ -363,6 +363,22 @@ def test_an_in_process_call_gives_what_the_full_path_gives(monkeypatch):
 
     monkeypatch.setenv("MY_API_KEY", "sk-env-abcdef0123")
 
+    class Clock:  # every look at the clock 2 ms later: a latency that load on the machine cannot move
+        now = 0.0
+
+        def __getattr__(self, name):
+            return getattr(time, name)
+
+        def perf_counter(self):
+            Clock.now += 0.002
+            return Clock.now
+
+    import time
+
+    from factcli.run import calls
+
+    monkeypatch.setattr(calls, "time", Clock())
+
     class Failing(EchoProvider):
         async def call(self, prompt, context):
             return ProviderResponse(error="refused sk-env-abcdef0123", cost=0.0)
