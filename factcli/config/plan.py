@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from factcli.config.loader import Suite
-from factcli.config.stream import combination_count, is_streamed
+from factcli.config.stream import TestFacts, combination_count, facts_of, is_streamed
 from factcli.sources import Rows
 from factcli.types import EvalStep, Prompt, ProviderSpec
 
@@ -75,14 +75,18 @@ class Plan:
     prompt_idx, repeat_idx), never by the identity of its step. Indexing makes the list (tests, a
     one-row check)."""
 
-    def __init__(self, tests, cols: list[Column], repeat: int, positions: list[int] | None = None):
+    def __init__(self, tests, cols: list[Column], repeat: int, positions: list[int] | None = None,
+                 facts: TestFacts | None = None):
+        """`facts`: the load's facts of the suite when `tests` are all of its tests (config/stream.py)."""
         self.tests, self.cols, self.repeat = tests, cols, repeat
         # a filtered streamed suite's tests, parsed anew, are not the suite's objects: where each
         # one is in the suite, for the stored run's selection (run/session._options_record)
         self.positions = positions
         self.counts = None
-        if is_streamed(tests):  # counted while the suite loaded (config/stream.py)
-            combinations, every = tests.facts.combinations, tests.facts.every_test_planned
+        if is_streamed(tests):
+            facts = tests.facts
+        if facts is not None:  # counted while the suite loaded (config/stream.py)
+            combinations, every = facts.combinations, facts.every_test_planned
         else:
             counts = self.counts = [combination_count(t.vars, bool(t.options.get("disableVarExpansion")))
                                     for t in tests]
@@ -99,14 +103,20 @@ class Plan:
 
     def __iter__(self):
         cols, repeat = self.cols, self.repeat
+        columns = [(col.index, col.prompt, col.provider, col.provider_idx) for col in cols]
         test_idx = 0
         for test in self.tests:
-            combos = var_combinations(test.vars, bool(test.options.get("disableVarExpansion")))
+            variables = test.vars
+            for v in variables.values():  # (a test without a list var is its own one combination)
+                if isinstance(v, list):
+                    combos = var_combinations(variables, bool(test.options.get("disableVarExpansion")))
+                    break
+            else:
+                combos = (variables,) if not test.options.get("disableVarExpansion") else [dict(variables)]
             for r in range(repeat):
                 for combo in combos:
-                    for col in cols:
-                        yield EvalStep(test_idx=test_idx, prompt_idx=col.index, repeat_idx=r, test=test, vars=combo,
-                                       prompt=col.prompt, provider=col.provider, provider_idx=col.provider_idx)
+                    for index, prompt, provider, provider_idx in columns:  # (EvalStep's fields, in order)
+                        yield EvalStep(test_idx, index, r, test, combo, prompt, provider, provider_idx)
                     test_idx += 1
 
 
@@ -133,6 +143,8 @@ def expand(suite: Suite, repeat: int = 1, *, pattern: str | None = None, first_n
         return cols, Plan([t for _, t in pairs], cols, repeat, positions=[i for i, _ in pairs])
     # (a negative --filter-first-n counts from the end: a streamed suite is made a list, the same objects after)
     tests = list(suite.tests.materialize() if is_streamed(suite.tests) else suite.tests)
+    if pattern is None and first_n is None and sample is None:  # every test: the load's facts count them
+        return cols, Plan(tests, cols, repeat, facts=facts_of(suite.tests))
     if pattern:
         rx = re.compile(pattern)
         tests = [t for t in tests if rx.search(t.description or "")]

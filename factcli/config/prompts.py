@@ -25,6 +25,8 @@ def _prompt_id(raw: str) -> str:
 
 def chat_messages(raw: str) -> list[dict] | None:
     """The messages of a prompt whose text is a JSON list of chat messages (`[{"role": ...}, ...]`), else None."""
+    if raw[:1] not in ("[", "") and not raw[0].isspace():  # (most texts: not stripped to learn that)
+        return None
     text = raw.strip()
     if not text.startswith("["):
         return None

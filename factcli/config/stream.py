@@ -28,8 +28,8 @@ def combination_count(variables: dict, disable: bool = False) -> int:
     if disable:
         return 1
     n = 1
-    for v in variables.values():
-        if isinstance(v, Rows) or (isinstance(v, list) and v and all(isinstance(x, str) for x in v)):
+    for v in variables.values():  # (Rows is a list: most values, strings, are looked at once)
+        if isinstance(v, list) and (isinstance(v, Rows) or (v and all(isinstance(x, str) for x in v))):
             n *= len(v)
     return n
 
@@ -53,18 +53,19 @@ class TestFacts:
 
     def add(self, test: TestCase) -> bool:
         """Count `test` in; False when the suite needs to be a list."""
-        options = test.options
-        if any(options.get(k) for k in NEEDS_THE_SUITE):
+        options = test.options  # (most tests have none: what follows looks at them only if they do)
+        if options and any(options.get(k) for k in NEEDS_THE_SUITE):
             return False
         if test.assertions is not self._last:  # (a CSV's __expected cells: a list per test, none kept)
             self._last = test.assertions
             if not self._look(test.assertions):
                 return False
-        n = combination_count(test.vars, bool(options.get("disableVarExpansion")))
+        n = combination_count(test.vars, bool(options and options.get("disableVarExpansion")))
         self.combinations += n
-        self.every_test_planned = self.every_test_planned and n > 0
-        self.no_model_call = self.no_model_call or test.provider_output is not None or bool(
-            options.get("prefix") or options.get("suffix"))
+        if n == 0:
+            self.every_test_planned = False
+        if test.provider_output is not None or (options and (options.get("prefix") or options.get("suffix"))):
+            self.no_model_call = True
         self.vars.add(self.count, test)
         self.count += 1
         return True
@@ -126,12 +127,36 @@ def is_streamed(tests) -> bool:
     return isinstance(tests, StreamedTests) and tests.streamed
 
 
+class HeldTests(list):
+    """A suite of at most HOLD_MAX tests from CSV or JSONL files: the list its load parsed, with the
+    facts that pass gathered, so that the checks before any call and the plan read those facts as
+    they do a streamed suite's instead of going over every test again. Nothing adds to or changes
+    the tests of a suite loaded this way (no transformVars, no hook); a copy or a slice of it is a
+    plain list, without the facts."""
+
+    streamed = False
+
+    def __init__(self, tests: list, facts: TestFacts):
+        super().__init__(tests)
+        self.facts = facts
+
+    @property
+    def var_facts(self) -> TestVars:
+        return self.facts.vars
+
+
+def facts_of(tests) -> TestFacts | None:
+    """The facts the load gathered from every test of the suite `tests` (streamed, made a list since,
+    or held), or None for a suite loaded as a plain list."""
+    return tests.facts if isinstance(tests, (StreamedTests, HeldTests)) else None
+
+
 # A suite this small is held as the list its load parsed: parsing every test again as it runs (~7 us a
 # test) costs more than holding it (~1 KB a test).
 HOLD_MAX = 20_000
 
 
-def load(entries: Entries, parse: Callable[[tuple], TestCase]) -> list | StreamedTests:
+def load(entries: Entries, parse: Callable[[tuple], TestCase]) -> list | HeldTests | StreamedTests:
     """The tests of `entries`: streamed when every entry comes from a CSV or JSONL file and no test needs
     the suite, else a list."""
     if not entries.parts or not all(isinstance(p, FileEntries) for p in entries.parts):
@@ -146,4 +171,4 @@ def load(entries: Entries, parse: Callable[[tuple], TestCase]) -> list | Streame
             held.append(test)
             if len(held) > HOLD_MAX:
                 held = None
-    return held if held is not None else StreamedTests(entries, parse, facts)
+    return HeldTests(held, facts) if held is not None else StreamedTests(entries, parse, facts)

@@ -53,11 +53,36 @@ def _runnable(t: dict) -> bool:
 _RUNNABLE_BUT_THRESHOLD = tuple(k for k in RUNNABLE_TEST_KEYS if k != "threshold")
 
 
+# the keys of a test that is only vars: a CSV row without special columns, most JSONL lines
+_PLAIN_TEST_KEYS = frozenset(("description", "vars", "assert", "options"))
+
+
+def _plain_test(t: dict, ctx: Ctx, where: str, from_config: bool) -> TestCase | None:
+    """parse_test's TestCase for a test of string vars and nothing else to check (no assertion, no
+    option, vars that are not `file://` references), made without the general path's steps, each of
+    which would leave it as it is; None for any other test (tests/test_load_fast_paths.py)."""
+    if not t.keys() <= _PLAIN_TEST_KEYS or t.get("assert") or t.get("options"):
+        return None
+    vars_ = t.get("vars")
+    if type(vars_) is not dict or not vars_:  # (a var mapping that is not empty makes the test runnable)
+        return None
+    for k, v in vars_.items():
+        if type(v) is not str or type(k) is not str or v.startswith("file://"):
+            return None
+    desc = t.get("description")
+    return TestCase(None if desc is None else str(desc), vars_, [], None, {}, {}, None, dict(t), (ctx.file, where),
+                    False, {}, template_names(vars_, vars_) if from_config else frozenset())
+
+
 def parse_test(t: Any, ctx: Ctx, where: str, is_default: bool = False, from_config: bool = False,
                placeholder: bool = False) -> TestCase:
     """`from_config`: the test is written in the config itself (not a test file), so its var values that
     hold templates are rendered per row (contract §3); defaultTest is always from the config.
     `placeholder`: the one empty test a config without tests runs its prompts with."""
+    if type(t) is dict and not is_default:  # (is_default: written = True, whatever `from_config` says)
+        test = _plain_test(t, ctx, where, from_config)
+        if test is not None:
+            return test
     expect(isinstance(t, dict), f"expected a test mapping, got {type(t).__name__}", ctx.file, where)
     check_keys(t, TEST_KEYS, ctx.file, where, TEST_UNSUPPORTED)
     if not (is_default or placeholder or _runnable(t)):
@@ -305,14 +330,14 @@ def merge_default(test: TestCase, default: TestCase, cli_vars: dict | None = Non
         templates = (default.template_vars - test.vars.keys()) | test.template_vars
         if cli_vars:
             templates = (templates - cli_vars.keys()) | template_names(cli_vars, cli_vars)
+    # (positional, in the order of TestCase's fields: made once per test of a large suite)
     return TestCase(
-        description=test.description, vars=vars_, assertions=asserts, threshold=threshold,
-        options=options, metadata=meta,
-        provider_output=test.provider_output if test.provider_output is not None else default.provider_output,
-        raw=raw, source=test.source,
-        grader_from_default="provider" not in test.options and "provider" in default.options,
-        request_params=({**default.request_params, **test.request_params}
-                        if default.request_params and test.request_params
-                        else test.request_params or default.request_params or EMPTY_DICT),
-        template_vars=templates,
+        test.description, vars_, asserts, threshold, options, meta,
+        test.provider_output if test.provider_output is not None else default.provider_output,  # provider_output
+        raw, test.source,
+        "provider" not in test.options and "provider" in default.options,  # grader_from_default
+        ({**default.request_params, **test.request_params}  # request_params
+         if default.request_params and test.request_params
+         else test.request_params or default.request_params or EMPTY_DICT),
+        templates,  # template_vars
     )

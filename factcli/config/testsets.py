@@ -117,6 +117,16 @@ def _near_miss_column(key: str, file: str) -> None:
 
 
 def test_from_csv_row(row: dict[str, str], file: str, rownum: int, warnings: list[str]) -> dict:
+    for k in row:
+        if k is not None and k.strip().startswith("_"):
+            return _special_csv_row(row, file, rownum, warnings)
+    # no special column, nor one that looks like one: every cell is a var, as _special_csv_row makes it
+    return {"vars": {k.strip(): v if v is not None else "" for k, v in row.items() if k is not None},
+            "assert": [], "options": {}, "description": f"Row #{rownum}"}
+
+
+def _special_csv_row(row: dict[str, str], file: str, rownum: int, warnings: list[str]) -> dict:
+    """A CSV row with a column that starts with `_` (promptfoo's special columns, and their near misses)."""
     vars_: dict = {}
     asserts: list[dict] = []
     options: dict = {}

@@ -78,9 +78,11 @@ def _empty_prompts(suite) -> list[str]:
     (providerOutput) are taken to fill it."""
     from factcli import templating
 
+    from factcli.config.stream import facts_of
+
     tests = suite.tests
-    facts = getattr(tests, "facts", None)  # a streamed suite's, gathered while it loaded (config/stream.py)
-    if facts is not None and tests.streamed:
+    facts = facts_of(tests)  # gathered while a suite from CSV/JSONL files loaded (config/stream.py)
+    if facts is not None:
         if not tests or facts.no_model_call:
             return []
     elif suite.extensions or not tests or any(
@@ -103,6 +105,14 @@ def _empty_prompts(suite) -> list[str]:
     return problems
 
 
+def _flat(assertions: list):
+    stack = list(assertions)
+    while stack:
+        a = stack.pop()
+        stack.extend(a.children or [])
+        yield a
+
+
 def _assertion_problems(suite) -> list[str]:
     """Each assertion type's own checks, once per distinct assertion; a problem several tests share is
     one line naming the first of them and how many more."""
@@ -111,17 +121,21 @@ def _assertion_problems(suite) -> list[str]:
     found: dict[str, list[int]] = {}
     memo: dict[str, list[str]] = {}
     base = Path(suite.base_dir or ".")
-    facts = getattr(suite.tests, "facts", None)
-    if facts is not None and suite.tests.streamed and not facts.preflighted:
-        return []  # no assertion of a streamed suite has a check of its own: its file is not read again
+    from factcli.config.stream import facts_of
+
+    facts = facts_of(suite.tests)
+    if facts is not None and not facts.preflighted:
+        return []  # no assertion of a suite from CSV/JSONL files has a check of its own: not read again
+    unchecked = None  # the last assertion list found without a check of its own (defaultTest's is shared)
     for i, test in enumerate(suite.tests):
-        stack = list(test.assertions)
-        while stack:
-            a = stack.pop()
-            stack.extend(a.children or [])
-            kind = lookup(a.type)
-            if kind is None or kind.preflight is None:
-                continue
+        if test.assertions is unchecked:
+            continue
+        checked = [(a, kind) for a in _flat(test.assertions)
+                   if (kind := lookup(a.type)) is not None and kind.preflight is not None]
+        if not checked:
+            unchecked = test.assertions
+            continue
+        for a, kind in checked:
             key = (f"{kind.name}:{sorted((a.config or {}).items())!r}:{a.value!r}:{a.rubric_prompt is None}:"
                    f"{bool((test.options or {}).get('rubricPrompt'))}")
             if key not in memo:  # a factscore knowledge source is loaded once, not per test

@@ -130,6 +130,10 @@ async def build_row(step: EvalStep, *, eval_id: str = "", provider_label: str | 
                     base_dir: Path | None = None, extra_vars: dict | None = None) -> Row:
     """The row's vars and its rendered prompt, in the order the module docstring gives. `extra_vars`:
     the registers and `_conversation` the row sees (run/conversations.py)."""
+    if not (extra_vars or step.test.template_vars or step.prompt.function or step.prompt.message_functions):
+        row = _data_row(step, eval_id)
+        if row is not None:
+            return row
     variables = {**step.vars, **(extra_vars or {}), **runtime_vars(step, eval_id)}
     for v in variables.values():  # a script var is a `file://` string; most rows have none
         if isinstance(v, str) and v.startswith("file://"):
@@ -149,6 +153,31 @@ async def build_row(step: EvalStep, *, eval_id: str = "", provider_label: str | 
     config.update(step.test.request_params)
     rendered = RenderedPrompt(text=text, messages=messages, vars=variables, label=step.prompt.label, config=config)
     return Row(rendered, {k: v for k, v in variables.items() if k not in RUNTIME_VARS}, missing)
+
+
+def _data_row(step: EvalStep, eval_id: str) -> Row | None:
+    """build_row's Row for a row whose vars are all data (no script var, no template to render among
+    them, no register or `_conversation`, no runtime var's name) and whose prompt is a template: its
+    steps 2, 4 and 7 in one pass over the vars. None for any other row (the general path takes it;
+    tests/test_load_fast_paths.py holds them equal)."""
+    data = {}
+    for k, v in step.vars.items():
+        if isinstance(v, str):
+            if v.startswith("file://"):
+                return None  # maybe a script var (step 3)
+            if v.endswith("\n"):
+                v = v[:-1]  # step 4
+        data[k] = v
+    if eval_id.startswith("file://") or "__evalId" in data or "__evalStepId" in data or "__repeatIndex" in data:
+        return None  # (RUNTIME_VARS)
+    variables = {**data, **runtime_vars(step, eval_id)}
+    if eval_id.endswith("\n"):
+        variables["__evalId"] = eval_id[:-1]  # step 4, as for every string var
+    text, messages, missing = render_template(step, variables)
+    config = {**step.prompt.config}
+    config.update(step.test.request_params)
+    return Row(RenderedPrompt(text=text, messages=messages, vars=variables, label=step.prompt.label, config=config),
+               data, missing)
 
 
 def final_vars(step: EvalStep, variables: dict, data: frozenset = frozenset()) -> dict:
@@ -258,8 +287,12 @@ def render_template(step: EvalStep, variables: dict) -> tuple[str, list[dict], l
                 messages.append(m)
             return json.dumps(messages, ensure_ascii=False), messages, missing
         options = step.test.options
-        prefix, suffix = options.get("prefix") or "", options.get("suffix") or ""
-        text = templating.render(f"{prefix}{prompt.raw}{suffix}", variables, missing, name=_prompt_name(prompt.label))
+        template = prompt.raw
+        if options:  # (without a prefix or suffix, the prompt's own string: its hash is kept)
+            prefix, suffix = options.get("prefix") or "", options.get("suffix") or ""
+            if prefix or suffix:
+                template = f"{prefix}{template}{suffix}"
+        text = templating.render(template, variables, missing, name=_prompt_name(prompt.label))
     except templating.TemplateError as exc:
         raise RowError(str(exc)) from None
     return text, _messages_of(text), missing

@@ -162,9 +162,11 @@ def prepare(suite: Suite, options: RunOptions) -> EvalRun:
     repeat = options.repeat or int(eo.get("repeat") or 1)
     from factcli.run.row_vars import plan_transforms
 
-    from factcli.config.stream import is_streamed
+    from factcli.config.stream import facts_of
 
-    streamed = is_streamed(suite.tests)  # config/stream.py: no test of it has transformVars
+    # a suite loaded from CSV/JSONL files, streamed or held (config/stream.py): none of its tests has
+    # transformVars, runSerially, storeOutputAs, select-best or max-score (its load made sure)
+    streamed = facts_of(suite.tests) is not None
     if suite.transform_errors is None:  # transformVars, before var arrays become rows
         suite.transform_errors = {} if streamed else plan_transforms(suite.tests)
     vars_errors = suite.transform_errors
@@ -201,7 +203,7 @@ def prepare(suite: Suite, options: RunOptions) -> EvalRun:
     run.warnings.extend(model_name_warnings(suite))
     if run.max_cost is not None:
         check_prices(suite, run.graders)
-    if len(cols) < 2 and not streamed:  # (a streamed suite has no select-best nor max-score)
+    if len(cols) < 2 and not streamed:  # (such a suite has no select-best nor max-score)
         from factcli.errors import ConfigError
 
         for test in suite.tests:
@@ -215,9 +217,10 @@ def prepare(suite: Suite, options: RunOptions) -> EvalRun:
 
 def _conversations(steps, streamed: bool = False):
     """The plan's conversation threads and storeOutputAs registers (run/conversations.py): made from
-    every step, before --resume leaves out the finished ones, whose turns it puts back. A streamed
-    suite has neither runSerially nor storeOutputAs: unless a prompt reads `_conversation`, no
-    step of it is in a thread, and its file is not read again to learn that."""
+    every step, before --resume leaves out the finished ones, whose turns it puts back. A suite
+    loaded from CSV/JSONL files (`streamed`: config/stream.facts_of) has neither runSerially nor
+    storeOutputAs: unless a prompt reads `_conversation`, no step of it is in a thread, and its
+    steps are not made to learn that."""
     from factcli.run.conversations import Conversations, uses_conversation
 
     if streamed and not any(uses_conversation(c.prompt) for c in steps.cols):
@@ -339,20 +342,26 @@ def check_graders(suite: Suite, source, warnings: list[str], specs: list | None 
         if message and message not in warnings:
             warnings.append(message)
 
-    facts = getattr(suite.tests, "facts", None)
-    if facts is not None and suite.tests.streamed and not facts.model_graded:
-        return graders  # a streamed suite without a judge: its file is not read again (config/stream.py)
+    from factcli.config.stream import facts_of
+
+    facts = facts_of(suite.tests)
+    if facts is not None and not facts.model_graded:
+        return graders  # a suite loaded from CSV/JSONL files without a judge: its tests are not read again
+    unjudged = None  # the last assertion list found without a judge (defaultTest's is shared by many tests)
     for test in suite.tests:
+        if test.assertions is unjudged:
+            continue
         flat = []
         for i, a in enumerate(test.assertions):
             if a.children:
                 flat.extend((f"assert[{i}].assert[{j}]", c) for j, c in enumerate(a.children))
             else:
                 flat.append((f"assert[{i}]", a))
-        for where, a in flat:
-            kind = lookup(a.type)
-            if kind is None or not kind.model_graded:
-                continue
+        judged = [(where, a, kind) for where, a in flat if (kind := lookup(a.type)) is not None and kind.model_graded]
+        if not judged:
+            unjudged = test.assertions
+            continue
+        for where, a, kind in judged:
             file, path = test.source
             panel = a.provider if isinstance(a.provider, list) else None
             if panel is None and a.provider is None and kind.name in MODELS_ALIAS_TYPES:

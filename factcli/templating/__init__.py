@@ -237,13 +237,17 @@ def render(template: str, variables: dict, missing: list | None = None, *, name:
     if not isinstance(template, str) or not has_template(template):
         return template
     simple = _simple(template)
-    if simple is not None and all(n in variables for n in simple[1]):  # an undefined name: Jinja records it
+    if simple is not None:
         pieces, names = simple
         out = [pieces[0]]
-        for n, piece in zip(names, pieces[1:]):
-            out.append(js_string(variables[n]))
-            out.append(piece)
-        return "".join(out)
+        for i, n in enumerate(names, 1):
+            if n not in variables:
+                break  # an undefined name: Jinja records it
+            value = variables[n]
+            out.append(value if type(value) is str else js_string(value))  # (js_string of a str is itself)
+            out.append(pieces[i])
+        else:
+            return "".join(out)
     compiled = _compiled(template, name)
     token = _missing.set(missing if missing is not None else [])
     try:

@@ -1,0 +1,253 @@
+"""The load side's fast paths (a test of plain vars, a CSV row without special columns, a row whose
+vars are all data, the plan's steps, a held suite's facts) give exactly what the general paths give."""
+
+import asyncio
+import itertools
+import json
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from factcli.config import stream, testcases, testsets
+from factcli.config.context import Ctx
+from factcli.config.loader import load_suite
+from factcli.config.plan import Column, Plan, var_combinations
+from factcli.config.prompts import make_prompt
+from factcli.run import preflight, row_vars, runner
+from factcli.sources import Rows
+from factcli.types import EvalStep, ProviderSpec, TestCase
+
+CTX = Ctx("tests.csv", ".", {})
+
+
+def _general_parse(monkeypatch, *args, **kwargs) -> TestCase:
+    with monkeypatch.context() as m:
+        m.setattr(testcases, "_plain_test", lambda *a: None)
+        return testcases.parse_test(*args, **kwargs)
+
+
+def _same_test(fast: TestCase, slow: TestCase) -> None:
+    assert fast == slow
+    assert list(fast.raw) == list(slow.raw) and list(fast.vars) == list(slow.vars)
+    assert json.dumps(fast.raw) == json.dumps(slow.raw)
+
+
+PLAIN_TESTS = [
+    {"vars": {"q": "question 1"}, "assert": [], "options": {}, "description": "Row #1"},
+    {"vars": {"q": "a\n", "b": ""}},
+    {"description": 7, "vars": {"x": "{{ y }}", "y": "z"}},  # templates: rendered only when from the config
+    {"vars": {"q": "x"}, "assert": None, "options": None, "description": None},
+]
+OTHER_TESTS = [
+    {"vars": {"q": "file://notes.txt"}},  # a file var: loaded
+    {"vars": {"q": 1}},
+    {"vars": {"q": ["a", "b"]}},
+    {"vars": {}},
+    {"vars": {"q": "x"}, "threshold": 0.5},
+    {"vars": {"q": "x"}, "metadata": {"k": "v"}},
+    {"vars": {"q": "x"}, "options": {"prefix": "P: "}},
+    {"vars": {"q": "x"}, "assert": [{"type": "contains", "value": "x"}]},
+    {"vars": {"q": "x"}, "providerOutput": "out"},
+    {"vars": {1: "x"}},
+]
+
+
+@pytest.mark.parametrize("from_config", [False, True])
+@pytest.mark.parametrize("t", PLAIN_TESTS + OTHER_TESTS)
+def test_a_test_of_plain_vars_parses_as_the_general_path_parses_it(monkeypatch, tmp_path, t, from_config):
+    (tmp_path / "notes.txt").write_text("notes")
+    ctx = Ctx(str(tmp_path / "c.yaml"), tmp_path, {})
+    fast = testcases.parse_test(dict(t), ctx, "tests[0]", from_config=from_config)
+    _same_test(fast, _general_parse(monkeypatch, dict(t), ctx, "tests[0]", from_config=from_config))
+    assert (testcases._plain_test(dict(t), ctx, "tests[0]", from_config) is not None) == (t in PLAIN_TESTS)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text(max_size=6), st.text(max_size=8), min_size=1, max_size=4),
+       st.one_of(st.none(), st.text(max_size=5)), st.booleans())
+def test_any_test_of_string_vars_parses_as_the_general_path_parses_it(variables, description, from_config):
+    t = {"vars": variables, "assert": [], "options": {}}
+    if description is not None:
+        t["description"] = description
+    fast = testcases.parse_test(dict(t), CTX, "row 1", from_config=from_config)
+    with pytest.MonkeyPatch.context() as m:
+        _same_test(fast, _general_parse(m, dict(t), CTX, "row 1", from_config=from_config))
+    default = testcases.parse_test({"assert": [{"type": "contains", "value": "x"}], "vars": {"d": "1"}}, CTX,
+                                   "defaultTest", is_default=True)
+    with pytest.MonkeyPatch.context() as m:
+        slow = _general_parse(m, dict(t), CTX, "row 1", from_config=from_config)
+    _same_test(testcases.merge_default(fast, default), testcases.merge_default(slow, default))
+
+
+COLUMNS = ["q", " q2 ", "a b", "_q", "__expected", "__description", "__metric", "__threshold", "__prefix",
+           "__metadata:k", "__config:__expected:threshold", "_expected", "__expectd", None]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(COLUMNS), min_size=1, max_size=5, unique=True),
+       st.lists(st.one_of(st.none(), st.sampled_from(["x", "", "y\n", "contains:x", "0.5", "a,b"])),
+                min_size=5, max_size=5))
+def test_a_csv_row_without_special_columns_converts_as_the_general_path_converts_it(columns, cells):
+    row = dict(zip(columns, cells))
+    try:
+        slow_warnings: list = []
+        slow = testsets._special_csv_row(row, "t.csv", 3, slow_warnings)
+    except Exception as exc:  # noqa: BLE001 - the same error either way
+        with pytest.raises(type(exc)):
+            testsets.test_from_csv_row(row, "t.csv", 3, [])
+        return
+    fast_warnings: list = []
+    fast = testsets.test_from_csv_row(row, "t.csv", 3, fast_warnings)
+    assert json.dumps(fast) == json.dumps(slow) and fast_warnings == slow_warnings
+
+
+def _step(vars_, prompt_raw="Answer: {{q}}", options=None, request_params=None, prompt_config=None, repeat=0):
+    prompt = make_prompt(prompt_raw, None)
+    prompt.config = prompt_config or {}
+    test = TestCase(vars=vars_, options=options or {}, request_params=request_params or {})
+    return EvalStep(4, 1, repeat, test, vars_, prompt, ProviderSpec(id="echo"), 0)
+
+
+ROW_STEPS = [
+    _step({"q": "question 1"}),
+    _step({"q": "a\n", "n": 3, "f": 1.5, "none": None, "l": ["x", "y\n"], "d": {"k": "v\n"}, "b": True}),
+    _step({"q": "x\n\n"}, prompt_raw="{{q}} {{missing}} <<n>>"),
+    _step({"q": "x"}, prompt_raw='[{"role": "user", "content": "{{q}}"}]'),
+    _step({"q": "x"}, prompt_raw='  [{"role": "system", "content": "be brief"}, {"role": "user", "content": "{{q}}"}]'),
+    _step({"q": "x"}, prompt_raw="[not json {{q}}"),
+    _step({"q": "x"}, prompt_raw="{% if q %}yes {{ q | upper }}{% endif %}"),
+    _step({"q": "x"}, options={"prefix": "P: ", "suffix": "\nS"}, request_params={"temperature": 0},
+          prompt_config={"max_tokens": 5}),
+    _step({"q": "x", "__evalId": "mine"}, prompt_raw="{{__evalId}} {{__evalStepId}} {{__repeatIndex}}", repeat=2),
+    _step({"q": "file://notes.txt"}),
+    _step({"q": "{{ env }}"}),
+    _step({}, prompt_raw="no vars at all"),
+]
+
+
+@pytest.mark.parametrize("eval_id", ["", "eval-1", "eval-2\n", "file://x"])
+@pytest.mark.parametrize("step", ROW_STEPS, ids=range(len(ROW_STEPS)))
+def test_a_row_of_data_vars_is_built_as_the_general_path_builds_it(monkeypatch, step, eval_id):
+    fast = asyncio.run(row_vars.build_row(step, eval_id=eval_id))
+    with monkeypatch.context() as m:
+        m.setattr(row_vars, "_data_row", lambda *a: None)
+        slow = asyncio.run(row_vars.build_row(step, eval_id=eval_id))
+    assert fast == slow
+    assert list(fast.vars) == list(slow.vars) and list(fast.prompt.vars) == list(slow.prompt.vars)
+    assert fast.vars is not step.vars and fast.vars is not fast.prompt.vars  # nothing shared to write to
+
+
+def test_the_data_row_path_is_taken_for_plain_rows_only():
+    assert row_vars._data_row(ROW_STEPS[0], "eval-1") is not None
+    assert row_vars._data_row(ROW_STEPS[8], "eval-1") is None  # a runtime var's name among the vars
+    assert row_vars._data_row(ROW_STEPS[9], "eval-1") is None  # maybe a script var
+
+
+def _general_steps(tests, cols, repeat):
+    """The plan's steps as the plan made them before its fast loop: every test through var_combinations."""
+    test_idx = 0
+    for test in tests:
+        combos = var_combinations(test.vars, bool(test.options.get("disableVarExpansion")))
+        for r in range(repeat):
+            for combo in combos:
+                for col in cols:
+                    yield EvalStep(test_idx=test_idx, prompt_idx=col.index, repeat_idx=r, test=test, vars=combo,
+                                   prompt=col.prompt, provider=col.provider, provider_idx=col.provider_idx)
+                test_idx += 1
+
+
+def test_the_plans_steps_are_the_general_expansions_steps():
+    tests = [TestCase(vars={"q": "a"}), TestCase(vars={"q": ["a", "b"], "r": ["1", "2"]}),
+             TestCase(vars={"q": ["a", "b"]}, options={"disableVarExpansion": True}),
+             TestCase(vars={"q": "a"}, options={"disableVarExpansion": True}), TestCase(vars={"g": Rows()}),
+             TestCase(vars={"g": Rows(["x", "y"]), "n": [1, 2]}), TestCase(vars={})]
+    prompts = [make_prompt("{{q}}", None), make_prompt("again {{q}}", None)]
+    providers = [ProviderSpec(id="echo"), ProviderSpec(id="echo", label="two")]
+    for n_cols, repeat in itertools.product((1, 2, 4), (0, 1, 3)):
+        cols = [Column(i, providers[i // 2], i // 2, prompts[i % 2]) for i in range(n_cols)]
+        fast = list(Plan(tests, cols, repeat))
+        slow = list(_general_steps(tests, cols, repeat))
+        assert fast == slow and len(fast) == len(Plan(tests, cols, repeat))
+        # the test's own mapping where the general path gives it (nothing writes to a step's vars)
+        assert [s.vars is s.test.vars for s in fast] == [s.vars is s.test.vars for s in slow]
+
+
+ASSERTIONS = [{"type": "contains", "value": "{{q}}"}, {"type": "regex", "value": "{{ qq }}"},
+              {"type": "llm-rubric"}]
+
+
+def _csv_suite(tmp_path, header: str, rows: list[str], default_test: dict, prompts=("Answer: {{q}}",)):
+    (tmp_path / "rows.csv").write_text(header + "\n" + "".join(r + "\n" for r in rows))
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(json.dumps({"prompts": list(prompts), "providers": ["echo"], "defaultTest": default_test,
+                               "tests": f"file://{tmp_path / 'rows.csv'}"}))
+    return load_suite([cfg])
+
+
+@pytest.mark.parametrize("default_test,header,rows", [
+    ({"assert": ASSERTIONS, "options": {"provider": "echo"}}, "q,__expected", ["one,contains:o", "two,"]),
+    ({"assert": ASSERTIONS[:2]}, "q", ["one", "two"]),
+    ({"assert": [ASSERTIONS[2]], "options": {"provider": "echo", "rubricPrompt": "{{output}}"}}, "q", ["one"]),
+    ({"options": {"prefix": "P "}}, "q,__providerOutput", ["one,out"]),
+    ({}, "q", []),
+])
+def test_a_held_suites_facts_give_what_going_over_its_tests_gives(tmp_path, default_test, header, rows):
+    held = _csv_suite(tmp_path, header, rows, default_test)
+    assert isinstance(held.tests, stream.HeldTests) == bool(rows)
+    plain = _csv_suite(tmp_path, header, rows, default_test)
+    plain.tests = list(plain.tests)  # a plain list: every check goes over every test
+    runs = [runner.prepare(s, runner.RunOptions()) for s in (held, plain)]
+    assert runs[0].graders == runs[1].graders and runs[0].grader_specs == runs[1].grader_specs
+    assert runs[0].warnings == runs[1].warnings and runs[0]._unknown_vars == runs[1]._unknown_vars
+    assert len(runs[0]._steps) == len(runs[1]._steps) == len(list(runs[0]._steps))
+    assert runs[0]._steps.every_test_planned == runs[1]._steps.every_test_planned
+    assert runs[0]._conversations.active == runs[1]._conversations.active
+    problems = []
+    for run in runs:
+        try:
+            preflight.check(run, [], {})
+            problems.append(None)
+        except preflight.PreflightFailed as exc:
+            problems.append((str(exc), exc.problems))
+    assert problems[0] == problems[1]
+    assert preflight._assertion_problems(held) == preflight._assertion_problems(plain)
+    assert preflight._empty_prompts(held) == preflight._empty_prompts(plain)
+
+
+def test_shared_assertion_lists_are_checked_once_and_still_name_every_test(tmp_path):
+    """check_graders and the preflight skip a test whose assertion list was found without a judge or
+    a check; a list with one still counts every test that has it."""
+    tests = [{"vars": {"q": str(i)}} for i in range(3)]
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(json.dumps({"prompts": ["{{q}}"], "providers": ["echo"], "tests": tests,
+                               "defaultTest": {"assert": [{"type": "llm-rubric"}], "options": {"provider": "echo"}}}))
+    suite = load_suite([cfg])
+    assert preflight._assertion_problems(suite) == [
+        "tests[0] and 2 more: llm-rubric has no value: the grader would score against an empty rubric (write the "
+        "rubric as its value:, or give a rubricPrompt that needs none)"]
+    assert runner.check_graders(suite, runner.prepare(suite, runner.RunOptions()).grader_source, []) == ["echo"]
+
+
+def _chat_messages_stripped(raw: str):
+    """config/prompts.chat_messages without its quick look at the first character."""
+    text = raw.strip()
+    if not text.startswith("["):
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(data, list) and data and all(isinstance(m, dict) and "role" in m for m in data):
+        return data
+    return None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.lists(st.sampled_from([" ", "\n", "\t", "\x0b", "\u2028", "\x1c", "[", "]", "{", "}", '"',
+                                           "role", ":", ",", "a", "\u00a0"]), max_size=30).map("".join),
+                 st.sampled_from(['[{"role": "user", "content": "x"}]', ' \n[{"role": "user"}]', "\u2028[{\"role\": 1}]",
+                                  "\x1c[{\"role\": 1}]", "[]", "x[", ""])))
+def test_chat_messages_finds_what_stripping_the_text_finds(raw):
+    from factcli.config.prompts import chat_messages
+
+    assert chat_messages(raw) == _chat_messages_stripped(raw)
