@@ -241,6 +241,24 @@ def test_model_outputs_mode(tmp_path):
     assert rows[1]["vars"]["tags"] == "a, b"
 
 
+def test_the_entry_point_leaves_what_is_left_to_the_process_exit(monkeypatch, capsys):
+    """main() freezes the collector's generations as the process ends, so that the shutdown's
+    collections do not walk a large suite's objects (benchmarks/README.md: ~85 ms of 10,000 rows)."""
+    import gc
+
+    from factcli.cli.main import main
+
+    gc.unfreeze()
+    monkeypatch.setattr("sys.argv", ["factcli", "--version"])
+    try:
+        with pytest.raises(SystemExit):
+            main()
+        assert capsys.readouterr().out.startswith("factcli ")
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()  # this test process goes on
+
+
 def test_help_and_version():
     assert runner.invoke(app, ["--version"]).output.startswith("factcli ")
     help_text = runner.invoke(app, ["eval", "--help"]).output
