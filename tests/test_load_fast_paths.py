@@ -27,7 +27,7 @@ def _general_parse(monkeypatch, *args, **kwargs) -> TestCase:
 
 
 def _same_test(fast: TestCase, slow: TestCase) -> None:
-    assert fast == slow
+    assert fast == slow and repr(fast) == repr(slow)  # (repr: 1 and 1.0 are equal, not the same)
     assert list(fast.raw) == list(slow.raw) and list(fast.vars) == list(slow.vars)
     assert json.dumps(fast.raw) == json.dumps(slow.raw)
 
@@ -37,6 +37,10 @@ PLAIN_TESTS = [
     {"vars": {"q": "a\n", "b": ""}},
     {"description": 7, "vars": {"x": "{{ y }}", "y": "z"}},  # templates: rendered only when from the config
     {"vars": {"q": "x"}, "assert": None, "options": None, "description": None},
+    {"vars": {"q": "x"}, "assert": [{"type": "contains", "value": "x"}]},
+    {"vars": {"q": "x"}, "assert": [{"type": "not-icontains", "value": "y", "metric": "m"},
+                                    {"type": "assert-set", "assert": [{"type": "regex", "value": "x"}]},
+                                    {"type": "javascript", "value": "output.length > 0"}]},
 ]
 OTHER_TESTS = [
     {"vars": {"q": "file://notes.txt"}},  # a file var: loaded
@@ -46,10 +50,19 @@ OTHER_TESTS = [
     {"vars": {"q": "x"}, "threshold": 0.5},
     {"vars": {"q": "x"}, "metadata": {"k": "v"}},
     {"vars": {"q": "x"}, "options": {"prefix": "P: "}},
-    {"vars": {"q": "x"}, "assert": [{"type": "contains", "value": "x"}]},
     {"vars": {"q": "x"}, "providerOutput": "out"},
     {"vars": {1: "x"}},
+    {"vars": {"q": "x"}, "assert": {"type": "contains", "value": "x"}},
+    {"vars": {"q": "x"}, "assert": [{"type": "contains"}]},  # (an error either way)
+    {"vars": {"q": "x"}, "assert": [{"type": "no-such-type", "value": "x"}]},
 ]
+
+
+def _parsed_or_error(parse, *args, **kwargs):
+    try:
+        return parse(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - the same error either way
+        return f"{type(exc).__name__}: {exc}"
 
 
 @pytest.mark.parametrize("from_config", [False, True])
@@ -57,8 +70,12 @@ OTHER_TESTS = [
 def test_a_test_of_plain_vars_parses_as_the_general_path_parses_it(monkeypatch, tmp_path, t, from_config):
     (tmp_path / "notes.txt").write_text("notes")
     ctx = Ctx(str(tmp_path / "c.yaml"), tmp_path, {})
-    fast = testcases.parse_test(dict(t), ctx, "tests[0]", from_config=from_config)
-    _same_test(fast, _general_parse(monkeypatch, dict(t), ctx, "tests[0]", from_config=from_config))
+    fast = _parsed_or_error(testcases.parse_test, dict(t), ctx, "tests[0]", from_config=from_config)
+    slow = _parsed_or_error(_general_parse, monkeypatch, dict(t), ctx, "tests[0]", from_config=from_config)
+    if isinstance(slow, str):
+        assert fast == slow and t in OTHER_TESTS
+        return
+    _same_test(fast, slow)
     assert (testcases._plain_test(dict(t), ctx, "tests[0]", from_config) is not None) == (t in PLAIN_TESTS)
 
 
@@ -77,6 +94,36 @@ def test_any_test_of_string_vars_parses_as_the_general_path_parses_it(variables,
     with pytest.MonkeyPatch.context() as m:
         slow = _general_parse(m, dict(t), CTX, "row 1", from_config=from_config)
     _same_test(testcases.merge_default(fast, default), testcases.merge_default(slow, default))
+
+
+ASSERT_TYPES = ["contains", "not-contains", "icontains", "regex", "equals", "is-json", "llm-rubric", "javascript",
+                "python", "assert-set", "not-assert-set", "guardrails", "no-such-type", "", "not-", 5, None]
+ASSERT_VALUES = [None, "x", "file://missing.txt", 3, ["a", "b"], {"k": 1}, ""]
+ASSERT_EXTRA = [{}, {"metric": "m"}, {"metric": None}, {"metric": 5}, {"weight": 2}, {"threshold": 0.5},
+                {"config": {}}, {"provider": "echo"}, {"transform": "output"}, {"$ref": "#/assertionTemplates/t"},
+                {"assert": [{"type": "contains", "value": "x"}]}, {"typo": 1}]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(ASSERT_TYPES), st.sampled_from(ASSERT_VALUES), st.sampled_from(ASSERT_EXTRA),
+       st.booleans(), st.booleans())
+def test_an_assertion_of_a_type_and_a_value_parses_as_the_general_path_parses_it(typ, value, extra, in_set, keyed):
+    a = {"type": typ, **({"value": value} if keyed or value is not None else {}), **extra}
+    ctx = Ctx("c.yaml", ".", {"t": {"type": "contains", "value": "x"}})
+    fast = _parsed_or_error(testcases.parse_assertion, dict(a), ctx, "tests[0].assert[0]", in_set=in_set)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(testcases, "_plain_assertion", lambda a: None)
+        slow = _parsed_or_error(testcases.parse_assertion, dict(a), ctx, "tests[0].assert[0]", in_set=in_set)
+    assert fast == slow and repr(fast) == repr(slow)
+    if not isinstance(slow, str):
+        assert json.dumps(fast.raw, default=str) == json.dumps(slow.raw, default=str)
+
+
+def test_the_plain_assertion_path_is_taken_for_plain_assertions_only():
+    assert testcases._plain_assertion({"type": "not-contains", "value": "x", "metric": "m"}) is not None
+    for a in ({"type": "contains", "value": "x", "weight": 2}, {"type": "python", "value": "True"},
+              {"type": "contains", "value": "file://x.txt"}, {"type": "contains"}, {"type": "nope", "value": "x"}):
+        assert testcases._plain_assertion(a) is None
 
 
 COLUMNS = ["q", " q2 ", "a b", "_q", "__expected", "__description", "__metric", "__threshold", "__prefix",

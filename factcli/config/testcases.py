@@ -58,10 +58,10 @@ _PLAIN_TEST_KEYS = frozenset(("description", "vars", "assert", "options"))
 
 
 def _plain_test(t: dict, ctx: Ctx, where: str, from_config: bool) -> TestCase | None:
-    """parse_test's TestCase for a test of string vars and nothing else to check (no assertion, no
-    option, vars that are not `file://` references), made without the general path's steps, each of
-    which would leave it as it is; None for any other test (tests/test_load_fast_paths.py)."""
-    if not t.keys() <= _PLAIN_TEST_KEYS or t.get("assert") or t.get("options"):
+    """parse_test's TestCase for a test of string vars and assertions (no option, vars that are not
+    `file://` references), made without the general path's steps, each of which would leave it as it
+    is; None for any other test (tests/test_load_fast_paths.py)."""
+    if not t.keys() <= _PLAIN_TEST_KEYS or t.get("options"):
         return None
     vars_ = t.get("vars")
     if type(vars_) is not dict or not vars_:  # (a var mapping that is not empty makes the test runnable)
@@ -69,8 +69,15 @@ def _plain_test(t: dict, ctx: Ctx, where: str, from_config: bool) -> TestCase | 
     for k, v in vars_.items():
         if type(v) is not str or type(k) is not str or v.startswith("file://"):
             return None
+    asserts = t.get("assert")
+    if not asserts:
+        parsed = []
+    elif type(asserts) is list:  # (the general path's next check: every step before it passes)
+        parsed = [parse_assertion(a, ctx, f"{where}.assert[{i}]") for i, a in enumerate(asserts)]
+    else:
+        return None
     desc = t.get("description")
-    return TestCase(None if desc is None else str(desc), vars_, [], None, {}, {}, None, dict(t), (ctx.file, where),
+    return TestCase(None if desc is None else str(desc), vars_, parsed, None, {}, {}, None, dict(t), (ctx.file, where),
                     False, {}, template_names(vars_, vars_) if from_config else frozenset())
 
 
@@ -198,9 +205,38 @@ def _resolve_var(v: Any, ctx: Ctx, where: str) -> Any:
     return v
 
 
+# the keys of an assertion that is a type and a value (and a metric) and nothing else
+_PLAIN_ASSERT_KEYS = frozenset(("type", "value", "metric"))
+_NOT_PLAIN_TYPES = frozenset(("assert-set", "javascript", "python"))
+
+
+def _plain_assertion(a: dict) -> Assertion | None:
+    """parse_assertion's Assertion for `{type, value[, metric]}` of a known type that reads its value as
+    written (not a script, not a `file://` value), made without the general path's steps, each of which
+    would leave it as it is; None for any other assertion (tests/test_load_fast_paths.py)."""
+    from factcli.scoring import registry as core
+
+    if not a.keys() <= _PLAIN_ASSERT_KEYS:
+        return None
+    typ, value, metric = a.get("type"), a.get("value"), a.get("metric")
+    if type(typ) is not str or value is None or not (metric is None or isinstance(metric, str)):
+        return None
+    if isinstance(value, str) and value.startswith("file://"):
+        return None
+    base = typ[4:] if typ.startswith("not-") else typ
+    if base in _NOT_PLAIN_TYPES or base in core.UNSUPPORTED or core.lookup(typ) is None:
+        return None
+    # (positional, in the order of Assertion's fields: made once per assertion of a large suite)
+    return Assertion(typ, value, None, 1.0, metric, None, None, None, None, {}, None, a, None)
+
+
 def parse_assertion(a: Any, ctx: Ctx, where: str, in_set: bool = False) -> Assertion:
     from factcli.scoring import registry as core
 
+    if type(a) is dict:  # (in an assert-set too: a plain assertion is no set)
+        plain = _plain_assertion(a)
+        if plain is not None:
+            return plain
     expect(isinstance(a, dict), f"expected an assertion mapping, got {type(a).__name__}", ctx.file, where)
     if "$ref" in a:
         ref = a["$ref"]
