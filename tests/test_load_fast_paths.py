@@ -292,9 +292,27 @@ def _chat_messages_stripped(raw: str):
 @settings(max_examples=300, deadline=None)
 @given(st.one_of(st.lists(st.sampled_from([" ", "\n", "\t", "\x0b", "\u2028", "\x1c", "[", "]", "{", "}", '"',
                                            "role", ":", ",", "a", "\u00a0"]), max_size=30).map("".join),
-                 st.sampled_from(['[{"role": "user", "content": "x"}]', ' \n[{"role": "user"}]', "\u2028[{\"role\": 1}]",
-                                  "\x1c[{\"role\": 1}]", "[]", "x[", ""])))
+                 st.sampled_from(['[{"role": "user", "content": "x"}]', ' \n[{"role": "user"}]',
+                                  "\u2028[{\"role\": 1}]", "\x1c[{\"role\": 1}]", "[]", "x[", ""])))
 def test_chat_messages_finds_what_stripping_the_text_finds(raw):
     from factcli.config.prompts import chat_messages
 
     assert chat_messages(raw) == _chat_messages_stripped(raw)
+
+
+@pytest.mark.parametrize("assertions", [
+    [], [{"type": "contains", "value": "x"}, {"type": "regex", "value": "y\\d"}],
+    [{"type": "contains", "value": "{{ q }}"}],
+    [{"type": "contains", "value": "x"}, {"type": "equals", "value": "<<r>>"}],
+    [{"type": "assert-set", "assert": [{"type": "contains", "value": "{{ s }}"}, {"type": "contains", "value": "x"}]}],
+    [{"type": "contains-any", "value": ["{{ a }}", "b"]}], [{"type": "is-json", "value": {"k": "{{ o }}"}}],
+    [{"type": "contains", "value": "file://{{ f }}.txt"}], [{"type": "javascript", "value": "output == '{{ j }}'"}],
+])
+def test_the_names_assertion_values_use_are_found_as_the_general_walk_finds_them(assertions, tmp_path):
+    from factcli.config import var_check
+
+    (tmp_path / "{{ f }}.txt").write_text("x")
+    ctx = Ctx(str(tmp_path / "c.yaml"), tmp_path, {})
+    test = testcases.parse_test({"vars": {"q": "1"}, "assert": assertions}, ctx, "tests[0]")
+    walked = [(i, name) for i, a in var_check._assertions(test) for name in sorted(var_check._names(a.value))]
+    assert var_check._used_names(test) == walked

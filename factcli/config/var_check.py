@@ -40,6 +40,14 @@ def _assertions(test):
         stack.extend((i, c) for c in (a.children or []))
 
 
+def _used_names(test) -> list[tuple[int, str]]:
+    """(index of the assertion, name) of every var name the test's assertion values use."""
+    for a in test.assertions:  # most values (a CSV's __expected cells): text without a template, no set
+        if a.children or type(a.value) is not str or templating.has_template(a.value):
+            return [(i, name) for i, a in _assertions(test) for name in sorted(_names(a.value))]
+    return []
+
+
 def _close(name: str, known: set[str]) -> str | None:
     if name.lower() in {k.lower() for k in known}:
         return next(k for k in known if k.lower() == name.lower())
@@ -66,7 +74,7 @@ class TestVars:
         if options.get("transformVars"):
             self.dynamic = True
         if self._last[0] is not test.assertions:
-            self._last = (test.assertions, [(i, name) for i, a in _assertions(test) for name in sorted(_names(a.value))])
+            self._last = (test.assertions, _used_names(test))
         for i, name in self._last[1]:
             place = self.uses.get(name)
             if place is None:
