@@ -230,10 +230,12 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
     from factcli.config.testsets import load_tests
 
     tests_raw = load_tests(cfg.get("tests"), ctx, "tests")  # a CSV file's rows are made as they are parsed
-    from factcli.config.extensions import hook_source, parse_extensions
+    extensions, hooks_see = [], None
+    if cfg.get("extensions") is not None:  # the extensions' code (~1 ms to import) only for a config with some
+        from factcli.config.extensions import hook_source, parse_extensions
 
-    extensions = parse_extensions(cfg.get("extensions"), ctx, warnings)
-    hooks_see = hook_source(ctx, tests_raw, cfg, default_test, cli_vars, _scenario_tests) if extensions else None
+        extensions = parse_extensions(cfg.get("extensions"), ctx, warnings)
+        hooks_see = hook_source(ctx, tests_raw, cfg, default_test, cli_vars, _scenario_tests) if extensions else None
     tests_raw.extend(_scenario_tests(cfg.get("scenarios"), ctx))
     placeholder = not tests_raw
     if placeholder:

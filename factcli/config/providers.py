@@ -3,6 +3,7 @@ an id is checked against the provider registry when it is read."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from factcli import sources
@@ -78,6 +79,8 @@ KNOWN_CONFIG_KEYS = {
 
 
 def _check_near_misses(config: dict, ctx: Ctx, where: str) -> None:
+    if not config:  # (nor the import: litellm's provider module is not needed by a run without one)
+        return
     from factcli.providers.litellm_provider import PASSTHROUGH
 
     known = KNOWN_CONFIG_KEYS | PASSTHROUGH
@@ -93,16 +96,26 @@ def _check_unused_config(spec: ProviderSpec, ctx: Ctx, where: str) -> None:
     """An API model sends only the parameters it knows (as promptfoo's OpenAI provider does): any other
     key of its config is one warning naming it and the provider. Script providers get their whole
     config, and echo has nothing to send, so theirs are left alone."""
-    from factcli.providers.litellm_provider import PASSTHROUGH, RENAMED, LiteLLMProvider
-    from factcli.providers.openai_provider import OpenAIProvider
     from factcli.providers.registry import create_provider
 
-    if not isinstance(create_provider(spec, ctx.base), (LiteLLMProvider, OpenAIProvider)):
+    if not _api_model(create_provider(spec, ctx.base)):
         return
+    from factcli.providers.litellm_provider import PASSTHROUGH, RENAMED
+
     for key in spec.config:
         if key not in KNOWN_CONFIG_KEYS and key not in PASSTHROUGH and key not in RENAMED:
             unknown_key(ctx.file, join(where, key), f"'{key}' is not a parameter of {spec.id} (ignored)", key,
                         KNOWN_CONFIG_KEYS | PASSTHROUGH)
+
+
+def _api_model(provider) -> bool:
+    """Whether `provider` is litellm's or OpenAI's. Neither module is imported for it: an instance of
+    their classes exists only once its module is (an echo or script run imports neither)."""
+    for module, name in (("factcli.providers.litellm_provider", "LiteLLMProvider"),
+                         ("factcli.providers.openai_provider", "OpenAIProvider")):
+        if module in sys.modules and isinstance(provider, getattr(sys.modules[module], name)):
+            return True
+    return False
 
 
 def request_params(options: dict, option_keys: set, unsupported: dict, ctx: Ctx, where: str) -> dict:

@@ -235,9 +235,9 @@ class Flow:
 
     def write_outputs(self) -> list[Path]:
         """The -o files and the config's outputPath, each written from the finished run."""
-        from factcli.report.exports import write_export
-
         paths = self.outputs + [Path(p) for p in self.suite.output_path]
+        if paths:  # the exporters (and html) only for a run that writes a file
+            from factcli.report.exports import write_export
         for path in paths:
             with self.ui.working(f"Writing {path}…"):
                 write_export(self.run, path)

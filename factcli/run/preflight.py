@@ -14,7 +14,6 @@ import os
 from pathlib import Path
 
 from factcli.errors import FactcliError
-from factcli.report.exports import FORMATS as OUTPUT_FORMATS  # the exporter owns the list
 
 
 
@@ -33,6 +32,8 @@ class PreflightFailed(FactcliError):
 
 
 def output_problem(path: Path) -> str | None:
+    from factcli.report.exports import FORMATS as OUTPUT_FORMATS  # the exporter owns the list (imported for -o only)
+
     if not str(path).lower().endswith(OUTPUT_FORMATS):
         return f"-o {path}: unknown format (use {', '.join(OUTPUT_FORMATS)})"
     folder = path.parent if str(path.parent) else Path(".")

@@ -56,14 +56,14 @@ def plan_transforms(tests: list[TestCase]) -> dict[int, str]:
     """Run each test's `transformVars` (test option, else defaultTest's) once, before its var arrays are
     expanded into rows, and merge what it returns into the test's vars in place. Returns id(test) ->
     error for the tests whose transform failed: their rows are ERROR rows (promptfoo aborts the run)."""
-    from factcli.scripting.row_code import transform_vars
-    from factcli.scripting.transforms import TransformError
-
     errors: dict[int, str] = {}
     for test in tests:
         spec = test.options.get("transformVars")
         if not spec:
             continue
+        from factcli.scripting.row_code import transform_vars  # (the scripting code for a suite that has one)
+        from factcli.scripting.transforms import TransformError
+
         try:
             new = transform_vars(spec, test.vars)
         except TransformError as exc:
