@@ -6,6 +6,9 @@ imported inside the commands so that `factcli --help` stays fast.
 
 from __future__ import annotations
 
+import gc
+from contextlib import contextmanager
+
 import typer
 
 from factcli.settings import VERSION
@@ -46,6 +49,23 @@ def fail(message: str, code: int = 1, problems: tuple | list = (), excerpt: tupl
     for line in excerpt:
         typer.echo(f"  {one_line(redact(line))}", err=True)
     raise typer.Exit(code)
+
+
+@contextmanager
+def start_up():
+    """A command's start (its imports, the config, the plan) makes objects that live as long as the
+    process: the cyclic collector's passes over them find nothing, ~6 ms of a one-row eval's CPU (issue
+    30). It is paused meanwhile and on again (if it was) before the command's own work, the rows, with
+    what the start made frozen (gc.freeze), as the runner freezes it when the rows start: turned on
+    with them still young, it would walk them all at once."""
+    on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+        gc.freeze()
+    finally:
+        if on:
+            gc.enable()
 
 
 def one_line(message: str, limit: int = 1000) -> str:

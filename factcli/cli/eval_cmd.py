@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from factcli.cli.app import DB_HELP, app, fail, one_line
+from factcli.cli.app import DB_HELP, app, fail, one_line, start_up
 from factcli.errors import FactcliError
 
 
@@ -69,6 +69,13 @@ def eval_cmd(
 
 def _run_eval(args: dict) -> int:
     """The flags -> EvalOptions; the flow (run/flow.py) does the rest, this module prints."""
+    with start_up():  # the imports, the config and the plan, up to the first row
+        flow = _flow(args)
+        run = flow.prepare()
+    return _print_eval(flow, run, args)
+
+
+def _flow(args: dict):
     from factcli.run import runner
     from factcli.run.flow import EvalOptions, Flow
 
@@ -91,16 +98,15 @@ def _run_eval(args: dict) -> int:
         assertions=args["assertions"], model_outputs=args["model_outputs"], strict=args["strict"],
         dry_run=args["dry_run"], env_file=args["env_file"],
     )
-    return _print_eval(Flow(options, TerminalUI(progress_bar=not args["no_progress_bar"])), args)
+    return Flow(options, TerminalUI(progress_bar=not args["no_progress_bar"]))
 
 
-def _print_eval(flow, args: dict) -> int:
+def _print_eval(flow, run, args: dict) -> int:
     import asyncio
 
     from factcli.report import summary as report
     from factcli.run import runner
 
-    run = flow.prepare()
     if args["dry_run"]:
         from factcli.run.estimate import describe
 
