@@ -25,6 +25,7 @@ from factcli.store.database import Store, now, shown_status, store_errors
 from factcli.store.encode import loads
 from factcli.store.records import column_record, from_record, metrics_to_json, to_row
 from factcli.store.redact import REDACTED, Scrubber
+from factcli.store.schema import RESULT_FIELDS
 from factcli.types import COMPARE_TYPES, compares, test_key
 
 METRICS_EVERY_S = 1.0  # column metrics are refreshed this often while a run writes
@@ -75,8 +76,11 @@ class EvalSession:
         self.heartbeat = None  # store/leases.py: refreshes the run's lease on a shared store
         self._metrics_at = 0.0
         self._derived: list = []
-        self._group: list[tuple] = []  # rows written but not yet committed (write / flush)
-        self._group_results: list = []
+        # rows written but not yet committed (write / flush), as the store takes them: a group's
+        # finished rows are let go as soon as they are recorded, not 500 rows later (holding them cost
+        # ~3 us a row: they were freed, cold, at each flush); a group the store fails to take is read
+        # back from these tuples as the store would give them (_hold_rows)
+        self._group: list[tuple] = []
         self._timer = None  # the event loop's call to flush(), GROUP_S after a group's first row
         self._args: dict = {}
         self._options = None
@@ -419,7 +423,6 @@ class EvalSession:
     def _queue(self, result) -> None:
         self.seq += 1
         self._group.append(to_row(self.run.run_id, result, self.seq, self.scrub))
-        self._group_results.append(result)
 
     def flush(self, current=None) -> None:
         """Write and commit the queued rows (and, once a second, the run's running totals). `current`:
@@ -428,9 +431,9 @@ class EvalSession:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        group, results = self._group, self._group_results
+        group = self._group
         if not self.writing or not group:
-            self._group, self._group_results = [], []
+            self._group = []
             return
         try:
             self.store.write_results(group)
@@ -445,8 +448,14 @@ class EvalSession:
         except store_errors() as exc:
             self.writing = False
             _warn(f"could not write to {self.store.path} ({exc}); the rest of this run is not stored")
-            self._hold_rows([r for r in results if r is not current])
-        self._group, self._group_results = [], []
+            self._hold_rows(self._unwritten(group[:-1] if current is not None else group))
+        self._group = []
+
+    def _unwritten(self, group: list[tuple]) -> list:
+        """The rows of a group the store failed to take, as it would have given them back (the rows
+        it did take are read back the same way: records.StoredRows). `current`'s row, the group's
+        last, is held by the run itself."""
+        return [from_record(dict(zip(RESULT_FIELDS, row)), self.run.columns) for row in group]
 
     def finish(self, run, error: BaseException | None = None) -> None:
         """Final status, totals and column metrics; also after Ctrl-C, an abort or an error."""
