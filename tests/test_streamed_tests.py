@@ -31,23 +31,35 @@ def _config(tmp_path, n: int, extra: str = "") -> str:
     return str(cfg)
 
 
+def _count_tests_made(loader, monkeypatch, parsed: list) -> None:
+    """One item in `parsed` for each test the loader makes (parses and merges with defaultTest)."""
+    maker = loader.test_maker
+
+    def counted_maker(*args, **kwargs):
+        make = maker(*args, **kwargs)
+
+        def counted(*a, **k):
+            parsed.append(1)
+            return make(*a, **k)
+
+        return counted
+
+    monkeypatch.setattr(loader, "test_maker", counted_maker)
+
+
 def test_the_loader_parses_a_csv_row_as_soon_as_it_is_made(tmp_path, monkeypatch):
     from factcli.config import loader
 
     made, parsed, ahead = [], [], []
-    row_to_test, parse_test = testsets.test_from_csv_row, loader.parse_test
+    row_to_test = testsets.test_from_csv_row
 
     def counted_row(row, file, n, warnings):
         made.append(n)
         ahead.append(len(made) - len(parsed))
         return row_to_test(row, file, n, warnings)
 
-    def counted_parse(*args, **kwargs):
-        parsed.append(1)
-        return parse_test(*args, **kwargs)
-
     monkeypatch.setattr(testsets, "test_from_csv_row", counted_row)
-    monkeypatch.setattr(loader, "parse_test", counted_parse)
+    _count_tests_made(loader, monkeypatch, parsed)
     suite = load_suite([_config(tmp_path, 50)])
     # the first row is made when the file is read (its column warnings), then one row per parse
     assert max(ahead) <= 2 and len(made) == 51 and len(suite.tests) == 50
@@ -200,13 +212,7 @@ def test_a_suite_of_at_most_hold_max_tests_is_held_as_the_list_its_load_parsed(t
     from factcli.config import loader
 
     parsed = []
-
-    def counted_parse(*args, **kwargs):
-        parsed.append(1)
-        return parse(*args, **kwargs)
-
-    parse = loader.parse_test
-    monkeypatch.setattr(loader, "parse_test", counted_parse)
+    _count_tests_made(loader, monkeypatch, parsed)
     monkeypatch.setattr(stream, "HOLD_MAX", 50)
     held = load_suite([_config(tmp_path, 50)])
     loaded = len(parsed)  # each row once (and defaultTest)
