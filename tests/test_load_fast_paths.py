@@ -179,9 +179,23 @@ def test_a_row_of_data_vars_is_built_as_the_general_path_builds_it(monkeypatch, 
     with monkeypatch.context() as m:
         m.setattr(row_vars, "_data_row", lambda *a: None)
         slow = asyncio.run(row_vars.build_row(step, eval_id=eval_id))
-    assert fast == slow
+    assert fast == slow and repr(fast) == repr(slow)  # (repr: 1 and 1.0 are equal, not the same)
     assert list(fast.vars) == list(slow.vars) and list(fast.prompt.vars) == list(slow.prompt.vars)
     assert fast.vars is not step.vars and fast.vars is not fast.prompt.vars  # nothing shared to write to
+
+
+@pytest.mark.parametrize("extra_vars", [None, {}, {"_conversation": []}])
+@pytest.mark.parametrize("step", ROW_STEPS, ids=range(len(ROW_STEPS)))
+def test_a_row_made_without_a_coroutine_is_the_row_build_row_makes(monkeypatch, step, extra_vars):
+    """The executor takes row_vars.data_row's row when it gives one, else awaits build_row."""
+    fast = row_vars.data_row(step, "eval-1", extra_vars)
+    with monkeypatch.context() as m:
+        m.setattr(row_vars, "_data_row", lambda *a: None)
+        slow = asyncio.run(row_vars.build_row(step, eval_id="eval-1", extra_vars=extra_vars))
+    if fast is not None:
+        assert fast == slow and repr(fast) == repr(slow)
+        assert list(fast.vars) == list(slow.vars) and list(fast.prompt.vars) == list(slow.prompt.vars)
+    assert (fast is None) == (bool(extra_vars) or row_vars._data_row(step, "eval-1") is None)
 
 
 def test_the_data_row_path_is_taken_for_plain_rows_only():
