@@ -188,6 +188,21 @@ def test_csv_lines_are_split_as_a_stringio_splits_them():
     same()
 
 
+def test_csv_lines_are_split_a_chunk_at_a_time_as_a_stringio_splits_them(monkeypatch):
+    import io
+
+    from hypothesis import given, settings, strategies as st
+
+    @settings(max_examples=300)
+    @given(st.text(alphabet=st.sampled_from(["a", ",", '"', "\r", "\n", "\x0b", "\x0c", "\x1c", "\x85", "\u2028",
+                                             "\u2029", "é"]), max_size=40), st.integers(0, 12))
+    def same(text, chunk):
+        monkeypatch.setattr(testsets, "CSV_CHUNK", chunk)
+        assert list(testsets._csv_lines(text)) == list(io.StringIO(text, newline=""))
+
+    same()
+
+
 def test_filters_on_a_streamed_suite_hold_only_the_tests_they_keep_and_store_which(tmp_path, monkeypatch):
     from factcli.run import session as session_mod
     from factcli.run.flow import EvalOptions, Flow
