@@ -1,6 +1,7 @@
 """What a command's start imports: the modules of a feature the run does not use are imported where the
 feature is (issue 30: start-up is a quarter of a 10,000-row eval), with the same results."""
 
+import shutil
 import subprocess
 import sys
 
@@ -48,3 +49,63 @@ def test_an_echo_eval_imports_no_module_of_a_feature_it_does_not_use(tmp_path):
                    "factcli.providers.script", "factcli.report.exports", "factcli.report.html_page",
                    "factcli.config.extensions", "factcli.scripting.row_code"):
         assert unused not in loaded, unused
+
+
+def _every_name():
+    from factcli.cli import app
+
+    return [c.name for c in app.registered_commands] + [g.name for g in app.registered_groups]
+
+
+def test_a_command_line_naming_a_command_builds_that_command_alone():
+    from factcli.cli import app
+    from factcli.cli.main import app_for
+
+    names = _every_name()
+    assert {"eval", "view", "list", "cache", "ratings", "init", "calibrate"} <= set(names)
+    for name in names:
+        lean = app_for([name, "--help"])
+        assert lean is not app
+        assert [c.name for c in lean.registered_commands] + [g.name for g in lean.registered_groups] == [name]
+    assert app_for(["eval"]).registered_commands[0] is next(c for c in app.registered_commands if c.name == "eval")
+    for args in ([], ["--version"], ["--help"], ["evl"], ["-c", "eval"], ["EVAL"]):
+        assert app_for(args) is app, args
+    assert _every_name() == names  # the app itself is left whole
+
+
+@pytest.mark.parametrize("tail", [["--help"], [], ["--no-such-option"], ["no-such-word"]])
+def test_the_lean_app_answers_as_the_whole_app(tmp_path, monkeypatch, tail):
+    """Help, usage errors, a group's listing and a command's own run print the same and exit alike
+    whether the app holds every command or the one named."""
+    from typer.testing import CliRunner
+
+    from factcli.cli import app
+    from factcli.cli.main import app_for
+
+    work, home = tmp_path / "work", tmp_path / "home"
+    monkeypatch.setenv("FACTCLI_HOME", str(home))
+
+    def run(app_, args):  # each in the same empty folder and home: a command may write there (init)
+        for path in (work, home):
+            shutil.rmtree(path, ignore_errors=True)
+            path.mkdir()
+        monkeypatch.chdir(work)
+        return CliRunner().invoke(app_, args)
+
+    for name in _every_name():
+        args = [name, *tail]
+        whole, lean = run(app, args), run(app_for(args), args)
+        assert (lean.exit_code, lean.output) == (whole.exit_code, whole.output), args
+        assert type(lean.exception) is type(whole.exception), args
+
+
+def test_main_runs_the_command_named(tmp_path, monkeypatch, capsys):
+    from factcli.cli.main import main
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("prompts: ['Answer: {{q}}']\nproviders: [echo]\ntests: [{vars: {q: one}}]\n")
+    monkeypatch.setattr("sys.argv", ["factcli", "eval", "-c", str(cfg), "--no-write", "--no-progress-bar"])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    assert exc.value.code == 0
+    assert "Successes: 1" in capsys.readouterr().out
