@@ -1,11 +1,14 @@
 """What a command's start imports: the modules of a feature the run does not use are imported where the
 feature is (issue 30: start-up is a quarter of a 10,000-row eval), with the same results."""
 
+import io
 import shutil
 import subprocess
 import sys
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 # Ids each built-in provider module claims, and one no built-in claims (litellm's).
 IDS = ["echo", "echo:x", "openai:gpt-5-mini", "openai:chat:m1", "python:p.py", "file://p.py", "python-function:f",
@@ -109,3 +112,44 @@ def test_main_runs_the_command_named(tmp_path, monkeypatch, capsys):
         main()
     assert exc.value.code == 0
     assert "Successes: 1" in capsys.readouterr().out
+
+
+_PIECES = [":", "smile", "heart", "x", "-text", "-emoji", " ", "\n", "[bold]", "[/]", "[/bold]", "\\[", "\\", "a", "::",
+           "[red]", "é"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=12).map("".join), st.booleans(), st.sampled_from([None, True, False]))
+@example(":smile:", True, None)
+@example("a :heart-emoji: b :x-text:", False, None)
+@example("[bold]:smile:[/] \\[:heart:]", True, None)
+@example(":smile: :", True, False)
+def test_the_console_prints_what_richs_console_prints(text, markup, emoji):
+    """factcli's Console skips rich's emoji lookup in a text that cannot hold a code: every text prints
+    as rich's own Console prints it (codes replaced, markup errors raised alike)."""
+    from rich.console import Console as RichConsole
+
+    from factcli.report.summary import Console
+
+    outs = []
+    for cls in (RichConsole, Console):
+        console = cls(file=io.StringIO(), width=24, highlight=False, force_terminal=True, color_system="truecolor")
+        try:
+            console.print(text, markup=markup, emoji=emoji)
+            outs.append(console.file.getvalue())
+        except Exception as exc:  # noqa: BLE001  (bad markup: the same error from both)
+            outs.append(f"{type(exc).__name__}: {exc}")
+    assert outs[0] == outs[1]
+
+
+def test_an_eval_that_prints_no_emoji_code_does_not_load_richs_table(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("prompts: ['Answer: {{q}}']\nproviders: [echo]\ntests: [{vars: {q: one}}]\n")
+    code = ("import sys\nsys.argv = ['factcli', 'eval', '-c', sys.argv[1], '--no-progress-bar']\n"
+            "from factcli.cli.main import main\n"
+            "try:\n    main()\nexcept SystemExit as exc:\n    assert exc.code == 0, exc.code\n"
+            "print('rich._emoji_codes' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(cfg)], capture_output=True, text=True, check=True,
+                         cwd=tmp_path).stdout
+    assert "Successes: 1" in out
+    assert out.splitlines()[-1] == "False"

@@ -159,7 +159,7 @@ class TerminalUI:
     refuse_empty_filters = True
 
     def __init__(self, progress_bar: bool):
-        from rich.console import Console
+        from factcli.report.summary import Console
 
         self.progress_bar = progress_bar
         self.console = Console(highlight=False)  # stdout: the table, the summary, what was written
