@@ -82,6 +82,9 @@ def retry_after_seconds(headers: Any) -> float | None:
 
 @dataclass
 class RenderedPrompt:
+    """A prompt rendered for one row: the text, the chat messages sent, the vars, and the row's request
+    parameters."""
+
     text: str  # what promptfoo calls the prompt (raw text, or the JSON of chat messages)
     messages: list[dict]  # what chat APIs receive
     vars: dict = field(default_factory=dict)

@@ -25,6 +25,9 @@ STATUS_COMPLETE, STATUS_INTERRUPTED, STATUS_ABORTED = "complete", "interrupted",
 
 @dataclass
 class RunOptions:
+    """What the command line or the API sets for one run over the config's own settings (None: the config's,
+    else the default)."""
+
     max_concurrency: int | None = None
     repeat: int | None = None
     delay_ms: float | None = None
@@ -42,6 +45,9 @@ class RunOptions:
 
 @dataclass
 class EvalRun:
+    """One run as it is planned, executed and reported: its suite, columns and per-column metrics, its
+    status, counts and budget, and its rows (held, or read back from the store)."""
+
     run_id: str
     suite: Suite
     columns: list[Column]
