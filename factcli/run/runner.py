@@ -442,10 +442,11 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
     from factcli.scoring.grading import Grader
 
     grader = Grader(caller, suite.base_dir, run.grader_source)
-    from factcli.run.hooks import Hooks
+    hooks = None  # extension hooks: beforeEach/afterEach per row, afterAll after the last
+    if getattr(suite, "extensions", None):
+        from factcli.run.hooks import Hooks
 
-    hooks = Hooks.of(suite)  # extension hooks: beforeEach/afterEach per row, afterAll after the last
-    if hooks is not None:
+        hooks = Hooks.of(suite)
         hooks.columns = run.columns
     executor = Executor(caller, providers, concurrency=run.concurrency, delay_ms=run._delay,  # type: ignore
                         base_dir=suite.base_dir, grader=grader, eval_id=run.run_id,
