@@ -16,7 +16,7 @@ from factcli import sources, templating
 from factcli.config.context import Ctx, as_list, check_keys, expect, unknown_key_lines, unknown_keys_collected
 from factcli.config.prompts import parse_prompts
 from factcli.config.providers import parse_providers
-from factcli.config.testcases import ASSERT_KEYS, merge_default, parse_test
+from factcli.config.testcases import ASSERT_KEYS, parse_test, test_maker
 from factcli.errors import ConfigError
 from factcli.types import Prompt, ProviderSpec, TestCase
 
@@ -244,10 +244,11 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
     if placeholder:
         tests_raw = [({}, ctx, "tests")]  # promptfoo runs each prompt once with no vars
 
+    make = test_maker(default_parsed, cli_vars, placeholder)
+
     def parse(entry) -> TestCase:
         t, c, where = entry
-        return merge_default(parse_test(t, c, where, from_config=c is ctx, placeholder=placeholder), default_parsed,
-                             cli_vars)
+        return make(t, c, where, c is ctx)
 
     from factcli.config import stream
 
