@@ -44,6 +44,9 @@ EVAL_OPTION_UNSUPPORTED = {
 
 @dataclass
 class Suite:
+    """A loaded config: prompts, providers and tests (each test merged with defaultTest), the config's other
+    settings, and what loading found (warnings, unknown keys, extension hooks)."""
+
     description: str | None
     prompts: list[Prompt]
     providers: list[ProviderSpec]

@@ -20,6 +20,8 @@ from factcli.types import EvalStep, Prompt, ProviderSpec
 
 @dataclass
 class Column:
+    """A column of the run: one provider with one prompt, in the order results show them."""
+
     index: int
     provider: ProviderSpec
     provider_idx: int

@@ -44,6 +44,8 @@ class RowError(Exception):
 
 @dataclass
 class Row:
+    """A step made ready to send: the rendered prompt, the vars assertions see, and the names no var gave."""
+
     prompt: RenderedPrompt
     vars: dict  # what assertions see: the rendered vars without the runtime vars
     missing: list[str] = field(default_factory=list)  # undefined names met while rendering
