@@ -61,12 +61,16 @@ class SQLiteStore(BaseStore):
         """From now on, hand result rows to a second process that writes them (store/writer.py),
         where a second core can take that work; False (nothing changes) on a single core."""
         if self._writer is None:
-            if len(os.sched_getaffinity(0)) < 2 if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1) < 2:
+            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+            if cores < 2 or os.name != "posix":
                 return False
             from factcli.store.writer import RowWriter
 
             self.conn.commit()  # the run's own row first: the rows refer to it
-            self._writer = RowWriter(self.path, upsert_sql(), BUSY_TIMEOUT_MS)
+            try:
+                self._writer = RowWriter(self.path, upsert_sql(), BUSY_TIMEOUT_MS)
+            except OSError:  # no interpreter to start (an embedded Python): this process writes
+                return False
         return True
 
     def write_results(self, rows: list[tuple]) -> None:
