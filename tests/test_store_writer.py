@@ -5,7 +5,6 @@ through the CLI: the same stored rows and -o file as a run writing them itself, 
 a single core, and, in subprocesses, `kill -9` of the eval and Ctrl-C in its terminal.
 """
 
-import json
 import os
 import signal
 import sqlite3
@@ -15,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ctrl_c_as_in_a_terminal, write
+from conftest import ctrl_c_as_in_a_terminal, many_echo_tests, result_rows, write
 from typer.testing import CliRunner
 
 from factcli.cli import app
@@ -23,7 +22,6 @@ from factcli.run import session
 from factcli.store import writer as writer_mod
 from factcli.store.database import Store
 from factcli.store.schema import RESULT_FIELDS, upsert_sql
-from factcli.store.sqlite_backend import SQLiteStore
 from factcli.store.writer import RowWriter, WriterError
 
 runner = CliRunner()
@@ -130,30 +128,19 @@ def test_a_group_cut_short_is_not_written_and_the_child_exits(tmp_path):
 # ---------------------------------------------------------------- through the CLI
 
 
-def _many(n: int) -> str:
-    """n tests through echo; every third fails, descriptions on some, a metric on all."""
-    tests = "".join(f"  - vars: {{q: 'q{i}'{', extra: x' if i % 7 == 0 else ''}}}\n"
-                    + (f"    description: test {i}\n" if i % 5 == 0 else "")
-                    + ("    assert: [{type: contains, value: nope, metric: m}]\n" if i % 3 == 0 else "")
-                    for i in range(n))
-    return ("prompts: ['Answer {{q}}', 'Reply {{q}}']\nproviders: [echo]\n"
-            "defaultTest: {assert: [{type: icontains, value: answer, metric: m}]}\ntests:\n" + tests)
-
-
-def rows_of(out: Path) -> list:
-    found = json.loads(out.read_text())["results"]["results"]
-    for r in found:  # what differs between any two runs
-        r.pop("id", None)
-        r.pop("latencyMs", None)
-        r["response"].pop("latencyMs", None)
-    return found
-
-
 def stored_rows(db: Path, run_id: str) -> list[tuple]:
     fields = [f for f in RESULT_FIELDS if f not in ("run_id", "latency_ms", "extra_json", "created_at")]
     with sqlite3.connect(db) as conn:
         return conn.execute(f"SELECT {', '.join(fields)} FROM results WHERE run_id = ? ORDER BY seq",
                             (run_id,)).fetchall()
+
+
+def written_by_the_eval(cfg: Path, out: Path, monkeypatch) -> Path:
+    """The -o file of a run that writes its rows itself (no second process)."""
+    monkeypatch.setattr(session, "WRITE_BEHIND_ROWS", 10**9)
+    assert cli("eval", "--no-progress-bar", "-j", "1", "-c", cfg, "-o", out).exit_code == 100
+    monkeypatch.setattr(session, "WRITE_BEHIND_ROWS", 5)
+    return out
 
 
 @pytest.fixture
@@ -174,17 +161,14 @@ def writers(monkeypatch):
 
 def test_a_run_written_by_the_second_process_stores_what_the_eval_would(tmp_path, isolated_home, monkeypatch,
                                                                          writers):
-    cfg = write(tmp_path / "c.yaml", _many(30))
-    ok = tmp_path / "ok.json"
-    monkeypatch.setattr(session, "WRITE_BEHIND_ROWS", 10**9)
-    assert cli("eval", "--no-progress-bar", "-j", "1", "-c", cfg, "-o", ok).exit_code == 100
+    cfg = write(tmp_path / "c.yaml", many_echo_tests(30))
+    ok = written_by_the_eval(cfg, tmp_path / "ok.json", monkeypatch)
     assert writers == []
-    monkeypatch.setattr(session, "WRITE_BEHIND_ROWS", 5)
     behind = tmp_path / "behind.json"
     result = cli("eval", "--no-progress-bar", "-j", "1", "-c", cfg, "-o", behind)
     assert result.exit_code == 100, result.output
     assert len(writers) == 1 and writers[0].proc.returncode == 0  # started, and ended with the run
-    assert rows_of(behind) == rows_of(ok)
+    assert result_rows(behind) == result_rows(ok)
     db = isolated_home / "factcli.db"
     with Store.open(db) as store:
         first, second = (r["id"] for r in reversed(store.list_runs()))
@@ -193,10 +177,10 @@ def test_a_run_written_by_the_second_process_stores_what_the_eval_would(tmp_path
 
 
 def test_small_runs_and_a_single_core_write_in_the_eval(tmp_path, isolated_home, monkeypatch, writers):
-    cfg = write(tmp_path / "c.yaml", _many(2))  # 4 rows: under WRITE_BEHIND_ROWS
+    cfg = write(tmp_path / "c.yaml", many_echo_tests(2))  # 4 rows: under WRITE_BEHIND_ROWS
     assert cli("eval", "--no-progress-bar", "-c", cfg).exit_code == 100
     assert writers == []
-    cfg = write(tmp_path / "c.yaml", _many(10))
+    cfg = write(tmp_path / "c.yaml", many_echo_tests(10))
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
     assert cli("eval", "--no-progress-bar", "-c", cfg).exit_code == 100
     assert writers == []
@@ -207,27 +191,25 @@ def test_small_runs_and_a_single_core_write_in_the_eval(tmp_path, isolated_home,
 def test_when_the_second_process_fails_the_run_is_kept_in_memory(tmp_path, isolated_home, monkeypatch, writers):
     """The writer refuses a group: the eval warns, and its table and -o file still have every row
     (read back from the store, the rest held), as when the eval's own write fails."""
-    cfg = write(tmp_path / "c.yaml", _many(30))
+    cfg = write(tmp_path / "c.yaml", many_echo_tests(30))
     ok = tmp_path / "ok.json"
     assert cli("eval", "--no-progress-bar", "-j", "1", "-c", cfg, "-o", ok).exit_code == 100
-    with sqlite3.connect(isolated_home / "factcli.db") as conn:
-        conn.execute("CREATE TRIGGER no20 BEFORE INSERT ON results WHEN NEW.test_idx = 20 AND NEW.run_id != "
-                     "(SELECT MIN(id) FROM runs) BEGIN SELECT RAISE(ABORT, 'disk I/O error'); END")
+    with sqlite3.connect(isolated_home / "factcli.db") as conn:  # the next run's row 20 is refused
+        (first,) = conn.execute("SELECT id FROM runs").fetchone()
+        conn.execute(f"CREATE TRIGGER no20 BEFORE INSERT ON results WHEN NEW.test_idx = 20 AND NEW.run_id != "
+                     f"'{first}' BEGIN SELECT RAISE(ABORT, 'disk I/O error'); END")
     failed = tmp_path / "failed.json"
     result = cli("eval", "--no-progress-bar", "-j", "1", "-c", cfg, "-o", failed)
     assert result.exit_code == 100 and "disk I/O error" in result.output, result.output
     assert "the rest of this run is not stored" in result.output and "Traceback" not in result.output
     assert len(writers) == 2 and all(w.proc.returncode == 0 for w in writers)
-    assert rows_of(failed) == rows_of(ok)
+    assert result_rows(failed) == result_rows(ok)
 
 
 def test_a_writer_killed_mid_run_leaves_every_row_in_the_table_and_files(tmp_path, isolated_home, monkeypatch,
                                                                         writers):
-    cfg = write(tmp_path / "c.yaml", _many(30))
-    ok = tmp_path / "ok.json"
-    monkeypatch.setattr(session, "WRITE_BEHIND_ROWS", 10**9)
-    assert cli("eval", "--no-progress-bar", "-j", "1", "-c", cfg, "-o", ok).exit_code == 100
-    monkeypatch.setattr(session, "WRITE_BEHIND_ROWS", 5)
+    cfg = write(tmp_path / "c.yaml", many_echo_tests(30))
+    ok = written_by_the_eval(cfg, tmp_path / "ok.json", monkeypatch)
     sends = []
     original = RowWriter.send
 
@@ -242,13 +224,13 @@ def test_a_writer_killed_mid_run_leaves_every_row_in_the_table_and_files(tmp_pat
     failed = tmp_path / "failed.json"
     result = cli("eval", "--no-progress-bar", "-j", "1", "-c", cfg, "-o", failed)
     assert result.exit_code == 100 and "the writer process ended" in result.output, result.output
-    assert rows_of(failed) == rows_of(ok)
+    assert result_rows(failed) == result_rows(ok)
 
 
 def test_ctrl_c_inside_a_hand_over_writes_the_group_in_the_eval(tmp_path, isolated_home, monkeypatch, writers):
     """A KeyboardInterrupt while a group goes through the pipe: the writer is stopped (it commits what
     it has whole) and the run is finished by the eval itself, every row stored once."""
-    cfg = write(tmp_path / "c.yaml", _many(30))
+    cfg = write(tmp_path / "c.yaml", many_echo_tests(30))
     original = RowWriter._send
     calls = []
 
