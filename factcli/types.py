@@ -17,6 +17,9 @@ COMPARE_TYPES = ("select-best", "max-score")
 
 @dataclass(slots=True)
 class Prompt:
+    """A prompt of the config: its template (or chat messages, or a prompt function) and the label and id it
+    is shown and matched by."""
+
     raw: str  # the template text as written (for chat prompts: the JSON text of the messages)
     label: str
     messages: list[dict] | None = None  # set for chat prompts; each content is a template
@@ -32,6 +35,8 @@ class Prompt:
 
 @dataclass(slots=True)
 class ProviderSpec:
+    """A provider as the config names it: its id and label, its config, and which prompts it runs."""
+
     id: str
     label: str | None = None
     config: dict = field(default_factory=dict)
@@ -46,6 +51,9 @@ class ProviderSpec:
 
 @dataclass(slots=True)
 class Assertion:
+    """One assertion of a test, as parsed: its type (with `not-`), value, threshold, weight, metric and
+    grader, and its members for an assert-set."""
+
     type: str  # may carry the "not-" prefix
     value: Any = None
     threshold: float | None = None
@@ -71,6 +79,8 @@ class Assertion:
 
 @dataclass(slots=True)
 class TestCase:
+    """One test after defaultTest is merged in: vars, assertions, options, and where it was declared."""
+
     __test__ = False  # not a pytest test class, whatever its name
     description: str | None = None
     vars: dict = field(default_factory=dict)
@@ -92,11 +102,16 @@ class TestCase:
 
 def compares(test: TestCase) -> bool:
     """Whether a comparison (select-best, max-score) still changes the rows of `test` after they run."""
-    return any(a.type in COMPARE_TYPES for a in test.assertions)
+    for a in test.assertions:  # (a loop, not any(): asked of every row as it is kept)
+        if a.type in COMPARE_TYPES:
+            return True
+    return False
 
 
 @dataclass(slots=True)
 class EvalStep:
+    """One row to run: a test (with one combination of its vars) in one column, for one repeat."""
+
     test_idx: int
     prompt_idx: int  # the column
     repeat_idx: int
@@ -109,6 +124,8 @@ class EvalStep:
 
 @dataclass(slots=True)
 class TokenUsage:
+    """Token counts of one or more calls, in promptfoo's fields."""
+
     prompt: int = 0
     completion: int = 0
     total: int = 0
@@ -134,6 +151,9 @@ class TokenUsage:
 
 @dataclass(slots=True)
 class ProviderResponse:
+    """What a provider's call gave: the output or an error, tokens, cost, latency, and whether it came from
+    the cache."""
+
     output: Any = None
     error: str | None = None
     token_usage: TokenUsage = field(default_factory=TokenUsage)
@@ -148,6 +168,9 @@ class ProviderResponse:
 
 @dataclass(slots=True)
 class GradingResult:
+    """The verdict of an assertion (or of a row's assertions together, with one component each): pass,
+    score, reason, named scores and the grader's tokens."""
+
     passed: bool
     score: float
     reason: str = ""
@@ -161,6 +184,8 @@ class GradingResult:
 
 @dataclass(slots=True)
 class EvalResult:
+    """One finished row: its step, the prompt as sent, the response, the grading and the row's outcome."""
+
     step: EvalStep
     rendered_prompt: str
     response: ProviderResponse

@@ -179,9 +179,23 @@ def test_a_row_of_data_vars_is_built_as_the_general_path_builds_it(monkeypatch, 
     with monkeypatch.context() as m:
         m.setattr(row_vars, "_data_row", lambda *a: None)
         slow = asyncio.run(row_vars.build_row(step, eval_id=eval_id))
-    assert fast == slow
+    assert fast == slow and repr(fast) == repr(slow)  # (repr: 1 and 1.0 are equal, not the same)
     assert list(fast.vars) == list(slow.vars) and list(fast.prompt.vars) == list(slow.prompt.vars)
     assert fast.vars is not step.vars and fast.vars is not fast.prompt.vars  # nothing shared to write to
+
+
+@pytest.mark.parametrize("extra_vars", [None, {}, {"_conversation": []}])
+@pytest.mark.parametrize("step", ROW_STEPS, ids=range(len(ROW_STEPS)))
+def test_a_row_made_without_a_coroutine_is_the_row_build_row_makes(monkeypatch, step, extra_vars):
+    """The executor takes row_vars.data_row's row when it gives one, else awaits build_row."""
+    fast = row_vars.data_row(step, "eval-1", extra_vars)
+    with monkeypatch.context() as m:
+        m.setattr(row_vars, "_data_row", lambda *a: None)
+        slow = asyncio.run(row_vars.build_row(step, eval_id="eval-1", extra_vars=extra_vars))
+    if fast is not None:
+        assert fast == slow and repr(fast) == repr(slow)
+        assert list(fast.vars) == list(slow.vars) and list(fast.prompt.vars) == list(slow.prompt.vars)
+    assert (fast is None) == (bool(extra_vars) or row_vars._data_row(step, "eval-1") is None)
 
 
 def test_the_data_row_path_is_taken_for_plain_rows_only():
@@ -303,3 +317,172 @@ def test_the_names_assertion_values_use_are_found_as_the_general_walk_finds_them
     test = testcases.parse_test({"vars": {"q": "1"}, "assert": assertions}, ctx, "tests[0]")
     walked = [(i, name) for i, a in var_check._assertions(test) for name in sorted(var_check._names(a.value))]
     assert var_check._used_names(test) == walked
+
+
+def _general_make(default, cli_vars, t, ctx, where, from_config, placeholder=False):
+    """What the suite's tests were made with before test_maker: the test parsed, then defaultTest merged."""
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(testcases, "_plain_test", lambda *a: None)
+        return testcases.merge_default(testcases.parse_test(t, ctx, where, from_config=from_config,
+                                                            placeholder=placeholder), default, cli_vars)
+
+
+DEFAULT_TESTS = [
+    {}, {"assert": [{"type": "contains", "value": "x"}, {"type": "regex", "value": "y\\d"}]},
+    {"assert": [{"type": "contains", "value": "{{ q }}"}], "vars": {"d": "1"}},
+    {"assert": [{"type": "contains", "value": "x"}], "options": {"provider": "echo"}},
+    {"options": {"temperature": 0}}, {"metadata": {"k": "v"}}, {"threshold": 0.5}, {"providerOutput": "out"},
+    {"vars": {"t": "{{ q }}!"}}, {"assertScoringFunction": "file://score.py"},
+]
+
+
+def _same_made(fast: TestCase, slow: TestCase, default: TestCase) -> None:
+    _same_test(fast, slow)
+    for name in ("options", "metadata", "request_params", "template_vars"):
+        assert type(getattr(fast, name)) is type(getattr(slow, name))
+    assert (fast.assertions is default.assertions) == (slow.assertions is default.assertions)
+
+
+@pytest.mark.parametrize("cli_vars", [None, {}, {"c": "v"}])
+@pytest.mark.parametrize("default_test", DEFAULT_TESTS)
+@pytest.mark.parametrize("from_config", [False, True])
+@pytest.mark.parametrize("t", PLAIN_TESTS + OTHER_TESTS)
+def test_a_test_is_made_merged_as_parsing_then_merging_makes_it(tmp_path, t, from_config, default_test, cli_vars):
+    (tmp_path / "notes.txt").write_text("notes")
+    (tmp_path / "score.py").write_text("def get_assertion_score(s, c):\n    return 1\n")
+    ctx = Ctx(str(tmp_path / "c.yaml"), tmp_path, {})
+    default = testcases.parse_test(dict(default_test), ctx, "defaultTest", is_default=True)
+    make = testcases.test_maker(default, cli_vars)
+    fast = _parsed_or_error(make, dict(t), ctx, "tests[0]", from_config)
+    slow = _parsed_or_error(_general_make, default, cli_vars, dict(t), ctx, "tests[0]", from_config)
+    if isinstance(slow, str):
+        assert fast == slow and t in OTHER_TESTS
+        return
+    _same_made(fast, slow, default)
+    only_assertions = set(default_test) <= {"assert"} and not cli_vars
+    merged = testcases._plain_merged(dict(t), ctx, "tests[0]", from_config, default.assertions)
+    assert (merged is not None) == (t in PLAIN_TESTS)
+    if merged is not None and only_assertions:
+        _same_made(merged, slow, default)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text(max_size=6), st.text(max_size=8), min_size=1, max_size=4),
+       st.one_of(st.none(), st.text(max_size=5)), st.booleans(), st.sampled_from(DEFAULT_TESTS[:2]))
+def test_any_test_of_string_vars_is_made_merged_as_parsing_then_merging_makes_it(variables, description,
+                                                                                  from_config, default_test):
+    t = {"vars": variables, "assert": [], "options": {}}
+    if description is not None:
+        t["description"] = description
+    default = testcases.parse_test(dict(default_test), CTX, "defaultTest", is_default=True)
+    fast = testcases.test_maker(default)(dict(t), CTX, "row 1", from_config)
+    _same_made(fast, _general_make(default, None, dict(t), CTX, "row 1", from_config), default)
+
+
+def test_tests_made_merged_share_what_merged_tests_share():
+    """Consecutive tests with only defaultTest's assertions share its list and one list of their raws,
+    as merging each parsed test makes them (the stored rows keep one text for a shared list)."""
+    default = testcases.parse_test({"assert": [{"type": "contains", "value": "x"}]}, CTX, "defaultTest",
+                                   is_default=True)
+    make = testcases.test_maker(default)
+    for made in ([make({"vars": {"q": str(i)}}, CTX, f"row {i}", False) for i in range(3)],
+                 [_general_make(default, None, {"vars": {"q": str(i)}}, CTX, f"row {i}", False) for i in range(3)]):
+        assert all(m.assertions is default.assertions for m in made)
+        assert made[0].raw["assert"] is made[1].raw["assert"] is made[2].raw["assert"]
+
+
+HEADERS = ["q", " q ", "q ", "a b", "", "_q", " _q", "__expected", "x_", "q2"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(HEADERS), min_size=1, max_size=4),
+       st.lists(st.lists(st.sampled_from(["x", "", "y\n", " z ", "file://a.txt", "a,b"]), min_size=1, max_size=4),
+                min_size=1, max_size=4))
+def test_a_csv_files_rows_convert_as_each_row_converts(header, rows):
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(header)
+    writer.writerows(row[:len(header)] for row in rows)
+    text = buffer.getvalue()
+    fast_warnings: list = []
+    fast = list(testsets.CsvRows(text, "t.csv", fast_warnings))
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(testsets, "_plain_header", lambda header: None)
+        slow_warnings: list = []
+        slow = list(testsets.CsvRows(text, "t.csv", slow_warnings))
+    assert json.dumps(fast) == json.dumps(slow) and fast_warnings == slow_warnings
+    names = [h.strip() for h in header]
+    assert (testsets._plain_header(header) is not None) == (
+        not any(n.startswith("_") for n in names) and len(set(names)) == len(names))
+
+
+def _csv_tests(folder, header: list, rows: list, default_test: dict, general: bool, hold_max: int | None = None):
+    """The tests load_suite makes of a CSV file, by the plain-row path or (`general`) each row's mapping
+    parsed and merged; `hold_max`: streamed above it."""
+    import csv
+
+    with open(folder / "rows.csv", "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(header)
+        writer.writerows(rows)
+    (folder / "c.yaml").write_text(json.dumps({"prompts": ["{{q}}"], "providers": ["echo"],
+                                               "defaultTest": default_test, "tests": "file://rows.csv"}))
+    with pytest.MonkeyPatch.context() as m:
+        if general:
+            m.setattr(testsets.CsvRows, "plain_tests", lambda self: None)
+        if hold_max is not None:
+            m.setattr(stream, "HOLD_MAX", hold_max)
+        suite = load_suite([folder / "c.yaml"])
+        return suite, list(suite.tests)
+
+
+PLAIN_HEADERS = [["q"], [" q ", "a b"], ["q", ""], ["x", "y", "z"]]
+CELLS = ["question 1", "", "a\n", "file://notes.txt", "file://missing.txt", "{{ q }}", " z "]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(PLAIN_HEADERS),
+       st.lists(st.lists(st.sampled_from(CELLS), min_size=1, max_size=3), min_size=1, max_size=4),
+       st.sampled_from(DEFAULT_TESTS[:4]), st.sampled_from([None, 0]))
+def test_a_csv_files_plain_rows_are_made_as_their_mappings_are_parsed_and_merged(header, rows, default_test,
+                                                                                 hold_max):
+    import tempfile
+    from pathlib import Path
+
+    rows = [row[:len(header)] for row in rows]
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        (folder / "notes.txt").write_text("notes")
+        made = []
+        for general in (False, True):
+            try:
+                made.append(_csv_tests(folder, header, rows, default_test, general, hold_max))
+            except Exception as exc:  # noqa: BLE001 - the same error either way
+                made.append(f"{type(exc).__name__}: {exc}")
+    if isinstance(made[1], str):
+        assert made[0] == made[1]
+        return
+    (fast_suite, fast), (slow_suite, slow) = made
+    assert type(fast_suite.tests) is type(slow_suite.tests) and len(fast) == len(slow)
+    default = testcases.parse_test(dict(default_test), CTX, "defaultTest", is_default=True)
+    for f, s in zip(fast, slow):
+        _same_made(f, s, default)
+        assert (f.assertions is fast[0].assertions) == (s.assertions is slow[0].assertions)
+        assert (f.raw.get("assert") is fast[0].raw.get("assert")) == (s.raw.get("assert") is slow[0].raw.get("assert"))
+
+
+def test_the_plain_row_path_is_taken_for_csv_files_without_special_columns_only(tmp_path, monkeypatch):
+    taken = []
+    plain_row = testcases.TestMaker.plain_row
+    monkeypatch.setattr(testcases.TestMaker, "plain_row", lambda *a: taken.append(1) or plain_row(*a))
+    only_assertions = {"assert": [{"type": "contains", "value": "x"}]}
+    _csv_tests(tmp_path, ["q"], [["a"], ["b"]], only_assertions, general=False)
+    assert len(taken) == 2
+    for header, default_test in ((["q", "__expected"], only_assertions), (["q", "_x"], only_assertions),
+                                 (["q", " q"], only_assertions), (["q"], {"vars": {"d": "1"}}),
+                                 (["q"], {"options": {"provider": "echo"}})):
+        _csv_tests(tmp_path, header, [["a", "contains:a"][:len(header)]], default_test, general=False)
+    assert len(taken) == 2

@@ -1,10 +1,14 @@
 """What a command's start imports: the modules of a feature the run does not use are imported where the
 feature is (issue 30: start-up is a quarter of a 10,000-row eval), with the same results."""
 
+import io
+import shutil
 import subprocess
 import sys
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 # Ids each built-in provider module claims, and one no built-in claims (litellm's).
 IDS = ["echo", "echo:x", "openai:gpt-5-mini", "openai:chat:m1", "python:p.py", "file://p.py", "python-function:f",
@@ -48,3 +52,125 @@ def test_an_echo_eval_imports_no_module_of_a_feature_it_does_not_use(tmp_path):
                    "factcli.providers.script", "factcli.report.exports", "factcli.report.html_page",
                    "factcli.config.extensions", "factcli.scripting.row_code"):
         assert unused not in loaded, unused
+
+
+def _every_name():
+    from factcli.cli import app
+
+    return [c.name for c in app.registered_commands] + [g.name for g in app.registered_groups]
+
+
+def test_a_command_line_naming_a_command_builds_that_command_alone():
+    from factcli.cli import app
+    from factcli.cli.main import app_for
+
+    names = _every_name()
+    assert {"eval", "view", "list", "cache", "ratings", "init", "calibrate"} <= set(names)
+    for name in names:
+        lean = app_for([name, "--help"])
+        assert lean is not app
+        assert [c.name for c in lean.registered_commands] + [g.name for g in lean.registered_groups] == [name]
+    assert app_for(["eval"]).registered_commands[0] is next(c for c in app.registered_commands if c.name == "eval")
+    for args in ([], ["--version"], ["--help"], ["evl"], ["-c", "eval"], ["EVAL"]):
+        assert app_for(args) is app, args
+    assert _every_name() == names  # the app itself is left whole
+
+
+@pytest.mark.parametrize("tail", [["--help"], [], ["--no-such-option"], ["no-such-word"]])
+def test_the_lean_app_answers_as_the_whole_app(tmp_path, monkeypatch, tail):
+    """Help, usage errors, a group's listing and a command's own run print the same and exit alike
+    whether the app holds every command or the one named."""
+    from typer.testing import CliRunner
+
+    from factcli.cli import app
+    from factcli.cli.main import app_for
+
+    work, home = tmp_path / "work", tmp_path / "home"
+    monkeypatch.setenv("FACTCLI_HOME", str(home))
+
+    def run(app_, args):  # each in the same empty folder and home: a command may write there (init)
+        for path in (work, home):
+            shutil.rmtree(path, ignore_errors=True)
+            path.mkdir()
+        monkeypatch.chdir(work)
+        return CliRunner().invoke(app_, args)
+
+    for name in _every_name():
+        args = [name, *tail]
+        whole, lean = run(app, args), run(app_for(args), args)
+        assert (lean.exit_code, lean.output) == (whole.exit_code, whole.output), args
+        assert type(lean.exception) is type(whole.exception), args
+
+
+def test_main_runs_the_command_named(tmp_path, monkeypatch, capsys):
+    from factcli.cli.main import main
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("prompts: ['Answer: {{q}}']\nproviders: [echo]\ntests: [{vars: {q: one}}]\n")
+    monkeypatch.setattr("sys.argv", ["factcli", "eval", "-c", str(cfg), "--no-write", "--no-progress-bar"])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    assert exc.value.code == 0
+    assert "Successes: 1" in capsys.readouterr().out
+
+
+_PIECES = [":", "smile", "heart", "x", "-text", "-emoji", " ", "\n", "[bold]", "[/]", "[/bold]", "\\[", "\\", "a", "::",
+           "[red]", "é"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=12).map("".join), st.booleans(), st.sampled_from([None, True, False]))
+@example(":smile:", True, None)
+@example("a :heart-emoji: b :x-text:", False, None)
+@example("[bold]:smile:[/] \\[:heart:]", True, None)
+@example(":smile: :", True, False)
+def test_the_console_prints_what_richs_console_prints(text, markup, emoji):
+    """factcli's Console skips rich's emoji lookup in a text that cannot hold a code: every text prints
+    as rich's own Console prints it (codes replaced, markup errors raised alike)."""
+    from rich.console import Console as RichConsole
+
+    from factcli.report.summary import Console
+
+    outs = []
+    for cls in (RichConsole, Console):
+        console = cls(file=io.StringIO(), width=24, highlight=False, force_terminal=True, color_system="truecolor")
+        try:
+            console.print(text, markup=markup, emoji=emoji)
+            outs.append(console.file.getvalue())
+        except Exception as exc:  # noqa: BLE001  (bad markup: the same error from both)
+            outs.append(f"{type(exc).__name__}: {exc}")
+    assert outs[0] == outs[1]
+
+
+def test_an_eval_that_prints_no_emoji_code_does_not_load_richs_table(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("prompts: ['Answer: {{q}}']\nproviders: [echo]\ntests: [{vars: {q: one}}]\n")
+    code = ("import sys\nsys.argv = ['factcli', 'eval', '-c', sys.argv[1], '--no-progress-bar']\n"
+            "from factcli.cli.main import main\n"
+            "try:\n    main()\nexcept SystemExit as exc:\n    assert exc.code == 0, exc.code\n"
+            "print('rich._emoji_codes' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(cfg)], capture_output=True, text=True, check=True,
+                         cwd=tmp_path).stdout
+    assert "Successes: 1" in out
+    assert out.splitlines()[-1] == "False"
+
+
+def test_every_dataclass_an_eval_loads_has_a_docstring(tmp_path):
+    """A dataclass without a docstring gets one made from inspect.signature as its class is made
+    (~60 us each, 25 of them on an eval's start: issue 30); a written one is read instead."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("prompts: ['Answer: {{q}}']\nproviders: [echo]\n"
+                   "tests: [{vars: {q: one}, assert: [{type: contains, value: Answer}]}]\n")
+    code = ("import sys, dataclasses\nsys.argv = ['factcli', 'eval', '-c', sys.argv[1], '--no-progress-bar']\n"
+            "from factcli.cli.main import main\n"
+            "try:\n    main()\nexcept SystemExit as exc:\n    assert exc.code == 0, exc.code\n"
+            "for name, module in sorted(sys.modules.items()):\n"
+            "    if name.startswith('factcli'):\n"
+            "        for k, v in vars(module).items():\n"
+            "            if isinstance(v, type) and dataclasses.is_dataclass(v) and v.__module__ == name:\n"
+            "                print('DATACLASS', name, k, (v.__doc__ or '').startswith(k + '('))\n")
+    out = subprocess.run([sys.executable, "-c", code, str(cfg)], capture_output=True, text=True, check=True,
+                         cwd=tmp_path).stdout
+    found = [line.split()[1:] for line in out.splitlines() if line.startswith("DATACLASS ")]
+    assert len(found) > 20
+    assert [f"{m}.{k}" for m, k, made in found if made == "True"] == []

@@ -31,23 +31,31 @@ def _config(tmp_path, n: int, extra: str = "") -> str:
     return str(cfg)
 
 
+def _count_tests_made(loader, monkeypatch, parsed: list) -> None:
+    """One item in `parsed` for each test the loader makes (parses and merges with defaultTest)."""
+    from factcli.config.testcases import TestMaker
+
+    for name in ("__call__", "plain_row"):
+        def counted(*args, _make=getattr(TestMaker, name), **kwargs):
+            parsed.append(1)
+            return _make(*args, **kwargs)
+
+        monkeypatch.setattr(TestMaker, name, counted)
+
+
 def test_the_loader_parses_a_csv_row_as_soon_as_it_is_made(tmp_path, monkeypatch):
     from factcli.config import loader
 
     made, parsed, ahead = [], [], []
-    row_to_test, parse_test = testsets.test_from_csv_row, loader.parse_test
+    row_to_test = testsets.test_from_csv_row
 
     def counted_row(row, file, n, warnings):
         made.append(n)
         ahead.append(len(made) - len(parsed))
         return row_to_test(row, file, n, warnings)
 
-    def counted_parse(*args, **kwargs):
-        parsed.append(1)
-        return parse_test(*args, **kwargs)
-
     monkeypatch.setattr(testsets, "test_from_csv_row", counted_row)
-    monkeypatch.setattr(loader, "parse_test", counted_parse)
+    _count_tests_made(loader, monkeypatch, parsed)
     suite = load_suite([_config(tmp_path, 50)])
     # the first row is made when the file is read (its column warnings), then one row per parse
     assert max(ahead) <= 2 and len(made) == 51 and len(suite.tests) == 50
@@ -176,6 +184,21 @@ def test_csv_lines_are_split_as_a_stringio_splits_them():
     same()
 
 
+def test_csv_lines_are_split_a_chunk_at_a_time_as_a_stringio_splits_them(monkeypatch):
+    import io
+
+    from hypothesis import given, settings, strategies as st
+
+    @settings(max_examples=300)
+    @given(st.text(alphabet=st.sampled_from(["a", ",", '"', "\r", "\n", "\x0b", "\x0c", "\x1c", "\x85", "\u2028",
+                                             "\u2029", "é"]), max_size=40), st.integers(0, 12))
+    def same(text, chunk):
+        monkeypatch.setattr(testsets, "CSV_CHUNK", chunk)
+        assert list(testsets._csv_lines(text)) == list(io.StringIO(text, newline=""))
+
+    same()
+
+
 def test_filters_on_a_streamed_suite_hold_only_the_tests_they_keep_and_store_which(tmp_path, monkeypatch):
     from factcli.run import session as session_mod
     from factcli.run.flow import EvalOptions, Flow
@@ -200,13 +223,7 @@ def test_a_suite_of_at_most_hold_max_tests_is_held_as_the_list_its_load_parsed(t
     from factcli.config import loader
 
     parsed = []
-
-    def counted_parse(*args, **kwargs):
-        parsed.append(1)
-        return parse(*args, **kwargs)
-
-    parse = loader.parse_test
-    monkeypatch.setattr(loader, "parse_test", counted_parse)
+    _count_tests_made(loader, monkeypatch, parsed)
     monkeypatch.setattr(stream, "HOLD_MAX", 50)
     held = load_suite([_config(tmp_path, 50)])
     loaded = len(parsed)  # each row once (and defaultTest)

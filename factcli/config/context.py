@@ -148,6 +148,9 @@ def as_list(value: Any) -> list:
 
 @dataclass
 class Ctx:
+    """Where a value is read from while a config loads: its file, the folder its paths are relative to, and
+    the config's assertionTemplates (`$ref` targets)."""
+
     file: str
     base: Path
     templates: dict

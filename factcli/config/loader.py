@@ -16,7 +16,7 @@ from factcli import sources, templating
 from factcli.config.context import Ctx, as_list, check_keys, expect, unknown_key_lines, unknown_keys_collected
 from factcli.config.prompts import parse_prompts
 from factcli.config.providers import parse_providers
-from factcli.config.testcases import ASSERT_KEYS, merge_default, parse_test
+from factcli.config.testcases import ASSERT_KEYS, parse_test, test_maker
 from factcli.errors import ConfigError
 from factcli.types import Prompt, ProviderSpec, TestCase
 
@@ -44,6 +44,9 @@ EVAL_OPTION_UNSUPPORTED = {
 
 @dataclass
 class Suite:
+    """A loaded config: prompts, providers and tests (each test merged with defaultTest), the config's other
+    settings, and what loading found (warnings, unknown keys, extension hooks)."""
+
     description: str | None
     prompts: list[Prompt]
     providers: list[ProviderSpec]
@@ -241,15 +244,19 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
     if placeholder:
         tests_raw = [({}, ctx, "tests")]  # promptfoo runs each prompt once with no vars
 
+    make = test_maker(default_parsed, cli_vars, placeholder)
+
     def parse(entry) -> TestCase:
         t, c, where = entry
-        return merge_default(parse_test(t, c, where, from_config=c is ctx, placeholder=placeholder), default_parsed,
-                             cli_vars)
+        return make(t, c, where, c is ctx)
 
     from factcli.config import stream
 
     # a list, or tests read again from their CSV files as they are iterated (config/stream.py)
-    tests = stream.load(tests_raw, parse) if not (extensions or placeholder) else [parse(e) for e in tests_raw]
+    # (a CSV file's rows are never the config's own tests: plain_row takes them as data)
+    plain_row = make.plain_row if make.only_assertions else None
+    tests = (stream.load(tests_raw, parse, plain_row) if not (extensions or placeholder)
+             else [parse(e) for e in tests_raw])
 
     derived = cfg.get("derivedMetrics") or []
     expect(isinstance(derived, list), "expected a list of {name, value}", file, "derivedMetrics")

@@ -11,14 +11,15 @@ numbers so that showing a stored run needs no method code.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, NamedTuple
 
 from factcli.types import GradingResult
 
 
-@dataclass(frozen=True)
-class MethodReport:
+class MethodReport(NamedTuple):
+    """A method's report, as registered. A named tuple rather than a frozen dataclass: its class is made
+    ~5x faster, on the start of every eval (issue 30)."""
+
     key: str  # the key under `methods`, e.g. "factscore"
     method: str  # the `metadata.method` of the grading results it reads
     summarize: Callable[[list[dict]], dict | None]

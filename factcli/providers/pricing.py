@@ -16,8 +16,8 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
-from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 from urllib.parse import urlparse
 
 CONFIG_KEYS = ("cost", "inputCost", "outputCost")
@@ -26,8 +26,10 @@ _VERSION = re.compile(r"-v\d+(?::\d+)?$")
 _REGION = re.compile(r"^(?:us|eu|apac|au|jp|global|us-gov)\.")
 
 
-@dataclass(frozen=True)
-class Price:
+class Price(NamedTuple):
+    """A model's price per token. A named tuple rather than a frozen dataclass: its class is made ~5x
+    faster, on the start of every eval (issue 30)."""
+
     input: float  # USD per token
     output: float
     max_output: int | None  # the model's own reply limit, when the table knows it

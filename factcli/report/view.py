@@ -295,7 +295,7 @@ def page(store: Store, run: dict, *, failures: bool = False, errors: bool = Fals
 
 
 def console_for_stdout():
-    from rich.console import Console
+    from factcli.report.summary import Console
 
     if os.isatty(1):
         return Console(highlight=False), True

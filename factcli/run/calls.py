@@ -52,6 +52,8 @@ _REFUSED = ProviderResponse(error="the server refused the response_format")  # a
 
 @dataclass
 class RetryPolicy:
+    """How a call is retried: attempts, backoff, the longest Retry-After honoured, and the call's timeout."""
+
     max_retries: int = 4
     backoff_base_s: float = 1.0
     backoff_cap_s: float = 30.0

@@ -53,6 +53,9 @@ def conversation_label(conversation_id: Any) -> str:
 
 @dataclass(slots=True)
 class Place:
+    """A step's place in the plan's conversations: its thread, conversation id and turn, and whether its
+    prompt reads the history."""
+
     thread: tuple | None  # (prompt_idx, repeat_idx, conversationId) in a column that uses _conversation
     conversation_id: Any
     turn: int  # 1-based position in its thread
@@ -61,6 +64,8 @@ class Place:
 
 @dataclass(slots=True)
 class _Turn:
+    """A finished turn of a thread: its number, the history entry it left (None: no answer) and its error."""
+
     number: int
     entry: dict | None  # None: no answer (the row failed before or during the call)
     error: str | None

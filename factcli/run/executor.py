@@ -19,7 +19,7 @@ from factcli.providers.base import Provider, RenderedPrompt
 from factcli.run.budget import BudgetReached
 from factcli.run.calls import Caller
 from factcli.run.conversations import Conversations, TurnBroken
-from factcli.run.row_vars import RowError, build_row, static_row
+from factcli.run.row_vars import RowError, build_row, data_row, static_row
 from factcli.scoring.grading import grader_ledger, note_grader_spend
 from factcli.scoring.scorer import run_assertions, score_now
 from factcli.types import (
@@ -201,8 +201,10 @@ class Executor:
                 failed = str(exc)
         if failed is None:
             try:
-                row = await build_row(step, eval_id=self.eval_id, provider_label=provider.label,
-                                      base_dir=self.base_dir, extra_vars=extra)
+                row = data_row(step, self.eval_id, extra)  # (no coroutine for a row that runs no code)
+                if row is None:
+                    row = await build_row(step, eval_id=self.eval_id, provider_label=provider.label,
+                                          base_dir=self.base_dir, extra_vars=extra)
             except RowError as exc:
                 failed = str(exc)
         if failed is not None:  # nothing was sent: promptfoo's ERROR row with an empty prompt

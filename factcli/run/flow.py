@@ -165,6 +165,8 @@ class Flow:
         filtered or expanded) and after a preflight of the config as loaded, so that a config that
         cannot run calls no hook. Returns (whether the returned suite was checked, the suite
         beforeAll left); a dry run calls no hook."""
+        if not getattr(suite, "extensions", None):  # no hook to call: their code is left unimported
+            return False, suite
         from factcli.run.hooks import Hooks
 
         hooks = Hooks.of(suite)

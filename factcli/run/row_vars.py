@@ -44,6 +44,8 @@ class RowError(Exception):
 
 @dataclass
 class Row:
+    """A step made ready to send: the rendered prompt, the vars assertions see, and the names no var gave."""
+
     prompt: RenderedPrompt
     vars: dict  # what assertions see: the rendered vars without the runtime vars
     missing: list[str] = field(default_factory=list)  # undefined names met while rendering
@@ -130,10 +132,9 @@ async def build_row(step: EvalStep, *, eval_id: str = "", provider_label: str | 
                     base_dir: Path | None = None, extra_vars: dict | None = None) -> Row:
     """The row's vars and its rendered prompt, in the order the module docstring gives. `extra_vars`:
     the registers and `_conversation` the row sees (run/conversations.py)."""
-    if not (extra_vars or step.test.template_vars or step.prompt.function or step.prompt.message_functions):
-        row = _data_row(step, eval_id)
-        if row is not None:
-            return row
+    row = data_row(step, eval_id, extra_vars)
+    if row is not None:
+        return row
     variables = {**step.vars, **(extra_vars or {}), **runtime_vars(step, eval_id)}
     for v in variables.values():  # a script var is a `file://` string; most rows have none
         if isinstance(v, str) and v.startswith("file://"):
@@ -155,6 +156,14 @@ async def build_row(step: EvalStep, *, eval_id: str = "", provider_label: str | 
     return Row(rendered, {k: v for k, v in variables.items() if k not in RUNTIME_VARS}, missing)
 
 
+def data_row(step: EvalStep, eval_id: str = "", extra_vars: dict | None = None) -> Row | None:
+    """build_row's Row when making it runs no code and so needs no await (`_data_row`); None for any
+    other row. The executor calls it first: most rows then cost no coroutine."""
+    if extra_vars or step.test.template_vars or step.prompt.function or step.prompt.message_functions:
+        return None
+    return _data_row(step, eval_id)
+
+
 def _data_row(step: EvalStep, eval_id: str) -> Row | None:
     """build_row's Row for a row whose vars are all data (no script var, no template to render among
     them, no register or `_conversation`, no runtime var's name) and whose prompt is a template: its
@@ -170,13 +179,14 @@ def _data_row(step: EvalStep, eval_id: str) -> Row | None:
         data[k] = v
     if eval_id.startswith("file://") or "__evalId" in data or "__evalStepId" in data or "__repeatIndex" in data:
         return None  # (RUNTIME_VARS)
-    variables = {**data, **runtime_vars(step, eval_id)}
-    if eval_id.endswith("\n"):
-        variables["__evalId"] = eval_id[:-1]  # step 4, as for every string var
+    variables = data.copy()  # and runtime_vars(step, eval_id), in its order
+    variables["__evalId"] = eval_id[:-1] if eval_id.endswith("\n") else eval_id  # step 4, as for every string var
+    variables["__evalStepId"] = f"test-{step.test_idx}-prompt-{step.prompt_idx}-repeat-{step.repeat_idx}"
+    variables["__repeatIndex"] = step.repeat_idx
     text, messages, missing = render_template(step, variables)
-    config = {**step.prompt.config}
-    config.update(step.test.request_params)
-    return Row(RenderedPrompt(text=text, messages=messages, vars=variables, label=step.prompt.label, config=config),
+    prompt = step.prompt
+    # (RenderedPrompt's fields in order: made once per row)
+    return Row(RenderedPrompt(text, messages, variables, prompt.label, {**prompt.config, **step.test.request_params}),
                data, missing)
 
 

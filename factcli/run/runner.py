@@ -25,6 +25,9 @@ STATUS_COMPLETE, STATUS_INTERRUPTED, STATUS_ABORTED = "complete", "interrupted",
 
 @dataclass
 class RunOptions:
+    """What the command line or the API sets for one run over the config's own settings (None: the config's,
+    else the default)."""
+
     max_concurrency: int | None = None
     repeat: int | None = None
     delay_ms: float | None = None
@@ -42,6 +45,9 @@ class RunOptions:
 
 @dataclass
 class EvalRun:
+    """One run as it is planned, executed and reported: its suite, columns and per-column metrics, its
+    status, counts and budget, and its rows (held, or read back from the store)."""
+
     run_id: str
     suite: Suite
     columns: list[Column]
@@ -436,10 +442,11 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
     from factcli.scoring.grading import Grader
 
     grader = Grader(caller, suite.base_dir, run.grader_source)
-    from factcli.run.hooks import Hooks
+    hooks = None  # extension hooks: beforeEach/afterEach per row, afterAll after the last
+    if getattr(suite, "extensions", None):
+        from factcli.run.hooks import Hooks
 
-    hooks = Hooks.of(suite)  # extension hooks: beforeEach/afterEach per row, afterAll after the last
-    if hooks is not None:
+        hooks = Hooks.of(suite)
         hooks.columns = run.columns
     executor = Executor(caller, providers, concurrency=run.concurrency, delay_ms=run._delay,  # type: ignore
                         base_dir=suite.base_dir, grader=grader, eval_id=run.run_id,

@@ -79,6 +79,9 @@ class GraderSource:
 
 @dataclass
 class GraderReply:
+    """One reply of a grader's call: its text (or error), tokens, cost, and the parsed reply when it had a
+    schema."""
+
     text: str | None
     error: str | None = None
     tokens: TokenUsage = field(default_factory=TokenUsage)

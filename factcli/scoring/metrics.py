@@ -125,6 +125,10 @@ def evaluate(compiled, names: dict) -> float:
 
 @dataclass
 class ColumnMetrics:
+    """One column's totals (a provider with a prompt), added to row by row as promptfoo's prompt metrics
+    are: counts, score, latency, cost, tokens, named scores, and what the end of the run adds (method
+    reports, intervals, judge-corrected rates)."""
+
     score: float = 0.0
     test_pass: int = 0
     test_fail: int = 0

@@ -20,6 +20,8 @@ from factcli.types import Assertion, GradingResult, ProviderResponse, TestCase
 
 @dataclass
 class AssertionType:
+    """A registered assertion type: its handler and what the scorer and the preflight need to know of it."""
+
     name: str
     handler: Callable
     is_async: bool
@@ -150,6 +152,9 @@ def known_types() -> list[str]:
 
 @dataclass
 class AssertionContext:
+    """What a type's handler gets for one assertion on one row: the output, the rendered value, the test,
+    vars, prompt and response, and grading access."""
+
     assertion: Assertion
     output: Any  # after `transform`
     value: Any  # the assertion value rendered with the test vars
