@@ -417,3 +417,72 @@ def test_a_csv_files_rows_convert_as_each_row_converts(header, rows):
     names = [h.strip() for h in header]
     assert (testsets._plain_header(header) is not None) == (
         not any(n.startswith("_") for n in names) and len(set(names)) == len(names))
+
+
+def _csv_tests(folder, header: list, rows: list, default_test: dict, general: bool, hold_max: int | None = None):
+    """The tests load_suite makes of a CSV file, by the plain-row path or (`general`) each row's mapping
+    parsed and merged; `hold_max`: streamed above it."""
+    import csv
+
+    with open(folder / "rows.csv", "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(header)
+        writer.writerows(rows)
+    (folder / "c.yaml").write_text(json.dumps({"prompts": ["{{q}}"], "providers": ["echo"],
+                                               "defaultTest": default_test, "tests": "file://rows.csv"}))
+    with pytest.MonkeyPatch.context() as m:
+        if general:
+            m.setattr(testsets.CsvRows, "plain_tests", lambda self: None)
+        if hold_max is not None:
+            m.setattr(stream, "HOLD_MAX", hold_max)
+        suite = load_suite([folder / "c.yaml"])
+        return suite, list(suite.tests)
+
+
+PLAIN_HEADERS = [["q"], [" q ", "a b"], ["q", ""], ["x", "y", "z"]]
+CELLS = ["question 1", "", "a\n", "file://notes.txt", "file://missing.txt", "{{ q }}", " z "]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(PLAIN_HEADERS),
+       st.lists(st.lists(st.sampled_from(CELLS), min_size=1, max_size=3), min_size=1, max_size=4),
+       st.sampled_from(DEFAULT_TESTS[:4]), st.sampled_from([None, 0]))
+def test_a_csv_files_plain_rows_are_made_as_their_mappings_are_parsed_and_merged(header, rows, default_test,
+                                                                                 hold_max):
+    import tempfile
+    from pathlib import Path
+
+    rows = [row[:len(header)] for row in rows]
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        (folder / "notes.txt").write_text("notes")
+        made = []
+        for general in (False, True):
+            try:
+                made.append(_csv_tests(folder, header, rows, default_test, general, hold_max))
+            except Exception as exc:  # noqa: BLE001 - the same error either way
+                made.append(f"{type(exc).__name__}: {exc}")
+    if isinstance(made[1], str):
+        assert made[0] == made[1]
+        return
+    (fast_suite, fast), (slow_suite, slow) = made
+    assert type(fast_suite.tests) is type(slow_suite.tests) and len(fast) == len(slow)
+    default = testcases.parse_test(dict(default_test), CTX, "defaultTest", is_default=True)
+    for f, s in zip(fast, slow):
+        _same_made(f, s, default)
+        assert (f.assertions is fast[0].assertions) == (s.assertions is slow[0].assertions)
+        assert (f.raw.get("assert") is fast[0].raw.get("assert")) == (s.raw.get("assert") is slow[0].raw.get("assert"))
+
+
+def test_the_plain_row_path_is_taken_for_csv_files_without_special_columns_only(tmp_path, monkeypatch):
+    taken = []
+    plain_row = testcases.TestMaker.plain_row
+    monkeypatch.setattr(testcases.TestMaker, "plain_row", lambda *a: taken.append(1) or plain_row(*a))
+    only_assertions = {"assert": [{"type": "contains", "value": "x"}]}
+    _csv_tests(tmp_path, ["q"], [["a"], ["b"]], only_assertions, general=False)
+    assert len(taken) == 2
+    for header, default_test in ((["q", "__expected"], only_assertions), (["q", "_x"], only_assertions),
+                                 (["q", " q"], only_assertions), (["q"], {"vars": {"d": "1"}}),
+                                 (["q"], {"options": {"provider": "echo"}})):
+        _csv_tests(tmp_path, header, [["a", "contains:a"][:len(header)]], default_test, general=False)
+    assert len(taken) == 2

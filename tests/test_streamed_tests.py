@@ -33,18 +33,14 @@ def _config(tmp_path, n: int, extra: str = "") -> str:
 
 def _count_tests_made(loader, monkeypatch, parsed: list) -> None:
     """One item in `parsed` for each test the loader makes (parses and merges with defaultTest)."""
-    maker = loader.test_maker
+    from factcli.config.testcases import TestMaker
 
-    def counted_maker(*args, **kwargs):
-        make = maker(*args, **kwargs)
-
-        def counted(*a, **k):
+    for name in ("__call__", "plain_row"):
+        def counted(*args, _make=getattr(TestMaker, name), **kwargs):
             parsed.append(1)
-            return make(*a, **k)
+            return _make(*args, **kwargs)
 
-        return counted
-
-    monkeypatch.setattr(loader, "test_maker", counted_maker)
+        monkeypatch.setattr(TestMaker, name, counted)
 
 
 def test_the_loader_parses_a_csv_row_as_soon_as_it_is_made(tmp_path, monkeypatch):

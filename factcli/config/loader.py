@@ -253,7 +253,10 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
     from factcli.config import stream
 
     # a list, or tests read again from their CSV files as they are iterated (config/stream.py)
-    tests = stream.load(tests_raw, parse) if not (extensions or placeholder) else [parse(e) for e in tests_raw]
+    # (a CSV file's rows are never the config's own tests: plain_row takes them as data)
+    plain_row = make.plain_row if make.only_assertions else None
+    tests = (stream.load(tests_raw, parse, plain_row) if not (extensions or placeholder)
+             else [parse(e) for e in tests_raw])
 
     derived = cfg.get("derivedMetrics") or []
     expect(isinstance(derived, list), "expected a list of {name, value}", file, "derivedMetrics")

@@ -106,6 +106,8 @@ class Plan:
     def __iter__(self):
         cols, repeat = self.cols, self.repeat
         columns = [(col.index, col.prompt, col.provider, col.provider_idx) for col in cols]
+        # one column, no repeat: a test without a list var is one step (the loops below give it the same)
+        one = columns[0] if repeat == 1 and len(columns) == 1 else None
         test_idx = 0
         for test in self.tests:
             variables = test.vars
@@ -114,7 +116,14 @@ class Plan:
                     combos = var_combinations(variables, bool(test.options.get("disableVarExpansion")))
                     break
             else:
-                combos = (variables,) if not test.options.get("disableVarExpansion") else [dict(variables)]
+                if not test.options.get("disableVarExpansion"):
+                    if one is not None:
+                        yield EvalStep(test_idx, one[0], 0, test, variables, one[1], one[2], one[3])
+                        test_idx += 1
+                        continue
+                    combos = (variables,)
+                else:
+                    combos = [dict(variables)]
             for r in range(repeat):
                 for combo in combos:
                     for index, prompt, provider, provider_idx in columns:  # (EvalStep's fields, in order)

@@ -5,7 +5,7 @@ The loader streams a suite when all of its tests come from CSV or JSONL files (n
 the config, no YAML/JSON test file, no scenario, no extension hook) and parses every test once
 while it loads, so bad input stops the load as before; that pass also gathers what the checks before any call read
 from every test (`TestFacts`), so that they do not read the file again. The executor's pass parses
-each test again (~2.6 µs a test), so a suite of at most HOLD_MAX tests is kept as the list that pass
+each test again (~1.9 µs a test), so a suite of at most HOLD_MAX tests is kept as the list that pass
 parsed instead. A suite whose tests need each other or the whole suite
 (`transformVars`, `storeOutputAs`, `runSerially`, select-best/max-score) is made a list at load
 time, as are the tests of a --filter-failing, resumed or retried run (`StreamedTests.materialize`):
@@ -90,8 +90,9 @@ class StreamedTests:
     """The suite's tests, parsed again each time they are iterated; `len()` is known. Indexing, or
     `materialize()`, makes them a list once (the same tests from then on)."""
 
-    def __init__(self, entries: Entries, parse: Callable[[tuple], TestCase], facts: TestFacts):
-        self._entries, self._parse, self.facts = entries, parse, facts
+    def __init__(self, entries: Entries, parse: Callable[[tuple], TestCase], facts: TestFacts,
+                 plain_row: Callable | None = None):
+        self._entries, self._parse, self.facts, self._plain_row = entries, parse, facts, plain_row
         self._list: list | None = None
 
     @property
@@ -111,8 +112,7 @@ class StreamedTests:
     def __iter__(self) -> Iterator[TestCase]:
         if self._list is not None:
             return iter(self._list)
-        parse = self._parse
-        return (parse(entry) for entry in self._entries)
+        return _parsed(self._entries, self._parse, self._plain_row)
 
     def __getitem__(self, index):
         return self.materialize()[index]
@@ -151,24 +151,39 @@ def facts_of(tests) -> TestFacts | None:
     return tests.facts if isinstance(tests, (StreamedTests, HeldTests)) else None
 
 
-# A suite this small is held as the list its load parsed: parsing every test again as it runs (~2.6 us a
+# A suite this small is held as the list its load parsed: parsing every test again as it runs (~1.9 us a
 # test) costs more than holding it (~1 KB a test).
 HOLD_MAX = 20_000
 
 
-def load(entries: Entries, parse: Callable[[tuple], TestCase]) -> list | HeldTests | StreamedTests:
+def load(entries: Entries, parse: Callable[[tuple], TestCase],
+         plain_row: Callable | None = None) -> list | HeldTests | StreamedTests:
     """The tests of `entries`: streamed when every entry comes from a CSV or JSONL file and no test needs
-    the suite, else a list."""
+    the suite, else a list. `plain_row(mapping, ctx, where)`: what `parse` gives for a CSV row without
+    special columns, from the mapping its file made for that call alone (config/testcases.TestMaker)."""
     if not entries.parts or not all(isinstance(p, FileEntries) for p in entries.parts):
         return [parse(e) for e in entries]
     facts = TestFacts()
     held: list | None = []
-    for entry in entries:
-        test = parse(entry)  # every test parsed once: bad input stops the load here, as before
+    for test in _parsed(entries, parse, plain_row):  # every test parsed once: bad input stops the load here
         if not facts.add(test):  # (defaultTest's options or assertions: found at the first test)
             return [parse(e) for e in entries]  # from the start again: the tests before were let go
         if held is not None:
             held.append(test)
             if len(held) > HOLD_MAX:
                 held = None
-    return HeldTests(held, facts) if held is not None else StreamedTests(entries, parse, facts)
+    return HeldTests(held, facts) if held is not None else StreamedTests(entries, parse, facts, plain_row)
+
+
+def _parsed(entries: Entries, parse: Callable[[tuple], TestCase], plain_row: Callable | None) -> Iterator[TestCase]:
+    """parse(entry) for each entry of `entries` (their parts all FileEntries), in order; a CSV file
+    without special columns through `plain_row`, which takes its rows' mappings as they are."""
+    for part in entries.parts:
+        rows = part.plain_tests() if plain_row is not None else None
+        if rows is None:
+            for entry in part:
+                yield parse(entry)
+        else:
+            ctx, label = part.ctx, part.label
+            for n, t in rows:
+                yield plain_row(t, ctx, label.format(n))

@@ -81,24 +81,50 @@ def _plain_test(t: dict, ctx: Ctx, where: str, from_config: bool) -> TestCase | 
                     False, {}, template_names(vars_, vars_) if from_config else frozenset())
 
 
-def test_maker(default: TestCase, cli_vars: dict | None = None, placeholder: bool = False):
+def test_maker(default: TestCase, cli_vars: dict | None = None, placeholder: bool = False) -> "TestMaker":
+    return TestMaker(default, cli_vars, placeholder)
+
+
+class TestMaker:
     """make(t, ctx, where, from_config) -> merge_default(parse_test(t, ctx, where, from_config=from_config,
     placeholder=placeholder), default, cli_vars), for every test of a suite. When defaultTest adds only
     assertions (no vars, options, metadata, threshold, providerOutput, scoring function; no --var), a
-    test of string vars is made merged at once (`_plain_merged`; tests/test_load_fast_paths.py)."""
-    only_assertions = not (cli_vars or default.vars or default.options or default.metadata or default.request_params
-                           or default.template_vars or default.threshold is not None
-                           or default.provider_output is not None or default.raw.get("assertScoringFunction"))
+    test of string vars is made merged at once (`_plain_merged`), and a CSV row of vars alone from
+    its mapping as it is (`plain_row`; tests/test_load_fast_paths.py)."""
 
-    def make(t: Any, ctx: Ctx, where: str, from_config: bool) -> TestCase:
-        if only_assertions and type(t) is dict:
-            test = _plain_merged(t, ctx, where, from_config, default.assertions)
+    __test__ = False  # not a pytest test class, whatever its name
+
+    def __init__(self, default: TestCase, cli_vars: dict | None = None, placeholder: bool = False):
+        self.default, self.cli_vars, self.placeholder = default, cli_vars, placeholder
+        self.only_assertions = not (
+            cli_vars or default.vars or default.options or default.metadata or default.request_params
+            or default.template_vars or default.threshold is not None or default.provider_output is not None
+            or default.raw.get("assertScoringFunction"))
+
+    def __call__(self, t: Any, ctx: Ctx, where: str, from_config: bool) -> TestCase:
+        if self.only_assertions and type(t) is dict:
+            test = _plain_merged(t, ctx, where, from_config, self.default.assertions)
             if test is not None:
                 return test
-        return merge_default(parse_test(t, ctx, where, from_config=from_config, placeholder=placeholder), default,
-                             cli_vars)
+        return merge_default(parse_test(t, ctx, where, from_config=from_config, placeholder=self.placeholder),
+                             self.default, self.cli_vars)
 
-    return make
+    def plain_row(self, t: dict, ctx: Ctx, where: str) -> TestCase:
+        """self(t, ctx, where, False) for a test file's mapping of a CSV row without special columns, as
+        config/testsets makes it afresh for this call alone ({vars: string cells by string names,
+        assert: [], options: {}, description}), when defaultTest adds only assertions: the mapping is
+        the test's raw, none of its parts looked at again but its values for a `file://`."""
+        vars_ = t["vars"]
+        if not vars_:
+            return self(t, ctx, where, False)
+        for v in vars_.values():
+            if v.startswith("file://"):  # a file var: loaded
+                return self(t, ctx, where, False)
+        asserts = self.default.assertions
+        if asserts:
+            t["assert"] = _shared_raws(asserts)
+        return TestCase(t["description"], vars_, asserts, None, EMPTY_DICT, EMPTY_DICT, None, t, (ctx.file, where),
+                        False, EMPTY_DICT, frozenset())
 
 
 def _plain_merged(t: dict, ctx: Ctx, where: str, from_config: bool, default_asserts: list) -> TestCase | None:

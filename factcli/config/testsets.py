@@ -317,16 +317,8 @@ class CsvRows:
             return
         width, n = len(header), 0
         names = _plain_header(header)
-        if names is not None:  # every row's cells are its vars: test_from_csv_row's mapping, made directly
-            for row in reader:
-                if not row:
-                    continue
-                n += 1
-                vars_ = dict(zip(names, row))
-                if len(row) < width:
-                    for key in names[len(row):]:
-                        vars_[key] = ""
-                yield n, {"vars": vars_, "assert": [], "options": {}, "description": f"Row #{n}"}
+        if names is not None:
+            yield from self._plain(reader, names)
             return
         for row in reader:
             if not row:
@@ -337,6 +329,31 @@ class CsvRows:
                 for key in header[len(row):]:
                     cells[key] = None
             yield n, test_from_csv_row(cells, self.file, n, warnings)
+
+
+    def plain_tests(self):
+        """(row number, test mapping) per row, as iterating gives them, when the header has no special
+        column, nor one that looks like one (`_plain_header`): each mapping is {vars: the row's cells
+        by the header's names, assert: [], options: {}, description}, made afresh. None for any other
+        header."""
+        reader = self._reader()
+        header = next(reader, None)
+        names = None if header is None else _plain_header(header)
+        return None if names is None else self._plain(reader, names)
+
+    @staticmethod
+    def _plain(reader, names: list[str]):
+        """Every row's cells are its vars: test_from_csv_row's mapping, made directly."""
+        width, n = len(names), 0
+        for row in reader:
+            if not row:
+                continue
+            n += 1
+            vars_ = dict(zip(names, row))
+            if len(row) < width:
+                for key in names[len(row):]:
+                    vars_[key] = ""
+            yield n, {"vars": vars_, "assert": [], "options": {}, "description": f"Row #{n}"}
 
 
 def _plain_header(header: list[str]) -> list[str] | None:
@@ -401,6 +418,10 @@ class FileEntries:
     def __iter__(self):
         ctx, label = self.ctx, self.label
         return ((t, ctx, label.format(n)) for n, t in self.rows)
+
+    def plain_tests(self):
+        """(row number, test mapping) of a CSV file without special columns (CsvRows.plain_tests), else None."""
+        return self.rows.plain_tests() if isinstance(self.rows, CsvRows) else None
 
 
 class Entries:
