@@ -79,6 +79,28 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
+def many_echo_tests(n: int) -> str:
+    """A config of n tests through echo; every third fails, descriptions on some, a metric on all."""
+    tests = "".join(f"  - vars: {{q: 'q{i}'{', extra: x' if i % 7 == 0 else ''}}}\n"
+                    + (f"    description: test {i}\n" if i % 5 == 0 else "")
+                    + ("    assert: [{type: contains, value: nope, metric: m}]\n" if i % 3 == 0 else "")
+                    for i in range(n))
+    return ("prompts: ['Answer {{q}}', 'Reply {{q}}']\nproviders: [echo]\n"
+            "defaultTest: {assert: [{type: icontains, value: answer, metric: m}]}\ntests:\n" + tests)
+
+
+def result_rows(out: Path) -> list:
+    """The rows of an -o results.json without what differs between any two runs of the same config."""
+    import json
+
+    rows = json.loads(out.read_text())["results"]["results"]
+    for r in rows:
+        r.pop("id", None)
+        r.pop("latencyMs", None)
+        r["response"].pop("latencyMs", None)
+    return rows
+
+
 @pytest.fixture
 def remote_prices(monkeypatch):
     """The fake server stands for a vendor's endpoint: its loopback address does not make a model local

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, ctrl_c_as_in_a_terminal, write
+from conftest import ROOT, ctrl_c_as_in_a_terminal, many_echo_tests, result_rows, write
 from parity_compare import differences
 from typer.testing import CliRunner
 
@@ -184,16 +184,6 @@ def test_a_row_is_committed_within_the_group_time_of_finishing(tmp_path, fake_op
 
 # ---------------------------------------------------------------- rows live in the store, not in memory
 
-def _many(n: int) -> str:
-    """n tests through echo; every third fails, descriptions on some, a metric on all."""
-    tests = "".join(f"  - vars: {{q: 'q{i}'{', extra: x' if i % 7 == 0 else ''}}}\n"
-                    + (f"    description: test {i}\n" if i % 5 == 0 else "")
-                    + ("    assert: [{type: contains, value: nope, metric: m}]\n" if i % 3 == 0 else "")
-                    for i in range(n))
-    return ("prompts: ['Answer {{q}}', 'Reply {{q}}']\nproviders: [echo]\n"
-            "defaultTest: {assert: [{type: icontains, value: answer, metric: m}]}\ntests:\n" + tests)
-
-
 def _grab_run(monkeypatch) -> list:
     from factcli.run.flow import Flow
 
@@ -211,7 +201,7 @@ def test_a_stored_run_streams_its_rows_to_files_and_the_table(tmp_path, monkeypa
     """1,100 tests x 2 columns: the finished run holds no rows in memory, yet the table, the
     (streamed) JSON, JSONL and CSV have every row, in order, as the store's export has them."""
     runs = _grab_run(monkeypatch)
-    cfg = write(tmp_path / "c.yaml", _many(1100))
+    cfg = write(tmp_path / "c.yaml", many_echo_tests(1100))
     outs = {f: tmp_path / f"eval.{f}" for f in ("json", "jsonl", "csv")}
     result = cli("eval", "--no-progress-bar", "-c", cfg, *[a for p in outs.values() for a in ("-o", p)])
     assert result.exit_code == 100, result.output
@@ -240,7 +230,7 @@ def test_the_streamed_json_is_the_document_byte_for_byte(tmp_path, monkeypatch):
     import factcli
     from factcli.report import results_json as results
 
-    run = factcli.evaluate(str(write(tmp_path / "c.yaml", _many(40))))
+    run = factcli.evaluate(str(write(tmp_path / "c.yaml", many_echo_tests(40))))
     assert len(run.rows) == 80 and run.stored_rows is None
     empty = factcli.evaluate({"prompts": ["x"], "providers": ["echo"], "tests": [{"vars": {"a": "1"}}]},
                              filter_first_n=0)
@@ -273,7 +263,7 @@ def test_a_store_that_fails_mid_run_loses_no_row(tmp_path, monkeypatch):
     monkeypatch.setattr(SQLiteStore, "write_results", failing)
     runs = _grab_run(monkeypatch)
     out = tmp_path / "out.json"
-    result = cli("eval", "--no-progress-bar", "-j", "1", "-c", write(tmp_path / "c.yaml", _many(30)), "-o", out)
+    result = cli("eval", "--no-progress-bar", "-j", "1", "-c", write(tmp_path / "c.yaml", many_echo_tests(30)), "-o", out)
     assert result.exit_code == 100, result.output
     assert "disk I/O error" in result.output and "the rest of this run is not stored" in result.output
     run = runs[0]
@@ -590,15 +580,7 @@ def test_a_group_the_store_fails_to_take_is_shown_as_the_store_would_give_it(tmp
     from factcli.store.sqlite_backend import SQLiteStore
 
     monkeypatch.setattr(session, "GROUP_ROWS", 7)  # groups flushed by their size, with a current row
-    cfg = write(tmp_path / "c.yaml", _many(30))
-
-    def rows_of(out: Path) -> list:
-        rows = json.loads(out.read_text())["results"]["results"]
-        for r in rows:  # what differs between any two runs
-            r.pop("id", None)
-            r.pop("latencyMs", None)
-            r["response"].pop("latencyMs", None)
-        return rows
+    cfg = write(tmp_path / "c.yaml", many_echo_tests(30))
 
     ok = tmp_path / "ok.json"
     assert cli("eval", "--no-progress-bar", "-j", "1", "-c", cfg, "-o", ok).exit_code == 100
@@ -617,4 +599,4 @@ def test_a_group_the_store_fails_to_take_is_shown_as_the_store_would_give_it(tmp
     result = cli("eval", "--no-progress-bar", "-j", "1", "-c", cfg, "-o", failed)
     assert result.exit_code == 100 and "the rest of this run is not stored" in result.output, result.output
     assert calls == [7, 7] and runs[0].stored_rows is None and len(runs[0].rows) == 60
-    assert rows_of(failed) == rows_of(ok)
+    assert result_rows(failed) == result_rows(ok)

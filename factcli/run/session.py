@@ -34,6 +34,9 @@ METRICS_EVERY_S = 1.0  # column metrics are refreshed this often while a run wri
 # first, so a SIGKILL loses at most that much (docs/commands.md, "Crashes and --resume").
 GROUP_ROWS = 500
 GROUP_S = 0.1
+# A run of this many rows has them written by a second process (store/writer.py) where the store
+# can: it starts in ~20 ms and saves ~10 us a row, so a small run would only pay for it.
+WRITE_BEHIND_ROWS = 2000
 _RESUME_CONFLICTS = (("-c", "config"), ("--var", "var"), ("--repeat", "repeat"),
                      ("--filter-pattern", "filter_pattern"), ("--filter-first-n", "filter_first_n"),
                      ("--filter-sample", "filter_sample"), ("--filter-failing", "filter_failing"),
@@ -246,6 +249,7 @@ class EvalSession:
 
         self._derived = compile_derived(run.suite.derived_metrics)
         self.scrub = Scrubber(run.suite.raw)
+        self._metrics_at = time.monotonic()  # the first running totals a second in: a short run has only its final ones
         try:
             if self.source is not None:
                 self._resume(run)
@@ -253,6 +257,8 @@ class EvalSession:
                 self._insert(run)
                 self._stream_rows(run)
             self.heartbeat = leases.heartbeat(self.store, run.run_id)
+            if run.total_steps - self.loaded >= WRITE_BEHIND_ROWS:
+                self.store.write_behind()
         except store_errors() as exc:
             raise FactcliError(f"{self.store.path}: cannot write the run: {exc} "
                                "(--db FILE stores runs elsewhere; --no-write does not store them)") from None
@@ -368,7 +374,7 @@ class EvalSession:
         """From here on the run's rows live in the store, not in memory (EvalRun.keep)."""
         from factcli.store.records import StoredRows
 
-        run.stored_rows = StoredRows(self.store.target, run.run_id, run.columns, flush=self.flush)
+        run.stored_rows = StoredRows(self.store.target, run.run_id, run.columns, flush=self.commit)
 
     def _hold_rows(self, unwritten: list) -> None:
         """The store stopped taking rows: read back the ones it has and keep the group it failed to
@@ -424,6 +430,16 @@ class EvalSession:
         self.seq += 1
         self._group.append(to_row(self.run.run_id, result, self.seq, self.scrub))
 
+    def commit(self) -> None:
+        """flush(), then wait until every row written is committed (before reading them back: a
+        second process may still be writing them, store/writer.py)."""
+        self.flush()
+        if self.writing:
+            try:
+                self.store.sync()
+            except store_errors() as exc:
+                self._stop_writing(exc, [])
+
     def flush(self, current=None) -> None:
         """Write and commit the queued rows (and, once a second, the run's running totals). `current`:
         the row being recorded, which the run holds itself if the store fails now. A group stays
@@ -446,10 +462,21 @@ class EvalSession:
                                                         "cost": cost}, commit=False)
             self.store.commit()
         except store_errors() as exc:
-            self.writing = False
-            _warn(f"could not write to {self.store.path} ({exc}); the rest of this run is not stored")
-            self._hold_rows(self._unwritten(group[:-1] if current is not None else group))
+            self._stop_writing(exc, group[:-1] if current is not None else group)
         self._group = []
+
+    def _stop_writing(self, exc: BaseException, unwritten: list[tuple]) -> None:
+        """The store failed: the rest of the run stays in memory, with the rows it did not take
+        (`unwritten`, and those a second process did not store: store/writer.py)."""
+        self.writing = False
+        _warn(f"could not write to {self.store.path} ({exc}); the rest of this run is not stored")
+        lost = [*getattr(exc, "rows", ())]
+        try:
+            self.store.sync()  # what the second process still has is stored, or lost with the rest
+        except store_errors() as more:
+            lost += getattr(more, "rows", ())
+        kept = {id(t): t for t in [*lost, *unwritten]}  # the same tuple twice is one row
+        self._hold_rows(self._unwritten(list(kept.values())))
 
     def _unwritten(self, group: list[tuple]) -> list:
         """The rows of a group the store failed to take, as it would have given them back (the rows
@@ -465,7 +492,7 @@ class EvalSession:
         if self.heartbeat is not None:
             self.heartbeat.stop()
         try:
-            self.flush()
+            self.commit()
             if self.writing:
                 self._finish(run, error)
         except store_errors() as exc:
@@ -504,7 +531,7 @@ class EvalSession:
             for r in run.rows:  # comparisons changed these rows after they were written
                 if compares(r.step.test):
                     self._queue(r)
-            self.flush()
+            self.commit()
         tokens_json, cost = self._totals(run)
         src = self.source or {}
         run.duration_ms = (src.get("duration_ms") or 0) + (run.duration_ms or 0)
