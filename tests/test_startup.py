@@ -2,6 +2,7 @@
 feature is (issue 30: start-up is a quarter of a 10,000-row eval), with the same results."""
 
 import io
+import os
 import shutil
 import subprocess
 import sys
@@ -65,7 +66,9 @@ def test_a_command_line_naming_a_command_builds_that_command_alone():
     from factcli.cli.main import app_for
 
     names = _every_name()
-    assert {"eval", "view", "list", "cache", "ratings", "init", "calibrate"} <= set(names)
+    # the order `factcli --help` lists them in (the whole app is made of the command modules in turn)
+    assert names == ["calibrate", "eval", "init", "view", "list", "show", "diff", "export", "delete", "copy",
+                     "cache", "ratings"]
     for name in names:
         lean = app_for([name, "--help"])
         assert lean is not app
@@ -174,3 +177,43 @@ def test_every_dataclass_an_eval_loads_has_a_docstring(tmp_path):
     found = [line.split()[1:] for line in out.splitlines() if line.startswith("DATACLASS ")]
     assert len(found) > 20
     assert [f"{m}.{k}" for m, k, made in found if made == "True"] == []
+
+
+def test_each_command_is_registered_by_the_module_main_imports_for_it():
+    from factcli.cli import app
+    from factcli.cli.main import COMMAND_MODULES
+
+    assert set(COMMAND_MODULES) == set(_every_name())
+    for command in app.registered_commands:
+        assert command.callback.__module__ == f"factcli.cli.{COMMAND_MODULES[command.name]}", command.name
+    for group in app.registered_groups:
+        modules = {c.callback.__module__ for c in group.typer_instance.registered_commands}
+        assert modules == {f"factcli.cli.{COMMAND_MODULES[group.name]}"}, group.name
+
+
+@pytest.mark.parametrize("args", [["eval", "--help"], ["ratings", "list", "--help"], ["cache"], ["view", "--nope"],
+                                  ["list"], ["--help"], ["evl"], []])
+def test_factcli_name_imports_that_commands_module_alone_and_prints_what_the_whole_app_prints(tmp_path, args):
+    """In a fresh interpreter, as the `factcli` script runs: main() with NAME's module alone, then the
+    whole app on the same command line; the same output and exit code, and no other command module
+    loaded before the whole app was."""
+    code = ("import sys\nsys.argv = ['factcli', *sys.argv[1:]]\n"
+            "from factcli.cli.main import main\n"
+            "try:\n    main()\nexcept SystemExit as exc:\n    print('EXIT', exc.code)\n"
+            "print('LOADED', ' '.join(sorted(m for m in sys.modules if m.startswith('factcli.cli.'))))\n"
+            "print('WHOLE')\n"
+            "from factcli.cli import app\n"
+            "try:\n    app()\nexcept SystemExit as exc:\n    print('EXIT', exc.code)\n")
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=tmp_path,
+                         env={**os.environ, "FACTCLI_HOME": str(tmp_path / "home"), "COLUMNS": "100"}).stdout
+    lean, whole = out.split("WHOLE\n")
+    lean, loaded = lean.rsplit("LOADED", 1)
+    assert lean == whole and "EXIT" in whole
+    from factcli.cli.main import COMMAND_MODULES
+
+    module = COMMAND_MODULES.get(args[0]) if args else None
+    commands = {f"factcli.cli.{m}" for m in COMMAND_MODULES.values()}
+    expected = {f"factcli.cli.{module}"} if module else commands
+    if module == "ratings":
+        expected.add("factcli.cli.runs")  # ratings reads runs' options
+    assert set(loaded.split()) & commands == expected

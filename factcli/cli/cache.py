@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from factcli.cli.app import cache_app
+from factcli.cli.root import cache_app
 
 
 @cache_app.command("clear")

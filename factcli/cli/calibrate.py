@@ -1,4 +1,4 @@
-"""`factcli calibrate` (registered on factcli.cli.app.app). The work is in factcli.run.calibrate, imported
+"""`factcli calibrate` (registered on factcli.cli.root.app). The work is in factcli.run.calibrate, imported
 inside the command so that `factcli --help` stays fast."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from factcli.cli.app import DB_HELP, app, fail
+from factcli.cli.root import DB_HELP, app, fail
 
 
 @app.command("calibrate")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from factcli.cli.app import DB_HELP, app, fail, one_line, start_up
+from factcli.cli.root import DB_HELP, app, fail, one_line, start_up
 from factcli.errors import FactcliError
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import typer
 
-from factcli.cli.app import app, fail
+from factcli.cli.root import app, fail
 
 CONFIG = '''\
 # A factcli eval (promptfoo's config format). Run it with:  factcli eval

@@ -1,4 +1,4 @@
-"""`factcli ratings list|export` (registered on factcli.cli.app.app): people's ratings of a stored run,
+"""`factcli ratings list|export` (registered on factcli.cli.root.app): people's ratings of a stored run,
 given in `factcli view --web`. The work is in factcli.report.ratings, imported inside the commands."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from factcli.cli.app import app, fail
+from factcli.cli.root import app, fail
 from factcli.cli.runs import DB_HELP, RUN_HELP, _store
 
 ratings_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,

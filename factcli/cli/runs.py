@@ -1,4 +1,4 @@
-"""Commands over stored runs: view, list, show, diff, export, delete (registered on factcli.cli.app.app).
+"""Commands over stored runs: view, list, show, diff, export, delete (registered on factcli.cli.root.app).
 
 Only typer is imported here; the store, rich and the renderers are imported inside the commands so
 that `factcli --help` stays fast.
@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from factcli.cli.app import DB_HELP, app, fail
+from factcli.cli.root import DB_HELP, app, fail
 
 RUN_HELP = ("A run id, 'latest', or a unique part of an id: its start (eval-20261124T19) or its "
             "hex tail (9a84d9).")
