@@ -68,9 +68,10 @@ def test_groups_are_committed_by_the_child_and_sync_waits_for_them(tmp_path):
         assert stored(db) == [(i, f"out {i}") for i in range(50)]
         w.send(rows("r1", 0, 3))  # the same rows again: one upsert each, no second copy
     finally:
-        w.close()
-    assert w.proc.returncode == 0
+        w.close()  # returns once the child closed the file, before it exits
     assert len(stored(db)) == 50
+    w.reap()
+    assert w.proc.returncode == 0
 
 
 def test_a_group_the_child_cannot_commit_is_reported_with_its_rows(tmp_path):
@@ -93,6 +94,7 @@ def test_a_group_the_child_cannot_commit_is_reported_with_its_rows(tmp_path):
         w.sync()
     finally:
         w.close()
+        w.reap()
     assert [r[0] for r in stored(db)] == [0, 1, 2, 3, 4, 10, 11, 12, 13, 14]
 
 
@@ -119,7 +121,7 @@ def test_a_group_cut_short_is_not_written_and_the_child_exits(tmp_path):
     w.send(rows("r1", 0, 3))
     data = __import__("marshal").dumps(rows("r1", 3, 3))
     os.write(w._out, writer_mod._LEN.pack(len(data)) + data[: len(data) // 2])
-    os.close(w._out)
+    w.proc.stdin.close()
     assert w.proc.wait(timeout=30) == 0
     w.proc.stdout.close()
     assert [r[0] for r in stored(db)] == [0, 1, 2]

@@ -166,15 +166,17 @@ class SQLiteStore(BaseStore):
         self.conn.executemany(sql, rows)
 
     def close(self) -> None:
+        writer, self._writer = self._writer, None
         try:
-            if self._writer is not None:
-                writer, self._writer = self._writer, None
+            if writer is not None:
                 writer.close()
         finally:
             try:
                 self.conn.commit()
             finally:
                 self.conn.close()
+                if writer is not None:
+                    writer.reap()
 
     def json_number(self, column: str, key: str) -> tuple[str, list]:
         return f"json_extract({column}, ?)", ['$."' + key.replace('"', '') + '"']

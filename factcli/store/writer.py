@@ -97,19 +97,27 @@ class RowWriter:
         return bool(self._pending)
 
     def close(self, wait_for_answer: bool = True) -> None:
-        """Commit what is left, then let the child close the file and exit. Without
-        `wait_for_answer` (after an interruption), the last group's answer is not read: the child
-        commits it if it has it whole, and the caller writes it again anyway."""
+        """Commit what is left and let the child close the file; its exit is left to reap(), so
+        that it overlaps the caller's own closing (the checkpoint of the log). Without
+        `wait_for_answer` (after an interruption), the last groups' answers are not read: the child
+        commits each it has whole, the caller writes them again anyway, and the child is reaped now."""
         try:
             if wait_for_answer:
                 self.sync()
         finally:
-            try:
-                os.close(self._out)
+            try:  # through the file object that owns the descriptor: closed twice, the second
+                self.proc.stdin.close()  # close could hit a file opened since with that number
             except OSError:
                 pass
-            self.proc.wait()
-            self.proc.stdout.close()
+            if wait_for_answer:
+                _read(self._in, 1)  # the child closed the file (or is gone)
+            else:
+                self.reap()
+
+    def reap(self) -> None:
+        """Wait for the child's exit."""
+        self.proc.wait()
+        self.proc.stdout.close()
 
 
 def _widen(fd: int) -> None:
@@ -171,6 +179,11 @@ def _serve(inp: int, out: int) -> None:
                     answering = False
     finally:
         conn.close()
+    if answering:
+        try:
+            os.write(out, _OK)  # closed: the eval's own connection is the last, and checkpoints the log
+        except OSError:
+            pass
 
 
 def _failed(message: str) -> bytes:
