@@ -27,22 +27,26 @@ def ref_path(ref: str, base: Path) -> tuple[Path, str | None]:
     m = re.match(r"^(.*\.(?:py|js|cjs|mjs|ts|mts|cts|tsx)):([A-Za-z_][\w.]*)$", rest)
     if m:
         rest, func = m.group(1), m.group(2)
-    p = Path(os.path.expanduser(rest))
+    try:
+        rest = os.path.expanduser(rest)
+    except ValueError:  # `~name` holding a character no user name has (a NUL byte): no home directory
+        pass
+    p = Path(rest)
     return (p if p.is_absolute() else base / p), func
 
 
 def exists(path: Path) -> bool:
-    """Path.exists, but a name the OS cannot even look up (too long, ...) just does not exist."""
+    """Path.exists, but a name the OS cannot even look up (too long, a NUL byte) just does not exist."""
     try:
         return path.exists()
-    except OSError:
+    except (OSError, ValueError):
         return False
 
 
 def is_file(path: Path) -> bool:
     try:
         return path.is_file()
-    except OSError:
+    except (OSError, ValueError):
         return False
 
 

@@ -22,3 +22,8 @@ def test_prompts_that_only_look_like_paths_stay_text(tmp_path):
     texts = ["'Answer yes/no: {{ q }}'", "'What is 3.14'", "'Give an example, e.g.'", "'Rate 1*5 please'",
              "'Explain why x.py:foo'", "'no/such/file.txt'"]
     assert _prompts(tmp_path, "[" + ", ".join(texts) + "]") == [t.strip("'") for t in texts]
+
+
+def test_a_prompt_no_path_could_be_is_text(tmp_path):
+    """A NUL byte (the fuzz test's find: `~\\x00` made expanduser raise) names no file."""
+    assert _prompts(tmp_path, '["~\\x00", "a\\x00b.txt", "~nobody\\x00/x"]') == ["~\x00", "a\x00b.txt", "~nobody\x00/x"]
