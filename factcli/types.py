@@ -235,6 +235,9 @@ class _ZeroTokens(TokenUsage):
 
     __hash__ = None
 
+    def __repr__(self):  # read as its plain counterpart (a scored leaf holds it from the start: scoring/scorer.py)
+        return TokenUsage.__repr__(self).replace("_ZeroTokens(", "TokenUsage(", 1)
+
 
 EMPTY_DICT = _EmptyDict()
 EMPTY_LIST = _EmptyList()

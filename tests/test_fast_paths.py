@@ -576,3 +576,52 @@ def test_a_row_scored_by_prebound_checks_is_the_row_of_the_general_path(monkeypa
     assert rows() == fast
     assert sum("rendered empty" in r and "failure_reason=2" in r for r in fast) == 1
     assert sum("failure_reason=1" in r for r in fast) == 1
+
+
+@pytest.mark.parametrize("output", ["Answer: question 1", "nothing", {"a": 1}, None])
+@pytest.mark.parametrize("threshold", [None, 0.5])
+def test_a_recorded_rows_prebound_leaves_share_the_empties_a_recorded_row_gets(output, threshold):
+    """score_now(recorded=True), the executor's: the same result, field by field and by repr, as the
+    grading handed to a caller (check(), run_assertions); its leaves hold the shared read-only empties
+    compact_row gives a recorded row (a failed weight-0 leaf its own metadata), the aggregate keeps
+    containers of its own (select-best and max-score append to them), and a caller's grading keeps
+    plain ones throughout."""
+    from factcli.scoring import scorer
+    from factcli.types import EMPTY_DICT, EMPTY_LIST, ZERO_TOKENS, GradingResult, ProviderResponse, TestCase, \
+        TokenUsage, compact_row
+
+    assert repr(ZERO_TOKENS) == repr(TokenUsage()) and ZERO_TOKENS == TokenUsage()
+    fast, _ = _prebound_cases()
+    for assertions in fast:
+        test = TestCase(assertions=assertions, threshold=threshold, raw={})
+
+        def score(recorded):
+            try:
+                return scorer.score_now(test, output, {"q": "question 1"}, "p", ProviderResponse(), None, None,
+                                        recorded)
+            except Exception as exc:  # noqa: BLE001 - both refuse alike
+                return f"{type(exc).__name__}: {exc}"
+
+        shared, own = score(True), score(False)
+        assert repr(shared) == repr(own) and shared == own, assertions
+        if not isinstance(own, GradingResult):
+            continue
+        assert [c.assertion for c in shared.component_results] == [c.assertion for c in own.component_results]
+        for g in (shared, own):  # the aggregate: its own containers
+            assert type(g.component_results) is list and type(g.tokens_used) is TokenUsage
+            assert all(type(getattr(g, k)) is dict for k in ("named_scores", "named_score_weights", "metadata"))
+        for c in own.component_results:
+            assert all(type(getattr(c, k)) is dict for k in ("named_scores", "named_score_weights", "metadata"))
+            assert type(c.tokens_used) is TokenUsage and type(c.component_results) is list
+        checks = scorer._checks(assertions)
+        for c, check in zip(shared.component_results, checks, strict=True):
+            if check[7] is not None:  # a value rendered per row: its handler's own result
+                continue
+            assert c.named_scores is EMPTY_DICT and c.named_score_weights is EMPTY_DICT
+            assert c.tokens_used is ZERO_TOKENS and c.component_results is EMPTY_LIST
+            assert c.metadata is EMPTY_DICT or c.metadata == {"weightZeroFailed": True}
+        row = type("Row", (), {})()  # what compact_row leaves of either is the same
+        for g in (shared, own):
+            row.named_scores, row.response, row.grading = {}, ProviderResponse(), g
+            compact_row(row)
+        assert repr(shared) == repr(own)

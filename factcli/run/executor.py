@@ -232,7 +232,7 @@ class Executor:
             return EvalResult(step, rendered.text, response, None, False, 0.0, {}, FAILURE_ERROR,
                               error=response.error, latency_ms=response.latency_ms)
         try:  # prebound checks, which call no grader: no ledger, no coroutine (scoring/scorer.py)
-            grading = score_now(test, response.output, variables, rendered.text, response, provider, self.grader)
+            grading = score_now(test, response.output, variables, rendered.text, response, provider, self.grader, True)
         except Exception as exc:  # as below
             message = str(exc) or type(exc).__name__
             return EvalResult(step, rendered.text, response, GradingResult(False, 0.0, message), False, 0.0, {},
