@@ -122,7 +122,8 @@ _PIECES = [":", "smile", "heart", "x", "-text", "-emoji", " ", "\n", "[bold]", "
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from(_PIECES), max_size=12).map("".join), st.booleans(), st.sampled_from([None, True, False]))
+@given(st.lists(st.sampled_from(_PIECES), max_size=12).map("".join), st.booleans(),
+       st.sampled_from([None, True, False]))
 @example(":smile:", True, None)
 @example("a :heart-emoji: b :x-text:", False, None)
 @example("[bold]:smile:[/] \\[:heart:]", True, None)

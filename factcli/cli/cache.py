@@ -1,6 +1,7 @@
 """`factcli cache`: manage the caches (model responses and downloaded tests)."""
 
-from __future__ import annotations
+# No `from __future__ import annotations`: typer reads the commands' parameter types as each starts, and
+# strings it would compile and evaluate first (as in eval_cmd.py).
 
 import typer
 

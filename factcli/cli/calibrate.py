@@ -1,7 +1,8 @@
 """`factcli calibrate` (registered on factcli.cli.root.app). The work is in factcli.run.calibrate, imported
 inside the command so that `factcli --help` stays fast."""
 
-from __future__ import annotations
+# No `from __future__ import annotations`: typer reads the commands' parameter types as each starts, and
+# strings it would compile and evaluate first (as in eval_cmd.py).
 
 from pathlib import Path
 from typing import List, Optional

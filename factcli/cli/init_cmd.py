@@ -5,7 +5,8 @@ they run with (Python functions, as in examples/quickstart), and prints the two 
 to real ones. It never overwrites a file: if any of the three exists, it writes none.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: typer reads the commands' parameter types as each starts, and
+# strings it would compile and evaluate first (as in eval_cmd.py).
 
 from pathlib import Path
 

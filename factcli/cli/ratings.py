@@ -1,7 +1,8 @@
 """`factcli ratings list|export` (registered on factcli.cli.root.app): people's ratings of a stored run,
 given in `factcli view --web`. The work is in factcli.report.ratings, imported inside the commands."""
 
-from __future__ import annotations
+# No `from __future__ import annotations`: typer reads the commands' parameter types as each starts, and
+# strings it would compile and evaluate first (as in eval_cmd.py).
 
 from pathlib import Path
 from typing import Optional

@@ -4,7 +4,8 @@ Argument parsing and exit codes only; the work lives in the stages below. Heavy 
 imported inside the commands so that `factcli --help` stays fast.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: typer reads the commands' parameter types as each starts, and
+# strings it would compile and evaluate first (as in eval_cmd.py).
 
 import gc
 from contextlib import contextmanager

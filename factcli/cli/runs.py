@@ -4,7 +4,8 @@ Only typer is imported here; the store, rich and the renderers are imported insi
 that `factcli --help` stays fast.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: typer reads the commands' parameter types as each starts, and
+# strings it would compile and evaluate first (as in eval_cmd.py).
 
 import contextlib
 from pathlib import Path
