@@ -162,6 +162,10 @@ def _serve(inp: int, out: int) -> None:
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
         conn.execute("PRAGMA synchronous = NORMAL")
+        # the log copied back into the file every ~4 MB (250 16 KB pages) instead of SQLite's 1,000
+        # pages: here, beside the eval, rather than in the eval's own close at the end (-8 ms of
+        # 10,000 rows)
+        conn.execute("PRAGMA wal_autocheckpoint = 250")
         while (data := _message(inp)) is not None:
             try:
                 conn.execute("BEGIN")
