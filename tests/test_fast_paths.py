@@ -166,11 +166,14 @@ def test_a_stored_grading_is_the_text_of_its_json():
     keyed = Assertion("llm-rubric", "x", raw={"type": "llm-rubric", "value": "x", "provider": {"config": {
         "apiKey": "zzzzzzzz"}}})
     tops.append(GradingResult(True, 1.0, "keyed", component_results=[_grading(assertion=keyed), leaves[0]]))
+    first = {}
     for _ in range(2):  # the second time from kept texts
         for g in tops:
             text, residue = grading_text(g)
             assert text == json.dumps(grading_json(g, top=True), ensure_ascii=False, default=str, allow_nan=False)
             assert residue in ("", text) and keys_clean(residue) == keys_clean(text)
+            if g.component_results and not g.metadata:  # the same outcomes: the same text object
+                assert first.setdefault(id(g), text) is text
     assert grading_text(tops[-1])[1] == grading_text(tops[-1])[0]  # a secret-looking key: looked at whole
     assert _TEXTS
     for bad in (GradingResult(True, math.nan, "x", component_results=leaves),

@@ -91,8 +91,20 @@ def grading_text(g: GradingResult) -> tuple[str, str]:
         text, leaf_clean = hit[1] if hit is not None and hit[0] is a else _kept_grading(c, False)
         leaves.append(text)
         clean = clean and leaf_clean
-    text = f"{head}, \"componentResults\": [{', '.join(leaves)}]}}"
+    key = (head, *leaves)  # kept texts: hashed once each
+    text = _JOINED.get(key)
+    if text is None:
+        if len(_JOINED) >= _TEXTS_MAX:
+            _JOINED.clear()
+        text = _JOINED[key] = f"{head}, \"componentResults\": [{', '.join(leaves)}]}}"
     return text, "" if clean else text
+
+
+# A grading's whole text by the kept texts it is joined from: rows with the same outcomes (most rows
+# of a test shape) get the same text object, which the second process's hand-over then sends once
+# per group (marshal refers back to an object it has sent: a 500-row group of echo rows 780 -> 376
+# KB, 0.70 -> 0.26 ms to encode; store/writer.py).
+_JOINED: dict = {}
 
 
 def _kept_list(value: list) -> tuple[str, bool]:
