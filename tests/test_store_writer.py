@@ -74,6 +74,29 @@ def test_groups_are_committed_by_the_child_and_sync_waits_for_them(tmp_path):
     assert w.proc.returncode == 0
 
 
+def test_the_child_copies_the_log_back_into_the_file_as_it_goes(tmp_path):
+    """Every CHECKPOINT_BYTES of text the child checkpoints the log (after answering): the database
+    file grows while the writer runs, instead of everything waiting in the log for the last close."""
+    db = tmp_path / "f.db"
+    fresh_store(db)
+    before = db.stat().st_size
+    w = RowWriter(db, upsert_sql(), 10_000)
+    try:
+        big = "x" * 10_000
+        for k in range(3):  # 3 x 100 rows x 10 KB: past CHECKPOINT_BYTES
+            w.send([r[:12] + (big,) + r[13:] for r in rows("r1", 100 * k, 100)])
+        w.sync()
+        assert writer_mod.CHECKPOINT_BYTES < 3 * 100 * 10_000
+        deadline = time.monotonic() + 30
+        while db.stat().st_size <= before + writer_mod.CHECKPOINT_BYTES // 2:
+            assert time.monotonic() < deadline, "the log was never copied back"
+            time.sleep(0.01)
+    finally:
+        w.close()
+        w.reap()
+    assert len(stored(db)) == 300
+
+
 def test_a_group_the_child_cannot_commit_is_reported_with_its_rows(tmp_path):
     db = tmp_path / "f.db"
     fresh_store(db)
