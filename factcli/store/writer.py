@@ -11,8 +11,10 @@ and must win it back from the busy eval loop, which starves it.
 - The rows travel as `marshal` data (tuples of str, int, float and None; both ends are the same
   interpreter), which encodes a group of 500 rows in well under a millisecond.
 - The child is in a process group of its own, so Ctrl-C in the terminal does not reach it (the
-  eval's process decides when to stop), and commits every group it has read whole. When the eval's process dies, even by SIGKILL, its end of the pipe closes, and the
-  child commits what it had and exits: a crash still loses at most the group being built.
+  eval's process decides when to stop), and it commits every group it has read whole. When the
+  eval's process dies, even by SIGKILL, its end of the pipe closes, and the child commits what it
+  had and exits: a crash still loses at most the group being built.
+- The child also copies the log back into the file (the checkpoint), after answering.
 """
 
 from __future__ import annotations
@@ -27,9 +29,9 @@ from collections import deque
 _LEN = struct.Struct("<Q")
 _OK, _FAILED = b"\x00", b"\x01"
 # Groups handed over and not yet committed: two, so that the eval goes on while the child starts
-# (~20 ms) or checkpoints its log (~20 ms, every ~16 MB of rows).
+# (~25 ms) or checkpoints its log.
 IN_FLIGHT = 2
-CHECKPOINT_BYTES = 2 << 20
+CHECKPOINT_BYTES = 2 << 20  # of text written between two checkpoints (~130 of factcli's 16 KB pages)
 
 
 class WriterError(sqlite3.OperationalError):  # a store error (store.base.store_errors) like any other
