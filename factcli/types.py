@@ -11,6 +11,25 @@ from typing import Any
 
 # promptfoo's ResultFailureReason
 FAILURE_NONE, FAILURE_ASSERT, FAILURE_ERROR = 0, 1, 2
+# factcli's own: the judge could not judge the row (a grader call failed after its retries, a reply the
+# step's schema does not allow, a reply cut off). An error, never a failure or a pass: left out of pass
+# rates and metric means, re-run by --retry-errors, exit 4 (contract §2). promptfoo's JSON writes it as
+# ERROR (2) with `success: false`; scoring/outcome.py decides it, every count reads it through the
+# functions below.
+FAILURE_GRADING = 3
+ERROR_REASONS = (FAILURE_ERROR, FAILURE_GRADING)
+
+
+def status_word(success, failure_reason) -> str:
+    """PASS, FAIL or ERROR: a row's status as every view prints it (a row not judged is an ERROR)."""
+    if success:
+        return "PASS"
+    return "ERROR" if failure_reason in ERROR_REASONS else "FAIL"
+
+
+def judged(failure_reason) -> bool:
+    """Whether a row counts in pass rates and metric means: every row but those the judge could not judge."""
+    return failure_reason != FAILURE_GRADING
 # Assertions that compare a test's columns once all of them have run (factcli.assertions.compare)
 COMPARE_TYPES = ("select-best", "max-score")
 

@@ -63,9 +63,9 @@ def test_simpleqa_in_one_command(hub, fake_openai):
     fake_openai.add_rule("Rosenblatt", "Michio Sugeno received it.", model="mine")
     fake_openai.add_rule("Kaveri", "I don't know.", model="mine")
     fake_openai.add_rule("painting", "1890", model="mine")
-    fake_openai.add_rule(r"Gold answer: Michio Sugeno", "A")
-    fake_openai.add_rule(r"Answer to grade: I don't know", "C")
-    fake_openai.add_rule(r"Gold answer: 1889", "B")
+    fake_openai.add_rule(r"Gold answer: Michio Sugeno", '{"grade": "A"}')  # the grade step's schema
+    fake_openai.add_rule(r"Answer to grade: I don't know", '{"grade": "C"}')
+    fake_openai.add_rule(r"Gold answer: 1889", '{"grade": "B"}')
     result, rows = run(BENCH / "simpleqa.yaml", "-r", "openai:chat:mine")
     assert result.exit_code == 100, result.output  # one correct of three
     assert [r.query["dataset"] for r in hub.rows_requests()] == ["basicv8vc/SimpleQA"]
@@ -129,6 +129,7 @@ def test_facts_grounding_in_one_command(hub, fake_openai, tmp_path):
                              "Gamma": ("No Issues", ["supported", "unsupported"])})
     for j in assertion["provider"]:
         fake_openai.add_rule(".", script, model=j["id"].split(":")[-1])
+    fake_openai.refuse_response_format("json_schema", "json_object")  # the judges answer in FACTS' words
     result, rows = run(cfg, "-r", "openai:chat:mine")
     assert result.exit_code == 100, result.output
     (req,) = hub.rows_requests()

@@ -35,7 +35,7 @@ def test_an_unreadable_grader_reply_is_not_cached_and_a_good_one_is_marked_cache
     cfg = write(tmp_path / "c.yaml", CONFIG)
     fake_openai.add_rule(r"names Paris", "I think it is fine, probably", model="judge")  # not JSON
     first = _eval(cfg)
-    assert first.exit_code == 100, first.output
+    assert first.exit_code == 4, first.output  # the row could not be judged
     assert _judge_calls(fake_openai) == 1
     fake_openai.clear_rules()
     fake_openai.add_rule(r"names Paris", '{"pass": true, "score": 1, "reason": "it does"}', model="judge")

@@ -66,7 +66,7 @@ def test_a_grader_that_overflows_is_named(tmp_path, fake_openai, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.setenv("FACTCLI_BACKOFF_MS", "1")
     fake_openai.enqueue_fault(500, body=LLAMA_CPP_500, times=5)
-    row = _run(tmp_path, GRADED)
+    row = _run(tmp_path, GRADED, code=4)  # the judge could not judge the row
     assert len(fake_openai.requests) == 1
     reason = row["gradingResult"]["componentResults"][0]["reason"]
     assert "the grader openai:chat:judge exceeded the model's context window (not retried)" in reason

@@ -5,7 +5,7 @@ every FACTCLI_* environment variable factcli's source reads is documented in REA
 every command, option and argument of the command-line app (introspected from the typer app)
 appears in its section of docs/commands.md; every relative link in README.md and docs/ resolves.
 
-Doc commands: every ```bash, ```sh and ```console block of README.md and docs/getting-started.md is
+Doc commands: every ```bash, ```sh and ```console block of README.md, docs/getting-started.md and docs/rag.md is
 run, so the docs cannot rot. Conventions of those two files (keep them when you edit):
 
 - In a ```bash or ```sh block every line is a command (a line ending in `\\` continues on the next);
@@ -314,7 +314,7 @@ SKIPPED = [
 ]
 
 # Each document runs at least this many commands (a floor against a skip list that grows by accident).
-MIN_RUN = {"README.md": 6, "docs/getting-started.md": 9}
+MIN_RUN = {"README.md": 6, "docs/getting-started.md": 9, "docs/rag.md": 6}
 
 # How the fake server answers the questions of docs/getting-started.md (re.search on the prompt).
 FAKE_ANSWERS = [
@@ -409,6 +409,11 @@ def test_the_parser_reads_the_conventions(tmp_path):
 def test_the_readme_commands_run(fake_openai, tmp_path):
     ran = _run_doc(README, fake_openai, tmp_path)
     assert QUICKSTART in [s.bare for s in ran]
+
+
+def test_the_rag_guide_commands_run(fake_openai, tmp_path):
+    ran = _run_doc(DOCS / "rag.md", fake_openai, tmp_path)
+    assert any(s.bare.startswith("factcli diff release.json") for s in ran)
 
 
 def test_the_getting_started_commands_run(fake_openai, tmp_path):

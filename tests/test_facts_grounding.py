@@ -19,6 +19,19 @@ from factcli.methods.claims import JudgeError
 from factcli.cli import app
 
 runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def _judges_answer_in_words(fake_openai):
+    """The scripted judges here answer in the method's own words (a letter, FACTS' labels), as its
+    reference prompts ask: a server that takes no response_format, whose words are read. Sent the
+    step's schema, a reply in words is a grading error (tests/test_judge_trouble.py)."""
+    fake_openai.refuse_response_format("json_schema", "json_object")
+
+
+def _answered(server) -> list:
+    """The requests the server answered: not those it refused for their response_format."""
+    return [r for r in server.requests if "response_format" not in (r["json"] or {})]
 DOC = "Alpha is red. Beta is blue. Delta is yellow."
 
 
@@ -186,12 +199,14 @@ def test_three_judges_reproduce_hand_computed_scores(fake_openai, tmp_path):
     assert format_facts_summary(summary).startswith("FACTS 41.7% ±48.3 (N=4; ineligible 1;")
 
     # the eligibility prompt sees the request and the response, not the document (paper Table 4)
-    bodies = [r["json"] for r in fake_openai.requests if r["json"]["model"].startswith("judge")]
+    bodies = [r["json"] for r in _answered(fake_openai) if r["json"]["model"].startswith("judge")]
     assert len(bodies) == 4 * 3 * 2
     elig = [b for b in bodies if _last_user(b).startswith("Instruction-following check")]
     assert len(elig) == 12 and not any("Delta is yellow" in _last_user(b) for b in elig)
-    # text steps too are schema-constrained; their structured reply is read through the text parsers
-    assert all(b["temperature"] == 0 and b["response_format"]["type"] == "json_schema" for b in bodies)
+    # text steps too are schema-constrained (this server refused the schema: their words are read)
+    asked = [r["json"] for r in fake_openai.requests if "response_format" in r["json"]]
+    assert asked and all(b["response_format"]["type"] in ("json_schema", "json_object") for b in asked)
+    assert all(b["temperature"] == 0 for b in bodies)
 
 
 def test_summary_reproduces_table_5_intervals():
@@ -246,7 +261,7 @@ def test_each_template(fake_openai, tmp_path, template, labels, accurate, calls)
     assert not meta.get("graderError"), comp["reason"]
     assert meta["judges"][0]["accurate"] is accurate and comp["pass"] is accurate
     assert comp["score"] == (1.0 if accurate else 0.0)
-    grounding = [r for r in fake_openai.requests if r["json"]["model"] == "judge-a"
+    grounding = [r for r in _answered(fake_openai) if r["json"]["model"] == "judge-a"
                  and _last_user(r["json"]).startswith("Grounding check")]
     assert len(grounding) == calls
     if template == "span_level":
@@ -335,7 +350,7 @@ def test_mismatched_replies_are_grading_errors(fake_openai, tmp_path, template, 
     cfg = write(tmp_path / "c.yaml", config('  - vars: {request: "Colours?"}', judges=("judge-a",),
                                             assert_config=f"{{template: {template}}}"))
     out = tmp_path / "r.json"
-    assert run("-c", cfg, "-o", out).exit_code == 100
+    assert run("-c", cfg, "-o", out).exit_code == 4  # not judged
     doc, rows = rows_of(out)
     comp = component(rows[0])
     assert comp["pass"] is False and comp["score"] == 0
@@ -410,7 +425,7 @@ def test_all_judges_failing_is_a_grading_error(fake_openai, tmp_path, monkeypatc
     for _ in range(6):  # eligibility and grounding of each judge
         fake_openai.enqueue_fault(status=500)
     out = tmp_path / "r.json"
-    assert run("-c", cfg, "-o", out).exit_code == 100
+    assert run("-c", cfg, "-o", out).exit_code == 4  # not judged
     doc, rows = rows_of(out)
     comp = component(rows[0])
     assert comp["pass"] is False and comp["metadata"]["graderError"] is True
@@ -449,7 +464,7 @@ tests:
     elapsed = time.perf_counter() - started
     comp = component(rows_of(out)[1][0])
     assert comp["pass"] and comp["score"] == 1.0, comp["reason"]
-    grounding = [_last_user(r["json"]) for r in fake_openai.requests if r["json"]["model"].startswith("judge")
+    grounding = [_last_user(r["json"]) for r in _answered(fake_openai) if r["json"]["model"].startswith("judge")
                  and _last_user(r["json"]).startswith("Grounding check")]
     assert len(grounding) == 3 and all(g.count(doc) == 1 for g in grounding)
     request = _tag(grounding[0], "user_request")
@@ -506,7 +521,7 @@ def test_baseline_and_majority_tie(fake_openai, tmp_path):
     comp = component(rows_of(out)[1][0])
     assert [j["eligibility"] for j in comp["metadata"]["judges"]] == ["No Issues", "No Issues"]
     assert comp["metadata"]["graderError"] and "tie" in comp["reason"]
-    steps = [r["json"]["messages"] for r in fake_openai.requests if r["json"]["model"] == "judge-a"]
+    steps = [r["json"]["messages"] for r in _answered(fake_openai) if r["json"]["model"] == "judge-a"]
     assert len(steps) == 3  # baseline, eligibility, grounding
 
 
@@ -517,7 +532,7 @@ def test_empty_response_bad_config_and_missing_context(fake_openai, tmp_path):
     run("-c", cfg, "-o", out)
     comp = component(rows_of(out)[1][0])
     assert comp["score"] == 0 and not comp["metadata"].get("graderError") and "empty" in comp["reason"]
-    assert not [r for r in fake_openai.requests if r["json"]["model"] == "judge-a"]
+    assert not [r for r in _answered(fake_openai) if r["json"]["model"] == "judge-a"]
     cfg = write(tmp_path / "c.yaml", config('  - vars: {request: "Colours?"}', judges=("judge-a",),
                                             assert_config="{template: sentence_level}"))
     run("-c", cfg, "-o", out)
@@ -595,5 +610,5 @@ def test_eligibility_off_and_not_facts_grounding(fake_openai, tmp_path):
     meta = comp["metadata"]
     assert comp["pass"] is True and comp["score"] == 1.0  # inverted: the response is not grounded
     assert meta["score"] == 0.0 and meta["eligible"] is True and meta["judges"][0]["eligibility"] is None
-    steps = [_last_user(r["json"]).splitlines()[0] for r in fake_openai.requests if r["json"]["model"] == "judge-a"]
+    steps = [_last_user(r["json"]).splitlines()[0] for r in _answered(fake_openai) if r["json"]["model"] == "judge-a"]
     assert steps == ["Grounding check: label every sentence"]

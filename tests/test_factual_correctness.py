@@ -128,7 +128,7 @@ def test_every_judge_failing_is_a_grading_error(tmp_path, fake_openai):
 
 
 @pytest.mark.parametrize("reply, message", [
-    ('{"claims": "not a list"}', "expected {\"claims\": [strings]}"),
+    ('{"claims": "not a list"}', "claims.claims must be a list"),  # outside the step's schema
     ("no json at all", "has no JSON object"),
 ])
 def test_bad_decomposition_is_a_grading_error(tmp_path, fake_openai, reply, message):

@@ -181,7 +181,7 @@ VALUES = {"factuality": "Paris", "llm-rubric": "names the capital", "model-grade
 # A reply each grader would accept: cut off (finish_reason=length), it must not count.
 WOULD_PASS = {"factuality": '{"category": "C", "reason": "Same answer."}',
               "llm-rubric": '{"pass": true, "score": 1, "reason": "It does."}',
-              "model-graded-closedqa": "It names Paris.\nY",
+              "model-graded-closedqa": '{"reasoning": "It names Paris.", "verdict": "Y"}',  # as its schema asks
               "g-eval": '{"score": 9, "reason": "Names it."}'}
 WRONG_SCHEMA = {"factuality": ['{"category": "Z", "reason": "?"}', '{"verdict": "same"}'],
                 "llm-rubric": ['["pass", 1]', '"it passes"'],
@@ -210,7 +210,7 @@ def test_bad_grader_replies_are_grading_errors_with_the_raw_text_kept(tmp_path, 
     cfg = write(tmp_path / "c.yaml", GRADED.format(type=typ, value=json.dumps(VALUES[typ]), judge=JUDGE))
     out = tmp_path / "r.json"
     result = runner.invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "--no-progress-bar", "--no-table"])
-    assert result.exit_code == 100, result.output
+    assert result.exit_code == 4, result.output  # the row could not be judged (contract §2)
     doc = json.loads(out.read_text())
     row = doc["results"]["results"][0]
     comp = row["gradingResult"]["componentResults"][0]
@@ -221,7 +221,8 @@ def test_bad_grader_replies_are_grading_errors_with_the_raw_text_kept(tmp_path, 
     assert meta.get("graderRaw") == raw, comp  # the judge's own words, for the user to see what went wrong
     if kind.endswith("truncated"):
         assert "finish_reason=length" in comp["reason"]
-    assert row["failureReason"] == 1  # a FAIL counted as a grading error, not a provider ERROR
+    assert row["failureReason"] == 1  # promptfoo's layout: a failure there; factcli's own field says more
+    assert row["factcli"]["notJudged"] is True and doc["factcli"]["notJudged"] == 1
     assert doc["factcli"]["columns"][0]["gradingErrors"] == 1
 
 

@@ -21,6 +21,9 @@ def run(*args):
 def test_graders_parity_with_promptfoo(fake_openai, tmp_path, monkeypatch):
     for pattern, reply, model in json.loads((PARITY / "rules.json").read_text()):
         fake_openai.add_rule(pattern, reply, model=model)
+    # the judge answered promptfoo in words; a server that takes no response_format is one factcli's
+    # graders read in words too, as promptfoo does (with a schema sent, words are a grading error)
+    fake_openai.refuse_response_format("json_schema", "json_object")
     monkeypatch.setenv("OPENAI_API_KEY", "dummy")
     out = tmp_path / "ours.json"
     result = run("-c", PARITY / "promptfooconfig.yaml", "-o", out)
@@ -59,6 +62,9 @@ tests:
     ('{"category": "Z"}', False, 0.0, True),
 ])
 def test_factuality_replies(fake_openai, tmp_path, reply, passed, score, grading_error):
+    """promptfoo's reader of a reply in words: a server that takes no response_format (with the schema
+    sent, a reply outside it is a grading error: tests/test_judge_trouble.py)."""
+    fake_openai.refuse_response_format("json_schema", "json_object")
     fake_openai.add_rule("capital", "Paris.", model="m")
     fake_openai.add_rule(".", reply, model="judge")
     out = tmp_path / "r.json"
@@ -98,7 +104,7 @@ defaultTest: {options: {provider: {id: "openai:chat:judge", config: {apiBaseUrl:
 tests: [{assert: [{type: not-llm-rubric, value: rude}]}]
 """)
     out = tmp_path / "r.json"
-    assert run("-c", cfg, "-o", out).exit_code == 100
+    assert run("-c", cfg, "-o", out).exit_code == 4  # not judged
     comp = json.loads(out.read_text())["results"]["results"][0]["gradingResult"]["componentResults"][0]
     assert comp["pass"] is False and comp["metadata"]["graderError"]
 
@@ -154,6 +160,7 @@ COMPARE = Path(__file__).parent / "parity" / "compare"
 def test_compare_assertions_parity_with_promptfoo(fake_openai, tmp_path, monkeypatch):
     for pattern, reply, model in json.loads((COMPARE / "rules.json").read_text()):
         fake_openai.add_rule(pattern, reply, model=model)
+    fake_openai.refuse_response_format("json_schema", "json_object")  # words, as promptfoo's judge answered
     out = tmp_path / "ours.json"
     result = run("-c", COMPARE / "promptfooconfig.yaml", "-o", out)
     assert result.exit_code == 100, result.output
@@ -170,7 +177,7 @@ def test_select_best_compares_columns_in_order(fake_openai, tmp_path):
         text = body["messages"][-1]["content"]
         order = [text.index(s) for s in ("A short joke.", "A very funny joke", "No.")]
         assert order == sorted(order)
-        return "1"
+        return '{"index": 1}'
 
     fake_openai.add_rule("funniest", judge, model="judge")
     cfg = write(tmp_path / "c.yaml", (COMPARE / "promptfooconfig.yaml").read_text().split("tests:")[0] + """

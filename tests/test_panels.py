@@ -92,7 +92,8 @@ TYPES = {
                    '{"category": "D", "reason": "they disagree"}', "no idea"),
     "llm-rubric": ("names the capital", '{"pass": true, "score": 1, "reason": "fine"}',
                    '{"pass": false, "score": 0, "reason": "wrong"}', "no json here"),
-    "model-graded-closedqa": ("names Paris", "It names Paris.\nY", "It does not.\nN", "Perhaps."),
+    "model-graded-closedqa": ("names Paris", '{"reasoning": "It names Paris.", "verdict": "Y"}',
+                              '{"reasoning": "It does not.", "verdict": "N"}', "Perhaps."),
     "g-eval": ("correct", _geval(9), _geval(2), _geval("a fine answer")),
 }
 SCORES = {"factuality": (1.0, 0.0), "llm-rubric": (1.0, 0.0), "model-graded-closedqa": (1.0, 0.0),
@@ -200,7 +201,7 @@ def test_all_judges_failing_is_a_grading_error(fake_openai, tmp_path, monkeypatc
     monkeypatch.setenv("FACTCLI_MAX_RETRIES", "0")
     script(fake_openai, kind)
     result, doc, comp = graded(tmp_path, config(kind, ["down", "garbage"], negate=kind != "factuality"))
-    assert result.exit_code == 100
+    assert result.exit_code == 4  # not judged
     assert comp["pass"] is False and comp["score"] == 0 and comp["metadata"]["graderError"] is True
     assert comp["reason"].startswith(f"{kind}: all 2 judges failed: openai:chat:down: ")
     assert doc["results"]["results"][0]["failureReason"] == 1  # a failed grading, not a provider ERROR
@@ -298,4 +299,4 @@ tests:
                                    '{apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"}}}\n')
     assert both != text
     result = run("-c", write(tmp_path / "c.yaml", both))
-    assert "needs an embedding model" not in result.output and result.exit_code in (0, 100), result.output
+    assert "needs an embedding model" not in result.output and result.exit_code in (0, 4, 100), result.output

@@ -50,6 +50,14 @@ def run(fake_openai, tmp_path, monkeypatch):
     result = CliRunner().invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "--no-progress-bar"])
     return result, json.loads(out.read_text())
 
+@pytest.fixture(autouse=True)
+def _judges_answer_in_words(fake_openai):
+    """The scripted judges here answer in the method's own words (a letter, FACTS' labels), as its
+    reference prompts ask: a server that takes no response_format, whose words are read. Sent the
+    step's schema, a reply in words is a grading error (tests/test_judge_trouble.py)."""
+    fake_openai.refuse_response_format("json_schema", "json_object")
+
+
 
 def test_every_grade_and_unreadable_replies(run):
     result, doc = run

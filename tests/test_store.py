@@ -125,6 +125,7 @@ def test_round_trip_of_every_parity_config(fake_openai, tmp_path, monkeypatch):
         fake_openai.clear_rules()
         for pattern, reply, model in json.loads((folder / "rules.json").read_text()):
             fake_openai.add_rule(pattern, reply, model=model)
+        fake_openai.refuse_response_format("json_schema", "json_object")  # the judge answers in words
         out, exported = tmp_path / f"eval-{name}.json", tmp_path / f"export-{name}.json"
         result = evaluate("-c", folder / "promptfooconfig.yaml", "-o", out)
         assert result.exit_code in (0, 100), result.output

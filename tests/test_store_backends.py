@@ -76,8 +76,9 @@ def test_the_interface(db_target):
                                      error="boom")])  # an upsert: one row, replaced
         store.commit()
         assert store.result_count("eval-a-111aaa") == 4
-        assert store.counts("eval-a-111aaa") == {0: {"pass": 2, "fail": 0, "error": 0},
-                                                 1: {"pass": 1, "fail": 0, "error": 1}}
+        assert store.counts("eval-a-111aaa") == {0: {"pass": 2, "fail": 0, "error": 0, "notJudged": 0},
+                                                 1: {"pass": 1, "fail": 0, "error": 1, "notJudged": 0}}
+        assert store.not_judged("eval-a-111aaa") == 0
         assert store.done_keys("eval-a-111aaa")[(1, 1, 0)] == (2, "k1")
         last = list(store.results("eval-a-111aaa", "test_idx = ?", [1], order="prompt_idx"))[-1]
         assert last["error"] == "boom" and last["output"] in ("nul\x00byte", "nul\ufffdbyte")

@@ -124,6 +124,7 @@ def test_view_shows_categories_and_grading_errors(fake_openai, tmp_path, monkeyp
     monkeypatch.setenv("OPENAI_API_KEY", "dummy")
     for pattern, reply, model in json.loads((PARITY / "graders" / "rules.json").read_text()):
         fake_openai.add_rule(pattern, reply, model=model)
+    fake_openai.refuse_response_format("json_schema", "json_object")  # the judge answers in words
     assert evaluate("-c", PARITY / "graders" / "promptfooconfig.yaml").exit_code == 100
     out = cli("view", env={"COLUMNS": "250"}).output
     assert "Grader: " in out and "grading)" in out  # grader tokens in the header

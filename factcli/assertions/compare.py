@@ -18,7 +18,7 @@ from factcli.scoring.grading import (
     parse_json_maybe,
     render_grading_prompt,
 )
-from factcli.types import COMPARE_TYPES, FAILURE_ASSERT, EvalResult, GradingResult, compares
+from factcli.types import COMPARE_TYPES, FAILURE_ASSERT, FAILURE_GRADING, EvalResult, GradingResult, compares
 
 
 def _find(result: EvalResult, kind: str):
@@ -58,14 +58,17 @@ async def select_best(assertion, rows: list[EvalResult], grader) -> list[Grading
     spec = grader.spec_for(assertion, test)
     template = assertion.rubric_prompt or test.options.get("rubricPrompt") or prompts.SELECT_BEST
     messages = render_grading_prompt(template, {**rows[0].step.vars, "criteria": criteria, "outputs": outputs})
-    reply = await grader.complete(spec, messages, reply=prompts.SELECT_BEST_REPLY)
+    with grader.given_replies() as given:  # a verdict it could not read leaves the cache (run/calls.py)
+        reply = await grader.complete(spec, messages, reply=prompts.SELECT_BEST_REPLY)
     if reply.error or not reply.text:
+        given.drop()
         return [_tag(grader_error(reply.error or "No output", reply.text, reply.tokens), assertion) for _ in rows]
     import re
 
     m = re.search(r"\d+", reply.text.strip())
     verdict = int(m.group(0)) if m else None
     if verdict is None or verdict >= len(rows):
+        given.drop()
         shown = "NaN" if verdict is None else str(verdict)
         return [_tag(grader_error(f"Invalid select-best verdict: {shown}", reply.text, reply.tokens), assertion)
                 for _ in rows]
@@ -181,7 +184,13 @@ def _update_stats(run, row: EvalResult, res: GradingResult, was_success: bool, w
     if res.metadata.get("graderError"):
         m.grading_errors += 1
     if was_success and not row.success:
-        row.failure_reason = FAILURE_ASSERT
         row.error = res.reason
         m.test_pass -= 1
-        m.test_fail += 1
+        if res.metadata.get("graderError"):  # the comparison could not be judged: the row is not judged
+            row.failure_reason = FAILURE_GRADING
+            m.test_error += 1
+            m.test_unjudged += 1
+            m.unjudged_score += row.score
+        else:
+            row.failure_reason = FAILURE_ASSERT
+            m.test_fail += 1

@@ -35,6 +35,7 @@ from typing import Any
 
 from factcli import templating
 from factcli.assertions import rag_prompts as prompts
+from factcli.assertions.rag_attribution import faithfulness_claims, recall_claims
 from factcli.scoring.grading import (
     as_template_text,
     extract_json_objects,
@@ -182,7 +183,6 @@ def _transform_label(spec: str) -> str:
 async def resolve_context(ctx: AssertionContext, fallback: str | None = None) -> str | list[str]:
     """The context for a context-based assertion: the `context` var, else `fallback`; then
     `contextTransform` if set. It must be a non-empty string or a list of non-empty strings."""
-    from factcli.scripting.transforms import apply_transform
 
     raw = ctx.vars.get("context")
     context: Any = None
@@ -200,12 +200,8 @@ async def resolve_context(ctx: AssertionContext, fallback: str | None = None) ->
     spec = ctx.assertion.context_transform
     if spec:
         label = _transform_label(spec)
-        source = ctx.response.output if ctx.response is not None else ctx.output
-        tctx: dict = {"vars": dict(ctx.vars), "prompt": {"label": ctx.prompt}}
-        if ctx.response is not None and ctx.response.metadata:
-            tctx["metadata"] = ctx.response.metadata
         try:
-            transformed = await apply_transform(spec, source, tctx)
+            transformed = await ctx.transformed_context()
             if not (isinstance(transformed, str) or
                     (isinstance(transformed, list) and all(isinstance(x, str) for x in transformed))):
                 raise ValueError(f"contextTransform must return a string or array of strings. Got "
@@ -364,6 +360,7 @@ async def context_faithfulness(ctx: AssertionContext) -> GradingResult:
         return _unreadable("context-faithfulness", reason_if_zero, threshold,
                            "the grader's reply has no Yes/No verdicts", reply.text, tokens, **meta)
     passed = score >= threshold - EPSILON
+    meta["claims"] = faithfulness_claims(statements, reply.parsed, reply.text, context)  # which failed, and why
     return GradingResult(passed, score, f"Faithfulness {_fixed(score)} is {'>=' if passed else '<'} {_num(threshold)}",
                          tokens_used=tokens, metadata={**meta, "graderRaw": reply.text})
 
@@ -412,6 +409,7 @@ async def context_recall(ctx: AssertionContext) -> GradingResult:
                            f"no sentence in the grader's reply is tagged {ATTRIBUTED} or {NOT_ATTRIBUTED}",
                            reply.text, reply.tokens, **meta)
     passed = score >= threshold - EPSILON
+    meta["claims"] = recall_claims(attributions, reply.parsed, reply.text, context)
     return GradingResult(passed, score, f"Recall {_fixed(score)} is {'>=' if passed else '<'} {_num(threshold)}",
                          tokens_used=reply.tokens, metadata={**meta, "graderRaw": reply.text})
 

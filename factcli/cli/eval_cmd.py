@@ -54,6 +54,10 @@ def eval_cmd(
                                 "warning each) before any call."),
     providers: list[str] = typer.Option(None, "-r", "--providers", metavar="ID", help="Run these providers "
                                         "instead of the config's (promptfoo's flag). Repeatable."),
+    gate: list[str] = typer.Option(None, "--gate", metavar="'METRIC>=X'", help="A release gate over the config's "
+                                   "gates: a named metric, pass-rate, score (>= X), cost or latency (<= X); "
+                                   "METRIC[lower]>=X holds the 95% interval's lower end. A failed gate exits "
+                                   "100. Repeatable."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Check everything, print the calls and the cost "
                                  "range the run would have, and stop before any call."),
 ) -> None:
@@ -97,7 +101,7 @@ def _flow(args: dict):
         outputs=[Path(p) for p in (args["output"] or [])], store=not args["no_write"], db=args["db"],
         resume=args["resume"], retry_errors=args["retry_errors"], filter_failing=args["filter_failing"],
         assertions=args["assertions"], model_outputs=args["model_outputs"], strict=args["strict"],
-        dry_run=args["dry_run"], env_file=args["env_file"],
+        dry_run=args["dry_run"], env_file=args["env_file"], gates=list(args["gate"] or []),
     )
     return Flow(options, TerminalUI(progress_bar=not args["no_progress_bar"]))
 
@@ -197,13 +201,24 @@ class TerminalUI:
         self.console.print(f"Wrote {path}")
 
 
+EXIT_NOT_JUDGED = 4  # contract §2: passed on the rows judged, but some rows could not be judged
+
+
 def exit_code_for(run) -> int:
-    """0 when the pass rate reaches FACTCLI_PASS_RATE_THRESHOLD (percent, default 100), else 100."""
+    """100 when the pass rate of the rows judged is below FACTCLI_PASS_RATE_THRESHOLD (percent, default
+    100, or none when the run has gates and the variable is not set), or a gate failed (run/gates.py); else 4 when some rows could not be judged (the judge failed them: --retry-errors re-runs
+    them); else 0. 100 wins over 4: a release that is worse on the rows judged is worse."""
+    import os
+
     from factcli.settings import env_float
 
-    threshold = env_float("FACTCLI_PASS_RATE_THRESHOLD", 100.0)
+    # with gates, they decide: the implicit 100% does not apply (a pass-rate gate says what does)
+    gated = bool(getattr(run, "gates", None)) and not os.environ.get("FACTCLI_PASS_RATE_THRESHOLD")
+    threshold = None if gated else env_float("FACTCLI_PASS_RATE_THRESHOLD", 100.0)
     failed_code = int(env_float("FACTCLI_FAILED_TEST_EXIT_CODE", 100))
     rate = run.pass_rate
-    if rate is None or rate * 100 >= threshold:
-        return 0
-    return failed_code
+    if rate is not None and threshold is not None and rate * 100 < threshold:
+        return failed_code
+    if any(g.passed is False for g in getattr(run, "gate_results", ())):
+        return failed_code
+    return EXIT_NOT_JUDGED if run.unjudged else 0

@@ -196,6 +196,7 @@ def list_cmd(
         counts = {}
         for rid in open_ids:
             counts[rid] = store.result_count(rid)
+        not_judged = {r["id"]: store.not_judged(r["id"]) for r in runs}  # out of the pass rate
     if as_json:
         import json
 
@@ -205,7 +206,7 @@ def list_cmd(
             out.append({"id": r["id"], "createdAt": r["created_at"], "finishedAt": r["finished_at"],
                         "status": shown_status(r), "description": r["description"], "rows": done,
                         "totalRows": r["total_steps"], "successes": r["successes"], "failures": r["failures"],
-                        "errors": r["errors"], "durationMs": r["duration_ms"],
+                        "errors": r["errors"], "notJudged": not_judged[r["id"]], "durationMs": r["duration_ms"],
                         "configFiles": json.loads(r["config_files_json"] or "[]")})
         typer.echo(json.dumps(out, ensure_ascii=False, indent=2))
         return
@@ -213,7 +214,7 @@ def list_cmd(
         typer.echo(f"No runs stored yet ({store.path}).")
         return
     console, terminal = viewer.console_for_stdout()
-    viewer.render_runs(console, runs, terminal, counts)
+    viewer.render_runs(console, runs, terminal, counts, not_judged.get)
 
 
 @app.command("show")
@@ -240,16 +241,60 @@ def diff_cmd(
     run_a: str = typer.Argument(..., metavar="RUN_A", help=RUN_HELP),
     run_b: str = typer.Argument(..., metavar="RUN_B", help=RUN_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the differences as JSON."),
+    fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="Exit 100 when the pass rate, "
+                                            "the mean score or a named metric of a column dropped beyond noise."),
     db: Optional[str] = typer.Option(None, "--db", metavar="DB", help=DB_HELP),
 ) -> None:
     """Compare two runs: rows that flipped between PASS, FAIL and ERROR, and metric deltas per column.
 
-    Rows are matched by test description and vars (not position), repeat and column."""
+    Rows are matched by test description and vars (not position), repeat and column. Either side may
+    be an exported results JSON (`-o results.json`, a release's artifact in CI) instead of a stored run."""
     from factcli.report.diff import diff_runs
+    from factcli.report.results_json import is_results_file
 
-    with _store(db) as store:
-        a, b = store.resolve(run_a), store.resolve(run_b)
-        diff_runs(store, a, b, as_json)
+    files = [ref for ref in (run_a, run_b) if is_results_file(ref)]
+    if not files:
+        with _store(db) as store:
+            a, b = store.resolve(run_a), store.resolve(run_b)
+            dropped = diff_runs(store, a, b, as_json)
+    else:
+        from factcli.errors import FactcliError
+
+        try:
+            dropped = _diff_with_files(run_a, run_b, db, as_json)
+        except FactcliError as exc:  # a file that is no results JSON: one line, exit 1
+            fail(str(exc), exc.exit_code)
+    if dropped and fail_on_regression:
+        from rich.markup import escape
+
+        from factcli.report.summary import stderr_console
+        from factcli.settings import env_float
+
+        console = stderr_console()
+        for line in dropped:
+            console.print(f"[bold red]Regression:[/] {escape(line)}", soft_wrap=True)
+        raise typer.Exit(int(env_float("FACTCLI_FAILED_TEST_EXIT_CODE", 100)))
+
+
+def _diff_with_files(run_a: str, run_b: str, db: Optional[str], as_json: bool) -> list[str]:
+    """diff where a side is a results JSON: both sides in a store of their own, for this diff only."""
+    import tempfile
+
+    from factcli.report.diff import diff_runs
+    from factcli.report.results_json import import_results, is_results_file
+    from factcli.store.copy import copy_run
+    from factcli.store.database import Store
+
+    with tempfile.TemporaryDirectory(prefix="factcli-diff-") as tmp:
+        with Store.open(Path(tmp) / "diff.db", create=True) as scratch:
+            sides = []
+            for ref in (run_a, run_b):
+                if is_results_file(ref):
+                    sides.append(import_results(ref, scratch))
+                else:
+                    with _store(db) as store:
+                        sides.append(scratch.resolve(copy_run(store, scratch, ref)["id"]))
+            return diff_runs(scratch, sides[0], sides[1], as_json)
 
 
 @app.command("export")

@@ -23,7 +23,7 @@ from factcli.types import Prompt, ProviderSpec, TestCase
 TOP_KEYS = {
     "description", "prompts", "providers", "targets", "tests", "defaultTest", "scenarios",
     "evaluateOptions", "derivedMetrics", "assertionTemplates", "env", "outputPath", "metadata",
-    "tags", "sharing", "nunjucksFilters", "extensions",
+    "tags", "sharing", "nunjucksFilters", "extensions", "gates",
 }
 UNSUPPORTED_TOP = {
     "redteam": "red teaming is not part of factcli",
@@ -52,6 +52,7 @@ class Suite:
     providers: list[ProviderSpec]
     tests: list[TestCase]  # or config/stream.StreamedTests: tests read again from CSV files, not held
     derived_metrics: list[dict] = field(default_factory=list)
+    gates: list = field(default_factory=list)  # config/gates.Gate: the config's release gates
     evaluate_options: dict = field(default_factory=dict)
     default_test: dict = field(default_factory=dict)
     output_path: list[str] = field(default_factory=list)
@@ -269,6 +270,11 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
                 file, where + ".value")
         _check_expression(d["value"], file, where + ".value")
 
+    gates = []
+    if cfg.get("gates") is not None:  # (its module only for a config with gates)
+        from factcli.config.gates import parse_gates
+
+        gates = parse_gates(cfg.get("gates"), file)
     options = cfg.get("evaluateOptions") or {}
     expect(isinstance(options, dict), "expected a mapping", file, "evaluateOptions")
     check_keys(options, EVAL_OPTION_KEYS, file, "evaluateOptions", EVAL_OPTION_UNSUPPORTED)
@@ -283,6 +289,7 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
         providers=providers,
         tests=tests,
         derived_metrics=list(derived),
+        gates=gates,
         evaluate_options=dict(options),
         default_test=default_test,
         output_path=[str(base / p) if not os.path.isabs(p) else p for p in output_path],

@@ -50,6 +50,26 @@ def columns(suite: Suite) -> list[Column]:
     return out
 
 
+def context_expansion_warnings(tests) -> list[str]:
+    """One warning per test whose `context` var is a list that var expansion turns into one row per
+    item (promptfoo's rule): a RAG test's passages judged one at a time, rows multiplied, usually not
+    what was meant. A suite streamed from its files is not read again for it."""
+    from factcli.config.stream import is_streamed
+
+    if is_streamed(tests):
+        return []
+    out = []
+    for t in tests:
+        value = t.vars.get("context")
+        if isinstance(value, list) and len(value) > 1 and not t.options.get("disableVarExpansion"):
+            file, path = t.source
+            where = f"{file}: {path}" if file else (path or "a test")
+            out.append(f"{where}: its `context` var is a list of {len(value)}, which var expansion makes "
+                       f"{len(value)} rows, one passage each; set options.disableVarExpansion: true to pass "
+                       "the passages as one context (docs/rag.md)")
+    return out
+
+
 def var_combinations(variables: dict, disable: bool = False) -> list[dict]:
     """String arrays, and the files of a `file://` glob (sources.Rows), expand into their cartesian
     product; other arrays stay one value (promptfoo)."""

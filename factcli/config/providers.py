@@ -75,6 +75,7 @@ def parse_provider(item: Any, ctx: Ctx, where: str) -> ProviderSpec:
 KNOWN_CONFIG_KEYS = {
     "apiBaseUrl", "apiHost", "apiKey", "apiKeyEnvar", "apiVersion", "organization", "headers", "timeout",
     "maxConcurrency", "rpm", "tpm", "models", "max_retries", "api_base", "api_key", "extra_headers",
+    "cost", "inputCost", "outputCost",  # prices by hand (providers/pricing.CONFIG_KEYS): read, never sent
 }
 
 

@@ -354,8 +354,8 @@ def parse_assertion(a: Any, ctx: Ctx, where: str, in_set: bool = False) -> Asser
         raise ConfigError(f"config.calibration corrects a judge's pass rate, and '{typ}' has no judge",
                           ctx.file, where + ".config.calibration")
     value = a.get("value")
-    if kind.needs_value and value is None:
-        raise ConfigError(f"'{typ}' needs a 'value'", ctx.file, where + ".value")
+    if kind.needs_value and value is None and not (typ.endswith("factual-correctness") and a.get("contextTransform")):
+        raise ConfigError(f"'{typ}' needs a 'value'", ctx.file, where + ".value")  # (or a reference from its transform)
     from factcli.scripting.transforms import check_transform
 
     if base in ("javascript", "python"):

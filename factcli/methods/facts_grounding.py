@@ -234,10 +234,12 @@ def _chat_messages(prompt: str) -> list[dict] | None:
 async def _inputs(ctx: AssertionContext) -> Inputs:
     cfg = ctx.assertion.config
     if ctx.assertion.context_transform:
-        from factcli.scripting.transforms import apply_transform
-
-        context = _as_text(await apply_transform(ctx.assertion.context_transform, ctx.output,
-                                                 {"vars": ctx.vars, "prompt": {"label": ctx.prompt}}))
+        try:  # the provider's output and metadata, as the RAG types see them (retrieved passages)
+            context = _as_text(await ctx.transformed_context())
+        except AssertionError_:
+            raise
+        except Exception as exc:
+            raise AssertionError_(f"facts-grounding: its contextTransform failed: {exc}") from exc
     else:
         name = str(_cfg(cfg, "context_var", "contextVar", default="context"))
         context = _as_text(ctx.vars.get(name))

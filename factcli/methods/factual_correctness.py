@@ -179,6 +179,13 @@ def _fmt(x: float) -> str:
 @assertion("factual-correctness", model_graded=True, needs_value=True)
 async def factual_correctness(ctx: AssertionContext) -> GradingResult:
     reference = ctx.value
+    if ctx.assertion.context_transform:  # the reference from the provider's response (a RAG answer's passages)
+        try:
+            reference = await ctx.transformed_context()
+        except Exception as exc:
+            raise AssertionError_(f"factual-correctness: its contextTransform failed: {exc}") from exc
+        if isinstance(reference, list) and all(isinstance(x, str) for x in reference):
+            reference = "\n\n".join(reference)
     if not isinstance(reference, str) or not reference.strip():
         raise AssertionError_("factual-correctness needs the reference answer as a string value")
     cfg = ctx.assertion.config

@@ -105,6 +105,9 @@ class Provider:
     # answers inside this process without I/O and never raises ProviderCallError (echo): a call has
     # nothing to pace, time out or retry (run/calls.py)
     in_process = False
+    # a grader request's `response_format` reaches the model (an API): its reply is then held to the
+    # step's schema (scoring/grading.py). User code (a script provider) gets no schema: its words are read
+    takes_schema = True
 
     def __init__(self, spec: ProviderSpec, base_dir: Path | None = None):
         self.spec = spec

@@ -9,6 +9,7 @@ from factcli.types import ProviderResponse
 @register_provider("echo")
 class EchoProvider(Provider):
     cacheable = False
+    takes_schema = False
     free = True
     in_process = True
 

@@ -36,6 +36,7 @@ def _python_target(pid: str, base_dir: Path) -> tuple[Path, str]:
 @register_provider(lambda pid: pid.startswith("python:") or (pid.startswith("file://") and ".py" in pid))
 class PythonProvider(Provider):
     cacheable = False  # user code may be stateful or read files; never serve it stale
+    takes_schema = False  # it is never sent a response_format
     # a budget counts it $0 (it runs here); the row's cost is what it reports, as in promptfoo
     local = True
 
@@ -89,6 +90,7 @@ class FunctionProvider(Provider):
     provider contract, fn(prompt, options, context) -> {"output": ...} (or the output as text)."""
 
     cacheable = False  # user code may be stateful; never serve it stale
+    takes_schema = False
     free = True  # what it spends, it reports itself (`cost` in its dict)
 
     @staticmethod
@@ -123,6 +125,7 @@ class ExecProvider(Provider):
     """`exec: cmd args`: runs the command with the prompt, options JSON and context JSON appended."""
 
     cacheable = False
+    takes_schema = False
     # a budget counts it $0 (it runs here); the row's cost is what it reports, as in promptfoo
     local = True
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 from factcli.report.labels import column_label, provider_name, short_prompt
 from factcli.report.view import column_summaries, console_for_stdout, one_line, print_json
 from factcli.store.database import Store, shown_status
+from factcli.store.encode import loads
+from factcli.types import judged, status_word
 
 
 def pair_columns(cols_a: list[dict], cols_b: list[dict]) -> list[tuple[dict, dict, list[str]]]:
@@ -52,13 +54,15 @@ def _rows_for_diff(store: Store, run: dict, pair_of: dict[int, int]) -> dict:
     seen: dict[tuple, int] = {}
     for r in store.results(run["id"], order="test_idx, prompt_idx, repeat_idx",
                            fields="test_idx, prompt_idx, repeat_idx, test_key, description, success, failure_reason, "
-                                  "score, substr(vars_json, 1, 300) AS vars, substr(error, 1, 300) AS error, "
+                                  "score, named_scores_json, substr(vars_json, 1, 300) AS vars, "
+                                  "substr(error, 1, 300) AS error, "
                                   f"substr(output, 1, {OUTPUT_CHARS}) AS output"):
         pair = pair_of.get(r["prompt_idx"], (run["id"], r["prompt_idx"]))
         base = (r["test_key"], r["repeat_idx"], pair)
         n = seen.get(base, 0)
         seen[base] = n + 1
-        r["status"] = "PASS" if r["success"] else ("ERROR" if r["failure_reason"] == 2 else "FAIL")
+        r["status"] = status_word(r["success"], r["failure_reason"])
+        r["judged"] = judged(r["failure_reason"])
         out[base + (n,)] = r
     return out
 
@@ -66,13 +70,31 @@ def _rows_for_diff(store: Store, run: dict, pair_of: dict[int, int]) -> dict:
 OUTPUT_CHARS = 2000  # of each output a flipped row shows side by side
 
 
-def diff_runs(store: Store, a: dict, b: dict, as_json: bool) -> None:
-    """`factcli diff`: the figures of `diff_doc`, printed as JSON or as tables."""
+def diff_runs(store: Store, a: dict, b: dict, as_json: bool) -> list[str]:
+    """`factcli diff`: the figures of `diff_doc`, printed as JSON or as tables. Returns the
+    regressions beyond noise (`--fail-on-regression` fails on any)."""
     doc = diff_doc(store, a, b)
     if as_json:
         print_json(doc)
-        return
+        return regressions(doc)
     _render_diff(doc, a, b)
+    return regressions(doc)
+
+
+def regressions(doc: dict) -> list[str]:
+    """One line per figure of a column that dropped from A to B beyond noise (its 95% interval of the
+    difference leaves out 0): the pass rate, the mean score, a named metric."""
+    out = []
+    for c in doc["columns"]:
+        figures = [("pass rate", c["passRate"], True), ("mean score", c["meanScore"], False)]
+        figures += [(name, d, False) for name, d in c["metrics"].items()]
+        for name, d, pct in figures:
+            if d.get("beyondNoise") and isinstance(d.get("delta"), (int, float)) and d["delta"] < 0:
+                ci = d["ci95"]
+                shown = (f"{d['delta'] * 100:+.1f} pts [{ci[0] * 100:+.1f}, {ci[1] * 100:+.1f}]" if pct
+                         else f"{d['delta']:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}]")
+                out.append(f"{c['column']}: {name} dropped {shown}, beyond noise")
+    return out
 
 
 def _pair_label(ca: dict, cb: dict, changed: list[str]) -> str:
@@ -120,10 +142,10 @@ def diff_doc(store: Store, a: dict, b: dict) -> dict:
                  "providerA": provider_name(ca), "providerB": provider_name(cb),
                  "passRate": _delta(s1["passRate"], s2["passRate"]),
                  "meanScore": _delta(s1["meanScore"], s2["meanScore"]), "metrics": {}}
-        _noise(entry, i, rows_a, rows_b)
         for kind in ("namedMeans", "derived"):
             for name in sorted(set(s1[kind]) | set(s2[kind])):
                 entry["metrics"][name] = _delta(s1[kind].get(name), s2[kind].get(name))
+        _noise(entry, i, rows_a, rows_b, [n for n in entry["metrics"] if n in s1["namedMeans"]])
         corrected_a = {e["assertion"]: e for e in s1.get("judgeCorrected") or []}
         corrected_b = {e["assertion"]: e for e in s2.get("judgeCorrected") or []}
         entry["judgeCorrected"] = {name: _delta(corrected_a[name].get("correctedPassRate"),
@@ -151,17 +173,28 @@ def changes_line(c: dict) -> str | None:
     return "; ".join(parts) or None
 
 
-def _noise(entry: dict, column: tuple, rows_a: dict, rows_b: dict) -> None:
-    """Add to the pass-rate and mean-score deltas of `entry` their 95% bootstrap interval and
-    whether the runs differ beyond noise: paired by test when both runs hold the same rows of
-    this column (so each test is compared with itself), else the two runs resampled apart."""
+def _named(r: dict, name: str):
+    if "named" not in r:
+        r["named"] = loads(r.get("named_scores_json"), {}) or {}
+    value = r["named"].get(name) if r["judged"] else None
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _noise(entry: dict, column: tuple, rows_a: dict, rows_b: dict, metrics: list[str] = ()) -> None:
+    """Add to the pass-rate, mean-score and named metrics' deltas of `entry` their 95% bootstrap
+    interval and whether the runs differ beyond noise: paired by test when both runs hold the same
+    rows of this column (so each test is compared with itself), else the two runs resampled apart."""
     from factcli import stats
 
     keys_a = {k for k in rows_a if k[2] == column}
     keys_b = {k for k in rows_b if k[2] == column}
     paired = bool(keys_a) and keys_a == keys_b
-    for name, value in (("passRate", lambda r: 1.0 if r["status"] == "PASS" else 0.0),
-                        ("meanScore", lambda r: r["score"])):
+    # a row not judged has no verdict and no score: it is left out, as from the pass rates compared
+    figures = [("passRate", lambda r: (1.0 if r["status"] == "PASS" else 0.0) if r["judged"] else None),
+               ("meanScore", lambda r: r["score"] if r["judged"] else None)]
+    figures += [(name, lambda r, name=name: _named(r, name)) for name in metrics]
+    for name, value in figures:
+        target = entry[name] if name in ("passRate", "meanScore") else entry["metrics"][name]
         if paired:
             pairs: dict = {}
             for k in keys_a:
@@ -179,8 +212,8 @@ def _noise(entry: dict, column: tuple, rows_a: dict, rows_b: dict) -> None:
                 sides.append(side)
             result = stats.difference(sides[0], sides[1])
         if result is not None:
-            entry[name].update({"ci95": result["ci95"], "method": result["method"],
-                                "beyondNoise": result["beyondNoise"], "verdict": result["verdict"]})
+            target.update({"ci95": result["ci95"], "method": result["method"],
+                           "beyondNoise": result["beyondNoise"], "verdict": result["verdict"]})
 
 
 

@@ -124,11 +124,15 @@ def run_header(run) -> str:
     files = ", ".join(getattr(run.suite, "config_files", []) or [])
     out.append(f'<p class="meta">Status <b>{_e(run.status)}</b> · created {_e(when(run.created_at))} · '
                f"duration {_e(duration(run.duration_ms))}" + (f" · config {_e(files)}" if files else "") + "</p>")
-    rate_text = "n/a" if rate is None else f"{rate * 100:.2f}% ± {stats.wald_margin(rate, total) * 100:.1f} pts (95% CI)"
+    rate_text = ("n/a" if rate is None
+                 else f"{rate * 100:.2f}% ± {stats.wald_margin(rate, run.judged) * 100:.1f} pts (95% CI)")
+    if run.unjudged and rate is not None:
+        rate_text += f" over the {run.judged} rows judged"
     cached = sum(m.cached for m in run.metrics)
     out.append(f'<p class="meta">Rows <b>{total}</b>/{run.total_steps} · <span class="ok">{run.successes} passed</span>'
                f' · <span class="bad">{run.failures} failed</span> · {run.errors} errors'
-               f" · pass rate <b>{_e(rate_text)}</b>" + (f" · {cached} cached" if cached else "")
+               + (f' <span class="warn">({run.unjudged} not judged)</span>' if run.unjudged else "")
+               + f" · pass rate <b>{_e(rate_text)}</b>" + (f" · {cached} cached" if cached else "")
                + (f" · {run.retries} retries" if run.retries else "") + "</p>")
     grading_errors = sum(m.grading_errors for m in run.metrics)
     out.append(f'<p class="meta">{_e(figures.spend_text(run.metrics))}'
@@ -162,7 +166,9 @@ def columns_table(run) -> str:
     fields = []
     for f in summary_fields(run, nonbinary, repeat):
         if f.header == "pass":  # "3/4": the page has room for the three counts apart
-            f = Field("pass/fail/error", [f"{m.test_pass}/{m.test_fail}/{m.test_error}" for m in run.metrics])
+            f = Field("pass/fail/error", [f"{m.test_pass}/{m.test_fail}/{m.test_error}"
+                                          + (f" ({m.test_unjudged} not judged)" if m.test_unjudged else "")
+                                          for m in run.metrics])
         fields.append(f)
     bounds = [figures.fmt_interval(m.stats.get("passRateCi95")) for m in run.metrics]
     fields += [Field("grading errors", [str(m.grading_errors) for m in run.metrics]),

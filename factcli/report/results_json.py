@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 
 from factcli.settings import VERSION
 from factcli.store.encode import dumps_finite, finite
-from factcli.types import EvalResult, TokenUsage, grading_json
+from factcli.types import FAILURE_ASSERT, FAILURE_GRADING, EvalResult, TokenUsage, grading_json
 
 
 def tokens_json(t: TokenUsage, assertions: TokenUsage | None = None) -> dict:
@@ -55,7 +55,8 @@ def row_json(r: EvalResult, columns, ratings: list[dict] | None = None) -> dict:
         "success": r.success,
         "score": r.score,
         "namedScores": dict(r.named_scores),
-        "failureReason": r.failure_reason,
+        # promptfoo's: a row not judged is a failure there (factcli.notJudged says it was not judged)
+        "failureReason": FAILURE_ASSERT if r.failure_reason == FAILURE_GRADING else r.failure_reason,
         "latencyMs": r.latency_ms,
         "cost": resp.cost,
         "vars": dict(step.vars),
@@ -68,7 +69,7 @@ def row_json(r: EvalResult, columns, ratings: list[dict] | None = None) -> dict:
         "gradingResult": grading_json(r.grading, top=True) if r.grading is not None else None,
         "metadata": dict(step.test.metadata),
         "factcli": {"repeatIdx": step.repeat_idx, "retries": resp.retries, **_grader_spend(r.grading),
-                    **_conversation(r)},
+                    **_conversation(r), **({"notJudged": True} if r.failure_reason == FAILURE_GRADING else {})},
     }
     if ratings is not None:
         out["factcli"]["ratings"] = ratings
@@ -109,8 +110,8 @@ def column_metrics_json(m) -> dict:
     return {
         "score": m.score,
         "testPassCount": m.test_pass,
-        "testFailCount": m.test_fail,
-        "testErrorCount": m.test_error,
+        "testFailCount": m.test_fail + m.test_unjudged,  # promptfoo's counts: a row not judged is a failure
+        "testErrorCount": m.test_error - m.test_unjudged,
         "assertPassCount": m.assert_pass,
         "assertFailCount": m.assert_fail,
         "totalLatencyMs": m.total_latency_ms,
@@ -156,8 +157,8 @@ def to_promptfoo_json(run, rows: bool = True) -> dict:
             "results": results,
             "stats": {
                 "successes": run.successes,
-                "failures": run.failures,
-                "errors": run.errors,
+                "failures": run.failures + run.unjudged,  # promptfoo's: factcli.notJudged are among them
+                "errors": run.errors - run.unjudged,
                 "tokenUsage": tokens_json(total_tokens, grader_tokens),
                 "durationMs": run.duration_ms,
             },
@@ -179,7 +180,10 @@ def to_promptfoo_json(run, rows: bool = True) -> dict:
             "runId": run.run_id,
             "status": run.status,
             "graders": list(run.graders),
-            "columns": [{"gradingErrors": m.grading_errors, "categories": dict(m.categories),
+            "columns": [{"gradingErrors": m.grading_errors, "notJudged": m.test_unjudged,
+                         **({"namedNotJudged": {k: v[0] for k, v in m.named_unjudged.items()}}
+                            if m.named_unjudged else {}),
+                         "categories": dict(m.categories),
                          "cached": m.cached, "graderCost": m.grader_cost,
                          "costUnpricedRows": m.cost_unpriced, "graderCostUnpricedRows": m.grader_unpriced,
                          "methods": {k: v["summary"] for k, v in m.methods.items()}, **m.stats,
@@ -189,8 +193,10 @@ def to_promptfoo_json(run, rows: bool = True) -> dict:
             "cost": _run_cost(run.metrics),
             **({"throttling": run.throttling} if getattr(run, "throttling", None) else {}),
             "abortReason": run.abort_reason,
-            "passRate": run.pass_rate,
+            "notJudged": run.unjudged,  # rows the judge could not judge: errors to factcli, failures in stats
+            "passRate": run.pass_rate,  # over the rows judged
             "passRateCi95": stats.run_interval(run),
+            **({"gates": [g.to_json() for g in run.gate_results]} if getattr(run, "gate_results", None) else {}),
         },
     }
     return finite(doc)
@@ -235,3 +241,93 @@ def write_json(run, path) -> None:
         if n and indent:
             fh.write(pad[: -indent])
         fh.write("]" + tail + "\n")
+
+
+# ---------------------------------------------------------------- reading a results document back
+
+
+def is_results_file(ref: str) -> bool:
+    """Whether a RUN argument names an exported results JSON rather than a stored run."""
+    import os
+
+    return ref.lower().endswith(".json") and os.path.isfile(ref)
+
+
+def import_results(path, store) -> dict:
+    """An exported results JSON (factcli's or promptfoo's `-o x.json`) written into `store` as a finished
+    run, for `diff` to compare with a stored run (a release's artifact in CI). Returns its run row. A row
+    factcli marked `notJudged` is not judged again here; promptfoo's own rows are as promptfoo counted them."""
+    from pathlib import Path
+
+    from factcli import stats
+    from factcli.config.plan import Column
+    from factcli.errors import FactcliError
+    from factcli.scoring.metrics import ColumnMetrics
+    from factcli.store.records import column_record, metrics_to_json, to_row
+    from factcli.store.redact import Scrubber
+    from factcli.types import (EvalResult, EvalStep, Prompt, ProviderResponse, ProviderSpec, TestCase,
+                               grading_from_json, tokens_from_json)
+
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        body = doc["results"]
+        rows_json, prompts = body["results"], body.get("prompts") or []
+        if not isinstance(rows_json, list):
+            raise TypeError("results.results is not a list")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise FactcliError(f"{path}: not a results JSON written by `-o FILE.json` ({exc})") from None
+    run_id = f"{path.name}:{doc.get('evalId') or 'results'}"
+    if store.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is not None:
+        run_id += " (B)"  # the same file, or two of the same name, on both sides
+    providers: dict[int, dict] = {}
+    for row in rows_json:
+        providers.setdefault(row.get("promptIdx") or 0, row.get("provider") or {})
+    n_cols = max([len(prompts), *(i + 1 for i in providers)]) if (prompts or providers) else 0
+    columns = []
+    for i in range(n_cols):
+        p = prompts[i] if i < len(prompts) else {}
+        prov = providers.get(i) or {}
+        spec = ProviderSpec(id=prov.get("id") or p.get("provider") or "?", label=prov.get("label"))
+        columns.append(Column(index=i, provider=spec, provider_idx=i,
+                              prompt=Prompt(raw=p.get("raw") or "", label=p.get("label") or "", id=p.get("id") or "")))
+    metrics = [ColumnMetrics() for _ in columns]
+    samples = [stats.ColumnSample(1) for _ in columns]
+    scrub = Scrubber()
+    records, counts = [], [0, 0, 0]
+    for seq, row in enumerate(rows_json):
+        col = columns[row.get("promptIdx") or 0]
+        tc = row.get("testCase") or {}
+        variables = row.get("vars") or {}
+        extra = row.get("factcli") or {}
+        test = TestCase(description=tc.get("description"), vars=variables, raw=tc)
+        step = EvalStep(row.get("testIdx") or 0, col.index, extra.get("repeatIdx") or 0, test, variables,
+                        col.prompt, col.provider, col.index)
+        resp = row.get("response") or {}
+        response = ProviderResponse(output=resp.get("output"), error=resp.get("error"),
+                                    token_usage=tokens_from_json(resp.get("tokenUsage")), cost=resp.get("cost"),
+                                    latency_ms=resp.get("latencyMs") or 0, cached=bool(resp.get("cached")),
+                                    metadata=resp.get("metadata") or {})
+        reason = FAILURE_GRADING if extra.get("notJudged") else row.get("failureReason") or 0
+        score = row.get("score")
+        r = EvalResult(step, (row.get("prompt") or {}).get("raw") or "", response,
+                       grading_from_json(row.get("gradingResult")), bool(row.get("success")),
+                       score if isinstance(score, (int, float)) else 0.0, row.get("namedScores") or {}, reason,
+                       error=row.get("error"), latency_ms=row.get("latencyMs") or 0)
+        metrics[col.index].add(r, [])
+        samples[col.index].add(r)
+        records.append(to_row(run_id, r, seq, scrub))
+        counts[0 if r.success else 2 if reason in (2, 3) else 1] += 1
+    for m, sample in zip(metrics, samples):
+        m.stats = sample.stats()
+    created = body.get("timestamp") or ""
+    store.insert_run({"id": run_id, "created_at": created, "updated_at": created, "finished_at": created or "-",
+                      "description": f"{path}", "status": "complete", "config_json": "{}",
+                      "config_files_json": json.dumps([str(path)]), "total_steps": len(records),
+                      "rows_done": len(records), "successes": counts[0], "failures": counts[1], "errors": counts[2],
+                      "factcli_version": (doc.get("factcli") or {}).get("version")})
+    store.set_columns(run_id, [column_record(c, scrub) for c in columns], commit=False)
+    store.write_results(records)
+    store.set_column_metrics(run_id, [metrics_to_json(m) for m in metrics], commit=False)
+    store.commit()
+    return store.resolve(run_id)

@@ -6,13 +6,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-from factcli.types import FAILURE_ERROR, EvalResult
+from factcli.types import EvalResult, status_word
 
 
 def status_of(r: EvalResult) -> str:
-    if r.success:
-        return "PASS"
-    return "ERROR" if r.failure_reason == FAILURE_ERROR else "FAIL"
+    return status_word(r.success, r.failure_reason)
 
 
 def output_text(r: EvalResult) -> str:

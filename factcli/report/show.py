@@ -16,9 +16,11 @@ from factcli.report.view import (
     render_header,
     run_header,
 )
+from factcli.report.rows import claim_supported
 from factcli.store.database import Store
 from factcli.store.encode import loads
 from factcli.store.ratings import ratings_for_row
+from factcli.types import status_word
 
 # ---------------------------------------------------------------- show RUN
 
@@ -139,7 +141,7 @@ def show_test(store: Store, run: dict, test_idx: int, as_json: bool) -> None:
             console.print(Text(f"  {k}: " + (v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))))
     styles = {"PASS": "bold green", "FAIL": "bold red", "ERROR": "bold yellow"}
     for r in rows:
-        status = "PASS" if r["success"] else ("ERROR" if r["failure_reason"] == 2 else "FAIL")
+        status = status_word(r["success"], r["failure_reason"])
         console.print(Rule(Text(column_label(cols.get(r["prompt_idx"], {})))))
         head = Text(status, style=styles[status])
         head.append(f"  score {r['score']:.3f}" if r["score"] is not None else "  score —")
@@ -241,7 +243,7 @@ def _print_component(console, c: dict, depth: int) -> None:
                 verdict = item.get("verdict")
                 t = Text(f"{pad}      - ")
                 if verdict is not None:
-                    ok = str(verdict).lower() in ("supported", "true", "yes", "1")
+                    ok = claim_supported(item) or str(verdict).lower() in ("supported", "true", "yes", "1")
                     t.append(f"[{verdict}] ", style="green" if ok else "yellow" if verdict == "irrelevant" else "red")
                 t.append(str(item.get("text") or item.get("claim") or item.get("fact") or ""))
                 console.print(t)
@@ -251,7 +253,8 @@ def _print_component(console, c: dict, depth: int) -> None:
                     continue
                 if item.get("evidence"):
                     ev = item["evidence"] if isinstance(item["evidence"], str) else json.dumps(item["evidence"], ensure_ascii=False)
-                    console.print(Text(f"{pad}        evidence: {ev}", style="dim"))
+                    source = f" ({item['evidenceId']})" if item.get("evidenceId") else ""
+                    console.print(Text(f"{pad}        evidence{source}: {ev}", style="dim"))
     judges = meta.get("judges")
     if isinstance(judges, list) and judges:
         console.print(Text(f"{pad}    judges:", style="bold"))

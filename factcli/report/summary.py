@@ -14,7 +14,7 @@ from rich.text import Text
 from factcli.activity import listening
 from factcli.report import labels
 from factcli.report.figures import spend_text
-from factcli.types import FAILURE_ERROR, EvalResult
+from factcli.types import ERROR_REASONS, FAILURE_GRADING, EvalResult
 
 TABLE_MAX_TESTS = 50
 
@@ -73,7 +73,7 @@ class Progress:
     def advance(self, result: EvalResult) -> None:
         if result.success:
             self.passed += 1
-        elif result.failure_reason == FAILURE_ERROR:
+        elif result.failure_reason in ERROR_REASONS:
             self.errors += 1
         else:
             self.failed += 1
@@ -155,15 +155,17 @@ def results_table(run, console: Console) -> None:
 def _result_cell(r: EvalResult) -> Text:
     if r.success:
         head = Text("[PASS] ", style="bold green")
-    elif r.failure_reason == FAILURE_ERROR:
+    elif r.failure_reason == FAILURE_GRADING:  # no score: the judge could not judge it
+        head = Text("[ERROR] not judged ", style="bold yellow")
+    elif r.failure_reason in ERROR_REASONS:
         head = Text("[ERROR] ", style="bold yellow")
     else:
         head = Text("[FAIL] ", style="bold red")
-    if r.score not in (0, 1) or not r.success:
+    if (r.score not in (0, 1) or not r.success) and r.failure_reason != FAILURE_GRADING:
         head.append(f"{r.score:.2f} ", style="dim")
     body = Text()
     if not r.success and r.error:
-        body.append(_cell_text(r.error, 160) + "\n", style="red" if r.failure_reason != FAILURE_ERROR else "yellow")
+        body.append(_cell_text(r.error, 160) + "\n", style="red" if r.failure_reason not in ERROR_REASONS else "yellow")
     if r.response.output is not None:
         body.append(_cell_text(r.response.output, 200))
     return head + body
@@ -183,9 +185,9 @@ def summary_fields(run, nonbinary: bool, repeat: int) -> list:
     derived = {d["name"] for d in run.suite.derived_metrics}
     passes, rates, scores, repeats = [], [], [], []
     for m in run.metrics:
-        n = m.test_pass + m.test_fail + m.test_error
+        n = m.judged  # the rows not judged are out of the pass rate and the score (said beside them)
         st = m.stats
-        score = f"{(m.score / n if n else 0):.3f}"
+        score = f"{m.judged_score / n:.3f}" if n else "n/a"
         if st.get("scoreBinary") is False:
             score += " " + figures.fmt_interval(st.get("scoreCi95"), 2)
         passes.append(f"{m.test_pass}/{n}")
@@ -201,6 +203,8 @@ def summary_fields(run, nonbinary: bool, repeat: int) -> list:
         for m in run.metrics:
             value = m.named_scores.get(name) if name in derived else m.named_means().get(name)
             text = "—" if value is None else f"{value:.3f}"
+            if name not in derived and m.not_judged(name):
+                text += f" ({m.not_judged(name)} not judged)"
             # all of the metric's weights were 0: its mean is 0 by construction, not a failure
             if name not in derived and name in m.named_weights and not m.named_weights[name]:
                 text += " " + WEIGHT_ZERO
@@ -226,10 +230,14 @@ def summary(run, console: Console) -> None:
     from factcli.stats import judge
 
     stats.fill(run)  # normally done at the end of the run; a run built by hand may lack them
-    margin = stats.wald_margin(rate, total) if rate is not None else None
+    margin = stats.wald_margin(rate, run.judged) if rate is not None else None
+    unjudged = run.unjudged
     console.print(f"[green]Successes: {run.successes}[/]  [red]Failures: {run.failures}[/]  "
-                  f"[yellow]Errors: {run.errors}[/]  Pass rate: "
-                  + ("n/a" if rate is None else f"{rate * 100:.2f}% ± {margin * 100:.1f} pts (95% CI)"))
+                  f"[yellow]Errors: {run.errors}[/]" + (f" [yellow]({unjudged} not judged)[/]" if unjudged else "")
+                  + "  Pass rate: "
+                  + ("n/a" if rate is None else f"{rate * 100:.2f}% ± {margin * 100:.1f} pts (95% CI)")
+                  + (f" [dim]over the {run.judged} rows judged[/]" if unjudged and rate is not None else "")
+                  + (" [dim](no row was judged)[/]" if rate is None and unjudged else ""))
     console.print(spend_text(run.metrics))
     if run.graders:
         errors = sum(m.grading_errors for m in run.metrics)
@@ -255,6 +263,9 @@ def summary(run, console: Console) -> None:
         console.print("[dim]" + escape(figures.legend(nonbinary, repeat)) + "[/]")
         if any(f.cells and any(c.endswith(WEIGHT_ZERO) for c in f.cells) for f in fields):
             console.print("[dim]" + escape(WEIGHT_ZERO_LEGEND) + "[/]")
+    for result in getattr(run, "gate_results", ()):
+        style = "green" if result.passed else "bold red" if result.passed is False else "yellow"
+        console.print(f"[{style}]{escape(result.describe()[0].upper() + result.describe()[1:])}[/]", soft_wrap=True)
     if run.abort_reason and run.status != "interrupted":  # a budget stop is said once, on stderr, by the CLI
         console.print(f"[bold red]Aborted:[/] {escape(run.abort_reason)}")
 

@@ -16,6 +16,7 @@ from factcli.report.rows import claim_irrelevant, claim_supported
 from factcli.store.database import Store, shown_status
 from factcli.store.encode import loads
 from factcli.store.ratings import rated_rows
+from factcli.types import FAILURE_GRADING, status_word
 
 __all__ = ["column_label", "one_line"]  # show and diff name columns and texts as view does
 
@@ -50,19 +51,21 @@ def run_header(store: Store, run: dict) -> dict:
         passed = sum(c["pass"] for c in counts.values())
         failed = sum(c["fail"] for c in counts.values())
         errors = sum(c["error"] for c in counts.values())
+    not_judged = store.not_judged(rid)
     tokens = loads(run.get("tokens_json"), {}) or {}
     total_tokens = tokens.get("total") or 0
     grader_tokens = (tokens.get("assertions") or {}).get("total") or 0
     cost, grader_cost = run.get("cost"), tokens.get("graderCost") or 0
     unpriced, grader_unpriced = tokens.get("costUnpriced") or 0, tokens.get("graderCostUnpriced") or 0
     done = passed + failed + errors
+    judged = done - not_judged  # the pass rate is over the rows judged
     return {
         "id": rid, "description": run.get("description"), "status": status, "createdAt": run.get("created_at"),
         "finishedAt": run.get("finished_at"), "durationMs": run.get("duration_ms") or 0,
         "configFiles": loads(run.get("config_files_json"), []) or [],
         "graders": loads(run.get("graders_json"), []) or [], "totalRows": run.get("total_steps") or 0,
-        "rows": done, "successes": passed, "failures": failed, "errors": errors,
-        "passRate": (passed / done) if done else None, "tokens": total_tokens, "graderTokens": grader_tokens,
+        "rows": done, "successes": passed, "failures": failed, "errors": errors, "notJudged": not_judged,
+        "judged": judged, "passRate": (passed / judged) if judged else None, "tokens": total_tokens, "graderTokens": grader_tokens,
         "cost": cost, "graderCost": grader_cost, "costUnpricedRows": unpriced,
         "graderCostUnpricedRows": grader_unpriced, "abortReason": run.get("abort_reason"),
         "factcliVersion": run.get("factcli_version"),
@@ -85,14 +88,15 @@ def _stats_from_rows(store: Store, run: dict) -> dict[int, dict]:
         clusters: dict[int, list] = {}
         nonbinary = "MAX(CASE WHEN score IS NOT NULL AND score NOT IN (0, 1) THEN 1 ELSE 0 END)"
         sql = (f"SELECT prompt_idx, COUNT(*), SUM(success), SUM(score), COUNT(score), {nonbinary} FROM results "
-               "WHERE run_id = ? GROUP BY prompt_idx, test_key")
+               f"WHERE run_id = ? AND failure_reason != {FAILURE_GRADING} GROUP BY prompt_idx, test_key")
         for p, n, passes, total, scored, nb in store.execute(sql, (run["id"],)):
             clusters.setdefault(p, []).append(stats.Cluster(n, passes or 0, total or 0.0, scored, bool(nb)))
         return {p: stats.column_stats(cs, repeat) for p, cs in clusters.items()}
     # every row is its own test: identical rows are counted once by SQL
     counts: dict[int, list[int]] = {}
     scores: dict[int, list[float]] = {}
-    sql = "SELECT prompt_idx, success, score, COUNT(*) FROM results WHERE run_id = ? GROUP BY prompt_idx, success, score"
+    sql = ("SELECT prompt_idx, success, score, COUNT(*) FROM results WHERE run_id = ? "
+           f"AND failure_reason != {FAILURE_GRADING} GROUP BY prompt_idx, success, score")  # rows judged
     for p, success, score, n in store.execute(sql, (run["id"],)):
         c = counts.setdefault(p, [0, 0])
         c[0] += n
@@ -118,18 +122,19 @@ def column_summaries(store: Store, run: dict, derived_names: set[str] | None = N
     stored = [metrics_from_json(c.get("metrics_json")) for c in cols]
     computed: dict[int, dict] | None = None
     if not (final and all(m is not None and m.stats for m in stored)):
-        rows = (sum(sum(c.values()) for c in counts.values()) if counts is not None
+        rows = (sum(c["pass"] + c["fail"] + c["error"] for c in counts.values()) if counts is not None
                 else sum(m.rows for m in stored if m is not None))
         if rows <= LIVE_STATS_MAX_ROWS:
             computed = _stats_from_rows(store, run)
     out = []
     for c, m in zip(cols, stored):
         if counts is not None or m is None:
-            cnt = (counts or {}).get(c["prompt_idx"], {"pass": 0, "fail": 0, "error": 0})
+            cnt = (counts or {}).get(c["prompt_idx"], {"pass": 0, "fail": 0, "error": 0, "notJudged": 0})
         else:
-            cnt = {"pass": m.test_pass, "fail": m.test_fail, "error": m.test_error}
-        n = cnt["pass"] + cnt["fail"] + cnt["error"]
+            cnt = {"pass": m.test_pass, "fail": m.test_fail, "error": m.test_error, "notJudged": m.test_unjudged}
+        n = cnt["pass"] + cnt["fail"] + cnt["error"] - cnt["notJudged"]  # the rows judged
         means, derived, categories, grading_errors, score_mean, methods, judged = {}, {}, {}, 0, None, {}, []
+        named_unjudged: dict = {}
         weight_zero: list[str] = []
         if m is not None:
             # every assertion of the metric had weight 0: its mean is 0 by construction, not a failure
@@ -144,7 +149,8 @@ def column_summaries(store: Store, run: dict, derived_names: set[str] | None = N
             grading_errors = m.grading_errors
             methods = {k: v.get("line", "") for k, v in (m.methods or {}).items() if isinstance(v, dict)}
             judged = [e for e in m.judge_corrected or [] if isinstance(e, dict)]
-            score_mean = (m.score / m.rows) if m.rows else None
+            score_mean = (m.judged_score / (m.rows - m.test_unjudged)) if m.rows > m.test_unjudged else None
+            named_unjudged = {k: m.not_judged(k) for k in m.named_unjudged or {}}
         rate = stats.wald_interval(cnt["pass"], n)
         if final and m is not None and m.stats:
             column_stats = m.stats
@@ -156,6 +162,7 @@ def column_summaries(store: Store, run: dict, derived_names: set[str] | None = N
             "promptIdx": c["prompt_idx"], "label": column_label(c), "provider": provider_name(c),
             "prompt": c.get("prompt_label"), "promptShort": short_prompt(c.get("prompt_label"), c.get("prompt_raw")),
             "weightZero": weight_zero, "pass": cnt["pass"], "fail": cnt["fail"], "error": cnt["error"],
+            "notJudged": cnt["notJudged"], "namedNotJudged": named_unjudged,
             "passRate": (cnt["pass"] / n) if n else None,
             "passRateCi95": [rate["low"], rate["high"]] if rate else None,
             "passRateMargin": rate["margin"] if rate else None, "meanScore": score_mean, "namedMeans": means,
@@ -184,7 +191,7 @@ def _filters(store: Store, failures: bool, errors: bool, text: str | None, colum
     if failures:
         status.append("failure_reason = 1")
     if errors:
-        status.append("failure_reason = 2")
+        status.append("failure_reason IN (2, 3)")  # types.ERROR_REASONS
     if status:
         conds.append("(" + " OR ".join(status) + ")")
     if text:
@@ -271,7 +278,7 @@ def page(store: Store, run: dict, *, failures: bool = False, errors: bool = Fals
             if t["description"] is None:
                 t["description"] = r["description"]
                 t["vars"] = r["vars_json"]
-            status = "PASS" if r["success"] else ("ERROR" if r["failure_reason"] == 2 else "FAIL")
+            status = status_word(r["success"], r["failure_reason"])
             # the stored `error` is a FAIL's reason or an ERROR's message: each goes under its own name
             t["cells"][r["prompt_idx"]] = {
                 "promptIdx": r["prompt_idx"], "repeatIdx": r["repeat_idx"], "status": status,
@@ -315,9 +322,12 @@ def render_header(console, h: dict, *, page_info: dict | None = None) -> None:
     from factcli.stats.intervals import wald_margin
 
     rate = "n/a" if h["passRate"] is None else (f"{h['passRate'] * 100:.2f}% "
-                                                f"± {wald_margin(h['passRate'], h['rows']) * 100:.1f}")
+                                                f"± {wald_margin(h['passRate'], h['judged']) * 100:.1f}")
+    not_judged = h.get("notJudged") or 0
     console.print(f"Rows: {h['rows']}/{h['totalRows']} · [green]{h['successes']} pass[/] · "
-                  f"[red]{h['failures']} fail[/] · [yellow]{h['errors']} error[/] · pass rate {rate}")
+                  f"[red]{h['failures']} fail[/] · [yellow]{h['errors']} error[/]"
+                  + (f" [yellow]({not_judged} not judged)[/]" if not_judged else "") + f" · pass rate {rate}"
+                  + (f" [dim]over the {h['judged']} rows judged[/]" if not_judged and h["judged"] else ""))
     tokens = f"Tokens {h['tokens']:,}" + (f" (+{h['graderTokens']:,} grading)" if h["graderTokens"] else "")
     unpriced = h.get("costUnpricedRows") or 0
     cost = None if unpriced and unpriced >= h["rows"] else h.get("cost")
@@ -336,10 +346,12 @@ def render_header(console, h: dict, *, page_info: dict | None = None) -> None:
                           f"(page {page_info['page']}/{page_info['pages']})[/]")
 
 
-def metric_cell(value: float | None, weight_zero: bool = False) -> str:
+def metric_cell(value: float | None, weight_zero: bool = False, not_judged: int = 0) -> str:
     """A named metric's mean; one whose assertions all have weight 0 says so, since its mean is 0
-    by construction and would read as a failure."""
+    by construction and would read as a failure; the rows left out of it (not judged) beside it."""
     text = "—" if value is None else f"{value:.3f}"
+    if not_judged:
+        text += f" ({not_judged} not judged)"
     return f"{text} (weight 0)" if weight_zero else text
 
 
@@ -364,14 +376,17 @@ def footer_fields(summaries: list[dict]) -> list:
             score += " " + figures.fmt_interval(st.get("scoreCi95"), 2)
         scores.append(score)
     fields = [Field("pass rate", [figures.fmt_rate(s["passRate"], s.get("passRateMargin")) for s in summaries]),
-              Field("pass/fail/error", [f"{s['pass']}/{s['fail']}/{s['error']}" for s in summaries]),
+              Field("pass/fail/error", [f"{s['pass']}/{s['fail']}/{s['error']}"
+                                        + (f" ({s['notJudged']} not judged)" if s.get("notJudged") else "")
+                                        for s in summaries]),
               Field("mean score" + (" [95% CI]" if nonbinary else ""), scores)]
     if repeat > 1:
         cells = [figures.repeat_cells(st, repeat) for st in col_stats]
         for i, name in enumerate((f"pass@{repeat}", f"pass^{repeat}", "flip rate")):
             fields.append(Field(name, [c[i] for c in cells]))
     for n in names:
-        fields.append(Field(f"{n} (mean)", [metric_cell(s["namedMeans"].get(n), n in s.get("weightZero", ()))
+        fields.append(Field(f"{n} (mean)", [metric_cell(s["namedMeans"].get(n), n in s.get("weightZero", ()),
+                                                        (s.get("namedNotJudged") or {}).get(n, 0))
                                             for s in summaries]))
     for n in derived:
         fields.append(Field(f"{n} (derived)", [num(s["derived"].get(n)) for s in summaries]))
@@ -410,7 +425,8 @@ def render_footer(console, summaries: list[dict], terminal: bool) -> None:
             console.print(Text(f"{one_line(s['label'], 40)}: {line}"))
 
 
-def render_runs(console, runs: list[dict], terminal: bool, counts: dict[str, int]) -> None:
+def render_runs(console, runs: list[dict], terminal: bool, counts: dict[str, int], not_judged=None) -> None:
+    """`not_judged`: run id -> its rows not judged (Store.not_judged), left out of its pass rate."""
     from rich import box
     from rich.table import Table
     from rich.text import Text
@@ -428,8 +444,9 @@ def render_runs(console, runs: list[dict], terminal: bool, counts: dict[str, int
         status = shown_status(r)
         done = counts.get(r["id"], (r.get("successes") or 0) + (r.get("failures") or 0) + (r.get("errors") or 0))
         rate = ""
-        if r.get("finished_at") and done:
-            rate = f"{(r.get('successes') or 0) / done * 100:.1f}%"
+        judged = done - (not_judged(r["id"]) if not_judged is not None else 0)
+        if r.get("finished_at") and judged:
+            rate = f"{(r.get('successes') or 0) / judged * 100:.1f}%"
         files = loads(r.get("config_files_json"), []) or []
         rows.append({"id": r["id"], "created": when(r.get("created_at")), "status": status,
                      "rows": f"{done}/{r.get('total_steps') or 0}", "pass rate": rate,

@@ -37,7 +37,7 @@ def assign_variants(run, variants: list[list[TestCase]]) -> None:
 
 def verdict(row: EvalResult) -> tuple[bool | None, str | None]:
     """-> (pass?, None) for a prediction, (None, reason) for a grading error."""
-    if row.failure_reason == FAILURE_ERROR or row.grading is None:
+    if row.failure_reason == FAILURE_ERROR or row.grading is None:  # (a row not judged: its component, below)
         return None, row.error or "error"
     comps = row.grading.component_results or [row.grading]
     for c in comps:

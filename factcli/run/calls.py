@@ -24,6 +24,7 @@ import contextlib
 import copy
 import random
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from factcli import settings
@@ -175,10 +176,14 @@ class Caller:
             if cap is not None:  # a model whose output limit litellm does not know: a real bound on the cost
                 context["overrides"] = {**overrides, "max_tokens": cap}
         key = self._key(provider, prompt, repeat_idx, context)
+        accept = context.pop("accept", None)
         if key is not None:
             hit = self.cache.get(key)
             if hit is not None:
-                return hit
+                if accept is None or accept(hit):
+                    _given(key)
+                    return hit
+                self.cache.delete(key)  # kept by an older factcli: its reader refuses it, ask again
         if key is None:
             if FormatMemory.form_of(context.get("overrides") or {}) is None:  # _structured's first case, inline
                 return await self._attempts(provider, prompt, context)
@@ -188,6 +193,7 @@ class Caller:
             resp = copy.deepcopy(await asyncio.shield(pending))
             if resp.error is None:
                 resp.cached = True
+                _given(key)
             return resp
         future = asyncio.get_running_loop().create_future()
         self._inflight[key] = future
@@ -202,9 +208,20 @@ class Caller:
             self._inflight.pop(key, None)
         if not future.done():
             future.set_result(resp)
-        if readable(resp):
+        if readable(resp) and (accept is None or accept(resp)) and _given(key):
             self.cache.set(key, resp)
         return resp
+
+    def sends_json(self, provider: Provider, overrides: dict) -> bool:
+        """Whether a request with these overrides goes out asking for JSON (its endpoint has not refused
+        every structured form this run): its reply is then held to its schema."""
+        return (getattr(provider, "takes_schema", True)
+                and FormatMemory.form_of(self.formats.apply(provider.endpoint(), overrides)) is not None)
+
+    def given(self) -> "GivenReplies":
+        """`with caller.given() as replies:` the cached replies served or stored inside (tasks started
+        inside included), to drop again with replies.drop()."""
+        return GivenReplies(self.cache)
 
     async def _structured(self, provider: Provider, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
         """The call, in the form of structured output its endpoint accepts (see the module's docstring)."""
@@ -234,21 +251,6 @@ class Caller:
             return None
         return cache_key(provider.cache_identity(), prompt.messages, repeat_idx, context.get("overrides"),
                          prompt.config)
-
-    def forget(self, provider: Provider, prompt: RenderedPrompt, *, repeat_idx: int = 0,
-               context: dict | None = None) -> None:
-        """Drop a cached reply its reader could not use (a grader's reply that is not a verdict), so
-        that the next run asks again instead of repeating the failure for the cache's lifetime.
-        `context` as given to `call`."""
-        context = dict(context or {})
-        overrides = context.get("overrides") or {}
-        if (self.budget is not None and provider.call_price is None
-                and output_cap(provider.config or {}, overrides) is None and budget_cap(provider) is not None):
-            context["overrides"] = {**overrides, "max_tokens": budget_cap(provider)}
-        key = self._key(provider, prompt, repeat_idx, context)
-        if key is not None:
-            self.cache.delete(key)
-
 
     async def _attempts(self, provider: Provider, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
         policy = self.policy
@@ -333,6 +335,51 @@ def _answered(resp: ProviderResponse, start: float) -> ProviderResponse:
     if resp.error:
         resp.error = scrub_text(str(resp.error))
     return resp
+
+
+# The response cache's rule for grader replies (issue 44), for every step of every method alike:
+# - a reply its step's reader refuses (the caller's `accept`: a reply its JSON schema does not allow,
+#   a reply cut off) is never stored, and never served: an older one found in the cache is dropped;
+# - a grading that ends in a grader error keeps none of the replies it read (GivenReplies, which
+#   scoring/scorer.run_assertion opens around every model-graded assertion): a reply that fits its
+#   schema but that the step could not use (three verdicts for four claims) is asked again next run.
+_GIVEN: ContextVar["GivenReplies | None"] = ContextVar("factcli_replies_given", default=None)
+
+
+def _given(key: str) -> bool:
+    """Note a reply served or stored in the current grading; False when that grading already failed
+    (a call it left running answered afterwards: a step gathered with one that failed), so the
+    reply is not stored."""
+    given = _GIVEN.get()
+    if given is None:
+        return True
+    if given.dropped:
+        return False
+    given.keys.add(key)
+    return True
+
+
+class GivenReplies:
+    __slots__ = ("cache", "keys", "token", "dropped")
+
+    def __init__(self, cache: ResponseCache | None):
+        self.cache = cache
+        self.keys: set = set()
+        self.dropped = False
+
+    def __enter__(self) -> "GivenReplies":
+        self.token = _GIVEN.set(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _GIVEN.reset(self.token)
+
+    def drop(self) -> None:
+        self.dropped = True
+        if self.cache is not None:
+            for key in self.keys:
+                self.cache.delete(key)
+        self.keys.clear()
 
 
 def readable(resp: ProviderResponse) -> bool:

@@ -21,9 +21,9 @@ from factcli.run.calls import Caller
 from factcli.run.conversations import Conversations, TurnBroken
 from factcli.run.row_vars import RowError, build_row, data_row, static_row
 from factcli.scoring.grading import grader_ledger, note_grader_spend
+from factcli.scoring.outcome import failure_of
 from factcli.scoring.scorer import run_assertions, score_now
 from factcli.types import (
-    FAILURE_ASSERT,
     FAILURE_ERROR,
     FAILURE_NONE,
     EvalResult,
@@ -243,7 +243,7 @@ class Executor:
                 return grading
         named = {k: v for k, v in grading.named_scores.items() if isinstance(v, (int, float)) and v == v
                  and v not in (float("inf"), float("-inf"))} if grading.named_scores else {}
-        failure = FAILURE_NONE if grading.passed else FAILURE_ASSERT
+        failure = FAILURE_NONE if grading.passed else failure_of(grading, test)
         return EvalResult(step, rendered.text, response, grading, grading.passed, grading.score, named,
                           failure, error=None if grading.passed else grading.reason,
                           latency_ms=response.latency_ms)

@@ -47,6 +47,7 @@ class EvalOptions:
     dry_run: bool = False
     env_file: Path | None = None
     keep_rows: bool = False  # hold every row in memory after the run (the API's Run)
+    gates: list = field(default_factory=list)  # --gate 'METRIC>=X' (config/gates.parse_cli_gate), over the config's
 
     def session_args(self) -> dict:
         """What the store's session (run/session.py) reads: which run to resume, what to refuse."""
@@ -134,12 +135,25 @@ class Flow:
         session.filter_suite(suite)
         run = runner.prepare(suite, ro)
         run.warnings_shown = shown
+        self._gates(run, suite)
         self.suite, self.run = suite, run
         if run.total_steps == 0 and suite.tests and not self.ui.refuse_empty_filters:
             self.ui.warn(f"the filters leave no test to run (of {len(suite.tests)})")
         if not checked:  # (a beforeAll that changed nothing leaves the checked suite)
             self._preflight(run)
         return run
+
+    def _gates(self, run, suite) -> None:
+        """The config's gates and --gate's, checked before any call (run/gates.py)."""
+        run.gates = list(getattr(suite, "gates", ()))
+        if self.options.gates:  # (the module only for a run with gates)
+            from factcli.config.gates import parse_cli_gate
+
+            run.gates += [parse_cli_gate(g) if isinstance(g, str) else g for g in self.options.gates]
+        if run.gates:
+            from factcli.run import gates
+
+            gates.check_before_run(run.gates, suite)
 
     def _load(self, session):
         o = self.options
@@ -224,6 +238,10 @@ class Flow:
             raise
         stop()
         session.finish(run)
+        if run.gates and run.status == runner.STATUS_COMPLETE:
+            from factcli.run import gates
+
+            run.gate_results = gates.evaluate(run, run.gates)
         if self.options.keep_rows:
             run.rows, run.stored_rows = self.rows, None  # the caller holds every row; the store has them too
         # Returns nothing: asyncio.run's SIGINT handling reprs the finished task, result included,

@@ -38,7 +38,7 @@ class Run:
             s = m.stats or {}
             out.append({
                 "provider": col.provider.display, "prompt": col.prompt.label,
-                "pass": m.test_pass, "fail": m.test_fail, "error": m.test_error,
+                "pass": m.test_pass, "fail": m.test_fail, "error": m.test_error, "notJudged": m.test_unjudged,
                 "passRate": s.get("passRate"), "passRateCi95": s.get("passRateCi95"),
                 "scoreMean": s.get("scoreMean"), "scoreCi95": s.get("scoreCi95"),
                 "namedScores": dict(m.named_scores), "cost": m.cost, "graderCost": m.grader_cost,
@@ -87,4 +87,5 @@ class Run:
         shown = "n/a" if rate is None else f"{rate * 100:.1f}%"
         where = " (stored)" if self.stored else ""
         return (f"<factcli Run {self._run.run_id} {self._run.status}{where}: {self._run.successes} passed, "
-                f"{self._run.failures} failed, {self._run.errors} errors, pass rate {shown}>")
+                f"{self._run.failures} failed, {self._run.errors} errors"
+                + (f" ({self._run.unjudged} not judged)" if self._run.unjudged else "") + f", pass rate {shown}>")

@@ -72,6 +72,8 @@ class EvalRun:
     cache: bool = True
     graders: list[str] = field(default_factory=list)
     grader_source: object = None
+    gates: list = field(default_factory=list)  # config/gates.Gate: the config's and --gate's
+    gate_results: list = field(default_factory=list)  # run/gates.GateResult, once the run has finished
     _tallies: list | None = field(default=None, repr=False)  # per column: (stats.ColumnSample, ColumnMethods)
     _pending: list = field(default_factory=list, repr=False)  # rows waiting for the comparisons
 
@@ -88,8 +90,18 @@ class EvalRun:
         return sum(m.test_error for m in self.metrics)
 
     @property
+    def unjudged(self) -> int:
+        """ERROR rows the judge could not judge (types.FAILURE_GRADING): out of the pass rate."""
+        return sum(m.test_unjudged for m in self.metrics)
+
+    @property
+    def judged(self) -> int:
+        return self.successes + self.failures + self.errors - self.unjudged
+
+    @property
     def pass_rate(self) -> float | None:
-        total = self.successes + self.failures + self.errors
+        """Over the rows that were judged; None when none was."""
+        total = self.judged
         return None if total == 0 else self.successes / total
 
     @property
@@ -207,8 +219,11 @@ def prepare(suite: Suite, options: RunOptions) -> EvalRun:
     run.warnings.extend(unknown.values())
     run._unknown_vars = set(unknown)  # type: ignore[attr-defined]  # said once, not again after the run
     run.warnings.extend(model_name_warnings(suite))
+    from factcli.config.plan import context_expansion_warnings
+
+    run.warnings.extend(context_expansion_warnings(suite.tests))
     if run.max_cost is not None:
-        check_prices(suite, run.graders)
+        check_prices(suite, run.grader_specs)
     if len(cols) < 2 and not streamed:  # (such a suite has no select-best nor max-score)
         from factcli.errors import ConfigError
 
@@ -279,19 +294,29 @@ def model_name_warnings(suite: Suite) -> list[str]:
     return out
 
 
-def check_prices(suite: Suite, graders: list[str]) -> None:
+def check_prices(suite: Suite, graders: list) -> None:
     """A budget needs the price of every model and grader it may call: one unknown is an error now,
-    naming the key that would price it."""
+    naming the key that would price it. `graders`: (spec, kind) of each grader (check_graders), each
+    priced with its own config (`inputCost`/`outputCost`), as --dry-run prices it."""
     from factcli.errors import FactcliError
     from factcli.providers.registry import create_provider
     from factcli.run.budget import unpriced
-    from factcli.types import ProviderSpec
 
     where = {}
     for i, s in enumerate(suite.providers):
         where.setdefault(s.id, f"providers[{i}].config")
-    specs = list(suite.providers) + [ProviderSpec(id=g) for g in graders]
-    unknown = list(dict.fromkeys(s.id for s in specs if unpriced(create_provider(s, suite.base_dir))))
+    models = [create_provider(s, suite.base_dir) for s in suite.providers]
+    unknown = [s.id for s, p in zip(suite.providers, models) if unpriced(p)]
+    for spec, kind in graders:
+        if kind == "embedding":
+            from factcli.providers.embedding import EmbeddingProvider
+
+            provider = EmbeddingProvider(spec, suite.base_dir)
+        else:
+            provider = create_provider(spec, suite.base_dir)
+        if unpriced(provider):
+            unknown.append(spec.id)
+    unknown = list(dict.fromkeys(unknown))
     if unknown:
         first = unknown[0]
         key = where.get(first, "the grader's config (defaultTest.options.provider: {id: ..., config: {...}})")

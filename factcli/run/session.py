@@ -26,7 +26,7 @@ from factcli.store.encode import loads
 from factcli.store.records import column_record, from_record, metrics_to_json, to_row
 from factcli.store.redact import REDACTED, Scrubber
 from factcli.store.schema import RESULT_FIELDS
-from factcli.types import COMPARE_TYPES, compares, test_key
+from factcli.types import COMPARE_TYPES, ERROR_REASONS, compares, test_key
 
 METRICS_EVERY_S = 1.0  # column metrics are refreshed this often while a run writes
 # Rows are committed in groups (a commit per row was a third of a stored echo run's time): a group
@@ -340,7 +340,7 @@ class EvalSession:
             if step is None or (test_key(step.test.description, step.vars) != stored_key and not hooked):
                 raise FactcliError(f"test {key[0]} of run {run_id} no longer matches the config "
                                    "(the tests changed since the run started); it cannot be resumed")
-        keep = set(done) if self.mode == "resume" else {k for k, (fr, _) in done.items() if fr != 2}
+        keep = set(done) if self.mode == "resume" else {k for k, (fr, _) in done.items() if fr not in ERROR_REASONS}
         keep = _settle(keep, plan, getattr(run, "_conversations", None))
         run.run_id, run.created_at = run_id, src["created_at"]
         self._stream_rows(run)
@@ -524,7 +524,7 @@ class EvalSession:
         if status == "started":
             status = "interrupted"
         counts = store.counts(run_id)
-        rows_done = sum(sum(c.values()) for c in counts.values())
+        rows_done = sum(c["pass"] + c["fail"] + c["error"] for c in counts.values())
         if status == "complete":
             if rows_done < run.total_steps:
                 status = "interrupted"  # e.g. --retry-errors on a run that never finished

@@ -105,9 +105,6 @@ class GraderLedger:
     unpriced: int = 0  # answered calls whose price is unknown: the row's grader cost is then n/a
     cached: int = 0  # replies read from the response cache
     searches: int = 0  # of the calls, those made to a search backend (Grader.search)
-    # reply text -> drops that reply from the response cache: a reply no handler could read is not
-    # kept, so the next run asks again (grader_error calls it)
-    forget: dict = field(default_factory=dict)
 
     def add(self, provider, resp) -> None:
         self.calls += 1
@@ -157,10 +154,27 @@ def note_grader_spend(result: GradingResult, ledger: GraderLedger) -> None:
         result.tokens_used = ledger.tokens
 
 
+def _text_of(output: Any) -> str | None:
+    return output if isinstance(output, str) else (None if output is None else json.dumps(output))
+
+
 def _record(provider, resp) -> None:
     ledger = _LEDGER.get()
     if ledger is not None:
         ledger.add(provider, resp)
+
+
+class _NoReplies:
+    keys = ()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def drop(self) -> None:
+        return None
 
 
 class Grader:
@@ -207,18 +221,30 @@ class Grader:
                 overrides["response_format"] = {"type": "json_object"}
         text = json.dumps(messages, ensure_ascii=False)
         prompt = RenderedPrompt(text=text, messages=messages)
-        context = {"overrides": overrides, "purpose": "grader"}
+        held = getattr(self.caller, "sends_json", None)
+
+        def schema_error(reply_text: str | None) -> str | None:
+            """Why the reply breaks the step's schema, when the request asked for it (None: it fits, or
+            the endpoint refused every structured form, and the step reads the grader's own words)."""
+            if reply is None or not reply_text or (held is not None and not held(provider, overrides)):
+                return None
+            from factcli.scoring.replies import ReplyError
+
+            try:
+                reply.read(reply_text)
+            except ReplyError as exc:
+                return str(exc)
+            return None
+
+        def usable(resp) -> bool:  # the cache keeps and serves only this (run/calls.py)
+            return resp.finish_reason != "length" and schema_error(_text_of(resp.output)) is None
+
+        context = {"overrides": overrides, "purpose": "grader", "accept": usable}
         resp = await self.caller.call(provider, prompt, context=context)
         _record(provider, resp)
         output = resp.output
-        reply_text = output if isinstance(output, str) else (None if output is None else json.dumps(output))
+        reply_text = _text_of(output)
         error = resp.error
-
-        def forget() -> None:
-            drop = getattr(self.caller, "forget", None)
-            if drop is not None:
-                drop(provider, prompt, context=context)
-
         if error is None and resp.finish_reason == "length":
             if own_cap is not None:
                 error = (f"the grader's reply was cut off at its max_tokens of {own_cap} (finish_reason=length); "
@@ -228,22 +254,24 @@ class Grader:
                 error = (f"the grader's reply was cut off at {step} cap of {cap} tokens (finish_reason=length); "
                          f"raise it with max_tokens in the grader's config (provider: {{id: {spec.id}, "
                          f"config: {{max_tokens: {cap * 2}}}}})")
-            forget()
         out = GraderReply(reply_text, error, resp.token_usage, resp.cost, resp.finish_reason, output)
         if reply is not None and error is None and reply_text:
             from factcli.scoring.replies import ReplyError
 
             try:
                 out.parsed = reply.read(reply_text)
-            except ReplyError:
-                pass
+            except ReplyError as exc:
+                if schema_error(reply_text) is not None:  # JSON was asked for: prose is no verdict (issue 44)
+                    out.error = f"the judge's reply does not fit the {reply.name} step's JSON schema: {exc}"
             else:
                 out.raw, out.text = reply_text, reply.text_of(out.parsed)
-        ledger = _LEDGER.get()
-        if ledger is not None:
-            for text in {reply_text, out.text} - {None, ""}:  # a handler reports either as graderRaw
-                ledger.forget[text] = forget
         return out
+
+    def given_replies(self):
+        """The cache entries of the replies read inside (run/calls.GivenReplies), to drop when the
+        grading fails; a caller without a cache gives a scope that drops nothing."""
+        given = getattr(self.caller, "given", None)
+        return given() if given is not None else _NoReplies()
 
     async def search(self, backend, query: str, results: int) -> GraderReply:
         """One search through the run's Caller (retries, limits, cache, budget), counted in the row's
@@ -398,13 +426,9 @@ def _lenient_load(candidate: str, yaml) -> Any:
 
 def grader_error(reason: str, raw: str | None = None, tokens: TokenUsage | None = None, **metadata) -> GradingResult:
     """A reply that could not be used: the assertion fails, marked, never inverted by `not-`."""
-    meta = {"graderError": True, **metadata}
+    meta = {"graderError": True, **metadata}  # the replies it read leave the cache (scorer.run_assertion)
     if raw is not None:
         meta["graderRaw"] = raw
-        ledger = _LEDGER.get()
-        forget = ledger.forget.pop(raw, None) if ledger is not None and isinstance(raw, str) else None
-        if forget is not None:
-            forget()
     return GradingResult(False, 0.0, reason, tokens_used=tokens or TokenUsage(), metadata=meta)
 
 

@@ -11,7 +11,7 @@ import math
 import operator
 from dataclasses import dataclass, field
 
-from factcli.types import FAILURE_ERROR, EvalResult, TokenUsage
+from factcli.types import ERROR_REASONS, FAILURE_GRADING, EvalResult, TokenUsage
 
 
 def _div(a, b):
@@ -132,7 +132,8 @@ class ColumnMetrics:
     score: float = 0.0
     test_pass: int = 0
     test_fail: int = 0
-    test_error: int = 0
+    test_error: int = 0  # ERROR rows, those not judged among them (promptfoo's testErrorCount)
+    test_unjudged: int = 0  # rows the judge could not judge (FAILURE_GRADING): out of pass rates and means
     assert_pass: int = 0
     assert_fail: int = 0
     total_latency_ms: float = 0
@@ -142,6 +143,10 @@ class ColumnMetrics:
     named_scores: dict = field(default_factory=dict)
     named_count: dict = field(default_factory=dict)
     named_weights: dict = field(default_factory=dict)
+    # promptfoo's sums above hold every row; what the rows not judged put in them, taken out of factcli's
+    # means (named_means, judged_score): metric -> [rows, weighted score, weight], and the rows' score
+    named_unjudged: dict = field(default_factory=dict)
+    unjudged_score: float = 0.0
     rows: int = 0
     cached: int = 0
     grading_errors: int = 0  # assertions whose grader failed or could not be read
@@ -156,8 +161,15 @@ class ColumnMetrics:
     def add(self, row: EvalResult, derived: list[tuple[str, object]]) -> None:
         """promptfoo's updatePromptMetricsForRow, in its order (derived metrics before counts)."""
         self.rows += 1
+        unjudged = row.failure_reason == FAILURE_GRADING
         self.score += row.score
         grading = row.grading
+        left_out = ()
+        if unjudged:
+            self.unjudged_score += row.score
+            left_out = _unjudged_metrics(row)
+            for name in left_out:
+                self.named_unjudged.setdefault(name, [0, 0.0, 0.0])[0] += 1
         for name, value in row.named_scores.items():
             count = 0
             weight_total = None
@@ -176,6 +188,10 @@ class ColumnMetrics:
             self.named_scores[name] = self.named_scores.get(name, 0.0) + weighted
             self.named_count[name] = self.named_count.get(name, 0) + count
             self.named_weights[name] = self.named_weights.get(name, 0.0) + weight_total
+            if name in left_out:
+                kept = self.named_unjudged[name]
+                kept[1] += weighted
+                kept[2] += weight_total
         if derived:
             names = dict(self.named_scores)
             names["__count"] = self.rows
@@ -189,8 +205,9 @@ class ColumnMetrics:
                 names[metric_name] = value
         if row.success:
             self.test_pass += 1
-        elif row.failure_reason == FAILURE_ERROR:
+        elif row.failure_reason in ERROR_REASONS:
             self.test_error += 1
+            self.test_unjudged += unjudged
         else:
             self.test_fail += 1
         if grading is not None:
@@ -227,13 +244,51 @@ class ColumnMetrics:
             self.cached += 1
 
     @property
+    def judged(self) -> int:
+        """Rows that count in the pass rate and the score: every row but those not judged."""
+        return self.test_pass + self.test_fail + self.test_error - self.test_unjudged
+
+    @property
     def pass_rate(self) -> float:
-        total = self.test_pass + self.test_fail + self.test_error
+        total = self.judged
         return self.test_pass / total if total else 0.0
 
+    @property
+    def judged_score(self) -> float:
+        """The sum of the scores of the rows judged (`score` is promptfoo's, over every row)."""
+        return self.score - self.unjudged_score
+
     def named_means(self) -> dict:
-        return {k: (v / self.named_weights[k] if self.named_weights.get(k) else v)
-                for k, v in self.named_scores.items()}
+        """Each named metric's mean over the rows judged (None when none was); a derived metric's value."""
+        out = {}
+        for k, v in self.named_scores.items():
+            weight = self.named_weights.get(k)
+            left = self.named_unjudged.get(k)
+            if left:
+                v, weight = v - left[1], (weight or 0.0) - left[2]
+                if weight <= 0:
+                    out[k] = None
+                    continue
+            out[k] = v / weight if weight else v
+        return out
+
+    def not_judged(self, name: str) -> int:
+        """Rows left out of the named metric's mean: the judge could not judge them."""
+        left = self.named_unjudged.get(name)
+        return left[0] if left else 0
+
+
+def _unjudged_metrics(row: EvalResult) -> set:
+    """The named metrics of a row not judged that an errored assertion feeds: left out of their means."""
+    from factcli.scoring.scorer import render_metric
+
+    names: set = set()
+    for c in row.grading.component_results if row.grading is not None else ():
+        if c.metadata and c.metadata.get("graderError"):
+            if c.assertion is not None and c.assertion.metric:
+                names.add(render_metric(c.assertion.metric, row.step.vars))
+            names.update(c.named_scores)
+    return names
 
 
 def compile_derived(derived_metrics: list[dict]) -> list[tuple[str, object]]:

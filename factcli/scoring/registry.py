@@ -184,6 +184,19 @@ class AssertionContext:
             raise AssertionError_("model-graded assertions need a grader (run through factcli eval)")
         return self.grader
 
+    async def transformed_context(self) -> Any:
+        """The assertion's `contextTransform`, applied as promptfoo applies it, for every type that takes
+        a context (the RAG types, facts-grounding, factual-correctness's reference): to the provider's
+        output, seeing the row's `vars`, the `prompt` and the provider response's `metadata` (retrieved
+        passages: `context.metadata.contexts`). Raises what the transform raised."""
+        from factcli.scripting.transforms import apply_transform
+
+        source = self.response.output if self.response is not None else self.output
+        tctx: dict = {"vars": dict(self.vars), "prompt": {"label": self.prompt}}
+        if self.response is not None and self.response.metadata:
+            tctx["metadata"] = self.response.metadata
+        return await apply_transform(self.assertion.context_transform, source, tctx)
+
     def rubric(self, default):
         """The rubric prompt: the assertion's, else the test's options.rubricPrompt, else the default."""
         value = self.assertion.rubric_prompt

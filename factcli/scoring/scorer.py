@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from factcli import templating
+from factcli.scoring.outcome import has_grader_error
 from factcli.scoring.registry import AssertionContext, AssertionError_, coerce_string, lookup
 from factcli.types import (COMPARE_TYPES, EMPTY_DICT, EMPTY_LIST, ZERO_TOKENS, Assertion, GradingResult,
                            ProviderResponse, TestCase, TokenUsage, grading_json)
@@ -172,7 +173,13 @@ async def run_assertion(a: Assertion, *, output: Any, test: TestCase, variables:
     value = _value(a, plan, variables)
     ctx = AssertionContext(a, output, value, test, variables, prompt, response, provider, grader)
     if kind.is_async:
-        result = await kind.handler(ctx)
+        if grader is None:
+            result = await kind.handler(ctx)
+        else:  # a grading that failed keeps none of the replies it read in the cache (run/calls.py)
+            with grader.given_replies() as given:
+                result = await kind.handler(ctx)
+            if given.keys and has_grader_error(result):
+                given.drop()
     else:
         result = kind.handler(ctx)
     return _settle(a, result, value, variables)

@@ -11,6 +11,7 @@ from typing import Any, Iterable, Sequence
 from factcli.stats.intervals import bootstrap_cluster_mean, wald_interval
 from factcli.stats.judge import JudgeTally
 from factcli.stats.passk import repeat_stats
+from factcli.types import FAILURE_GRADING
 
 
 def _finite(score: Any) -> bool:
@@ -96,6 +97,8 @@ class ColumnSample:
         self.clusters: dict[str, Cluster] = {}
 
     def add(self, row) -> None:
+        if row.failure_reason == FAILURE_GRADING:  # not judged: out of the pass rate and the score
+            return
         if self.repeat > 1:
             from factcli.types import test_key
 
@@ -131,5 +134,5 @@ def fill(run) -> None:
 
 def run_interval(run) -> list[float] | None:
     """The normal interval of the whole run's pass rate (every column's rows together)."""
-    rate = wald_interval(run.successes, run.successes + run.failures + run.errors)
+    rate = wald_interval(run.successes, run.judged)
     return [rate["low"], rate["high"]] if rate else None

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from factcli.errors import FactcliError
+from factcli.types import ERROR_REASONS, FAILURE_GRADING
 from factcli.store.schema import MIGRATION_NAMES, MIGRATION_SET, RESULT_FIELDS, upsert_sql  # noqa: F401
 
 FINAL_STATUSES = ("complete", "interrupted", "aborted", "error")
@@ -171,9 +172,9 @@ class BaseStore:
 
     def first_failed_test(self, run_id: str) -> int | None:
         """The first test with a FAIL row (an ERROR row when none failed): the row worth opening."""
-        for reason in (1, 2):
-            row = self.execute("SELECT MIN(test_idx) FROM results WHERE run_id = ? AND failure_reason = ?",
-                               (run_id, reason)).fetchone()
+        for reasons in ((1,), ERROR_REASONS):
+            row = self.execute("SELECT MIN(test_idx) FROM results WHERE run_id = ? AND failure_reason IN "
+                               f"({', '.join('?' * len(reasons))})", (run_id, *reasons)).fetchone()
             if row[0] is not None:
                 return row[0]
         return None
@@ -256,14 +257,21 @@ class BaseStore:
             "SELECT test_idx, prompt_idx, repeat_idx, failure_reason, test_key FROM results WHERE run_id = ?",
             (run_id,))}
 
+    def not_judged(self, run_id: str) -> int:
+        """The run's rows the judge could not judge (ERROR rows, out of its pass rate); an index's count."""
+        return self.execute("SELECT COUNT(*) FROM results WHERE run_id = ? AND failure_reason = ?",
+                            (run_id, FAILURE_GRADING)).fetchone()[0]
+
     def counts(self, run_id: str) -> dict[int, dict[str, int]]:
-        """prompt_idx -> {pass, fail, error} counted in SQL (exact even while a run is writing)."""
+        """prompt_idx -> {pass, fail, error, notJudged (of the errors)} counted in SQL (exact even while a run is writing)."""
         out: dict[int, dict[str, int]] = {}
         for p, s, f, n in self.execute(
                 "SELECT prompt_idx, success, failure_reason, COUNT(*) FROM results WHERE run_id = ? "
                 "GROUP BY prompt_idx, failure_reason, success", (run_id,)):
-            c = out.setdefault(p, {"pass": 0, "fail": 0, "error": 0})
-            c["pass" if s else ("error" if f == 2 else "fail")] += n
+            c = out.setdefault(p, {"pass": 0, "fail": 0, "error": 0, "notJudged": 0})
+            c["pass" if s else ("error" if f in ERROR_REASONS else "fail")] += n
+            if not s and f == FAILURE_GRADING:  # an ERROR the judge could not judge: out of the pass rate
+                c["notJudged"] += n
         return out
 
 

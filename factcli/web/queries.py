@@ -13,6 +13,7 @@ from typing import Any
 from factcli.report import view
 from factcli.store.database import Store, shown_status
 from factcli.store.encode import loads
+from factcli.types import status_word
 
 PAGE_SIZES = (25, 50, 100, 200)
 
@@ -30,13 +31,14 @@ def runs(store: Store, limit: int = 200) -> list[dict]:
             counts = store.counts(r["id"])
             passed, failed, errors = (sum(c[k] for c in counts.values()) for k in ("pass", "fail", "error"))
         done = passed + failed + errors
-        rate = stats.wald_interval(passed, done)
+        not_judged = store.not_judged(r["id"])  # out of the pass rate
+        rate = stats.wald_interval(passed, done - not_judged)
         files = loads(r.get("config_files_json"), []) or []
         tokens = loads(r.get("tokens_json"), {}) or {}
         out.append({"id": r["id"], "createdAt": r.get("created_at"), "status": status,
                     "description": r.get("description") or ", ".join(os.path.basename(f) for f in files),
                     "rows": done, "totalRows": r.get("total_steps") or 0, "passed": passed, "failed": failed,
-                    "errors": errors, "passRate": rate["value"] if rate else None,
+                    "errors": errors, "notJudged": not_judged, "passRate": rate["value"] if rate else None,
                     "ci95": [rate["low"], rate["high"]] if rate else None, "margin": rate["margin"] if rate else None,
                     "cost": r.get("cost"), "costUnpriced": tokens.get("costUnpricedRows") or tokens.get("costUnpriced"),
                     "durationMs": r.get("duration_ms")})
@@ -79,7 +81,7 @@ def cell(rec: dict) -> dict:
     builds it from an EvalResult)."""
     from factcli.store.records import conversation_of, output_of
 
-    status = "PASS" if rec["success"] else ("ERROR" if rec["failure_reason"] == 2 else "FAIL")
+    status = status_word(rec["success"], rec["failure_reason"])
     out = output_of(rec)
     extra = loads(rec.get("extra_json"), {}) or {}
     response = extra.get("response") or {}
@@ -151,5 +153,5 @@ def live_status(store: Store, run: dict) -> dict:
     """The small document a page in progress polls: status and counts (exact while writing)."""
     h = view.run_header(store, run)
     return {"id": h["id"], "status": h["status"], "rows": h["rows"], "totalRows": h["totalRows"],
-            "successes": h["successes"], "failures": h["failures"], "errors": h["errors"],
+            "successes": h["successes"], "failures": h["failures"], "errors": h["errors"], "notJudged": h["notJudged"],
             "passRate": h["passRate"], "cost": h["cost"], "updatedAt": run.get("updated_at")}
