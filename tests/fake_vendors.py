@@ -281,6 +281,23 @@ class FakeVendors:
                 return found
         return self._subset_problem(schema.get("items"), f"{where}.items") if "items" in schema else None
 
+    @staticmethod
+    def _shown_schema(body: dict) -> dict:
+        """The schema a prompt shows last, after "Use this JSON schema:" (a Python literal in a ```json fence,
+        as litellm writes it), else any object."""
+        import ast
+
+        shown = {"type": "object"}
+        for content in body.get("contents") or []:
+            for part in content.get("parts") or []:
+                found = re.search(r"Use this JSON schema:\s*```json\s*(\{.*\})\s*```", str(part.get("text", "")), re.S)
+                if found:
+                    try:
+                        shown = ast.literal_eval(found.group(1))
+                    except (ValueError, SyntaxError):
+                        pass
+        return shown
+
     async def gemini_generate(self, request):
         body = await self._read(request)
         model = request.match_info["model"]
@@ -299,6 +316,8 @@ class FakeVendors:
             if problem:
                 return invalid(problem, "response_schema")
         schema = get("responseJsonSchema", "response_json_schema") or subset
+        if schema is None and get("responseMimeType", "response_mime_type") == "application/json":
+            schema = self._shown_schema(body)  # JSON asked for, its schema only in the prompt (litellm, Gemini 1.5)
         thinking = get("thinkingConfig", "thinking_config") or {}
         budget = thinking.get("thinkingBudget", thinking.get("thinking_budget", -1))
         thinks = "2.5" in model or "gemini-3" in model

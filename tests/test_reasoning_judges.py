@@ -179,6 +179,8 @@ def test_a_custom_reasoning_endpoint_learns_its_refusals_once_and_takes_a_reason
     ("{id: anthropic:messages:claude-sonnet-4-5, config: {apiBaseUrl: '%s', apiKey: sk-ant-test, reasoning: true}}",
      "/v1/messages", "thinking"),
     ("{id: google:gemini-2.5-flash, config: {apiBaseUrl: '%s', apiKey: gm-test}}", ":generateContent", "gemini"),
+    # no thinking; litellm asks for JSON and shows the schema in the prompt
+    ("{id: google:gemini-1.5-flash, config: {apiBaseUrl: '%s', apiKey: gm-test}}", ":generateContent", "json"),
 ])
 def test_claude_and_gemini_with_thinking_through_litellm(vendors, tmp_path, grader, path, sent):
     out = tmp_path / "r.json"
@@ -194,11 +196,18 @@ def test_claude_and_gemini_with_thinking_through_litellm(vendors, tmp_path, grad
             assert body["thinking"] == {"type": "enabled", "budget_tokens": 1024}
             assert body["max_tokens"] > 1024 and "temperature" not in body
             assert body["output_format"]["type"] == "json_schema"
+        elif sent == "json":
+            config_ = body["generationConfig"]
+            assert "thinkingConfig" not in config_ and config_["response_mime_type"] == "application/json"
+            assert config_["max_output_tokens"] <= 2048 and config_["temperature"] == 0
         else:  # Gemini: the thinking budget within maxOutputTokens, the schema as JSON Schema
             config_ = body["generationConfig"]
             assert config_["thinkingConfig"]["thinkingBudget"] == 1024
             assert config_["max_output_tokens"] > 1024 and "response_json_schema" in config_
     stats = doc["results"]["stats"]["tokenUsage"]["assertions"]
+    if sent == "json":
+        assert "completionDetails" not in stats and "reasoning" not in flat(result.output)
+        return
     assert stats["completionDetails"]["reasoning"] >= 700 * len(bodies) * (0.5 if sent == "thinking" else 1)
     assert "reasoning" in flat(result.output)
 
@@ -249,3 +258,51 @@ def test_dry_run_and_max_cost_reserve_the_reasoning_budget(vendors, tmp_path, mo
     # before the second grader call: 2,560 tokens at gpt-5's $10/M output is $0.0256 a call
     result = run("-c", path, "--max-cost", "0.03", "-j", "1")
     assert "budget" in flat(result.output) and len(vendors.by_path("/chat/completions")) == 1, result.output
+
+
+@pytest.mark.parametrize("message, param, sent, expected", [
+    ("Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
+     "max_tokens", {"max_tokens": 5, "temperature": 0}, ("max_tokens", "rename", "max_completion_tokens")),
+    ("litellm.BadRequestError: OpenAIException - Unsupported value: 'temperature' does not support 0 with this "
+     "model. Only the default (1) value is supported.", None, {"max_tokens": 5, "temperature": 0},
+     ("temperature", "drop", None)),
+    ("Unsupported value: 'reasoning_effort' does not support 'low' with this model. Supported values are: 'high' "
+     "and 'medium'.", "reasoning_effort", {"reasoning_effort": "low"}, ("reasoning_effort", "value", "medium")),
+    ('AnthropicException - {"type":"error","error":{"type":"invalid_request_error","message":"`temperature` may '
+     'only be set to 1 when thinking is enabled."}}', None, {"temperature": 0, "max_tokens": 9},
+     ("temperature", "drop", None)),
+    ("Unrecognized request argument supplied: seed", None, {"seed": 0, "max_tokens": 9}, ("seed", "drop", None)),
+    # not a refused parameter: the prompt, the context window, a parameter that was not sent
+    ("Invalid value for 'messages': expected an array", "messages", {"temperature": 0}, None),
+    ("This model's maximum context length is 8192 tokens; max_tokens is too large", None, {"max_tokens": 9}, None),
+    ("Unsupported parameter: 'top_p'", "top_p", {"temperature": 0}, None),
+])
+def test_a_400_naming_a_parameter_says_what_to_send_instead(message, param, sent, expected):
+    from factcli.providers.base import adapt, refused_parameter
+
+    found = refused_parameter(message, param, sent)
+    assert found == expected
+    if found:
+        name, action, arg = found
+        after = adapt(sent, {name: (action, arg)})
+        assert name not in after or after[name] == arg
+        if action == "rename":
+            assert after[arg] == sent[name]
+
+
+def test_a_local_servers_schema_fits_its_cap():
+    from factcli.assertions.graded import FACTUALITY_REPLY
+    from factcli.methods.factual_correctness import CLAIMS_REPLY, VERDICTS_REPLY
+    from factcli.scoring.replies import CHARS_PER_TOKEN
+
+    reason = FACTUALITY_REPLY.bounded_schema(512)["properties"]["reason"]
+    assert reason == {"type": "string", "maxLength": int(512 * CHARS_PER_TOKEN * 0.75)}
+    # one verdict per claim: the list's length is known, and its texts share what the cap holds
+    cap = VERDICTS_REPLY.cap_for(3)
+    verdicts = VERDICTS_REPLY.bounded_schema(cap, 3)["properties"]["verdicts"]
+    assert verdicts["maxItems"] == 3
+    item = verdicts["items"]["properties"]
+    assert 3 * (item["claim"]["maxLength"] + item["reason"]["maxLength"]) <= cap * CHARS_PER_TOKEN
+    # claims of a 30-word text: at most one a three words
+    claims = CLAIMS_REPLY.bounded_schema(CLAIMS_REPLY.cap_for(30), 30)["properties"]["claims"]
+    assert claims["maxItems"] == 10 and claims["items"]["maxLength"] >= 16
