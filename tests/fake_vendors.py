@@ -39,13 +39,13 @@ Every request is recorded in `requests` (path, json); `refusals` counts the 400s
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import threading
 from typing import Any, Callable
 
 from aiohttp import web
+from local_server import LocalServer
 
 SENTENCE = "Paris is big."
 REASONING = {"minimal": 175, "low": 350, "medium": 700, "high": 2800}  # 700 at the default effort, 4x at high
@@ -113,7 +113,9 @@ def _prompt_words(messages) -> int:
     return total
 
 
-class FakeVendors:
+class FakeVendors(LocalServer):
+    name = "FakeVendors"
+
     def __init__(self, judge: Callable[[dict, dict], Any] | None = None):
         self.judge = judge or (lambda body, schema: instance(schema))
         self.requests: list[dict] = []
@@ -123,9 +125,6 @@ class FakeVendors:
         self.reasoning_models: set[str] = set()  # reasoning models beyond OpenAI's names (a custom endpoint)
         self.thinking = THINKING
         self._lock = threading.Lock()
-        self._thread = None
-        self._loop = None
-        self.url = ""
 
     # ------------------------------------------------------------ helpers
 
@@ -362,39 +361,10 @@ class FakeVendors:
 
     # ------------------------------------------------------------ lifecycle
 
-    def __enter__(self) -> "FakeVendors":
-        ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(ready,), daemon=True, name="FakeVendors")
-        self._thread.start()
-        if not ready.wait(10):
-            raise RuntimeError("FakeVendors did not start")
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-        if self._thread is not None:
-            self._thread.join(10)
-
-    def _run(self, ready: threading.Event) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        asyncio.set_event_loop(loop)
-        app = web.Application(client_max_size=16 * 1024 * 1024)
+    def routes(self, app: web.Application) -> None:
         for prefix in ("/v1", ""):
             app.router.add_post(prefix + "/chat/completions", self.openai_chat)
         app.router.add_post("/v1/messages", self.anthropic_messages)
         for prefix in ("/v1beta", ""):
             app.router.add_post(prefix + "/models/{model}:generateContent", self.gemini_generate)
         app.router.add_post("/api/chat", self.ollama_chat)
-        runner = web.AppRunner(app, access_log=None)
-        loop.run_until_complete(runner.setup())
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        loop.run_until_complete(site.start())
-        self.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
-        ready.set()
-        try:
-            loop.run_forever()
-        finally:
-            loop.run_until_complete(runner.cleanup())
-            loop.close()
