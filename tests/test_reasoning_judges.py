@@ -150,7 +150,7 @@ def test_a_cut_off_reply_is_asked_again_with_a_doubled_budget_then_is_a_grading_
     reason = comps[0]["reason"]
     assert comps[0]["metadata"]["graderError"]
     assert "cut off while it reasoned" in reason and "raise reasoningBudget in the grader's config" in reason, reason
-    assert "reasoningBudget: 2400" in reason
+    assert "2,824 reasoning tokens spent" in reason and "reasoningBudget: 2400" in reason  # 1,112 + 1,712
 
 
 def test_a_custom_reasoning_endpoint_learns_its_refusals_once_and_takes_a_reasoning_key(vendors, tmp_path):

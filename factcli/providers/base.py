@@ -213,9 +213,11 @@ def response_from_dict(data: Any) -> ProviderResponse:
         return ProviderResponse(output=data)
     usage = data.get("tokenUsage") or {}
     prompt, completion = int(usage.get("prompt") or 0), int(usage.get("completion") or 0)
+    details = usage.get("completionDetails") or {}
     tu = TokenUsage(
         prompt=prompt, completion=completion, total=int(usage.get("total") or (prompt + completion)),
         cached=int(usage.get("cached") or 0), num_requests=int(usage.get("numRequests") or 1),
+        reasoning=int(details.get("reasoning") or 0) if isinstance(details, dict) else 0,
     )
     cost = data.get("cost")
     return ProviderResponse(

@@ -4,7 +4,10 @@ Resolution order (contract §5): assertion `provider` > test `options.provider` 
 `defaultTest.options.provider` > FACTCLI_GRADER > `openai:gpt-5` when OPENAI_API_KEY is set.
 Grader calls go through the run's Caller, so they share the cache, the retry loop and the
 timeouts of provider calls; their tokens and cost are counted apart. They ask for temperature 0
-and a fixed seed, and litellm drops parameters a model does not accept.
+and a fixed seed (a parameter a server refuses is learned once per endpoint in run/calls); a
+reasoning grader is asked as providers/reasoning.py says (a reasoning budget on top of the step's
+cap, a low effort, no temperature), and each server gets the reply schema in the form it takes
+(providers/dialects.py).
 """
 
 from __future__ import annotations
@@ -245,7 +248,7 @@ class Grader:
                 said = "asked twice, the second time with the budget doubled" if \
                     (resp.metadata or {}).get("reasoningRetried") else "at the ceiling, not asked again"
                 error = (f"the grader's reply was cut off while it reasoned (finish_reason=length; "
-                         f"{resp.token_usage.reasoning:,} reasoning tokens) at the {name_of(reply)} cap of {cap} "
+                         f"{resp.token_usage.reasoning:,} reasoning tokens spent) at the {name_of(reply)} cap of {cap} "
                          f"tokens plus a reasoning budget of {budget:,} ({said}); raise {reasoning.KEY} in the "
                          f"grader's config (provider: {{id: {spec.id}, config: {{{reasoning.KEY}: {budget * 2}}}}}) "
                          f"or lower its reasoning_effort")
