@@ -153,12 +153,14 @@ def test_a_cut_off_reply_is_asked_again_with_a_doubled_budget_then_is_a_grading_
     assert "2,824 reasoning tokens spent" in reason and "reasoningBudget: 2400" in reason  # 1,112 + 1,712
 
 
-def test_a_custom_reasoning_endpoint_learns_its_refusals_once_and_takes_a_reasoning_key(vendors, tmp_path):
-    """A reasoning model under a name no table knows: its refusals of max_tokens and temperature are learned
-    once for the run, and its cut-off replies name `reasoning: true`, which makes it grade."""
+@pytest.mark.parametrize("judge", ["openai:chat:house-judge", "litellm:openai/house-judge"])
+def test_a_custom_reasoning_endpoint_learns_its_refusals_once_and_takes_a_reasoning_key(vendors, tmp_path, judge):
+    """A reasoning model under a name no table knows, through factcli's OpenAI path and through litellm: its
+    refusals of max_tokens and temperature are learned once for the run, and its cut-off replies name
+    `reasoning: true`, which makes it grade."""
     vendors.reasoning_models.add("house-judge")
-    grader = ('  options:\n    provider: {id: openai:chat:house-judge, config: {apiBaseUrl: "%s/v1"%s}}'
-              % (vendors.url, "%s"))
+    grader = ('  options:\n    provider: {id: %s, config: {apiBaseUrl: "%s/v1", apiKey: sk-test%s}}'
+              % (judge, vendors.url, "%s"))
     out = tmp_path / "r.json"
     result = run("-c", config(tmp_path, grader % "", rows=4), "-o", out, "-j", "4")
     assert vendors.refusals == {("house-judge", "max_tokens"): 1, ("house-judge", "temperature"): 1}

@@ -55,8 +55,8 @@ class ProviderCallError(Exception):
 
 # Parameters a refusal may adapt; never the prompt, the model, or the structured-output form (FORMAT's)
 _ADAPTABLE = ("max_tokens", "max_completion_tokens", "temperature", "seed", "top_p", "top_k", "reasoning_effort",
-              "thinking", "presence_penalty", "frequency_penalty", "logprobs", "top_logprobs", "logit_bias", "stop",
-              "n", "user")
+              "thinking", "presence_penalty", "frequency_penalty", "logprobs", "top_logprobs", "logit_bias", "stop")
+_BARE = ("temperature", "seed", "thinking")  # named without quotes too; other short names only quoted
 _NAMED = (r"(?:unsupported (?:parameter|value)|unrecognized request argument|unknown (?:parameter|field|name)"
           r"|not supported|does not support|is not allowed|may only be set|extra inputs are not permitted"
           r"|not permitted)")
@@ -82,7 +82,8 @@ def refused_parameter(message: str | None, param: str | None, sent: dict) -> tup
         if re.search(_NAMED, text, re.IGNORECASE) is None:
             return None
         for k in sorted(names, key=len, reverse=True):  # max_completion_tokens before max_tokens
-            if re.search(rf"[`'\"]{re.escape(k)}[`'\"]|\b{re.escape(k)}\b(?!\.)", text):
+            bare = rf"|\b{re.escape(k)}\b(?!\.)" if "_" in k or k in _BARE else ""
+            if re.search(rf"[`'\"]{re.escape(k)}[`'\"]" + bare, text):
                 name = k
                 break
         if name is None:
