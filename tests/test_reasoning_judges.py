@@ -308,3 +308,25 @@ def test_a_local_servers_schema_fits_its_cap():
     # claims of a 30-word text: at most one a three words
     claims = CLAIMS_REPLY.bounded_schema(CLAIMS_REPLY.cap_for(30), 30)["properties"]["claims"]
     assert claims["maxItems"] == 10 and claims["items"]["maxLength"] >= 16
+
+
+@pytest.mark.parametrize("jobs", [1, 3])
+def test_a_reasoning_model_under_test_learns_its_refusals_and_shows_its_reasoning(vendors, tmp_path, jobs):
+    """A model under test, not a grader: o3 given the config a chat model takes (max_tokens, temperature 0).
+    One at a time, each refused parameter costs one request for the run; calls in flight together each
+    meet it at most once, and every row answers. Its hidden reasoning is in the summary."""
+    body = ('prompts: ["Q {{n}}"]\nproviders: [{id: openai:chat:o3, config: {apiBaseUrl: "%s/v1", max_tokens: 2000, '
+            'temperature: 0}}]\ntests:\n' % vendors.url + "".join(f"  - vars: {{n: {i}}}\n" for i in range(3)))
+    out = tmp_path / "r.json"
+    result = run("-c", write(tmp_path / "c.yaml", body), "-o", out, "-j", jobs)
+    assert result.exit_code == 0, result.output
+    if jobs == 1:
+        assert vendors.refusals == {("o3", "max_tokens"): 1, ("o3", "temperature"): 1}
+    assert set(vendors.refusals) <= {("o3", "max_tokens"), ("o3", "temperature")}
+    assert all(n <= jobs for n in vendors.refusals.values())
+    sent = vendors.by_path("/chat/completions")
+    answered = [b for b in sent if "max_tokens" not in b and "temperature" not in b]
+    assert len(answered) == 3 and all(b["max_completion_tokens"] == 2000 for b in answered)
+    rows = json.loads(out.read_text())["results"]["results"]
+    assert [r["response"]["tokenUsage"]["completionDetails"]["reasoning"] for r in rows] == [700] * 3
+    assert "Tokens " in result.output and "2,100 reasoning" in flat(result.output), result.output
