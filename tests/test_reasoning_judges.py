@@ -214,24 +214,28 @@ def test_claude_and_gemini_with_thinking_through_litellm(vendors, tmp_path, grad
     assert "reasoning" in flat(result.output)
 
 
-def test_a_rambling_local_judge_finishes_inside_its_caps(vendors, tmp_path):
-    """A small local model writes on inside every string; a grammar-backed server stops it at the schema's
-    maxLength, which factcli sizes to fit the step's cap (told apart by `grammar: false`, which sends the
-    schema without lengths: every verdict is then cut off)."""
+@pytest.mark.parametrize("judge", ["openai:chat:gemma-3-270m", "litellm:hosted_vllm/gemma-3-270m",
+                                   "litellm:openai/gemma-3-270m"])
+def test_a_rambling_local_judge_finishes_inside_its_caps(vendors, tmp_path, judge):
+    """A small local model writes on inside every string; a grammar-backed server (llama.cpp's, vLLM's) stops
+    it at the schema's maxLength, which factcli sizes to fit the step's cap (told apart by `grammar: false`,
+    which sends the schema without lengths: every verdict with free text is then cut off)."""
     vendors.judge = rambling
-    grader = '  options:\n    provider: {id: openai:chat:gemma-3-270m, config: {apiBaseUrl: "%s/v1"%s}}'
+    grader = '  options:\n    provider: {id: %s, config: {apiBaseUrl: "%s/v1", apiKey: none%s}}' % (judge, vendors.url,
+                                                                                                  "%s")
     out = tmp_path / "r.json"
-    run("-c", config(tmp_path, grader % (vendors.url, ", grammar: false"), rows=1), "-o", out)
+    run("-c", config(tmp_path, grader % ", grammar: false", rows=1), "-o", out)
     _, comps = components(out)
     assert sorted(t for t, _ in errors_of(comps)) == sorted(set(TYPES) - {"simpleqa"})  # its letter: no free text
 
     vendors.requests.clear()
-    result = run("-c", config(tmp_path, grader % (vendors.url, ""), rows=2), "-o", out)
+    result = run("-c", config(tmp_path, grader % "", rows=2), "-o", out)
     _, comps = components(out)
     assert errors_of(comps) == [], result.output
-    schemas = [b["response_format"]["json_schema"]["schema"] for b in vendors.by_path("/chat/completions")]
-    assert all("maxLength" in json.dumps(s) for s in schemas if '"string"}' in json.dumps(s) or "maxLength" in
-               json.dumps(s))
+    for body in vendors.by_path("/chat/completions"):
+        schema = body["response_format"]["json_schema"]["schema"]
+        free = re.findall(r'"type": "string"(?:, "maxLength": \d+)?}', json.dumps(schema))
+        assert all("maxLength" in f for f in free), schema
 
 
 def test_ollama_gets_its_format_with_lengths_through_litellm(vendors, tmp_path):
