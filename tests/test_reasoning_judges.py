@@ -180,6 +180,9 @@ def test_a_custom_reasoning_endpoint_learns_its_refusals_once_and_takes_a_reason
 @pytest.mark.parametrize("grader, path, sent", [
     ("{id: anthropic:messages:claude-sonnet-4-5, config: {apiBaseUrl: '%s', apiKey: sk-ant-test, reasoning: true}}",
      "/v1/messages", "thinking"),
+    # asked by its effort: the budget that effort gives, sent as thinking (not litellm's own mapping beside it)
+    ("{id: anthropic:messages:claude-sonnet-4-5, config: {apiBaseUrl: '%s', apiKey: sk-ant-test, reasoning_effort: "
+     "low}}", "/v1/messages", "thinking"),
     ("{id: google:gemini-2.5-flash, config: {apiBaseUrl: '%s', apiKey: gm-test}}", ":generateContent", "gemini"),
     # no thinking; litellm asks for JSON and shows the schema in the prompt
     ("{id: google:gemini-1.5-flash, config: {apiBaseUrl: '%s', apiKey: gm-test}}", ":generateContent", "json"),
