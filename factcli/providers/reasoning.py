@@ -49,7 +49,7 @@ def family(provider) -> str:
         return "openai"
     if "claude" in model:
         return "anthropic"
-    if model.startswith(("gemini/", "vertex_ai/gemini")) or model.startswith("gemini"):
+    if model.startswith(("gemini/", "vertex_ai/")):
         return "gemini"
     return "openai"
 
@@ -128,7 +128,4 @@ def grown(provider, overrides: dict, info: dict) -> tuple[dict, dict] | None:
     bigger = min(budget * 2, ceiling(provider) - cap)
     if bigger <= budget:
         return None
-    out = {**overrides, **request(provider, cap, kind, bigger)}
-    if "reasoning_effort" in overrides:
-        out["reasoning_effort"] = overrides["reasoning_effort"]
-    return out, {**info, "budget": bigger}
+    return {**overrides, **request(provider, cap, kind, bigger)}, {**info, "budget": bigger}
