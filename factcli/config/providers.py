@@ -76,6 +76,7 @@ KNOWN_CONFIG_KEYS = {
     "apiBaseUrl", "apiHost", "apiKey", "apiKeyEnvar", "apiVersion", "organization", "headers", "timeout",
     "maxConcurrency", "rpm", "tpm", "models", "max_retries", "api_base", "api_key", "extra_headers",
     "cost", "inputCost", "outputCost",  # prices by hand (providers/pricing.CONFIG_KEYS): read, never sent
+    "reasoning", "reasoningBudget", "grammar",  # a grader's reasoning and schema (docs/judges.md)
 }
 
 

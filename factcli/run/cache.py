@@ -1,9 +1,9 @@
 """The caches, diskcache under FACTCLI_HOME: model responses, keyed by what decides the output, and
 downloaded tests (Hugging Face dataset rows, test files at a URL), keyed by the URL.
 
-Only what can be used is stored, for 14 days: never an error response nor an empty output, and a
-reply its reader could not use (a grader's reply that is not a verdict) is dropped again by
-Caller.forget. The key never contains a secret in clear: secrets are dropped before hashing, only
+Only what can be used is stored, for 14 days: never an error response nor an empty output, never a
+grader's reply its step's schema refuses or that was cut off, and no reply of a grading that failed
+(run/calls.py says how, for every step of every method). The key never contains a secret in clear: secrets are dropped before hashing, only
 the response (no request) is stored, and a download's key is its URL alone (the token a request
 carried is a header: in no key and no value).
 """
