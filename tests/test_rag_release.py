@@ -214,6 +214,10 @@ tests:
     result = _eval("-c", cfg, "--max-cost", "1")
     assert result.exit_code == 0, result.output
     assert "no price is known" not in result.output and "is not a parameter" not in result.output
+    cfg.write_text(cfg.read_text().replace("type: llm-rubric, value: polite", "type: answer-relevance"))
+    dry = _said(_eval("-c", cfg, "--max-cost", "1", "--dry-run"))
+    assert "grader openai:embedding:text-embedding-3-small: 4 embeddings; ~256 tokens" in dry, dry
+    assert "grader openai:chat:judge: 3 calls" in dry
 
 
 def test_the_rag_example_runs_offline_and_its_gates_judge_it(tmp_path):

@@ -8,8 +8,9 @@ cap]. A call the response cache already holds costs nothing and is counted apart
 Searches (`safe`): an upper estimate, K facts a row each searched up to maxSearches times, priced at
 the backend's price per search; the cost range starts at $0, since none may be needed.
 
-Grader calls: one text call per model-graded assertion per judge and row (embedding calls, of
-`similar` and answer-relevance, are left out: they cost a small fraction). The claim-level methods (factual-correctness, factscore, facts-grounding) call once
+Grader calls: one text call per model-graded assertion per judge and row; answer-relevance's
+embedding calls (the query and its three questions, EMBEDDED_TOKENS each) on their embedder's line,
+priced as --max-cost prices them (`similar`'s are left out: a handful of tokens). The claim-level methods (factual-correctness, factscore, facts-grounding) call once
 per claim, which no one knows before the model answers: their rows are counted, not priced.
 A grader call's input is its rubric (GRADER_RUBRIC_TOKENS, a typical built-in rubric) plus the
 graded output: nothing of it at the low end, the model's reply cap at the high end; its reply runs
@@ -28,6 +29,7 @@ from factcli.providers.tokens import count_messages
 from factcli.run.budget import budget_cap, output_cap, reply_cap
 
 GRADER_RUBRIC_TOKENS = 600
+EMBEDDED_TOKENS = 64  # a query or a generated question, embedded by answer-relevance
 CLAIM_METHODS = ("factual-correctness", "factscore", "facts-grounding", "safe")
 
 
@@ -68,6 +70,10 @@ def plan(run) -> tuple[list[Line], list[Line]]:
     grader_caps = {spec.id: output_cap(spec.config or {}, {}) for spec, _ in getattr(run, "grader_specs", [])}
     grader_models = {spec.id: create_provider(spec, suite.base_dir) for spec, kind in getattr(run, "grader_specs", [])
                      if kind == "text"}
+    from factcli.providers.embedding import EmbeddingProvider
+
+    grader_models.update({("embedding", spec.id): EmbeddingProvider(spec, suite.base_dir)
+                          for spec, kind in getattr(run, "grader_specs", []) if kind == "embedding"})
     for step in run._steps:  # type: ignore[attr-defined]
         provider, line = providers[step.provider_idx], lines[step.provider_idx]
         cap = reply_cap(provider, {})
@@ -123,6 +129,8 @@ def _plan_grading(run, step, model_cap: int, graders: dict, caps: dict, models: 
                 continue
         if kind.name == "safe":
             _plan_searches(run, a, graders)
+        if kind.name == "answer-relevance":
+            _plan_embeddings(run, step, a, graders, models)
         for gid in ids:
             line = graders.setdefault(gid, Line(gid))
             if kind.name in CLAIM_METHODS:
@@ -137,6 +145,22 @@ def _plan_grading(run, step, model_cap: int, graders: dict, caps: dict, models: 
                 line.output_cap = max(line.output_cap, cap)
                 line.input_tokens += GRADER_RUBRIC_TOKENS
                 line.add_cost(provider, GRADER_RUBRIC_TOKENS + model_cap, GRADER_RUBRIC_TOKENS, cap)
+
+
+def _plan_embeddings(run, step, a, lines: dict, models: dict) -> None:
+    """answer-relevance embeds the query and each of its three generated questions."""
+    from factcli.scoring.grading import NoGrader
+
+    try:
+        spec = run.grader_source.resolve(a.provider, step.test.options.get("provider"), "embedding",
+                                         step.test.grader_from_default)
+    except NoGrader:
+        return
+    line = lines.setdefault(spec.id, Line(spec.id))
+    for _ in range(4):
+        line.calls += 1
+        line.input_tokens += EMBEDDED_TOKENS
+        line.add_cost(models.get(("embedding", spec.id)), EMBEDDED_TOKENS, EMBEDDED_TOKENS, 0)
 
 
 def _plan_searches(run, a, lines: dict) -> None:
@@ -188,7 +212,9 @@ def describe(run) -> list[str]:
             high += line.high
             continue
         parts = []
-        if line.calls:
+        if line.calls and not line.output_cap:  # an embedder: tokens in, a vector out
+            parts.append(f"{line.calls} embeddings; ~{line.input_tokens:,} tokens; cost {_money(line)}")
+        elif line.calls:
             parts.append(f"{line.calls} calls; ~{line.input_tokens:,} rubric tokens, replies up to "
                          f"{line.output_cap:,} tokens each; cost {_money(line)}")
         if line.claim_rows:

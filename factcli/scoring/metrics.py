@@ -266,7 +266,7 @@ class ColumnMetrics:
             left = self.named_unjudged.get(k)
             if left:
                 v, weight = v - left[1], (weight or 0.0) - left[2]
-                if weight <= 0:
+                if weight <= 1e-12:  # every row of it was left out (float sums: not exactly 0)
                     out[k] = None
                     continue
             out[k] = v / weight if weight else v
