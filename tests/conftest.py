@@ -23,6 +23,7 @@ def isolated_home(tmp_path, monkeypatch):
     for name in _LEAKY:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("FACTCLI_BACKOFF_MS", "5")
+    monkeypatch.setenv("FACTCLI_STORE_TIMEOUT", "0.5")  # a store that fails for good: given up on at once
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     return home
 

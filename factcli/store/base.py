@@ -100,6 +100,11 @@ class BaseStore:
     def close(self) -> None:
         raise NotImplementedError
 
+    def reopen(self) -> None:
+        """After a failed write: make the store take writes again if it can (a new connection to a
+        server); a store error if it cannot yet. Uncommitted writes are dropped."""
+        self.rollback()
+
     def json_number(self, column: str, key: str) -> tuple[str, list]:
         """SQL reading the number under top-level `key` of a JSON text column, and its parameters."""
         raise NotImplementedError

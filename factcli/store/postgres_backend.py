@@ -201,6 +201,19 @@ class PostgresStore(BaseStore):
                                "upgrade factcli to use it")
         return [n for n in schema.MIGRATION_NAMES if n not in applied]
 
+    def reopen(self) -> None:
+        """A new connection after the server went away (a restart, a network blink): a psycopg error
+        while it is still gone. Connecting waits at most 3 s, so that a try does not stall the run."""
+        import psycopg
+
+        try:
+            self.conn.close()
+        except psycopg.Error:
+            pass
+        self.conn = psycopg.connect(self.target, autocommit=False, connect_timeout=3, row_factory=_row_factory,
+                                    application_name="factcli")
+        self.conn.adapters.register_loader("numeric", _number_loader())
+
     # -- the interface
 
     def execute(self, sql: str, params: Iterable = ()):
