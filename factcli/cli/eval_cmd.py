@@ -46,6 +46,10 @@ def eval_cmd(
                                          "(id, prefix or 'latest') with its stored config; finished rows are kept."),
     retry_errors: str | None = typer.Option(None, "--retry-errors", metavar="RUN", help="Re-run only the "
                                                "ERROR rows of a stored run (id, prefix or 'latest')."),
+    trust_stored_code: bool = typer.Option(False, "--trust-stored-code", help="With --resume or --retry-errors "
+                                           "of a run whose config files are gone: run the code its stored config "
+                                           "holds (refused otherwise, since anyone who can write the store may "
+                                           "have put it there)."),
     filter_failing: str | None = typer.Option(None, "--filter-failing", metavar="RUN", help="Only the tests "
                                                  "that failed or errored in a stored run (id, prefix or 'latest')."),
     max_cost: float | None = typer.Option(None, "--max-cost", min=0, metavar="USD", help="A hard budget: start "
@@ -97,7 +101,7 @@ def _flow(args: dict):
         outputs=[Path(p) for p in (args["output"] or [])], store=not args["no_write"], db=args["db"],
         resume=args["resume"], retry_errors=args["retry_errors"], filter_failing=args["filter_failing"],
         assertions=args["assertions"], model_outputs=args["model_outputs"], strict=args["strict"],
-        dry_run=args["dry_run"], env_file=args["env_file"],
+        dry_run=args["dry_run"], env_file=args["env_file"], trust_stored_code=args["trust_stored_code"],
     )
     return Flow(options, TerminalUI(progress_bar=not args["no_progress_bar"]))
 

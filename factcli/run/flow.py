@@ -47,6 +47,7 @@ class EvalOptions:
     dry_run: bool = False
     env_file: Path | None = None
     keep_rows: bool = False  # hold every row in memory after the run (the API's Run)
+    trust_stored_code: bool = False  # run code a resumed run's stored config holds (docs/team.md)
 
     def session_args(self) -> dict:
         """What the store's session (run/session.py) reads: which run to resume, what to refuse."""
@@ -56,7 +57,8 @@ class EvalOptions:
                 "var": ro.vars, "repeat": ro.repeat, "filter_pattern": ro.filter_pattern,
                 "filter_first_n": ro.filter_first_n, "filter_sample": ro.filter_sample,
                 "assertions": self.assertions, "model_outputs": self.model_outputs, "description": ro.description,
-                "output": self.outputs, "no_cache": ro.cache is False}
+                "output": self.outputs, "no_cache": ro.cache is False,
+                "trust_stored_code": self.trust_stored_code}
 
     @property
     def _config_is_data(self) -> bool:

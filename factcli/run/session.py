@@ -199,8 +199,9 @@ class EvalSession:
             return suite
         from factcli.config.loader import build_suite
 
-        _note(f"The config files of run {run_id} are gone; using the config stored with the run.")
         cfg = dict(stored) if isinstance(stored, dict) else {}
+        self._refuse_stored_code(run_id, cfg, files)
+        _note(f"The config files of run {run_id} are gone; using the config stored with the run.")
         if REDACTED in json.dumps(cfg):
             _warn("the stored config had secrets that were never stored; they stay '[redacted]' "
                   "(put them in environment variables and reference them as ${NAME})")
@@ -218,6 +219,22 @@ class EvalSession:
         base = Path(row.get("base_dir") or ".")
         with runner.downloads(options):
             return build_suite(cfg, base / "stored-config.yaml", options.vars)
+
+    def _refuse_stored_code(self, run_id: str, cfg: dict, files: list) -> None:
+        """Code in a config read from the store runs only with --trust-stored-code: whoever can write
+        the database could have put it there (docs/team.md)."""
+        from factcli.config.stored_code import code_in
+
+        code = code_in(cfg)
+        if not code or self._args.get("trust_stored_code"):
+            return
+        gone = ", ".join(files) or "the config files"
+        err = FactcliError(f"run {run_id} would run code taken from the store, not from your files ({gone} "
+                           f"{'is' if len(files) == 1 else 'are'} not here): {len(code)} piece"
+                           f"{'s' if len(code) != 1 else ''} of code, listed below. Resume it where its config "
+                           "files are, or, if you trust everyone who can write this database, add --trust-stored-code")
+        err.problems = code
+        raise err
 
     def filter_suite(self, suite) -> None:
         """--filter-failing RUN: keep the tests (by description and vars) that failed or errored there."""
