@@ -21,7 +21,7 @@ import re
 from functools import lru_cache
 from typing import Iterable
 
-from factcli.errors import FactcliError
+from factcli.errors import FactcliError, StoreUnavailable
 from factcli.store import schema
 from factcli.store.base import BaseStore, redact
 
@@ -148,6 +148,8 @@ class PostgresStore(BaseStore):
         try:
             conn = psycopg.connect(url, autocommit=False, connect_timeout=10, row_factory=_row_factory,
                                    application_name="factcli")
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable(f"{redact(url)}: cannot connect: {_message(exc, url)}") from None
         except psycopg.Error as exc:
             raise FactcliError(f"{redact(url)}: cannot connect: {_message(exc, url)}") from None
         except Exception as exc:  # e.g. a malformed URL (psycopg.ProgrammingError is a psycopg.Error)
