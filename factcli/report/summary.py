@@ -9,10 +9,13 @@ from typing import Iterator
 
 from rich import console as rich_console
 from rich.markup import escape
+from rich.segment import Segment
 from rich.text import Text
 
 from factcli.activity import listening
 from factcli.report import labels
+from factcli.report.escapes import may_hold_control as _MAY_HOLD_CONTROL
+from factcli.report.escapes import visible
 from factcli.report.figures import spend_text
 from factcli.types import FAILURE_ERROR, EvalResult
 
@@ -24,7 +27,8 @@ _MAY_HOLD_EMOJI_CODE = re.compile(r":\S*:").search
 
 
 class Console(rich_console.Console):
-    """rich's Console, that looks for emoji codes only in a text that could hold one: the first lookup
+    """rich's Console, that shows control characters in the texts it prints as escapes
+    (report/escapes.py), and looks for emoji codes only in a text that could hold one: the first lookup
     imports rich's table of 3,600 codes (~2 ms, at the first text any command prints: issue 30), and
     factcli's texts rarely hold one. A text without `:` + non-spaces + `:` has none to replace (markup
     and escapes only split it or drop backslashes), so it prints the same."""
@@ -32,7 +36,15 @@ class Console(rich_console.Console):
     def render_str(self, text: str, *, emoji: bool | None = None, **kwargs):
         if emoji is None and _MAY_HOLD_EMOJI_CODE(text) is None:
             emoji = False
-        return super().render_str(text, emoji=emoji, **kwargs)
+        return super().render_str(visible(text), emoji=emoji, **kwargs)
+
+    def _render_buffer(self, buffer) -> str:
+        """Every text segment written with its control characters escaped (report/escapes.py): also
+        those of a rich Text made directly, which render_str does not see. rich's own control
+        segments (the progress bar's cursor moves) and styles are its own, not text."""
+        return super()._render_buffer(
+            seg if seg.control or _MAY_HOLD_CONTROL(seg.text) is None else Segment(visible(seg.text), seg.style)
+            for seg in buffer)
 
 
 def stderr_console() -> Console:
@@ -106,7 +118,7 @@ def working(message: str, enabled: bool = True) -> Iterator[None]:
 def _cell_text(value, limit: int = 200) -> str:
     from factcli.scoring.registry import coerce_string
 
-    text = coerce_string(value)
+    text = visible(coerce_string(value))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
