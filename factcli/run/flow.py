@@ -205,6 +205,10 @@ class Flow:
         run.warnings_shown = len(run.warnings)
         session.begin(run)  # the store stage: the run row, status started
         advance, warn, stop = self.ui.progress(run)
+        if warn is not None:  # a retry's warning may quote a key from an error message: shown as stored
+            from factcli.store.redact import Scrubber
+
+            warn = _scrubbed(warn, Scrubber(run.suite.raw))
         keep = self.rows.append if self.options.keep_rows else None
 
         def forward(result) -> None:
@@ -247,6 +251,10 @@ class Flow:
                 write_export(self.run, path)
             self.ui.wrote(path)
         return paths
+
+
+def _scrubbed(warn: Callable[[str], None], scrub) -> Callable[[str], None]:
+    return lambda message: warn(scrub.text(message))
 
 
 def run_sync(make: Callable[[], Any]) -> Any:

@@ -48,7 +48,10 @@ def is_url(target: Any) -> bool:
 def check_url(target: str) -> str:
     """A store URL as psycopg takes it (SQLAlchemy's `postgresql+psycopg2://` as `postgresql://`); any
     other scheme is one error naming the supported ones, never a folder named after the URL."""
+    from factcli.store.redact import note_store_url
+
     url = target.strip()
+    note_store_url(url)
     lower = url.lower()
     for scheme in DRIVER_SCHEMES:
         if lower.startswith(scheme):
