@@ -47,11 +47,10 @@ def _store_url_secrets() -> dict[str, str]:
 def note_store_url(url: str) -> None:
     """A store URL given as --db: its password is a secret like FACTCLI_DB's, never stored, exported or
     printed (shown as ***, the URL as `postgresql://user:***@host/db`). Store.open notes every URL."""
-    m = _URL_PASSWORD.match(url.strip())
+    url = url.strip()
+    m = _URL_PASSWORD.match(url)
     if m and len(m.group(1)) >= 6 and url not in _NOTED:
-        from factcli.store.base import redact as hide_password
-
-        _NOTED[url.strip()] = hide_password(url.strip())
+        _NOTED[url] = url[:m.start(1)] + "***" + url[m.end(1):]
         _NOTED[m.group(1)] = "***"
 
 
