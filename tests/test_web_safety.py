@@ -8,37 +8,19 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
-import pytest
-from conftest import write
+import test_web_auth
 from starlette.testclient import TestClient
-from typer.testing import CliRunner
 
-from factcli.cli import app
 from factcli.settings import VERSION
 from factcli.web import auth
 from factcli.web.app import create_app
 from factcli.web.guard import allowed_hosts
 
+stored = test_web_auth.stored  # a stored run of one row: the fixture the sign-in tests use
 TOKEN = "team-token-0123456789abcdef"
 FORM = "form-token-abc"
-
-
-@pytest.fixture(scope="module")
-def stored(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("safe")
-    db = tmp / "runs.db"
-    cfg = write(tmp / "c.yaml", "prompts: ['Say {{w}}']\nproviders: [echo]\ntests:\n  - vars: {w: hi}\n"
-                "    assert: [{type: contains, value: hi, metric: acc}]\n")
-    old = os.environ.get("FACTCLI_HOME")
-    os.environ["FACTCLI_HOME"] = str(tmp / "home")
-    try:
-        result = CliRunner().invoke(app, ["eval", "-c", str(cfg), "--db", str(db), "--no-progress-bar", "--no-table"])
-    finally:
-        if old is not None:
-            os.environ["FACTCLI_HOME"] = old
-    assert result.exit_code == 0, result.output
-    return db
 
 
 def _client(stored, host="127.0.0.1", extra=(), access_token=None, base="http://127.0.0.1:15510"):
@@ -96,7 +78,7 @@ def _free_port() -> int:
 
 
 def _peak_mb(pid: int) -> float:
-    for line in open(f"/proc/{pid}/status"):
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     raise AssertionError("no VmHWM")
