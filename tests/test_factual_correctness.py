@@ -161,9 +161,20 @@ def test_zero_claims_is_reported_not_scored(tmp_path, fake_openai):
         return json.dumps({"verdicts": [{"claim": "x", "verdict": "NEUTRAL", "reason": ""}]})
 
     fake_openai.add_rule(".", empty_judge, model="judge")
-    _, (bad, _good) = run_config(tmp_path, fake_openai)
+    result, (bad, _good) = run_config(tmp_path, fake_openai)
     assert bad["pass"] is False and bad["metadata"]["undefined"] is True
     assert "the response has no claims, so precision is undefined" in bad["reason"]
+    # the column's line gives both figures: an abstaining system does not look better than it is
+    line = " ".join(result.output.split())
+    assert "counting the 1 undefined as 0" in line, line
+
+
+def test_the_column_line_counts_undefined_rows_as_0_beside_the_mean_of_the_rest():
+    from factcli.methods.factual_correctness import factual_correctness_summary, format_factual_correctness
+
+    rows = [{"score": 1.0, "judges": [{"precision": 1.0, "recall": 1.0}]}] * 3 + [{"score": 0.0, "undefined": True}]
+    line = format_factual_correctness(factual_correctness_summary(rows))
+    assert line.startswith("factual-correctness F 1.000 on the 3 rows with claims, 0.750 counting the 1 undefined as 0")
 
 
 def test_f_beta():

@@ -230,3 +230,25 @@ def test_the_rag_example_runs_offline_and_its_gates_judge_it(tmp_path):
                      ("[embellishing]", "recall"): True, ("[embellishing]", "pass-rate"): False}
     rows = json.loads(out.read_text())["results"]["results"]
     assert all(r["response"]["metadata"]["contexts"] for r in rows)
+
+
+def test_model_outputs_take_a_traces_vars_and_its_system(fake_openai, tmp_path):
+    """`--model-outputs traces.jsonl`: each trace's output with its vars (the question, the passages as
+    one `context` value), the column named after the traces' system."""
+    fake_openai.add_rule("<statements>", json.dumps({"verdicts": [{"reason": "passage 1", "verdict": "Yes"}]}),
+                         model="judge")
+    fake_openai.add_rule("<question>", json.dumps({"statements": ["Alpha is red."]}), model="judge")
+    traces = write(tmp_path / "traces.jsonl", "\n".join(json.dumps(
+        {"output": "Alpha is red.", "vars": {"query": "Which colour is Alpha?", "context": PASSAGES},
+         "system": "support-bot-2025-06"}) for _ in range(2)) + "\n")
+    judge = f'{{id: "openai:chat:judge", config: {{apiBaseUrl: "{fake_openai.url}"}}}}'
+    asserts = write(tmp_path / "asserts.yaml", f"[{{type: context-faithfulness, provider: {judge}}}]\n")
+    out = tmp_path / "r.json"
+    result = _eval("--assertions", asserts, "--model-outputs", traces, "-o", out)
+    assert result.exit_code == 0, result.output
+    rows = json.loads(out.read_text())["results"]["results"]
+    assert len(rows) == 2 and all(r["vars"]["context"] == PASSAGES for r in rows)
+    assert {r["provider"]["label"] for r in rows} == {"support-bot-2025-06"}
+    bad = write(tmp_path / "bad.jsonl", '{"output": "x", "vars": ["q"]}\n')
+    refused = _eval("--assertions", asserts, "--model-outputs", bad)
+    assert refused.exit_code == 1 and "[0].vars: vars must be a mapping" in _said(refused), refused.output

@@ -3,6 +3,11 @@
 As promptfoo does, each output becomes one test with the prompt `{{output}}` and the echo provider.
 Unlike promptfoo, the output is used literally (never rendered as a template), and absolute
 paths work (contract §8).
+
+factcli's own (production traces, issue 44): an item may carry `vars` (the trace's input, its
+retrieved passages as `context`, its expected answer: what the assertions read; a list stays one
+value) and `system` (the name of the system the traces came from: the column's label instead of
+`echo`); a `.jsonl` file holds one item a line.
 """
 
 from __future__ import annotations
@@ -32,21 +37,34 @@ def suite_from_outputs(assertions_path: Path, outputs_path: Path, cli_vars: dict
     ofile = str(outputs_path)
     if not outputs_path.is_file():
         raise ConfigError("model outputs file not found", ofile)
+    text = sources.read_text(outputs_path, ofile, "")
     try:
-        outputs = sources.check_depth(json.loads(sources.read_text(outputs_path, ofile, "")), ofile)
+        if outputs_path.suffix.lower() == ".jsonl":
+            outputs = [json.loads(line) for line in text.splitlines() if line.strip()]
+        else:
+            outputs = json.loads(text)
+        outputs = sources.check_depth(outputs, ofile)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"invalid JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}", ofile) from None
     except RecursionError:
         raise ConfigError("invalid JSON: nested too deeply", ofile) from None
     if not isinstance(outputs, list):
         raise ConfigError("expected a JSON list of outputs (strings or {output, tags})", ofile)
-    tests = []
+    tests, systems = [], set()
     for i, item in enumerate(outputs):
         vars_ = {}
         if isinstance(item, dict):
-            unknown = set(item) - {"output", "tags"}
+            unknown = set(item) - {"output", "tags", "vars", "system"}
             if unknown:
-                raise ConfigError(f"unknown key '{sorted(unknown)[0]}' (expected output, tags)", ofile, f"[{i}]")
+                raise ConfigError(f"unknown key '{sorted(unknown)[0]}' (expected output, tags, vars, system)", ofile,
+                                  f"[{i}]")
+            if not isinstance(item.get("vars", {}), dict):
+                raise ConfigError("vars must be a mapping of var names to values", ofile, f"[{i}].vars")
+            vars_.update(item.get("vars") or {})
+            if "system" in item:
+                if not isinstance(item["system"], str) or not item["system"].strip():
+                    raise ConfigError("system must be the traces' system's name", ofile, f"[{i}].system")
+                systems.add(item["system"])
             if "output" not in item:
                 raise ConfigError("missing 'output'", ofile, f"[{i}]")
             output = item["output"]
@@ -62,13 +80,17 @@ def suite_from_outputs(assertions_path: Path, outputs_path: Path, cli_vars: dict
             raise ConfigError(f"an output must be a string, got {type(output).__name__}", ofile,
                               f"[{i}].output" if isinstance(item, dict) else f"[{i}]")
         vars_["output"] = output
+        # a trace's passages (a list) are one value, not one row each
         test = TestCase(vars=vars_, assertions=list(parsed), provider_output=output,
-                        raw={"vars": vars_, "assert": asserts})
+                        raw={"vars": vars_, "assert": asserts}, options={"disableVarExpansion": True})
         tests.append(merge_default(test, TestCase(), cli_vars))
+    if len(systems) > 1:
+        raise ConfigError(f"the items name {len(systems)} systems ({', '.join(sorted(systems))}); score one "
+                          "system's traces a run, or leave `system` out", ofile)
     return Suite(
         description=f"{assertions_path.name} on {outputs_path.name}",
         prompts=[make_prompt("{{output}}", "{{output}}")],
-        providers=[ProviderSpec(id="echo")],
+        providers=[ProviderSpec(id="echo", label=next(iter(systems), None))],
         tests=tests,
         raw={"assertions": asserts, "modelOutputs": str(outputs_path)},
         base_dir=assertions_path.parent,

@@ -293,7 +293,12 @@ def factual_correctness_summary(metadatas: list[dict]) -> dict | None:
             precision.append(sum(p) / len(p))
         if r:
             recall.append(sum(r) / len(r))
+    undefined = sum(1 for m in metadatas if m.get("undefined") and not m.get("graderError"))
+    # an undefined row (a side without claims: an abstention) scores 0 in the metric's mean; the line says
+    # both figures, so that a system that abstains does not look better than it is (issue 44)
+    with_undefined = _mean([m["score"] for m in scored] + [0.0] * undefined) if undefined else None
     return {"rows": len(metadatas), "scored": len(scored), "meanScore": _mean([m["score"] for m in scored]),
+            "meanScoreWithUndefined": with_undefined,
             "precision": _mean(precision), "recall": _mean(recall),
             "undefined": sum(1 for m in metadatas if m.get("undefined")),
             "gradingErrors": sum(1 for m in metadatas if m.get("graderError")),
@@ -311,7 +316,11 @@ def format_factual_correctness(s: dict) -> str:
     if s["gradingErrors"]:
         parts.append(f"{s['gradingErrors']} grading errors")
     name = "F" if s.get("mode", "f1") == "f1" else s["mode"]
-    return f"factual-correctness {name} {num(s['meanScore'])} ({'; '.join(parts)})"
+    head = f"factual-correctness {name} {num(s['meanScore'])}"
+    if s.get("meanScoreWithUndefined") is not None:
+        head += (f" on the {s['scored']} rows with claims, {num(s['meanScoreWithUndefined'])} counting the "
+                 f"{s['undefined']} undefined as 0")
+    return f"{head} ({'; '.join(parts)})"
 
 
 method_reports.register("factualCorrectness", METHOD, factual_correctness_summary, format_factual_correctness)
