@@ -14,7 +14,6 @@ from typer.testing import CliRunner
 from factcli.cli import app
 from factcli.report import html_page
 from factcli.report.figures import fmt_rate
-from factcli.stats.intervals import wald_margin
 
 runner = CliRunner()
 
@@ -159,10 +158,10 @@ def test_a_long_reason_is_shown_whole(tmp_path, fake_openai):
 def test_each_column_shows_its_pass_rate_interval(tmp_path, fake_openai):
     page, exported = fc_run(tmp_path, fake_openai)
     for text in (page, exported):
-        assert fmt_rate(0.5, wald_margin(0.5, 2)) in text  # 50.0% ± 69.3, as view prints it
-        assert 'title="95% interval [0.000, 1.000]"' in text
-        assert "50.00% ± 69.3 pts (95% CI)" in text  # the run's, as the summary prints it
-        assert "95% intervals: pass rate ± 1.96·√(p(1−p)/N)" in text
+        assert "50.0% [9.5, 90.5]" in text  # 50.0% [9.5, 90.5], as view prints it
+        assert 'title="95% interval [0.095, 0.905]"' in text
+        assert "50.00% [9.5, 90.5] (95% CI)" in text and "Small sample (2 rows)" in text  # the run's, as the summary prints it
+        assert "95% intervals: pass rate [Wilson score, points]" in text
 
 
 def test_failed_rows_have_an_anchor_and_the_filter_is_css_only(tmp_path, fake_openai):

@@ -5,16 +5,41 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from factcli.stats.intervals import RESAMPLES
+from factcli.stats.intervals import RESAMPLES, SMALL_SAMPLE
 
 
-def fmt_rate(value: float | None, margin: float | None) -> str:
-    """A proportion as the FACTS paper prints it: `91.4% ± 1.9` (points)."""
+def fmt_rate(value: float | None, ci: Sequence[float] | None) -> str:
+    """A proportion with its 95% interval in points: `100.0% [61.0, 100.0]`."""
     if value is None:
         return "n/a"
-    if margin is None or math.isnan(margin):
+    if not ci or any(x is None or math.isnan(x) for x in ci):
         return f"{value * 100:.1f}%"
-    return f"{value * 100:.1f}% ± {margin * 100:.1f}"
+    return f"{value * 100:.1f}% [{ci[0] * 100:.1f}, {ci[1] * 100:.1f}]"
+
+
+def run_rate(passes: int, rows: int) -> str:
+    """A run's pass rate as its summary line says it: `50.00% [25.4, 74.6] (95% CI)`; `n/a` with no row."""
+    from factcli.stats.intervals import wilson_interval
+
+    ci = wilson_interval(passes, rows)
+    if ci is None:
+        return "n/a"
+    return f"{ci['value'] * 100:.2f}% [{ci['low'] * 100:.1f}, {ci['high'] * 100:.1f}] (95% CI)"
+
+
+def small_sample(rows: list[int]) -> str | None:
+    """The line that says a run's columns are small samples (`rows`: each column's), else None."""
+    counted = [n for n in rows if n]
+    if not counted or min(counted) >= SMALL_SAMPLE:
+        return None
+    fewest = min(counted)
+    where = " a column" if len(counted) > 1 else ""
+    return f"Small sample ({plural(fewest, 'row')}{where}): wide intervals; read them, not the rates."
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """`1 row`, `2 rows`, `0 rows` (`many` for a plural that is not word + s)."""
+    return f"{count:,} {word if count == 1 else (many or word + 's')}"
 
 
 def fmt_cost(amount: float | None, unpriced: int = 0, digits: int = 4) -> str:
@@ -42,7 +67,7 @@ def repeat_cells(st: dict, k: int) -> list[str]:
 
 def legend(nonbinary: bool, repeat: int) -> str:
     """One line under a table saying what its intervals and repeat columns are."""
-    parts = ["95% intervals: pass rate ± 1.96·√(p(1−p)/N)"]
+    parts = ["95% intervals: pass rate [Wilson score, points]"]
     if nonbinary:
         parts.append(f"score [percentile bootstrap, {RESAMPLES} resamples over tests]")
     if repeat > 1:

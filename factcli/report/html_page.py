@@ -124,7 +124,7 @@ def run_header(run) -> str:
     files = ", ".join(getattr(run.suite, "config_files", []) or [])
     out.append(f'<p class="meta">Status <b>{_e(run.status)}</b> · created {_e(when(run.created_at))} · '
                f"duration {_e(duration(run.duration_ms))}" + (f" · config {_e(files)}" if files else "") + "</p>")
-    rate_text = "n/a" if rate is None else f"{rate * 100:.2f}% ± {stats.wald_margin(rate, total) * 100:.1f} pts (95% CI)"
+    rate_text = "n/a" if rate is None else figures.run_rate(run.successes, total)
     cached = sum(m.cached for m in run.metrics)
     out.append(f'<p class="meta">Rows <b>{total}</b>/{run.total_steps} · <span class="ok">{run.successes} passed</span>'
                f' · <span class="bad">{run.failures} failed</span> · {run.errors} errors'
@@ -148,8 +148,8 @@ def run_header(run) -> str:
 
 
 def columns_table(run) -> str:
-    """The figures the summary prints after an eval (summary.summary_fields: pass rate ± its 95%
-    margin, mean score with its interval when scores are not 0/1, repeat statistics, named and
+    """The figures the summary prints after an eval (summary.summary_fields: pass rate with its 95%
+    interval, mean score with its interval when scores are not 0/1, repeat statistics, named and
     derived metrics with weight 0 marked), then what view's footer adds: grading errors,
     factuality categories, tokens and cost."""
     from factcli import stats
@@ -181,6 +181,9 @@ def columns_table(run) -> str:
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</tbody></table></div>")
     out.append(f'<p class="legend">{_e(figures.legend(nonbinary, repeat))}</p>')
+    small = figures.small_sample([m.test_pass + m.test_fail + m.test_error for m in run.metrics])
+    if small:
+        out.append(f'<p class="legend">{_e(small)}</p>')
     if any(c.endswith(WEIGHT_ZERO) for f in fields for c in f.cells):
         out.append(f'<p class="legend">{_e(WEIGHT_ZERO_LEGEND)}</p>')
     return "\n".join(out)

@@ -189,7 +189,7 @@ def summary_fields(run, nonbinary: bool, repeat: int) -> list:
         if st.get("scoreBinary") is False:
             score += " " + figures.fmt_interval(st.get("scoreCi95"), 2)
         passes.append(f"{m.test_pass}/{n}")
-        rates.append(figures.fmt_rate(st.get("passRate"), st.get("passRateMargin")))
+        rates.append(figures.fmt_rate(st.get("passRate"), st.get("passRateCi95")))
         scores.append(score)
         repeats.append(figures.repeat_cells(st, repeat) if repeat > 1 else [])
     fields = [Field("pass", passes), Field("pass rate", rates), Field("score" + (" [95% CI]" if nonbinary else ""), scores)]
@@ -226,10 +226,12 @@ def summary(run, console: Console) -> None:
     from factcli.stats import judge
 
     stats.fill(run)  # normally done at the end of the run; a run built by hand may lack them
-    margin = stats.wald_margin(rate, total) if rate is not None else None
     console.print(f"[green]Successes: {run.successes}[/]  [red]Failures: {run.failures}[/]  "
                   f"[yellow]Errors: {run.errors}[/]  Pass rate: "
-                  + ("n/a" if rate is None else f"{rate * 100:.2f}% ± {margin * 100:.1f} pts (95% CI)"))
+                  + ("n/a" if rate is None else figures.run_rate(run.successes, total)))
+    small = figures.small_sample([m.test_pass + m.test_fail + m.test_error for m in run.metrics])
+    if small:
+        console.print(f"[dim]{escape(small)}[/]")
     console.print(spend_text(run.metrics))
     if run.graders:
         errors = sum(m.grading_errors for m in run.metrics)
