@@ -22,6 +22,21 @@ class ConfigError(FactcliError):
         super().__init__(f"{where}: {message}" if where else message)
 
 
+class ConfigProblems(ConfigError):
+    """Every problem found before any call, reported together: one line each in `problems` (a single
+    problem is the one line of the message, as every error is)."""
+
+    def __init__(self, problems: list[str]):
+        problems = list(dict.fromkeys(problems))
+        if len(problems) == 1:
+            self.problems = []
+            message = f"{problems[0]} (found before any call; nothing was sent)"
+        else:
+            self.problems = problems
+            message = f"{len(problems)} problems found before any call (nothing was sent):"
+        super().__init__(message)
+
+
 class AbortRun(FactcliError):
     """A fatal provider error (401/403 and alike): the run stops, what finished is kept."""
 

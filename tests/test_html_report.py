@@ -13,7 +13,6 @@ from typer.testing import CliRunner
 
 from factcli.cli import app
 from factcli.report import html_page
-from factcli.report.figures import fmt_rate
 
 runner = CliRunner()
 

@@ -251,8 +251,9 @@ def _open_knowledge(ctx: AssertionContext, s: Settings, topic: str | None) -> tu
 
 
 def preflight(a, base_dir: Path, test=None) -> list[str]:
-    """A config.knowledge that names no test var must exist and load before the first call: loaded
-    here, it stays in open_source's cache for the run."""
+    """A config.knowledge that names no test var must exist and load before the first call (loaded
+    here, it stays in open_source's cache for the run), and the test's topic must be one of its
+    documents, with a did-you-mean from its titles."""
     ref = (a.config or {}).get("knowledge")
     if not isinstance(ref, str) or not ref or templating.has_template(ref):
         return []
@@ -263,10 +264,29 @@ def preflight(a, base_dir: Path, test=None) -> list[str]:
     path = Path(ref).expanduser()
     path = path if path.is_absolute() else base_dir / path
     try:
-        open_source(path, settings_from(a.config or {}).passage_words)
+        source = open_source(path, settings_from(a.config or {}).passage_words)
     except (KnowledgeError, AssertionError_) as exc:
         return [f"factscore: {exc}"]
+    # the test's topic must name a document of the source, checked here rather than after the model
+    # was paid for (a topic made at run time, by a template over vars code adds, is left to the row)
+    topic = (a.config or {}).get("topic")
+    if topic is None and test is not None:
+        topic = (test.vars or {}).get("topic")
+    if isinstance(topic, str) and templating.has_template(topic):
+        try:
+            topic = templating.render(topic, dict(test.vars or {}) if test is not None else {})
+        except templating.TemplateError:
+            return []
+    if topic is None or not str(topic).strip():
+        return []
+    try:
+        source.topic_title(str(topic).strip())
+    except KnowledgeError as exc:
+        return [f"factscore: {exc}"]
     return []
+
+
+preflight.per_test = True  # the topic is the test's: run/preflight checks each test, not each assertion once
 
 
 def _texts(value: Any, what: str) -> list[str] | None:

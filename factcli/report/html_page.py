@@ -113,7 +113,6 @@ def column_heading(col) -> str:
 
 
 def run_header(run) -> str:
-    from factcli import stats
     from factcli.report.view import duration, when
 
     total = run.successes + run.failures + run.errors
