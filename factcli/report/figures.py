@@ -42,13 +42,25 @@ def plural(count: int, word: str, many: str | None = None) -> str:
     return f"{count:,} {word if count == 1 else (many or word + 's')}"
 
 
-def fmt_cost(amount: float | None, unpriced: int = 0, digits: int = 4) -> str:
-    """Money as every report prints it: `n/a` when no price was known, never a made-up $0; a floor
-    with the count of rows left out when only some were priced."""
+def money(amount: float) -> str:
+    """An amount of dollars to the precision it has: `$0` when nothing was spent, two significant digits
+    below a cent with at least four places (`$0.000074`, `$0.0012`, `$0.1235`), cents from a dollar
+    (`$12.35`); never a small sum shown as `$0.0000`."""
+    if not amount:
+        return "$0"
+    if abs(amount) >= 1:
+        return f"${amount:,.2f}"
+    places = max(4, 1 - math.floor(math.log10(abs(amount))))
+    return f"${amount:.{places}f}"
+
+
+def fmt_cost(amount: float | None, unpriced: int = 0) -> str:
+    """Money as every report prints it (`money`): `n/a` when no price was known, never a made-up $0; a
+    floor with the count of rows left out when only some were priced."""
     if amount is None or (unpriced and not amount):
         return "n/a"
-    text = f"${amount:.{digits}f}"
-    return f"≥{text} ({unpriced} row{'s' if unpriced != 1 else ''} n/a)" if unpriced else text
+    text = money(amount)
+    return f"≥{text} ({plural(unpriced, 'row')} n/a)" if unpriced else text
 
 
 def fmt_interval(ci: Sequence[float] | None, digits: int = 3) -> str:

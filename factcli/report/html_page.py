@@ -225,10 +225,10 @@ def spend_line(cell: dict) -> str:
     if cell.get("graderTokens"):
         bits.append(f"+{cell['graderTokens']:,} grading")
     if cell.get("answered") or cell.get("cost") is not None:  # an answered call: its price, or n/a
-        bits.append(f"cost {figures.fmt_cost(cell.get('cost'), digits=6)}")
+        bits.append(f"cost {figures.fmt_cost(cell.get('cost'))}")
     spent = (cell.get("grading") or {}).get("metadata") or {}
     if "graderCalls" in spent:
-        bits.append(f"grading: {spent['graderCalls']} calls, {figures.fmt_cost(spent.get('graderCost'), digits=6)}"
+        bits.append(f"grading: {spent['graderCalls']} calls, {figures.fmt_cost(spent.get('graderCost'))}"
                     + cached_grading(spent))
     if cell.get("cached"):
         bits.append("output from the response cache")
@@ -403,7 +403,7 @@ def _judges(judges: list) -> str:
             continue
         bits = [str(name)] + [str(j.get(k)) for k in ("verdict", "score") if j.get(k) is not None]
         if isinstance(j.get("cost"), (int, float)):
-            bits.append(figures.fmt_cost(j["cost"], digits=6))
+            bits.append(figures.fmt_cost(j["cost"]))
         rows.append(f"<li>{_e(' · '.join(bits))}" + (f'<div class="why dim">{_e(_text(j["reason"]))}</div>'
                                                        if j.get("reason") else "") + "</li>")
     return f'<details><summary>judges: {len(rows)}</summary><ul class="asserts">{"".join(rows)}</ul></details>'

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from factcli.report.figures import fmt_cost
+from factcli.report.figures import fmt_cost, money
 from factcli.report.html_page import WEIGHT_ZERO_NOTE, cached_grading
 from factcli.report.view import (
     column_label,
@@ -148,10 +148,10 @@ def show_test(store: Store, run: dict, test_idx: int, as_json: bool) -> None:
             details.append(f"+{r['grader_tokens']} grading")
         # an answered call has a price or n/a (a FAIL's `error` column holds its reason, not a failed call)
         if status != "ERROR" or r["cost"] is not None:
-            details.append(f"cost {fmt_cost(r['cost'], digits=6)}")
+            details.append(f"cost {fmt_cost(r['cost'])}")
         spent = ((loads(r["grading_json"], {}) or {}).get("metadata") or {}) if r["grading_json"] else {}
         if "graderCalls" in spent:
-            details.append(f"grading: {spent['graderCalls']} calls, {fmt_cost(spent.get('graderCost'), digits=6)}"
+            details.append(f"grading: {spent['graderCalls']} calls, {fmt_cost(spent.get('graderCost'))}"
                            + cached_grading(spent))
         if r["cached"]:
             details.append("output from the response cache")
@@ -263,7 +263,7 @@ def _print_component(console, c: dict, depth: int) -> None:
                     continue
                 bits = [str(name)] + [str(j.get(k)) for k in ("verdict", "score") if j.get(k) is not None]
                 if isinstance(j.get("cost"), (int, float)):
-                    bits.append(f"${j['cost']:.6f}")
+                    bits.append(money(j["cost"]))
                 console.print(Text(f"{pad}      - {' · '.join(bits)}" + (f": {j['reason']}" if j.get("reason") else "")))
     for child in c.get("componentResults") or []:
         _print_component(console, child, depth + 1)

@@ -187,7 +187,7 @@ def summary_fields(run, nonbinary: bool, repeat: int) -> list:
         st = m.stats
         score = f"{(m.score / n if n else 0):.3f}"
         if st.get("scoreBinary") is False:
-            score += " " + figures.fmt_interval(st.get("scoreCi95"), 2)
+            score += (" " + figures.fmt_interval(st.get("scoreCi95"), 2)).rstrip()
         passes.append(f"{m.test_pass}/{n}")
         rates.append(figures.fmt_rate(st.get("passRate"), st.get("passRateCi95")))
         scores.append(score)

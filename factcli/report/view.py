@@ -360,7 +360,7 @@ def footer_fields(summaries: list[dict]) -> list:
     for s, st in zip(summaries, col_stats):
         score = num(s["meanScore"])
         if st.get("scoreBinary") is False:
-            score += " " + figures.fmt_interval(st.get("scoreCi95"), 2)
+            score += (" " + figures.fmt_interval(st.get("scoreCi95"), 2)).rstrip()
         scores.append(score)
     fields = [Field("pass rate", [figures.fmt_rate(s["passRate"], s.get("passRateCi95")) for s in summaries]),
               Field("pass/fail/error", [f"{s['pass']}/{s['fail']}/{s['error']}" for s in summaries]),

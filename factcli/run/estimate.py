@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from factcli.providers.pricing import price_of
 from factcli.providers.tokens import count_messages
 from factcli.run.budget import budget_cap, output_cap, reply_cap
+from factcli.report.figures import money
 
 GRADER_RUBRIC_TOKENS = 600
 CLAIM_METHODS = ("factual-correctness", "factscore", "facts-grounding", "safe")
@@ -160,7 +161,7 @@ def _money(line: Line) -> str:
         return "n/a: no price is known (add inputCost and outputCost, USD per token, to its config)"
     if not line.high:
         return "$0"
-    return f"${line.low:.4f} – ${line.high:.4f}"
+    return f"{money(line.low)} – {money(line.high)}"
 
 
 def describe(run) -> list[str]:
@@ -180,7 +181,7 @@ def describe(run) -> list[str]:
         if line.search_rows:
             out.append(f"  search {line.name.removeprefix('search:')}: up to {line.calls:,} searches for "
                        f"{line.search_rows} rows by safe ({line.output_cap:,} a row: K facts, each searched up to "
-                       f"maxSearches times; an upper estimate), cost up to ${line.high:.4f}")
+                       f"maxSearches times; an upper estimate), cost up to {money(line.high)}")
             high += line.high
             continue
         parts = []
@@ -194,7 +195,7 @@ def describe(run) -> list[str]:
     if unpriced and not high:
         total = "n/a (no price is known for these models)"
     else:
-        total = f"${low:.4f} – ${high:.4f}" + (" plus calls whose price is unknown" if unpriced else "")
+        total = f"{money(low)} – {money(high)}" + (" plus calls whose price is unknown" if unpriced else "")
     if any(line.claim_rows for line in graders):
         total += " plus the claim-level calls"
     out.append(f"Estimated cost: {total}")

@@ -52,12 +52,14 @@ def _summarize(rows: int, passes: int, sums: list[float], counts: list[int], non
     if n_scored:
         if not nonbinary:  # the mean of 0/1 scores is a proportion: same interval as the pass rate
             score = wilson_interval(math.fsum(sums), n_scored)
-        else:
+        elif len(counts) > 1:
             score = bootstrap_cluster_mean(sums, counts)
+        else:  # one test: nothing to resample, and a zero-width interval would claim certainty
+            score = {"value": math.fsum(sums) / n_scored, "low": None, "high": None, "method": None}
     out["scoreMean"] = score["value"] if score else None
     out["scoreN"] = n_scored
     out["scoreBinary"] = (not nonbinary) if n_scored else None
-    out["scoreCi95"] = [score["low"], score["high"]] if score else None
+    out["scoreCi95"] = [score["low"], score["high"]] if score and score["low"] is not None else None
     out["scoreCi95Method"] = score["method"] if score else None
     reps = repeat_stats(tests, repeat) if repeat > 1 else None
     if reps:
