@@ -51,7 +51,7 @@ def test_diff_after_a_prompt_change_pairs_the_column_and_says_what_changed(fake_
     result = runner.invoke(app, ["diff", a, b], env={"COLUMNS": "200"})
     out = " ".join(result.output.split())
     assert result.exit_code == 0, result.output
-    assert "2 rows flipped (1 regressions, 1 fixes), 1 unchanged, 0 only in A, 0 only in B" in out
+    assert "2 rows flipped (1 regression, 1 fix), 1 unchanged, 0 only in A, 0 only in B" in out
     assert 'prompt changed: "What is the {{question}}?" → "What is the {{question}}? Answer in one word."' in out
     assert "pass rate" in out and "66.7%" in out
     doc = json.loads(runner.invoke(app, ["diff", a, b, "--json"]).output)

@@ -172,3 +172,55 @@ def test_results_json_rows_carry_promptid_as_promptfoo_writes_it(tmp_path):
     assert runner.invoke(app, ["export", "latest", "-o", str(exported)]).exit_code == 0
     assert [r["promptId"] for r in json.loads(exported.read_text())["results"]["results"]] == \
         [r["promptId"] for r in doc["results"]]
+
+
+# ---------------------------------------------------------------- items 9 and 10: money and the cosmetic ones
+
+
+def test_money_keeps_its_precision():
+    from factcli.report.figures import fmt_cost, money
+
+    assert [money(x) for x in (0, 0.000074, 0.0012, 0.12345, 12.345, 1234.5)] == \
+        ["$0", "$0.000074", "$0.0012", "$0.1235", "$12.35", "$1,234.50"]
+    assert fmt_cost(0.000074, 1) == "≥$0.000074 (1 row n/a)" and fmt_cost(None) == "n/a"
+
+
+def test_retry_errors_with_nothing_to_run_says_so_and_no_warning_for_nothing(server, tmp_path):
+    config = (f"prompts: ['Q: {{{{q}}}}']\nproviders: [{_model()}]\n"
+              f"defaultTest: {{options: {{provider: {_model()}}}}}\n"
+              "tests:\n  - vars: {q: a}\n    assert: [{type: llm-rubric, value: fine}]\n")
+    server.add_rule(r"fine", '{"reason": "ok", "pass": true, "score": 1}')
+    first = _eval(tmp_path, config)
+    assert first.exit_code == 0, first.output
+    assert "self-preference bias" in first.output  # the grader is the model under test: said when it grades
+    before = server.request_count
+    retry = runner.invoke(app, ["eval", "--retry-errors", "latest", "--no-progress-bar"])
+    assert retry.exit_code == 1
+    assert "has no ERROR rows: nothing to retry" in retry.output and "self-preference" not in retry.output
+    resume = runner.invoke(app, ["eval", "--resume", "latest", "--no-progress-bar"])
+    assert resume.exit_code == 1 and "nothing to resume" in resume.output
+    assert server.request_count == before
+
+
+def test_show_renders_assertion_values_and_labels_claims_as_explain_does(tmp_path):
+    config = ("prompts: ['{{q}}']\nproviders: [echo]\n"
+              "tests:\n  - vars: {q: hello, answer: hello}\n    assert: [{type: equals, value: '{{answer}}'}]\n")
+    assert _eval(tmp_path, config).exit_code == 0
+    shown = runner.invoke(app, ["show", "latest", "0"], env={"COLUMNS": "200"}).output
+    assert "value: hello (from {{answer}})" in shown
+    html = tmp_path / "r.html"
+    assert runner.invoke(app, ["export", "latest", "-o", str(html)]).exit_code == 0
+    assert "<pre>hello</pre><div class=\"dim\">written as <code>{{answer}}</code></div>" in html.read_text()
+    import factcli
+
+    run = factcli.evaluate(str(ROOT / "examples/factual-correctness/promptfooconfig.yaml"))
+    wrong = next(r for r in run.rows if r.step.provider.display == "wrong-year")
+    from factcli.run.check import explain
+
+    assert "(from the response, checked against the reference)" in explain(wrong.grading)
+    cfg = ROOT / "examples/factual-correctness/promptfooconfig.yaml"
+    assert runner.invoke(app, ["eval", "-c", str(cfg), "--no-progress-bar", "--no-table"]).exit_code == 100
+    shown = runner.invoke(app, ["show", "latest", "0"], env={"COLUMNS": "200"}).output
+    assert "from the response, checked against the reference" in shown and "evidence: reference" not in shown
+    # the example's metrics mean something: precision is 0.5 for the wrong year, 1 for the right answer
+    assert "Metrics: f1=0.500, precision=0.500" in shown and "Metrics: f1=1.000, precision=1.000" in shown

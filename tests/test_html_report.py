@@ -198,7 +198,11 @@ def test_facts_grounding_judges_and_method_line(tmp_path):
 
 
 def test_weight_zero_metrics_are_marked(tmp_path):
-    page = example_page(tmp_path, "factual-correctness")
+    cfg = write(tmp_path / "w.yaml", "prompts: ['{{q}}']\nproviders: [echo]\ntests:\n  - vars: {q: a}\n    assert:\n"
+                "      - {type: equals, value: a}\n      - {type: equals, value: a, metric: side, weight: 0}\n")
+    out = tmp_path / "w.html"
+    assert runner.invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "--no-progress-bar"]).exit_code == 0
+    page = out.read_text(encoding="utf-8")
     assert "0.000 (weight 0)" in page and "(weight 0): every assertion of this metric has weight 0" in page
 
 

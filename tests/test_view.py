@@ -169,7 +169,7 @@ tests:
     with Store.open() as store:
         b = store.resolve("latest")["id"]
     out = cli("diff", a, b, env={"COLUMNS": "200"}).output
-    assert "1 rows flipped (1 regressions, 0 fixes), 2 unchanged, 0 only in A, 1 only in B" in out
+    assert "1 row flipped (1 regression, 0 fixes), 2 unchanged, 0 only in A, 1 only in B" in out
     assert re.search(r"#1 two.*PASS.*FAIL", out)
     assert "pass rate" in out and "-25.0 pts" in out
     doc = json.loads(cli("diff", a, b, "--json").output)

@@ -269,7 +269,7 @@ def test_compare_two_runs(stored, tmp_path):
     picked = client.get("/compare", params=[("run", run_a), ("run", run_b)], follow_redirects=False)
     assert picked.status_code == 303 and picked.headers["location"] == f"/compare?a={run_a}&b={run_b}"
     html = client.get(picked.headers["location"]).text
-    assert "<b>1</b> rows flipped" in html and "1 fixes" in html  # test 1's echo column now passes
+    assert "<b>1</b> row flipped" in html and "1 fix<" in html  # test 1's echo column now passes
     assert "pass rate" in html and "+33.3 pts" in html
     assert "hostile output" in html and "<script>alert" not in html
     assert client.get("/compare").status_code == 200  # the picker alone

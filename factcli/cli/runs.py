@@ -301,7 +301,7 @@ def delete_cmd(
         if shown_status(row) == "running":
             fail(f"run {row['id']} is still running (pid {row['pid']} on {row['host']})")
         n = store.delete_run(row["id"])
-    typer.echo(f"Deleted run {row['id']} ({n} rows).")
+    typer.echo(f"Deleted run {row['id']} ({n} row{'s' if n != 1 else ''}).")
 
 
 @app.command("copy")

@@ -4,6 +4,7 @@ difference is more than noise), and the tests whose verdict changed."""
 from __future__ import annotations
 
 from factcli.errors import FactcliError
+from factcli.report.figures import plural
 from factcli.report.labels import column_label, provider_name, short_prompt
 from factcli.report.view import column_summaries, console_for_stdout, one_line, print_json
 from factcli.store.database import Store, shown_status
@@ -275,7 +276,8 @@ def _render_diff(doc: dict, a: dict, b: dict, paired_by_hand: bool = False) -> N
         console.print(Text(f"These runs {UNRELATED.replace(', so no row matches and their columns pair only by position', '')}: "
                            f"{how}; no row matches, so nothing can flip and every difference is between different "
                            "tests", style="yellow"), soft_wrap=True)
-    console.print(Text(f"{len(doc['flips'])} rows flipped ({doc['regressions']} regressions, {doc['fixes']} fixes), "
+    console.print(Text(f"{plural(len(doc['flips']), 'row')} flipped ({plural(doc['regressions'], 'regression')}, "
+                       f"{plural(doc['fixes'], 'fix', 'fixes')}), "
                        f"{doc['unchanged']} unchanged, {doc['onlyInA']} only in A, {doc['onlyInB']} only in B"))
     styles = {"PASS": "green", "FAIL": "red", "ERROR": "yellow"}
     if doc["flips"]:

@@ -37,6 +37,13 @@ def small_sample(rows: list[int]) -> str | None:
     return f"Small sample ({plural(fewest, 'row')}{where}): wide intervals; read them, not the rates."
 
 
+def score_text(value) -> str:
+    """A score as every report prints one: three places (`0.389`, not `0.38940039153570244`)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    return f"{value:.3f}"
+
+
 def plural(count: int, word: str, many: str | None = None) -> str:
     """`1 row`, `2 rows`, `0 rows` (`many` for a plural that is not word + s)."""
     return f"{count:,} {word if count == 1 else (many or word + 's')}"

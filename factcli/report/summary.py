@@ -210,6 +210,8 @@ def summary_fields(run, nonbinary: bool, repeat: int) -> list:
 
 
 def summary(run, console: Console) -> None:
+    from factcli.report import figures
+
     total = run.successes + run.failures + run.errors
     rate = run.pass_rate
     cached = sum(m.cached for m in run.metrics)
@@ -217,12 +219,11 @@ def summary(run, console: Console) -> None:
     status = {"complete": "", "aborted": " [bold red](aborted)[/]", "interrupted": " [bold yellow](interrupted)[/]"}
     console.print(f"[bold]Run[/] {run.run_id}{status.get(run.status, '')} · {total}/{run.total_steps} rows · "
                   f"{run.duration_ms / 1000:.1f} s" + (f" · {cached} cached" if cached else "")
-                  + (f" · {run.retries} retries" if run.retries else ""))
+                  + (f" · {figures.plural(run.retries, 'retry', 'retries')}" if run.retries else ""))
     for pid, t in (getattr(run, "throttling", None) or {}).items():
         console.print(escape(f"Throttled: {pid} asked to slow down {t['throttled']} times; calls in flight cut to "
                              f"{t['lowestLimit']} (limit {t['limit']})"))
     from factcli import stats
-    from factcli.report import figures
     from factcli.stats import judge
 
     stats.fill(run)  # normally done at the end of the run; a run built by hand may lack them
@@ -235,12 +236,11 @@ def summary(run, console: Console) -> None:
     console.print(spend_text(run.metrics))
     if run.graders:
         errors = sum(m.grading_errors for m in run.metrics)
-        console.print(f"Grader: {', '.join(run.graders)}" + (f" · [yellow]{errors} grading errors[/]" if errors else ""))
+        console.print(f"Grader: {', '.join(run.graders)}" + (f" · [yellow]{figures.plural(errors, 'grading error')}[/]" if errors else ""))
     for col, m in zip(run.columns, run.metrics):
-        if m.categories:
+        if m.categories:  # the figures first: a long column label wraps after them, never before
             dist = "  ".join(f"{k}:{m.categories[k]}" for k in sorted(m.categories))
-            console.print(escape(f"Factuality categories {_label(col)}: ")
-                          + dist)
+            console.print(escape(f"Factuality categories: {dist}" + (f" · {_label(col)}" if len(run.columns) > 1 else "")))
         for report in m.methods.values():
             console.print(escape(f"{_label(col)}: {report['line']}"))
         for entry in m.judge_corrected:

@@ -211,10 +211,12 @@ class Flow:
         """Store the run, execute its rows (each stored as it finishes, committed in groups) and
         finish it in the store, also when Ctrl-C, a cancellation or an error stops it."""
         run, session = self.run, self.session
+        session.begin(run)  # the store stage: the run row, status started (a resumed run: what is left to run)
+        idle = not len(getattr(run, "_steps", ()) or ())
         for message in run.warnings[getattr(run, "warnings_shown", 0):]:  # the plan's own, not yet told
-            self.ui.warn(message)
+            if not (idle and runner.SELF_PREFERENCE in message):  # no grader call is coming: nothing to warn of
+                self.ui.warn(message)
         run.warnings_shown = len(run.warnings)
-        session.begin(run)  # the store stage: the run row, status started
         advance, warn, stop = self.ui.progress(run)
         keep = self.rows.append if self.options.keep_rows else None
 

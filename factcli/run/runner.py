@@ -252,18 +252,21 @@ def _grader_kinds(type_name: str) -> tuple[str, ...]:
     return GRADER_KINDS.get(type_name, ("text",))
 
 
+SELF_PREFERENCE = "(self-preference bias)"  # in the warning's text; left out when nothing is left to run (flow)
+
+
 def self_preference_warning(grader_id: str, provider_ids: list[str]) -> str | None:
     """A warning when a text grader is, or shares a model family with, a model under test."""
     from factcli.scoring.panels import same_family
 
     if grader_id in provider_ids:
         return (f"the grader {grader_id} is also a model under test: it may favour its own answers "
-                "(self-preference bias); prefer a grader from another model family")
+                f"{SELF_PREFERENCE}; prefer a grader from another model family")
     for pid in provider_ids:
         family = same_family(grader_id, pid)
         if family:
             return (f"the grader {grader_id} is from the same model family ({family}) as the model under test "
-                    f"{pid}: it may favour answers like its own (self-preference bias); prefer a grader from "
+                    f"{pid}: it may favour answers like its own {SELF_PREFERENCE}; prefer a grader from "
                     "another model family")
     return None
 
