@@ -31,10 +31,14 @@ class ConfigProblems(ConfigError):
         if len(problems) == 1:
             self.problems = []
             message = f"{problems[0]} (found before any call; nothing was sent)"
-        else:
-            self.problems = problems
-            message = f"{len(problems)} problems found before any call (nothing was sent):"
+        else:  # a mistake repeated on every row of a big test file is not listed 10,000 times
+            self.problems = problems if len(problems) <= SHOWN_PROBLEMS else (
+                problems[:SHOWN_PROBLEMS] + [f"… and {len(problems) - SHOWN_PROBLEMS:,} more"])
+            message = f"{len(problems):,} problems found before any call (nothing was sent):"
         super().__init__(message)
+
+
+SHOWN_PROBLEMS = 30  # lines ConfigProblems lists at most
 
 
 class AbortRun(FactcliError):

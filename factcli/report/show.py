@@ -216,14 +216,16 @@ def _print_component(console, c: dict, depth: int) -> None:
         line.append(f" ({WEIGHT_ZERO_NOTE})", style="dim")
     if a.get("metric"):
         line.append(f" [{a['metric']}]", style="dim")
+    written = None
     if "value" in a and a.get("value") is not None:  # the value the row was graded against
-        meta = c.get("metadata") or {}
-        shown = meta.get("renderedAssertionValue", a["value"])
+        shown = (c.get("metadata") or {}).get("renderedAssertionValue", a["value"])
         value = shown if isinstance(shown, str) else json.dumps(shown, ensure_ascii=False)
         line.append(f" value: {one_line(value, 160)}", style="dim")
         if shown != a["value"]:
-            line.append(f" (from {one_line(str(a['value']), 60)})", style="dim")
+            written = a["value"] if isinstance(a["value"], str) else json.dumps(a["value"], ensure_ascii=False)
     console.print(line)
+    if written is not None:
+        console.print(Text(f"{pad}    (value written as {one_line(written, 160)})", style="dim"))
     if c.get("reason"):
         console.print(Text(_indent(c["reason"], len(pad) + 4)))
     meta = c.get("metadata") or {}

@@ -275,13 +275,17 @@ def model_name_warnings(suite: Suite) -> list[str]:
     """A model name litellm's list does not have but has one close to (`gpt-4o-mni`), or a model type
     no provider knows (`openai:chatt:…`): a warning, since new models appear before litellm lists them
     (and promptfoo only warns of the type)."""
-    from factcli.providers.litellm_provider import kind_problem
     from factcli.providers.pricing import model_name_problem
     from factcli.providers.registry import create_provider
 
     out = []
     for i, spec in enumerate(suite.providers):
-        problem = kind_problem(spec.id) or model_name_problem(create_provider(spec, suite.base_dir))
+        problem = None
+        if spec.id.count(":") >= 2 and not spec.id.startswith(("file:", "python:", "exec:")):  # vendor:type:model
+            from factcli.providers.litellm_provider import kind_problem  # (not imported by an echo run)
+
+            problem = kind_problem(spec.id)
+        problem = problem or model_name_problem(create_provider(spec, suite.base_dir))
         if problem and problem not in out:
             out.append(f"providers[{i}] {spec.id}: {problem}")
     return out

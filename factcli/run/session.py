@@ -130,10 +130,10 @@ class EvalSession:
         if self.mode == "resume" and status == "complete":
             raise FactcliError(f"run {row['id']} is complete: nothing to resume "
                                "(--retry-errors re-runs its ERROR rows)")
-        if self.mode != "resume" and status == "complete" and not row.get("errors"):
-            raise FactcliError(f"run {row['id']} has no ERROR rows: nothing to retry")
         self.source = row
         opts = loads(row.get("options_json"), {}) or {}
+        if self.mode != "resume" and status == "complete" and not row.get("errors") and opts.get("mode") != "calibrate":
+            raise FactcliError(f"run {row['id']} has no ERROR rows: nothing to retry")
         self.source_options = opts
         from factcli.sources import expand_env
 
