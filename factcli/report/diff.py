@@ -107,8 +107,8 @@ class Unrelated(FactcliError):
     exit_code = 1
 
 
-UNRELATED = ("share nothing: no config file, prompt, test or provider in common, so no row matches and their "
-             "columns pair only by position")
+UNRELATED = ("share nothing: no config file, prompt, test or provider in common, so no row matches and columns "
+             "could pair only by position")
 
 
 def diff_runs(store: Store, a: dict, b: dict, as_json: bool, *, force: bool = False,
@@ -273,7 +273,7 @@ def _render_diff(doc: dict, a: dict, b: dict, paired_by_hand: bool = False) -> N
                   soft_wrap=True)  # two run ids that a line break would cut
     if doc["unrelated"]:
         how = "columns paired with --pair" if paired_by_hand else "compared anyway (--force)"
-        console.print(Text(f"These runs {UNRELATED.replace(', so no row matches and their columns pair only by position', '')}: "
+        console.print(Text(f"These runs {UNRELATED.split(', so ')[0]}: "
                            f"{how}; no row matches, so nothing can flip and every difference is between different "
                            "tests", style="yellow"), soft_wrap=True)
     console.print(Text(f"{plural(len(doc['flips']), 'row')} flipped ({plural(doc['regressions'], 'regression')}, "
