@@ -41,6 +41,10 @@ class ConfigProblems(ConfigError):
 SHOWN_PROBLEMS = 30  # lines ConfigProblems lists at most
 
 
+class StoreUnavailable(FactcliError):
+    """The store cannot be reached (a server down or out of reach): the web view's 503."""
+
+
 class AbortRun(FactcliError):
     """A fatal provider error (401/403 and alike): the run stops, what finished is kept."""
 
