@@ -96,6 +96,7 @@ def test_run_page_matrix_summaries_and_filters(stored):
     assert html.count('class="tag">ERROR') == 1
     assert "[echo]" in html and "[file://prov.py]" in html
     assert "66.7%" in html and "[20.8, 93.9]" in html  # echo column: 2/3 with its Wilson interval
+    assert '<p class="legend" id="small-sample">Small sample (3 rows a column): wide intervals' in html
     assert "greeting" in html  # the named metric, with its filter link
     assert "HELLO WORLD" in html and "provider blew up on boom" in html
     assert f"/runs/{run_id}/cell/1/0/0" in html  # every cell opens its page

@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse
 
-from factcli.report import view
+from factcli.report import figures, view
 from factcli.web import queries
 from factcli.web.deps import open_store, render
 
@@ -114,7 +114,8 @@ def run_page(request: Request):
         "metrics": queries.metric_names(summaries), "marks": marks, "agreement": agreement,
         "page_link": page_link, "cell_url": cell_url, "run_url": run_url, "output_start": OUTPUT_START,
         "first_failed": first_failed, "filtered": bool(failures or errors or text or column is not None or metric),
-        "live": header["status"] == "running", "page_sizes": queries.PAGE_SIZES})
+        "live": header["status"] == "running", "page_sizes": queries.PAGE_SIZES,
+        "small_sample": figures.small_sample([s["pass"] + s["fail"] + s["error"] for s in summaries])})
 
 
 def status_json(request: Request):
