@@ -152,12 +152,14 @@ class EvalSession:
             options.delay_ms = opts.get("delay_ms")
         if options.cache is None and opts.get("no_cache"):
             options.cache = False
+        from_store = {"--var": options.vars}  # options taken from the store may name code too
         if options.grader is None:
-            options.grader = opts.get("grader")
+            options.grader = from_store["--grader"] = opts.get("grader")
         if options.max_cost is None:
             options.max_cost = opts.get("max_cost")
         if options.providers is None:
-            options.providers = opts.get("providers")
+            options.providers = from_store["--providers"] = opts.get("providers")
+        self._refuse_stored_code(row["id"], from_store, "its stored options")
         self.suite = self._rebuild_suite(row, opts, options)
         self.selected = opts.get("tests")
         if not any(e.runs_for("beforeAll") for e in self.suite.extensions):  # else: the tests beforeAll gives
@@ -200,7 +202,8 @@ class EvalSession:
         from factcli.config.loader import build_suite
 
         cfg = dict(stored) if isinstance(stored, dict) else {}
-        self._refuse_stored_code(run_id, cfg, files)
+        gone = ", ".join(files) or "the config files"
+        self._refuse_stored_code(run_id, cfg, f"{gone} {'is' if len(files) == 1 else 'are'} not here")
         _note(f"The config files of run {run_id} are gone; using the config stored with the run.")
         if REDACTED in json.dumps(cfg):
             _warn("the stored config had secrets that were never stored; they stay '[redacted]' "
@@ -220,17 +223,16 @@ class EvalSession:
         with runner.downloads(options):
             return build_suite(cfg, base / "stored-config.yaml", options.vars)
 
-    def _refuse_stored_code(self, run_id: str, cfg: dict, files: list) -> None:
-        """Code in a config read from the store runs only with --trust-stored-code: whoever can write
-        the database could have put it there (docs/team.md)."""
+    def _refuse_stored_code(self, run_id: str, cfg: dict, why: str) -> None:
+        """Code in a config (or options) read from the store runs only with --trust-stored-code: whoever
+        can write the database could have put it there (docs/team.md). `why`: why the store's copy is used."""
         from factcli.config.stored_code import code_in
 
         code = code_in(cfg)
         if not code or self._args.get("trust_stored_code"):
             return
-        gone = ", ".join(files) or "the config files"
-        err = FactcliError(f"run {run_id} would run code taken from the store, not from your files ({gone} "
-                           f"{'is' if len(files) == 1 else 'are'} not here): {len(code)} piece"
+        err = FactcliError(f"run {run_id} would run code taken from the store, not from your files ({why}): "
+                           f"{len(code)} piece"
                            f"{'s' if len(code) != 1 else ''} of code, listed below. Resume it where its config "
                            "files are, or, if you trust everyone who can write this database, add --trust-stored-code")
         err.problems = code
