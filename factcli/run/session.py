@@ -89,7 +89,7 @@ class EvalSession:
         self._options = None
         self._outage = None  # run/outage.Outage while the store does not take rows
         # the rows a store that may vanish (a server) took, to show them if it is gone at the end
-        self._kept: list[tuple] | None = None
+        self._kept = None  # run/outage.Spool for a server store
         self.unstored: tuple | None = None  # (rows, tests, error): the store was gone at the end
 
     # ------------------------------------------------------------ before the suite is loaded
@@ -272,7 +272,10 @@ class EvalSession:
 
         self._derived = compile_derived(run.suite.derived_metrics)
         self.scrub = Scrubber(run.suite.raw)
-        self._kept = [] if self.store.kind == "postgresql" else None
+        if self.store.kind == "postgresql":
+            from factcli.run.outage import Spool
+
+            self._kept = Spool()
         self._metrics_at = time.monotonic()  # the first running totals a second in: a short run has only its final ones
         try:
             if self.source is not None:
@@ -410,7 +413,7 @@ class EvalSession:
             return
         held = {(r.step.test_idx, r.step.prompt_idx, r.step.repeat_idx) for r in run.rows}
         try:
-            for r in (self._unwritten(self._kept) if self._kept is not None else stored):
+            for r in (self._unwritten(self._kept.rows()) if self._kept is not None else stored):
                 key = (r.step.test_idx, r.step.prompt_idx, r.step.repeat_idx)
                 if key not in held:
                     held.add(key)
@@ -495,7 +498,7 @@ class EvalSession:
             self._lost(exc, group)
         else:
             if self._kept is not None:
-                self._kept.extend(group)
+                self._kept.add(group)
         self._group = []
 
     def _lost(self, exc: BaseException, group: list[tuple]) -> None:
@@ -526,7 +529,7 @@ class EvalSession:
             outage.failed(exc)
             return False
         if self._kept is not None:
-            self._kept.extend(rows)
+            self._kept.add(rows)
         self._outage = None
         _note(f"{self.store.path} is back: the {len(rows)} rows held meanwhile are stored.")
         return True
@@ -577,6 +580,8 @@ class EvalSession:
         except store_errors() as exc:
             _warn(f"could not finish the run in {self.store.path}: {exc}")
         finally:
+            if self._kept is not None:
+                self._kept.close()
             try:
                 self.store.close()
             except store_errors():
