@@ -80,7 +80,7 @@ class Spool:
     def add(self, rows: list[tuple]) -> None:
         if rows:
             if self._file is None:
-                self._file = tempfile.TemporaryFile(prefix="factcli-rows-")
+                self._file = tempfile.TemporaryFile(prefix="factcli-rows-")  # noqa: SIM115 (open until close())
             marshal.dump(rows, self._file)
 
     def rows(self) -> list[tuple]:
