@@ -136,6 +136,8 @@ class EvalSession:
                                "(--retry-errors re-runs its ERROR rows)")
         self.source = row
         opts = loads(row.get("options_json"), {}) or {}
+        if self.mode != "resume" and status == "complete" and not row.get("errors") and opts.get("mode") != "calibrate":
+            raise FactcliError(f"run {row['id']} has no ERROR rows: nothing to retry")
         self.source_options = opts
         from factcli.sources import expand_env
 
@@ -394,7 +396,7 @@ class EvalSession:
         leases.take(store, src)  # refused if another process took the run since it was read
         store.update_run(run_id, {"attempts": (src.get("attempts") or 1) + 1})
         what = "Resuming" if self.mode == "resume" else "Retrying the errors of"
-        _note(f"{what} run {run_id}: {self.loaded} of {run.total_steps} rows kept, "
+        _note(f"{what} run {run_id}: {self.loaded} of {run.total_steps} row{'s' if run.total_steps != 1 else ''} kept, "
               f"{len(run._steps)} to run.")
 
     def _stream_rows(self, run) -> None:

@@ -163,7 +163,7 @@ def cell_page(request: Request):
 
 
 def compare_page(request: Request):
-    from factcli.report.diff import diff_doc
+    from factcli.report.diff import NOISE_LEGEND, diff_doc
 
     picked = request.query_params.getlist("run")
     a_ref = request.query_params.get("a") or (picked[0] if len(picked) > 0 else "")
@@ -181,7 +181,7 @@ def compare_page(request: Request):
         return RedirectResponse(f"/compare?{urlencode({'a': a['id'], 'b': b['id']})}", status_code=303)
     return render(request, "compare.html", {"title": f"Compare {a['id']} → {b['id']}", "runs": listed, "doc": doc,
                                             "a": a, "b": b, "a_ref": a["id"], "b_ref": b["id"], "run_url": run_url,
-                                            "cell_url": cell_url})
+                                            "cell_url": cell_url, "noise_legend": NOISE_LEGEND})
 
 
 def disagreements_page(request: Request):
