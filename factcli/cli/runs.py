@@ -248,26 +248,32 @@ def diff_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the differences as JSON."),
     fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="Exit 100 when the pass rate, "
                                             "the mean score or a named metric of a column dropped beyond noise."),
+    force: bool = typer.Option(False, "--force", help="Compare runs that share no config, prompt, test or provider."),
+    pair: List[str] = typer.Option([], "--pair", metavar="A=B", help="Compare column A of RUN_A with column B of "
+                                   "RUN_B (indices from 0), and only the columns paired so. Repeatable."),
     db: Optional[str] = typer.Option(None, "--db", metavar="DB", help=DB_HELP),
 ) -> None:
     """Compare two runs: rows that flipped between PASS, FAIL and ERROR, and metric deltas per column.
 
-    Rows are matched by test description and vars (not position), repeat and column. Either side may
-    be an exported results JSON (`-o results.json`, a release's artifact in CI) instead of a stored run."""
-    from factcli.report.diff import diff_runs
+    Rows are matched by test description and vars (not position), repeat and column. Runs that share
+    nothing (no config file, prompt, test or provider) are compared only with --force or --pair. Either
+    side may be an exported results JSON (`-o results.json`, a release's artifact in CI) instead of a
+    stored run."""
+    from factcli.report.diff import diff_runs, parse_pairs
     from factcli.report.results_json import is_results_file
 
     files = [ref for ref in (run_a, run_b) if is_results_file(ref)]
     if not files:
         with _store(db) as store:
+            pairs = parse_pairs(pair)
             a, b = store.resolve(run_a), store.resolve(run_b)
-            dropped = diff_runs(store, a, b, as_json)
+            dropped = diff_runs(store, a, b, as_json, force=force, pairs=pairs)
     else:
         from factcli.errors import FactcliError
 
         try:
-            dropped = _diff_with_files(run_a, run_b, db, as_json)
-        except FactcliError as exc:  # a file that is no results JSON: one line, exit 1
+            dropped = _diff_with_files(run_a, run_b, db, as_json, force, parse_pairs(pair))
+        except FactcliError as exc:  # a file that is no results JSON, runs that share nothing: one line, exit 1
             fail(str(exc), exc.exit_code)
     if dropped and fail_on_regression:
         from rich.markup import escape
@@ -281,7 +287,7 @@ def diff_cmd(
         raise typer.Exit(int(env_float("FACTCLI_FAILED_TEST_EXIT_CODE", 100)))
 
 
-def _diff_with_files(run_a: str, run_b: str, db: Optional[str], as_json: bool) -> list[str]:
+def _diff_with_files(run_a: str, run_b: str, db: Optional[str], as_json: bool, force: bool, pairs) -> list[str]:
     """diff where a side is a results JSON: both sides in a store of their own, for this diff only."""
     import tempfile
 
@@ -299,7 +305,7 @@ def _diff_with_files(run_a: str, run_b: str, db: Optional[str], as_json: bool) -
                 else:
                     with _store(db) as store:
                         sides.append(scratch.resolve(copy_run(store, scratch, ref)["id"]))
-            return diff_runs(scratch, sides[0], sides[1], as_json)
+            return diff_runs(scratch, sides[0], sides[1], as_json, force=force, pairs=pairs)
 
 
 @app.command("export")
@@ -346,7 +352,7 @@ def delete_cmd(
         if shown_status(row) == "running":
             fail(f"run {row['id']} is still running (pid {row['pid']} on {row['host']})")
         n = store.delete_run(row["id"])
-    typer.echo(f"Deleted run {row['id']} ({n} rows).")
+    typer.echo(f"Deleted run {row['id']} ({n} row{'s' if n != 1 else ''}).")
 
 
 @app.command("copy")
