@@ -150,7 +150,7 @@ def test_diff_passes_on_noise_and_takes_json_on_both_sides(tmp_path):
     _eval("-c", _suite(tmp_path, "noise", {4}), "-o", candidate)  # one test of 30 flipped: within noise
     result = runner.invoke(app, ["diff", str(release), str(candidate), "--fail-on-regression"])
     assert result.exit_code == 0, result.output
-    assert "1 rows flipped (1 regressions, 0 fixes), 29 unchanged" in _said(result)
+    assert "1 row flipped (1 regression, 0 fixes), 29 unchanged" in _said(result)
     assert runner.invoke(app, ["diff", "latest", str(release), "--fail-on-regression"]).exit_code == 0  # a fix
 
 
