@@ -597,3 +597,26 @@ def test_eligibility_off_and_not_facts_grounding(fake_openai, tmp_path):
     assert meta["score"] == 0.0 and meta["eligible"] is True and meta["judges"][0]["eligibility"] is None
     steps = [_last_user(r["json"]).splitlines()[0] for r in fake_openai.requests if r["json"]["model"] == "judge-a"]
     assert steps == ["Grounding check: label every sentence"]
+
+
+def test_reference_profile_asks_for_a_baseline_and_gives_each_judge_the_papers_template(fake_openai, tmp_path):
+    judges = ("gpt-judge", "claude-judge")
+    fake_openai.add_rule("^Request: ", "Alpha is red. Beta is blue.", model="m")
+    for j in judges:
+        fake_openai.add_rule("^Request: ", f"Baseline answer of {j}.", model=j)  # its own answer to the prompt
+        fake_openai.add_rule(".", scripted_judge({"Alpha": ("No Issues", ["supported", "supported"])}), model=j)
+    cfg = write(tmp_path / "c.yaml", config('  - vars: {request: "Colours?"}', judges=judges,
+                                            assert_config="{profile: reference}"))
+    out = tmp_path / "r.json"
+    run("-c", cfg, "-o", out)
+    comp = component(rows_of(out)[1][0])
+    meta = comp["metadata"]
+    assert meta["profile"] == "reference" and comp["score"] == 1.0
+    # the paper's judges: json for GPT (and Gemini), implicit_span_level for Claude
+    assert [(j["judge"], j["template"]) for j in meta["judges"]] == [
+        ("openai:chat:gpt-judge", "json"), ("openai:chat:claude-judge", "implicit_span_level")]
+    for j in judges:
+        steps = [r["json"]["messages"] for r in fake_openai.requests if r["json"]["model"] == j]
+        assert len(steps) == 3  # baseline, eligibility (with the baseline), grounding
+        eligibility = next(m[-1]["content"] for m in steps if "Instruction-following check" in m[-1]["content"])
+        assert f"Baseline answer of {j}." in eligibility
