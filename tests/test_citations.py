@@ -47,15 +47,15 @@ tests:
       n: 1
       docs: %(docs)s
     options: {disableVarExpansion: true}   # keep the list of passages one value
-    assert: [{type: citations, config: {passages: docs}%(extra)s}]
+    assert: [{type: citations, config: {passages: docs%(cfg)s}%(extra)s}]
 """
 
 
-def run(tmp_path, fake_openai, answer=ANSWER, judge=entail_judge, extra="", args=()):
+def run(tmp_path, fake_openai, answer=ANSWER, judge=entail_judge, extra="", args=(), cfg=""):
     fake_openai.clear_rules()
     fake_openai.add_rule(".", answer, model="m")
     fake_openai.add_rule(".", judge, model="judge")
-    cfg = write(tmp_path / "c.yaml", CONFIG % {"docs": json.dumps([P1, P2, P3]), "extra": extra})
+    cfg = write(tmp_path / "c.yaml", CONFIG % {"docs": json.dumps([P1, P2, P3]), "extra": extra, "cfg": cfg})
     out = tmp_path / "r.json"
     result = CliRunner().invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "--no-progress-bar", "--no-cache",
                                       *args])
@@ -137,7 +137,7 @@ def test_passages_must_name_a_list_var(tmp_path, fake_openai):
     fake_openai.clear_rules()
     fake_openai.add_rule(".", ANSWER, model="m")
     cfg = write(tmp_path / "c.yaml", CONFIG.replace("passages: docs", "passages: nope") % {
-        "docs": json.dumps([P1]), "extra": ""})
+        "docs": json.dumps([P1]), "extra": "", "cfg": ""})
     out = tmp_path / "r.json"
     result = CliRunner().invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "--no-progress-bar", "--no-cache"])
     row = json.loads(out.read_text())["results"]["results"][0]
@@ -170,3 +170,28 @@ def test_show_the_web_cell_page_and_the_html_report_show_each_statement(tmp_path
         assert '<span class="ok">[supported]</span> Marie Curie won two Nobel Prizes.' in html
         assert "cites [1][3] (unnecessary)" in html
         assert f'<div class="evidence">[1] {P1}</div>' in html
+
+
+def test_the_step_prompt_can_come_from_a_file_or_a_url(tmp_path, fake_openai):
+    import functools
+    import http.server
+    import threading
+
+    prompt = "Premise: {{premise}}\n<premise>\n{{premise}}\n</premise>\n<hypothesis>\n{{hypothesis}}\n</hypothesis>\nMY OWN PROMPT"
+    (tmp_path / "served").mkdir()
+    (tmp_path / "served" / "entail.txt").write_text(prompt)
+    (tmp_path / "entail.txt").write_text(prompt.replace("MY OWN PROMPT", "MY FILE PROMPT"))
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path / "served"))
+    handler.log_message = lambda *a: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/entail.txt"
+        for where, mark in ((url, "MY OWN PROMPT"), ("file://entail.txt", "MY FILE PROMPT")):
+            _, data = run(tmp_path, fake_openai, cfg=f', entailPrompt: "{where}"')
+            assert _component(data)["metadata"]["citationRecall"] == pytest.approx(2 / 3)
+            judged = [r["json"]["messages"][-1]["content"] for r in fake_openai.requests
+                      if r["json"]["model"] == "judge"]
+            assert judged and any(t.endswith(mark) for t in judged), [t[-30:] for t in judged]
+    finally:
+        server.shutdown()
