@@ -559,13 +559,9 @@ def test_ready_made_suite_runs_with_scripted_judges(fake_openai, tmp_path):
     data["providers"] = [{"id": "openai:chat:m", "config": {"apiBaseUrl": url}}]
     assertion = data["defaultTest"]["assert"][0]
     judges = assertion["provider"]
-    assert len(judges) == 3 and assertion["config"]["template"] == "json"
-    assert list(assertion["config"]["templates"].values()) == ["implicit_span_level"]
-    renamed = {}
+    assert len(judges) == 3 and assertion["config"]["profile"] == "reference"
     for j in judges:  # the same judges, served by the fake server under their model names
-        renamed[j["id"]] = "openai:chat:" + j["id"].split(":")[-1]
-        j["id"], j["config"]["apiBaseUrl"] = renamed[j["id"]], url
-    assertion["config"]["templates"] = {renamed[k]: v for k, v in assertion["config"]["templates"].items()}
+        j["id"], j["config"]["apiBaseUrl"] = "openai:chat:" + j["id"].split(":")[-1], url
     write(tmp_path / "facts-grounding.yaml", yaml.safe_dump(data))
     write(tmp_path / "facts-grounding-examples.csv",
           'system_instruction,user_request,context_document\n'
@@ -573,6 +569,7 @@ def test_ready_made_suite_runs_with_scripted_judges(fake_openai, tmp_path):
     fake_openai.add_rule(".", "Alpha is red. Beta is blue.", model="m")
     script = scripted_judge({"Alpha": ("No Issues", ["supported", "supported"])})
     for j in judges:
+        fake_openai.add_rule("^" + re.escape(DOC), "Alpha is red.", model=j["id"].split(":")[-1])  # its baseline
         fake_openai.add_rule(".", script, model=j["id"].split(":")[-1])
     out = tmp_path / "r.json"
     result = run("-c", tmp_path / "facts-grounding.yaml", "-o", out)
