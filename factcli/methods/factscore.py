@@ -7,17 +7,22 @@ Pipeline, per response (factuality-methods.md §3, the paper's §3.1 and §4.1):
    Preamble sentences that FActScore's bio mode skips produce no facts: a sentence starting with
    "Sure", "Please" or "This sentence does not contain any facts", and a first sentence starting with
    "Here are" / "Here is" / "Here's" (`config.skip_preambles: false` keeps them).
-3. The grader decomposes the sentences into atomic facts: one call for the whole response, or one
+3. The grader decomposes the sentences into atomic facts: one call per 400 words of sentences, or one
    per sentence with `config.decompose: sentence`. With a judge panel, the first judge (or
    `config.decomposer`) decomposes and every judge verifies the same facts, as in the paper, where one
-   decomposition is checked by several evaluators. A response with no facts counts as abstaining
-   (FActScore: 0 facts -> not responding).
-4. For each fact, BM25 retrieves the top `k` passages (query: "<topic> <fact>") from the knowledge
-   source, restricted to the topic's document when there is a topic (factcli.providers.search.knowledge).
-5. Each judge verifies the facts against their passages: one call per fact list (the union of the
-   facts' passages is shown once, numbered), or one call per fact with `config.batch: false`, or
-   lists of `config.batch_size` facts. The reply must hold exactly one verdict per fact, in order;
-   anything else is a grading error (never a guess).
+   decomposition is checked by several evaluators. Sentences that give no facts at all are a grading
+   error: the decomposer failed (FActScore would count the response as not responding).
+4. For each fact, BM25 (or, `retriever: dense`, an embedding model: factscore_dense.py) retrieves the
+   top `k` passages (query: "<topic> <fact>") from the knowledge source, restricted to the topic's
+   document when there is a topic (factcli.providers.search.knowledge).
+5. Each judge verifies the facts against their passages: lists of `config.batch_size` facts (default
+   10; the union of the list's passages is shown once, numbered), or one call per fact with
+   `config.batch: false` (its own passages only). The reply must hold exactly one verdict per fact, in
+   order; anything else is a grading error (never a guess).
+
+`profile: reference` changes the defaults to FActScore's code (settings_from): dense retrieval, one
+verification call a fact with its own passages best last, sentence-by-sentence decomposition, no
+abstention rule.
 
 Score (FActScore's definition, paper §3.1; length penalty from the reference implementation,
 `factscorer.py`, factuality-methods.md §3.8 -- the paper text itself has no penalty):
@@ -54,9 +59,11 @@ Abstention rules (`config.abstain`), from FActScore's `abstain_detection.py`:
   k               passages retrieved per fact (default 5)
   passage_words   passage size in words (default 256)
   gamma           length penalty γ (default 10; 0 or false turns it off)
+  profile         default | reference
   decompose       response (default) | sentence
-  batch           true (default): one verification call per fact list; false: one per fact
-  batch_size      facts per verification call when batching (default 0: all of them)
+  retriever       bm25 (default) | dense;  embeddingProvider: the embedding model of dense retrieval
+  batch           true (default): batch_size facts a verification call; false: one per fact
+  batch_size      facts per verification call when batching (default 10; 0: all of them)
   abstain, abstain_phrases, on_abstain (fail | pass), skip_preambles   see above
   aggregate       mean (default) | majority | unanimous, for a judge panel (`provider:` list)
   decomposer      the provider that decomposes (default: the first judge)

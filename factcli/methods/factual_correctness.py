@@ -3,7 +3,7 @@
 The assertion's `value` is the reference answer. For each judge:
 1. the response and the reference are decomposed into atomic claims (two calls, in parallel);
 2. response claims are checked against the reference (precision) and reference claims against
-   the response (recall), one call per claim list, in parallel. Verdicts are SUPPORTED,
+   the response (recall), BATCH claims a call, in parallel. Verdicts are SUPPORTED,
    CONTRADICTED or NEUTRAL; only SUPPORTED counts.
 
 precision = supported response claims / response claims
@@ -22,6 +22,11 @@ order, or the assertion is a grading error.
 
 A side with no claims makes its ratio undefined: the assertion then fails with a reason that says
 so and `metadata.undefined`, never a silent 0 or 1.
+
+`profile: reference` computes RAGAS's figures instead (`_ragas`): recall TP/(TP+FN) with TP the
+supported response claims, a side without claims scoring 0, and RAGAS's default decomposition level
+(`atomicity: low`, `coverage: low`; factual_correctness_prompts.py). docs/claim-methods.md has the
+departures of both profiles.
 """
 
 from __future__ import annotations

@@ -12,6 +12,12 @@ JSON, each prompt overridable under `config` (factcli/methods/safe_prompts.py ha
 verifiable claims of the sentence with the three sentences before it and the one after it as context;
 every claim counts as relevant, and its one search is the claim itself (`results` default 10).
 
+`profile: reference` follows SAFE's and VeriScore's code: the split is one call a sentence, revision
+and relevance are two calls (`revisePrompt`, `relevancePrompt`), every relevant fact gets exactly
+`maxSearches` searches, the knowledge is SAFE's (a line of snippets a search); with `claims:
+verifiable` the rating is ternary and the column report adds VeriScore's K per domain, the median and
+largest claim count over every compared column (veriscore_k, a cross-column report).
+
 Score, with S supported, N not supported and I irrelevant facts (the paper's §5):
     precision = S / (S + N)           (undefined when S + N = 0: reported as null)
     recall@K  = min(S / K, 1)

@@ -12,6 +12,10 @@ The grader's reply is read as SimpleQA's is: a single letter, A (CORRECT), B (IN
 "reason": ...} is accepted too. Anything else is a grading error, never a silent pass or fail; its
 row counts in none of the rates.
 
+`profile: reference` grades as simple-evals does (REFERENCE_PROMPT, read_grade_as_reference): its
+rules, and the first A, B or C of the reply, none counting as NOT_ATTEMPTED. A column with simpleqa
+rows reports over those rows alone.
+
 The prompt is ours, written from the paper's definitions:
 - a hedged answer that names no single answer is not attempted;
 - an answer that contains the gold answer but also a claim contradicting it is incorrect;
