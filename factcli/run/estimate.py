@@ -27,7 +27,7 @@ from factcli.providers.tokens import count_messages
 from factcli.run.budget import budget_cap, output_cap, reply_cap
 
 GRADER_RUBRIC_TOKENS = 600
-CLAIM_METHODS = ("factual-correctness", "factscore", "facts-grounding", "safe")
+CLAIM_METHODS = ("factual-correctness", "factscore", "facts-grounding", "safe", "citations")  # calls follow the output
 
 
 @dataclass
