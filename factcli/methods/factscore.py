@@ -92,6 +92,7 @@ from pathlib import Path
 from typing import Any
 
 from factcli import templating
+from factcli.errors import ConfigError
 from factcli.methods import factscore_prompts as prompts
 from factcli.methods import reports as method_reports
 from factcli.methods.claims import JudgeCall, JudgeError, judges_for, profile_of, step_prompt
@@ -211,6 +212,11 @@ def settings_from(cfg: dict) -> Settings:
     s.abstain = _choice(cfg, "abstain", "none" if ref else "auto", ABSTAIN_MODES)
     s.retriever = _choice(cfg, "retriever", "dense" if ref else "bm25", ("bm25", "dense"))
     s.embedder = cfg.get("embeddingProvider")
+    if s.embedder is not None:
+        try:
+            pick(s.embedder, "embedding")
+        except ConfigError as exc:
+            raise AssertionError_(f"factscore: config.embeddingProvider: {exc}") from None
     if s.retriever == "dense" and not s.embedder:
         raise AssertionError_("factscore: dense retrieval (config.retriever: dense, the reference profile's default, "
                               "as FActScore's gtr-t5-large) needs config.embeddingProvider, e.g. "

@@ -61,7 +61,7 @@ Reply with the letter of the grade only: A, B or C."""
 
 # profile: reference: simple-evals' grading rules, in factcli's words (its own template can be given as
 # `rubricPrompt`); the reply is read as simple-evals reads it (read_grade_as_reference)
-REFERENCE_PROMPT = """Your job is to grade an answer to a question against a gold target: CORRECT, INCORRECT or NOT_ATTEMPTED.
+REFERENCE_PROMPT = """Grade an answer to a question against a gold target: CORRECT, INCORRECT or NOT_ATTEMPTED.
 
 CORRECT: the answer contains the important information of the gold target and nothing that contradicts it.
 Only meaning counts: capitalisation, punctuation, grammar, word order and small misspellings of names do
@@ -184,7 +184,8 @@ def select(grading: GradingResult) -> dict | None:
     meta = grading.metadata
     error = bool(meta.get("graderError"))
     if meta.get("method") == METHOD:
-        return {"grade": meta.get("grade"), "graderError": error, "from": METHOD, "unparsed": bool(meta.get("unparsed"))}
+        return {"grade": meta.get("grade"), "graderError": error, "from": METHOD,
+                "unparsed": bool(meta.get("unparsed"))}
     kind = grading.assertion.base_type if grading.assertion is not None else None
     if meta.get("method") == "factscore" or (kind in ("factuality", "model-graded-factuality")
                                             and meta.get("abstained") is not None):
