@@ -31,7 +31,7 @@ from factcli.report.figures import money, plural
 
 GRADER_RUBRIC_TOKENS = 600
 EMBEDDED_TOKENS = 64  # a query or a generated question, embedded by answer-relevance
-CLAIM_METHODS = ("factual-correctness", "factscore", "facts-grounding", "safe")
+CLAIM_METHODS = ("factual-correctness", "factscore", "facts-grounding", "safe", "citations")  # calls follow the output
 
 
 @dataclass
