@@ -43,7 +43,9 @@ def run(config: Path, *args):
 
 
 def asked(fake_openai, model: str) -> list[str]:
-    return [r["json"]["messages"][-1]["content"] for r in fake_openai.requests if r["json"]["model"] == model]
+    """What `model` was asked (not the requests refused for their response_format)."""
+    return [r["json"]["messages"][-1]["content"] for r in fake_openai.requests
+            if r["json"]["model"] == model and "response_format" not in r["json"]]
 
 
 SIMPLEQA_ROWS = [

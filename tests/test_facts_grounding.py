@@ -628,7 +628,7 @@ def test_reference_profile_asks_for_a_baseline_and_gives_each_judge_the_papers_t
     assert [(j["judge"], j["template"]) for j in meta["judges"]] == [
         ("openai:chat:gpt-judge", "json"), ("openai:chat:claude-judge", "implicit_span_level")]
     for j in judges:
-        steps = [r["json"]["messages"] for r in fake_openai.requests if r["json"]["model"] == j]
+        steps = [r["json"]["messages"] for r in _answered(fake_openai) if r["json"]["model"] == j]
         assert len(steps) == 3  # baseline, eligibility (with the baseline), grounding
         eligibility = next(m[-1]["content"] for m in steps if "Instruction-following check" in m[-1]["content"])
         assert f"Baseline answer of {j}." in eligibility

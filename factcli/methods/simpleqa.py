@@ -145,7 +145,8 @@ async def simpleqa(ctx: AssertionContext) -> GradingResult:
     template = ctx.rubric(REFERENCE_PROMPT if profile == "reference" else GRADER_PROMPT)
     messages = render_grading_prompt(template, {**ctx.vars, "question": _question(ctx), "gold": str(gold),
                                                 "output": ctx.output_text})
-    reply = await grader.complete(spec, messages, reply=GRADE_REPLY)
+    # the reference reads any reply (its first A, B or C): not held to the schema
+    reply = await grader.complete(spec, messages, reply=GRADE_REPLY, strict=profile != "reference")
     meta = {"method": METHOD, "grader": spec.id, "profile": profile,
             "renderedGradingPrompt": json.dumps(messages, ensure_ascii=False)}
     if reply.error or (not reply.text and profile != "reference"):

@@ -207,11 +207,13 @@ class Grader:
         return self._providers[key]
 
     async def complete(self, spec: ProviderSpec, messages: list[dict], *, reply: Any = None,
-                       json_mode: bool = False, items: int | None = None) -> GraderReply:
+                       json_mode: bool = False, items: int | None = None, strict: bool = True) -> GraderReply:
         """One grader call. `reply` (a scoring.replies.Reply) is the step's answer: its JSON schema goes
         with the request as `response_format` and its cap as `max_tokens`, unless the grader's config
         sets them (`items`: how many things the reply is about, for a step whose cap follows them);
-        `json_mode` (no Reply) asks for any JSON object."""
+        `json_mode` (no Reply) asks for any JSON object. A reply outside the schema is a grading error
+        (`error` set) unless `strict` is False: a step that reads the reply as a reference implementation
+        does (`profile: reference`) reads the grader's words whatever they are."""
         from factcli.providers.base import RenderedPrompt
 
         from factcli.providers import reasoning
@@ -248,7 +250,7 @@ class Grader:
         def schema_error(reply_text: str | None) -> str | None:
             """Why the reply breaks the step's schema, when the request asked for it (None: it fits, or
             the endpoint refused every structured form, and the step reads the grader's own words)."""
-            if reply is None or not reply_text or (held is not None and not held(provider, overrides)):
+            if not strict or reply is None or not reply_text or (held is not None and not held(provider, overrides)):
                 return None
             from factcli.scoring.replies import ReplyError
 
