@@ -19,6 +19,7 @@ from factcli.config.context import (
     check_keys,
     expect,
     problems_collected,
+    record,
     settle,
     unknown_key_lines,
     unknown_keys_collected,
@@ -269,7 +270,12 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
 
     def parse(entry) -> TestCase:
         t, c, where = entry
-        return make(t, c, where, c is ctx)
+        try:
+            return make(t, c, where, c is ctx)
+        except ConfigError as exc:  # (a var file that is not there): the other tests are still checked
+            if not record(exc):
+                raise
+            return TestCase(description=f"{where} (not loaded)", source=(c.file, where))  # never run
 
     from factcli.config import stream
 
