@@ -75,6 +75,7 @@ class Suite:
     # problems found while loading that did not stop it (config/context.record), when the caller
     # reports them with its own checks' (the eval flow: run/preflight); empty otherwise
     problems: list[str] = field(default_factory=list)
+    problem_error: Any = None  # the ConfigError when `problems` holds just one (raised as itself)
     # id(test) -> why its transformVars failed, once the transforms have run (they run once per
     # test: --filter-failing needs the transformed vars before the run is prepared)
     transform_errors: dict | None = None
@@ -281,7 +282,15 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
 
     # a list, or tests read again from their CSV files as they are iterated (config/stream.py)
     # (a CSV file's rows are never the config's own tests: plain_row takes them as data)
-    plain_row = make.plain_row if make.only_assertions else None
+    plain_row = None
+    if make.only_assertions:
+        def plain_row(t, c, where) -> TestCase:  # as parse: a row that cannot be read is one problem
+            try:
+                return make.plain_row(t, c, where)
+            except ConfigError as exc:
+                if not record(exc):
+                    raise
+                return TestCase(description=f"{where} (not loaded)", source=(c.file, where))  # never run
     tests = (stream.load(tests_raw, parse, plain_row) if not (extensions or placeholder)
              else [parse(e) for e in tests_raw])
 

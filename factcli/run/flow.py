@@ -129,8 +129,8 @@ class Flow:
         try:
             return self._checked(session, suite)
         except FactcliError as exc:
-            if not suite.problems or getattr(exc, "problems", None) or isinstance(exc, ConfigProblems):
-                raise
+            if not suite.problems or isinstance(exc, ConfigProblems) or str(exc) in suite.problems:
+                raise  # (already all of them, or the load's one problem raised as itself by the preflight)
             raise ConfigProblems(suite.problems + [str(exc)]) from None  # a check that stopped, after the load's problems
 
     def _checked(self, session, suite):
