@@ -16,7 +16,8 @@ def eval_cmd(
     config: list[Path] = typer.Option(None, "-c", "--config", metavar="FILE", help="Config file(s); merged in order. "
                                       "Default: promptfooconfig.yaml/.yml/.json in the current directory."),
     output: list[Path] = typer.Option(None, "-o", "--output", metavar="FILE", help="Write results; format from the extension: "
-                                      ".json (promptfoo layout), .jsonl, .yaml, .csv, .xml, .junit.xml, .html. "
+                                      ".json (promptfoo layout), .jsonl, .yaml (.txt: YAML), .csv, .xml, .junit.xml, "
+                                      ".html; missing folders are made. Replaces the config's outputPath. "
                                       "Repeatable."),
     max_concurrency: int | None = typer.Option(None, "-j", "--max-concurrency", metavar="N", min=1,
                                                   help="Calls in flight at once (default 4)."),

@@ -14,7 +14,7 @@ from typing import Any
 
 from factcli import sources, templating
 from factcli.config.context import Ctx, as_list, check_keys, expect, unknown_key_lines, unknown_keys_collected
-from factcli.config.prompts import parse_prompts
+from factcli.config.prompts import make_prompt, parse_prompts
 from factcli.config.providers import parse_providers
 from factcli.config.testcases import ASSERT_KEYS, parse_test, test_maker
 from factcli.errors import ConfigError
@@ -100,7 +100,9 @@ def merge_configs(configs: list[tuple[Path, dict]]) -> dict:
     merged: dict = {}
     for _, cfg in configs:
         for key, value in cfg.items():
-            if key not in merged:
+            if key == "outputPath" and key in merged:  # promptfoo writes every file's outputPath
+                merged[key] = as_list(merged[key]) + as_list(value)
+            elif key not in merged:
                 merged[key] = copy.deepcopy(value)
             elif isinstance(merged[key], list) or isinstance(value, list):
                 merged[key] = as_list(merged[key]) + as_list(value)
@@ -138,7 +140,7 @@ def load_suite(paths: list[str | Path], cli_vars: dict | None = None, providers:
     # Validate each file on its own first, so errors name the right file and key path; then
     # merge with every relative file:// reference made absolute against its own file.
     partials = [build_suite(cfg, p, cli_vars, partial=True, filters=filters) for p, cfg in configs]
-    merged = merge_configs([(p, absolutize(cfg, p.parent)) for p, cfg in configs])
+    merged = merge_configs([(p, _keep_output_path(absolutize(cfg, p.parent), cfg)) for p, cfg in configs])
     suite = build_suite(merged, files[0], cli_vars, filters=filters)
     # the merged config's unknown keys would all name the first file: each file's own lines instead
     _set_unknown_keys(suite, [line for part in partials for line in part.unknown_keys])
@@ -155,6 +157,11 @@ def _all_filters(configs: list[tuple[Path, dict]]) -> dict:
         if cfg.get("nunjucksFilters") is not None:
             found.update(parse_filters(cfg["nunjucksFilters"], Ctx(str(p), p.parent, {})))
     return found
+
+
+def _keep_output_path(absolute: dict, cfg: dict) -> dict:
+    """outputPath is the current directory's (promptfoo's rule), never made absolute against the config."""
+    return {**absolute, "outputPath": cfg["outputPath"]} if "outputPath" in cfg else absolute
 
 
 def absolutize(value: Any, base: Path) -> Any:
@@ -219,7 +226,15 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
         register_filters(cfg.get("nunjucksFilters"), ctx)  # before prompts: their templates may use them
 
     provider_key = "targets" if "targets" in cfg and "providers" not in cfg else "providers"
-    prompts = [] if partial and cfg.get("prompts") is None else parse_prompts(cfg.get("prompts"), ctx)
+    if partial and not _has_prompts(cfg):
+        prompts = []
+    elif not _has_prompts(cfg):
+        prompts = [make_prompt(DEFAULT_PROMPT, None)]
+        if not _tests_have_prompt_var(cfg.get("tests")):
+            warnings.append(f"{file}: no 'prompts:': each test's 'prompt' var is sent ({DEFAULT_PROMPT}, as promptfoo "
+                            "does), but no test has one: add 'prompts:' or a 'prompt' var")
+    else:
+        prompts = parse_prompts(cfg.get("prompts"), ctx)
     providers = ([] if partial and cfg.get(provider_key) is None
                  else parse_providers(cfg.get(provider_key), ctx, provider_key))
 
@@ -274,8 +289,7 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
     check_keys(options, EVAL_OPTION_KEYS, file, "evaluateOptions", EVAL_OPTION_UNSUPPORTED)
     _check_evaluate_options(options, file)
 
-    # `file://x.csv` names a file as everywhere else in a config
-    output_path = [p.removeprefix("file://") if isinstance(p, str) else p for p in as_list(cfg.get("outputPath"))]
+    output_path = _output_paths(cfg.get("outputPath"), file)
     metadata = cfg.get("metadata") or {}
     return Suite(
         description=cfg.get("description"),
@@ -285,7 +299,7 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
         derived_metrics=list(derived),
         evaluate_options=dict(options),
         default_test=default_test,
-        output_path=[str(base / p) if not os.path.isabs(p) else p for p in output_path],
+        output_path=output_path,
         metadata=metadata if isinstance(metadata, dict) else {},
         raw=raw,
         base_dir=base,
@@ -294,6 +308,40 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
         extensions=extensions,
         hook_source=hooks_see,
     )
+
+
+def _output_paths(value: Any, file: str) -> list[str]:
+    """outputPath as promptfoo 0.121.20 writes it: a path or a list of paths, each relative to the current
+    directory (not to the config's folder), its folders made when it is written, the format from its
+    extension; `-o` replaces them all (run/flow.py). `file://x.csv` names x.csv (promptfoo would make a
+    folder named `file:`)."""
+    out = []
+    for i, p in enumerate(as_list(value)):
+        where = "outputPath" if not isinstance(value, list) else f"outputPath[{i}]"
+        expect(isinstance(p, str) and bool(p.strip()), f"expected the path of a results file, got {p!r}", file, where)
+        if p.startswith(("https://docs.google.com/spreadsheets/", "http://", "https://")):
+            raise ConfigError("writing results to a Google Sheet or a URL is not supported: write a .csv file "
+                              "(e.g. outputPath: results.csv) and import it", file, where)
+        out.append(p.removeprefix("file://"))
+    return out
+
+
+DEFAULT_PROMPT = "{{prompt}}"  # promptfoo's prompt for a config without `prompts:`
+
+
+def _has_prompts(cfg: dict) -> bool:
+    """promptfoo uses its default prompt when `prompts` is missing, null or an empty string (an empty list
+    is "no prompts", an error)."""
+    return cfg.get("prompts") not in (None, "")
+
+
+def _tests_have_prompt_var(tests: Any) -> bool:
+    """promptfoo's condition for not warning about the default prompt: no `tests:`, tests from a file, or
+    a test written in the config with a `prompt` var."""
+    if not tests or isinstance(tests, str):
+        return True
+    return isinstance(tests, list) and any(isinstance(t, dict) and isinstance(t.get("vars"), dict)
+                                           and "prompt" in t["vars"] for t in tests)
 
 
 def _check_expression(expr: str, file: str, where: str) -> None:

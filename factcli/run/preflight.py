@@ -31,16 +31,21 @@ class PreflightFailed(FactcliError):
             super().__init__(f"{len(problems)} problems found before any call (nothing was sent):")
 
 
-def output_problem(path: Path) -> str | None:
+def output_problem(path: Path, given: str = "-o") -> str | None:
+    """What stops `path` from being written, or None. A folder that does not exist yet is made when the
+    file is written (as promptfoo does), so its nearest existing folder must be one that is writable."""
     from factcli.report.exports import FORMATS as OUTPUT_FORMATS  # the exporter owns the list (imported for -o only)
 
     if not str(path).lower().endswith(OUTPUT_FORMATS):
-        return f"-o {path}: unknown format (use {', '.join(OUTPUT_FORMATS)})"
+        return f"{given} {path}: unknown format: name the file with one of {', '.join(OUTPUT_FORMATS)}"
     folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        return f"-o {path}: the folder {folder} does not exist"
-    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        return f"-o {path}: not writable"
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{given} {path}: {existing} is a file, not a folder"
+    if not os.access(existing, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return f"{given} {path}: not writable"
     return None
 
 
