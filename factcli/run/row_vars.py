@@ -152,7 +152,8 @@ async def build_row(step: EvalStep, *, eval_id: str = "", provider_label: str | 
             text, messages, fn_config = await _call_message_functions(step, messages, variables, provider_label)
             config.update(fn_config)
     config.update(step.test.request_params)
-    rendered = RenderedPrompt(text=text, messages=messages, vars=variables, label=step.prompt.label, config=config)
+    rendered = RenderedPrompt(text=text, messages=messages, vars=variables, label=step.prompt.label, config=config,
+                              template=step.prompt.raw)
     return Row(rendered, {k: v for k, v in variables.items() if k not in RUNTIME_VARS}, missing)
 
 
@@ -186,7 +187,8 @@ def _data_row(step: EvalStep, eval_id: str) -> Row | None:
     text, messages, missing = render_template(step, variables)
     prompt = step.prompt
     # (RenderedPrompt's fields in order: made once per row)
-    return Row(RenderedPrompt(text, messages, variables, prompt.label, {**prompt.config, **step.test.request_params}),
+    return Row(RenderedPrompt(text, messages, variables, prompt.label, {**prompt.config, **step.test.request_params},
+                              prompt.raw),
                data, missing)
 
 

@@ -13,6 +13,8 @@
 //                                    GradingResult); phase "call" on a file function's own error
 //   transform {code | file, fn}   -> the transformed value (`undefined: true` when it returned undefined)
 //   call      {file, fn, args}    -> a file function's return value (assertScoringFunction)
+//   providerLoad {file, fn, key, options} -> {id}: the provider made (once per key) and its id()
+//   provider  {file, fn, key, options, prompt, context, callOptions} -> what its callApi returned
 //   compile   {code, inputType}   -> null, or a SyntaxError (config-time check of a transform)
 //   typescript {file, roots}      -> how that TypeScript file runs ({way: 'node' | 'typescript', from}),
 //                                    `roots` joining the folders the typescript package is looked for in
@@ -369,6 +371,66 @@ async function opCall(req) {
   return value === undefined ? { value: null, undefined: true } : encodeResult(value);
 }
 
+// ---------------------------------------------------------------- providers
+// A `file://x.js[:name]` provider as promptfoo loads one: the export (the default, or the name given) is a
+// class, constructed once per provider with {id, config, env} (then given its label), whose callApi(prompt, context,
+// options) is called for each row. factcli also takes a function (called as callApi) or an object that
+// has a callApi method. `req.key` names the provider: one instance per key, kept for the run.
+const providers = new Map();
+
+function isClass(value) {
+  return typeof value === 'function' && (/^class[\s{]/.test(Function.prototype.toString.call(value)) ||
+    Boolean(value.prototype && typeof value.prototype.callApi === 'function'));
+}
+
+async function makeProvider(req) {
+  const where = req.fn ? `${path.basename(req.file)}:${req.fn}` : path.basename(req.file);
+  const target = req.fn ? await namedExport(req.file, req.fn) : await loadModule(req.file);
+  if (isClass(target)) {
+    const instance = new target({ id: req.options.id, config: req.options.config, env: req.options.env }); // eslint-disable-line new-cap
+    if (!instance || typeof instance.callApi !== 'function') {
+      throw new Error(`${where}: the provider class has no callApi(prompt, context, options) method`);
+    }
+    instance.label ||= req.options.label || ''; // promptfoo sets it after making the provider
+    return instance;
+  }
+  if (typeof target === 'function') return { id: () => req.options.id, label: req.options.label || '', callApi: target };
+  if (target && typeof target === 'object' && typeof target.callApi === 'function') return target;
+  const found = target === undefined ? 'nothing' : (target === null ? 'null' : `a ${typeof target}`);
+  throw new Error(req.fn
+    ? `${where}: "${req.fn}" is not exported as a provider class or function (found ${found})`
+    : `${where} must export a provider class (with callApi) or a function as its default export (found ${found}; ` +
+      'name another export with file://' + path.basename(req.file) + ':Name)');
+}
+
+function providerFor(req) {
+  let made = providers.get(req.key);
+  if (!made) {
+    made = makeProvider(req);
+    providers.set(req.key, made);
+    made.catch(() => providers.delete(req.key)); // a fixed file can be retried
+  }
+  return made;
+}
+
+async function opProviderLoad(req) {
+  const instance = await runPhase('load', () => providerFor(req));
+  let id = null;
+  try {
+    id = typeof instance.id === 'function' ? String(instance.id()) : (typeof instance.id === 'string' ? instance.id : null);
+  } catch (err) {
+    throw new PhaseError('load', err);
+  }
+  return { value: { id } };
+}
+
+async function opProvider(req) {
+  const instance = await runPhase('load', () => providerFor(req));
+  const context = { ...req.context, logger: console };
+  const value = await runPhase('call', async () => instance.callApi(req.prompt, context, req.callOptions || {}));
+  return value === undefined ? { value: null, undefined: true } : { value };
+}
+
 function opCompile(req) {
   try {
     // eslint-disable-next-line no-new-func
@@ -384,6 +446,8 @@ const OPS = {
   assert: opAssert,
   transform: opTransform,
   call: opCall,
+  provider: opProvider,
+  providerLoad: opProviderLoad,
   compile: async (req) => opCompile(req),
   // For factcli's own tests: exit as if the worker had crashed.
   typescript: async (req) => {
