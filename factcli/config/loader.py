@@ -23,13 +23,12 @@ from factcli.types import Prompt, ProviderSpec, TestCase
 TOP_KEYS = {
     "description", "prompts", "providers", "targets", "tests", "defaultTest", "scenarios",
     "evaluateOptions", "derivedMetrics", "assertionTemplates", "env", "outputPath", "metadata",
-    "tags", "sharing", "nunjucksFilters", "extensions",
+    "tags", "sharing", "nunjucksFilters", "extensions", "commandLineOptions",
 }
 UNSUPPORTED_TOP = {
     "redteam": "red teaming is not part of factcli",
     "tracing": "OpenTelemetry tracing is not supported",
     "writeLatestResults": "factcli always stores runs; use --no-write to skip",
-    "commandLineOptions": "pass options on the command line instead",
     "plugins": "red teaming is not part of factcli",  # promptfoo moves these two under redteam
     "strategies": "red teaming is not part of factcli",
 }
@@ -207,6 +206,9 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
             os.environ[str(k)] = templating.js_string(v)  # config env wins, as in promptfoo
     cfg = sources.expand_env({k: v for k, v in cfg.items() if k != "env"})
 
+    from factcli.config import cli_options
+
+    cli_options.check(cfg.get(cli_options.KEY), file)  # applied by `factcli eval` (cli/eval_cmd.py)
     if "sharing" in cfg:
         warnings.append(f"{file}: sharing: ignored (factcli never uploads results)")
 
