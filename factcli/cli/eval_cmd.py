@@ -109,7 +109,7 @@ def _with_config_options(args: dict) -> dict:
     retried run keeps the options it was started with, and --assertions runs no config."""
     if args["resume"] or args["retry_errors"] or args["assertions"] is not None:
         return args
-    from factcli.config.loader import default_config_path
+    from factcli.config.loader import default_config_path, read_config_file
 
     files = list(args["config"] or []) or [p for p in [default_config_path()] if p is not None]
     if not files:
@@ -117,7 +117,7 @@ def _with_config_options(args: dict) -> dict:
     from factcli import settings
     from factcli.config import cli_options
 
-    args = cli_options.apply(args, [Path(p) for p in files])
+    args = cli_options.apply(args, [(Path(p), read_config_file(Path(p))) for p in files])
     for extra in args.pop("extra_env_files", []):
         settings.load_env_file(str(extra))
     return args

@@ -129,15 +129,14 @@ def check(value: Any, file: str) -> dict:
     return out
 
 
-def apply(args: dict, files: list[Path]) -> dict:
-    """`factcli eval`'s arguments with the configs' commandLineOptions filling the flags the command line
-    left unset (later files win, as promptfoo merges them; `var` entries merge under the command line's)."""
-    from factcli.config.loader import read_config_file
-
+def apply(args: dict, configs: list[tuple[Path, dict]]) -> dict:
+    """`factcli eval`'s arguments with the configs' commandLineOptions (each config file as read) filling
+    the flags the command line left unset (later files win, as promptfoo merges them; `var` entries merge
+    under the command line's)."""
     merged: dict = {}
-    for path in files:
+    for path, cfg in configs:
         with unknown_keys_collected():  # (the loader tells them)
-            options = check(read_config_file(path).get(KEY), str(path))
+            options = check(cfg.get(KEY), str(path))
         if "envPath" in options:  # promptfoo resolves it against the config's folder
             options["envPath"] = [str(path.parent / p) for p in options["envPath"]]
         merged.update(options)

@@ -348,13 +348,30 @@ def _tests_have_prompt_var(tests: Any) -> bool:
 
 def _check_expression(expr: str, file: str, where: str) -> None:
     """A derived metric that cannot parse is refused now, not after every row has run."""
-    from factcli.scoring.metrics import compile_expression
+    from factcli.scoring.metrics import JsDerived, compile_metric
 
     try:
-        compile_expression(expr)
+        compiled = compile_metric(expr)
     except (ValueError, RecursionError, MemoryError) as exc:  # DerivedMetricError is a ValueError
         message = str(exc) if type(exc).__name__ == "DerivedMetricError" else f"invalid expression: {exc}"
-        raise ConfigError(message.splitlines()[0] if message else "invalid expression", file, where) from None
+        raise ConfigError((message.splitlines()[0] if message else "invalid expression") +
+                          " (a mathjs expression such as 'correct / __count', or a JavaScript function body "
+                          "such as 'return namedScores.correct / namedScores.__count')", file, where) from None
+    if isinstance(compiled, JsDerived):
+        _check_js_metric(expr, file, where)
+
+
+def _check_js_metric(code: str, file: str, where: str) -> None:
+    """A JavaScript derived metric needs Node and must compile: told now, not after every row has run."""
+    from factcli.scripting.node import JSError, NodeWorkerError, get_worker, require_node
+
+    try:
+        require_node("JavaScript derived metrics", "a mathjs expression")
+        get_worker().call_sync("derivedCheck", {"code": code}, timeout=30)
+    except JSError as exc:
+        raise ConfigError(f"JavaScript does not compile: {exc.name}: {exc.js_message}", file, where) from None
+    except NodeWorkerError as exc:
+        raise ConfigError(str(exc), file, where) from None
 
 
 def _check_evaluate_options(options: dict, file: str) -> None:

@@ -15,6 +15,7 @@
 //   call      {file, fn, args}    -> a file function's return value (assertScoringFunction)
 //   providerLoad {file, fn, key, options} -> {id}: the provider made (once per key) and its id()
 //   provider  {file, fn, key, options, prompt, context, callOptions} -> what its callApi returned
+//   derived   {code, scores, step}  -> a JavaScript derived metric's number; derivedCheck {code}: it compiles
 //   compile   {code, inputType}   -> null, or a SyntaxError (config-time check of a transform)
 //   typescript {file, roots}      -> how that TypeScript file runs ({way: 'node' | 'typescript', from}),
 //                                    `roots` joining the folders the typescript package is looked for in
@@ -431,6 +432,33 @@ async function opProvider(req) {
   return value === undefined ? { value: null, undefined: true } : { value };
 }
 
+// ---------------------------------------------------------------- derived metrics
+// A derivedMetrics value written in JavaScript: a function (`function (namedScores, evalStep) {…}`, an arrow)
+// called as promptfoo calls a derived metric's function, or a function body that sees `namedScores` and
+// `evalStep` (a one-line expression is returned).
+const derivedFunctions = new Map();
+
+function derivedFunction(code) {
+  if (!derivedFunctions.has(code)) {
+    const text = code.trim();
+    const isFunction = /^(async\s+)?function\b/.test(text) || /^(async\s+)?(\([^)]*\)|[A-Za-z_$][\w$]*)\s*=>/.test(text);
+    const body = text.includes('\n') || /\breturn\b/.test(text) ? text : `return ${text.replace(/;+\s*$/, '')}`;
+    const fn = isFunction ? new Function(`return (${text});`)() : new Function('namedScores', 'evalStep', body);
+    derivedFunctions.set(code, fn);
+  }
+  return derivedFunctions.get(code);
+}
+
+async function opDerived(req) {
+  const fn = await runPhase('compile', () => derivedFunction(req.code));
+  const value = await runPhase('call', async () => fn({ ...req.scores }, req.step || {}));
+  return runPhase('validate', () => {
+    if (typeof value === 'boolean') return { value: Number(value) };
+    if (typeof value !== 'number') throw new Error(`a derived metric must give a number, got ${typeof value}`);
+    return encodeResult(value);
+  });
+}
+
 function opCompile(req) {
   try {
     // eslint-disable-next-line no-new-func
@@ -448,6 +476,8 @@ const OPS = {
   call: opCall,
   provider: opProvider,
   providerLoad: opProviderLoad,
+  derived: opDerived,
+  derivedCheck: async (req) => { await runPhase('compile', () => derivedFunction(req.code)); return { value: null }; },
   compile: async (req) => opCompile(req),
   // For factcli's own tests: exit as if the worker had crashed.
   typescript: async (req) => {
