@@ -191,7 +191,7 @@ class Flow:
             ("filter_sample", ro.filter_sample), ("filter_failing", self.options.filter_failing))
             } if self.ui.refuse_empty_filters else {}
         with self.ui.working("Checking models, graders, outputs and knowledge sources before any call…"):
-            preflight.check(run, self.output_paths(suite), filters)
+            preflight.check(run, self.output_paths(suite), filters, "-o" if self.outputs else "outputPath")
 
     # ------------------------------------------------------------ store, execute
 

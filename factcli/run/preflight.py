@@ -49,8 +49,9 @@ def output_problem(path: Path, given: str = "-o") -> str | None:
     return None
 
 
-def check(run, outputs: list[Path], filters: dict) -> None:
-    """Raise PreflightFailed naming every problem found; return when there is none."""
+def check(run, outputs: list[Path], filters: dict, output_key: str = "-o") -> None:
+    """Raise PreflightFailed naming every problem found; return when there is none. `output_key` names
+    where the outputs come from (`-o`, or the config's `outputPath`)."""
     from factcli.providers.registry import create_provider
 
     problems: list[str] = []
@@ -67,7 +68,7 @@ def check(run, outputs: list[Path], filters: dict) -> None:
         else:
             provider = create_provider(spec, suite.base_dir)
         problems.extend(f"{where}: grader {spec.label or spec.id}: {p}" for p in provider.preflight())
-    problems.extend(p for p in (output_problem(path) for path in outputs) if p)
+    problems.extend(p for p in (output_problem(path, output_key) for path in outputs) if p)
     problems.extend(f"{where}: {p}" for p in _assertion_problems(suite))
     problems.extend(f"{where}: {p}" for p in _empty_prompts(suite))
     if run.total_steps == 0 and any(v is not None for v in filters.values()):
