@@ -33,6 +33,12 @@ def _case(name: str, tmp_path: Path, monkeypatch) -> Path:
     return folder
 
 
+def _here(tmp_path: Path, monkeypatch, config: str, name: str = "promptfooconfig.yaml") -> Path:
+    """A config written in an empty folder, the current directory."""
+    monkeypatch.chdir(tmp_path)
+    return write(tmp_path / name, config)
+
+
 def _eval(*args: str, code: int | None = None):
     result = runner.invoke(app, ["eval", "--no-progress-bar", "--no-cache", "--no-write", *args])
     if code is not None:
@@ -177,8 +183,7 @@ def test_without_prompts_or_a_prompt_var_promptfoo_warns_and_factcli_refuses(tmp
     """promptfoo 0.121.20 warns `Expected top-level "prompts" property in config or a test variable named
     "prompt"` and sends an empty prompt; factcli gives the same warning's sense and its preflight refuses a
     prompt that renders empty for every test (docs/promptfoo-departures.md)."""
-    monkeypatch.chdir(tmp_path)
-    write(tmp_path / "promptfooconfig.yaml", "providers: [echo]\ntests:\n  - vars: {question: hi}\n")
+    _here(tmp_path, monkeypatch, "providers: [echo]\ntests:\n  - vars: {question: hi}\n")
     result = _eval(code=1)
     text = " ".join(result.output.split())
     assert "no 'prompts:': each test's 'prompt' var is sent ({{prompt}}, as promptfoo does), but no test has one" in text
@@ -203,8 +208,7 @@ def test_derived_metrics_written_in_javascript_run_in_node(tmp_path, monkeypatch
 
 @needs_node
 def test_a_javascript_derived_metric_that_throws_keeps_its_previous_value(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    write(tmp_path / "c.yaml", """
+    _here(tmp_path, monkeypatch, name="c.yaml", config="""
 prompts: ['{{w}}']
 providers: [echo]
 tests:
@@ -220,9 +224,8 @@ derivedMetrics:
 
 @needs_node
 def test_a_javascript_derived_metric_that_does_not_compile_is_refused_before_any_call(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    write(tmp_path / "c.yaml", "prompts: [hi]\nproviders: [echo]\n"
-                               "derivedMetrics: [{name: bad, value: 'return namedScores.a +'}]\n")
+    _here(tmp_path, monkeypatch, name="c.yaml",
+          config="prompts: [hi]\nproviders: [echo]\nderivedMetrics: [{name: bad, value: 'return namedScores.a +'}]\n")
     result = _eval("-c", "c.yaml", code=1)
     assert "c.yaml: derivedMetrics[0].value: JavaScript does not compile: SyntaxError" in " ".join(result.output.split())
 
@@ -252,9 +255,7 @@ def test_command_line_options_in_the_config(tmp_path, monkeypatch):
 
 
 def test_a_command_line_option_of_the_wrong_type_is_a_config_error(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    write(tmp_path / "promptfooconfig.yaml", "prompts: [hi]\nproviders: [echo]\n"
-                                             "commandLineOptions: {maxConcurrency: many}\n")
+    _here(tmp_path, monkeypatch, "prompts: [hi]\nproviders: [echo]\ncommandLineOptions: {maxConcurrency: many}\n")
     result = _eval(code=1)
     assert result.output.startswith("error: ") and ("promptfooconfig.yaml: commandLineOptions.maxConcurrency: expected "
                                                     "a whole number of at least 1, got 'many'") in result.output
@@ -292,8 +293,7 @@ def test_an_output_path_without_a_format_runs_and_writes_nothing(tmp_path, monke
     """promptfoo 0.121.20 runs the eval, then fails writing `output` ("Unsupported output file format")
     and exits 1 with nothing written; factcli says so before any call, runs, and keeps the run's exit code.
     `-o output` is refused before any call by both."""
-    monkeypatch.chdir(tmp_path)
-    write(tmp_path / "promptfooconfig.yaml", "prompts: [hi]\nproviders: [echo]\noutputPath: [output, kept.json]\n")
+    _here(tmp_path, monkeypatch, "prompts: [hi]\nproviders: [echo]\noutputPath: [output, kept.json]\n")
     result = _eval(code=0)
     text = " ".join(result.output.split())
     assert "warning: outputPath output: unknown format: name the file with one of .json," in text
@@ -305,17 +305,15 @@ def test_an_output_path_without_a_format_runs_and_writes_nothing(tmp_path, monke
 
 
 def test_an_output_path_under_a_file_is_refused_before_any_call(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+    _here(tmp_path, monkeypatch, "prompts: [hi]\nproviders: [echo]\noutputPath: blocker/r.json\n")
     write(tmp_path / "blocker", "a file")
-    write(tmp_path / "promptfooconfig.yaml", "prompts: [hi]\nproviders: [echo]\noutputPath: blocker/r.json\n")
     result = _eval(code=1)
     assert "outputPath blocker/r.json: blocker is a file, not a folder" in " ".join(result.output.split())
 
 
 def test_several_configs_write_every_output_path(tmp_path, monkeypatch):
     """promptfoo concatenates the outputPath of every -c file."""
-    monkeypatch.chdir(tmp_path)
-    write(tmp_path / "a.yaml", "prompts: [hi]\nproviders: [echo]\noutputPath: a/out.json\n")
+    _here(tmp_path, monkeypatch, "prompts: [hi]\nproviders: [echo]\noutputPath: a/out.json\n", name="a.yaml")
     write(tmp_path / "b.yaml", "outputPath: [b/out.csv]\n")
     _eval("-c", "a.yaml", "-c", "b.yaml", code=0)
     assert (tmp_path / "a" / "out.json").is_file() and (tmp_path / "b" / "out.csv").is_file()
