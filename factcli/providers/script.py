@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import os
 import re
 import shlex
 from pathlib import Path
@@ -50,8 +51,8 @@ def _js_target(pid: str, base_dir: Path) -> tuple[Path, str | None]:
 @register_provider(lambda pid: _JS_ID.match(pid) is not None)
 class JavaScriptProvider(Provider):
     """promptfoo's JavaScript provider in factcli's Node worker (scripting/node.py): the file's default export,
-    or the `:name` given, is a class made once with `{id, label, config, env}` (config with promptfoo's
-    `basePath`) whose `callApi(prompt, context, options)` returns a ProviderResponse; a function is
+    or the `:name` given, is a class made once with `{id, config, env}` (config with promptfoo's
+    `basePath`), then given its label, whose `callApi(prompt, context, options)` returns a ProviderResponse; a function is
     taken as callApi itself. Calls are timed, paced and retried by run/calls.py as every provider's."""
 
     cacheable = False  # user code may be stateful or read files; never serve it stale
@@ -64,7 +65,8 @@ class JavaScriptProvider(Provider):
 
         path, _ = _js_target(spec.id, base_dir)
         if not path.is_file():
-            raise ConfigError(f"JavaScript provider file not found: {path}")
+            raise ConfigError(f"JavaScript provider file not found: {path} (a relative path is the config "
+                              "folder's)")
         try:
             require_node("JavaScript providers", "a Python provider (file://provider.py)")
             if path.suffix.lower() in (".ts", ".mts", ".cts"):
@@ -78,8 +80,6 @@ class JavaScriptProvider(Provider):
 
     def _request(self) -> dict:
         path, func = _js_target(self.id, self.base_dir)
-        import os
-
         options = {"id": self.id, "label": self.spec.label or "",
                    "config": {**self.config, "basePath": os.path.relpath(self.base_dir)}}
         key = json.dumps([self.id, self.spec.label, self.config, str(self.base_dir)], sort_keys=True, default=str)

@@ -43,7 +43,7 @@ def output_problem(path: Path, given: str = "-o") -> str | None:
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():
-        return f"{given} {path}: {existing} is a file, not a folder"
+        return f"{given} {path}: {existing} is a file, not a folder: name another path"
     if not os.access(existing, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
         return f"{given} {path}: not writable"
     return None
