@@ -64,8 +64,9 @@ def _label(provider: dict) -> str:
 def test_every_prompt_form_reads_the_files_promptfoo_reads(tmp_path, monkeypatch):
     """`file://p.txt`, a bare path, `{id: …}`, `{raw: file://…}` and `{raw: bare/path}` (promptfoo reads raw
     as it reads id: the file's text is sent, not the string `file://prompt.txt`), inline `{raw, label}`,
-    globs, .md and .j2 (one prompt, trailing newline kept), .json (compact JSON): the same labels, raws
-    and outputs as promptfoo. A label on a glob is dropped by both; factcli says so."""
+    globs, .md and .j2 (one prompt, trailing newline kept), .json and .yaml (compact JSON), .jsonl (a
+    prompt per line, labelled), a Python prompt function as a string and as `{raw: file://pf.py:fn}`:
+    the same labels, raws and outputs as promptfoo. A label on a glob is dropped by both; factcli says so."""
     _case("prompt_forms", tmp_path, monkeypatch)
     result = _eval("-o", "ours.json", code=0)
     assert "prompts[7].label (and 1 more like it): a label on a glob is not used" in " ".join(result.output.split())
