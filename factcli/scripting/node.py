@@ -213,7 +213,10 @@ class NodeWorker:
             self._last_kill_reason = reason
         try:
             proc.kill()
-        except OSError:
+            # reaped before returning: until then it still looks alive, and a call sent meanwhile would go
+            # down with it
+            proc.wait(5)
+        except (OSError, subprocess.TimeoutExpired):
             pass
 
     def shutdown(self, wait: float = 1.0) -> None:
