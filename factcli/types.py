@@ -131,6 +131,9 @@ class TokenUsage:
     total: int = 0
     cached: int = 0
     num_requests: int = 0
+    # of `completion`, the hidden reasoning tokens (OpenAI's reasoning models, Claude's thinking, Gemini's
+    # thoughts): billed as output, never seen in the reply
+    reasoning: int = 0
 
     def add(self, other: "TokenUsage") -> None:
         self.prompt += other.prompt
@@ -138,15 +141,19 @@ class TokenUsage:
         self.total += other.total
         self.cached += other.cached
         self.num_requests += other.num_requests
+        self.reasoning += other.reasoning
 
     def to_json(self) -> dict:
-        return {
+        out = {
             "prompt": self.prompt,
             "completion": self.completion,
             "total": self.total,
             "cached": self.cached,
             "numRequests": self.num_requests,
         }
+        if self.reasoning:  # promptfoo's field for them
+            out["completionDetails"] = {"reasoning": self.reasoning}
+        return out
 
 
 @dataclass(slots=True)
@@ -242,7 +249,7 @@ class _ZeroTokens(TokenUsage):
 EMPTY_DICT = _EmptyDict()
 EMPTY_LIST = _EmptyList()
 ZERO_TOKENS = object.__new__(_ZeroTokens)
-for _name in ("prompt", "completion", "total", "cached", "num_requests"):
+for _name in ("prompt", "completion", "total", "cached", "num_requests", "reasoning"):
     object.__setattr__(ZERO_TOKENS, _name, 0)
 del _name
 
@@ -300,8 +307,10 @@ def grading_json(g: GradingResult, top: bool = False, components: bool = True) -
 
 def tokens_from_json(d: dict | None) -> TokenUsage:
     d = d or {}
+    details = d.get("completionDetails")
     return TokenUsage(prompt=d.get("prompt") or 0, completion=d.get("completion") or 0, total=d.get("total") or 0,
-                      cached=d.get("cached") or 0, num_requests=d.get("numRequests") or 0)
+                      cached=d.get("cached") or 0, num_requests=d.get("numRequests") or 0,
+                      reasoning=(details.get("reasoning") or 0) if isinstance(details, dict) else 0)
 
 
 def _assertion(raw: dict) -> Assertion:

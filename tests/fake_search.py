@@ -15,12 +15,11 @@ results are the documents of `docs` ({title, url, text}) that share the most wor
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-import threading
 
 from aiohttp import web
+from local_server import LocalServer
 
 KEY = "test-search-key-7f3a9c"  # what the tests put in the key variables
 CX = "engine-123"
@@ -30,14 +29,13 @@ def _words(text: str) -> set[str]:
     return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 2}
 
 
-class FakeSearch:
+class FakeSearch(LocalServer):
+    name = "FakeSearch"
+
     def __init__(self, docs: list[dict] | None = None):
         self.docs = list(docs or [])
         self.requests: list[dict] = []
         self.faults: list[tuple[int, str | None]] = []
-        self._thread = None
-        self._loop = None
-        self.url = ""
 
     # ------------------------------------------------------------ results
 
@@ -138,38 +136,9 @@ class FakeSearch:
 
     # ------------------------------------------------------------ lifecycle
 
-    def __enter__(self) -> "FakeSearch":
-        ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(ready,), daemon=True, name="FakeSearch")
-        self._thread.start()
-        if not ready.wait(10):
-            raise RuntimeError("FakeSearch did not start")
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-        if self._thread is not None:
-            self._thread.join(10)
-
-    def _run(self, ready: threading.Event) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        asyncio.set_event_loop(loop)
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_post("/serper/search", self.serper)
         app.router.add_get("/brave/res/v1/web/search", self.brave)
         app.router.add_post("/tavily/search", self.tavily)
         app.router.add_get("/google/customsearch/v1", self.google)
         app.router.add_get("/searxng/search", self.searxng)
-        runner = web.AppRunner(app, access_log=None)
-        loop.run_until_complete(runner.setup())
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        loop.run_until_complete(site.start())
-        self.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
-        ready.set()
-        try:
-            loop.run_forever()
-        finally:
-            loop.run_until_complete(runner.cleanup())
-            loop.close()

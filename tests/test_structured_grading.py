@@ -88,6 +88,29 @@ def every_type_config(tmp_path, judge_config: str = "") -> str:
     return write(tmp_path / "c.yaml", EVERY_TYPE % {"url": URL, "judge": judge, "kb": kb})
 
 
+def unbounded(schema):
+    """A schema without the lengths a grammar-backed server is sent."""
+    if isinstance(schema, dict):
+        return {k: unbounded(v) for k, v in schema.items() if k not in ("maxLength", "maxItems")}
+    if isinstance(schema, list):
+        return [unbounded(v) for v in schema]
+    return schema
+
+
+def text_lengths(schema, times: int = 1) -> list:
+    """The maxLength of every free-text string of a schema (None where it has none), lists counted
+    by their maxItems (8 when unbounded)."""
+    if "anyOf" in schema:
+        return text_lengths(schema["anyOf"][0], times)
+    if schema.get("type") == "string" and "enum" not in schema:
+        return [schema.get("maxLength")] * times
+    if schema.get("type") == "array":
+        return text_lengths(schema["items"], times * schema.get("maxItems", replies.LIST_GUESS))
+    if schema.get("type") == "object":
+        return [n for v in schema["properties"].values() for n in text_lengths(v, times)]
+    return []
+
+
 def graded_components(out):
     doc = json.loads(out.read_text())
     comps = [c for r in doc["results"]["results"] for c in r["gradingResult"]["componentResults"]]
@@ -113,7 +136,13 @@ def test_every_grader_request_carries_its_steps_schema_and_cap(fake_openai, tmp_
         rf = g["response_format"]
         assert rf["type"] == "json_schema" and rf["json_schema"]["strict"] is True
         reply = replies.REPLIES[rf["json_schema"]["name"]]
-        assert rf["json_schema"]["schema"] == reply.json_schema()
+        # a server on this machine is taken for a grammar-backed one (llama.cpp, vLLM, Ollama): its free-text
+        # fields carry a maxLength that fits the cap, and nothing else differs from the step's schema
+        sent = rf["json_schema"]["schema"]
+        assert unbounded(sent) == reply.json_schema()
+        lengths = text_lengths(sent)
+        assert all(n is not None for n in lengths), sent
+        assert sum(lengths) <= max(g["max_tokens"] * replies.CHARS_PER_TOKEN, len(lengths) * replies.MIN_CHARS)
         assert g["max_tokens"] <= reply.cap <= 2048
         if not reply.per_item:
             assert g["max_tokens"] == reply.cap

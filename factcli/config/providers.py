@@ -76,6 +76,7 @@ def parse_provider(item: Any, ctx: Ctx, where: str) -> ProviderSpec:
 KNOWN_CONFIG_KEYS = {
     "apiBaseUrl", "apiHost", "apiKey", "apiKeyEnvar", "apiVersion", "organization", "headers", "timeout",
     "maxConcurrency", "rpm", "tpm", "models", "max_retries", "api_base", "api_key", "extra_headers",
+    "reasoning", "reasoningBudget", "grammar",  # a grader's reasoning and schema (docs/judges.md)
 }
 
 

@@ -23,6 +23,10 @@ CONTEXT = "context"
 FORMAT = "format"
 # The call outlived its timeout: likely a long generation, so run/calls.py retries it only once.
 TIMEOUT = "timeout"
+# The server refused one request parameter (HTTP 400 naming it: `max_tokens` on OpenAI's reasoning models,
+# a `temperature` other than 1, `seed`, an effort level): the error's `refusal` says what to do instead,
+# and run/calls.py asks again at once and does so for that endpoint for the rest of the run.
+PARAM = "param"
 # Both patterns are compiled by `re` at the first error they read, not at import (~0.3 ms of every start).
 _NAMES_FORMAT = r"response_format|json[_ ]schema|json_object|structured output|guided_json|grammar"
 
@@ -41,11 +45,79 @@ def is_context_exceeded(text: str | None) -> bool:
 
 class ProviderCallError(Exception):
     def __init__(self, message: str, kind: str = ERROR, status: int | None = None,
-                 retry_after: float | None = None):
+                 retry_after: float | None = None, refusal: tuple | None = None):
         super().__init__(message)
         self.kind = kind
         self.status = status
         self.retry_after = retry_after
+        self.refusal = refusal  # PARAM: (parameter, "drop" | "rename" | "value", the new name or value)
+
+
+# Parameters a refusal may adapt; never the prompt, the model, or the structured-output form (FORMAT's)
+_ADAPTABLE = ("max_tokens", "max_completion_tokens", "temperature", "seed", "top_p", "top_k", "reasoning_effort",
+              "thinking", "presence_penalty", "frequency_penalty", "logprobs", "top_logprobs", "logit_bias", "stop")
+_BARE = ("temperature", "seed", "thinking")  # named without quotes too; other short names only quoted
+_NAMED = (r"(?:unsupported (?:parameter|value)|unrecognized request argument|unknown (?:parameter|field|name)"
+          r"|not supported|does not support|is not allowed|may only be set|extra inputs are not permitted"
+          r"|not permitted)")
+_EFFORT_ORDER = ("none", "minimal", "low", "medium", "high", "xhigh")
+
+
+def refused_parameter(message: str | None, param: str | None, sent: dict) -> tuple | None:
+    """What a 400 refusing one of the request's parameters asks for: (name, "drop" | "rename" | "value",
+    arg), or None when the 400 is about something else. Written from the vendors' error bodies: OpenAI's
+    `{"param": "max_tokens", "code": "unsupported_parameter", "message": "Unsupported parameter:
+    'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead."}`, its
+    "Unsupported value: 'temperature' does not support 0 with this model. Only the default (1) value is
+    supported.", "... 'reasoning_effort' does not support 'low' ... Supported values are: 'medium' and
+    'high'.", Anthropic's "`temperature` may only be set to 1 when thinking is enabled"."""
+    text = message or ""
+    if not text or is_context_exceeded(text):
+        return None
+    names = [k for k in _ADAPTABLE if k in sent]
+    if not names:
+        return None
+    name = param if param in names else None
+    if name is None:
+        if re.search(_NAMED, text, re.IGNORECASE) is None:
+            return None
+        for k in sorted(names, key=len, reverse=True):  # max_completion_tokens before max_tokens
+            bare = rf"|\b{re.escape(k)}\b(?!\.)" if "_" in k or k in _BARE else ""
+            if re.search(rf"[`'\"]{re.escape(k)}[`'\"]" + bare, text):
+                name = k
+                break
+        if name is None:
+            return None
+    if name == "max_tokens" and "max_completion_tokens" in text:
+        return name, "rename", "max_completion_tokens"
+    if name == "max_completion_tokens" and re.search(r"\bmax_tokens\b", text.replace("max_completion_tokens", "")):
+        return name, "rename", "max_tokens"
+    supported = re.search(r"[Ss]upported values are:?\s*(.+)", text)
+    if supported:
+        values = re.findall(r"'([^']+)'", supported.group(1))
+        if name == "reasoning_effort":
+            values = sorted((v for v in values if v in _EFFORT_ORDER), key=_EFFORT_ORDER.index)
+        if values:
+            return name, "value", values[0]
+    return name, "drop", None
+
+
+def adapt(params: dict, adaptations: dict | None) -> dict:
+    """`params` with what an endpoint refused earlier in the run dropped, renamed or changed."""
+    if not adaptations:
+        return params
+    out = dict(params)
+    for name, (action, arg) in adaptations.items():
+        if name not in out:
+            continue
+        if action == "drop":
+            out.pop(name)
+        elif action == "rename":
+            value = out.pop(name)
+            out.setdefault(arg, value)
+        else:
+            out[name] = arg
+    return out
 
 
 def http_error(message: str, status: int, headers: Any) -> ProviderCallError:
@@ -145,9 +217,11 @@ def response_from_dict(data: Any) -> ProviderResponse:
         return ProviderResponse(output=data)
     usage = data.get("tokenUsage") or {}
     prompt, completion = int(usage.get("prompt") or 0), int(usage.get("completion") or 0)
+    details = usage.get("completionDetails") or {}
     tu = TokenUsage(
         prompt=prompt, completion=completion, total=int(usage.get("total") or (prompt + completion)),
         cached=int(usage.get("cached") or 0), num_requests=int(usage.get("numRequests") or 1),
+        reasoning=int(details.get("reasoning") or 0) if isinstance(details, dict) else 0,
     )
     cost = data.get("cost")
     return ProviderResponse(

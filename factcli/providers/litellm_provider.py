@@ -16,15 +16,18 @@ from factcli.providers.base import (
     CONTEXT,
     ERROR,
     FORMAT,
+    PARAM,
     RATE_LIMIT,
     TIMEOUT,
     TRANSIENT,
     Provider,
     ProviderCallError,
     RenderedPrompt,
+    adapt,
     is_context_exceeded,
     key_problem,
     names_response_format,
+    refused_parameter,
     retry_after_seconds,
 )
 from factcli.providers.tokens import counted_usage as count_usage
@@ -43,7 +46,7 @@ KINDS = {"chat", "messages", "completion", "responses"}
 PASSTHROUGH = {
     "temperature", "max_tokens", "max_completion_tokens", "top_p", "seed", "response_format", "stop",
     "presence_penalty", "frequency_penalty", "logprobs", "top_logprobs", "reasoning_effort", "tools",
-    "tool_choice", "n", "user", "logit_bias", "top_k",
+    "tool_choice", "n", "user", "logit_bias", "top_k", "thinking",
 }
 RENAMED = {"apiBaseUrl": "api_base", "apiVersion": "api_version", "headers": "extra_headers",
            "organization": "organization", "timeout": "timeout", "base_model": "base_model"}
@@ -173,14 +176,24 @@ class LiteLLMProvider(Provider):
         litellm = litellm_module()
         kwargs = self.call_kwargs(request=prompt.config)
         kwargs.update(context.get("overrides") or {})
+        kwargs = adapt(kwargs, context.get("adapt"))  # what this endpoint refused earlier in the run
         kwargs.setdefault("timeout", context.get("timeout_s", 300))
+        messages = prompt.messages
+        if "claude" in self.model and messages and all(m.get("role") == "system" for m in messages):
+            # Anthropic takes no conversation of system messages alone (promptfoo's closedqa rubric is one):
+            # the same text as the user's turn
+            messages = [{"role": "user", "content": "\n\n".join(str(m.get("content") or "") for m in messages)}]
         try:
-            resp = await litellm.acompletion(model=self.model, messages=prompt.messages, num_retries=0, **kwargs)
+            resp = await litellm.acompletion(model=self.model, messages=messages, num_retries=0, **kwargs)
         except Exception as exc:  # classified for the retry owner
             err = classify(exc)
             if err.status == 400 and "response_format" in (context.get("overrides") or {}) and \
                     names_response_format(str(err)):
                 err.kind = FORMAT  # run/calls.py asks again with a simpler form and remembers it
+            elif err.kind == ERROR and err.status == 400:
+                refusal = refused_parameter(str(err), None, kwargs)
+                if refusal is not None:  # run/calls.py asks again without it and remembers it
+                    err.kind, err.refusal = PARAM, refusal
             raise err from None
         out = to_response(resp, litellm, prompt.messages, self.model)
         price = pricing.price_of(self)
@@ -230,6 +243,10 @@ def to_response(resp, litellm, sent=None, model: str = "") -> ProviderResponse:
         tu.prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
         tu.completion = int(getattr(usage, "completion_tokens", 0) or 0)
         tu.total = int(getattr(usage, "total_tokens", 0) or (tu.prompt + tu.completion))
+        # litellm puts OpenAI's reasoning tokens, Claude's thinking and Gemini's thoughts here, all of them
+        # counted in completion_tokens (billed as output)
+        details = getattr(usage, "completion_tokens_details", None)
+        tu.reasoning = int(getattr(details, "reasoning_tokens", 0) or 0) if details is not None else 0
     meta: dict = {}
     if not tu.total and sent is not None:  # no usage in the reply (litellm fills zeros)
         counted = count_usage(sent, output, model)

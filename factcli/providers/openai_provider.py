@@ -5,31 +5,33 @@ Measured here (2,000 calls, -j 64, 100 ms server latency; see benchmarks/): aioh
 4.2 s and 0.4 ms of CPU per call; the official openai SDK on its aiohttp transport 7.6-10 s and
 1.5-2.9 ms per call (request/response model validation); litellm slower still, plus ~3 s to
 import. So OpenAI's protocol, one JSON POST, is spoken here directly and litellm keeps the other
-vendors. Retries belong to factcli.run.calls. Parameters a model rejects (temperature on reasoning
-models, max_tokens where max_completion_tokens is wanted) are dropped or renamed and the call is
-made again, as litellm's drop_params would.
+vendors. Retries belong to factcli.run.calls, and so does what to do about a parameter a model
+rejects (temperature on reasoning models, max_tokens where max_completion_tokens is wanted): this
+module names it (a PARAM error), run/calls learns it once per endpoint and passes it back as
+`context["adapt"]`.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 
 from factcli.providers import pricing
 from factcli.providers.base import (
     AUTH,
     CONTEXT,
-    ERROR,
     FORMAT,
+    PARAM,
     TRANSIENT,
     Provider,
     ProviderCallError,
     RenderedPrompt,
+    adapt,
     is_context_exceeded,
     key_problem,
     names_response_format,
     http_error,
+    refused_parameter,
     register_provider,
 )
 from factcli.providers.litellm_provider import KINDS, PASSTHROUGH
@@ -120,33 +122,31 @@ class OpenAIProvider(Provider):
     async def call(self, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
         base = (self.base_url() or "https://api.openai.com/v1").rstrip("/")
         url = f"{base}/completions" if self.kind == "completion" else f"{base}/chat/completions"
-        params = self._params(context, prompt.config)
-        headers = self._headers()
-        dropped: list[str] = []
-        for _ in range(4):  # at most a few parameters to drop or rename
-            body = {"model": self.model, **params}
-            if self.kind == "completion":
-                body["prompt"] = prompt.text
-            else:
-                body["messages"] = prompt.messages
-            status, data, resp_headers, text = await _post(url, body, headers)
-            if status < 400:
-                if not isinstance(data, dict) or not data.get("choices"):
-                    raise ProviderCallError(f"malformed response from {url}: {text[:300]}", TRANSIENT)
-                return self._response(data, dropped, body.get("prompt", body.get("messages")))
-            if status == 400 and "response_format" in (context.get("overrides") or {}) and \
-                    names_response_format(text):
-                # the caller's structured-output request: run/calls.py picks a simpler form and remembers it
-                raise ProviderCallError(f"HTTP 400: {_detail(data, text)}", FORMAT, 400)
-            if status == 400:
-                fixed = _fix_unsupported(data, params)
-                if fixed is not None:
-                    dropped.append(fixed)
-                    continue
-            raise _classify_status(status, data, resp_headers, text)
-        raise ProviderCallError(f"{self.id}: the model rejected parameters {dropped}", ERROR)
+        # what this endpoint refused earlier in the run (run/calls.py learns it from the PARAM error below)
+        params = adapt(self._params(context, prompt.config), context.get("adapt"))
+        body = {"model": self.model, **params}
+        if self.kind == "completion":
+            body["prompt"] = prompt.text
+        else:
+            body["messages"] = prompt.messages
+        status, data, resp_headers, text = await _post(url, body, self._headers())
+        if status < 400:
+            if not isinstance(data, dict) or not data.get("choices"):
+                raise ProviderCallError(f"malformed response from {url}: {text[:300]}", TRANSIENT)
+            return self._response(data, body.get("prompt", body.get("messages")))
+        if status == 400 and "response_format" in (context.get("overrides") or {}) and \
+                names_response_format(text):
+            # the caller's structured-output request: run/calls.py picks a simpler form and remembers it
+            raise ProviderCallError(f"HTTP 400: {_detail(data, text)}", FORMAT, 400)
+        if status == 400:
+            error = data.get("error") if isinstance(data, dict) else None
+            refusal = refused_parameter(_detail(data, text), error.get("param") if isinstance(error, dict) else None,
+                                        params)
+            if refusal is not None:
+                raise ProviderCallError(f"HTTP 400: {_detail(data, text)}", PARAM, 400, refusal=refusal)
+        raise _classify_status(status, data, resp_headers, text)
 
-    def _response(self, data: dict, dropped: list[str], sent) -> ProviderResponse:
+    def _response(self, data: dict, sent) -> ProviderResponse:
         choice = data["choices"][0]
         if self.kind == "completion":
             output = choice.get("text")
@@ -163,11 +163,13 @@ class OpenAIProvider(Provider):
             tokens.total = int(usage.get("total_tokens") or tokens.prompt + tokens.completion)
             details = usage.get("prompt_tokens_details") or {}
             tokens.cached = int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
+            details = usage.get("completion_tokens_details") or {}  # reasoning models: part of completion
+            tokens.reasoning = int(details.get("reasoning_tokens") or 0) if isinstance(details, dict) else 0
         logprobs = None
         lp = choice.get("logprobs")
         if isinstance(lp, dict) and lp.get("content"):
             logprobs = [float(t.get("logprob", 0.0)) for t in lp["content"]]
-        meta = {"droppedParams": dropped} if dropped else {}
+        meta: dict = {}
         if not isinstance(usage, dict):
             counted = count_usage(sent, output, self.model)
             if counted is not None:
@@ -217,24 +219,6 @@ async def aclose_all() -> None:
     session = _sessions.pop(id(asyncio.get_running_loop()), None)
     if session is not None:
         await session.close()
-
-
-_UNSUPPORTED = re.compile(r"[Uu]nsupported (?:parameter|value): '([A-Za-z_]+)'")
-
-
-def _fix_unsupported(data, params: dict) -> str | None:
-    """Drop (or rename) the parameter a 400 complains about; None when it is something else."""
-    error = data.get("error") if isinstance(data, dict) else None
-    param = error.get("param") if isinstance(error, dict) else None
-    if not param and isinstance(error, dict):
-        m = _UNSUPPORTED.search(str(error.get("message", "")))
-        param = m.group(1) if m else None
-    if not param or param not in params:
-        return None
-    value = params.pop(param)
-    if param == "max_tokens":
-        params["max_completion_tokens"] = value
-    return param
 
 
 def _detail(data, text: str) -> str:

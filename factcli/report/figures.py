@@ -52,14 +52,20 @@ def legend(nonbinary: bool, repeat: int) -> str:
 
 
 def spend_text(metrics) -> str:
-    """`Tokens 218 (+1,402 grading) · cost $0.0001 (+$0.0012 grading)`: a run's or a column's
-    tokens and money, model calls and grader calls apart, `n/a` where a price is unknown."""
+    """`Tokens 218 (+1,402 grading, 700 reasoning) · cost $0.0001 (+$0.0012 grading)`: a run's or a
+    column's tokens and money, model calls and grader calls apart, `n/a` where a price is unknown; the
+    hidden reasoning tokens among them, when there were any."""
     tokens = sum(m.tokens.total for m in metrics)
     grader_tokens = sum(m.grader_tokens.total for m in metrics)
+    reasoning = sum(m.tokens.reasoning for m in metrics)
+    grader_reasoning = sum(m.grader_tokens.reasoning for m in metrics)
     rows = sum(m.rows for m in metrics)
     unpriced = sum(m.cost_unpriced for m in metrics)
     cost = fmt_cost(None if rows and unpriced == rows else sum(m.cost for m in metrics), unpriced)
-    text = f"Tokens {tokens:,}" + (f" (+{grader_tokens:,} grading)" if grader_tokens else "") + f" · cost {cost}"
+    text = f"Tokens {tokens:,}" + (f", {reasoning:,} reasoning" if reasoning else "")
+    if grader_tokens:  # hidden reasoning tokens are part of the counts (and of the cost, as output)
+        text += f" (+{grader_tokens:,} grading" + (f", {grader_reasoning:,} reasoning" if grader_reasoning else "") + ")"
+    text += f" · cost {cost}"
     grader_calls = grader_tokens or any(m.grader_cost or m.grader_unpriced for m in metrics)
     if grader_calls:
         text += f" (+{fmt_cost(sum(m.grader_cost for m in metrics), sum(m.grader_unpriced for m in metrics))} grading)"

@@ -211,7 +211,7 @@ def cell_of(r: EvalResult) -> dict:
             "tokens": resp.token_usage.total, "graderTokens": r.grading.tokens_used.total if r.grading else 0,
             "cost": resp.cost, "answered": resp.error is None, "cached": resp.cached,
             "grading": grading_json(r.grading, top=True) if r.grading is not None else None,
-            "conversation": r.conversation}
+            "conversation": r.conversation, "reasoning": resp.token_usage.reasoning}
 
 
 WEIGHT_ZERO_NOTE = "weight 0: does not affect the test"
@@ -219,9 +219,11 @@ WEIGHT_ZERO_NOTE = "weight 0: does not affect the test"
 
 def spend_line(cell: dict) -> str:
     """A row's latency, tokens, cost and grader calls, as `factcli show` prints them."""
-    bits = [f"latency {cell.get('latencyMs') or 0:.0f} ms", f"tokens {cell.get('tokens') or 0:,}"]
+    bits = [f"latency {cell.get('latencyMs') or 0:.0f} ms", f"tokens {cell.get('tokens') or 0:,}"
+            + reasoning_note(cell.get("reasoning"))]
     if cell.get("graderTokens"):
-        bits.append(f"+{cell['graderTokens']:,} grading")
+        grader = ((cell.get("grading") or {}).get("tokensUsed") or {}).get("completionDetails") or {}
+        bits.append(f"+{cell['graderTokens']:,} grading" + reasoning_note(grader.get("reasoning")))
     if cell.get("answered") or cell.get("cost") is not None:  # an answered call: its price, or n/a
         bits.append(f"cost {figures.fmt_cost(cell.get('cost'), digits=6)}")
     spent = (cell.get("grading") or {}).get("metadata") or {}
@@ -231,6 +233,11 @@ def spend_line(cell: dict) -> str:
     if cell.get("cached"):
         bits.append("output from the response cache")
     return " · ".join(bits)
+
+
+def reasoning_note(n) -> str:
+    """` (700 reasoning)`: the hidden reasoning tokens among a count (billed as output), else nothing."""
+    return f" ({n:,} reasoning)" if isinstance(n, int) and n else ""
 
 
 def cached_grading(spent: dict) -> str:

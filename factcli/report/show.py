@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from factcli.report.figures import fmt_cost
-from factcli.report.html_page import WEIGHT_ZERO_NOTE, cached_grading
+from factcli.report.html_page import WEIGHT_ZERO_NOTE, cached_grading, reasoning_note
 from factcli.report.view import (
     column_label,
     column_summaries,
@@ -51,6 +51,19 @@ def show_run(store: Store, run: dict, as_json: bool) -> None:
 
 
 # ---------------------------------------------------------------- show RUN TEST_IDX
+
+
+def _reasoning(r: dict) -> dict:
+    """The hidden reasoning tokens of a stored row's model call and of its grader calls (part of the
+    completion and grading counts), when there were any."""
+    usage = ((loads(r.get("extra_json"), {}) or {}).get("response") or {}).get("tokenUsage") or {}
+    graded = ((loads(r.get("grading_json"), {}) or {}).get("tokensUsed") or {}) if r.get("grading_json") else {}
+    out = {}
+    for key, tokens in (("reasoning", usage), ("gradingReasoning", graded)):
+        n = (tokens.get("completionDetails") or {}).get("reasoning")
+        if n:
+            out[key] = n
+    return out
 
 
 def _test_rows(store: Store, run: dict, test_idx: int) -> list[dict]:
@@ -117,7 +130,8 @@ def show_test(store: Store, run: dict, test_idx: int, as_json: bool) -> None:
                 "error": r["error"], "namedScores": loads(r["named_scores_json"], {}),
                 "gradingResult": loads(r["grading_json"]), "latencyMs": r["latency_ms"], "cost": r["cost"],
                 "cached": bool(r["cached"]), "tokens": {"prompt": r["tokens_prompt"], "completion": r["tokens_completion"],
-                                                         "total": r["tokens_total"], "grading": r["grader_tokens"]},
+                                                         "total": r["tokens_total"], "grading": r["grader_tokens"],
+                                                         **_reasoning(r)},
                 "ratings": ratings_for_row(store, run["id"], r["test_idx"], r["prompt_idx"], r["repeat_idx"]),
             })
             turn = history(store, run, r)
@@ -143,13 +157,16 @@ def show_test(store: Store, run: dict, test_idx: int, as_json: bool) -> None:
         console.print(Rule(Text(column_label(cols.get(r["prompt_idx"], {})))))
         head = Text(status, style=styles[status])
         head.append(f"  score {r['score']:.3f}" if r["score"] is not None else "  score —")
-        details = [f"latency {r['latency_ms'] or 0:.0f} ms", f"tokens {r['tokens_total'] or 0}"]
+        grading = (loads(r["grading_json"], {}) or {}) if r["grading_json"] else {}
+        hidden = _reasoning(r)
+        details = [f"latency {r['latency_ms'] or 0:.0f} ms",
+                   f"tokens {r['tokens_total'] or 0}" + reasoning_note(hidden.get("reasoning"))]
         if r["grader_tokens"]:
-            details.append(f"+{r['grader_tokens']} grading")
+            details.append(f"+{r['grader_tokens']} grading" + reasoning_note(hidden.get("gradingReasoning")))
         # an answered call has a price or n/a (a FAIL's `error` column holds its reason, not a failed call)
         if status != "ERROR" or r["cost"] is not None:
             details.append(f"cost {fmt_cost(r['cost'], digits=6)}")
-        spent = ((loads(r["grading_json"], {}) or {}).get("metadata") or {}) if r["grading_json"] else {}
+        spent = grading.get("metadata") or {}
         if "graderCalls" in spent:
             details.append(f"grading: {spent['graderCalls']} calls, {fmt_cost(spent.get('graderCost'), digits=6)}"
                            + cached_grading(spent))

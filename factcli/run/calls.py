@@ -33,6 +33,7 @@ from factcli.providers.base import (
     CONTEXT,
     FATAL,
     FORMAT,
+    PARAM,
     RATE_LIMIT,
     TIMEOUT,
     TRANSIENT,
@@ -44,7 +45,7 @@ from factcli.run.budget import Budget, budget_cap, output_cap, worst_cost
 from factcli.run.cache import ResponseCache, cache_key
 from factcli.run.limits import Limiters, estimate_tokens
 from factcli.store.redact import scrub_text
-from factcli.types import ProviderResponse
+from factcli.types import ProviderResponse, TokenUsage
 
 
 _REFUSED = ProviderResponse(error="the server refused the response_format")  # a sentinel, never returned
@@ -145,6 +146,42 @@ class FormatMemory:
         return self._locks.setdefault(endpoint, asyncio.Lock())
 
 
+class ParamMemory:
+    """Per endpoint, the request parameters its server refused during one run (a 400 naming one: OpenAI's
+    reasoning models refuse `max_tokens` and a `temperature` other than 1, some servers `seed`), and what
+    is sent instead: learned from the first refusal, applied to every later call, so each refused
+    parameter costs one request per endpoint for the whole run."""
+
+    def __init__(self):
+        self.learned: dict[str, dict[str, tuple]] = {}
+        self.refused: dict[str, int] = {}
+
+    def learn(self, endpoint: str, refusal: tuple | None) -> bool:
+        """Remember a refusal; False when it teaches nothing new (asking again would repeat it)."""
+        if not refusal:
+            return False
+        name, action, arg = refusal
+        known = self.learned.setdefault(endpoint, {})
+        if known.get(name) == (action, arg) or (name in known and known[name][0] == "drop"):
+            return False
+        known[name] = (action, arg)
+        self.refused[endpoint] = self.refused.get(endpoint, 0) + 1
+        return True
+
+    def notes(self) -> list[str]:
+        """One line per endpoint that refused a parameter, for the run's warnings."""
+        out = []
+        for endpoint, known in self.learned.items():
+            said = []
+            for name, (action, arg) in known.items():
+                said.append(f"{name} dropped" if action == "drop" else
+                            f"{name} sent as {arg}" if action == "rename" else f"{name} sent as {arg!r}")
+            out.append(f"endpoint {endpoint} refused {', '.join(known)} ({self.refused.get(endpoint, 0)} request(s) "
+                       f"answered 400); its calls went on with {'; '.join(said)} (docs/judges.md: refused "
+                       "parameters)")
+        return out
+
+
 class Caller:
     def __init__(self, cache: ResponseCache | None, policy: RetryPolicy | None = None,
                  limiters: Limiters | None = None, budget: Budget | None = None):
@@ -153,6 +190,7 @@ class Caller:
         self.limiters = limiters
         self.budget = budget
         self.formats = FormatMemory()
+        self.params = ParamMemory()
         self._inflight: dict[str, asyncio.Future] = {}
         self.retries = 0  # total retries made, reported with the run
         self.calls = 0  # requests actually sent
@@ -180,6 +218,8 @@ class Caller:
             if hit is not None:
                 return hit
         if key is None:
+            if "reasoning" in context:
+                return await self._answer(provider, prompt, context)
             if FormatMemory.form_of(context.get("overrides") or {}) is None:  # _structured's first case, inline
                 return await self._attempts(provider, prompt, context)
             return await self._structured(provider, prompt, context)
@@ -192,7 +232,7 @@ class Caller:
         future = asyncio.get_running_loop().create_future()
         self._inflight[key] = future
         try:
-            resp = await self._structured(provider, prompt, context)
+            resp = await self._answer(provider, prompt, context)
         except BaseException as exc:
             if not future.done():
                 future.set_exception(exc)
@@ -205,6 +245,33 @@ class Caller:
         if readable(resp):
             self.cache.set(key, resp)
         return resp
+
+    async def _answer(self, provider: Provider, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
+        """The call; for a reasoning grader (`context["reasoning"]`: {kind, cap, budget}, set by
+        scoring/grading) whose reply was cut off while it reasoned, asked once more with the reasoning
+        budget doubled within the ceiling (providers/reasoning.py). Both calls' tokens and cost are the
+        reply's; `metadata.reasoningBudget` is the budget of the call that answered."""
+        resp = await self._structured(provider, prompt, context)
+        info = context.get("reasoning")
+        if info is None or resp.error is not None or resp.finish_reason != "length":
+            return resp
+        from factcli.providers.reasoning import grown
+
+        bigger = grown(provider, context.get("overrides") or {}, info)
+        if bigger is None:
+            resp.metadata = {**resp.metadata, "reasoningBudget": info["budget"]}
+            return resp
+        overrides, info = bigger
+        again = await self._structured(provider, prompt, {**context, "overrides": overrides, "reasoning": info})
+        first = resp.token_usage
+        again.token_usage = TokenUsage(
+            prompt=first.prompt + again.token_usage.prompt, completion=first.completion + again.token_usage.completion,
+            total=first.total + again.token_usage.total, cached=first.cached + again.token_usage.cached,
+            num_requests=first.num_requests + again.token_usage.num_requests,
+            reasoning=first.reasoning + again.token_usage.reasoning)
+        again.cost = None if again.cost is None or resp.cost is None else again.cost + resp.cost
+        again.metadata = {**again.metadata, "reasoningBudget": info["budget"], "reasoningRetried": True}
+        return again
 
     async def _structured(self, provider: Provider, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
         """The call, in the form of structured output its endpoint accepts (see the module's docstring)."""
@@ -260,6 +327,9 @@ class Caller:
             start = time.perf_counter()
             self.calls += 1
             return _answered(await provider.call(prompt, context), start)
+        endpoint = provider.endpoint()
+        if endpoint in self.params.learned:
+            context = {**context, "adapt": self.params.learned[endpoint]}
         tokens = 0
         if limiter is not None and limiter.tpm:
             tokens = estimate_tokens(prompt, {**(provider.config or {}), **(context.get("overrides") or {})})
@@ -300,6 +370,9 @@ class Caller:
                 await limiter.throttled()
             if err.kind == FORMAT and FormatMemory.form_of(context.get("overrides") or {}) is not None:
                 return _REFUSED  # not a failure of the call: _structured asks again in a simpler form
+            if err.kind == PARAM and self.params.learn(endpoint, err.refusal):
+                context = {**context, "adapt": self.params.learned[endpoint]}
+                continue  # not a retry: the same call without what the server refused
             if err.kind == TIMEOUT:
                 timeouts += 1
                 if timeouts > 1 or attempt >= policy.max_retries:

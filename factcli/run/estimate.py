@@ -14,7 +14,8 @@ per claim, which no one knows before the model answers: their rows are counted, 
 A grader call's input is its rubric (GRADER_RUBRIC_TOKENS, a typical built-in rubric) plus the
 graded output: nothing of it at the low end, the model's reply cap at the high end; its reply runs
 to the cap it will be sent with: the grader's own max_tokens if its config sets one, else the step's
-cap (scoring/replies.py: 512 for a factuality verdict, 1,024 for g-eval's steps, …). A type whose
+cap (scoring/replies.py: 512 for a factuality verdict, 1,024 for g-eval's steps, …), plus a reasoning
+grader's reasoning budget (providers/reasoning.py: 2,048 at gpt-5's low effort). A type whose
 grading makes several calls (g-eval, answer-relevance) counts each.
 """
 
@@ -94,6 +95,7 @@ def plan(run) -> tuple[list[Line], list[Line]]:
 
 
 def _plan_grading(run, step, model_cap: int, graders: dict, caps: dict, models: dict) -> None:
+    from factcli.providers import reasoning
     from factcli.scoring.grading import GRADER_MAX_TOKENS, NoGrader
     from factcli.scoring.registry import lookup
     from factcli.scoring.replies import caps_for
@@ -127,8 +129,10 @@ def _plan_grading(run, step, model_cap: int, graders: dict, caps: dict, models: 
                 line.claim_rows += 1
                 continue
             provider = models.get(gid)
+            # a reasoning grader is sent its reasoning budget on top of each step's cap (providers/reasoning.py)
+            hidden = reasoning.allowance(provider) if provider is not None and not caps.get(gid) else 0
             for step_cap in caps_for(kind.name) or [GRADER_MAX_TOKENS]:
-                cap = caps.get(gid) or step_cap  # the grader's own max_tokens wins
+                cap = caps.get(gid) or step_cap + hidden  # the grader's own max_tokens wins
                 line.calls += 1
                 line.output_cap = max(line.output_cap, cap)
                 line.input_tokens += GRADER_RUBRIC_TOKENS

@@ -480,7 +480,7 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
         run.finalize()  # before the session stores the column metrics
         for message in executor.missing_var_warnings(skip=getattr(run, "_unknown_vars", set())):
             warning(message)
-        for message in caller.formats.notes():
+        for message in caller.formats.notes() + caller.params.notes():
             warning(message)
         run.retries = caller.retries
         run.calls = caller.calls

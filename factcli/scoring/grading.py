@@ -4,7 +4,10 @@ Resolution order (contract §5): assertion `provider` > test `options.provider` 
 `defaultTest.options.provider` > FACTCLI_GRADER > `openai:gpt-5` when OPENAI_API_KEY is set.
 Grader calls go through the run's Caller, so they share the cache, the retry loop and the
 timeouts of provider calls; their tokens and cost are counted apart. They ask for temperature 0
-and a fixed seed, and litellm drops parameters a model does not accept.
+and a fixed seed (a parameter a server refuses is learned once per endpoint in run/calls); a
+reasoning grader is asked as providers/reasoning.py says (a reasoning budget on top of the step's
+cap, a low effort, no temperature), and each server gets the reply schema in the form it takes
+(providers/dialects.py).
 """
 
 from __future__ import annotations
@@ -157,6 +160,10 @@ def note_grader_spend(result: GradingResult, ledger: GraderLedger) -> None:
         result.tokens_used = ledger.tokens
 
 
+def name_of(reply) -> str:
+    return f"{reply.name} step's" if reply is not None else "default"
+
+
 def _record(provider, resp) -> None:
     ledger = _LEDGER.get()
     if ledger is not None:
@@ -193,21 +200,36 @@ class Grader:
         `json_mode` (no Reply) asks for any JSON object."""
         from factcli.providers.base import RenderedPrompt
 
+        from factcli.providers import reasoning
+        from factcli.providers.dialects import response_format_for
+
         provider = self._provider(spec)
         self.used.add(spec.label or spec.id)
-        overrides: dict = {"temperature": 0, "seed": GRADER_SEED, "drop_params": True}
         own_cap = spec.config.get("max_completion_tokens", spec.config.get("max_tokens"))
         cap = reply.cap_for(items) if reply is not None else GRADER_MAX_TOKENS
-        if own_cap is None:
-            overrides["max_tokens"] = cap
+        kind = reasoning.style(provider)
+        context: dict = {"purpose": "grader"}
+        if kind is not None:
+            # hidden reasoning comes out of the same allowance: the step's cap on top of a reasoning budget,
+            # no temperature, a low effort (providers/reasoning.py)
+            overrides = reasoning.request(provider, cap, kind)
+            if own_cap is None:
+                context["reasoning"] = {"kind": kind, "cap": cap, "budget": reasoning.allowance(provider, kind)}
+            else:  # the grader's own cap is the whole allowance, its own thinking config (if any) stands
+                for key in ("max_tokens", "max_completion_tokens", "thinking"):
+                    overrides.pop(key, None)
+        else:
+            overrides = {"temperature": 0, "seed": GRADER_SEED, "drop_params": True}
+            if own_cap is None:
+                overrides["max_tokens"] = cap
         if "response_format" not in spec.config:
             if reply is not None:
-                overrides["response_format"] = reply.response_format()
+                overrides["response_format"] = response_format_for(provider, reply, own_cap or cap, items)
             elif json_mode:
                 overrides["response_format"] = {"type": "json_object"}
         text = json.dumps(messages, ensure_ascii=False)
         prompt = RenderedPrompt(text=text, messages=messages)
-        context = {"overrides": overrides, "purpose": "grader"}
+        context["overrides"] = overrides
         resp = await self.caller.call(provider, prompt, context=context)
         _record(provider, resp)
         output = resp.output
@@ -220,9 +242,24 @@ class Grader:
                 drop(provider, prompt, context=context)
 
         if error is None and resp.finish_reason == "length":
-            if own_cap is not None:
+            if "reasoning" in context:
+                info = context["reasoning"]
+                budget = (resp.metadata or {}).get("reasoningBudget", info["budget"])
+                said = "asked twice, the second time with the budget doubled" if \
+                    (resp.metadata or {}).get("reasoningRetried") else "at the ceiling, not asked again"
+                error = (f"the grader's reply was cut off while it reasoned (finish_reason=length; "
+                         f"{resp.token_usage.reasoning:,} reasoning tokens spent) at the {name_of(reply)} cap of {cap} "
+                         f"tokens plus a reasoning budget of {budget:,} ({said}); raise {reasoning.KEY} in the "
+                         f"grader's config (provider: {{id: {spec.id}, config: {{{reasoning.KEY}: {budget * 2}}}}}) "
+                         f"or lower its reasoning_effort")
+            elif own_cap is not None:
                 error = (f"the grader's reply was cut off at its max_tokens of {own_cap} (finish_reason=length); "
                          f"raise max_tokens in the grader's config")
+            elif resp.token_usage.reasoning:
+                error = (f"the grader's reply was cut off at the {name_of(reply)} cap of {cap} tokens after "
+                         f"{resp.token_usage.reasoning:,} hidden reasoning tokens (finish_reason=length): it is a "
+                         f"reasoning model factcli did not know as one; say so in the grader's config (provider: "
+                         f"{{id: {spec.id}, config: {{reasoning: true}}}}) to give it a reasoning budget")
             else:
                 step = f"the {reply.name} step's" if reply is not None else "the default"
                 error = (f"the grader's reply was cut off at {step} cap of {cap} tokens (finish_reason=length); "

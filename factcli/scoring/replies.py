@@ -211,9 +211,30 @@ class Reply:
             return self.cap
         return max(1, min(self.cap, self.base + self.per_item * items))
 
-    def response_format(self) -> dict:
-        return {"type": "json_schema", "json_schema": {"name": self.name, "schema": self.json_schema(),
-                                                        "strict": True}}
+    def response_format(self, bounded_cap: int | None = None, items: int | None = None) -> dict:
+        """The request's `response_format`. `bounded_cap`: for a grammar-backed local server (llama.cpp,
+        vLLM, Ollama), the free-text fields carry a `maxLength` that fits the reply inside that cap
+        (bounded_schema); the reply is read with the same reader either way."""
+        schema = self.json_schema() if bounded_cap is None else self.bounded_schema(bounded_cap, items)
+        return {"type": "json_schema", "json_schema": {"name": self.name, "schema": schema, "strict": True}}
+
+    def listed(self, items: int | None) -> int | None:
+        """How many entries the reply's lists hold, when the input says: one per item for a list of
+        objects (a verdict per claim), one per three words for a list of texts (claims of a text)."""
+        if not self.per_item or items is None:
+            return None
+        first = next(iter(self.shape.fields.values()), None)
+        if isinstance(first, ListOf) and isinstance(first.item, Obj):
+            return max(1, items)
+        return max(1, -(-items // 3))
+
+    def bounded_schema(self, cap: int, items: int | None = None) -> dict:
+        """The schema with every free-text field given a `maxLength`, its share of what the cap holds
+        (CHARS_PER_TOKEN characters a token, a quarter left for the JSON around them), and a list whose
+        length the input says given that `maxItems`. A grammar then ends a small judge's reasons where a
+        fitting reply would end, not at the cap (docs/judges.md: a local judge)."""
+        listed = self.listed(items)
+        return _bounded(self.shape, cap * CHARS_PER_TOKEN * 0.75, listed)
 
     def read(self, text: str | None) -> dict:
         """The reply as the schema allows it; ReplyError otherwise. The JSON may sit in a ```json
@@ -226,6 +247,43 @@ class Reply:
 
 
 REPLIES: dict[str, Reply] = {}
+CHARS_PER_TOKEN = 3.5  # English text in the usual tokenizers, a little under their ~4
+LIST_GUESS = 8  # entries assumed of a list whose length the input does not say
+MIN_CHARS = 16
+
+
+def _slots(shape: Shape, listed: int | None) -> float:
+    """How many free-text values a reply of this shape holds."""
+    if isinstance(shape, Text):
+        return 1
+    if isinstance(shape, Maybe):
+        return _slots(shape.item, listed)
+    if isinstance(shape, ListOf):
+        return (listed or LIST_GUESS) * _slots(shape.item, listed)
+    if isinstance(shape, Obj):
+        return sum(_slots(s, listed) for s in shape.fields.values())
+    return 0
+
+
+def _bounded(shape: Shape, chars: float, listed: int | None) -> dict:
+    if isinstance(shape, Text):
+        return {"type": "string", "maxLength": max(MIN_CHARS, int(chars))}
+    if isinstance(shape, Maybe):
+        return {"anyOf": [_bounded(shape.item, chars, listed), {"type": "null"}]}
+    if isinstance(shape, ListOf):
+        n = listed or LIST_GUESS
+        out = {"type": "array", "items": _bounded(shape.item, chars / n, listed)}
+        if shape.min_items:
+            out["minItems"] = shape.min_items
+        if listed:
+            out["maxItems"] = max(listed, shape.min_items)
+        return out
+    if isinstance(shape, Obj):
+        total = _slots(shape, listed) or 1
+        return {"type": "object", "required": list(shape.fields), "additionalProperties": False,
+                "properties": {k: _bounded(s, chars * _slots(s, listed) / total, listed)
+                               for k, s in shape.fields.items()}}
+    return shape.schema()
 
 
 def _first_json(text: str) -> Any:

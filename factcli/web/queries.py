@@ -92,7 +92,8 @@ def cell(rec: dict) -> dict:
             "conversation": conversation_of(rec), "prompt": rec.get("rendered_prompt") or "",
             "vars": loads(rec.get("vars_json"), {}) or {}, "description": rec.get("description"),
             "namedScores": loads(rec.get("named_scores_json"), {}) or {},
-            "finishReason": response.get("finishReason")}
+            "finishReason": response.get("finishReason"),
+            "reasoning": ((response.get("tokenUsage") or {}).get("completionDetails") or {}).get("reasoning")}
 
 
 def _text(value: Any) -> str:

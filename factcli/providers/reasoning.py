@@ -1,0 +1,132 @@
+"""Which graders reason before they answer, and what a grader call to one carries.
+
+A reasoning model spends hidden tokens out of the same output allowance as its visible reply: OpenAI's
+o-series and gpt-5 family (`max_completion_tokens`), Claude with extended thinking (`max_tokens` covers
+`thinking.budget_tokens`), Gemini's thinking models (`maxOutputTokens` covers the thoughts). Sent only a
+step's reply cap (512 tokens for a verdict), such a grader reasons the cap away and answers nothing
+(`finish_reason: length`). So a reasoning grader is sent a reasoning allowance on top of the cap, a low
+effort (grading a short verdict needs little), and no temperature (OpenAI's reasoning models refuse any
+but 1; Claude's thinking requires 1).
+
+Whether a grader reasons: its config's `reasoning: true|false` first (a custom endpoint litellm's table
+does not know), else litellm's bundled model table (`supports_reasoning`, read without importing
+litellm), else OpenAI's naming (o1, o3, o4, gpt-5 but not gpt-5-chat). Claude reasons only when asked
+(its config sets `reasoning: true`, `thinking` or `reasoning_effort`): without thinking it answers
+without hidden tokens, at a lower price.
+
+Keys (the grader's provider config): `reasoning_effort` (default `low` for grading; a model that
+refuses `low` is sent the lowest level it names, learned once in run/calls), `reasoningBudget` (the
+allowance in tokens, default by effort below), `reasoning`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from factcli.providers import pricing
+
+EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+GRADING_EFFORT = "low"
+# OpenAI-style allowance by effort: a cap, not a target (the model decides how much it reasons; only
+# what it spends is billed), so room to spare costs nothing
+ALLOWANCE = {"none": 512, "minimal": 1024, "low": 2048, "medium": 4096, "high": 8192, "xhigh": 16384}
+# Claude and Gemini are given a thinking budget, which they tend to spend: the least that works
+THINKING_BUDGET = {"none": 1024, "minimal": 1024, "low": 1024, "medium": 2048, "high": 4096, "xhigh": 8192}
+THINKING_MIN = 1024  # Anthropic's least budget_tokens
+CEILING = 32768  # the most a grader call is ever sent (reasoning and reply), below the model's own limit
+_OPENAI_NAMES = re.compile(r"^(?:o[134](?:-|$)|gpt-5(?!-chat))")
+KEY = "reasoningBudget"
+
+
+def family(provider) -> str:
+    """How a model takes its reasoning parameters: "anthropic" (thinking.budget_tokens within max_tokens),
+    "gemini" (litellm's thinking -> thinkingConfig.thinkingBudget within maxOutputTokens) or "openai"
+    (max_completion_tokens and reasoning_effort: OpenAI, and any server spoken to in OpenAI's protocol)."""
+    if type(provider).__module__.endswith("openai_provider"):
+        return "openai"
+    model = str(getattr(provider, "model", "") or "").lower()
+    if model.startswith(("openai/", "hosted_vllm/", "text-completion-openai/", "azure/")):
+        return "openai"
+    if "claude" in model:
+        return "anthropic"
+    if model.startswith(("gemini/", "vertex_ai/gemini")) or model.startswith("gemini"):
+        return "gemini"
+    return "openai"
+
+
+def _table_says(model: str) -> bool:
+    key = pricing.table_key(model)
+    return bool(key and pricing._table()[key].get("supports_reasoning"))
+
+
+def style(provider) -> str | None:
+    """The reasoning family of a grader that reasons ("openai", "anthropic", "gemini"), or None."""
+    config = getattr(provider, "config", None) or {}
+    flag = config.get("reasoning")
+    if flag is False or getattr(provider, "in_process", False):
+        return None
+    kind = family(provider)
+    if flag is True:
+        return kind
+    if kind == "anthropic":  # thinking is off unless asked for
+        return kind if ("thinking" in config or "reasoning_effort" in config) else None
+    model = str(getattr(provider, "price_model", None) or "")
+    if not model:
+        return None
+    if _table_says(model) or _OPENAI_NAMES.match(model.rsplit("/", 1)[-1].lower()):
+        return kind
+    return None
+
+
+def effort(provider) -> str:
+    value = (getattr(provider, "config", None) or {}).get("reasoning_effort")
+    return value if isinstance(value, str) and value in EFFORTS else GRADING_EFFORT
+
+
+def allowance(provider, kind: str | None = None) -> int:
+    """The reasoning tokens a grader call is allowed on top of its reply cap."""
+    kind = kind or style(provider)
+    if kind is None:
+        return 0
+    own = (getattr(provider, "config", None) or {}).get(KEY)
+    if isinstance(own, (int, float)) and not isinstance(own, bool) and own > 0:
+        value = int(own)
+    else:
+        value = (THINKING_BUDGET if kind in ("anthropic", "gemini") else ALLOWANCE)[effort(provider)]
+    return max(value, THINKING_MIN) if kind == "anthropic" else value
+
+
+def ceiling(provider) -> int:
+    limit = pricing.output_limit(getattr(provider, "price_model", None))
+    return min(CEILING, limit) if limit else CEILING
+
+
+def request(provider, cap: int, kind: str, budget: int | None = None) -> dict:
+    """A reasoning grader call's parameters for a reply of `cap` tokens after `budget` (default: the
+    grader's allowance) reasoning tokens. Temperature 0 and the seed are left out where the family
+    refuses them (a refusal of the rest is learned once per endpoint in run/calls)."""
+    budget = allowance(provider, kind) if budget is None else budget
+    if kind == "anthropic":
+        budget = max(budget, THINKING_MIN)
+        return {"max_tokens": budget + cap, "thinking": {"type": "enabled", "budget_tokens": budget},
+                "drop_params": True}
+    if kind == "gemini":
+        return {"max_tokens": budget + cap, "thinking": {"type": "enabled", "budget_tokens": budget},
+                "temperature": 0, "seed": 0, "drop_params": True}
+    out = {"max_completion_tokens": budget + cap, "seed": 0, "drop_params": True}
+    if "reasoning_effort" not in ((getattr(provider, "config", None) or {})):
+        out["reasoning_effort"] = GRADING_EFFORT
+    return out
+
+
+def grown(provider, overrides: dict, info: dict) -> tuple[dict, dict] | None:
+    """A cut-off call's request again with its reasoning budget doubled, within the ceiling, and its new
+    `info` ({kind, cap, budget}); None when the budget is already at the ceiling."""
+    kind, cap, budget = info["kind"], info["cap"], info["budget"]
+    bigger = min(budget * 2, ceiling(provider) - cap)
+    if bigger <= budget:
+        return None
+    out = {**overrides, **request(provider, cap, kind, bigger)}
+    if "reasoning_effort" in overrides:
+        out["reasoning_effort"] = overrides["reasoning_effort"]
+    return out, {**info, "budget": bigger}
