@@ -128,3 +128,15 @@ def test_script_providers_are_marked_as_user_code():
         assert provider_class(pid).user_code is True, pid
     for pid in ("echo", "openai:gpt-4o-mini"):
         assert provider_class(pid).user_code is False, pid
+
+
+def test_a_stored_config_lists_its_javascript_providers_and_derived_metrics_as_code():
+    """What a resumed run rebuilt from the store would run (config/stored_code.py, --trust-stored-code)."""
+    from factcli.config.stored_code import code_in
+
+    config = {"providers": ["file://p.mjs:Classifier", {"id": "file://agent.ts", "label": "a"}],
+              "derivedMetrics": [{"name": "acc", "value": "return namedScores.c / namedScores.__count"},
+                                 {"name": "plain", "value": "c / __count"}]}
+    assert code_in(config) == [
+        "providers[0]: code file file://p.mjs:Classifier", "providers[1].id: code file file://agent.ts",
+        "derivedMetrics[0].value: inline javascript derived metric: return namedScores.c / namedScores.__count"]

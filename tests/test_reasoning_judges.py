@@ -180,6 +180,9 @@ def test_a_custom_reasoning_endpoint_learns_its_refusals_once_and_takes_a_reason
 @pytest.mark.parametrize("grader, path, sent", [
     ("{id: anthropic:messages:claude-sonnet-4-5, config: {apiBaseUrl: '%s', apiKey: sk-ant-test, reasoning: true}}",
      "/v1/messages", "thinking"),
+    # asked by its effort: the budget that effort gives, sent as thinking (not litellm's own mapping beside it)
+    ("{id: anthropic:messages:claude-sonnet-4-5, config: {apiBaseUrl: '%s', apiKey: sk-ant-test, reasoning_effort: "
+     "low}}", "/v1/messages", "thinking"),
     ("{id: google:gemini-2.5-flash, config: {apiBaseUrl: '%s', apiKey: gm-test}}", ":generateContent", "gemini"),
     # no thinking; litellm asks for JSON and shows the schema in the prompt
     ("{id: google:gemini-1.5-flash, config: {apiBaseUrl: '%s', apiKey: gm-test}}", ":generateContent", "json"),
@@ -214,24 +217,28 @@ def test_claude_and_gemini_with_thinking_through_litellm(vendors, tmp_path, grad
     assert "reasoning" in flat(result.output)
 
 
-def test_a_rambling_local_judge_finishes_inside_its_caps(vendors, tmp_path):
-    """A small local model writes on inside every string; a grammar-backed server stops it at the schema's
-    maxLength, which factcli sizes to fit the step's cap (told apart by `grammar: false`, which sends the
-    schema without lengths: every verdict is then cut off)."""
+@pytest.mark.parametrize("judge", ["openai:chat:gemma-3-270m", "litellm:hosted_vllm/gemma-3-270m",
+                                   "litellm:openai/gemma-3-270m"])
+def test_a_rambling_local_judge_finishes_inside_its_caps(vendors, tmp_path, judge):
+    """A small local model writes on inside every string; a grammar-backed server (llama.cpp's, vLLM's) stops
+    it at the schema's maxLength, which factcli sizes to fit the step's cap (told apart by `grammar: false`,
+    which sends the schema without lengths: every verdict with free text is then cut off)."""
     vendors.judge = rambling
-    grader = '  options:\n    provider: {id: openai:chat:gemma-3-270m, config: {apiBaseUrl: "%s/v1"%s}}'
+    grader = '  options:\n    provider: {id: %s, config: {apiBaseUrl: "%s/v1", apiKey: none%s}}' % (judge, vendors.url,
+                                                                                                  "%s")
     out = tmp_path / "r.json"
-    run("-c", config(tmp_path, grader % (vendors.url, ", grammar: false"), rows=1), "-o", out)
+    run("-c", config(tmp_path, grader % ", grammar: false", rows=1), "-o", out)
     _, comps = components(out)
     assert sorted(t for t, _ in errors_of(comps)) == sorted(set(TYPES) - {"simpleqa"})  # its letter: no free text
 
     vendors.requests.clear()
-    result = run("-c", config(tmp_path, grader % (vendors.url, ""), rows=2), "-o", out)
+    result = run("-c", config(tmp_path, grader % "", rows=2), "-o", out)
     _, comps = components(out)
     assert errors_of(comps) == [], result.output
-    schemas = [b["response_format"]["json_schema"]["schema"] for b in vendors.by_path("/chat/completions")]
-    assert all("maxLength" in json.dumps(s) for s in schemas if '"string"}' in json.dumps(s) or "maxLength" in
-               json.dumps(s))
+    for body in vendors.by_path("/chat/completions"):
+        schema = body["response_format"]["json_schema"]["schema"]
+        free = re.findall(r'"type": "string"(?:, "maxLength": \d+)?}', json.dumps(schema))
+        assert all("maxLength" in f for f in free), schema
 
 
 def test_ollama_gets_its_format_with_lengths_through_litellm(vendors, tmp_path):
@@ -308,3 +315,25 @@ def test_a_local_servers_schema_fits_its_cap():
     # claims of a 30-word text: at most one a three words
     claims = CLAIMS_REPLY.bounded_schema(CLAIMS_REPLY.cap_for(30), 30)["properties"]["claims"]
     assert claims["maxItems"] == 10 and claims["items"]["maxLength"] >= 16
+
+
+@pytest.mark.parametrize("jobs", [1, 3])
+def test_a_reasoning_model_under_test_learns_its_refusals_and_shows_its_reasoning(vendors, tmp_path, jobs):
+    """A model under test, not a grader: o3 given the config a chat model takes (max_tokens, temperature 0).
+    One at a time, each refused parameter costs one request for the run; calls in flight together each
+    meet it at most once, and every row answers. Its hidden reasoning is in the summary."""
+    body = ('prompts: ["Q {{n}}"]\nproviders: [{id: openai:chat:o3, config: {apiBaseUrl: "%s/v1", max_tokens: 2000, '
+            'temperature: 0}}]\ntests:\n' % vendors.url + "".join(f"  - vars: {{n: {i}}}\n" for i in range(3)))
+    out = tmp_path / "r.json"
+    result = run("-c", write(tmp_path / "c.yaml", body), "-o", out, "-j", jobs)
+    assert result.exit_code == 0, result.output
+    if jobs == 1:
+        assert vendors.refusals == {("o3", "max_tokens"): 1, ("o3", "temperature"): 1}
+    assert set(vendors.refusals) <= {("o3", "max_tokens"), ("o3", "temperature")}
+    assert all(n <= jobs for n in vendors.refusals.values())
+    sent = vendors.by_path("/chat/completions")
+    answered = [b for b in sent if "max_tokens" not in b and "temperature" not in b]
+    assert len(answered) == 3 and all(b["max_completion_tokens"] == 2000 for b in answered)
+    rows = json.loads(out.read_text())["results"]["results"]
+    assert [r["response"]["tokenUsage"]["completionDetails"]["reasoning"] for r in rows] == [700] * 3
+    assert "Tokens " in result.output and "2,100 reasoning" in flat(result.output), result.output

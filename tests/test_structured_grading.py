@@ -99,13 +99,13 @@ def unbounded(schema):
 
 def text_lengths(schema, times: int = 1) -> list:
     """The maxLength of every free-text string of a schema (None where it has none), lists counted
-    by their maxItems (8 when unbounded)."""
+    by their maxItems (once when unbounded: each entry may take the whole share)."""
     if "anyOf" in schema:
         return text_lengths(schema["anyOf"][0], times)
     if schema.get("type") == "string" and "enum" not in schema:
         return [schema.get("maxLength")] * times
     if schema.get("type") == "array":
-        return text_lengths(schema["items"], times * schema.get("maxItems", replies.LIST_GUESS))
+        return text_lengths(schema["items"], times * schema.get("maxItems", 1))
     if schema.get("type") == "object":
         return [n for v in schema["properties"].values() for n in text_lengths(v, times)]
     return []

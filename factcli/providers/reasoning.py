@@ -49,7 +49,7 @@ def family(provider) -> str:
         return "openai"
     if "claude" in model:
         return "anthropic"
-    if model.startswith(("gemini/", "vertex_ai/gemini")) or model.startswith("gemini"):
+    if model.startswith(("gemini/", "vertex_ai/")):
         return "gemini"
     return "openai"
 
@@ -106,13 +106,15 @@ def request(provider, cap: int, kind: str, budget: int | None = None) -> dict:
     grader's allowance) reasoning tokens. Temperature 0 and the seed are left out where the family
     refuses them (a refusal of the rest is learned once per endpoint in run/calls)."""
     budget = allowance(provider, kind) if budget is None else budget
+    # Claude and Gemini: the budget is sent as litellm's `thinking`; a config's reasoning_effort (which
+    # litellm would map to a budget of its own) has chosen that budget and is not sent beside it
     if kind == "anthropic":
         budget = max(budget, THINKING_MIN)
         return {"max_tokens": budget + cap, "thinking": {"type": "enabled", "budget_tokens": budget},
-                "drop_params": True}
+                "reasoning_effort": None, "drop_params": True}
     if kind == "gemini":
         return {"max_tokens": budget + cap, "thinking": {"type": "enabled", "budget_tokens": budget},
-                "temperature": 0, "seed": 0, "drop_params": True}
+                "reasoning_effort": None, "temperature": 0, "seed": 0, "drop_params": True}
     out = {"max_completion_tokens": budget + cap, "seed": 0, "drop_params": True}
     if "reasoning_effort" not in ((getattr(provider, "config", None) or {})):
         out["reasoning_effort"] = GRADING_EFFORT
@@ -126,7 +128,4 @@ def grown(provider, overrides: dict, info: dict) -> tuple[dict, dict] | None:
     bigger = min(budget * 2, ceiling(provider) - cap)
     if bigger <= budget:
         return None
-    out = {**overrides, **request(provider, cap, kind, bigger)}
-    if "reasoning_effort" in overrides:
-        out["reasoning_effort"] = overrides["reasoning_effort"]
-    return out, {**info, "budget": bigger}
+    return {**overrides, **request(provider, cap, kind, bigger)}, {**info, "budget": bigger}

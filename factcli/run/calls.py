@@ -156,17 +156,21 @@ class ParamMemory:
         self.learned: dict[str, dict[str, tuple]] = {}
         self.refused: dict[str, int] = {}
 
-    def learn(self, endpoint: str, refusal: tuple | None) -> bool:
-        """Remember a refusal; False when it teaches nothing new (asking again would repeat it)."""
+    def learn(self, endpoint: str, refusal: tuple | None, sent: dict | None) -> dict | None:
+        """Remember a refusal of a request sent with the adaptations `sent`; the adaptations to ask again
+        with, or None when asking again would repeat it. A call sent before another call learned the same
+        refusal is asked again with what that one learned."""
         if not refusal:
-            return False
+            return None
         name, action, arg = refusal
         known = self.learned.setdefault(endpoint, {})
-        if known.get(name) == (action, arg) or (name in known and known[name][0] == "drop"):
-            return False
-        known[name] = (action, arg)
         self.refused[endpoint] = self.refused.get(endpoint, 0) + 1
-        return True
+        if name in known and (sent or {}).get(name) != known[name]:
+            return dict(known)  # learned meanwhile by a call in flight beside this one
+        if known.get(name) == (action, arg) or (name in known and known[name][0] == "drop"):
+            return None
+        known[name] = (action, arg)
+        return dict(known)
 
     def notes(self) -> list[str]:
         """One line per endpoint that refused a parameter, for the run's warnings."""
@@ -329,7 +333,7 @@ class Caller:
             return _answered(await provider.call(prompt, context), start)
         endpoint = provider.endpoint()
         if endpoint in self.params.learned:
-            context = {**context, "adapt": self.params.learned[endpoint]}
+            context = {**context, "adapt": dict(self.params.learned[endpoint])}
         tokens = 0
         if limiter is not None and limiter.tpm:
             tokens = estimate_tokens(prompt, {**(provider.config or {}), **(context.get("overrides") or {})})
@@ -370,9 +374,11 @@ class Caller:
                 await limiter.throttled()
             if err.kind == FORMAT and FormatMemory.form_of(context.get("overrides") or {}) is not None:
                 return _REFUSED  # not a failure of the call: _structured asks again in a simpler form
-            if err.kind == PARAM and self.params.learn(endpoint, err.refusal):
-                context = {**context, "adapt": self.params.learned[endpoint]}
-                continue  # not a retry: the same call without what the server refused
+            if err.kind == PARAM:
+                adapted = self.params.learn(endpoint, err.refusal, context.get("adapt"))
+                if adapted is not None:
+                    context = {**context, "adapt": adapted}
+                    continue  # not a retry: the same call without what the server refused
             if err.kind == TIMEOUT:
                 timeouts += 1
                 if timeouts > 1 or attempt >= policy.max_retries:

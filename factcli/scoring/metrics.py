@@ -120,10 +120,15 @@ class JsDerived:
 _JS_MARKS = re.compile(r"\bfunction\b|=>|\breturn\b|\b(?:const|let|var)\s|===|!==")
 
 
+def is_javascript(expr: str) -> bool:
+    """Whether a derived metric's value is JavaScript (run in the Node worker), not a mathjs expression."""
+    return _JS_MARKS.search(expr) is not None
+
+
 def compile_metric(expr: str):
     """A derived metric's value: JavaScript when it reads as JavaScript (promptfoo 0.121.20 hands such a
     string to mathjs, which throws: the metric stays 0), else a mathjs expression."""
-    if _JS_MARKS.search(expr):
+    if is_javascript(expr):
         return JsDerived(expr)
     return compile_expression(expr)
 

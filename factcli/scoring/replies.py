@@ -231,7 +231,9 @@ class Reply:
     def bounded_schema(self, cap: int, items: int | None = None) -> dict:
         """The schema with every free-text field given a `maxLength`, its share of what the cap holds
         (CHARS_PER_TOKEN characters a token, a quarter left for the JSON around them), and a list whose
-        length the input says given that `maxItems`. A grammar then ends a small judge's reasons where a
+        length the input says given that `maxItems` (its entries share the cap). An entry of a list whose
+        length is not known may take its field's whole share: splitting by a guessed count would cut the
+        long sentences of a well-behaved judge. A grammar then ends a small judge's reasons where a
         fitting reply would end, not at the cap (docs/judges.md: a local judge)."""
         listed = self.listed(items)
         return _bounded(self.shape, cap * CHARS_PER_TOKEN * 0.75, listed)
@@ -248,7 +250,6 @@ class Reply:
 
 REPLIES: dict[str, Reply] = {}
 CHARS_PER_TOKEN = 3.5  # English text in the usual tokenizers, a little under their ~4
-LIST_GUESS = 8  # entries assumed of a list whose length the input does not say
 MIN_CHARS = 16
 
 
@@ -258,8 +259,8 @@ def _slots(shape: Shape, listed: int | None) -> float:
         return 1
     if isinstance(shape, Maybe):
         return _slots(shape.item, listed)
-    if isinstance(shape, ListOf):
-        return (listed or LIST_GUESS) * _slots(shape.item, listed)
+    if isinstance(shape, ListOf):  # a list whose length the input does not say: each entry may take the share
+        return (listed or 1) * _slots(shape.item, listed)
     if isinstance(shape, Obj):
         return sum(_slots(s, listed) for s in shape.fields.values())
     return 0
@@ -271,8 +272,7 @@ def _bounded(shape: Shape, chars: float, listed: int | None) -> dict:
     if isinstance(shape, Maybe):
         return {"anyOf": [_bounded(shape.item, chars, listed), {"type": "null"}]}
     if isinstance(shape, ListOf):
-        n = listed or LIST_GUESS
-        out = {"type": "array", "items": _bounded(shape.item, chars / n, listed)}
+        out = {"type": "array", "items": _bounded(shape.item, chars / (listed or 1), listed)}
         if shape.min_items:
             out["minItems"] = shape.min_items
         if listed:
