@@ -259,7 +259,7 @@ class Caller:
     def sends_json(self, provider: Provider, overrides: dict) -> bool:
         """Whether a request with these overrides goes out asking for JSON (its endpoint has not refused
         every structured form this run): its reply is then held to its schema."""
-        return (getattr(provider, "takes_schema", True)
+        return (getattr(provider, "takes_schema", True) and not getattr(provider, "user_code", False)
                 and FormatMemory.form_of(self.formats.apply(provider.endpoint(), overrides)) is not None)
 
     def given(self) -> "GivenReplies":
