@@ -11,7 +11,7 @@ numbers so that showing a stored run needs no method code.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from factcli.types import GradingResult
 
@@ -77,14 +77,6 @@ class ColumnMethods:
             if summary is not None:
                 out[report.key] = {"summary": summary, "line": report.describe(summary)}
         return out
-
-
-def column_reports(rows: Iterable[Any]) -> dict:
-    """The reports of one column's rows (EvalResults), as ColumnMethods.reports."""
-    collected = ColumnMethods()
-    for row in rows:
-        collected.add(row)
-    return collected.reports()
 
 
 def fill(run) -> None:

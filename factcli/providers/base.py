@@ -229,10 +229,6 @@ def response_from_dict(data: Any) -> ProviderResponse:
     )
 
 
-def split_id(pid: str) -> list[str]:
-    return re.split(r":", pid)
-
-
 FACTORIES: list[tuple[Callable[[str], bool], type]] = []
 
 

@@ -103,11 +103,6 @@ def js_string(value: Any) -> str:
     return str(value)
 
 
-def js_number_or_string(value: Any) -> str:
-    """Numbers printed the JavaScript way, anything else with str() (reasons, labels)."""
-    return js_number(value) if is_number(value) else str(value)
-
-
 def to_fixed(x: float, digits: int = 2) -> str:
     """JavaScript's Number.prototype.toFixed: ties on the exact binary value round up."""
     if isnan(x):
