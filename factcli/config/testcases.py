@@ -246,10 +246,8 @@ def template_names(written: dict, resolved: dict) -> frozenset:
 
 def _check_script(ref: sources.ScriptRef, ctx: Ctx, where: str) -> None:
     """A TypeScript script var can run (the others are checked when they run, as before)."""
-    from factcli.config.user_code import TS_SUFFIXES
-
     path, _ = sources.ref_path(ref.target, ctx.base)
-    if path.suffix.lower() in TS_SUFFIXES:
+    if path.suffix.lower() in sources.TS_SUFFIXES:
         from factcli.scripting.node import check_typescript
 
         check_typescript(path, ctx.file, where)

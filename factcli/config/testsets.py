@@ -16,8 +16,9 @@ from typing import Any
 from factcli import sources
 from factcli.config import remote
 from factcli.config.context import check_keys, record
-from factcli.config.user_code import JS_SUFFIXES, PY_SUFFIXES, TS_SUFFIXES, code_file
+from factcli.config.user_code import code_file
 from factcli.errors import ConfigError
+from factcli.sources import JS_SUFFIXES, PY_SUFFIXES, TS_SUFFIXES
 from factcli.scoring.registry import AssertionError_
 
 # promptfoo 0.121.20's built-in assertion enum, in its order: the CSV cell grammar tries types
@@ -54,7 +55,8 @@ _THRESHOLD_TYPES = {
 }
 _LIST_TYPES = {"contains-all", "contains-any", "icontains-all", "icontains-any"}
 _NUMBER = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$")
-_JS_SUFFIXES = (".js", ".cjs", ".mjs", ".ts", ".cts", ".mts")
+# promptfoo's isJavascriptFile, which a `file://` cell of `__expected` is tested with: no `.tsx`
+_CELL_JS_SUFFIXES = JS_SUFFIXES + tuple(s for s in TS_SUFFIXES if s != ".tsx")
 
 
 def parse_number(value: str | None) -> float | None:
@@ -68,7 +70,7 @@ def parse_number(value: str | None) -> float | None:
 
 def _is_js_file(ref: str) -> bool:
     path = ref.split(":", 1)[0] if re.search(r"\.(?:js|cjs|mjs|ts|cts|mts):", ref) else ref
-    return path.endswith(_JS_SUFFIXES)
+    return path.endswith(_CELL_JS_SUFFIXES)
 
 
 def assertion_from_string(cell: str) -> dict:
@@ -625,7 +627,7 @@ def _generated(ref: str, config: Any, ctx, where: str) -> list[tuple[dict, Any, 
         except GeneratorError as exc:
             raise ConfigError(str(exc), ctx.file, where) from None
     value = copy.deepcopy(_generated_once[key])
-    if isinstance(value, dict) and suffix != ".py" and func is None:
+    if isinstance(value, dict) and suffix not in PY_SUFFIXES and func is None:
         value = [value]  # a JS module exporting one test (promptfoo accepts it)
     if not isinstance(value, list):
         got = "nothing" if value is None else {"dict": "an object", "str": "a string"}.get(

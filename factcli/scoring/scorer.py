@@ -381,10 +381,10 @@ async def run_assertions(test: TestCase, *, output: Any, variables: dict, prompt
 async def _call_scoring(spec: str, named: dict, context: dict) -> Any:
     from factcli.scripting.node import JSError, NodeWorkerError, get_worker, js_value
     from factcli.scripting.python import ScriptError, run_python_file
-    from factcli.sources import ref_path
+    from factcli.sources import PY_SUFFIXES, ref_path
 
     path, func = ref_path(spec, Path.cwd())
-    if path.suffix.lower() == ".py":
+    if path.suffix.lower() in PY_SUFFIXES:
         try:
             return await run_python_file(path, func or "func", named, context)
         except ScriptError as exc:
