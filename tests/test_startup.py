@@ -158,20 +158,6 @@ def test_an_eval_that_prints_no_emoji_code_does_not_load_richs_table(tmp_path):
     assert out.splitlines()[-1] == "False"
 
 
-def test_every_dataclass_an_eval_loads_has_a_docstring(tmp_path):
-    """A dataclass without a docstring gets one made from inspect.signature as its class is made
-    (~60 us each, 25 of them on an eval's start: issue 30); a written one is read instead."""
-    out = _eval_then(tmp_path, _ONE_TEST, imports="sys, dataclasses", after=(
-        "for name, module in sorted(sys.modules.items()):\n"
-        "    if name.startswith('factcli'):\n"
-        "        for k, v in vars(module).items():\n"
-        "            if isinstance(v, type) and dataclasses.is_dataclass(v) and v.__module__ == name:\n"
-        "                print('DATACLASS', name, k, (v.__doc__ or '').startswith(k + '('))\n"))
-    found = [line.split()[1:] for line in out.splitlines() if line.startswith("DATACLASS ")]
-    assert len(found) > 20
-    assert [f"{m}.{k}" for m, k, made in found if made == "True"] == []
-
-
 def test_each_command_is_registered_by_the_module_main_imports_for_it():
     from factcli.cli import app
     from factcli.cli.main import COMMAND_MODULES
