@@ -37,11 +37,11 @@ def test_a_provider_id_finds_the_class_it_found_with_every_built_in_loaded(pid):
     assert _class_for(pid, list(reversed(IDS))) == everything
 
 
-def _eval_then(tmp_path, tests: str, after: str, imports: str = "sys") -> str:
+def _eval_then(tmp_path, tests: str, after: str) -> str:
     """The stdout of a one-row `echo` eval run in a fresh interpreter, then `after` (code run in it)."""
     cfg = tmp_path / "c.yaml"
     cfg.write_text(f"prompts: ['Answer: {{{{q}}}}']\nproviders: [echo]\ntests: {tests}\n")
-    code = (f"import {imports}\nsys.argv = ['factcli', 'eval', '-c', sys.argv[1], '--no-progress-bar']\n"
+    code = ("import sys\nsys.argv = ['factcli', 'eval', '-c', sys.argv[1], '--no-progress-bar']\n"
             "from factcli.cli.main import main\n"
             "try:\n    main()\nexcept SystemExit as exc:\n    assert exc.code == 0, exc.code\n" + after)
     return subprocess.run([sys.executable, "-c", code, str(cfg)], capture_output=True, text=True, check=True,
