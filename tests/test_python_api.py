@@ -260,3 +260,16 @@ def test_evaluate_runs_before_all_hooks_as_the_cli_does(tmp_path):
         return await factcli.evaluate_async(cfg, store=False)
 
     assert len(asyncio.run(cell()).rows) == 2
+
+
+def test_a_test_files_warnings_reach_code_as_warnings_not_stderr(tmp_path, capsys):
+    """A CSV column that looks like a misspelt special one: the CLI prints it (test_scoring_edges);
+    evaluate() gives it as a FactcliWarning and prints nothing."""
+    write(tmp_path / "t.csv", "out,_expected\nabc,contains:a\n")
+    cfg = {"prompts": ["{{out}}"], "providers": ["echo"], "tests": f"file://{tmp_path / 't.csv'}"}
+    from factcli.run.api import FactcliWarning
+
+    with pytest.warns(FactcliWarning, match='column "_expected" has a single underscore'):
+        run = factcli.evaluate(cfg, store=False)
+    assert len(run.rows) == 1
+    assert capsys.readouterr().err == ""

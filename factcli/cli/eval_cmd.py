@@ -177,7 +177,7 @@ def _unstored(run, unstored: tuple, db) -> int:
 
 
 class TerminalUI:
-    """The flow on a terminal (run/flow.FlowUI's methods): warnings on stderr, a spinner while
+    """The flow on a terminal (run/flow.FlowUI's methods): notes and warnings on stderr, a spinner while
     checking and writing, a progress bar."""
 
     refuse_empty_filters = True
@@ -193,17 +193,21 @@ class TerminalUI:
 
     def loaded(self, suite) -> None:
         """What loading found (unknown keys first), on stderr before the preflight and any call."""
-        from rich.markup import escape
-
-        from factcli.report.summary import stderr_console
+        from factcli.report.summary import print_warning
 
         for message in suite.warnings:  # a key may be any text: one printable line each
-            stderr_console().print(f"[yellow]warning:[/] {escape(one_line(message))}", soft_wrap=True)
+            print_warning(one_line(message))
+
 
     def warn(self, message: str) -> None:
-        from factcli.report.summary import stderr_console
+        from factcli.report.summary import print_warning
 
-        stderr_console().print(f"[yellow]warning:[/] {message}")
+        print_warning(message)
+
+    def note(self, message: str) -> None:
+        from factcli.report.summary import print_note
+
+        print_note(message)
 
     def working(self, message: str):
         from factcli.report.summary import working

@@ -18,6 +18,7 @@ from factcli.config.context import (
     as_list,
     check_keys,
     expect,
+    load_warnings_collected,
     problems_collected,
     settle,
     unknown_key_lines,
@@ -192,8 +193,9 @@ def build_suite(cfg: dict, path: Path | None, cli_vars: dict | None = None, part
     """Build a Suite from one config mapping. `partial`: one of several -c files, which may lack
     prompts or providers of its own. Unknown keys become `suite.unknown_keys` (contract §4)."""
     with problems_collected() as problems:
-        with unknown_keys_collected() as found:
+        with unknown_keys_collected() as found, load_warnings_collected() as said:
             suite = _build_suite(cfg, path, cli_vars, partial, filters)
+        suite.warnings.extend(w for w in said if w not in suite.warnings)
         _set_unknown_keys(suite, unknown_key_lines(found))
     settle(problems, suite)
     return suite

@@ -15,7 +15,7 @@ from typing import Any
 
 from factcli import sources
 from factcli.config import remote
-from factcli.config.context import check_keys, record
+from factcli.config.context import check_keys, load_warning, record
 from factcli.config.user_code import code_file
 from factcli.errors import ConfigError
 from factcli.sources import JS_SUFFIXES, PY_SUFFIXES, TS_SUFFIXES
@@ -541,9 +541,7 @@ def _remote_tests(ref: str, ctx, where: str) -> list[tuple[dict, Any, str]]:
         warnings: list[str] = []
         rows = csv_tests(text, remote.shown(ref), warnings)
         for msg in warnings:
-            import sys
-
-            print(f"warning: {msg}", file=sys.stderr)
+            load_warning(msg)
         return [(t, sub, f"row {n}") for n, t in enumerate(rows, 1)]
     value = sources.parse_structured(text, suffix, remote.shown(ref))
     value = [value] if isinstance(value, dict) else value
@@ -584,9 +582,7 @@ def _tests_from_file(p: Path, ctx, where: str) -> Entries | list[tuple[dict, Any
         # the cells keep their bytes: a CRLF inside a quoted cell reaches the model as CRLF, as in promptfoo
         rows = CsvRows(sources.read_text(p, str(p), "", keep_newlines=True), str(p), warnings)
         for msg in warnings:
-            import sys
-
-            print(f"warning: {msg}", file=sys.stderr)
+            load_warning(msg)
         return Entries([FileEntries(rows, sub, "row {}")])
     if suffix == ".jsonl":
         lines = JsonlRows(sources.read_text(p, str(p), ""), str(p))

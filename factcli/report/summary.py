@@ -51,6 +51,15 @@ def stderr_console() -> Console:
     return Console(stderr=True, highlight=False)
 
 
+def print_note(message: str) -> None:
+    """A line for the user on stderr, as the text says (no markup)."""
+    stderr_console().print(escape(message), soft_wrap=True)
+
+
+def print_warning(message: str) -> None:
+    stderr_console().print(f"[yellow]warning:[/] {escape(message)}", soft_wrap=True)
+
+
 class Progress:
     """A rich progress bar on stderr: done/total, pass/fail/error, ETA. Silent when disabled."""
 

@@ -256,6 +256,9 @@ class _PythonUI:
     def warn(self, message: str) -> None:
         warn(message)
 
+    def note(self, message: str) -> None:
+        pass  # what a resumed run re-loads: the CLI says it; code asked for it
+
     def loaded(self, suite) -> None:
         for message in suite.warnings:
             warn(message)

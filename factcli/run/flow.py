@@ -77,6 +77,9 @@ class FlowUI:
     def warn(self, message: str) -> None:
         pass
 
+    def note(self, message: str) -> None:
+        """What the run does that the user did not ask in so many words (re-loading a resumed run's config)."""
+
     def loaded(self, suite) -> None:
         """The suite as loaded, before any check: its warnings."""
         for message in suite.warnings:
@@ -119,7 +122,7 @@ class Flow:
             settings.load_env_file(str(o.env_file))
         if (o.assertions is None) != (o.model_outputs is None):
             raise FactcliError(f"{self.ui.option('assertions')} and {self.ui.option('model_outputs')} go together")
-        session = self.session = EvalSession.open(o.session_args(), ro)
+        session = self.session = EvalSession.open(o.session_args(), ro, self.ui)
         outputs = [Path(p) for p in o.outputs]
         self.outputs = session.outputs(outputs) if session.source_options else outputs
         from factcli.config.context import problems_deferred
