@@ -122,7 +122,7 @@ def _which(path: Path, file: str) -> str:
     return "" if str(path) == file else f"{path}: "
 
 
-class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml when present: ~10x faster
+class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml (C) when present: much faster
     """Every YAML factcli reads: safe types, a repeated key is an error, and plain scalars resolved
     as promptfoo's js-yaml 4 resolves them (YAML 1.2 core schema plus timestamps and `<<` merges)."""
 

@@ -1,7 +1,7 @@
 """`factcli eval`: run a config (or score existing outputs), store the run, print the table, pick the exit code."""
 
 # No `from __future__ import annotations` here: typer reads eval_cmd's 27 parameter types on every
-# `factcli eval`, and as strings each would be compiled and evaluated then (~0.7 ms of the start, issue 30).
+# `factcli eval`, and as strings each would be compiled and evaluated then, on every start (issue 30).
 
 from pathlib import Path
 

@@ -55,7 +55,7 @@ def fail(message: str, code: int = 1, problems: tuple | list = (), excerpt: tupl
 @contextmanager
 def start_up():
     """A command's start (its imports, the config, the plan) makes objects that live as long as the
-    process: the cyclic collector's passes over them find nothing, ~6 ms of a one-row eval's CPU (issue
+    process: the cyclic collector's passes over them find nothing, and cost a one-row eval CPU (issue
     30). It is paused meanwhile and on again (if it was) before the command's own work, the rows, with
     what the start made frozen (gc.freeze), as the runner freezes it when the rows start: turned on
     with them still young, it would walk them all at once."""

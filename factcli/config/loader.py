@@ -257,7 +257,7 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
 
     tests_raw = load_tests(cfg.get("tests"), ctx, "tests")  # a CSV file's rows are made as they are parsed
     extensions, hooks_see = [], None
-    if cfg.get("extensions") is not None:  # the extensions' code (~1 ms to import) only for a config with some
+    if cfg.get("extensions") is not None:  # the extensions' code is imported only for a config with some
         from factcli.config.extensions import hook_source, parse_extensions
 
         extensions = parse_extensions(cfg.get("extensions"), ctx, warnings)

@@ -43,7 +43,7 @@ PROMPTFOO_TYPES = [
 @functools.cache
 def _cell_pattern() -> re.Pattern:
     """The cell grammar's pattern, compiled at the first `__expected` cell rather than at import: an
-    alternation of 66 names takes ~1 ms to compile, on the start of every eval (issue 30)."""
+    alternation of every type's name is slow to compile, and most evals have no such cell (issue 30)."""
     return re.compile(
         r"^(not-)?(" + "|".join(re.escape(t) for t in PROMPTFOO_TYPES) + r")(?:\((\d+(?:\.\d+)?)\))?(?::([\s\S]*))?$"
     )
@@ -239,7 +239,7 @@ def csv_tests(text: str, file: str, warnings: list[str]) -> list[dict]:
 _CSV_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 # what str.splitlines breaks lines at besides \r and \n (a CSV line does not end there)
 _OTHER_BREAKS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
-# a chunk's lines are held at once, ~70 bytes a short line: 1 MB chunks of floor.py's rows held 6 MB more
+# a chunk's lines are held at once, each several times its text: a chunk small enough to add little memory
 CSV_CHUNK = 1 << 16
 
 
@@ -247,7 +247,7 @@ def _csv_lines(text: str):
     """The text's lines as io.StringIO(text, newline="") gives them (\r\n, \r or \n kept), made a
     chunk of about CSV_CHUNK characters at a time (a cut after a newline splits no line): a
     StringIO holds its text as 4 bytes a character, 68 MB for 1,000,000 short rows. A chunk without
-    the other line breaks str.splitlines knows is split by it, ~2x faster than _CSV_LINE."""
+    the other line breaks str.splitlines knows is split by it, which is faster than _CSV_LINE."""
     start = 0
     while start < len(text):
         end = text.find("\n", start + CSV_CHUNK)

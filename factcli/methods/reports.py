@@ -18,7 +18,7 @@ from factcli.types import GradingResult
 
 class MethodReport(NamedTuple):
     """A method's report, as registered. A named tuple rather than a frozen dataclass: its class is made
-    ~5x faster, on the start of every eval (issue 30)."""
+    faster, on the start of every eval (issue 30)."""
 
     key: str  # the key under `methods`, e.g. "factscore"
     method: str  # the `metadata.method` of the grading results it reads

@@ -29,8 +29,8 @@ _MAY_HOLD_EMOJI_CODE = re.compile(r":\S*:").search
 class Console(rich_console.Console):
     """rich's Console, that shows control characters in the texts it prints as escapes
     (report/escapes.py), and looks for emoji codes only in a text that could hold one: the first lookup
-    imports rich's table of 3,600 codes (~2 ms, at the first text any command prints: issue 30), and
-    factcli's texts rarely hold one. A text without `:` + non-spaces + `:` has none to replace (markup
+    imports rich's table of every code (a start-up cost at the first text any command prints: issue 30),
+    and factcli's texts rarely hold one. A text without `:` + non-spaces + `:` has none to replace (markup
     and escapes only split it or drop backslashes), so it prints the same."""
 
     def render_str(self, text: str, *, emoji: bool | None = None, **kwargs):
@@ -148,7 +148,7 @@ def _label(col, scrub=None) -> str:
 
 
 def results_table(run, console: Console) -> None:
-    from rich.table import Table  # here: rich.table (and the decimal it pulls in) is 5 ms of every start-up
+    from rich.table import Table  # here: rich.table (and the decimal it pulls in) would slow every start-up
 
     rows, tests = run.first_tests(TABLE_MAX_TESTS)
     if not rows:

@@ -251,7 +251,7 @@ class Flow:
         if self.options.keep_rows:
             run.rows, run.stored_rows = self.rows, None  # the caller holds every row; the store has them too
         # Returns nothing: asyncio.run's SIGINT handling reprs the finished task, result included,
-        # and the repr of a 100,000-test run took 2 s and 240 MB.
+        # and the repr of a large run is slow and big.
 
     @property
     def stored(self) -> bool:

@@ -35,7 +35,7 @@ METRICS_EVERY_S = 1.0  # column metrics are refreshed this often while a run wri
 GROUP_ROWS = 500
 GROUP_S = 0.1
 # A run of this many rows has them written by a second process (store/writer.py) where the store
-# can: it starts in ~20 ms and saves ~10 us a row, so a small run would only pay for it.
+# can: starting it costs more than it saves on a small run.
 WRITE_BEHIND_ROWS = 2000
 _RESUME_CONFLICTS = (("-c", "config"), ("--var", "var"), ("--repeat", "repeat"),
                      ("--filter-pattern", "filter_pattern"), ("--filter-first-n", "filter_first_n"),
@@ -80,7 +80,7 @@ class EvalSession:
         self._derived: list = []
         # rows written but not yet committed (write / flush), as the store takes them: a group's
         # finished rows are let go as soon as they are recorded, not 500 rows later (holding them cost
-        # ~3 us a row: they were freed, cold, at each flush); a group the store fails to take is read
+        # time: they were freed, cold, at each flush); a group the store fails to take is read
         # back from these tuples as the store would give them (_hold_rows)
         self._group: list[tuple] = []
         self._timer = None  # the event loop's call to flush(), GROUP_S after a group's first row

@@ -66,7 +66,7 @@ def js_number(x: float) -> str:
     if x == 0:
         return "0"
     sign = "-" if x < 0 else ""
-    from decimal import Decimal  # here: decimal costs 3 ms of start-up, and few runs print a float
+    from decimal import Decimal  # here: decimal would slow every start-up, and few runs print a float
 
     # repr gives the shortest digits that round-trip, which is also what JavaScript prints
     digits_t, exp = Decimal(repr(abs(x))).normalize().as_tuple()[1:]
