@@ -151,7 +151,7 @@ def _print_eval(flow, run, args: dict) -> int:
                                       f"factcli eval --resume {run.run_id} --max-cost USD", soft_wrap=True)
         return 130
     if run.status == runner.STATUS_ABORTED:
-        code = getattr(run, "abort_exit_code", 3)
+        code = run.abort_exit_code
         if code == 1:  # a user's extension hook failed (run/hooks.py)
             from rich.markup import escape
 

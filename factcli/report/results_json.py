@@ -188,7 +188,7 @@ def to_promptfoo_json(run, rows: bool = True) -> dict:
                         for m in run.metrics],
             "retries": run.retries,
             "cost": _run_cost(run.metrics),
-            **({"throttling": run.throttling} if getattr(run, "throttling", None) else {}),
+            **({"throttling": run.throttling} if run.throttling else {}),
             "abortReason": run.abort_reason,
             "passRate": run.pass_rate,
             "passRateCi95": stats.run_interval(run),

@@ -253,7 +253,7 @@ def summary(run, console: Console) -> None:
     console.print(f"[bold]Run[/] {run.run_id}{status.get(run.status, '')} · {total}/{run.total_steps} rows · "
                   f"{run.duration_ms / 1000:.1f} s" + (f" · {cached} cached" if cached else "")
                   + (f" · {figures.plural(run.retries, 'retry', 'retries')}" if run.retries else ""))
-    for pid, t in (getattr(run, "throttling", None) or {}).items():
+    for pid, t in run.throttling.items():
         console.print(escape(f"Throttled: {pid} asked to slow down {t['throttled']} times; calls in flight cut to "
                              f"{t['lowestLimit']} (limit {t['limit']})"))
     from factcli import stats

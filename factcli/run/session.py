@@ -369,7 +369,7 @@ class EvalSession:
                 raise FactcliError(f"test {key[0]} of run {run_id} no longer matches the config "
                                    "(the tests changed since the run started); it cannot be resumed")
         keep = set(done) if self.mode == "resume" else {k for k, (fr, _) in done.items() if fr != 2}
-        keep = _settle(keep, plan, getattr(run, "_conversations", None))
+        keep = _settle(keep, plan, run._conversations)
         run.run_id, run.created_at = run_id, src["created_at"]
         self._stream_rows(run)
         for rec in store.results(run_id):
@@ -385,7 +385,7 @@ class EvalSession:
                     for c in result.grading.component_results):
                 frozen = [a for a in step.test.assertions if a.type not in COMPARE_TYPES]
                 result.step = dataclasses.replace(step, test=dataclasses.replace(step.test, assertions=frozen))
-            if getattr(run, "_conversations", None) is not None:  # later turns see it as if it just ran
+            if run._conversations is not None:  # later turns see it as if it just ran
                 run._conversations.restore(result)
             run.metrics[result.step.prompt_idx].add(result, self._derived)
             run.keep(result)
@@ -662,7 +662,7 @@ def drive(session: "EvalSession", run, *, progress_bar: bool) -> bool:
     from factcli.report import summary as report
     from factcli.run import runner
 
-    for message in run.warnings[getattr(run, "warnings_shown", 0):]:  # eval prints the config's own earlier
+    for message in run.warnings[run.warnings_shown:]:  # eval prints the config's own earlier
         report.print_warning(message)
     progress = report.Progress(run.total_steps, enabled=progress_bar, done=run.metrics)
     interrupted = False
