@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from factcli.cli.root import DB_HELP, app, fail, one_line, start_up
+from factcli.cli.root import DB_HELP, app, fail, one_line, rows_running, start_up
 from factcli.errors import FactcliError
 
 
@@ -122,7 +122,8 @@ def _print_eval(flow, run, args: dict) -> int:
         return 0
     interrupted = False
     try:
-        asyncio.run(flow.execute())
+        with rows_running():
+            asyncio.run(flow.execute())
     except KeyboardInterrupt:  # finished rows are stored; the run is resumable
         interrupted = True
         run.status = runner.STATUS_INTERRUPTED

@@ -479,7 +479,6 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
                         base_dir=suite.base_dir, grader=grader, eval_id=run.run_id,
                         vars_errors=run._vars_errors, conversations=run._conversations, hooks=hooks)
     run.started = time.time()
-    collector = _quiet_collector()
     try:
         await executor.run(run._steps, record)
         if executor.stopped:
@@ -501,7 +500,6 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
         run.status = STATUS_INTERRUPTED
         raise
     finally:
-        collector.restore()
         run.duration_ms = int((time.time() - run.started) * 1000)
         run.finalize()  # before the session stores the column metrics
         for message in executor.missing_var_warnings(skip=run._unknown_vars):
@@ -519,28 +517,6 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
             from factcli.providers.openai_provider import aclose_all
 
             await aclose_all()
-
-
-class _quiet_collector:
-    """While the rows run, the cyclic garbage collector leaves alone what existed before (the suite,
-    its tests, the plan: gc.freeze) and runs its youngest generation less often. A finished row is
-    freed by reference counting; before this, collections walking the 10,000 tests of a large
-    suite over and over took ~15 % of a stored echo run's CPU (benchmarks/README.md)."""
-
-    GEN0 = 20_000  # CPython's default is 700 allocations
-
-    def __init__(self):
-        import gc
-
-        self.threshold = gc.get_threshold()
-        gc.freeze()
-        gc.set_threshold(max(self.GEN0, self.threshold[0]), *self.threshold[1:])
-
-    def restore(self) -> None:
-        import gc
-
-        gc.set_threshold(*self.threshold)
-        gc.unfreeze()
 
 
 def load(config, options: RunOptions | None = None) -> Suite:
