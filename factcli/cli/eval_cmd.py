@@ -220,7 +220,6 @@ class TerminalUI:
         for message in suite.warnings:  # a key may be any text: one printable line each
             print_warning(one_line(message))
 
-
     def warn(self, message: str) -> None:
         from factcli.report.summary import print_warning
 

@@ -257,7 +257,7 @@ class _PythonUI:
         warn(message)
 
     def note(self, message: str) -> None:
-        pass  # what a resumed run re-loads: the CLI says it; code asked for it
+        pass  # the CLI's lines about what it does (re-loading a config); code gets the warnings alone
 
     def loaded(self, suite) -> None:
         for message in suite.warnings:
