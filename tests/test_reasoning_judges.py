@@ -309,7 +309,7 @@ def test_a_local_servers_schema_fits_its_cap():
     # one verdict per claim: the list's length is known, and its texts share what the cap holds
     cap = VERDICTS_REPLY.cap_for(3)
     verdicts = VERDICTS_REPLY.bounded_schema(cap, 3)["properties"]["verdicts"]
-    assert verdicts["maxItems"] == 3
+    assert verdicts["maxItems"] == verdicts["minItems"] == 3  # exactly: the reader refuses fewer
     item = verdicts["items"]["properties"]
     assert 3 * (item["claim"]["maxLength"] + item["reason"]["maxLength"]) <= cap * CHARS_PER_TOKEN
     # claims of a 30-word text: at most one a three words
