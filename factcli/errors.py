@@ -22,6 +22,10 @@ class ConfigError(FactcliError):
         super().__init__(f"{where}: {message}" if where else message)
 
 
+class StoreUnavailable(FactcliError):
+    """The store cannot be reached (a server down or out of reach): the web view's 503."""
+
+
 class AbortRun(FactcliError):
     """A fatal provider error (401/403 and alike): the run stops, what finished is kept."""
 

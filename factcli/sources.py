@@ -564,3 +564,15 @@ def load_vars_files(spec: str | list, base: Path, file: str, key: str) -> dict:
 
 def _kind(value: Any) -> str:
     return "nothing" if value is None else type(value).__name__
+
+
+CSV_FIELD_LIMIT = 2**31 - 1  # the largest the csv module takes on every platform (a C long)
+
+
+def allow_large_csv_cells() -> None:
+    """A CSV cell of any size loads (a long document in a cell): the csv module refuses cells over
+    128 KiB unless told otherwise. Every CSV reader of inputs calls this first."""
+    import csv
+
+    if csv.field_size_limit() != CSV_FIELD_LIMIT:
+        csv.field_size_limit(CSV_FIELD_LIMIT)

@@ -23,6 +23,10 @@ def isolated_home(tmp_path, monkeypatch):
     for name in _LEAKY:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("FACTCLI_BACKOFF_MS", "5")
+    monkeypatch.setenv("FACTCLI_STORE_TIMEOUT", "0.5")  # a store that fails for good: given up on at once
+    from factcli.store import redact
+
+    monkeypatch.setattr(redact, "_NOTED", {})  # the --db passwords an earlier test's commands noted
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     return home
 

@@ -39,6 +39,7 @@ class PgCluster:
         self._names = itertools.count(1)
         self._as: list[str] = []
         self.started = False
+        self._opts = ""
 
     def _run(self, *cmd: str, check: bool = True) -> subprocess.CompletedProcess:
         return subprocess.run([*self._as, *cmd], capture_output=True, text=True, timeout=120, check=check)
@@ -75,6 +76,7 @@ class PgCluster:
             pwfile.unlink()
             self.port = _free_port()
             opts = f"-k {self.dir} -h 127.0.0.1 -p {self.port} -F -c max_connections=200 -c shared_buffers=32MB"
+            self._opts = opts
             self._run(pg_ctl, "-D", str(data), "-o", opts, "-l", str(self.dir / "log"), "-w", "-t", "60", "start")
         except (OSError, subprocess.SubprocessError) as exc:
             detail = getattr(exc, "stderr", "") or str(exc)
@@ -99,6 +101,15 @@ class PgCluster:
         env = {**os.environ, "PGPASSWORD": self.password}
         return subprocess.run([dump, "--no-owner", url.replace(f":{self.password}@", "@")], capture_output=True,
                               env=env, timeout=120, check=True).stdout
+
+    def halt(self) -> None:
+        """Stop the server at once (`pg_ctl stop -m immediate`: connections cut, as a crash would)."""
+        self._run(_binary("pg_ctl"), "-D", str(self.dir / "data"), "-m", "immediate", "-w", "stop")
+
+    def restart(self) -> None:
+        """Start the halted server again, on the same port (it recovers from its log first)."""
+        self._run(_binary("pg_ctl"), "-D", str(self.dir / "data"), "-o", self._opts, "-l", str(self.dir / "log"),
+                  "-w", "-t", "60", "start")
 
     def stop(self) -> None:
         if self.dir is None:

@@ -225,7 +225,7 @@ def test_when_the_second_process_fails_the_run_is_kept_in_memory(tmp_path, isola
                      f"'{first}' BEGIN SELECT RAISE(ABORT, 'disk I/O error'); END")
     failed = tmp_path / "failed.json"
     result = cli("eval", "--no-progress-bar", "-j", "1", "-c", cfg, "-o", failed)
-    assert result.exit_code == 100 and "disk I/O error" in result.output, result.output
+    assert result.exit_code == 1 and "disk I/O error" in result.output, result.output
     assert "the rest of this run is not stored" in result.output and "Traceback" not in result.output
     assert len(writers) == 2 and all(w.proc.returncode == 0 for w in writers)
     assert result_rows(failed) == result_rows(ok)

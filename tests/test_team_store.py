@@ -199,12 +199,12 @@ def test_resuming_elsewhere_names_a_code_file_that_is_missing_there(tmp_path, mo
         store.execute("DELETE FROM results WHERE run_id = ? AND test_idx = 2", (run["id"],))
         store.update_run(run["id"], {"status": "interrupted", "finished_at": None})
     shutil.rmtree(cfg_dir)
-    result = cli("eval", "--resume", "latest", "--db", db, "--no-progress-bar")
+    result = cli("eval", "--resume", "latest", "--db", db, "--no-progress-bar", "--trust-stored-code")
     lines = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert result.exit_code == 1 and len(lines) == 1 and "check.py" in lines[0], result.output
     assert "Traceback" not in result.output
     write(cfg_dir / "check.py", "def get_assert(output, context):\n    return True\n")  # there again: it resumes
-    result = cli("eval", "--resume", "latest", "--db", db, "--no-progress-bar", "--no-table")
+    result = cli("eval", "--resume", "latest", "--db", db, "--no-progress-bar", "--no-table", "--trust-stored-code")
     assert result.exit_code == 0 and "2 of 3 rows kept" in result.output, result.output
 
 

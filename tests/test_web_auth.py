@@ -69,7 +69,7 @@ def test_sign_in_sets_an_httponly_samesite_cookie_and_names_the_rater(client):
     ok = client.post("/login", data={"token": TOKEN, "rater": "Ana B", "next": "/runs/latest"})
     assert ok.status_code == 303 and ok.headers["location"] == "/runs/latest"
     cookies = ok.headers.get_list("set-cookie")
-    session = next(c for c in cookies if c.startswith("factcli_session="))
+    session = next(c for c in cookies if c.startswith("factcli_session_80="))  # named after the port
     assert "HttpOnly" in session and "samesite=lax" in session.lower() and TOKEN not in session
     assert all(TOKEN not in c for c in cookies)
     assert client.get("/").status_code == 200  # the cookie is enough now

@@ -46,6 +46,10 @@ def eval_cmd(
                                          "(id, prefix or 'latest') with its stored config; finished rows are kept."),
     retry_errors: str | None = typer.Option(None, "--retry-errors", metavar="RUN", help="Re-run only the "
                                                "ERROR rows of a stored run (id, prefix or 'latest')."),
+    trust_stored_code: bool = typer.Option(False, "--trust-stored-code", help="With --resume or --retry-errors "
+                                           "of a run whose config files are gone: run the code its stored config "
+                                           "holds (refused otherwise, since anyone who can write the store may "
+                                           "have put it there)."),
     filter_failing: str | None = typer.Option(None, "--filter-failing", metavar="RUN", help="Only the tests "
                                                  "that failed or errored in a stored run (id, prefix or 'latest')."),
     max_cost: float | None = typer.Option(None, "--max-cost", min=0, metavar="USD", help="A hard budget: start "
@@ -97,7 +101,7 @@ def _flow(args: dict):
         outputs=[Path(p) for p in (args["output"] or [])], store=not args["no_write"], db=args["db"],
         resume=args["resume"], retry_errors=args["retry_errors"], filter_failing=args["filter_failing"],
         assertions=args["assertions"], model_outputs=args["model_outputs"], strict=args["strict"],
-        dry_run=args["dry_run"], env_file=args["env_file"],
+        dry_run=args["dry_run"], env_file=args["env_file"], trust_stored_code=args["trust_stored_code"],
     )
     return Flow(options, TerminalUI(progress_bar=not args["no_progress_bar"]))
 
@@ -133,6 +137,9 @@ def _print_eval(flow, run, args: dict) -> int:
     for line in report.next_steps_for(run, stored=flow.stored, interrupted=interrupted, db=args.get("db")):
         if not (budget_stop and line.startswith("Resume")):
             console.print(Text(line, style="dim"), soft_wrap=True)
+    unstored = flow.session.unstored if flow.session is not None else None
+    if unstored is not None:  # the store went away and did not come back: exit 1 (docs/commands.md)
+        return _unstored(run, unstored, args.get("db"))
     if interrupted:
         report.stderr_console().print("[yellow]Interrupted:[/] finished rows were kept.")
         return 130
@@ -151,6 +158,22 @@ def _print_eval(flow, run, args: dict) -> int:
             report.stderr_console().print(f"error: {escape(one_line(run.abort_reason or ''))}", soft_wrap=True)
         return code
     return exit_code_for(run)
+
+
+def _unstored(run, unstored: tuple, db) -> int:
+    """The store was gone at the end of the run: every row is in the table and the -o files; say
+    which rows the store lacks and how to write them there."""
+    from factcli.report.summary import stderr_console
+    from factcli.store.database import shown
+
+    n, tests, error = unstored
+    again = f"factcli eval --resume {run.run_id}" + (f" --db '{shown(db)}'" if db else "")
+    stderr_console().print(
+        f"error: {shown(db)} did not take {n} of this run's {run.total_steps} rows ({tests}): "
+        f"{one_line(str(error))}. Every row is in the table above and the -o files. Once the store is back, "
+        f"`{again}` stores them (their replies come from the response cache, so no model is paid again).",
+        markup=False, soft_wrap=True)
+    return 1
 
 
 class TerminalUI:

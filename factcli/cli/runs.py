@@ -66,6 +66,10 @@ def view_cmd(
                                         help="With --web: every request must carry this token (Authorization: "
                                              "Bearer TOKEN, or the sign-in page); required with a --host other "
                                              "than loopback. Default: FACTCLI_WEB_TOKEN."),
+    allowed_host: List[str] = typer.Option(None, "--allowed-host", metavar="NAME",
+                                           help="With --web: a Host name to answer besides loopback and --host "
+                                                "(the name a proxy or the network uses for this machine). "
+                                                "Repeatable."),
 ) -> None:
     """Show a stored run as a table: tests as rows, prompt x provider as columns (--web: as a local web page)."""
     from factcli.report import view as viewer
@@ -74,10 +78,10 @@ def view_cmd(
         if as_json:
             fail("--json and --web do not go together: --web serves pages, --json prints one page")
         _serve_web(db, run, host=host, port=port, open_browser=not no_open, token=token,
-                   query={"failures": failures, "errors": errors, "q": filter_text})
+                   query={"failures": failures, "errors": errors, "q": filter_text}, allowed=allowed_host or [])
         return
-    if port is not None or no_open or host != "127.0.0.1" or token is not None:
-        fail("--port, --host, --no-open and --token go with --web")
+    if port is not None or no_open or host != "127.0.0.1" or token is not None or allowed_host:
+        fail("--port, --host, --allowed-host, --no-open and --token go with --web")
     filtered = failures or errors or bool(filter_text)
     with _store(db) as store:
         row = store.resolve(run)
@@ -127,7 +131,7 @@ def view_cmd(
 
 
 def _serve_web(db: Optional[str], run: str, *, host: str, port: Optional[int], open_browser: bool,
-               query: dict, token: Optional[str] = None) -> None:
+               query: dict, token: Optional[str] = None, allowed: list | tuple = ()) -> None:
     """`view --web`: check the token, the store and the run here (a bad one is one line and exit 1), then serve."""
     from urllib.parse import quote, urlencode
 
@@ -154,7 +158,8 @@ def _serve_web(db: Optional[str], run: str, *, host: str, port: Optional[int], o
         typer.secho(warning, fg="yellow", err=True)
     if note:
         typer.echo(note)
-    server.serve(target, host=host, port=chosen, path=page, open_browser=open_browser, echo=typer.echo, token=token)
+    server.serve(target, host=host, port=chosen, path=page, open_browser=open_browser, echo=typer.echo, token=token,
+                 allowed=allowed)
 
 
 def _first_failed(info: dict) -> int | None:

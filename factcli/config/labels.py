@@ -155,6 +155,9 @@ def load_items(path: Path) -> list[LabeledItem]:
                 raise ConfigError(f"expected a JSON object, got {type(rec).__name__}", file, f"line {n}")
             items.append(_item(rec, file, f"line {n}", len(items) + 1))
     elif suffix == ".csv":
+        from factcli.sources import allow_large_csv_cells
+
+        allow_large_csv_cells()
         reader = csv.DictReader(io.StringIO(text, newline=""), strict=True)
         try:
             header = reader.fieldnames or []

@@ -271,6 +271,7 @@ class CsvRows:
         self.delimiter = os.environ.get("FACTCLI_CSV_DELIMITER") or os.environ.get("PROMPTFOO_CSV_DELIMITER") or ","
         strict_only = os.environ.get("FACTCLI_CSV_STRICT", os.environ.get("PROMPTFOO_CSV_STRICT", "")) == "true"
         self.strict = True
+        sources.allow_large_csv_cells()
         try:
             self.count = self._scan()
         except csv.Error as exc:
@@ -278,7 +279,11 @@ class CsvRows:
                 raise ConfigError(f"invalid CSV: {exc}", file, f"line {self._scanning.line_num}") from None
             # promptfoo retries with relaxed quoting; Python's non-strict reader is the same idea
             self.strict = False
-            self.count = self._scan()
+            try:
+                self.count = self._scan()
+            except csv.Error as again:
+                raise ConfigError(f"not a readable CSV file: {again}", file,
+                                  f"line {self._scanning.line_num}") from None
         for _ in zip(range(1), self._tests(warnings)):
             pass
 

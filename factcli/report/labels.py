@@ -10,16 +10,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from factcli.report.escapes import visible
+
 PROMPT_CHARS = 40  # a short prompt label, before the width of a table cuts it further
 
 
 def one_line(text: Any, limit: int | None) -> str:
-    """`text` with its whitespace (newlines too) collapsed to single spaces, cut to `limit` with …."""
+    """`text` with its whitespace (newlines too) collapsed to single spaces and its control characters
+    shown as escapes (report/escapes.py), cut to `limit` with …."""
     if text is None:
         return ""
     if not isinstance(text, str):
         text = json.dumps(text, ensure_ascii=False)
-    text = " ".join(text.split())
+    text = visible(" ".join(text.split()))
     if limit is not None and len(text) > limit:
         return text[: max(1, limit - 1)] + "…"
     return text

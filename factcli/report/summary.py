@@ -9,10 +9,13 @@ from typing import Iterator
 
 from rich import console as rich_console
 from rich.markup import escape
+from rich.segment import Segment
 from rich.text import Text
 
 from factcli.activity import listening
 from factcli.report import labels
+from factcli.report.escapes import may_hold_control as _MAY_HOLD_CONTROL
+from factcli.report.escapes import visible
 from factcli.report.figures import spend_text
 from factcli.types import FAILURE_ERROR, EvalResult
 
@@ -24,7 +27,8 @@ _MAY_HOLD_EMOJI_CODE = re.compile(r":\S*:").search
 
 
 class Console(rich_console.Console):
-    """rich's Console, that looks for emoji codes only in a text that could hold one: the first lookup
+    """rich's Console, that shows control characters in the texts it prints as escapes
+    (report/escapes.py), and looks for emoji codes only in a text that could hold one: the first lookup
     imports rich's table of 3,600 codes (~2 ms, at the first text any command prints: issue 30), and
     factcli's texts rarely hold one. A text without `:` + non-spaces + `:` has none to replace (markup
     and escapes only split it or drop backslashes), so it prints the same."""
@@ -32,7 +36,15 @@ class Console(rich_console.Console):
     def render_str(self, text: str, *, emoji: bool | None = None, **kwargs):
         if emoji is None and _MAY_HOLD_EMOJI_CODE(text) is None:
             emoji = False
-        return super().render_str(text, emoji=emoji, **kwargs)
+        return super().render_str(visible(text), emoji=emoji, **kwargs)
+
+    def _render_buffer(self, buffer) -> str:
+        """Every text segment written with its control characters escaped (report/escapes.py): also
+        those of a rich Text made directly, which render_str does not see. rich's own control
+        segments (the progress bar's cursor moves) and styles are its own, not text."""
+        return super()._render_buffer(
+            seg if seg.control or _MAY_HOLD_CONTROL(seg.text) is None else Segment(visible(seg.text), seg.style)
+            for seg in buffer)
 
 
 def stderr_console() -> Console:
@@ -103,16 +115,27 @@ def working(message: str, enabled: bool = True) -> Iterator[None]:
         yield
 
 
-def _cell_text(value, limit: int = 200) -> str:
+def screen_scrubber(run):
+    """The secrets rule (store/redact.py) for what the terminal shows of a run from memory (a --no-write
+    run's rows, every run's column labels): a secret rendered into a prompt (`{{ env.OPENAI_API_KEY }}`)
+    or quoted by an error shows as `${OPENAI_API_KEY}` or `[redacted]`, as the stored run shows it."""
+    from factcli.store.redact import Scrubber
+
+    return Scrubber(run.suite.raw)
+
+
+def _cell_text(value, limit: int = 200, scrub=None) -> str:
     from factcli.scoring.registry import coerce_string
 
     text = coerce_string(value)
+    text = visible(scrub.text(text) if scrub is not None else text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _label(col) -> str:
+def _label(col, scrub=None) -> str:
     """A column of the run on one line: `[provider] short prompt label`."""
-    return labels.column_label_of(col.provider.display, col.prompt.label, col.prompt.raw)
+    label = labels.column_label_of(col.provider.display, col.prompt.label, col.prompt.raw)
+    return scrub.text(label) if scrub is not None else label
 
 
 def results_table(run, console: Console) -> None:
@@ -126,14 +149,15 @@ def results_table(run, console: Console) -> None:
         for k in r.step.vars:
             if k not in var_names:
                 var_names.append(k)
+    scrub = screen_scrubber(run)
     table = Table(show_lines=True, expand=False)
     for name in var_names:
         table.add_column(escape(name), overflow="fold", max_width=30)
     for col in run.columns:
         # provider over the short prompt label: two short lines that wrap less than one long one
-        prompt = labels.short_prompt(col.prompt.label, col.prompt.raw)
-        table.add_column(Text(f"[{labels.one_line(col.provider.display, None)}]" + (f"\n{prompt}" if prompt else "")),
-                         overflow="fold")
+        prompt = labels.short_prompt(scrub.text(col.prompt.label), scrub.text(col.prompt.raw))
+        table.add_column(Text(f"[{labels.one_line(scrub.text(col.provider.display), None)}]"
+                              + (f"\n{prompt}" if prompt else "")), overflow="fold")
     by_test: dict[int, dict[int, EvalResult]] = {}
     for r in rows:
         by_test.setdefault(r.step.test_idx, {})[r.step.prompt_idx] = r
@@ -141,10 +165,10 @@ def results_table(run, console: Console) -> None:
     for test_idx in sorted(by_test):
         cells = by_test[test_idx]
         first = next(iter(cells.values()))
-        line = [escape(_cell_text(first.step.vars.get(v, ""), 120)) for v in var_names]
+        line = [escape(_cell_text(first.step.vars.get(v, ""), 120, scrub)) for v in var_names]
         for col in run.columns:
             r = cells.get(col.index)
-            line.append(_result_cell(r) if r is not None else Text("—", style="dim"))
+            line.append(_result_cell(r, scrub) if r is not None else Text("—", style="dim"))
         table.add_row(*line)
         shown += 1
     console.print(table)
@@ -152,7 +176,7 @@ def results_table(run, console: Console) -> None:
         console.print(f"[dim]… {tests - shown} more tests not shown (write them all with -o results.json)[/]")
 
 
-def _result_cell(r: EvalResult) -> Text:
+def _result_cell(r: EvalResult, scrub=None) -> Text:
     if r.success:
         head = Text("[PASS] ", style="bold green")
     elif r.failure_reason == FAILURE_ERROR:
@@ -163,9 +187,9 @@ def _result_cell(r: EvalResult) -> Text:
         head.append(f"{r.score:.2f} ", style="dim")
     body = Text()
     if not r.success and r.error:
-        body.append(_cell_text(r.error, 160) + "\n", style="red" if r.failure_reason != FAILURE_ERROR else "yellow")
+        body.append(_cell_text(r.error, 160, scrub) + "\n", style="red" if r.failure_reason != FAILURE_ERROR else "yellow")
     if r.response.output is not None:
-        body.append(_cell_text(r.response.output, 200))
+        body.append(_cell_text(r.response.output, 200, scrub))
     return head + body
 
 
@@ -234,22 +258,24 @@ def summary(run, console: Console) -> None:
     if run.graders:
         errors = sum(m.grading_errors for m in run.metrics)
         console.print(f"Grader: {', '.join(run.graders)}" + (f" · [yellow]{errors} grading errors[/]" if errors else ""))
+    scrub = screen_scrubber(run)
     for col, m in zip(run.columns, run.metrics):
         if m.categories:
             dist = "  ".join(f"{k}:{m.categories[k]}" for k in sorted(m.categories))
-            console.print(escape(f"Factuality categories {_label(col)}: ")
+            console.print(escape(f"Factuality categories {_label(col, scrub)}: ")
                           + dist)
         for report in m.methods.values():
-            console.print(escape(f"{_label(col)}: {report['line']}"))
+            console.print(escape(f"{_label(col, scrub)}: {report['line']}"))
         for entry in m.judge_corrected:
-            console.print(escape(f"{_label(col)}: {judge.describe(entry)}"))
+            console.print(escape(f"{_label(col, scrub)}: {judge.describe(entry)}"))
     nonbinary = any(m.stats.get("scoreBinary") is False for m in run.metrics)
     repeat = max((m.stats.get("repeat") or 1 for m in run.metrics), default=1)
     if len(run.columns) > 1 or any(m.named_scores for m in run.metrics) or nonbinary or repeat > 1:
         from factcli.report import fit
 
-        entries = [fit.Entry(f"[{labels.one_line(col.provider.display, None)}]",
-                             labels.short_prompt(col.prompt.label, col.prompt.raw)) for col in run.columns]
+        entries = [fit.Entry(f"[{labels.one_line(scrub.text(col.provider.display), None)}]",
+                             labels.short_prompt(scrub.text(col.prompt.label), scrub.text(col.prompt.raw)))
+                   for col in run.columns]
         fields = summary_fields(run, nonbinary, repeat)
         fit.print_lines(console, fit.fit(entries, fields, console.width, console.is_terminal))
         console.print("[dim]" + escape(figures.legend(nonbinary, repeat)) + "[/]")

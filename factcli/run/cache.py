@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import asdict
 from pathlib import Path
 
@@ -45,6 +46,19 @@ def cache_key(identity: dict, messages: list[dict], repeat_idx: int, extra: dict
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def _private_disk():
+    """diskcache's Disk, that makes each file of a large value readable by this user alone (0600)."""
+    import diskcache
+
+    class PrivateDisk(diskcache.Disk):
+        def _write(self, full_path, *args, **kwargs):
+            size = super()._write(full_path, *args, **kwargs)
+            os.chmod(full_path, 0o600)
+            return size
+
+    return PrivateDisk
+
+
 class _DiskCache:
     """One diskcache folder, opened on first use."""
 
@@ -58,7 +72,14 @@ class _DiskCache:
             import diskcache
 
             self.directory.mkdir(parents=True, exist_ok=True)
-            self._cache = diskcache.Cache(str(self.directory))
+            # replies may quote what a prompt held: this user's alone (the downloads' folder and the
+            # cache folder above it too)
+            os.chmod(self.directory, 0o700)
+            if settings.cache_dir() in self.directory.parents:
+                os.chmod(settings.cache_dir(), 0o700)
+            self._cache = diskcache.Cache(str(self.directory), disk=_private_disk())
+            for path in self.directory.glob("cache.db*"):
+                os.chmod(path, 0o600)
         return self._cache
 
     def clear(self) -> int:

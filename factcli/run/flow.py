@@ -47,6 +47,7 @@ class EvalOptions:
     dry_run: bool = False
     env_file: Path | None = None
     keep_rows: bool = False  # hold every row in memory after the run (the API's Run)
+    trust_stored_code: bool = False  # run code a resumed run's stored config holds (docs/team.md)
 
     def session_args(self) -> dict:
         """What the store's session (run/session.py) reads: which run to resume, what to refuse."""
@@ -56,7 +57,8 @@ class EvalOptions:
                 "var": ro.vars, "repeat": ro.repeat, "filter_pattern": ro.filter_pattern,
                 "filter_first_n": ro.filter_first_n, "filter_sample": ro.filter_sample,
                 "assertions": self.assertions, "model_outputs": self.model_outputs, "description": ro.description,
-                "output": self.outputs, "no_cache": ro.cache is False}
+                "output": self.outputs, "no_cache": ro.cache is False,
+                "trust_stored_code": self.trust_stored_code}
 
     @property
     def _config_is_data(self) -> bool:
@@ -203,6 +205,10 @@ class Flow:
         run.warnings_shown = len(run.warnings)
         session.begin(run)  # the store stage: the run row, status started
         advance, warn, stop = self.ui.progress(run)
+        if warn is not None:  # a retry's warning may quote a key from an error message: shown as stored
+            from factcli.store.redact import Scrubber
+
+            warn = _scrubbed(warn, Scrubber(run.suite.raw))
         keep = self.rows.append if self.options.keep_rows else None
 
         def forward(result) -> None:
@@ -245,6 +251,10 @@ class Flow:
                 write_export(self.run, path)
             self.ui.wrote(path)
         return paths
+
+
+def _scrubbed(warn: Callable[[str], None], scrub) -> Callable[[str], None]:
+    return lambda message: warn(scrub.text(message))
 
 
 def run_sync(make: Callable[[], Any]) -> Any:

@@ -87,6 +87,10 @@ class EvalSession:
         self._timer = None  # the event loop's call to flush(), GROUP_S after a group's first row
         self._args: dict = {}
         self._options = None
+        self._outage = None  # run/outage.Outage while the store does not take rows
+        # the rows a store that may vanish (a server) took, to show them if it is gone at the end
+        self._kept: list[tuple] | None = None
+        self.unstored: tuple | None = None  # (rows, tests, error): the store was gone at the end
 
     # ------------------------------------------------------------ before the suite is loaded
 
@@ -195,8 +199,9 @@ class EvalSession:
             return suite
         from factcli.config.loader import build_suite
 
-        _note(f"The config files of run {run_id} are gone; using the config stored with the run.")
         cfg = dict(stored) if isinstance(stored, dict) else {}
+        self._refuse_stored_code(run_id, cfg, files)
+        _note(f"The config files of run {run_id} are gone; using the config stored with the run.")
         if REDACTED in json.dumps(cfg):
             _warn("the stored config had secrets that were never stored; they stay '[redacted]' "
                   "(put them in environment variables and reference them as ${NAME})")
@@ -214,6 +219,22 @@ class EvalSession:
         base = Path(row.get("base_dir") or ".")
         with runner.downloads(options):
             return build_suite(cfg, base / "stored-config.yaml", options.vars)
+
+    def _refuse_stored_code(self, run_id: str, cfg: dict, files: list) -> None:
+        """Code in a config read from the store runs only with --trust-stored-code: whoever can write
+        the database could have put it there (docs/team.md)."""
+        from factcli.config.stored_code import code_in
+
+        code = code_in(cfg)
+        if not code or self._args.get("trust_stored_code"):
+            return
+        gone = ", ".join(files) or "the config files"
+        err = FactcliError(f"run {run_id} would run code taken from the store, not from your files ({gone} "
+                           f"{'is' if len(files) == 1 else 'are'} not here): {len(code)} piece"
+                           f"{'s' if len(code) != 1 else ''} of code, listed below. Resume it where its config "
+                           "files are, or, if you trust everyone who can write this database, add --trust-stored-code")
+        err.problems = code
+        raise err
 
     def filter_suite(self, suite) -> None:
         """--filter-failing RUN: keep the tests (by description and vars) that failed or errored there."""
@@ -249,6 +270,7 @@ class EvalSession:
 
         self._derived = compile_derived(run.suite.derived_metrics)
         self.scrub = Scrubber(run.suite.raw)
+        self._kept = [] if self.store.kind == "postgresql" else None
         self._metrics_at = time.monotonic()  # the first running totals a second in: a short run has only its final ones
         try:
             if self.source is not None:
@@ -377,16 +399,16 @@ class EvalSession:
         run.stored_rows = StoredRows(self.store.target, run.run_id, run.columns, flush=self.commit)
 
     def _hold_rows(self, unwritten: list) -> None:
-        """The store stopped taking rows: read back the ones it has and keep the group it failed to
-        write, so that the table and the result files still show every row; the rows still to come
-        stay in memory."""
+        """The store is gone for good: every row of the run in memory, so that the table and the result
+        files still show every row: the rows it had (kept from the writes of a store that may vanish,
+        else read back) and those it failed to take; the rows still to come stay in memory."""
         run = self.run
         stored, run.stored_rows = run.stored_rows, None
         if stored is None:
             return
         held = {(r.step.test_idx, r.step.prompt_idx, r.step.repeat_idx) for r in run.rows}
         try:
-            for r in stored:
+            for r in (self._unwritten(self._kept) if self._kept is not None else stored):
                 key = (r.step.test_idx, r.step.prompt_idx, r.step.repeat_idx)
                 if key not in held:
                     held.add(key)
@@ -417,12 +439,12 @@ class EvalSession:
             return
         self._queue(result)
         if len(self._group) >= GROUP_ROWS:
-            self.flush(current=result)
+            self.flush()
         elif self._timer is None:
             try:
                 loop = asyncio.get_running_loop()
             except RuntimeError:  # no loop to wake us: write it now
-                self.flush(current=result)
+                self.flush()
                 return
             self._timer = loop.call_later(GROUP_S, self.flush)
 
@@ -434,22 +456,28 @@ class EvalSession:
         """flush(), then wait until every row written is committed (before reading them back: a
         second process may still be writing them, store/writer.py)."""
         self.flush()
-        if self.writing:
+        if self.writing and self._outage is None:
             try:
                 self.store.sync()
             except store_errors() as exc:
-                self._stop_writing(exc, [])
+                self._lost(exc, [])
 
-    def flush(self, current=None) -> None:
-        """Write and commit the queued rows (and, once a second, the run's running totals). `current`:
-        the row being recorded, which the run holds itself if the store fails now. A group stays
-        queued until it is committed (a Ctrl-C inside the write: finish() writes it again)."""
+    def flush(self) -> None:
+        """Write and commit the queued rows (and, once a second, the run's running totals). A group
+        stays queued until it is committed (a Ctrl-C inside the write: finish() writes it again).
+        While the store is out (run/outage.py) the group is held and the store tried again when due."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         group = self._group
-        if not self.writing or not group:
+        if not self.writing or (not group and self._outage is None):
             self._group = []
+            return
+        if self._outage is not None:
+            self._outage.hold(group)
+            self._group = []
+            if self._outage.due():
+                self._reconnect()
             return
         try:
             self.store.write_results(group)
@@ -462,26 +490,73 @@ class EvalSession:
                                                         "cost": cost}, commit=False)
             self.store.commit()
         except store_errors() as exc:
-            self._stop_writing(exc, group[:-1] if current is not None else group)
+            self._lost(exc, group)
+        else:
+            if self._kept is not None:
+                self._kept.extend(group)
         self._group = []
 
-    def _stop_writing(self, exc: BaseException, unwritten: list[tuple]) -> None:
-        """The store failed: the rest of the run stays in memory, with the rows it did not take
-        (`unwritten`, and those a second process did not store: store/writer.py)."""
-        self.writing = False
-        _warn(f"could not write to {self.store.path} ({exc}); the rest of this run is not stored")
-        lost = [*getattr(exc, "rows", ())]
+    def _lost(self, exc: BaseException, group: list[tuple]) -> None:
+        """The store failed to take `group` (and the rows a second process had: store/writer.py): hold
+        them, and go on holding rows until the store takes them again (run/outage.py)."""
+        from factcli.run.outage import Outage, announce
+
+        lost = [*getattr(exc, "rows", ()), *group]
         try:
-            self.store.sync()  # what the second process still has is stored, or lost with the rest
+            self.store.sync()  # what the second process still has is stored, or held with the rest
         except store_errors() as more:
             lost += getattr(more, "rows", ())
-        kept = {id(t): t for t in [*lost, *unwritten]}  # the same tuple twice is one row
-        self._hold_rows(self._unwritten(list(kept.values())))
+        if self._outage is None:
+            self._outage = Outage(exc)
+            _warn(announce(self.store.path, exc))
+        self._outage.hold(lost)
+
+    def _reconnect(self) -> bool:
+        """Try the store again: a new connection, then every held row in one go. True if it took them."""
+        outage = self._outage
+        rows = outage.rows()
+        try:
+            self.store.reopen()
+            self.store.write_results(rows)
+            self.store.sync()
+            self.store.commit()
+        except store_errors() as exc:
+            outage.failed(exc)
+            return False
+        if self._kept is not None:
+            self._kept.extend(rows)
+        self._outage = None
+        _note(f"{self.store.path} is back: the {len(rows)} rows held meanwhile are stored.")
+        return True
+
+    def _wait_for_store(self) -> None:
+        """The run ended while the store is out: try it until the outage's time is up (once more
+        if it already is); then keep every row in memory and record what the store lacks."""
+        from factcli.run.outage import describe, missing_tests
+
+        outage = self._outage
+        if outage.remaining() > 0:
+            _note(f"waiting up to {outage.remaining():.0f} s for {self.store.path} to come back "
+                  f"({len(outage.rows())} rows to store)…")
+        try:
+            while not self._reconnect():
+                if outage.remaining() <= 0:
+                    break
+                outage.wait()
+        except KeyboardInterrupt:  # Ctrl-C while waiting: stop waiting, keep the rows
+            pass
+        if self._outage is None:
+            return
+        rows = outage.rows()
+        self.writing = False
+        self._outage = None
+        self.unstored = (len(rows), missing_tests(rows), describe(outage.error))
+        _warn(f"could not write to {self.store.path} ({describe(outage.error)}); the rest of this run is not stored")
+        self._hold_rows(self._unwritten(rows))
 
     def _unwritten(self, group: list[tuple]) -> list:
         """The rows of a group the store failed to take, as it would have given them back (the rows
-        it did take are read back the same way: records.StoredRows). `current`'s row, the group's
-        last, is held by the run itself."""
+        it did take are read back the same way: records.StoredRows)."""
         return [from_record(dict(zip(RESULT_FIELDS, row)), self.run.columns) for row in group]
 
     def finish(self, run, error: BaseException | None = None) -> None:
@@ -493,6 +568,8 @@ class EvalSession:
             self.heartbeat.stop()
         try:
             self.commit()
+            if self._outage is not None:
+                self._wait_for_store()
             if self.writing:
                 self._finish(run, error)
         except store_errors() as exc:

@@ -35,11 +35,35 @@ def default_target() -> str | Path:
     return default_path()
 
 
+# SQLAlchemy's spellings, which people paste from other tools: the same server through psycopg
+DRIVER_SCHEMES = ("postgresql+psycopg://", "postgresql+psycopg2://")
+_ANY_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
 def is_url(target: Any) -> bool:
-    return isinstance(target, str) and target.strip().lower().startswith(URL_SCHEMES)
+    """A store named by a URL (a supported one: check_url refuses the others), not a file path."""
+    return isinstance(target, str) and bool(_ANY_URL.match(target.strip()))
 
 
-_PASSWORD = re.compile(r"(?i)(postgres(?:ql)?://[^:/@\s]*:)([^@\s]*)(@)")
+def check_url(target: str) -> str:
+    """A store URL as psycopg takes it (SQLAlchemy's `postgresql+psycopg2://` as `postgresql://`); any
+    other scheme is one error naming the supported ones, never a folder named after the URL."""
+    from factcli.store.redact import note_store_url
+
+    url = target.strip()
+    note_store_url(url)
+    lower = url.lower()
+    for scheme in DRIVER_SCHEMES:
+        if lower.startswith(scheme):
+            return "postgresql://" + url[len(scheme):]
+    for scheme in URL_SCHEMES:
+        if lower.startswith(scheme):
+            return scheme + url[len(scheme):]  # libpq knows the schemes in lower case only
+    raise FactcliError(f"{redact(url)}: not a supported store; give a SQLite file path or a PostgreSQL URL "
+                       "(postgresql://, postgres://, postgresql+psycopg://, postgresql+psycopg2://)")
+
+
+_PASSWORD = re.compile(r"(?i)([a-z][a-z0-9+.-]*://[^:/@\s]*:)([^@\s]*)(@)")
 _KEYWORD_PASSWORD = re.compile(r"(?i)(\bpassword\s*=\s*)('[^']*'|\S+)")
 
 
@@ -99,6 +123,11 @@ class BaseStore:
 
     def close(self) -> None:
         raise NotImplementedError
+
+    def reopen(self) -> None:
+        """After a failed write: make the store take writes again if it can (a new connection to a
+        server); a store error if it cannot yet. Uncommitted writes are dropped."""
+        self.rollback()
 
     def json_number(self, column: str, key: str) -> tuple[str, list]:
         """SQL reading the number under top-level `key` of a JSON text column, and its parameters."""

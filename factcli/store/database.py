@@ -27,6 +27,7 @@ from factcli.store.base import (  # noqa: F401  (the store's names, from one pla
     MIGRATION_SET,
     RESULT_FIELDS,
     BaseStore,
+    check_url,
     default_path,
     default_target,
     holder_alive,
@@ -56,7 +57,7 @@ class Store(BaseStore):
         if is_url(target):
             from factcli.store.postgres_backend import PostgresStore
 
-            return PostgresStore.connect(str(target).strip(), create=create)
+            return PostgresStore.connect(check_url(str(target)), create=create)
         from factcli.store.sqlite_backend import SQLiteStore
 
         return SQLiteStore.connect(Path(target), create=create)

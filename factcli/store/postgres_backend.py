@@ -21,7 +21,7 @@ import re
 from functools import lru_cache
 from typing import Iterable
 
-from factcli.errors import FactcliError
+from factcli.errors import FactcliError, StoreUnavailable
 from factcli.store import schema
 from factcli.store.base import BaseStore, redact
 
@@ -148,6 +148,8 @@ class PostgresStore(BaseStore):
         try:
             conn = psycopg.connect(url, autocommit=False, connect_timeout=10, row_factory=_row_factory,
                                    application_name="factcli")
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable(f"{redact(url)}: cannot connect: {_message(exc, url)}") from None
         except psycopg.Error as exc:
             raise FactcliError(f"{redact(url)}: cannot connect: {_message(exc, url)}") from None
         except Exception as exc:  # e.g. a malformed URL (psycopg.ProgrammingError is a psycopg.Error)
@@ -200,6 +202,19 @@ class PostgresStore(BaseStore):
             raise FactcliError(f"{self.path} was written by a newer factcli (schema {unknown[-1]}); "
                                "upgrade factcli to use it")
         return [n for n in schema.MIGRATION_NAMES if n not in applied]
+
+    def reopen(self) -> None:
+        """A new connection after the server went away (a restart, a network blink): a psycopg error
+        while it is still gone. Connecting waits at most 3 s, so that a try does not stall the run."""
+        import psycopg
+
+        try:
+            self.conn.close()
+        except psycopg.Error:
+            pass
+        self.conn = psycopg.connect(self.target, autocommit=False, connect_timeout=3, row_factory=_row_factory,
+                                    application_name="factcli")
+        self.conn.adapters.register_loader("numeric", _number_loader())
 
     # -- the interface
 

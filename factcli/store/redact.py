@@ -30,13 +30,28 @@ def secret_env_values() -> dict[str, str]:
 _ENV_NAME_KEY = re.compile(r"env[_-]?var|envar", re.IGNORECASE)  # its value names a variable
 
 
+_URL_PASSWORD = re.compile(r"(?i)[a-z][a-z0-9+.-]*://[^:/@\s]*:([^@\s]+)@")
+# secrets the command line gave, value -> what replaces it: a --db URL and its password (note_store_url)
+_NOTED: dict[str, str] = {}
+
+
 def _store_url_secrets() -> dict[str, str]:
     """FACTCLI_DB holding a postgresql:// URL with a password: the URL and the password are secrets too."""
     url = os.environ.get("FACTCLI_DB", "")
-    m = re.match(r"(?i)postgres(?:ql)?://[^:/@\s]*:([^@\s]+)@", url.strip())
+    m = _URL_PASSWORD.match(url.strip())
     if not m or len(m.group(1)) < 6:
         return {}
     return {url: "FACTCLI_DB", m.group(1): "FACTCLI_DB"}
+
+
+def note_store_url(url: str) -> None:
+    """A store URL given as --db: its password is a secret like FACTCLI_DB's, never stored, exported or
+    printed (shown as ***, the URL as `postgresql://user:***@host/db`). Store.open notes every URL."""
+    url = url.strip()
+    m = _URL_PASSWORD.match(url)
+    if m and len(m.group(1)) >= 6 and url not in _NOTED:
+        _NOTED[url] = url[:m.start(1)] + "***" + url[m.end(1):]
+        _NOTED[m.group(1)] = "***"
 
 
 def is_secret_key(key: str) -> bool:
@@ -83,6 +98,9 @@ def scrub_text(text: str, env_values: dict[str, str] | None = None) -> str:
     for value, name in env_values.items():
         if value in text:
             text = text.replace(value, "${" + name + "}")
+    for value, replacement in _NOTED.items():
+        if value in text:
+            text = text.replace(value, replacement)
     return text
 
 
@@ -103,7 +121,7 @@ class Scrubber:
     def __init__(self, config: Any = None):
         self.env = secret_env_values()
         pairs = {value: "${" + name + "}" for value, name in self.env.items()}
-        for value, replacement in _config_secrets(config):
+        for value, replacement in [*_config_secrets(config), *_NOTED.items()]:
             pairs.setdefault(value, replacement)
         self.pairs = sorted(pairs.items(), key=lambda kv: -len(kv[0]))
         variants = []

@@ -91,6 +91,13 @@ class SQLiteStore(BaseStore):
             self._drop_writer()
             raise
 
+    def reopen(self) -> None:
+        """A failed write (a full disk, a lock held past the timeout): roll back and write in this
+        process from now on (the rows a second process had are the caller's to write again)."""
+        if self._writer is not None:
+            self._drop_writer()
+        self.rollback()
+
     def _drop_writer(self) -> None:
         """Stop the child (it commits each group it read whole) and write in this process again;
         a group handed over again is the same upsert twice."""

@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from factcli.errors import FactcliError
+from factcli.errors import FactcliError, StoreUnavailable
 from factcli.web.deps import open_store, render, wants_json
 
 __all__ = ["create_app", "open_store"]
@@ -26,36 +26,54 @@ __all__ = ["create_app", "open_store"]
 STATIC_DIR = Path(__file__).parent / "static"
 
 
+def _shown(request: Request, message: str) -> str:
+    """An error's message for this client: the store's name only for one that has signed in."""
+    from factcli.web.auth import viewer_signed_in
+
+    db_path = str(request.app.state.db_path)
+    if db_path and not viewer_signed_in(request):
+        message = message.replace(db_path, "the run store")
+    return message
+
+
+def _error(request: Request, code: int, title: str, message: str) -> Response:
+    message = _shown(request, message)
+    if wants_json(request):
+        return JSONResponse({"error": message}, status_code=code)
+    return render(request, "error.html", {"title": title, "message": message}, status_code=code, bare=True)
+
+
 async def not_found(request: Request, exc: Exception) -> Response:
     detail = getattr(exc, "detail", None) or str(exc) or "not found"
     code = getattr(exc, "status_code", 404)
     if code == 404 and not isinstance(exc, (HTTPException, FactcliError)):
         detail = "not found"
-    if wants_json(request):
-        return JSONResponse({"error": detail}, status_code=code)
-    return render(request, "error.html", {"title": "Not found" if code == 404 else f"Error {code}",
-                                          "message": detail}, status_code=code)
+    return _error(request, code, "Not found" if code == 404 else f"Error {code}", detail)
 
 
 async def http_error(request: Request, exc: HTTPException) -> Response:
     if exc.status_code == 404:
         return await not_found(request, exc)
-    if wants_json(request):
-        return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
-    return render(request, "error.html", {"title": f"Error {exc.status_code}", "message": exc.detail},
-                  status_code=exc.status_code)
+    return _error(request, exc.status_code, f"Error {exc.status_code}", exc.detail)
 
 
 async def store_error(request: Request, exc: FactcliError) -> Response:
-    """An unknown run or row (the store's one-line errors) is a 404, as the CLI's exit 1."""
+    """An unknown run or row (the store's one-line errors) is a 404, as the CLI's exit 1; a store that
+    cannot be reached a 503."""
+    if isinstance(exc, StoreUnavailable):
+        return _error(request, 503, "Store unavailable", str(exc))
     return await not_found(request, HTTPException(404, str(exc)))
 
 
 async def server_error(request: Request, exc: Exception) -> Response:
+    import sqlite3
+    import sys
+
+    drivers = (sqlite3, sys.modules.get("psycopg"))
+    if isinstance(exc, tuple(m.OperationalError for m in drivers if m is not None)):  # the store went away
+        return _error(request, 503, "Store unavailable", "the run store stopped answering; try again shortly")
     message = "the server failed on this page; the terminal running `factcli view --web` has the details"
-    if wants_json(request):
-        return JSONResponse({"error": message}, status_code=500)
-    return render(request, "error.html", {"title": "Server error", "message": message}, status_code=500)
+    return _error(request, 500, "Server error", message)
 
 
 def _routes() -> list:
@@ -81,16 +99,23 @@ def _routes() -> list:
     return ratings.routes() + routes
 
 
-def create_app(db: Path | str, token: str | None = None, access_token: str | None = None) -> Starlette:
+def create_app(db: Path | str, token: str | None = None, access_token: str | None = None,
+               hosts: list[str] | None = None) -> Starlette:
     """The web view of the store `db` (a SQLite path or a postgresql:// URL). `token`: the secret
     every POST must carry (a random one per server when None); pages carry it in a meta tag and in
-    their forms. `access_token`: when given, every request must carry it (web/auth.py)."""
+    their forms. `access_token`: when given, every request must carry it (web/auth.py). `hosts`: the
+    Host names answered (web/guard.allowed_hosts; the server always gives them, None answers any)."""
     from starlette.middleware import Middleware
+    from starlette.middleware.trustedhost import TrustedHostMiddleware
 
     from factcli.store.database import is_url, shown
     from factcli.web.auth import TokenGate
+    from factcli.web.guard import Guard
 
-    app = Starlette(routes=_routes(), middleware=[Middleware(TokenGate, token=access_token or None)],
+    middleware = [Middleware(Guard), Middleware(TrustedHostMiddleware, allowed_hosts=hosts or ["*"],
+                                                www_redirect=False),
+                  Middleware(TokenGate, token=access_token or None)]
+    app = Starlette(routes=_routes(), middleware=middleware,
                     exception_handlers={HTTPException: http_error, FactcliError: store_error, 404: not_found,
                                         Exception: server_error})
     app.state.db_target = db if is_url(db) else Path(db)

@@ -28,16 +28,18 @@ def environment():
     return env
 
 
-def render(request: Request, name: str, context: dict, status_code: int = 200) -> HTMLResponse:
-    """A page from templates/NAME with the per-server token and the store's path in its context."""
+def render(request: Request, name: str, context: dict, status_code: int = 200, bare: bool = False) -> HTMLResponse:
+    """A page from templates/NAME with the per-server token and the store's path in its context.
+    `bare` (error pages, which a client that has not signed in may see): neither of them, nor the version."""
     from factcli.report.html_page import CSS
     from factcli.settings import VERSION
     from factcli.web.auth import rater_of
 
     body = environment().get_template(name).render(
-        request=request, token=request.app.state.token, db_path=str(request.app.state.db_path),
-        signed_in=request.app.state.access_token is not None, rater=rater_of(request),
-        version=VERSION, report_css=CSS, **context)
+        request=request, token=None if bare else request.app.state.token,
+        db_path=None if bare else str(request.app.state.db_path),
+        signed_in=request.app.state.access_token is not None and not bare, rater=None if bare else rater_of(request),
+        version=None if bare else VERSION, report_css=CSS, **context)
     return HTMLResponse(body, status_code=status_code)
 
 

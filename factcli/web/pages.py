@@ -17,6 +17,7 @@ from factcli.report import view
 from factcli.web import queries
 from factcli.web.deps import open_store, render
 
+MAX_NUMBER = 10**9  # a page, a limit, a column: beyond any run, and far within every store's integers
 OUTPUT_START = 240  # characters of an output shown in a matrix cell
 
 
@@ -30,6 +31,8 @@ def _int(request: Request, name: str, default: int | None, low: int | None = Non
         raise HTTPException(400, f"{name} must be a whole number, not {raw!r}") from None
     if low is not None and value < low:
         raise HTTPException(400, f"{name} must be at least {low}")
+    if value > MAX_NUMBER:
+        raise HTTPException(400, f"{name} must be at most {MAX_NUMBER}")
     return value
 
 
@@ -129,6 +132,8 @@ def cell_page(request: Request):
 
     p = request.path_params
     key = (p["test_idx"], p["prompt_idx"], p.get("repeat_idx", 0))
+    if max(key) > MAX_NUMBER:
+        raise HTTPException(400, f"a test, column or repeat number is at most {MAX_NUMBER}")
     with open_store(request) as store:
         run = store.resolve(p["run_id"])
         rec = queries.row(store, run, *key)

@@ -27,11 +27,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from factcli.errors import FactcliError
+from factcli.errors import FactcliError, StoreUnavailable
 from factcli.store import ratings as store_ratings
 from factcli.store.database import Store
 
 MAX_BODY = 64 * 1024
+MAX_INDEX = 2**31 - 1  # far beyond any run, and within every store's integers
 
 
 class _Refused(Exception):
@@ -57,7 +58,7 @@ async def _fields(request: Request) -> dict:
     if _is_json(request):
         try:
             data = json.loads(body or b"{}")
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than Python's stack
             raise _Refused(400, "the body is not valid JSON") from None
         if not isinstance(data, dict):
             raise _Refused(400, "the body must be a JSON object")
@@ -84,14 +85,14 @@ def _int(fields: dict, name: str, default: int | None = None, required: bool = T
         if default is not None or not required:
             return default
         raise _Refused(400, f"{name} is missing")
-    if isinstance(value, bool):
-        raise _Refused(400, f"{name} must be a whole number ≥ 0")
-    try:
-        n = int(value)
-    except (TypeError, ValueError):
-        raise _Refused(400, f"{name} must be a whole number ≥ 0, not {str(value)[:40]!r}") from None
-    if n < 0:
-        raise _Refused(400, f"{name} must be a whole number ≥ 0")
+    if isinstance(value, int) and not isinstance(value, bool):
+        n = value
+    elif isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        n = int(value.strip())
+    else:  # 0.9 is not a test index (it was stored as 0), nor is true
+        raise _Refused(400, f"{name} must be a whole number ≥ 0, not {str(value)[:40]!r}")
+    if not 0 <= n <= MAX_INDEX:
+        raise _Refused(400, f"{name} must be a whole number from 0 to {MAX_INDEX}")
     return n
 
 
@@ -108,6 +109,8 @@ def _optional_text(fields: dict, name: str) -> str | None:
     value = fields.get(name)
     if value is not None and not isinstance(value, str):
         raise _Refused(400, f"{name} must be text")
+    if value is not None and "\x00" in value:
+        raise _Refused(400, f"{name} must not contain a NUL character")
     return value
 
 
@@ -122,7 +125,7 @@ def _next(fields: dict, fallback: str) -> str:
 def _refusal(request: Request, as_json: bool, status: int, message: str) -> Response:
     if as_json:
         return JSONResponse({"error": message}, status_code=status)
-    title = {403: "Forbidden", 404: "Not found"}.get(status, f"Error {status}")
+    title = {403: "Forbidden", 404: "Not found", 503: "Store unavailable"}.get(status, f"Error {status}")
     page = (f"<!doctype html><meta charset='utf-8'><title>{title}</title><h1>{title}</h1>"
             f"<p>{html.escape(message)}</p><p><a href='/'>All runs</a></p>")
     return HTMLResponse(page, status_code=status)
@@ -150,6 +153,8 @@ async def add(request: Request) -> Response:
         return _refusal(request, as_json, exc.status, exc.message)
     except store_ratings.RatingNotFound as exc:
         return _refusal(request, as_json, 404, str(exc))
+    except StoreUnavailable:
+        return _refusal(request, as_json, 503, "the run store is not reachable; try again shortly")
     except FactcliError as exc:
         return _refusal(request, as_json, 400, str(exc))
     if as_json:
@@ -174,6 +179,8 @@ async def retract(request: Request) -> Response:
             store_ratings.retract_rating(store, rating_id)  # taking back twice is not an error
     except _Refused as exc:
         return _refusal(request, as_json, exc.status, exc.message)
+    except StoreUnavailable:
+        return _refusal(request, as_json, 503, "the run store is not reachable; try again shortly")
     except FactcliError as exc:
         return _refusal(request, as_json, 404, str(exc))
     if as_json:

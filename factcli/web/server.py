@@ -83,15 +83,17 @@ def exposed_warning(host: str, token: str | None = None) -> str | None:
 
 
 def serve(db: Path | str, *, host: str, port: int, path: str = "/", open_browser: bool = True,
-          echo: Callable[[str], None] = print, token: str | None = None) -> None:
+          echo: Callable[[str], None] = print, token: str | None = None, allowed: tuple | list = ()) -> None:
     """Run the server in this thread until Ctrl-C; open the browser on `path` once it listens.
-    `token`: every request must carry it (web/auth.py)."""
+    `token`: every request must carry it (web/auth.py). `allowed`: Host names answered besides the
+    loopback names and `host` (web/guard.py: a name a proxy or the network uses for this machine)."""
     import uvicorn
 
     from factcli.store.database import shown
     from factcli.web.app import create_app
+    from factcli.web.guard import allowed_hosts
 
-    app = create_app(db, access_token=token)
+    app = create_app(db, access_token=token, hosts=allowed_hosts(host, allowed))
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
                             lifespan="off", server_header=False)
     server = uvicorn.Server(config)
