@@ -22,6 +22,25 @@ class ConfigError(FactcliError):
         super().__init__(f"{where}: {message}" if where else message)
 
 
+class ConfigProblems(ConfigError):
+    """Every problem found before any call, reported together: one line each in `problems` (a single
+    problem is the one line of the message, as every error is)."""
+
+    def __init__(self, problems: list[str]):
+        problems = list(dict.fromkeys(problems))
+        if len(problems) == 1:
+            self.problems = []
+            message = f"{problems[0]} (found before any call; nothing was sent)"
+        else:  # a mistake repeated on every row of a big test file is not listed 10,000 times
+            self.problems = problems if len(problems) <= SHOWN_PROBLEMS else (
+                problems[:SHOWN_PROBLEMS] + [f"… and {len(problems) - SHOWN_PROBLEMS:,} more"])
+            message = f"{len(problems):,} problems found before any call (nothing was sent):"
+        super().__init__(message)
+
+
+SHOWN_PROBLEMS = 30  # lines ConfigProblems lists at most
+
+
 class StoreUnavailable(FactcliError):
     """The store cannot be reached (a server down or out of reach): the web view's 503."""
 

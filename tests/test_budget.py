@@ -218,7 +218,7 @@ tests: [{vars: {q: hi}}]
     out = " ".join(result.output.split())
     assert result.exit_code == 0, result.output
     assert "no price" not in out and "n/a" not in out
-    assert "model anthropic:messages:claude-sonnet-4-5: 1 calls;" in out and "replies up to 64,000 tokens each" in out
-    assert "model ollama:chat:llama3.2: 1 calls;" in out and out.split("ollama:chat:llama3.2:")[1].split(
+    assert "model anthropic:messages:claude-sonnet-4-5: 1 call;" in out and "replies up to 64,000 tokens each" in out
+    assert "model ollama:chat:llama3.2: 1 call;" in out and out.split("ollama:chat:llama3.2:")[1].split(
         "Estimated")[0].strip().endswith("cost $0")
     assert fake_openai.request_count == 0

@@ -45,7 +45,7 @@ def test_an_unreadable_grader_reply_is_not_cached_and_a_good_one_is_marked_cache
     third = _eval(cfg)  # now the good reply, and the model's, come from the cache
     assert third.exit_code == 0 and _judge_calls(fake_openai) == 2
     shown = " ".join(runner.invoke(app, ["show", "latest", "0"]).output.split())
-    assert "grading: 1 calls, $0.000000 (1 from the response cache)" in shown, shown
+    assert "grading: 1 call, $0 (1 from the response cache)" in shown, shown
     assert "output from the response cache" in shown
 
 

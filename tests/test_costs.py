@@ -62,7 +62,7 @@ def test_model_tokens_and_cost_per_row_column_and_run(server, tmp_path):
     assert column["cost"] == pytest.approx(3 * row_cost) and column["tokenUsage"]["total"] == 3 * 8
     assert doc["factcli"]["cost"] == {"model": pytest.approx(3 * row_cost), "modelUnpricedRows": 0,
                                       "grader": 0.0, "graderUnpricedRows": 0}
-    assert "cost $0.0000" in result.output.replace(",", "")  # 1.26e-5 shown to four places
+    assert "cost $0.000012" in result.output.replace(",", "")  # 1.17e-5 to two significant digits, not $0.0000
 
 
 def test_grader_tokens_and_cost_are_counted_per_row_and_apart(server, tmp_path):
@@ -113,4 +113,4 @@ def test_show_gives_a_failed_rows_cost_too(server, tmp_path):
     assert result.exit_code == 100, result.output
     shown = runner.invoke(app, ["show", "latest", "0"])
     assert shown.exit_code == 0, shown.output
-    assert "FAIL" in shown.output and "cost $0.000004" in shown.output, shown.output
+    assert "FAIL" in shown.output and "cost $0.0000039" in shown.output, shown.output

@@ -51,7 +51,7 @@ def test_diff_after_a_prompt_change_pairs_the_column_and_says_what_changed(fake_
     result = runner.invoke(app, ["diff", a, b], env={"COLUMNS": "200"})
     out = " ".join(result.output.split())
     assert result.exit_code == 0, result.output
-    assert "2 rows flipped (1 regressions, 1 fixes), 1 unchanged, 0 only in A, 0 only in B" in out
+    assert "2 rows flipped (1 regression, 1 fix), 1 unchanged, 0 only in A, 0 only in B" in out
     assert 'prompt changed: "What is the {{question}}?" → "What is the {{question}}? Answer in one word."' in out
     assert "pass rate" in out and "66.7%" in out
     doc = json.loads(runner.invoke(app, ["diff", a, b, "--json"]).output)
@@ -100,3 +100,51 @@ def test_the_compare_page_after_a_prompt_change(fake_openai, tmp_path):
            "<code>What is the {{question}}? Answer in one word.</code>" in html
     assert '<pre class="output-a">Tokyo.</pre>' in html and '<pre class="output-b">Kyoto</pre>' in html
     assert f'href="/runs/{a}/cell/1/0/0"' in html and f'href="/runs/{b}/cell/1/0/0"' in html
+
+
+UNRELATED_A = """
+prompts: ["Q: {{q}}"]
+providers: [echo]
+tests:
+  - vars: {q: one}
+    assert: [{type: contains, value: one}]
+  - vars: {q: two}
+    assert: [{type: contains, value: two}]
+"""
+UNRELATED_B = """
+prompts: ["Tell me about {{topic}}"]
+providers: [{id: "openai:chat:m", config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"}}]
+tests:
+  - vars: {topic: cats}
+    assert: [{type: contains, value: dogs}]
+  - vars: {topic: dogs}
+    assert: [{type: contains, value: dogs}]
+"""
+
+
+def test_diff_of_two_unrelated_runs_says_so_first_and_asks_for_force_or_pairs(fake_openai, tmp_path):
+    """Issue 40: two runs with no config file, prompt, test or provider in common are not compared
+    silently by position; --force compares them with a warning first, --pair pairs by hand."""
+    fake_openai.add_rule(r"dogs", "Dogs are loyal.")
+    for name, text in (("a.yaml", UNRELATED_A), ("b.yaml", UNRELATED_B)):
+        result = runner.invoke(app, ["eval", "-c", str(write(tmp_path / name, text)), "--no-progress-bar", "--no-table"])
+        assert result.exit_code in (0, 100), result.output
+    refused = runner.invoke(app, ["diff", "latest~1", "latest"], env={"COLUMNS": "300"})
+    assert refused.exit_code == 1
+    assert "share nothing: no config file, prompt, test or provider in common" in refused.output
+    assert "--force" in refused.output and "--pair A=B" in refused.output and "pass rate" not in refused.output
+    forced = runner.invoke(app, ["diff", "latest~1", "latest", "--force"], env={"COLUMNS": "300"})
+    assert forced.exit_code == 0, forced.output
+    lines = forced.output.splitlines()
+    assert lines[0].startswith("Diff ") and lines[1].startswith("These runs share nothing")
+    assert "0 rows flipped" in forced.output and "2 only in A, 2 only in B" in forced.output
+    doc = json.loads(runner.invoke(app, ["diff", "latest~1", "latest", "--force", "--json"]).output)
+    assert doc["unrelated"] and doc["shared"] == {"config": False, "prompts": False, "tests": False, "providers": False}
+    assert doc["columns"][0]["passRate"]["method"] == "newcombe"  # no row pairs: two independent samples
+    paired = runner.invoke(app, ["diff", "latest~1", "latest", "--pair", "0=0"], env={"COLUMNS": "300"})
+    assert paired.exit_code == 0 and "columns paired with --pair" in paired.output
+    assert runner.invoke(app, ["diff", "latest~1", "latest", "--pair", "0=3"]).exit_code == 1
+    assert "expected A=B" in runner.invoke(app, ["diff", "latest~1", "latest", "--pair", "x"]).output
+    # a run and itself share everything: no warning, no flag needed
+    same = runner.invoke(app, ["diff", "latest", "latest"])
+    assert same.exit_code == 0 and "share nothing" not in same.output

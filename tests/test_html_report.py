@@ -13,8 +13,6 @@ from typer.testing import CliRunner
 
 from factcli.cli import app
 from factcli.report import html_page
-from factcli.report.figures import fmt_rate
-from factcli.stats.intervals import wald_margin
 
 runner = CliRunner()
 
@@ -159,10 +157,10 @@ def test_a_long_reason_is_shown_whole(tmp_path, fake_openai):
 def test_each_column_shows_its_pass_rate_interval(tmp_path, fake_openai):
     page, exported = fc_run(tmp_path, fake_openai)
     for text in (page, exported):
-        assert fmt_rate(0.5, wald_margin(0.5, 2)) in text  # 50.0% ± 69.3, as view prints it
-        assert 'title="95% interval [0.000, 1.000]"' in text
-        assert "50.00% ± 69.3 pts (95% CI)" in text  # the run's, as the summary prints it
-        assert "95% intervals: pass rate ± 1.96·√(p(1−p)/N)" in text
+        assert "50.0% [9.5, 90.5]" in text  # 50.0% [9.5, 90.5], as view prints it
+        assert 'title="95% interval [0.095, 0.905]"' in text
+        assert "50.00% [9.5, 90.5] (95% CI)" in text and "Small sample (2 rows)" in text  # the run's, as the summary prints it
+        assert "95% intervals: pass rate [Wilson score, points]" in text
 
 
 def test_failed_rows_have_an_anchor_and_the_filter_is_css_only(tmp_path, fake_openai):
@@ -200,7 +198,11 @@ def test_facts_grounding_judges_and_method_line(tmp_path):
 
 
 def test_weight_zero_metrics_are_marked(tmp_path):
-    page = example_page(tmp_path, "factual-correctness")
+    cfg = write(tmp_path / "w.yaml", "prompts: ['{{q}}']\nproviders: [echo]\ntests:\n  - vars: {q: a}\n    assert:\n"
+                "      - {type: equals, value: a}\n      - {type: equals, value: a, metric: side, weight: 0}\n")
+    out = tmp_path / "w.html"
+    assert runner.invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "--no-progress-bar"]).exit_code == 0
+    page = out.read_text(encoding="utf-8")
     assert "0.000 (weight 0)" in page and "(weight 0): every assertion of this metric has weight 0" in page
 
 

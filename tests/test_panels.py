@@ -214,8 +214,8 @@ def test_show_lists_each_judge_and_the_failed_ones(fake_openai, tmp_path, monkey
     assert shown.exit_code == 0, shown.output
     text = " ".join(shown.output.split())
     # judges at a loopback address are local models: their cost is a known $0 (providers/pricing.py)
-    assert "judges:" in text and "openai:chat:yes · PASS · 1.0 · $0.000000: same details" in text
-    assert "openai:chat:no · FAIL · 0.0 · $0.000000: they disagree" in text
+    assert "judges:" in text and "openai:chat:yes · PASS · 1.000 · $0: same details" in text
+    assert "openai:chat:no · FAIL · 0.000 · $0: they disagree" in text
     assert "openai:chat:down · failed, left out:" in text
 
 

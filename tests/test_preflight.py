@@ -8,6 +8,7 @@ from conftest import write
 from typer.testing import CliRunner
 
 from factcli.cli import app
+from factcli.report.figures import money
 
 runner = CliRunner()
 
@@ -139,12 +140,13 @@ def test_dry_run_estimates_without_calling(server, tmp_path):
     out = " ".join(result.output.split())
     low, high = 2 * 10 * 0.15e-6, 2 * (10 * 0.15e-6 + 100 * 0.60e-6)
     assert (f"model openai:chat:gpt-4o-mini: 2 calls; 20 input tokens, replies up to 100 tokens each; "
-            f"cost ${low:.4f} – ${high:.4f}") in out
+            f"cost {money(low)} – {money(high)}") in out
     # the grader: 2 calls, a 600-token rubric; up to the model's 100-token reply more in, 50 out
     g_low, g_high = 2 * 600 * 0.15e-6, 2 * (700 * 0.15e-6 + 50 * 0.60e-6)
     assert (f"grader openai:chat:gpt-4o-mini: 2 calls; ~1,200 rubric tokens, replies up to 50 tokens each; "
-            f"cost ${g_low:.4f} – ${g_high:.4f}") in out
-    assert f"Estimated cost: ${low + g_low:.4f} – ${high + g_high:.4f}" in out
+            f"cost {money(g_low)} – {money(g_high)}") in out
+    assert f"Estimated cost: {money(low + g_low)} – {money(high + g_high)}" in out
+    assert money(low) == "$0.0000030"  # two significant digits, never $0.0000
     assert json.loads(runner.invoke(app, ["list", "--json"]).output) == []  # nothing stored
 
 

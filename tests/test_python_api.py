@@ -121,7 +121,8 @@ def test_the_run_is_stored_and_factcli_view_shows_it():
 def test_bad_input_raises_the_clis_one_line_error(tmp_path):
     with pytest.raises(factcli.FactcliError) as err:
         factcli.evaluate({"prompts": ["x"], "providers": ["echo"], "tests": [{"assert": [{"type": "contans"}]}]})
-    assert str(err.value) == "<config>: tests[0].assert[0].type: unknown assertion type 'contans' (did you mean 'contains'?)"
+    assert str(err.value) == ("<config>: tests[0].assert[0].type: unknown assertion type 'contans' (did you mean "
+                              "'contains'?) (found before any call; nothing was sent)")
     cfg = write(tmp_path / "c.yaml", "prompts: [x]\nproviders: [echo]\ntests: [{assert: [{type: contans}]}]\n")
     cli = CliRunner().invoke(app, ["eval", "-c", str(cfg), "--no-progress-bar"])
     with pytest.raises(factcli.ConfigError) as err:
@@ -211,7 +212,7 @@ def test_check_claim_level_with_a_scripted_judge(fake_openai):
     assert ("response", "The Eiffel Tower was built in 1500") in bad
     text = result.explain()
     assert "factual-correctness failed (score 0.50, threshold 0.8)" in text
-    assert "[CONTRADICTED] The Eiffel Tower was built in 1500 (response)" in text
+    assert "[CONTRADICTED] The Eiffel Tower was built in 1500 (from the response, checked against the reference)" in text
 
 
 def test_check_inside_a_running_loop_and_with_a_function_grader():

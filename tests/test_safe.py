@@ -377,7 +377,7 @@ def test_dry_run_estimates_the_searches(tmp_path, fake_openai, search, keys):
         {"search": serper(search), "K": 10, "maxSearches": 3})})
     result = CliRunner().invoke(app, ["eval", "-c", str(cfg), "--dry-run", "--no-progress-bar"])
     assert result.exit_code == 0, result.output
-    assert "search serper: up to 30 searches for 1 rows by safe" in result.output
+    assert "search serper: up to 30 searches for 1 row by safe" in result.output
     assert "cost up to $0.0300" in result.output
     assert search.requests == [] and fake_openai.requests == []
 

@@ -40,6 +40,63 @@ def test_wald_interval_covers_a_binomial_proportion_95_percent_of_the_time():
     assert 0.93 <= hits / 2000 <= 0.97
 
 
+def _wilson_by_hand(x: int, n: int) -> tuple[float, float]:
+    """Wilson's formula written out: (x + z²/2 ± z·√(x(n−x)/n + z²/4)) / (n + z²), z = 1.96."""
+    z = 1.96
+    centre, half = x + z * z / 2, z * math.sqrt(x * (n - x) / n + z * z / 4)
+    return (centre - half) / (n + z * z), (centre + half) / (n + z * z)
+
+
+def test_wilson_interval_at_the_edges_against_values_computed_by_hand():
+    """0/n and n/n never give a zero-width interval; one row gives a wide one (issue 40)."""
+    # 0 of 6: [0, z²/(n + z²)] = [0, 3.8416/9.8416]; 6 of 6 mirrors it: 1 − 0.390343 = 0.609657
+    assert stats.wilson_interval(0, 6)["low"] == 0.0
+    assert stats.wilson_interval(0, 6)["high"] == pytest.approx(0.390343, abs=1e-6)
+    assert stats.wilson_interval(6, 6)["low"] == pytest.approx(0.609657, abs=1e-6)
+    assert stats.wilson_interval(6, 6)["high"] == 1.0
+    # one row: 1/1 is [1 − 1.9208/4.8416, 1] = [0.206543, 1]; 0/1 is [0, 0.793457]
+    assert (stats.wilson_interval(1, 1)["low"], stats.wilson_interval(1, 1)["high"]) == pytest.approx((0.206543, 1.0), abs=1e-6)
+    assert (stats.wilson_interval(0, 1)["low"], stats.wilson_interval(0, 1)["high"]) == pytest.approx((0.0, 0.793457), abs=1e-6)
+    for x, n in ((0, 6), (6, 6), (1, 1), (0, 1), (3, 6), (7, 10), (0, 500), (500, 500)):
+        ci = stats.wilson_interval(x, n)
+        assert (ci["low"], ci["high"]) == pytest.approx(_wilson_by_hand(x, n), abs=1e-12)
+        assert ci["high"] - ci["low"] > 0 and ci["method"] == "wilson" and ci["small"] == (n < stats.SMALL_SAMPLE)
+    assert stats.wilson_interval(0, 0) is None
+    assert figures.fmt_rate(1.0, [0.609657, 1.0]) == "100.0% [61.0, 100.0]"
+    assert figures.run_rate(6, 6) == "100.00% [61.0, 100.0] (95% CI)"
+    assert figures.run_rate(1, 1) == "100.00% [20.7, 100.0] (95% CI)"
+    assert figures.run_rate(0, 40) == "0.00% [0.0, 8.8] (95% CI)"
+    assert figures.small_sample([1]) == "Small sample (1 row): wide intervals; read them, not the rates."
+    assert figures.small_sample([40, 6]).startswith("Small sample (6 rows a column):")
+    assert figures.small_sample([30, 40]) is None and figures.small_sample([]) is None
+
+
+def test_wilson_interval_covers_a_small_binomial_sample_close_to_95_percent():
+    """Where the normal interval is known to fail (N = 20, p = 0.95: about 64% coverage), Wilson's holds."""
+    rng = np.random.default_rng(3)
+    p, n, trials = 0.95, 20, 4000
+    draws = rng.binomial(n, p, size=trials)
+    wilson = sum(stats.wilson_interval(int(x), n)["low"] <= p <= stats.wilson_interval(int(x), n)["high"] for x in draws)
+    wald = sum(stats.wald_interval(int(x), n)["low"] <= p <= stats.wald_interval(int(x), n)["high"] for x in draws)
+    assert wilson / trials >= 0.92 and wald / trials < 0.8
+
+
+def test_newcombe_differences_match_newcombes_worked_examples():
+    """Newcombe 1998a (Stat Med 17:873), method 10: 56/70 − 48/80 = 0.2, [0.0524, 0.3339]; Newcombe 1998b
+    (Stat Med 17:2635), method 10, paired e=36, f=12, g=2, h=0 (n=50): 0.2, [0.0569, 0.3404]. factcli's
+    difference is B − A, so A is the second sample."""
+    apart = stats.newcombe_difference(48, 80, 56, 70)
+    assert apart["delta"] == pytest.approx(0.2) and apart["ci95"] == pytest.approx([0.0524, 0.3339], abs=5e-5)
+    assert apart["method"] == "newcombe" and apart["beyondNoise"]
+    pairs = [(1, 1)] * 36 + [(0, 1)] * 12 + [(1, 0)] * 2 + [(0, 0)] * 0
+    paired = stats.newcombe_paired(pairs)
+    assert paired["delta"] == pytest.approx(0.2) and paired["ci95"] == pytest.approx([0.0569, 0.3404], abs=5e-5)
+    # both runs pass every row: Δ = 0 with an interval around it, never [0, 0]
+    same = stats.newcombe_paired([(1, 1)] * 6)
+    assert same["delta"] == 0 and same["ci95"][0] < 0 < same["ci95"][1] and same["verdict"] == "within noise"
+    assert stats.newcombe_difference(6, 6, 0, 6)["ci95"][1] < 0  # 6/6 → 0/6 is beyond noise
+
+
 def test_bootstrap_of_a_continuous_mean_covers_95_percent_of_the_time():
     """Scores from Beta(2, 5) (mean 2/7): every sample has more distinct values than the
     multinomial shortcut takes, so this checks the row-resampling path."""
@@ -106,7 +163,6 @@ def test_paired_and_unpaired_differences_cover_the_true_difference():
 def test_facts_table_5_interval():
     """FACTS Grounding, Table 5: 91.4% on N = 860 is ±1.9 (the paper's normal interval)."""
     assert round(100 * stats.wald_margin(0.914, 860), 1) == 1.9
-    assert figures.fmt_rate(0.914, stats.wald_margin(0.914, 860)) == "91.4% ± 1.9"
     from factcli.methods.facts_grounding import facts_interval
 
     assert facts_interval is stats.wald_margin  # one implementation for every report
@@ -176,8 +232,8 @@ def test_column_stats_intervals_by_kind_of_score():
     for i, c in enumerate(binary):
         c.add(i < 7, 1.0 if i < 7 else 0.0)
     st = stats.column_stats(binary)
-    assert st["passRate"] == 0.7 and st["passRateMargin"] == pytest.approx(1.96 * math.sqrt(0.21 / 10))
-    assert st["scoreBinary"] is True and st["scoreCi95Method"] == "wald" and st["scoreCi95"] == st["passRateCi95"]
+    assert st["passRate"] == 0.7 and st["passRateCi95"] == pytest.approx(list(_wilson_by_hand(7, 10)))
+    assert st["scoreBinary"] is True and st["scoreCi95Method"] == "wilson" and st["scoreCi95"] == st["passRateCi95"]
     assert "passAtK" not in st
     graded = [stats.Cluster() for _ in range(10)]
     for i, c in enumerate(graded):
@@ -243,8 +299,7 @@ def test_repeat_statistics_in_the_summary_results_json_and_view(tmp_path):
     output, doc = repeat_run(tmp_path)
     col = doc["factcli"]["columns"][0]
     assert col["n"] == 9 and col["passes"] == 5 and col["repeat"] == 3
-    assert col["passRateMargin"] == pytest.approx(1.96 * math.sqrt(5 / 9 * 4 / 9 / 9))
-    assert col["passRateCi95"] == pytest.approx([5 / 9 - col["passRateMargin"], 5 / 9 + col["passRateMargin"]])
+    assert col["passRateCi95"] == pytest.approx(list(_wilson_by_hand(5, 9))) and col["passRateCi95Method"] == "wilson"
     # per test (n=3): steady c=3, flaky c=2, never c=0
     assert col["passAtK"]["3"] == pytest.approx((1 + 1 + 0) / 3)
     assert col["passAtK"]["2"] == pytest.approx((1 + 1 + 0) / 3)  # flaky: 1 - C(1,2)/C(3,2) = 1
@@ -253,14 +308,14 @@ def test_repeat_statistics_in_the_summary_results_json_and_view(tmp_path):
     assert col["flipRate"] == pytest.approx(1 / 3) and col["flakyTests"] == 1 and col["repeatedTests"] == 3
     assert "methods" in col and col["scoreBinary"] is True
     assert doc["factcli"]["passRateCi95"] == pytest.approx(col["passRateCi95"])
-    assert "Pass rate: 55.56% ± 32.5 pts (95% CI)" in output
-    assert re.search(r"5/9\s*[│|]\s*55\.6% ± 32\.5\s*[│|]\s*0\.556\s*[│|]\s*66\.7%\s*[│|]\s*33\.3%\s*[│|]\s*33\.3% \(1/3\)", output), output
+    assert "Pass rate: 55.56% [26.7, 81.1] (95% CI)" in output and "Small sample (9 rows): wide intervals" in output
+    assert re.search(r"5/9\s*[│|]\s*55\.6% \[26\.7, 81\.1\]\s*[│|]\s*0\.556\s*[│|]\s*66\.7%\s*[│|]\s*33\.3%\s*[│|]\s*33\.3% \(1/3\)", output), output
     assert "pass@3" in output and "pass^3" in output and "flip rate" in output
-    assert "95% intervals: pass rate ± 1.96·√(p(1−p)/N)" in output
+    assert "95% intervals: pass rate [Wilson score, points]" in output
 
     view = cli("view").output
-    assert "pass rate 55.56% ± 32.5" in view
-    assert re.search(r"55\.6% ± 32\.5\s*\|\s*5/4/0\s*\|\s*0\.556\s*\|\s*66\.7%\s*\|\s*33\.3%\s*\|\s*33\.3% \(1/3\)", view), view
+    assert "pass rate 55.56% [26.7, 81.1] (95% CI)" in view
+    assert re.search(r"55\.6% \[26\.7, 81\.1\]\s*\|\s*5/4/0\s*\|\s*0\.556\s*\|\s*66\.7%\s*\|\s*33\.3%\s*\|\s*33\.3% \(1/3\)", view), view
     shown = json.loads(cli("view", "--json").output)["columns"][0]
     assert shown["passRateCi95"] == pytest.approx(col["passRateCi95"])
     assert shown["stats"]["passAtK"] == pytest.approx(col["passAtK"])
@@ -312,7 +367,7 @@ def test_view_of_a_big_run_without_stored_statistics_says_when_they_appear(tmp_p
     _drop_stored_stats(latest_id())
     monkeypatch.setattr(viewer, "LIVE_STATS_MAX_ROWS", 5)
     view = cli("view")
-    assert view.exit_code == 0 and "55.6% ± 32.5" in view.output  # from the counts, always
+    assert view.exit_code == 0 and "55.6% [26.7, 81.1]" in view.output  # from the counts, always
     assert "are shown once it has finished" in view.output and "pass@3" not in view.output
     assert json.loads(cli("view", "--json").output)["columns"][0]["stats"] is None
 
@@ -352,7 +407,7 @@ def test_binary_single_column_summary_shows_only_the_pass_rate_interval(tmp_path
                 "  - vars: {w: a}\n    assert: [{type: equals, value: a}]\n"
                 "  - vars: {w: b}\n    assert: [{type: equals, value: a}]\n")
     result = cli("eval", "-c", cfg, "--no-progress-bar", "--no-table")
-    assert "Pass rate: 50.00% ± 69.3 pts (95% CI)" in result.output
+    assert "Pass rate: 50.00% [9.5, 90.5] (95% CI)" in result.output
     assert "pass@" not in result.output and "[95% CI]" not in result.output
 
 
@@ -380,10 +435,11 @@ def test_diff_says_whether_runs_differ_beyond_noise(tmp_path, monkeypatch):
     again = run("x")
     few = run("x1")  # x1, x10..x19: 11 of 40 pass
     d = diff_json(all_pass, again)["passRate"]
-    assert d["delta"] == 0 and d["verdict"] == "within noise" and d["method"] == "paired bootstrap"
+    assert d["delta"] == 0 and d["verdict"] == "within noise" and d["method"] == "newcombe paired"
+    assert d["ci95"][0] < 0 < d["ci95"][1]  # never [0, 0], however many rows agree
     d = diff_json(all_pass, few)["passRate"]
     assert d["delta"] == pytest.approx(11 / 40 - 1) and d["beyondNoise"] and d["ci95"][1] < 0
-    assert d["method"] == "paired bootstrap"
+    assert d["method"] == "newcombe paired"
     out = cli("diff", all_pass, few).output
     assert "Δ 95% CI" in out
     line = next(line for line in out.splitlines() if "pass rate" in line)
@@ -393,7 +449,7 @@ def test_diff_says_whether_runs_differ_beyond_noise(tmp_path, monkeypatch):
     write(tmp_path / "d.yaml", diff_config([f"x{i}" for i in range(40)] + ["no match"]))
     other = run("x")
     d = diff_json(all_pass, other)["passRate"]
-    assert d["method"] == "bootstrap" and d["delta"] == pytest.approx(40 / 41 - 1) and d["verdict"] == "within noise"
+    assert d["method"] == "newcombe" and d["delta"] == pytest.approx(40 / 41 - 1) and d["verdict"] == "within noise"
     assert diff_json(all_pass, other)["meanScore"]["verdict"] == "within noise"
 
 

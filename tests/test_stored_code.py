@@ -85,6 +85,28 @@ def test_code_in_the_users_own_config_files_needs_no_trust(tmp_path, isolated_ho
     assert marker.read_text() == "ran"
 
 
+def test_code_in_the_stored_options_is_refused_even_where_the_config_files_are(tmp_path, isolated_home, monkeypatch):
+    """--providers, --grader and --var of the first run are stored with it: a resume takes them from
+    the store, so code they name is refused too (here a provider edited into `exec:`)."""
+    monkeypatch.chdir(tmp_path)
+    assert cli("eval", "-c", write(tmp_path / "c.yaml", CONFIG), "--no-progress-bar", "-r", "echo").exit_code == 0
+    marker = tmp_path / "ran"
+    with sqlite3.connect(isolated_home / "factcli.db") as conn:
+        run_id, opts = conn.execute("SELECT id, options_json FROM runs").fetchone()
+        opts = json.loads(opts)
+        assert opts["providers"] == ["echo"]
+        opts["providers"] = [f"exec: touch {marker}"]
+        opts["vars"] = {"extra": "file://fetch.py"}
+        conn.execute("UPDATE runs SET options_json = ?, status = 'interrupted'", (json.dumps(opts),))
+        conn.execute("DELETE FROM results WHERE test_idx = 3")
+    refused = cli("eval", "--resume", run_id, "--no-progress-bar")
+    assert refused.exit_code == 1, refused.output
+    lines = refused.output.strip().splitlines()
+    assert "(its stored options)" in lines[0] and lines[1:] == [
+        "  - --var.extra: code file file://fetch.py", f"  - --providers[0]: runs a command: touch {marker}"]
+    assert not marker.exists()
+
+
 def test_every_kind_of_code_is_found():
     config = {
         "prompts": ["file://prompts.py:make", "Say {{x}}"],

@@ -14,7 +14,11 @@ from factcli import templating
     ("{{ obj | json }}", {"obj": [1, 2]}, "[1,2]"),
     ("{{ flag }} {{ n }} {{ f }} {{ items }}", {"flag": True, "n": 3, "f": 2.0, "items": ["a", "b"]}, "true 3 2 a,b"),
     ("{% for x in xs %}[{{x}}]{% endfor %}", {"xs": ["a", "b"]}, "[a][b]"),
-    ("<<missing>>|{{ missing.attr }}|", {}, "||"),
+    ("<<missing>>|{{ missing.attr }}|", {}, "<<missing>>||"),  # an undefined <<name>> stays as written
+    ("what is a<<y>>b? {{y}}", {"y": 4}, "what is a4b? 4"),  # a defined one is the var (contract §3)
+    ("what is a\\<<y>>b? {{y}}", {"y": 4}, "what is a<<y>>b? 4"),  # \<< writes it literally
+    ("what is a<<y>>b? {{y}}", {}, "what is a<<y>>b? "),
+    ("x <<y.z>> <<u.v>>", {"y": {"z": 1}}, "x 1 <<u.v>>"),
 ])
 def test_render(template, variables, expected):
     assert templating.render(template, variables) == expected
@@ -26,8 +30,8 @@ def test_values_are_never_rendered_again():
 
 def test_undefined_names_are_reported():
     missing = []
-    templating.render("<<x>> {{ y.z }} {{ ok }}", {"ok": 1}, missing)
-    assert sorted(set(missing)) == ["x", "y"]
+    assert templating.render("<<x>> {{ y.z }} {{ ok }}", {"ok": 1}, missing) == "<<x>>  1"
+    assert sorted(set(missing)) == ["<<x>>", "y"]  # <<x>> was left as written, y rendered empty
 
 
 def test_env_reads_environment(monkeypatch):

@@ -31,7 +31,7 @@ def test_a_near_miss_in_the_prompt_is_an_error_before_any_call(fake_openai, tmp_
     assert result.exit_code == 1
     out = " ".join(result.output.split())
     assert "prompts[0] (Q: {{questoin}}) uses the var 'questoin', which no test defines (did you mean " \
-           "'question'?); nothing was sent" in out
+           "'question'?) (found before any call; nothing was sent)" in out
     assert fake_openai.request_count == 0
     dry = _eval(tmp_path, "Q: {{questoin}}", "<<answer>>", "--dry-run")
     assert dry.exit_code == 1 and "did you mean 'question'?" in dry.output
@@ -40,7 +40,7 @@ def test_a_near_miss_in_the_prompt_is_an_error_before_any_call(fake_openai, tmp_
 def test_a_near_miss_in_an_assertion_value_is_an_error_before_any_call(fake_openai, tmp_path):
     result = _eval(tmp_path, value="<<answr>>")
     assert result.exit_code == 1
-    assert "tests[0].assert[0] uses the var 'answr', which no test defines (did you mean 'answer'?)" in \
+    assert "tests[0].assert[0] uses the var '<<answr>>', which no test defines (did you mean '<<answer>>'?)" in \
         " ".join(result.output.split())
     assert fake_openai.request_count == 0
 
@@ -67,4 +67,4 @@ def test_an_assertion_value_that_renders_empty_names_the_var(fake_openai, tmp_pa
     assert result.exit_code == 100, result.output
     rows = json.loads(out.read_text())["results"]["results"]
     japan = [r for r in rows if r["vars"]["question"] == "capital of Japan"][0]
-    assert "icontains: its value '<<answer>>' rendered empty: this test defines no var 'answer'" in japan["error"]
+    assert "icontains: its value '<<answer>>' names 'answer', which this test does not define" in japan["error"]

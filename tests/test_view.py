@@ -76,8 +76,8 @@ def test_view_prints_header_table_and_footer(tmp_path):
     assert "Say hello" in out  # a pass shows the start of its output
     # footer: pass rate, counts, named metric means and derived metrics per column
     assert "acc (mean)" in out and "double_acc (derived)" in out
-    assert re.search(r"\[echo\]\s*\|\s*66\.7% ± 53\.3\s*\|\s*2/1/0\s*\|\s*0\.667\s*\|\s*0\.667\s*\|\s*1\.333", out), out
-    assert re.search(r"\[boom\]\s*\|\s*0\.0% ± 0\.0\s*\|\s*0/0/3.*\n Shout \{\{word\}\}", out), out
+    assert re.search(r"\[echo\]\s*\|\s*66\.7% \[20\.8, 93\.9\]\s*\|\s*2/1/0\s*\|\s*0\.667\s*\|\s*0\.667\s*\|\s*1\.333", out), out
+    assert re.search(r"\[boom\]\s*\|\s*0\.0% \[0\.0, 56\.2\]\s*\|\s*0/0/3.*\n Shout \{\{word\}\}", out), out
     assert "+---" in out  # not a terminal: plain ASCII, no colour codes
     assert "\x1b[" not in out
 
@@ -169,7 +169,7 @@ tests:
     with Store.open() as store:
         b = store.resolve("latest")["id"]
     out = cli("diff", a, b, env={"COLUMNS": "200"}).output
-    assert "1 rows flipped (1 regressions, 0 fixes), 2 unchanged, 0 only in A, 1 only in B" in out
+    assert "1 row flipped (1 regression, 0 fixes), 2 unchanged, 0 only in A, 1 only in B" in out
     assert re.search(r"#1 two.*PASS.*FAIL", out)
     assert "pass rate" in out and "-25.0 pts" in out
     doc = json.loads(cli("diff", a, b, "--json").output)

@@ -83,7 +83,7 @@ def test_runs_page_lists_runs_with_rate_interval_and_compare_picks(stored):
     html = page.text
     assert run_id in html and "web view test" in html
     assert "33.3%" in html  # 2 of 6 rows passed
-    assert "[0.0, 71.1]" in html  # its 95% interval: 33.3 ± 37.7, clipped at 0
+    assert "[9.7, 70.0]" in html  # its 95% Wilson interval
     assert f'name="run" value="{run_id}"' in html and 'action="/compare"' in html
     assert f'<meta name="factcli-token" content="{TOKEN}">' in html
 
@@ -95,7 +95,8 @@ def test_run_page_matrix_summaries_and_filters(stored):
     assert html.count('class="tag">PASS') == 2 and html.count('class="tag">FAIL') == 3
     assert html.count('class="tag">ERROR') == 1
     assert "[echo]" in html and "[file://prov.py]" in html
-    assert "66.7%" in html and "[13.3, 100.0]" in html  # echo column: 2/3 with its interval
+    assert "66.7%" in html and "[20.8, 93.9]" in html  # echo column: 2/3 with its Wilson interval
+    assert '<p class="legend" id="small-sample">Small sample (3 rows a column): wide intervals' in html
     assert "greeting" in html  # the named metric, with its filter link
     assert "HELLO WORLD" in html and "provider blew up on boom" in html
     assert f"/runs/{run_id}/cell/1/0/0" in html  # every cell opens its page
@@ -269,7 +270,7 @@ def test_compare_two_runs(stored, tmp_path):
     picked = client.get("/compare", params=[("run", run_a), ("run", run_b)], follow_redirects=False)
     assert picked.status_code == 303 and picked.headers["location"] == f"/compare?a={run_a}&b={run_b}"
     html = client.get(picked.headers["location"]).text
-    assert "<b>1</b> rows flipped" in html and "1 fixes" in html  # test 1's echo column now passes
+    assert "<b>1</b> row flipped" in html and "1 fix<" in html  # test 1's echo column now passes
     assert "pass rate" in html and "+33.3 pts" in html
     assert "hostile output" in html and "<script>alert" not in html
     assert client.get("/compare").status_code == 200  # the picker alone

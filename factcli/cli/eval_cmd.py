@@ -147,7 +147,7 @@ def _print_eval(flow, run, args: dict) -> int:
         from rich.markup import escape
 
         report.stderr_console().print(f"[yellow]Stopped:[/] {escape(run.abort_reason or '')}. {run.row_count} of "
-                                      f"{run.total_steps} rows finished and were kept; go on with a larger budget: "
+                                      f"{run.total_steps} row{'s' if run.total_steps != 1 else ''} finished and were kept; go on with a larger budget: "
                                       f"factcli eval --resume {run.run_id} --max-cost USD", soft_wrap=True)
         return 130
     if run.status == runner.STATUS_ABORTED:

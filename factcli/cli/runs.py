@@ -245,16 +245,21 @@ def diff_cmd(
     run_a: str = typer.Argument(..., metavar="RUN_A", help=RUN_HELP),
     run_b: str = typer.Argument(..., metavar="RUN_B", help=RUN_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the differences as JSON."),
+    force: bool = typer.Option(False, "--force", help="Compare runs that share no config, prompt, test or provider."),
+    pair: List[str] = typer.Option([], "--pair", metavar="A=B", help="Compare column A of RUN_A with column B of "
+                                   "RUN_B (indices from 0), and only the columns paired so. Repeatable."),
     db: Optional[str] = typer.Option(None, "--db", metavar="DB", help=DB_HELP),
 ) -> None:
     """Compare two runs: rows that flipped between PASS, FAIL and ERROR, and metric deltas per column.
 
-    Rows are matched by test description and vars (not position), repeat and column."""
-    from factcli.report.diff import diff_runs
+    Rows are matched by test description and vars (not position), repeat and column. Runs that share
+    nothing (no config file, prompt, test or provider) are compared only with --force or --pair."""
+    from factcli.report.diff import diff_runs, parse_pairs
 
     with _store(db) as store:
+        pairs = parse_pairs(pair)
         a, b = store.resolve(run_a), store.resolve(run_b)
-        diff_runs(store, a, b, as_json)
+        diff_runs(store, a, b, as_json, force=force, pairs=pairs)
 
 
 @app.command("export")
@@ -301,7 +306,7 @@ def delete_cmd(
         if shown_status(row) == "running":
             fail(f"run {row['id']} is still running (pid {row['pid']} on {row['host']})")
         n = store.delete_run(row["id"])
-    typer.echo(f"Deleted run {row['id']} ({n} rows).")
+    typer.echo(f"Deleted run {row['id']} ({n} row{'s' if n != 1 else ''}).")
 
 
 @app.command("copy")

@@ -42,6 +42,72 @@ def check_keys(obj: dict, allowed: set, file: str, path: str, unsupported: dict 
         unknown_key(file, join(path, key), f"unknown key '{key}' (ignored)", key, allowed)
 
 
+# ---------------------------------------------------------------- every problem at once
+
+# The problems recorded while a config loads (one line each), when something is collecting them; None
+# outside. A problem that leaves the rest of the config readable (an unknown assertion type, a provider
+# or a prompt or test file that cannot be read) is recorded and the load goes on, so that one run of
+# `factcli eval` names every one of them (issue 40); the rest still stop the load at once.
+_PROBLEMS: ContextVar[list | None] = ContextVar("factcli_problems", default=None)
+# Whether the outermost load leaves its problems on the suite (the eval flow, which adds the var and
+# preflight checks' problems before reporting them all) rather than raising them itself.
+_DEFERRED: ContextVar[bool] = ContextVar("factcli_problems_deferred", default=False)
+
+
+def record(exc: ConfigError) -> bool:
+    """Record `exc` as one of the load's problems; False when nothing collects them (then raise it)."""
+    found = _PROBLEMS.get()
+    if found is None:
+        return False
+    found.append(exc)
+    return True
+
+
+@contextmanager
+def problems_collected() -> Iterator[list[ConfigError] | None]:
+    """Collect the problems recorded inside; yields the list when this is the outermost collection
+    (its owner reports them), None inside another one (whose owner does)."""
+    if _PROBLEMS.get() is not None:
+        yield None
+        return
+    found: list[ConfigError] = []
+    token = _PROBLEMS.set(found)
+    try:
+        yield found
+    except ConfigError as exc:
+        if found:  # a problem that stopped the load, after others that did not: all of them
+            from factcli.errors import ConfigProblems
+
+            raise ConfigProblems([str(e) for e in found + [exc]]) from None
+        raise
+    finally:
+        _PROBLEMS.reset(token)
+
+
+def settle(found: list[ConfigError] | None, suite) -> None:
+    """At the end of the outermost load: its problems go on the suite when the caller checks more
+    before reporting them (problems_deferred), else they are raised now (one as itself)."""
+    if not found:
+        return
+    if _DEFERRED.get():
+        suite.problems = list(dict.fromkeys(str(e) for e in found))
+        return
+    if len(found) == 1:
+        raise found[0]
+    from factcli.errors import ConfigProblems
+
+    raise ConfigProblems([str(e) for e in found])
+
+
+@contextmanager
+def problems_deferred() -> Iterator[None]:
+    token = _DEFERRED.set(True)
+    try:
+        yield
+    finally:
+        _DEFERRED.reset(token)
+
+
 # ---------------------------------------------------------------- unknown keys: typos and warnings
 
 # (file, key path, message) of each unknown key met while a suite loads; None outside a load

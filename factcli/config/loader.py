@@ -13,7 +13,16 @@ from pathlib import Path
 from typing import Any
 
 from factcli import sources, templating
-from factcli.config.context import Ctx, as_list, check_keys, expect, unknown_key_lines, unknown_keys_collected
+from factcli.config.context import (
+    Ctx,
+    as_list,
+    check_keys,
+    expect,
+    problems_collected,
+    settle,
+    unknown_key_lines,
+    unknown_keys_collected,
+)
 from factcli.config.prompts import parse_prompts
 from factcli.config.providers import parse_providers
 from factcli.config.testcases import ASSERT_KEYS, parse_test, test_maker
@@ -62,6 +71,9 @@ class Suite:
     warnings: list[str] = field(default_factory=list)
     # one line per key the config has that nothing reads (also in `warnings`); --strict refuses them
     unknown_keys: list[str] = field(default_factory=list)
+    # problems found while loading that did not stop it (config/context.record), when the caller
+    # reports them with its own checks' (the eval flow: run/preflight); empty otherwise
+    problems: list[str] = field(default_factory=list)
     # id(test) -> why its transformVars failed, once the transforms have run (they run once per
     # test: --filter-failing needs the transformed vars before the run is prepared)
     transform_errors: dict | None = None
@@ -125,6 +137,13 @@ def with_providers(cfg: dict, ids: list[str] | None, first: bool = True) -> dict
 
 
 def load_suite(paths: list[str | Path], cli_vars: dict | None = None, providers: list[str] | None = None) -> Suite:
+    with problems_collected() as found:
+        suite = _load_suite(paths, cli_vars, providers)
+    settle(found, suite)
+    return suite
+
+
+def _load_suite(paths: list[str | Path], cli_vars: dict | None, providers: list[str] | None) -> Suite:
     files = [Path(p) for p in paths]
     configs = [(p, with_providers(read_config_file(p), providers, i == 0)) for i, p in enumerate(files)]
     with unknown_keys_collected():  # only the errors here: build_suite reports the unknown keys
@@ -172,9 +191,11 @@ def build_suite(cfg: dict, path: Path | None, cli_vars: dict | None = None, part
                 filters: dict | None = None) -> Suite:
     """Build a Suite from one config mapping. `partial`: one of several -c files, which may lack
     prompts or providers of its own. Unknown keys become `suite.unknown_keys` (contract §4)."""
-    with unknown_keys_collected() as found:
-        suite = _build_suite(cfg, path, cli_vars, partial, filters)
-    _set_unknown_keys(suite, unknown_key_lines(found))
+    with problems_collected() as problems:
+        with unknown_keys_collected() as found:
+            suite = _build_suite(cfg, path, cli_vars, partial, filters)
+        _set_unknown_keys(suite, unknown_key_lines(found))
+    settle(problems, suite)
     return suite
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from factcli import sources, templating
-from factcli.config.context import Ctx, as_list, check_keys, expect
+from factcli.config.context import Ctx, as_list, check_keys, expect, record
 from factcli.config.user_code import (FUNCTION_SUFFIXES, JS_SUFFIXES, PY_SUFFIXES, TS_SUFFIXES, code_file,
                                       python_function)
 from factcli.errors import ConfigError
@@ -54,37 +54,47 @@ def parse_prompts(value: Any, ctx: Ctx) -> list[Prompt]:
         items = [(p, None, f"prompts[{i}]") for i, p in enumerate(as_list(value))]
     out: list[Prompt] = []
     for item, label, where in items:
-        config: dict = {}
-        if isinstance(item, dict):
-            check_keys(item, {"id", "raw", "label", "config", "messages"}, ctx.file, where)
-            label = item.get("label")
-            config = item.get("config") or {}
-            expect(isinstance(config, dict), "expected a mapping of request parameters", ctx.file, where + ".config")
-            if "messages" in item:
-                expect("raw" not in item and "id" not in item,
-                       "a prompt has either 'messages' or 'raw'/'id', not both", ctx.file, where)
-                out.append(_with_config(_messages_prompt(item["messages"], label, ctx, where), config))
-                continue
-            if "raw" in item:
-                expect(isinstance(item["raw"], str), "expected a string", ctx.file, where + ".raw")
-                out.append(_with_config(make_prompt(item["raw"], label), config))
-                continue
-            item = item.get("id")
-            expect(isinstance(item, str), "a prompt needs 'raw' text, an 'id' file reference or 'messages'",
-                   ctx.file, where)
-        if isinstance(item, list):  # inline chat messages
-            out.append(_with_config(make_prompt(json.dumps(item, ensure_ascii=False), label), config))
-            continue
-        expect(isinstance(item, str), f"expected a prompt string, got {type(item).__name__}", ctx.file, where)
-        if sources.is_file_ref(item):
-            out.extend(_with_config(p, config) for p in _prompts_from_file(item, label, ctx, where))
-        elif _names_a_file(item, ctx):  # promptfoo reads `prompts: [prompts/*.txt]` without file:// too
-            out.extend(_with_config(p, config) for p in _prompts_from_file(f"file://{item}", label, ctx, where))
-        else:
-            _check_template(item, ctx.file, where)
-            out.append(_with_config(make_prompt(item, label), config))
+        try:
+            _parse_prompt(item, label, where, ctx, out)
+        except ConfigError as exc:  # (a missing prompt file): the other prompts are still checked
+            if not record(exc):
+                raise
+            out.append(make_prompt("", f"{where} (not loaded)"))  # holds its place; the run stops before any call
     expect(bool(out), "no prompts found", ctx.file, "prompts")
     return out
+
+
+def _parse_prompt(item: Any, label: str | None, where: str, ctx: Ctx, out: list[Prompt]) -> None:
+    """One entry of `prompts:`, appended to `out` (a file or a glob may give several)."""
+    config: dict = {}
+    if isinstance(item, dict):
+        check_keys(item, {"id", "raw", "label", "config", "messages"}, ctx.file, where)
+        label = item.get("label")
+        config = item.get("config") or {}
+        expect(isinstance(config, dict), "expected a mapping of request parameters", ctx.file, where + ".config")
+        if "messages" in item:
+            expect("raw" not in item and "id" not in item,
+                   "a prompt has either 'messages' or 'raw'/'id', not both", ctx.file, where)
+            out.append(_with_config(_messages_prompt(item["messages"], label, ctx, where), config))
+            return
+        if "raw" in item:
+            expect(isinstance(item["raw"], str), "expected a string", ctx.file, where + ".raw")
+            out.append(_with_config(make_prompt(item["raw"], label), config))
+            return
+        item = item.get("id")
+        expect(isinstance(item, str), "a prompt needs 'raw' text, an 'id' file reference or 'messages'",
+               ctx.file, where)
+    if isinstance(item, list):  # inline chat messages
+        out.append(_with_config(make_prompt(json.dumps(item, ensure_ascii=False), label), config))
+        return
+    expect(isinstance(item, str), f"expected a prompt string, got {type(item).__name__}", ctx.file, where)
+    if sources.is_file_ref(item):
+        out.extend(_with_config(p, config) for p in _prompts_from_file(item, label, ctx, where))
+    elif _names_a_file(item, ctx):  # promptfoo reads `prompts: [prompts/*.txt]` without file:// too
+        out.extend(_with_config(p, config) for p in _prompts_from_file(f"file://{item}", label, ctx, where))
+    else:
+        _check_template(item, ctx.file, where)
+        out.append(_with_config(make_prompt(item, label), config))
 
 
 def _names_a_file(text: str, ctx: Ctx) -> bool:

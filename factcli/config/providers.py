@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from factcli import sources
-from factcli.config.context import Ctx, as_list, check_keys, expect, join, near_miss, number, unknown_key
+from factcli.config.context import Ctx, as_list, check_keys, expect, join, near_miss, number, record, unknown_key
 from factcli.errors import ConfigError
 from factcli.types import ProviderSpec
 
@@ -31,9 +31,15 @@ def parse_providers(value: Any, ctx: Ctx, key: str = "providers") -> list[Provid
         if sources.is_file_ref(item) and item.endswith((".yaml", ".yml", ".json")):
             out.extend(parse_providers(item, ctx, where))
             continue
-        spec = parse_provider(item, ctx, where)
-        validate_provider_id(spec, ctx.file, where, ctx.base)
-        _check_unused_config(spec, ctx, where + ".config")
+        try:
+            spec = parse_provider(item, ctx, where)
+            validate_provider_id(spec, ctx.file, where, ctx.base)
+            _check_unused_config(spec, ctx, where + ".config")
+        except ConfigError as exc:  # the other providers are still checked
+            if not record(exc):
+                raise
+            out.append(ProviderSpec(id="echo", label=f"{where} (not loaded)"))  # holds its place; never called
+            continue
         out.append(spec)
     expect(bool(out), "no providers", ctx.file, key)
     return out

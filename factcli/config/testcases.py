@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from factcli import sources
-from factcli.config.context import Ctx, check_keys, expect, number
+from factcli.config.context import Ctx, check_keys, expect, number, record
 from factcli.config.judge_calibration import read_calibration
 from factcli.errors import ConfigError, did_you_mean
 from factcli.types import EMPTY_DICT, Assertion, TestCase
@@ -342,8 +342,11 @@ def parse_assertion(a: Any, ctx: Ctx, where: str, in_set: bool = False) -> Asser
         raise ConfigError(f"assertion type '{typ}' is not supported: {core.UNSUPPORTED[base]}", ctx.file, where + ".type")
     kind = core.lookup(typ)
     if kind is None:
-        raise ConfigError(f"unknown assertion type '{typ}'{did_you_mean(base, core.known_types())}",
-                          ctx.file, where + ".type")
+        problem = ConfigError(f"unknown assertion type '{typ}'{did_you_mean(base, core.known_types())}",
+                              ctx.file, where + ".type")
+        if not record(problem):
+            raise problem
+        return Assertion(type=typ, value=a.get("value"), raw=a)  # never scored: the run stops before any call
     expect("assert" not in a, "only assert-set takes an 'assert' list", ctx.file, where + ".assert")
     metric = a.get("metric")
     expect(metric is None or isinstance(metric, str), "expected a string", ctx.file, where + ".metric")

@@ -15,7 +15,7 @@ from typing import Any
 
 from factcli import sources
 from factcli.config import remote
-from factcli.config.context import check_keys
+from factcli.config.context import check_keys, record
 from factcli.config.user_code import JS_SUFFIXES, PY_SUFFIXES, TS_SUFFIXES, code_file
 from factcli.errors import ConfigError
 from factcli.scoring.registry import AssertionError_
@@ -505,7 +505,13 @@ def load_tests(value: Any, ctx, key: str) -> Entries:
         if func or (path.suffix.lower() in GENERATOR_SUFFIXES + TS_SUFFIXES and not sources.is_glob(ref[7:])):
             out.extend(_generated(ref, _NO_CONFIG, ctx, where))
             continue
-        for p in sources.expand_glob(path, ctx.file, where):  # a file, or each file of a glob, sorted
+        try:
+            files = sources.expand_glob(path, ctx.file, where)  # a file, or each file of a glob, sorted
+        except ConfigError as exc:  # a missing test file: the rest of the config is still checked
+            if not record(exc):
+                raise
+            continue
+        for p in files:
             out.extend(_tests_from_file(p, ctx, where))
     return out
 

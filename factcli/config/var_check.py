@@ -14,17 +14,20 @@ import difflib
 from typing import Any
 
 from factcli import templating
-from factcli.errors import ConfigError
+from factcli.errors import ConfigError, ConfigProblems
 
 # names every template can read without a test defining them
 ALWAYS = frozenset({"env", "_conversation", "__evalId", "__evalStepId", "__repeatIndex"})
 
 
 def _names(value: Any) -> set[str]:
+    """The var names a value's templates read: `name` for `{{ name }}`, `<<name>>` for a name read
+    only through `<<name>>` (undefined, it stays as written rather than rendering empty)."""
     if isinstance(value, str):
         if not templating.has_template(value) or value.startswith("file://"):
             return set()
-        return set(templating.referenced_names(value) or ())
+        forms = templating.names_by_form(value)
+        return set() if forms is None else set(forms[0]) | {f"<<{n}>>" for n in forms[1]}
     if isinstance(value, list):
         return set().union(*(_names(v) for v in value)) if value else set()
     if isinstance(value, dict):
@@ -83,8 +86,10 @@ class TestVars:
                 place[1] += 1
 
 
-def check_vars(suite) -> dict[str, str]:
-    """Raise ConfigError for a near miss; return a warning per other unknown name (name -> warning)."""
+def check_vars(suite, problems: list[str] | None = None) -> dict[str, str]:
+    """Return a warning per unknown name that is no near miss (name -> warning). Every near miss is a
+    problem: appended to `problems` when given (the preflight reports them with its own), else
+    raised (all of them at once)."""
     if not suite.tests:
         return {}
     facts = getattr(suite.tests, "var_facts", None)  # a streamed suite's, gathered while it loaded
@@ -105,17 +110,29 @@ def check_vars(suite) -> dict[str, str]:
     for name, (first, count) in facts.uses.items():
         uses.setdefault(name, [first, 0])[1] += count
     warnings = {}
+    found = []
     for name, (first, count) in uses.items():
-        if name in known:
+        native = name.startswith("<<")
+        bare = name[2:-2] if native else name
+        if bare in known:
             continue
-        close = _close(name, known - ALWAYS)
+        close = _close(bare, known - ALWAYS)
         where = first + (f" and {count - 1} more" if count > 1 else "")
+        shown = f"<<{close}>>" if native and close else close
         if close is not None and not dynamic:
-            file = ", ".join(getattr(suite, "config_files", []) or []) or None
-            raise ConfigError(f"{where} uses the var '{name}', which no test defines (did you mean '{close}'?); "
-                              "nothing was sent", file)
-        hint = f" (did you mean '{close}'?)" if close else ""
-        warnings[name] = f"{where} uses the var '{name}', which no test defines{hint}: it renders empty"
+            found.append(f"{where} uses the var '{name}', which no test defines (did you mean '{shown}'?)")
+            continue
+        hint = f" (did you mean '{shown}'?)" if close else ""
+        fate = "it stays as written" if native else "it renders empty"
+        warnings[name] = f"{where} uses the var '{name}', which no test defines{hint}: {fate}"
+    if found:
+        file = ", ".join(getattr(suite, "config_files", []) or []) or None
+        if problems is not None:
+            problems.extend(f"{file}: {p}" if file else p for p in found)
+        elif len(found) == 1:
+            raise ConfigError(found[0] + "; nothing was sent", file)
+        else:
+            raise ConfigProblems([f"{file}: {p}" if file else p for p in found])
     return warnings
 
 

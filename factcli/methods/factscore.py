@@ -251,8 +251,9 @@ def _open_knowledge(ctx: AssertionContext, s: Settings, topic: str | None) -> tu
 
 
 def preflight(a, base_dir: Path, test=None) -> list[str]:
-    """A config.knowledge that names no test var must exist and load before the first call: loaded
-    here, it stays in open_source's cache for the run."""
+    """A config.knowledge that names no test var must exist and load before the first call (loaded
+    here, it stays in open_source's cache for the run), and the test's topic must not be a near miss
+    of one of its documents' titles (a did-you-mean)."""
     ref = (a.config or {}).get("knowledge")
     if not isinstance(ref, str) or not ref or templating.has_template(ref):
         return []
@@ -263,10 +264,33 @@ def preflight(a, base_dir: Path, test=None) -> list[str]:
     path = Path(ref).expanduser()
     path = path if path.is_absolute() else base_dir / path
     try:
-        open_source(path, settings_from(a.config or {}).passage_words)
+        source = open_source(path, settings_from(a.config or {}).passage_words)
     except (KnowledgeError, AssertionError_) as exc:
         return [f"factscore: {exc}"]
+    # a topic that misses a document's title by a typo (`Canbera`) is refused here rather than after
+    # the model was paid for; one far from every title is left to the row, as FActScore leaves it: an
+    # answer that abstains (the usual test of an entity the source does not hold) is never checked
+    topic = (a.config or {}).get("topic")
+    if topic is None and test is not None:
+        topic = (test.vars or {}).get("topic")
+    if isinstance(topic, str) and templating.has_template(topic):
+        try:
+            topic = templating.render(topic, dict(test.vars or {}) if test is not None else {})
+        except templating.TemplateError:
+            return []
+    if topic is None or not str(topic).strip():
+        return []
+    topic = str(topic).strip()
+    if source.resolve_title(topic) is not None or not source.title_hint(topic):
+        return []
+    try:
+        source.topic_title(topic)
+    except KnowledgeError as exc:
+        return [f"factscore: {exc}"]
     return []
+
+
+preflight.per_test = True  # the topic is the test's: run/preflight checks each test, not each assertion once
 
 
 def _texts(value: Any, what: str) -> list[str] | None:

@@ -302,7 +302,7 @@ def format_factual_correctness(s: dict) -> str:
     if s["undefined"]:
         parts.append(f"{s['undefined']} undefined")
     if s["gradingErrors"]:
-        parts.append(f"{s['gradingErrors']} grading errors")
+        parts.append(f"{s['gradingErrors']} grading error{'s' if s['gradingErrors'] != 1 else ''}")
     name = "F" if s.get("mode", "f1") == "f1" else s["mode"]
     return f"factual-correctness {name} {num(s['meanScore'])} ({'; '.join(parts)})"
 

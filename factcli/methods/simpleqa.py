@@ -176,7 +176,7 @@ def format_simpleqa(s: dict) -> str:
             f"not attempted {pct(s['notAttempted'])}; correct given attempted {plain(s['correctGivenAttempted'])}, "
             f"F {plain(s['f'])}")
     if s.get("gradingErrors"):
-        line += f"; {s['gradingErrors']} grading errors left out"
+        line += f"; {s['gradingErrors']} grading error{'s' if s['gradingErrors'] != 1 else ''} left out"
     others = {k: v for k, v in (s.get("from") or {}).items() if k != METHOD}
     if others:
         line += "; " + ", ".join(f"{v} {k} rows" for k, v in sorted(others.items())) + " included"

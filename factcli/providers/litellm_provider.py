@@ -81,6 +81,34 @@ def unknown_vendor(pid: str, model: str, litellm) -> str:
     return f"unknown provider '{vendor}' in '{pid}'{hint}"
 
 
+# the kinds of other providers an id may name after its vendor (openai:embedding:…, openai:image:…)
+OTHER_KINDS = {"embedding", "embeddings", "image", "moderation", "assistant", "realtime"}
+_VENDOR_NAMES = {"openai": "OpenAI", "anthropic": "Anthropic", "azure": "Azure", "azureopenai": "Azure OpenAI",
+                 "ollama": "Ollama"}
+
+
+def kind_problem(pid: str) -> str | None:
+    """`openai:chatt:gpt-4o-mini`: a warning with a did-you-mean, as promptfoo warns `Unknown OpenAI model
+    type: chatt` (it then sends the model `chatt`; factcli sends `chatt:gpt-4o-mini`). For openai:
+    any middle part that is no kind (a fine-tune's `ft:` excepted); for the other vendors factcli
+    maps, a near miss of a kind (their model names may hold colons: `ollama:llama3:8b`)."""
+    import difflib
+
+    vendor, _, rest = pid.partition(":")
+    first, sep, model = rest.partition(":")
+    if vendor not in VENDORS or not sep or not model or first in KINDS or first in OTHER_KINDS:
+        return None
+    close = difflib.get_close_matches(first, sorted(KINDS), n=1, cutoff=0.6)
+    if vendor != "openai" and (not close or first == "ft"):
+        return None
+    if vendor == "openai" and first == "ft":
+        return None
+    name = _VENDOR_NAMES.get(vendor, vendor)
+    hint = (f" (did you mean {vendor}:{close[0]}:{model}?)" if close
+            else f" (use {vendor}:chat:<model>, {vendor}:completion:<model> or {vendor}:responses:<model>)")
+    return f"unknown {name} model type '{first}'{hint}; it would be sent as the model '{rest}'"
+
+
 def validate_id(pid: str, file: str, where: str) -> None:
     if any(ch.isspace() for ch in pid):
         raise ConfigError(f"provider id '{pid}' contains spaces", file, where)

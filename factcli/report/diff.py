@@ -3,13 +3,17 @@ difference is more than noise), and the tests whose verdict changed."""
 
 from __future__ import annotations
 
+from factcli.errors import FactcliError
+from factcli.report.figures import plural
 from factcli.report.labels import column_label, provider_name, short_prompt
 from factcli.report.view import column_summaries, console_for_stdout, one_line, print_json
 from factcli.store.database import Store, shown_status
 
 
-def pair_columns(cols_a: list[dict], cols_b: list[dict]) -> list[tuple[dict, dict, list[str]]]:
-    """The columns of two runs that compare: (column of A, column of B, what changed). A column pairs
+def pair_columns(cols_a: list[dict], cols_b: list[dict],
+                 explicit: list[tuple[int, int]] | None = None) -> list[tuple[dict, dict, list[str]]]:
+    """The columns of two runs that compare: (column of A, column of B, what changed). `explicit`
+    (`diff --pair`): (column of A, column of B) by index, and only those. Otherwise a column pairs
     with the one of the same provider and prompt label (a label the config gave survives a change of
     the prompt's text); the rest pair by position when both runs have the same layout (as many
     columns, so one edited prompt or one swapped model still compares); what is left compares with
@@ -19,6 +23,19 @@ def pair_columns(cols_a: list[dict], cols_b: list[dict]) -> list[tuple[dict, dic
 
     pairs: dict[int, tuple[dict, dict]] = {}
     used_b: set[int] = set()
+    if explicit is not None:
+        by_a, by_b = {c["prompt_idx"]: c for c in cols_a}, {c["prompt_idx"]: c for c in cols_b}
+        for i, j in explicit:
+            for side, idx, cols in (("A", i, by_a), ("B", j, by_b)):
+                if idx not in cols:
+                    raise FactcliError(f"--pair {i}={j}: run {side} has no column {idx} "
+                                       f"(its columns are 0 to {len(cols) - 1})")
+            if i in pairs or j in used_b:
+                raise FactcliError(f"--pair {i}={j}: a column can be paired once")
+            pairs[i] = (by_a[i], by_b[j])
+            used_b.add(j)
+        cols_a = [c for c in cols_a if c["prompt_idx"] in pairs]
+        cols_b = []
     by_key = {}
     for c in cols_b:
         by_key.setdefault(key(c), c)
@@ -63,16 +80,49 @@ def _rows_for_diff(store: Store, run: dict, pair_of: dict[int, int]) -> dict:
     return out
 
 
+# what the Δ 95% CI column is, under diff's tables and the web view's Compare page
+NOISE_LEGEND = ("Δ 95% CI: Newcombe's hybrid score interval for pass rates and 0/1 scores, percentile bootstrap over "
+                "tests (2000 resamples) for other scores; paired by row when both runs hold the same rows; "
+                "noise: beyond when the interval leaves out 0, else within")
+
 OUTPUT_CHARS = 2000  # of each output a flipped row shows side by side
 
 
-def diff_runs(store: Store, a: dict, b: dict, as_json: bool) -> None:
-    """`factcli diff`: the figures of `diff_doc`, printed as JSON or as tables."""
-    doc = diff_doc(store, a, b)
+def parse_pairs(given: list[str]) -> list[tuple[int, int]] | None:
+    """`--pair 0=1` values as (column of A, column of B); None when none was given."""
+    if not given:
+        return None
+    out = []
+    for text in given:
+        a, sep, b = text.partition("=")
+        if not sep or not a.strip().isdigit() or not b.strip().isdigit():
+            raise FactcliError(f"--pair {text}: expected A=B, two column indices (e.g. --pair 0=1)")
+        out.append((int(a), int(b)))
+    return out
+
+
+class Unrelated(FactcliError):
+    """Two runs that share nothing compared without --force or --pair."""
+
+    exit_code = 1
+
+
+UNRELATED = ("share nothing: no config file, prompt, test or provider in common, so no row matches and columns "
+             "could pair only by position")
+
+
+def diff_runs(store: Store, a: dict, b: dict, as_json: bool, *, force: bool = False,
+              pairs: list[tuple[int, int]] | None = None) -> None:
+    """`factcli diff`: the figures of `diff_doc`, printed as JSON or as tables. Runs that share
+    nothing are refused unless `force` or explicit `pairs` say the comparison is meant."""
+    doc = diff_doc(store, a, b, pairs)
+    if doc["unrelated"] and not force and pairs is None:
+        raise Unrelated(f"{a['id']} and {b['id']} {UNRELATED}. Compare them anyway with --force, or pair "
+                        "columns yourself with --pair A=B (column indices from 0, in the order `factcli show RUN` lists the columns)")
     if as_json:
         print_json(doc)
         return
-    _render_diff(doc, a, b)
+    _render_diff(doc, a, b, pairs is not None)
 
 
 def _pair_label(ca: dict, cb: dict, changed: list[str]) -> str:
@@ -80,11 +130,25 @@ def _pair_label(ca: dict, cb: dict, changed: list[str]) -> str:
     return column_label(ca)
 
 
-def diff_doc(store: Store, a: dict, b: dict) -> dict:
+def shared(a: dict, b: dict, cols_a: list[dict], cols_b: list[dict], rows_a: dict, rows_b: dict) -> dict:
+    """What two runs have in common: a config file, a prompt (its text), a test (description and
+    vars), a provider (id). None of the four: the runs are unrelated."""
+    from factcli.store.encode import loads
+
+    files_a, files_b = (set(loads(r.get("config_files_json"), []) or []) for r in (a, b))
+    prompts_a, prompts_b = ({c.get("prompt_raw") or c["prompt_label"] for c in cols} for cols in (cols_a, cols_b))
+    tests_a, tests_b = ({k[0] for k in rows} for rows in (rows_a, rows_b))
+    return {"config": bool(files_a & files_b), "prompts": bool(prompts_a & prompts_b),
+            "tests": bool(tests_a & tests_b),
+            "providers": bool({c["provider_id"] for c in cols_a} & {c["provider_id"] for c in cols_b})}
+
+
+def diff_doc(store: Store, a: dict, b: dict, explicit: list[tuple[int, int]] | None = None) -> dict:
     """Two runs compared, without printing (the web view's Compare page shows the same figures):
-    flipped rows, per-column deltas of pass rate, mean score and metrics with their 95% intervals."""
+    what they share, flipped rows, per-column deltas of pass rate, mean score and metrics with their
+    95% intervals."""
     cols_a, cols_b = store.columns(a["id"]), store.columns(b["id"])
-    pairs = pair_columns(cols_a, cols_b)
+    pairs = pair_columns(cols_a, cols_b, explicit)
     pair_a = {ca["prompt_idx"]: i for i, (ca, _, _) in enumerate(pairs)}
     pair_b = {cb["prompt_idx"]: i for i, (_, cb, _) in enumerate(pairs)}
     rows_a = _rows_for_diff(store, a, pair_a)
@@ -132,7 +196,8 @@ def diff_doc(store: Store, a: dict, b: dict) -> dict:
         deltas.append(entry)
     paired_a = {ca["prompt_idx"] for ca, _, _ in pairs}
     paired_b = {cb["prompt_idx"] for _, cb, _ in pairs}
-    doc = {"a": a["id"], "b": b["id"], "flips": flips, "unchanged": unchanged, "onlyInA": only_a,
+    common = shared(a, b, cols_a, cols_b, rows_a, rows_b)
+    doc = {"a": a["id"], "b": b["id"], "shared": common, "unrelated": not any(common.values()), "flips": flips, "unchanged": unchanged, "onlyInA": only_a,
            "onlyInB": only_b, "columns": deltas,
            "unpairedA": [column_label(c) for c in cols_a if c["prompt_idx"] not in paired_a],
            "unpairedB": [column_label(c) for c in cols_b if c["prompt_idx"] not in paired_b],
@@ -152,9 +217,11 @@ def changes_line(c: dict) -> str | None:
 
 
 def _noise(entry: dict, column: tuple, rows_a: dict, rows_b: dict) -> None:
-    """Add to the pass-rate and mean-score deltas of `entry` their 95% bootstrap interval and
-    whether the runs differ beyond noise: paired by test when both runs hold the same rows of
-    this column (so each test is compared with itself), else the two runs resampled apart."""
+    """Add to the pass-rate and mean-score deltas of `entry` their 95% interval and whether the runs
+    differ beyond noise. A difference of proportions (the pass rate; the mean score when every score
+    of both runs is 0 or 1) takes Newcombe's hybrid score interval, paired by row when both runs hold
+    the same rows of this column, else for two independent samples; other mean scores a bootstrap
+    over tests, paired likewise."""
     from factcli import stats
 
     keys_a = {k for k in rows_a if k[2] == column}
@@ -162,20 +229,28 @@ def _noise(entry: dict, column: tuple, rows_a: dict, rows_b: dict) -> None:
     paired = bool(keys_a) and keys_a == keys_b
     for name, value in (("passRate", lambda r: 1.0 if r["status"] == "PASS" else 0.0),
                         ("meanScore", lambda r: r["score"])):
-        if paired:
+        values_a = [(k, value(rows_a[k])) for k in keys_a if value(rows_a[k]) is not None]
+        values_b = [(k, value(rows_b[k])) for k in keys_b if value(rows_b[k]) is not None]
+        binary = all(v in (0, 1) for _, v in values_a + values_b)
+        if binary and paired:
+            result = stats.newcombe_paired([(x, value(rows_b[k])) for k, x in values_a
+                                            if value(rows_b[k]) is not None])
+        elif binary:
+            result = stats.newcombe_difference(sum(v for _, v in values_a), len(values_a),
+                                               sum(v for _, v in values_b), len(values_b))
+        elif paired:
             pairs: dict = {}
-            for k in keys_a:
-                x, y = value(rows_a[k]), value(rows_b[k])
-                if x is not None and y is not None:
+            for k, x in values_a:
+                y = value(rows_b[k])
+                if y is not None:
                     pairs.setdefault(k[0], []).append((x, y))
             result = stats.difference(None, None, paired=pairs)
         else:
             sides = []
-            for rows, keys in ((rows_a, keys_a), (rows_b, keys_b)):
+            for values in (values_a, values_b):
                 side: dict = {}
-                for k in keys:
-                    if value(rows[k]) is not None:
-                        side.setdefault(k[0], []).append(value(rows[k]))
+                for k, v in values:
+                    side.setdefault(k[0], []).append(v)
                 sides.append(side)
             result = stats.difference(sides[0], sides[1])
         if result is not None:
@@ -183,13 +258,12 @@ def _noise(entry: dict, column: tuple, rows_a: dict, rows_b: dict) -> None:
                                 "beyondNoise": result["beyondNoise"], "verdict": result["verdict"]})
 
 
-
 def _delta(x, y) -> dict:
     return {"a": x, "b": y, "delta": (y - x) if isinstance(x, (int, float)) and isinstance(y, (int, float)) else None}
 
 
 
-def _render_diff(doc: dict, a: dict, b: dict) -> None:
+def _render_diff(doc: dict, a: dict, b: dict, paired_by_hand: bool = False) -> None:
     from rich import box
     from rich.table import Table
     from rich.text import Text
@@ -197,7 +271,13 @@ def _render_diff(doc: dict, a: dict, b: dict) -> None:
     console, terminal = console_for_stdout()
     console.print(Text(f"Diff {a['id']} ({shown_status(a)}) → {b['id']} ({shown_status(b)})", style="bold"),
                   soft_wrap=True)  # two run ids that a line break would cut
-    console.print(Text(f"{len(doc['flips'])} rows flipped ({doc['regressions']} regressions, {doc['fixes']} fixes), "
+    if doc["unrelated"]:
+        how = "columns paired with --pair" if paired_by_hand else "compared anyway (--force)"
+        console.print(Text(f"These runs {UNRELATED.split(', so ')[0]}: "
+                           f"{how}; no row matches, so nothing can flip and every difference is between different "
+                           "tests", style="yellow"), soft_wrap=True)
+    console.print(Text(f"{plural(len(doc['flips']), 'row')} flipped ({plural(doc['regressions'], 'regression')}, "
+                       f"{plural(doc['fixes'], 'fix', 'fixes')}), "
                        f"{doc['unchanged']} unchanged, {doc['onlyInA']} only in A, {doc['onlyInB']} only in B"))
     styles = {"PASS": "green", "FAIL": "red", "ERROR": "yellow"}
     if doc["flips"]:
@@ -239,9 +319,7 @@ def _render_diff(doc: dict, a: dict, b: dict) -> None:
                     if ci else ""
                 table.add_row(name, num(d["a"], pct), num(d["b"], pct), Text(dtext, style=style), ci_text, verdict)
             console.print(table)
-        console.print(Text("Δ 95% CI: percentile bootstrap over tests (2000 resamples), paired by test when both "
-                           "runs hold the same tests; noise: beyond when the interval leaves out 0, else within",
-                           style="dim"))
+        console.print(Text(NOISE_LEGEND, style="dim"))
     for side, names in (("A", doc.get("unpairedA")), ("B", doc.get("unpairedB"))):
         if names:
             console.print(Text(f"Only in {side} (no column of the other run to compare with): "

@@ -5,25 +5,69 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from factcli.stats.intervals import RESAMPLES
+from factcli.stats.intervals import RESAMPLES, SMALL_SAMPLE
 
 
-def fmt_rate(value: float | None, margin: float | None) -> str:
-    """A proportion as the FACTS paper prints it: `91.4% ± 1.9` (points)."""
+def fmt_rate(value: float | None, ci: Sequence[float] | None) -> str:
+    """A proportion with its 95% interval in points: `100.0% [61.0, 100.0]`."""
     if value is None:
         return "n/a"
-    if margin is None or math.isnan(margin):
+    if not ci or any(x is None or math.isnan(x) for x in ci):
         return f"{value * 100:.1f}%"
-    return f"{value * 100:.1f}% ± {margin * 100:.1f}"
+    return f"{value * 100:.1f}% [{ci[0] * 100:.1f}, {ci[1] * 100:.1f}]"
 
 
-def fmt_cost(amount: float | None, unpriced: int = 0, digits: int = 4) -> str:
-    """Money as every report prints it: `n/a` when no price was known, never a made-up $0; a floor
-    with the count of rows left out when only some were priced."""
+def run_rate(passes: int, rows: int) -> str:
+    """A run's pass rate as its summary line says it: `50.00% [25.4, 74.6] (95% CI)`; `n/a` with no row."""
+    from factcli.stats.intervals import wilson_interval
+
+    ci = wilson_interval(passes, rows)
+    if ci is None:
+        return "n/a"
+    return f"{ci['value'] * 100:.2f}% [{ci['low'] * 100:.1f}, {ci['high'] * 100:.1f}] (95% CI)"
+
+
+def small_sample(rows: list[int]) -> str | None:
+    """The line that says a run's columns are small samples (`rows`: each column's), else None."""
+    counted = [n for n in rows if n]
+    if not counted or min(counted) >= SMALL_SAMPLE:
+        return None
+    fewest = min(counted)
+    where = " a column" if len(counted) > 1 else ""
+    return f"Small sample ({plural(fewest, 'row')}{where}): wide intervals; read them, not the rates."
+
+
+def score_text(value) -> str:
+    """A score as every report prints one: three places (`0.389`, not `0.38940039153570244`)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    return f"{value:.3f}"
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """`1 row`, `2 rows`, `0 rows` (`many` for a plural that is not word + s)."""
+    return f"{count:,} {word if count == 1 else (many or word + 's')}"
+
+
+def money(amount: float) -> str:
+    """An amount of dollars to the precision it has: `$0` when nothing was spent, two significant digits
+    below a cent with at least four places (`$0.000074`, `$0.0012`, `$0.1235`), cents from a dollar
+    (`$12.35`); never a small sum shown as `$0.0000`."""
+    if not amount:
+        return "$0"
+    if abs(amount) >= 1:
+        return f"${amount:,.2f}"
+    places = max(4, 1 - math.floor(math.log10(abs(amount))))
+    return f"${amount:.{places}f}"
+
+
+def fmt_cost(amount: float | None, unpriced: int = 0) -> str:
+    """Money as every report prints it (`money`): `n/a` when no price was known, never a made-up $0; a
+    floor with the count of rows left out when only some were priced."""
     if amount is None or (unpriced and not amount):
         return "n/a"
-    text = f"${amount:.{digits}f}"
-    return f"≥{text} ({unpriced} row{'s' if unpriced != 1 else ''} n/a)" if unpriced else text
+    text = money(amount)
+    return f"≥{text} ({plural(unpriced, 'row')} n/a)" if unpriced else text
 
 
 def fmt_interval(ci: Sequence[float] | None, digits: int = 3) -> str:
@@ -42,7 +86,7 @@ def repeat_cells(st: dict, k: int) -> list[str]:
 
 def legend(nonbinary: bool, repeat: int) -> str:
     """One line under a table saying what its intervals and repeat columns are."""
-    parts = ["95% intervals: pass rate ± 1.96·√(p(1−p)/N)"]
+    parts = ["95% intervals: pass rate [Wilson score, points]"]
     if nonbinary:
         parts.append(f"score [percentile bootstrap, {RESAMPLES} resamples over tests]")
     if repeat > 1:

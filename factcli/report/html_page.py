@@ -23,7 +23,7 @@ import math
 from typing import Any
 
 from factcli.report import figures, labels
-from factcli.report.rows import by_test, claim_irrelevant, claim_supported, status_of
+from factcli.report.rows import by_test, claim_irrelevant, claim_side, claim_supported, status_of
 from factcli.types import EvalResult, grading_json
 
 # Scoped under .fc so a notebook or a host page keeps its own look. Long texts wrap inside their
@@ -113,7 +113,6 @@ def column_heading(col) -> str:
 
 
 def run_header(run) -> str:
-    from factcli import stats
     from factcli.report.view import duration, when
 
     total = run.successes + run.failures + run.errors
@@ -124,16 +123,16 @@ def run_header(run) -> str:
     files = ", ".join(getattr(run.suite, "config_files", []) or [])
     out.append(f'<p class="meta">Status <b>{_e(run.status)}</b> · created {_e(when(run.created_at))} · '
                f"duration {_e(duration(run.duration_ms))}" + (f" · config {_e(files)}" if files else "") + "</p>")
-    rate_text = "n/a" if rate is None else f"{rate * 100:.2f}% ± {stats.wald_margin(rate, total) * 100:.1f} pts (95% CI)"
+    rate_text = "n/a" if rate is None else figures.run_rate(run.successes, total)
     cached = sum(m.cached for m in run.metrics)
     out.append(f'<p class="meta">Rows <b>{total}</b>/{run.total_steps} · <span class="ok">{run.successes} passed</span>'
                f' · <span class="bad">{run.failures} failed</span> · {run.errors} errors'
                f" · pass rate <b>{_e(rate_text)}</b>" + (f" · {cached} cached" if cached else "")
-               + (f" · {run.retries} retries" if run.retries else "") + "</p>")
+               + (f" · {figures.plural(run.retries, 'retry', 'retries')}" if run.retries else "") + "</p>")
     grading_errors = sum(m.grading_errors for m in run.metrics)
     out.append(f'<p class="meta">{_e(figures.spend_text(run.metrics))}'
                + (f" · grader {_e(', '.join(run.graders))}" if run.graders else "")
-               + (f' · <span class="warn">{grading_errors} grading errors</span>' if grading_errors else "") + "</p>")
+               + (f' · <span class="warn">{figures.plural(grading_errors, "grading error")}</span>' if grading_errors else "") + "</p>")
     for pid, t in (getattr(run, "throttling", None) or {}).items():
         text = (f"Throttled: {pid} asked to slow down {t.get('throttled')} times; calls in flight cut to "
                 f"{t.get('lowestLimit')} (limit {t.get('limit')})")
@@ -148,8 +147,8 @@ def run_header(run) -> str:
 
 
 def columns_table(run) -> str:
-    """The figures the summary prints after an eval (summary.summary_fields: pass rate ± its 95%
-    margin, mean score with its interval when scores are not 0/1, repeat statistics, named and
+    """The figures the summary prints after an eval (summary.summary_fields: pass rate with its 95%
+    interval, mean score with its interval when scores are not 0/1, repeat statistics, named and
     derived metrics with weight 0 marked), then what view's footer adds: grading errors,
     factuality categories, tokens and cost."""
     from factcli import stats
@@ -181,6 +180,9 @@ def columns_table(run) -> str:
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</tbody></table></div>")
     out.append(f'<p class="legend">{_e(figures.legend(nonbinary, repeat))}</p>')
+    small = figures.small_sample([m.test_pass + m.test_fail + m.test_error for m in run.metrics])
+    if small:
+        out.append(f'<p class="legend">{_e(small)}</p>')
     if any(c.endswith(WEIGHT_ZERO) for f in fields for c in f.cells):
         out.append(f'<p class="legend">{_e(WEIGHT_ZERO_LEGEND)}</p>')
     return "\n".join(out)
@@ -225,10 +227,10 @@ def spend_line(cell: dict) -> str:
         grader = ((cell.get("grading") or {}).get("tokensUsed") or {}).get("completionDetails") or {}
         bits.append(f"+{cell['graderTokens']:,} grading" + reasoning_note(grader.get("reasoning")))
     if cell.get("answered") or cell.get("cost") is not None:  # an answered call: its price, or n/a
-        bits.append(f"cost {figures.fmt_cost(cell.get('cost'), digits=6)}")
+        bits.append(f"cost {figures.fmt_cost(cell.get('cost'))}")
     spent = (cell.get("grading") or {}).get("metadata") or {}
     if "graderCalls" in spent:
-        bits.append(f"grading: {spent['graderCalls']} calls, {figures.fmt_cost(spent.get('graderCost'), digits=6)}"
+        bits.append(f"grading: {figures.plural(spent['graderCalls'], 'call')}, {figures.fmt_cost(spent.get('graderCost'))}"
                     + cached_grading(spent))
     if cell.get("cached"):
         bits.append("output from the response cache")
@@ -319,8 +321,11 @@ def assertion_list(components: list[dict]) -> str:
             body.append(f'<div class="why">{_e(c["reason"])}</div>')
         if meta.get("graderError"):
             body.append(f'<div class="warn">grader error: {_e(_text(meta["graderError"]))}</div>')
-        if a.get("value") is not None:
-            body.append(f'<details><summary>value</summary><pre>{_e(_text(a["value"]))}</pre></details>')
+        if a.get("value") is not None:  # the value the row was graded against, and its template if it had one
+            shown = meta.get("renderedAssertionValue", a["value"])
+            written = (f'<div class="dim">written as <code>{_e(_text(a["value"]))}</code></div>'
+                       if shown != a["value"] else "")
+            body.append(f'<details><summary>value</summary><pre>{_e(_text(shown))}</pre>{written}</details>')
         for key in ("claims", "facts"):
             if isinstance(meta.get(key), list) and meta[key]:
                 body.append(claims_list(meta[key], key))
@@ -352,7 +357,9 @@ def claims_list(items: list, key: str = "claims") -> str:
         if verdict is None and isinstance(item.get("supported", item.get("grounded")), bool):
             verdict = "supported" if ok else "not supported"
         text = item.get("text") or item.get("claim") or item.get("fact") or ""
-        where = [str(item[k]) for k in ("side", "judge") if item.get(k) and (k != "judge" or len(judges) > 1)]
+        where = [claim_side(item)] if claim_side(item) else []
+        if item.get("judge") and len(judges) > 1:
+            where.append(str(item["judge"]))
         mark = _e(verdict if verdict is not None else "?")
         css = "ok" if ok else "dim" if claim_irrelevant(item) else "bad"
         line = [f'<span class="{css}">[{mark}]</span> {_e(_text(text))}']
@@ -362,7 +369,7 @@ def claims_list(items: list, key: str = "claims") -> str:
             line.append(f'<div class="why dim">{_e(_text(item["reason"]))}</div>')
         if "queries" in item and isinstance(item.get("evidence"), list):
             line.append(_searched(item))
-        elif item.get("evidence"):
+        elif item.get("evidence") and not claim_side(item):
             source = f" ({item['evidenceId']})" if item.get("evidenceId") else ""
             line.append(f'<div class="evidence">evidence{_e(source)}: {_e(_text(item["evidence"]))}</div>')
         rows.append(f"<li>{''.join(line)}</li>")
@@ -406,9 +413,9 @@ def _judges(judges: list) -> str:
         if j.get("error"):  # a failed judge was left out of the aggregate (factcli.scoring.panels)
             rows.append(f'<li class="warn">{_e(name)} · failed, left out: {_e(_text(j["error"]))}</li>')
             continue
-        bits = [str(name)] + [str(j.get(k)) for k in ("verdict", "score") if j.get(k) is not None]
+        bits = [str(name)] + [figures.score_text(j.get(k)) for k in ("verdict", "score") if j.get(k) is not None]
         if isinstance(j.get("cost"), (int, float)):
-            bits.append(figures.fmt_cost(j["cost"], digits=6))
+            bits.append(figures.fmt_cost(j["cost"]))
         rows.append(f"<li>{_e(' · '.join(bits))}" + (f'<div class="why dim">{_e(_text(j["reason"]))}</div>'
                                                        if j.get("reason") else "") + "</li>")
     return f'<details><summary>judges: {len(rows)}</summary><ul class="asserts">{"".join(rows)}</ul></details>'

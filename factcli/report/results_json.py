@@ -60,6 +60,7 @@ def row_json(r: EvalResult, columns, ratings: list[dict] | None = None) -> dict:
         "cost": resp.cost,
         "vars": dict(step.vars),
         "prompt": {"raw": stored_prompt_text(r.rendered_prompt), "label": col.prompt.label, "config": {}},
+        "promptId": col.prompt.id,  # as promptfoo's rows carry it: the column's `results.prompts[j].id`
         "provider": {"id": col.provider.id, "label": col.provider.label},
         "response": response,
         "testCase": tc,

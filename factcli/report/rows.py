@@ -52,6 +52,19 @@ def claim_supported(item: dict) -> bool:
     return str(item.get("verdict") or "").upper() == "SUPPORTED"
 
 
+_SIDES = ("response", "reference")
+
+
+def claim_side(item: dict) -> str | None:
+    """Where a factual-correctness claim comes from and what it was checked against, in the words
+    `show`, the HTML export and `check().explain()` all use: `from the response, checked against the
+    reference`; None for a claim without sides (the other methods: their evidence is a text)."""
+    side, against = item.get("side"), item.get("evidence")
+    if side in _SIDES and against in _SIDES:
+        return f"from the {side}, checked against the {against}"
+    return None
+
+
 def claim_irrelevant(item: dict) -> bool:
     """A fact `safe` found irrelevant to the prompt: neither supported nor not, and never searched."""
     return item.get("verdict") == "irrelevant"

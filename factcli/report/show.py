@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
-from factcli.report.figures import fmt_cost
+from factcli.report.figures import fmt_cost, money, plural, score_text
 from factcli.report.html_page import WEIGHT_ZERO_NOTE, cached_grading, reasoning_note
+from factcli.report.rows import claim_side
 from factcli.report.view import (
     column_label,
     column_summaries,
@@ -165,10 +166,10 @@ def show_test(store: Store, run: dict, test_idx: int, as_json: bool) -> None:
             details.append(f"+{r['grader_tokens']} grading" + reasoning_note(hidden.get("gradingReasoning")))
         # an answered call has a price or n/a (a FAIL's `error` column holds its reason, not a failed call)
         if status != "ERROR" or r["cost"] is not None:
-            details.append(f"cost {fmt_cost(r['cost'], digits=6)}")
+            details.append(f"cost {fmt_cost(r['cost'])}")
         spent = grading.get("metadata") or {}
         if "graderCalls" in spent:
-            details.append(f"grading: {spent['graderCalls']} calls, {fmt_cost(spent.get('graderCost'), digits=6)}"
+            details.append(f"grading: {plural(spent['graderCalls'], 'call')}, {fmt_cost(spent.get('graderCost'))}"
                            + cached_grading(spent))
         if r["cached"]:
             details.append("output from the response cache")
@@ -232,10 +233,16 @@ def _print_component(console, c: dict, depth: int) -> None:
         line.append(f" ({WEIGHT_ZERO_NOTE})", style="dim")
     if a.get("metric"):
         line.append(f" [{a['metric']}]", style="dim")
-    if "value" in a and a.get("value") is not None:
-        value = a["value"] if isinstance(a["value"], str) else json.dumps(a["value"], ensure_ascii=False)
+    written = None
+    if "value" in a and a.get("value") is not None:  # the value the row was graded against
+        shown = (c.get("metadata") or {}).get("renderedAssertionValue", a["value"])
+        value = shown if isinstance(shown, str) else json.dumps(shown, ensure_ascii=False)
         line.append(f" value: {one_line(value, 160)}", style="dim")
+        if shown != a["value"]:
+            written = a["value"] if isinstance(a["value"], str) else json.dumps(a["value"], ensure_ascii=False)
     console.print(line)
+    if written is not None:
+        console.print(Text(f"{pad}    (value written as {one_line(written, 160)})", style="dim"))
     if c.get("reason"):
         console.print(Text(_indent(c["reason"], len(pad) + 4)))
     meta = c.get("metadata") or {}
@@ -266,7 +273,9 @@ def _print_component(console, c: dict, depth: int) -> None:
                     console.print(Text(f"{pad}        reason: {item['reason']}", style="dim"))
                 if _print_searched(console, item, pad):
                     continue
-                if item.get("evidence"):
+                if claim_side(item):
+                    console.print(Text(f"{pad}        {claim_side(item)}", style="dim"))
+                elif item.get("evidence"):
                     ev = item["evidence"] if isinstance(item["evidence"], str) else json.dumps(item["evidence"], ensure_ascii=False)
                     console.print(Text(f"{pad}        evidence: {ev}", style="dim"))
     judges = meta.get("judges")
@@ -278,9 +287,9 @@ def _print_component(console, c: dict, depth: int) -> None:
                 if j.get("error"):  # a failed judge was left out of the aggregate (factcli.scoring.panels)
                     console.print(Text(f"{pad}      - {name} · failed, left out: {j['error']}", style="yellow"))
                     continue
-                bits = [str(name)] + [str(j.get(k)) for k in ("verdict", "score") if j.get(k) is not None]
+                bits = [str(name)] + [score_text(j.get(k)) for k in ("verdict", "score") if j.get(k) is not None]
                 if isinstance(j.get("cost"), (int, float)):
-                    bits.append(f"${j['cost']:.6f}")
+                    bits.append(money(j["cost"]))
                 console.print(Text(f"{pad}      - {' · '.join(bits)}" + (f": {j['reason']}" if j.get("reason") else "")))
     for child in c.get("componentResults") or []:
         _print_component(console, child, depth + 1)

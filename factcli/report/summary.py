@@ -211,9 +211,9 @@ def summary_fields(run, nonbinary: bool, repeat: int) -> list:
         st = m.stats
         score = f"{(m.score / n if n else 0):.3f}"
         if st.get("scoreBinary") is False:
-            score += " " + figures.fmt_interval(st.get("scoreCi95"), 2)
+            score += (" " + figures.fmt_interval(st.get("scoreCi95"), 2)).rstrip()
         passes.append(f"{m.test_pass}/{n}")
-        rates.append(figures.fmt_rate(st.get("passRate"), st.get("passRateMargin")))
+        rates.append(figures.fmt_rate(st.get("passRate"), st.get("passRateCi95")))
         scores.append(score)
         repeats.append(figures.repeat_cells(st, repeat) if repeat > 1 else [])
     fields = [Field("pass", passes), Field("pass rate", rates), Field("score" + (" [95% CI]" if nonbinary else ""), scores)]
@@ -234,6 +234,8 @@ def summary_fields(run, nonbinary: bool, repeat: int) -> list:
 
 
 def summary(run, console: Console) -> None:
+    from factcli.report import figures
+
     total = run.successes + run.failures + run.errors
     rate = run.pass_rate
     cached = sum(m.cached for m in run.metrics)
@@ -241,29 +243,29 @@ def summary(run, console: Console) -> None:
     status = {"complete": "", "aborted": " [bold red](aborted)[/]", "interrupted": " [bold yellow](interrupted)[/]"}
     console.print(f"[bold]Run[/] {run.run_id}{status.get(run.status, '')} · {total}/{run.total_steps} rows · "
                   f"{run.duration_ms / 1000:.1f} s" + (f" · {cached} cached" if cached else "")
-                  + (f" · {run.retries} retries" if run.retries else ""))
+                  + (f" · {figures.plural(run.retries, 'retry', 'retries')}" if run.retries else ""))
     for pid, t in (getattr(run, "throttling", None) or {}).items():
         console.print(escape(f"Throttled: {pid} asked to slow down {t['throttled']} times; calls in flight cut to "
                              f"{t['lowestLimit']} (limit {t['limit']})"))
     from factcli import stats
-    from factcli.report import figures
     from factcli.stats import judge
 
     stats.fill(run)  # normally done at the end of the run; a run built by hand may lack them
-    margin = stats.wald_margin(rate, total) if rate is not None else None
     console.print(f"[green]Successes: {run.successes}[/]  [red]Failures: {run.failures}[/]  "
                   f"[yellow]Errors: {run.errors}[/]  Pass rate: "
-                  + ("n/a" if rate is None else f"{rate * 100:.2f}% ± {margin * 100:.1f} pts (95% CI)"))
+                  + ("n/a" if rate is None else figures.run_rate(run.successes, total)))
+    small = figures.small_sample([m.test_pass + m.test_fail + m.test_error for m in run.metrics])
+    if small:
+        console.print(f"[dim]{escape(small)}[/]")
     console.print(spend_text(run.metrics))
     if run.graders:
         errors = sum(m.grading_errors for m in run.metrics)
-        console.print(f"Grader: {', '.join(run.graders)}" + (f" · [yellow]{errors} grading errors[/]" if errors else ""))
+        console.print(f"Grader: {', '.join(run.graders)}" + (f" · [yellow]{figures.plural(errors, 'grading error')}[/]" if errors else ""))
     scrub = screen_scrubber(run)
     for col, m in zip(run.columns, run.metrics):
-        if m.categories:
+        if m.categories:  # the figures first: a long column label wraps after them, never before
             dist = "  ".join(f"{k}:{m.categories[k]}" for k in sorted(m.categories))
-            console.print(escape(f"Factuality categories {_label(col, scrub)}: ")
-                          + dist)
+            console.print(escape(f"Factuality categories: {dist}" + (f" · {_label(col, scrub)}" if len(run.columns) > 1 else "")))
         for report in m.methods.values():
             console.print(escape(f"{_label(col, scrub)}: {report['line']}"))
         for entry in m.judge_corrected:

@@ -145,7 +145,7 @@ def column_summaries(store: Store, run: dict, derived_names: set[str] | None = N
             methods = {k: v.get("line", "") for k, v in (m.methods or {}).items() if isinstance(v, dict)}
             judged = [e for e in m.judge_corrected or [] if isinstance(e, dict)]
             score_mean = (m.score / m.rows) if m.rows else None
-        rate = stats.wald_interval(cnt["pass"], n)
+        rate = stats.wilson_interval(cnt["pass"], n)
         if final and m is not None and m.stats:
             column_stats = m.stats
         elif computed is not None:
@@ -158,7 +158,7 @@ def column_summaries(store: Store, run: dict, derived_names: set[str] | None = N
             "weightZero": weight_zero, "pass": cnt["pass"], "fail": cnt["fail"], "error": cnt["error"],
             "passRate": (cnt["pass"] / n) if n else None,
             "passRateCi95": [rate["low"], rate["high"]] if rate else None,
-            "passRateMargin": rate["margin"] if rate else None, "meanScore": score_mean, "namedMeans": means,
+            "meanScore": score_mean, "namedMeans": means,
             "derived": derived, "categories": categories, "gradingErrors": grading_errors,
             "methods": methods, "judgeCorrected": judged, "stats": column_stats,
         })
@@ -312,10 +312,9 @@ def render_header(console, h: dict, *, page_info: dict | None = None) -> None:
                   + (f" · {escape(h['description'])}" if h.get("description") else ""))
     files = ", ".join(h["configFiles"]) or "—"
     console.print(f"Config: {escape(files)} · {when(h['createdAt'])} · {duration(h['durationMs'])}")
-    from factcli.stats.intervals import wald_margin
+    from factcli.report.figures import run_rate
 
-    rate = "n/a" if h["passRate"] is None else (f"{h['passRate'] * 100:.2f}% "
-                                                f"± {wald_margin(h['passRate'], h['rows']) * 100:.1f}")
+    rate = "n/a" if h["passRate"] is None else run_rate(h["successes"], h["rows"])
     console.print(f"Rows: {h['rows']}/{h['totalRows']} · [green]{h['successes']} pass[/] · "
                   f"[red]{h['failures']} fail[/] · [yellow]{h['errors']} error[/] · pass rate {rate}")
     tokens = f"Tokens {h['tokens']:,}" + (f" (+{h['graderTokens']:,} grading)" if h["graderTokens"] else "")
@@ -361,9 +360,9 @@ def footer_fields(summaries: list[dict]) -> list:
     for s, st in zip(summaries, col_stats):
         score = num(s["meanScore"])
         if st.get("scoreBinary") is False:
-            score += " " + figures.fmt_interval(st.get("scoreCi95"), 2)
+            score += (" " + figures.fmt_interval(st.get("scoreCi95"), 2)).rstrip()
         scores.append(score)
-    fields = [Field("pass rate", [figures.fmt_rate(s["passRate"], s.get("passRateMargin")) for s in summaries]),
+    fields = [Field("pass rate", [figures.fmt_rate(s["passRate"], s.get("passRateCi95")) for s in summaries]),
               Field("pass/fail/error", [f"{s['pass']}/{s['fail']}/{s['error']}" for s in summaries]),
               Field("mean score" + (" [95% CI]" if nonbinary else ""), scores)]
     if repeat > 1:
@@ -399,6 +398,9 @@ def render_footer(console, summaries: list[dict], terminal: bool) -> None:
     console.print()
     fit.print_lines(console, fit.fit(entries, footer_fields(summaries), console.width, terminal))
     console.print(Text(figures.legend(nonbinary, repeat), style="dim"))
+    small = figures.small_sample([s["pass"] + s["fail"] + s["error"] for s in summaries])
+    if small:
+        console.print(Text(small, style="dim"))
     if any(s.get("weightZero") for s in summaries):
         console.print(Text("(weight 0): every assertion of this metric has weight 0, so it does not count "
                            "toward the score and its mean is 0 whatever the outputs", style="dim"))

@@ -67,8 +67,9 @@ def unpriced(provider) -> bool:
 
 
 def _money(value: float) -> str:
-    value = round(max(value, 0.0), 6)  # no "-0" from float sums of reservations
-    return f"${value:.6f}".rstrip("0").rstrip(".") if value else "$0"
+    from factcli.report.figures import money
+
+    return money(round(max(value, 0.0), 12))  # no "-0" from float sums of reservations
 
 
 class Budget:

@@ -78,7 +78,10 @@ def _threshold_of(g: GradingResult) -> Any:
 
 def explain(grading: GradingResult, threshold: float | None = None) -> str:
     """Several lines: the verdict with score and threshold, then each failing assertion with its
-    score, threshold and the grader's reason, and the claims it did not find supported."""
+    score, threshold and the grader's reason, and the claims it did not find supported (labelled as
+    `show` labels them)."""
+    from factcli.report.rows import claim_side
+
     head = f"{'passed' if grading.passed else 'failed'}: score {grading.score:.2f}"
     if threshold is not None:
         head += f" (threshold {threshold:g})"
@@ -97,7 +100,7 @@ def explain(grading: GradingResult, threshold: float | None = None) -> str:
             for c in bad:
                 text = c.get("text") or c.get("claim") or c.get("fact") or ""
                 verdict = c.get("verdict") or "not supported"
-                side = f" ({c['side']})" if c.get("side") else ""
+                side = f" ({claim_side(c)})" if claim_side(c) else ""
                 why = f": {_short(c['reason'], 160)}" if c.get("reason") else ""
                 lines.append(f"    [{verdict}] {text}{side}{why}")
     return "\n".join(lines)

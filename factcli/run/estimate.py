@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from factcli.providers.pricing import price_of
 from factcli.providers.tokens import count_messages
 from factcli.run.budget import budget_cap, output_cap, reply_cap
+from factcli.report.figures import money, plural
 
 GRADER_RUBRIC_TOKENS = 600
 CLAIM_METHODS = ("factual-correctness", "factscore", "facts-grounding", "safe")
@@ -164,7 +165,7 @@ def _money(line: Line) -> str:
         return "n/a: no price is known (add inputCost and outputCost, USD per token, to its config)"
     if not line.high:
         return "$0"
-    return f"${line.low:.4f} – ${line.high:.4f}"
+    return f"{money(line.low)} – {money(line.high)}"
 
 
 def describe(run) -> list[str]:
@@ -172,24 +173,24 @@ def describe(run) -> list[str]:
     models, graders = plan(run)
     # what a run would print before its first call (unknown vars, a misspelled model, ...)
     out = [f"warning: {w}" for w in run.warnings[getattr(run, "warnings_shown", 0):]]
-    out.append(f"Dry run: {run.total_steps} rows, no call made.")
+    out.append(f"Dry run: {plural(run.total_steps, 'row')}, no call made.")
     low = high = 0.0
     unpriced = False
     for line in models:
         cached = f", {line.cached} already cached" if line.cached else ""
-        out.append(f"  model  {line.name}: {line.calls} calls{cached}; {line.input_tokens:,} input tokens, "
+        out.append(f"  model  {line.name}: {plural(line.calls, 'call')}{cached}; {line.input_tokens:,} input tokens, "
                    f"replies up to {line.output_cap:,} tokens each; cost {_money(line)}")
         low, high, unpriced = low + (line.low or 0), high + (line.high or 0), unpriced or line.unpriced
     for line in graders:
         if line.search_rows:
             out.append(f"  search {line.name.removeprefix('search:')}: up to {line.calls:,} searches for "
-                       f"{line.search_rows} rows by safe ({line.output_cap:,} a row: K facts, each searched up to "
-                       f"maxSearches times; an upper estimate), cost up to ${line.high:.4f}")
+                       f"{plural(line.search_rows, 'row')} by safe ({line.output_cap:,} a row: K facts, each searched up to "
+                       f"maxSearches times; an upper estimate), cost up to {money(line.high)}")
             high += line.high
             continue
         parts = []
         if line.calls:
-            parts.append(f"{line.calls} calls; ~{line.input_tokens:,} rubric tokens, replies up to "
+            parts.append(f"{plural(line.calls, 'call')}; ~{line.input_tokens:,} rubric tokens, replies up to "
                          f"{line.output_cap:,} tokens each; cost {_money(line)}")
         if line.claim_rows:
             parts.append(f"{line.claim_rows} rows by a claim-level method (one call per claim: not estimated)")
@@ -198,7 +199,7 @@ def describe(run) -> list[str]:
     if unpriced and not high:
         total = "n/a (no price is known for these models)"
     else:
-        total = f"${low:.4f} – ${high:.4f}" + (" plus calls whose price is unknown" if unpriced else "")
+        total = f"{money(low)} – {money(high)}" + (" plus calls whose price is unknown" if unpriced else "")
     if any(line.claim_rows for line in graders):
         total += " plus the claim-level calls"
     out.append(f"Estimated cost: {total}")

@@ -84,7 +84,10 @@ class Executor:
             if name in skip:
                 continue
             shown = ", ".join(tests[:5]) + (f" and {len(tests) - 5} more" if len(tests) > 5 else "")
-            lines.append(f"undefined var '{name}' rendered empty in prompt '{_short(label)}' ({shown})")
+            if name.startswith("<<"):  # an undefined <<name>> is sent as written (templating.render)
+                lines.append(f"'{name}' names no var: left as written in prompt '{_short(label)}' ({shown})")
+            else:
+                lines.append(f"undefined var '{name}' rendered empty in prompt '{_short(label)}' ({shown})")
         return lines
 
     # A row that never waits (a reply that needs no I/O) never hands the event loop its turn: the

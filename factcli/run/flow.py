@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ContextManager
 
-from factcli.errors import FactcliError
+from factcli.errors import ConfigProblems, FactcliError
 from factcli.run import runner
 
 
@@ -122,7 +122,20 @@ class Flow:
         session = self.session = EvalSession.open(o.session_args(), ro)
         outputs = [Path(p) for p in o.outputs]
         self.outputs = session.outputs(outputs) if session.source_options else outputs
-        suite = self._load(session)
+        from factcli.config.context import problems_deferred
+
+        with problems_deferred():  # the load's problems wait for the checks below, to be told together
+            suite = self._load(session)
+        try:
+            return self._checked(session, suite)
+        except FactcliError as exc:
+            if not suite.problems or getattr(exc, "problems", None) or isinstance(exc, ConfigProblems):
+                raise
+            raise ConfigProblems(suite.problems + [str(exc)]) from None  # a check that stopped, after the load's problems
+
+    def _checked(self, session, suite):
+        """prepare() after the load: filter, beforeAll, plan, preflight."""
+        o, ro = self.options, self.options.run
         if o.strict and suite.unknown_keys:
             raise UnknownKeys([re.sub(r" \(ignored( here)?\)", "", line) for line in suite.unknown_keys])
         self.ui.loaded(suite)  # every way of loading: config, resumed run, --model-outputs
@@ -200,10 +213,12 @@ class Flow:
         """Store the run, execute its rows (each stored as it finishes, committed in groups) and
         finish it in the store, also when Ctrl-C, a cancellation or an error stops it."""
         run, session = self.run, self.session
+        session.begin(run)  # the store stage: the run row, status started (a resumed run: what is left to run)
+        idle = not len(getattr(run, "_steps", ()) or ())
         for message in run.warnings[getattr(run, "warnings_shown", 0):]:  # the plan's own, not yet told
-            self.ui.warn(message)
+            if not (idle and runner.SELF_PREFERENCE in message):  # no grader call is coming: nothing to warn of
+                self.ui.warn(message)
         run.warnings_shown = len(run.warnings)
-        session.begin(run)  # the store stage: the run row, status started
         advance, warn, stop = self.ui.progress(run)
         if warn is not None:  # a retry's warning may quote a key from an error message: shown as stored
             from factcli.store.redact import Scrubber

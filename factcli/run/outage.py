@@ -8,6 +8,8 @@ says which rows the store lacks (run/session.py drives it; docs/commands.md, "Wh
 
 from __future__ import annotations
 
+import marshal
+import tempfile
 import time
 
 from factcli.store.schema import RESULT_FIELDS
@@ -65,6 +67,37 @@ class Outage:
         for row in self.held:
             seen[tuple(row[i] for i in _KEY)] = row
         return list(seen.values())
+
+
+class Spool:
+    """The rows a server store took, kept in an unnamed temporary file (readable by this user alone,
+    gone when closed) rather than in memory: if the server is gone at the end of the run, the table
+    and the -o files are made from them. One marshal record a group, appended as the group commits."""
+
+    def __init__(self) -> None:
+        self._file = None
+
+    def add(self, rows: list[tuple]) -> None:
+        if rows:
+            if self._file is None:
+                self._file = tempfile.TemporaryFile(prefix="factcli-rows-")  # noqa: SIM115 (open until close())
+            marshal.dump(rows, self._file)
+
+    def rows(self) -> list[tuple]:
+        out: list[tuple] = []
+        if self._file is not None:
+            self._file.seek(0)
+            while True:
+                try:
+                    out.extend(marshal.load(self._file))
+                except EOFError:
+                    break
+        return out
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
 
 def missing_tests(rows: list[tuple]) -> str:

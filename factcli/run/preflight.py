@@ -5,7 +5,10 @@ spending money, reported together (exit 1, no call made).
   script imports (Provider.preflight);
 - every `-o` file: a known extension and a folder that exists and is writable;
 - every assertion type's own checks (a factscore knowledge source exists and loads);
-- the filters keep at least one test.
+- the filters keep at least one test;
+- and, first, what the load and the var check found and let pass (`run.problems`: unknown
+  assertion types, unreadable prompt, provider and test files, misspelled vars), so that one run
+  names every problem.
 """
 
 from __future__ import annotations
@@ -13,22 +16,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from factcli.errors import FactcliError
+from factcli.errors import ConfigProblems
 
 
 
-class PreflightFailed(FactcliError):
+class PreflightFailed(ConfigProblems):
     """Its message is the count; `problems` holds one line each."""
-
-    exit_code = 1
-
-    def __init__(self, problems: list[str]):
-        if len(problems) == 1:  # one problem is one line, as every error is
-            self.problems = []
-            super().__init__(f"{problems[0]} (found before any call; nothing was sent)")
-        else:
-            self.problems = problems
-            super().__init__(f"{len(problems)} problems found before any call (nothing was sent):")
 
 
 def output_problem(path: Path) -> str | None:
@@ -48,10 +41,12 @@ def check(run, outputs: list[Path], filters: dict) -> None:
     """Raise PreflightFailed naming every problem found; return when there is none."""
     from factcli.providers.registry import create_provider
 
-    problems: list[str] = []
+    problems: list[str] = list(getattr(run, "problems", None) or [])  # the load's and the var check's
     suite = run.suite
     where = ", ".join(getattr(suite, "config_files", []) or []) or "the config"
     for i, spec in enumerate(suite.providers):
+        if spec.label and spec.label.endswith("(not loaded)"):
+            continue  # its problem is among the load's
         provider = create_provider(spec, suite.base_dir)
         problems.extend(f"{where}: providers[{i}] {spec.label or spec.id}: {p}" for p in provider.preflight())
     for spec, kind in getattr(run, "grader_specs", []):
@@ -69,7 +64,7 @@ def check(run, outputs: list[Path], filters: dict) -> None:
         given = " ".join(f"{k} {v}" for k, v in filters.items() if v is not None)
         problems.append(f"{given}: no test is left to run (of {len(suite.tests)})")
     if problems:
-        raise PreflightFailed(list(dict.fromkeys(problems)))
+        raise PreflightFailed(problems)
 
 
 def _empty_prompts(suite) -> list[str]:
@@ -139,6 +134,8 @@ def _assertion_problems(suite) -> list[str]:
         for a, kind in checked:
             key = (f"{kind.name}:{sorted((a.config or {}).items())!r}:{a.value!r}:{a.rubric_prompt is None}:"
                    f"{bool((test.options or {}).get('rubricPrompt'))}")
+            if getattr(kind.preflight, "per_test", False):  # its checks read the test's vars
+                key += f":{i}"
             if key not in memo:  # a factscore knowledge source is loaded once, not per test
                 memo[key] = kind.preflight(a, base, test)
             for problem in memo[key]:

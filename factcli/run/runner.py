@@ -192,6 +192,9 @@ def prepare(suite: Suite, options: RunOptions) -> EvalRun:
         concurrency=concurrency, repeat=repeat, cache=cache, warnings=list(suite.warnings),
     )
     run._steps = steps  # type: ignore[attr-defined]
+    # what the load found and let pass, and what the checks below find: reported all together by
+    # the preflight (run/preflight.py), and never a call while any is left (execute)
+    run.problems = list(getattr(suite, "problems", None) or [])  # type: ignore[attr-defined]
     run._conversations = _conversations(steps, streamed)  # type: ignore[attr-defined]
     run._delay = delay  # type: ignore[attr-defined]
     run._vars_errors = vars_errors  # type: ignore[attr-defined]
@@ -203,7 +206,7 @@ def prepare(suite: Suite, options: RunOptions) -> EvalRun:
     run.graders = check_graders(suite, run.grader_source, run.warnings, run.grader_specs)
     from factcli.config.var_check import check_vars
 
-    unknown = check_vars(suite)  # a near miss is an error: nothing is sent
+    unknown = check_vars(suite, run.problems)  # a near miss is a problem: nothing is sent
     run.warnings.extend(unknown.values())
     run._unknown_vars = set(unknown)  # type: ignore[attr-defined]  # said once, not again after the run
     run.warnings.extend(model_name_warnings(suite))
@@ -249,31 +252,40 @@ def _grader_kinds(type_name: str) -> tuple[str, ...]:
     return GRADER_KINDS.get(type_name, ("text",))
 
 
+SELF_PREFERENCE = "(self-preference bias)"  # in the warning's text; left out when nothing is left to run (flow)
+
+
 def self_preference_warning(grader_id: str, provider_ids: list[str]) -> str | None:
     """A warning when a text grader is, or shares a model family with, a model under test."""
     from factcli.scoring.panels import same_family
 
     if grader_id in provider_ids:
         return (f"the grader {grader_id} is also a model under test: it may favour its own answers "
-                "(self-preference bias); prefer a grader from another model family")
+                f"{SELF_PREFERENCE}; prefer a grader from another model family")
     for pid in provider_ids:
         family = same_family(grader_id, pid)
         if family:
             return (f"the grader {grader_id} is from the same model family ({family}) as the model under test "
-                    f"{pid}: it may favour answers like its own (self-preference bias); prefer a grader from "
+                    f"{pid}: it may favour answers like its own {SELF_PREFERENCE}; prefer a grader from "
                     "another model family")
     return None
 
 
 def model_name_warnings(suite: Suite) -> list[str]:
-    """A model name litellm's list does not have but has one close to (`gpt-4o-mni`): a warning, since
-    new models appear before litellm lists them."""
+    """A model name litellm's list does not have but has one close to (`gpt-4o-mni`), or a model type
+    no provider knows (`openai:chatt:…`): a warning, since new models appear before litellm lists them
+    (and promptfoo only warns of the type)."""
     from factcli.providers.pricing import model_name_problem
     from factcli.providers.registry import create_provider
 
     out = []
     for i, spec in enumerate(suite.providers):
-        problem = model_name_problem(create_provider(spec, suite.base_dir))
+        problem = None
+        if spec.id.count(":") >= 2 and not spec.id.startswith(("file:", "python:", "exec:")):  # vendor:type:model
+            from factcli.providers.litellm_provider import kind_problem  # (not imported by an echo run)
+
+            problem = kind_problem(spec.id)
+        problem = problem or model_name_problem(create_provider(spec, suite.base_dir))
         if problem and problem not in out:
             out.append(f"providers[{i}] {spec.id}: {problem}")
     return out
@@ -418,6 +430,10 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
     from factcli.run.limits import Limiters
 
     suite = run.suite
+    if getattr(run, "problems", None):  # (the preflight reports them; a caller that skipped it gets them here)
+        from factcli.errors import ConfigProblems
+
+        raise ConfigProblems(run.problems)
     derived = compile_derived(suite.derived_metrics)
     timeout_ms = suite.evaluate_options.get("timeoutMs")
     budget = None

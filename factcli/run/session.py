@@ -89,7 +89,7 @@ class EvalSession:
         self._options = None
         self._outage = None  # run/outage.Outage while the store does not take rows
         # the rows a store that may vanish (a server) took, to show them if it is gone at the end
-        self._kept: list[tuple] | None = None
+        self._kept = None  # run/outage.Spool for a server store
         self.unstored: tuple | None = None  # (rows, tests, error): the store was gone at the end
 
     # ------------------------------------------------------------ before the suite is loaded
@@ -136,6 +136,8 @@ class EvalSession:
                                "(--retry-errors re-runs its ERROR rows)")
         self.source = row
         opts = loads(row.get("options_json"), {}) or {}
+        if self.mode != "resume" and status == "complete" and not row.get("errors") and opts.get("mode") != "calibrate":
+            raise FactcliError(f"run {row['id']} has no ERROR rows: nothing to retry")
         self.source_options = opts
         from factcli.sources import expand_env
 
@@ -152,12 +154,14 @@ class EvalSession:
             options.delay_ms = opts.get("delay_ms")
         if options.cache is None and opts.get("no_cache"):
             options.cache = False
+        from_store = {"--var": options.vars}  # options taken from the store may name code too
         if options.grader is None:
-            options.grader = opts.get("grader")
+            options.grader = from_store["--grader"] = opts.get("grader")
         if options.max_cost is None:
             options.max_cost = opts.get("max_cost")
         if options.providers is None:
-            options.providers = opts.get("providers")
+            options.providers = from_store["--providers"] = opts.get("providers")
+        self._refuse_stored_code(row["id"], from_store, "its stored options")
         self.suite = self._rebuild_suite(row, opts, options)
         self.selected = opts.get("tests")
         if not any(e.runs_for("beforeAll") for e in self.suite.extensions):  # else: the tests beforeAll gives
@@ -200,7 +204,8 @@ class EvalSession:
         from factcli.config.loader import build_suite
 
         cfg = dict(stored) if isinstance(stored, dict) else {}
-        self._refuse_stored_code(run_id, cfg, files)
+        gone = ", ".join(files) or "the config files"
+        self._refuse_stored_code(run_id, cfg, f"{gone} {'is' if len(files) == 1 else 'are'} not here")
         _note(f"The config files of run {run_id} are gone; using the config stored with the run.")
         if REDACTED in json.dumps(cfg):
             _warn("the stored config had secrets that were never stored; they stay '[redacted]' "
@@ -220,17 +225,16 @@ class EvalSession:
         with runner.downloads(options):
             return build_suite(cfg, base / "stored-config.yaml", options.vars)
 
-    def _refuse_stored_code(self, run_id: str, cfg: dict, files: list) -> None:
-        """Code in a config read from the store runs only with --trust-stored-code: whoever can write
-        the database could have put it there (docs/team.md)."""
+    def _refuse_stored_code(self, run_id: str, cfg: dict, why: str) -> None:
+        """Code in a config (or options) read from the store runs only with --trust-stored-code: whoever
+        can write the database could have put it there (docs/team.md). `why`: why the store's copy is used."""
         from factcli.config.stored_code import code_in
 
         code = code_in(cfg)
         if not code or self._args.get("trust_stored_code"):
             return
-        gone = ", ".join(files) or "the config files"
-        err = FactcliError(f"run {run_id} would run code taken from the store, not from your files ({gone} "
-                           f"{'is' if len(files) == 1 else 'are'} not here): {len(code)} piece"
+        err = FactcliError(f"run {run_id} would run code taken from the store, not from your files ({why}): "
+                           f"{len(code)} piece"
                            f"{'s' if len(code) != 1 else ''} of code, listed below. Resume it where its config "
                            "files are, or, if you trust everyone who can write this database, add --trust-stored-code")
         err.problems = code
@@ -270,7 +274,10 @@ class EvalSession:
 
         self._derived = compile_derived(run.suite.derived_metrics)
         self.scrub = Scrubber(run.suite.raw)
-        self._kept = [] if self.store.kind == "postgresql" else None
+        if self.store.kind == "postgresql":
+            from factcli.run.outage import Spool
+
+            self._kept = Spool()
         self._metrics_at = time.monotonic()  # the first running totals a second in: a short run has only its final ones
         try:
             if self.source is not None:
@@ -389,7 +396,7 @@ class EvalSession:
         leases.take(store, src)  # refused if another process took the run since it was read
         store.update_run(run_id, {"attempts": (src.get("attempts") or 1) + 1})
         what = "Resuming" if self.mode == "resume" else "Retrying the errors of"
-        _note(f"{what} run {run_id}: {self.loaded} of {run.total_steps} rows kept, "
+        _note(f"{what} run {run_id}: {self.loaded} of {run.total_steps} row{'s' if run.total_steps != 1 else ''} kept, "
               f"{len(run._steps)} to run.")
 
     def _stream_rows(self, run) -> None:
@@ -408,7 +415,7 @@ class EvalSession:
             return
         held = {(r.step.test_idx, r.step.prompt_idx, r.step.repeat_idx) for r in run.rows}
         try:
-            for r in (self._unwritten(self._kept) if self._kept is not None else stored):
+            for r in (self._unwritten(self._kept.rows()) if self._kept is not None else stored):
                 key = (r.step.test_idx, r.step.prompt_idx, r.step.repeat_idx)
                 if key not in held:
                     held.add(key)
@@ -493,7 +500,7 @@ class EvalSession:
             self._lost(exc, group)
         else:
             if self._kept is not None:
-                self._kept.extend(group)
+                self._kept.add(group)
         self._group = []
 
     def _lost(self, exc: BaseException, group: list[tuple]) -> None:
@@ -524,7 +531,7 @@ class EvalSession:
             outage.failed(exc)
             return False
         if self._kept is not None:
-            self._kept.extend(rows)
+            self._kept.add(rows)
         self._outage = None
         _note(f"{self.store.path} is back: the {len(rows)} rows held meanwhile are stored.")
         return True
@@ -575,6 +582,8 @@ class EvalSession:
         except store_errors() as exc:
             _warn(f"could not finish the run in {self.store.path}: {exc}")
         finally:
+            if self._kept is not None:
+                self._kept.close()
             try:
                 self.store.close()
             except store_errors():

@@ -135,9 +135,14 @@ def _value(a: Assertion, plan: tuple, variables: dict) -> Any:
         return a.value
     missing: list[str] = []
     value = templating.render_value(a.value, variables, missing=missing)
-    if missing and (value in ("", [], {}) or (isinstance(value, list) and all(v == "" for v in value))):
-        names = ", ".join(f"'{n}'" for n in dict.fromkeys(missing))
-        raise AssertionError_(f"{a.type}: its value {a.value!r} rendered empty: this test defines no var {names}")
+    # an undefined `<<name>>` stays as written, but an assertion compared with the placeholder's own
+    # text is never what was meant: an error naming the var, as for a value that rendered empty
+    kept = [n[2:-2] for n in missing if n.startswith("<<")]
+    if kept or (missing and (value in ("", [], {}) or (isinstance(value, list) and all(v == "" for v in value)))):
+        names = ", ".join(f"'{n}'" for n in dict.fromkeys(kept or missing))
+        how = "names" if kept else "rendered empty: this test defines no var"
+        raise AssertionError_(f"{a.type}: its value {a.value!r} {how}" + (f" {names}, which this test does not define"
+                                                                         if kept else f" {names}"))
     return value
 
 

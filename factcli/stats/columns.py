@@ -1,5 +1,5 @@
 """A column's statistics, counted row by row as rows finish (ColumnSample) and summarised once:
-pass rate with its Wald margin, the mean score with a bootstrap interval over tests, and the
+pass rate with its Wilson interval, the mean score with a bootstrap interval over tests, and the
 repeat statistics when tests were repeated."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from factcli.stats.intervals import bootstrap_cluster_mean, wald_interval
+from factcli.stats.intervals import bootstrap_cluster_mean, wilson_interval
 from factcli.stats.judge import JudgeTally
 from factcli.stats.passk import repeat_stats
 
@@ -43,21 +43,23 @@ def _summarize(rows: int, passes: int, sums: list[float], counts: list[int], non
     `factcli.columns[i]` of the results JSON). `sums`/`counts`: score sum and scored rows per test;
     `tests`: (rows, passes) per test, read only with repeats."""
     out: dict = {"n": rows, "passes": passes}
-    rate = wald_interval(passes, rows)
+    rate = wilson_interval(passes, rows)
     out["passRate"] = rate["value"] if rate else None
     out["passRateCi95"] = [rate["low"], rate["high"]] if rate else None
-    out["passRateMargin"] = rate["margin"] if rate else None
+    out["passRateCi95Method"] = "wilson"
     n_scored = sum(counts)
     score = None
     if n_scored:
         if not nonbinary:  # the mean of 0/1 scores is a proportion: same interval as the pass rate
-            score = wald_interval(math.fsum(sums), n_scored)
-        else:
+            score = wilson_interval(math.fsum(sums), n_scored)
+        elif len(counts) > 1:
             score = bootstrap_cluster_mean(sums, counts)
+        else:  # one test: nothing to resample, and a zero-width interval would claim certainty
+            score = {"value": math.fsum(sums) / n_scored, "low": None, "high": None, "method": None}
     out["scoreMean"] = score["value"] if score else None
     out["scoreN"] = n_scored
     out["scoreBinary"] = (not nonbinary) if n_scored else None
-    out["scoreCi95"] = [score["low"], score["high"]] if score else None
+    out["scoreCi95"] = [score["low"], score["high"]] if score and score["low"] is not None else None
     out["scoreCi95Method"] = score["method"] if score else None
     reps = repeat_stats(tests, repeat) if repeat > 1 else None
     if reps:
@@ -130,6 +132,6 @@ def fill(run) -> None:
 
 
 def run_interval(run) -> list[float] | None:
-    """The normal interval of the whole run's pass rate (every column's rows together)."""
-    rate = wald_interval(run.successes, run.successes + run.failures + run.errors)
+    """The Wilson interval of the whole run's pass rate (every column's rows together)."""
+    rate = wilson_interval(run.successes, run.successes + run.failures + run.errors)
     return [rate["low"], rate["high"]] if rate else None

@@ -1,8 +1,15 @@
 """Uncertainty of a run's numbers: 95% intervals and differences between runs (pure functions).
 
-- Proportions (pass rates, and mean scores when every score is 0 or 1): the normal (Wald) interval
-  p ± 1.96·√(p(1−p)/N), which is what the FACTS Grounding paper reports (its Tables 5 and 6).
-- Means of non-binary scores, and differences between two runs: a seeded percentile bootstrap
+- Proportions (pass rates, and mean scores when every score is 0 or 1): the Wilson score interval,
+  which never collapses to a point at 0% or 100% (6 of 6 is [61%, 100%], where the normal interval
+  says ±0) and keeps close to 95% coverage on few rows. The normal (Wald) interval
+  p ± 1.96·√(p(1−p)/N) stays for FACTS Grounding's own report, which is what its paper prints
+  (Tables 5 and 6).
+- The difference of two pass rates (or of two means of 0/1 scores): Newcombe's hybrid score
+  interval, built from the two Wilson intervals, for rows that pair one to one (Newcombe 1998b,
+  method 10, with the correlation of the pairs) or for two independent samples (Newcombe 1998a,
+  method 10).
+- Means of non-binary scores, and their differences between two runs: a seeded percentile bootstrap
   (2000 resamples). Tests are resampled with all their rows (their repeats stay together), so
   repeats of one test are not counted as independent evidence.
 - With repeats: see passk.py.
@@ -28,6 +35,27 @@ _CHUNK = 4_000_000  # index draws per block when resampling rows directly, to bo
 
 
 # ---------------------------------------------------------------- proportions
+
+
+# Below this many rows a pass rate is printed with a word that the sample is small: its interval is
+# wide, whatever the method (at 20 rows a 50% rate is [30%, 70%]).
+SMALL_SAMPLE = 30
+
+
+def wilson_interval(successes: float, n: int) -> dict | None:
+    """The Wilson score 95% interval of successes/n: {"value", "low", "high", "method", "n", "small"}.
+
+    centre = (x + z²/2)/(n + z²), half-width = z/(n + z²)·√(x(n − x)/n + z²/4); never zero-width for
+    n ≥ 1, and inside [0, 1] without clipping (bounds at exactly 0 or 1 are set so)."""
+    if n <= 0:
+        return None
+    x = min(max(float(successes), 0.0), float(n))
+    z2 = Z95 * Z95
+    centre = (x + z2 / 2) / (n + z2)
+    half = Z95 / (n + z2) * math.sqrt(x * (n - x) / n + z2 / 4)
+    low = 0.0 if x == 0 else max(0.0, centre - half)
+    high = 1.0 if x == n else min(1.0, centre + half)
+    return {"value": x / n, "low": low, "high": high, "method": "wilson", "n": n, "small": n < SMALL_SAMPLE}
 
 
 def wald_margin(p: float, n: int) -> float:
@@ -120,6 +148,52 @@ def bootstrap_cluster_mean(sums: Sequence[float], counts: Sequence[float], resam
 # ---------------------------------------------------------------- two runs
 
 
+def _verdict(delta: float, low: float, high: float, method: str) -> dict:
+    beyond = low > 0 or high < 0
+    return {"delta": delta, "ci95": [low, high], "method": method, "beyondNoise": beyond,
+            "verdict": "beyond noise" if beyond else "within noise"}
+
+
+def newcombe_difference(passes_a: float, n_a: int, passes_b: float, n_b: int) -> dict | None:
+    """95% interval of (rate of B) − (rate of A) for two independent samples: Newcombe's hybrid score
+    interval (1998a, method 10), from each rate's Wilson interval (l, u):
+    [d − √((p_B − l_B)² + (u_A − p_A)²), d + √((u_B − p_B)² + (p_A − l_A)²)]."""
+    a, b = wilson_interval(passes_a, n_a), wilson_interval(passes_b, n_b)
+    if a is None or b is None:
+        return None
+    pa, pb = a["value"], b["value"]
+    d = pb - pa
+    low = d - math.sqrt((pb - b["low"]) ** 2 + (a["high"] - pa) ** 2)
+    high = d + math.sqrt((b["high"] - pb) ** 2 + (pa - a["low"]) ** 2)
+    return _verdict(d, max(-1.0, low), min(1.0, high), "newcombe")
+
+
+def newcombe_paired(pairs: Sequence[tuple[float, float]]) -> dict | None:
+    """95% interval of (rate of B) − (rate of A) over rows that pair one to one, each (A passed, B
+    passed) as 0/1: Newcombe's hybrid score interval for paired proportions (1998b, method 10). With
+    the 2×2 counts e (both pass), f (A only), g (B only), h (neither), the Wilson intervals of both
+    rates and the correlation φ = (eh − fg)/√((e+f)(g+h)(e+g)(f+h)) (0 when a margin is empty):
+    [d − √(dl_B² − 2φ·dl_B·du_A + du_A²), d + √(du_B² − 2φ·du_B·dl_A + dl_A²)], where dl = p − l and
+    du = u − p."""
+    n = len(pairs)
+    if n == 0:
+        return None
+    e = sum(1 for x, y in pairs if x and y)
+    f = sum(1 for x, y in pairs if x and not y)
+    g = sum(1 for x, y in pairs if y and not x)
+    h = n - e - f - g
+    a, b = wilson_interval(e + f, n), wilson_interval(e + g, n)
+    pa, pb = a["value"], b["value"]
+    denominator = (e + f) * (g + h) * (e + g) * (f + h)
+    phi = (e * h - f * g) / math.sqrt(denominator) if denominator else 0.0
+    dl_a, du_a = pa - a["low"], a["high"] - pa
+    dl_b, du_b = pb - b["low"], b["high"] - pb
+    d = pb - pa
+    low = d - math.sqrt(max(0.0, dl_b ** 2 - 2 * phi * dl_b * du_a + du_a ** 2))
+    high = d + math.sqrt(max(0.0, du_b ** 2 - 2 * phi * du_b * dl_a + dl_a ** 2))
+    return _verdict(d, max(-1.0, low), min(1.0, high), "newcombe paired")
+
+
 def difference(a: dict[str, list[tuple[float, float]]] | None, b: dict[str, list[tuple[float, float]]] | None,
                *, paired: dict[str, list[tuple[float, float]]] | None = None,
                resamples: int = RESAMPLES, seed: int | None = None) -> dict | None:
@@ -154,6 +228,4 @@ def difference(a: dict[str, list[tuple[float, float]]] | None, b: dict[str, list
         reps = resample_ratio(sb, cb, resamples, rng) - resample_ratio(sa, ca, resamples, rng)
         method = "bootstrap"
     low, high = (float(x) for x in np.quantile(reps, [0.025, 0.975]))
-    beyond = low > 0 or high < 0
-    return {"delta": delta, "ci95": [low, high], "method": method, "beyondNoise": beyond,
-            "verdict": "beyond noise" if beyond else "within noise"}
+    return _verdict(delta, low, high, method)

@@ -1,8 +1,9 @@
 """The one template engine: a sandboxed Jinja2 environment that renders as promptfoo's Nunjucks.
 
 Rules (contract §3): one rendering pass; `<<x>>` is rewritten to `{{ x }}` in the template only,
-never in values; values are inserted as they are and never rendered again; undefined names render
-empty and are reported; `dump`/`json` are JSON.stringify without spaces. Nunjucks semantics
+never in values, when the row has a var `x` (an undefined `<<x>>` stays as written, as promptfoo
+sends it, and is reported); `\\<<` is a literal `<<`; values are inserted as they are and never
+rendered again; undefined `{{ names }}` render empty and are reported; `dump`/`json` are JSON.stringify without spaces. Nunjucks semantics
 (JavaScript truthiness, printing, loops over objects, its filters) live in `engine.py`,
 `jsvalues.py` and `filters.py`; custom filters for a run (`nunjucksFilters:`) are registered with
 `set_filters`.
@@ -24,7 +25,7 @@ from factcli.errors import did_you_mean
 from factcli.templating.jsvalues import dump, is_undefined, js_number, js_string, to_fixed, truthy
 
 __all__ = [
-    "TemplateError", "check", "dump", "filter_names", "has_template", "js_number", "js_string", "render",
+    "TemplateError", "check", "dump", "filter_names", "has_template", "js_number", "js_string", "names_by_form", "native_names", "render",
     "render_value", "set_filters", "to_fixed", "to_jinja", "truthy",
 ]
 
@@ -125,6 +126,47 @@ def to_jinja(template: str) -> str:
         return "{{ " + m.group(2) + " }}"
 
     return _NATIVE.sub(sub, template)
+
+
+@lru_cache(maxsize=4096)
+def _native_places(template: str) -> tuple[tuple[int, str], ...]:
+    """(where, root name) of each `<<name>>` of a template that is a placeholder (not `\\<<`)."""
+    return tuple((m.start(), re.match(r"[A-Za-z_]\w*", m.group(2)).group(0))
+                 for m in _NATIVE.finditer(template) if not m.group(1))
+
+
+def native_names(template: str) -> frozenset:
+    """The root names a template reads through `<<name>>` placeholders."""
+    return frozenset(name for _, name in _native_places(template)) if "<<" in template else frozenset()
+
+
+@lru_cache(maxsize=4096)
+def names_by_form(template: str) -> tuple[frozenset, frozenset] | None:
+    """(names read through `{{ }}` or `{% %}`, names read only through `<<name>>`): an undefined name
+    of the first kind renders empty, one of the second stays as written. None if it does not parse."""
+    every = referenced_names(template)
+    if every is None or "<<" not in template:
+        return None if every is None else (every, frozenset())
+    native = native_names(template)
+    rest = referenced_names(_NATIVE.sub(lambda m: m.group(0) if m.group(1) else "", template)) or frozenset()
+    return rest, native - rest
+
+
+def _keep_undefined_native(template: str, variables: dict, missing: list | None) -> str:
+    """An undefined `<<name>>` stays as written, as promptfoo sends it (contract §3): each one is
+    escaped before rendering and noted in `missing` as `<<name>>` (its warning says it was kept)."""
+    places = [(at, name) for at, name in _native_places(template) if name not in variables]
+    if not places:
+        return template
+    out, last = [], 0
+    for at, name in places:
+        out.append(template[last:at])
+        out.append("\\")
+        last = at
+        if missing is not None:
+            missing.append(f"<<{name}>>")
+    out.append(template[last:])
+    return "".join(out)
 
 
 def has_template(text: str) -> bool:
@@ -236,6 +278,8 @@ def render(template: str, variables: dict, missing: list | None = None, *, name:
     `name` (e.g. "prompt 'greeting'") is how a TemplateError names the template."""
     if not isinstance(template, str) or not has_template(template):
         return template
+    if "<<" in template:
+        template = _keep_undefined_native(template, variables, missing)
     simple = _simple(template)
     if simple is not None:
         pieces, names = simple

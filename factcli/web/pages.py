@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse
 
-from factcli.report import view
+from factcli.report import figures, view
 from factcli.web import queries
 from factcli.web.deps import open_store, render
 
@@ -114,7 +114,8 @@ def run_page(request: Request):
         "metrics": queries.metric_names(summaries), "marks": marks, "agreement": agreement,
         "page_link": page_link, "cell_url": cell_url, "run_url": run_url, "output_start": OUTPUT_START,
         "first_failed": first_failed, "filtered": bool(failures or errors or text or column is not None or metric),
-        "live": header["status"] == "running", "page_sizes": queries.PAGE_SIZES})
+        "live": header["status"] == "running", "page_sizes": queries.PAGE_SIZES,
+        "small_sample": figures.small_sample([s["pass"] + s["fail"] + s["error"] for s in summaries])})
 
 
 def status_json(request: Request):
@@ -163,7 +164,7 @@ def cell_page(request: Request):
 
 
 def compare_page(request: Request):
-    from factcli.report.diff import diff_doc
+    from factcli.report.diff import NOISE_LEGEND, diff_doc
 
     picked = request.query_params.getlist("run")
     a_ref = request.query_params.get("a") or (picked[0] if len(picked) > 0 else "")
@@ -181,7 +182,7 @@ def compare_page(request: Request):
         return RedirectResponse(f"/compare?{urlencode({'a': a['id'], 'b': b['id']})}", status_code=303)
     return render(request, "compare.html", {"title": f"Compare {a['id']} → {b['id']}", "runs": listed, "doc": doc,
                                             "a": a, "b": b, "a_ref": a["id"], "b_ref": b["id"], "run_url": run_url,
-                                            "cell_url": cell_url})
+                                            "cell_url": cell_url, "noise_legend": NOISE_LEGEND})
 
 
 def disagreements_page(request: Request):

@@ -30,14 +30,14 @@ def runs(store: Store, limit: int = 200) -> list[dict]:
             counts = store.counts(r["id"])
             passed, failed, errors = (sum(c[k] for c in counts.values()) for k in ("pass", "fail", "error"))
         done = passed + failed + errors
-        rate = stats.wald_interval(passed, done)
+        rate = stats.wilson_interval(passed, done)
         files = loads(r.get("config_files_json"), []) or []
         tokens = loads(r.get("tokens_json"), {}) or {}
         out.append({"id": r["id"], "createdAt": r.get("created_at"), "status": status,
                     "description": r.get("description") or ", ".join(os.path.basename(f) for f in files),
                     "rows": done, "totalRows": r.get("total_steps") or 0, "passed": passed, "failed": failed,
                     "errors": errors, "passRate": rate["value"] if rate else None,
-                    "ci95": [rate["low"], rate["high"]] if rate else None, "margin": rate["margin"] if rate else None,
+                    "ci95": [rate["low"], rate["high"]] if rate else None,
                     "cost": r.get("cost"), "costUnpriced": tokens.get("costUnpricedRows") or tokens.get("costUnpriced"),
                     "durationMs": r.get("duration_ms")})
     return out

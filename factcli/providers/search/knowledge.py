@@ -330,8 +330,21 @@ class KnowledgeSource:
             return None
         title = self.resolve_title(str(topic))
         if title is None:
-            raise KnowledgeError(f"topic {str(topic)!r} is not a document title in the knowledge source {self.name}")
+            raise KnowledgeError(f"topic {str(topic)!r} is not a document title in the knowledge source "
+                                 f"{self.name}{self.title_hint(str(topic))}")
         return title
+
+    def title_hint(self, topic: str) -> str:
+        """` (did you mean 'Canberra'?)` from the source's titles; nothing for a SQLite dump whose titles
+        are not loaded (listing millions of them to suggest one is not worth it)."""
+        import difflib
+
+        if self.kind == "sqlite" and getattr(self, "_titles", None) is None:
+            return ""
+        titles = self.titles()
+        by_fold = {t.casefold(): t for t in titles}
+        close = difflib.get_close_matches(topic.strip().casefold(), list(by_fold), n=1, cutoff=0.6)
+        return f" (did you mean {by_fold[close[0]]!r}?)" if close else ""
 
     def retrieve(self, query: str, k: int = 5, topic: str | None = None) -> list[Passage]:
         """The top-k passages for a query, best first; within the topic's document when given."""
