@@ -36,6 +36,7 @@ class FakeSearch(LocalServer):
         self.docs = list(docs or [])
         self.requests: list[dict] = []
         self.faults: list[tuple[int, str | None]] = []
+        self.serper_extras: dict = {}  # answerBox / knowledgeGraph, in Serper's layout, added to every answer
 
     # ------------------------------------------------------------ results
 
@@ -79,7 +80,7 @@ class FakeSearch(LocalServer):
         if not isinstance(body, dict) or not isinstance(body.get("q"), str):
             return web.json_response({"message": "q is required"}, status=400)
         found = self.rank(body["q"], int(body.get("num", 10)))
-        return web.json_response({"searchParameters": {"q": body["q"], "type": "search"},
+        return web.json_response({"searchParameters": {"q": body["q"], "type": "search"}, **self.serper_extras,
                                   "organic": [{"title": d["title"], "link": d["url"], "snippet": d["text"],
                                                "position": i + 1} for i, d in enumerate(found)]})
 

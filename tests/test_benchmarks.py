@@ -4,6 +4,7 @@ the dataset, config and split each names, the columns reaching the prompt and th
 `-r` model replacing the shipped one, and `--filter-sample`."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -63,9 +64,10 @@ def test_simpleqa_in_one_command(hub, fake_openai):
     fake_openai.add_rule("Rosenblatt", "Michio Sugeno received it.", model="mine")
     fake_openai.add_rule("Kaveri", "I don't know.", model="mine")
     fake_openai.add_rule("painting", "1890", model="mine")
-    fake_openai.add_rule(r"Gold answer: Michio Sugeno", "A")
-    fake_openai.add_rule(r"Answer to grade: I don't know", "C")
-    fake_openai.add_rule(r"Gold answer: 1889", "B")
+    # graded in the reference profile: simple-evals' rules, the first A, B or C of the reply
+    fake_openai.add_rule(r"Gold target: Michio Sugeno", "A")
+    fake_openai.add_rule(r"Predicted answer: I don't know", "C")
+    fake_openai.add_rule(r"Gold target: 1889", "B: the year is wrong")
     result, rows = run(BENCH / "simpleqa.yaml", "-r", "openai:chat:mine")
     assert result.exit_code == 100, result.output  # one correct of three
     assert [r.query["dataset"] for r in hub.rows_requests()] == ["basicv8vc/SimpleQA"]
@@ -117,7 +119,7 @@ def test_facts_grounding_in_one_command(hub, fake_openai, tmp_path):
     for j in assertion["provider"]:  # the paper's three judges, served by the fake server under their names
         renamed[j["id"]] = "openai:chat:" + j["id"].split(":")[-1]
         j["id"] = renamed[j["id"]]
-    assertion["config"]["templates"] = {renamed[k]: v for k, v in assertion["config"]["templates"].items()}
+    assert assertion["config"]["profile"] == "reference"
     cfg = write(tmp_path / "facts-grounding.yaml", yaml.safe_dump(data))
     rows_in = [{"system_instruction": "Answer only from the document.", "user_request": f"Which colours? ({k})",
                 "context_document": DOC, "full_prompt": f"Answer only from the document.\n\n{DOC}\n\nWhich colours?"}
@@ -128,6 +130,8 @@ def test_facts_grounding_in_one_command(hub, fake_openai, tmp_path):
     script = scripted_judge({"Beta": ("No Issues", ["supported", "supported"]),
                              "Gamma": ("No Issues", ["supported", "unsupported"])})
     for j in assertion["provider"]:
+        # each judge's own answer first (the baseline: the prompt the model got, starting with the document)
+        fake_openai.add_rule("^" + re.escape(DOC), "Alpha is red.", model=j["id"].split(":")[-1])
         fake_openai.add_rule(".", script, model=j["id"].split(":")[-1])
     result, rows = run(cfg, "-r", "openai:chat:mine")
     assert result.exit_code == 100, result.output
@@ -139,6 +143,9 @@ def test_facts_grounding_in_one_command(hub, fake_openai, tmp_path):
         "Answer only from the document."}
     scores = sorted(r["gradingResult"]["componentResults"][0]["score"] for r in rows)
     assert scores == [0.0, 1.0]
+    judges = rows[0]["gradingResult"]["componentResults"][0]["metadata"]["judges"]
+    assert [j["template"] for j in judges] == ["json", "json", "implicit_span_level"]
+    assert all(len(asked(fake_openai, j["id"].split(":")[-1])) == 6 for j in assertion["provider"])  # 3 a row
 
 
 @pytest.mark.parametrize("name", ["simpleqa.yaml", "truthfulqa.yaml", "facts-grounding.yaml"])

@@ -559,13 +559,9 @@ def test_ready_made_suite_runs_with_scripted_judges(fake_openai, tmp_path):
     data["providers"] = [{"id": "openai:chat:m", "config": {"apiBaseUrl": url}}]
     assertion = data["defaultTest"]["assert"][0]
     judges = assertion["provider"]
-    assert len(judges) == 3 and assertion["config"]["template"] == "json"
-    assert list(assertion["config"]["templates"].values()) == ["implicit_span_level"]
-    renamed = {}
+    assert len(judges) == 3 and assertion["config"]["profile"] == "reference"
     for j in judges:  # the same judges, served by the fake server under their model names
-        renamed[j["id"]] = "openai:chat:" + j["id"].split(":")[-1]
-        j["id"], j["config"]["apiBaseUrl"] = renamed[j["id"]], url
-    assertion["config"]["templates"] = {renamed[k]: v for k, v in assertion["config"]["templates"].items()}
+        j["id"], j["config"]["apiBaseUrl"] = "openai:chat:" + j["id"].split(":")[-1], url
     write(tmp_path / "facts-grounding.yaml", yaml.safe_dump(data))
     write(tmp_path / "facts-grounding-examples.csv",
           'system_instruction,user_request,context_document\n'
@@ -573,6 +569,7 @@ def test_ready_made_suite_runs_with_scripted_judges(fake_openai, tmp_path):
     fake_openai.add_rule(".", "Alpha is red. Beta is blue.", model="m")
     script = scripted_judge({"Alpha": ("No Issues", ["supported", "supported"])})
     for j in judges:
+        fake_openai.add_rule("^" + re.escape(DOC), "Alpha is red.", model=j["id"].split(":")[-1])  # its baseline
         fake_openai.add_rule(".", script, model=j["id"].split(":")[-1])
     out = tmp_path / "r.json"
     result = run("-c", tmp_path / "facts-grounding.yaml", "-o", out)
@@ -597,3 +594,26 @@ def test_eligibility_off_and_not_facts_grounding(fake_openai, tmp_path):
     assert meta["score"] == 0.0 and meta["eligible"] is True and meta["judges"][0]["eligibility"] is None
     steps = [_last_user(r["json"]).splitlines()[0] for r in fake_openai.requests if r["json"]["model"] == "judge-a"]
     assert steps == ["Grounding check: label every sentence"]
+
+
+def test_reference_profile_asks_for_a_baseline_and_gives_each_judge_the_papers_template(fake_openai, tmp_path):
+    judges = ("gpt-judge", "claude-judge")
+    fake_openai.add_rule("^Request: ", "Alpha is red. Beta is blue.", model="m")
+    for j in judges:
+        fake_openai.add_rule("^Request: ", f"Baseline answer of {j}.", model=j)  # its own answer to the prompt
+        fake_openai.add_rule(".", scripted_judge({"Alpha": ("No Issues", ["supported", "supported"])}), model=j)
+    cfg = write(tmp_path / "c.yaml", config('  - vars: {request: "Colours?"}', judges=judges,
+                                            assert_config="{profile: reference}"))
+    out = tmp_path / "r.json"
+    run("-c", cfg, "-o", out)
+    comp = component(rows_of(out)[1][0])
+    meta = comp["metadata"]
+    assert meta["profile"] == "reference" and comp["score"] == 1.0
+    # the paper's judges: json for GPT (and Gemini), implicit_span_level for Claude
+    assert [(j["judge"], j["template"]) for j in meta["judges"]] == [
+        ("openai:chat:gpt-judge", "json"), ("openai:chat:claude-judge", "implicit_span_level")]
+    for j in judges:
+        steps = [r["json"]["messages"] for r in fake_openai.requests if r["json"]["model"] == j]
+        assert len(steps) == 3  # baseline, eligibility (with the baseline), grounding
+        eligibility = next(m[-1]["content"] for m in steps if "Instruction-following check" in m[-1]["content"])
+        assert f"Baseline answer of {j}." in eligibility

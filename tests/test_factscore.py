@@ -221,11 +221,11 @@ def test_factscore_reproduces_hand_computed_scores(tmp_path, fake_openai, fmt):
     assert a["pass"] is False and a["metadata"]["abstained"] is True and a["metadata"]["factscore"] is None
     assert a["metadata"]["abstainReason"] == 'starts with "I\'m sorry"' and a["reason"].startswith("Abstained")
 
-    # the preamble sentence was never sent for decomposition; one decomposition and one
-    # verification call per responding row
+    # the preamble sentence was never sent for decomposition; one decomposition per responding row and
+    # verification calls of at most 10 facts (Curie's 13: 10 + 3; Turing's 5: one)
     judge_calls = [r["json"]["messages"][-1]["content"] for r in fake_openai.requests
                    if r["json"].get("model") == "judge"]
-    assert len(judge_calls) == 4
+    assert len(judge_calls) == 5
     assert not any("Sure, here is" in c for c in judge_calls)
 
     summary = factscore_summary(component(r) for r in (curie, turing, abstained))
@@ -284,7 +284,7 @@ def test_judge_panel_scores_each_judge_and_averages(tmp_path, fake_openai):
         text = r["json"]["messages"][-1]["content"]
         by_model.setdefault(r["json"].get("model"), []).append("decompose" if "<sentences>" in text else "verify")
     assert by_model["judge"].count("decompose") == 2 and "decompose" not in by_model["judge2"]
-    assert by_model["judge2"].count("verify") == 2
+    assert by_model["judge2"].count("verify") == 3  # Curie's 13 facts in two calls (10 + 3), Turing's in one
     summary = factscore_summary([component(curie), component(turing)])
     assert summary["judges"]["openai:chat:judge2"] == pytest.approx((1.0 + math.exp(-1)) / 2)
 
@@ -329,7 +329,7 @@ def _bad_verdicts(kind):
 
 
 @pytest.mark.parametrize("kind, message", [
-    ("short", "12 verdicts for 13 items"),
+    ("short", "verdicts for"),  # a batch of 10 (or 3) facts short of one verdict
     ("swapped", "out of order"),
     ("maybe", "verdict 1 is 'maybe'"),
     ("evidence", "cites passage 99"),
@@ -358,14 +358,18 @@ def test_bad_decomposition_is_a_grading_error(tmp_path, fake_openai):
     assert c["metadata"]["graderError"] and 'expected {"facts": [strings]}' in c["reason"]
 
 
-def test_no_facts_counts_as_abstaining(tmp_path, fake_openai):
+@pytest.mark.parametrize("profile", ["default", "reference"])
+def test_an_empty_decomposition_is_a_grading_error_not_an_abstention(tmp_path, fake_openai, profile):
     kb = make_knowledge(tmp_path, "folder")
     script_models(fake_openai)
     fake_openai.add_rule("<sentences>", '{"facts": []}', model="judge")
-    _, (curie, _, _) = run_eval(tmp_path, CONFIG % {"config": json.dumps({"knowledge": str(kb), "on_abstain": "pass"})})
+    config = {"knowledge": str(kb), "on_abstain": "pass", "profile": profile, "retriever": "bm25"}
+    _, (curie, _, _) = run_eval(tmp_path, CONFIG % {"config": json.dumps(config)})
     c = component(curie)
-    assert c["pass"] is True and c["metadata"]["abstained"] is True
-    assert c["metadata"]["abstainReason"] == "no atomic facts"
+    assert c["pass"] is False and c["metadata"]["graderError"] is True and not c["metadata"].get("abstained")
+    assert "the decomposer returned no atomic facts for 5 sentence(s)" in c["reason"]
+    summary = factscore_summary([c])
+    assert summary["gradingErrors"] == 1 and summary["abstained"] == 0
 
 
 def test_unknown_topic_is_an_error_before_any_judge_call(tmp_path, fake_openai):
@@ -615,3 +619,84 @@ def test_not_factscore_inverts_pass_and_score_but_not_abstention(tmp_path, fake_
     assert component(curie)["pass"] is False and component(curie)["score"] == pytest.approx(1 - CURIE)
     assert component(turing)["pass"] is True and component(turing)["score"] == pytest.approx(1 - TURING)
     assert component(abstained)["pass"] is False and component(abstained)["metadata"]["abstained"] is True
+
+
+# ---------------------------------------------------------------- profile: reference (FActScore's code)
+
+CURIE_DOC = ("Marie Curie was born in Warsaw in 1867.\n\nIn 1903 Marie Curie shared the Nobel Prize in Physics.\n\n"
+             "In 1911 Marie Curie received the Nobel Prize in Chemistry.")
+CURIE_ANSWER = ("Marie Curie was born in Warsaw. She won the Nobel Prize in Physics. "
+                "She won the Nobel Prize in Chemistry.")
+CURIE_FACTS = {"Marie Curie was born in Warsaw.": "Marie Curie was born in Warsaw.",
+               "She won the Nobel Prize in Physics.": "Marie Curie won the Nobel Prize in Physics.",
+               "She won the Nobel Prize in Chemistry.": "Marie Curie won the Nobel Prize in Chemistry."}
+PASSAGE = {"born": "Marie Curie was born in Warsaw in 1867.",
+           "Physics": "In 1903 Marie Curie shared the Nobel Prize in Physics.",
+           "Chemistry": "In 1911 Marie Curie received the Nobel Prize in Chemistry."}
+
+
+def test_reference_profile_verifies_each_fact_against_its_own_passages(tmp_path, fake_openai):
+    write(tmp_path / "kb" / "Marie Curie.txt", CURIE_DOC)
+    fake_openai.add_rule("bio of", CURIE_ANSWER, model="m")
+    # the embedding model: a passage or query about birth, physics or chemistry points one way each
+    for word, vector in (("born", [1.0, 0, 0]), ("Physics", [0, 1.0, 0]), ("Chemistry", [0, 0, 1.0])):
+        fake_openai.add_rule(word, vector, model="emb")
+
+    def decompose_one(body):
+        sentence = _numbered(_block(body["messages"][-1]["content"], "sentences"))
+        assert len(sentence) == 1  # sentence by sentence, as FActScore's code
+        return json.dumps({"facts": [CURIE_FACTS[sentence[0]]]})
+
+    def verify_own(body):
+        text = body["messages"][-1]["content"]
+        facts = _numbered(_block(text, "facts"))
+        return json.dumps({"verdicts": [{"fact": f, "verdict": True, "reason": "own", "evidence": 2}
+                                        for f in facts]})
+
+    fake_openai.add_rule("<sentences>", decompose_one, model="judge")
+    fake_openai.add_rule("<passages>", verify_own, model="judge")
+    emb = {"id": "openai:embedding:emb", "config": {"apiBaseUrl": "{{ env.FAKE_OPENAI_URL }}"}}
+    config = {"knowledge": str(tmp_path / "kb"), "profile": "reference", "k": 2, "passage_words": 10,
+              "embeddingProvider": emb}
+    cfg = CONFIG.split("tests:")[0] + "tests:\n  - vars: {topic: Marie Curie}\n"
+    out = tmp_path / "ref.json"
+    runner.invoke(app, ["eval", "-c", str(write(tmp_path / "ref.yaml", cfg % {"config": json.dumps(config)})),
+                        "-o", str(out), "--no-progress-bar", "--no-cache"])
+    row = json.loads(out.read_text())["results"]["results"][0]
+    c = component(row)
+    m = c["metadata"]
+    assert m["profile"] == "reference" and m["retriever"] == "dense"
+    # 3 facts, all supported, 3 < γ = 10: score = exp(1 - 10/3)
+    assert (m["supported"], m["total"]) == (3, 3) and c["score"] == pytest.approx(math.exp(1 - 10 / 3))
+    verifications = [r["json"]["messages"][-1]["content"] for r in fake_openai.requests
+                     if r["json"].get("model") == "judge" and "<passages>" in r["json"]["messages"][-1]["content"]]
+    assert len(verifications) == 3  # one call a fact
+    for text in verifications:
+        (fact,) = _numbered(_block(text, "facts"))
+        own = next(p for w, p in PASSAGE.items() if w in fact)
+        shown = [t for _, _, t in _passages(_block(text, "passages"))]
+        # its own k = 2 passages only, best (the inner product's first) last, the third never shown
+        assert len(shown) == 2 and shown[-1] == own
+        others = [p for p in PASSAGE.values() if p != own]
+        assert shown[0] == others[0] and others[1] not in text
+    # the query is "<topic> <fact>" and each passage "<title> <text>", embedded once each
+    embedded = [r["json"]["input"] for r in fake_openai.requests if r["json"].get("model") == "emb"]
+    flat = [x if isinstance(x, str) else x[0] for x in embedded]
+    assert "Marie Curie Marie Curie was born in Warsaw." in flat
+    assert f"Marie Curie {PASSAGE['born']}" in flat and len(flat) == len(set(flat)) == 6
+    decompositions = [r for r in fake_openai.requests if r["json"].get("model") == "judge"
+                      and "<sentences>" in r["json"]["messages"][-1]["content"]]
+    assert len(decompositions) == 3
+
+
+def test_reference_profile_without_an_embedding_provider_says_what_to_set(tmp_path, fake_openai):
+    kb = make_knowledge(tmp_path, "folder")
+    script_models(fake_openai)
+    for profile, message in (("reference", "factscore: dense retrieval (config.retriever: dense, the reference "
+                                           "profile's default, as FActScore's gtr-t5-large) needs "
+                                           "config.embeddingProvider"),
+                             ("papers", "factscore: config.profile must be default or reference, got 'papers'")):
+        cfg = write(tmp_path / "c.yaml", CONFIG % {"config": json.dumps({"knowledge": str(kb), "profile": profile})})
+        result = runner.invoke(app, ["eval", "-c", str(cfg), "--no-progress-bar", "--no-cache"])
+        assert result.exit_code == 1 and message in " ".join(result.output.split())
+        assert "(found before any call; nothing was sent)" in result.output

@@ -182,3 +182,94 @@ def test_not_factual_correctness_inverts_a_score_but_never_an_undefined_one(tmp_
     rows = sorted(json.loads(out.read_text())["results"]["results"], key=lambda r: r["testIdx"])
     nbad, ngood = [r["gradingResult"]["componentResults"][0] for r in rows]
     assert (nbad["pass"], nbad["score"]) == (True, 0.5) and (ngood["pass"], ngood["score"]) == (False, 0.0)
+
+
+# ---------------------------------------------------------------- profile: reference (RAGAS)
+
+EINSTEIN_REF = "Einstein was born in Ulm, Germany, in 1879. He won the Nobel Prize in 1921."
+EINSTEIN = "Einstein was born in Ulm. He was born in Germany. He was born in 1879."
+EINSTEIN_CLAIMS = {
+    EINSTEIN_REF: ["Einstein was born in Ulm, Germany, in 1879", "Einstein won the Nobel Prize in 1921"],
+    EINSTEIN: ["Einstein was born in Ulm", "Einstein was born in Germany", "Einstein was born in 1879"],
+}
+
+
+def ragas_judge(body):
+    """3 response claims, all supported by the reference; 2 reference claims, 1 supported by the response."""
+    text = body["messages"][-1]["content"]
+    if text.startswith("<text>"):
+        source = text.split("<text>\n", 1)[1].rsplit("\n</text>", 1)[0]
+        return json.dumps({"claims": EINSTEIN_CLAIMS.get(source, [])})
+    claims_block = text.split("<claims>\n", 1)[1].rsplit("\n</claims>", 1)[0]
+    claims = [line.split(". ", 1)[1] for line in claims_block.splitlines()]
+    return json.dumps({"verdicts": [{"claim": c, "verdict": "NEUTRAL" if "Nobel" in c else "SUPPORTED",
+                                     "reason": "scripted"} for c in claims]})
+
+
+def run_einstein(tmp_path, fake_openai, config: str):
+    fake_openai.clear_rules()
+    fake_openai.add_rule(".", EINSTEIN, model="m")
+    fake_openai.add_rule(".", ragas_judge, model="judge")
+    cfg = write(tmp_path / "e.yaml", f"""
+prompts: ["Where was Einstein born?"]
+providers: [{{id: "openai:chat:m", config: {{apiBaseUrl: "{{{{ env.FAKE_OPENAI_URL }}}}"}}}}]
+defaultTest:
+  options:
+    provider: {{id: "openai:chat:judge", config: {{apiBaseUrl: "{{{{ env.FAKE_OPENAI_URL }}}}"}}}}
+tests:
+  - assert: [{{type: factual-correctness, value: "{EINSTEIN_REF}", config: {config}}}]
+""")
+    out = tmp_path / "e.json"
+    CliRunner().invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "--no-progress-bar", "--no-cache"])
+    row = json.loads(out.read_text())["results"]["results"][0]
+    return row["gradingResult"]["componentResults"][0] if row["gradingResult"]["componentResults"] else row
+
+
+def test_the_ragas_example_in_both_profiles(tmp_path, fake_openai):
+    # RAGAS: TP = 3 supported response claims, FP = 0, FN = 1 unsupported reference claim:
+    # precision 3/3, recall 3/(3+1) = 0.75, F1 = 2·1·0.75/1.75 = 0.857
+    c = run_einstein(tmp_path, fake_openai, "{profile: reference}")
+    judge = c["metadata"]["judges"][0]
+    assert (judge["tp"], judge["fp"], judge["fn"]) == (3, 0, 1)
+    assert (judge["precision"], judge["recall"]) == (1.0, 0.75)
+    assert round(c["score"], 3) == 0.857 and c["metadata"]["profile"] == "reference"
+    # RAGAS's default levels, low atomicity and low coverage, are in the decomposition prompt
+    decompositions = [r["json"]["messages"][0]["content"] for r in fake_openai.requests
+                      if r["json"]["model"] == "judge" and r["json"]["messages"][-1]["content"].startswith("<text>")]
+    assert decompositions and all("Atomicity is low" in t and "Coverage is low" in t for t in decompositions)
+    assert (c["metadata"]["atomicity"], c["metadata"]["coverage"]) == ("low", "low")
+    # factcli's default: recall = supported reference claims / reference claims = 1/2: F1 = 2·1·0.5/1.5 = 0.667
+    c = run_einstein(tmp_path, fake_openai, "{}")
+    judge = c["metadata"]["judges"][0]
+    assert (judge["precision"], judge["recall"]) == (1.0, 0.5) and round(c["score"], 3) == 0.667
+    assert "atomicity" not in c["metadata"]
+
+
+def test_atomicity_and_coverage_choose_the_examples(tmp_path, fake_openai):
+    run_einstein(tmp_path, fake_openai, "{atomicity: high, coverage: high}")
+    system = next(r["json"]["messages"][0]["content"] for r in fake_openai.requests
+                  if r["json"]["messages"][-1]["content"].startswith("<text>"))
+    assert "Atomicity is high" in system and "Rosalind Franklin was an amateur mountaineer." in system
+    c = run_einstein(tmp_path, fake_openai, "{atomicity: medium}")
+    assert "config.atomicity must be low or high" in json.dumps(c)
+
+
+def test_verification_is_batched_ten_claims_a_call(tmp_path, fake_openai, monkeypatch):
+    many = [f"Claim number {i}" for i in range(23)]
+
+    def judge(body):
+        text = body["messages"][-1]["content"]
+        if text.startswith("<text>"):
+            return json.dumps({"claims": many})
+        claims = [line.split(". ", 1)[1] for line in
+                  text.split("<claims>\n", 1)[1].rsplit("\n</claims>", 1)[0].splitlines()]
+        return json.dumps({"verdicts": [{"claim": c, "verdict": "SUPPORTED", "reason": ""} for c in claims]})
+
+    import test_factual_correctness as me
+
+    monkeypatch.setattr(me, "ragas_judge", judge)
+    c = run_einstein(tmp_path, fake_openai, "{mode: precision}")
+    assert c["score"] == 1.0 and len(c["metadata"]["claims"]) == 23
+    sizes = sorted(r["json"]["messages"][-1]["content"].count("Claim number") for r in fake_openai.requests
+                   if r["json"]["model"] == "judge" and "<claims>" in r["json"]["messages"][-1]["content"])
+    assert sizes == [3, 10, 10]

@@ -16,7 +16,7 @@ from factcli.scoring.registry import lookup
 # every family that declares replies (importing it registers them)
 MODEL_GRADED = ["factuality", "llm-rubric", "model-graded-closedqa", "g-eval", "answer-relevance",
                 "context-faithfulness", "context-recall", "context-relevance", "conversation-relevance",
-                "select-best", "factual-correctness", "factscore", "facts-grounding", "simpleqa", "safe"]
+                "select-best", "factual-correctness", "factscore", "facts-grounding", "simpleqa", "safe", "citations"]
 for _type in MODEL_GRADED:
     lookup(_type)
 ALL = sorted(replies.REPLIES)

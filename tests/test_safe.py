@@ -518,3 +518,111 @@ def test_concurrent_steps_keep_their_replies_in_the_order_of_the_steps_not_of_th
     with pytest.raises(JudgeError) as err:
         asyncio.run(gather_calls(call, lambda sub: step(sub, "slow", 0.05), lambda sub: step(sub, "bad", 0, True)))
     assert err.value.raw == "bad" and [r["step"] for r in call.replies] == ["bad"]
+
+
+# ---------------------------------------------------------------- profile: reference (SAFE's and VeriScore's flow)
+
+def reference_judge(body):
+    """SAFE's steps as separate calls: split one sentence, revise, relevance, queries (the first the fact,
+    then empty ones), rating; and VeriScore's three labels."""
+    text = body["messages"][-1]["content"]
+    if "This is search" in text:
+        step = int(re.search(r"This is search (\d+)", text).group(1))
+        return json.dumps({"query": _between(text, "statement") if step == 1 else ""})
+    if "<claim>" in text:  # VeriScore's ternary rating
+        claim, knowledge = _between(text, "claim"), _between(text, "results")
+        years = re.findall(r"\b1\d{3}\b", claim)
+        return json.dumps({"reason": "scripted", "verdict": "supported" if all(y in knowledge for y in years)
+                           else "contradicted"})
+    if "<statement>" in text:
+        return scripted_judge(body)
+    if "<sentence>" in text:
+        return json.dumps({"facts": [_between(text, "sentence")]})
+    if "<fact>" in text and "<question>" in text:
+        return json.dumps({"relevant": "Curie" in _between(text, "fact")})
+    if "<fact>" in text:
+        return json.dumps({"fact": _between(text, "fact").replace("She ", "Marie Curie ")})
+    return scripted_judge(body)
+
+
+def test_reference_profile_makes_exactly_max_searches_per_relevant_fact(tmp_path, fake_openai, search, keys):
+    fake_openai.clear_rules()
+    fake_openai.add_rule(".", RESPONSE, model="m")
+    fake_openai.add_rule(".", reference_judge, model="judge")
+    cfg = write(tmp_path / "c.yaml", CONFIG % {"prompt": PROMPT, "config": json.dumps(
+        {"search": serper(search), "K": 4, "profile": "reference"})})
+    out = tmp_path / "r.json"
+    CliRunner().invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "--no-progress-bar", "--no-cache"])
+    c = json.loads(out.read_text())["results"]["results"][0]["gradingResult"]["componentResults"][0]
+    meta = c["metadata"]
+    assert meta["profile"] == "reference"
+    # 5 sentences, one split call each; 4 facts about Curie are relevant, the cafés are not
+    assert (meta["supported"], meta["notSupported"], meta["irrelevant"]) == (3, 1, 1)
+    relevant = [f for f in meta["facts"] if f["relevant"]]
+    # exactly maxSearches (5) searches for each relevant fact, though every query after the first was empty
+    assert all(len(f["queries"]) == 5 for f in relevant) and meta["searches"] == 20
+    assert len(search.by("serper")) == 20
+    contents = [r["json"]["messages"][-1]["content"] for r in fake_openai.requests if r["json"]["model"] == "judge"]
+    assert sum("<sentence>" in t for t in contents) == 5
+    revisions = [t for t in contents if "<fact>" in t and "<question>" not in t]
+    relevances = [t for t in contents if "<fact>" in t and "<question>" in t]
+    assert len(revisions) == 5 and len(relevances) == 5  # two calls a fact, the relevance on the revised fact
+    assert any("<fact>\nMarie Curie discovered radium in 1920.\n</fact>" in t for t in relevances)
+    schemas = {r["json"]["response_format"]["json_schema"]["name"] for r in fake_openai.requests
+               if r["json"]["model"] == "judge"}
+    assert {"safe_sentence_facts", "safe_revised", "safe_relevance", "safe_query", "safe_rating"} == schemas
+    # the rater sees SAFE's knowledge: each search's snippets on one line, a line a search
+    rating = next(t for t in contents if "<statement>" in t and "This is search" not in t and "1903" in t)
+    assert len(_between(rating, "results").splitlines()) == 5
+
+
+def test_serper_keeps_the_knowledge_graph_and_the_answer_box_takes_no_slot(tmp_path, fake_openai, search, keys):
+    search.serper_extras = {
+        "answerBox": {"title": "Marie Curie born", "answer": "7 November 1867", "link": "https://example.org/box"},
+        "knowledgeGraph": {"title": "Marie Curie", "type": "Physicist", "description": "Polish-French physicist.",
+                           "descriptionLink": "https://en.wikipedia.org/wiki/Marie_Curie",
+                           "attributes": {"Born": "7 November 1867, Warsaw"}},
+    }
+    _, c, _ = run_safe(tmp_path, fake_openai, {"search": serper(search, results=1), "K": 4})
+    facts = {f["revised"]: f for f in c["metadata"]["facts"]}
+    evidence = facts["Marie Curie was born in Warsaw in 1867."]["evidence"]
+    # the box and the graph, then the one organic result asked for
+    assert [e["title"] for e in evidence] == ["Marie Curie born", "Marie Curie", "Marie Curie - Wikipedia"]
+    assert evidence[1]["snippet"] == ("Marie Curie: Physicist. Polish-French physicist. Marie Curie Born: 7 November "
+                                      "1867, Warsaw.")
+
+
+def test_veriscore_k_from_three_columns(tmp_path, fake_openai, search, keys):
+    """VeriScore sets K per domain from every compared model's responses: here 1, 2 and 4 claims, so the
+    median K is 2 and the largest 4."""
+    answers = {"m1": "Marie Curie was born in Warsaw in 1867.",
+               "m2": "Marie Curie was born in Warsaw in 1867. She won the Nobel Prize in Physics in 1903.",
+               "m3": ("Marie Curie was born in Warsaw in 1867. She won the Nobel Prize in Physics in 1903. "
+                      "She won the Nobel Prize in Chemistry in 1911. She discovered radium in 1920.")}
+    fake_openai.clear_rules()
+    for model, answer in answers.items():
+        fake_openai.add_rule(".", answer, model=model)
+    fake_openai.add_rule(".", reference_judge, model="judge")
+    providers = ", ".join(f'{{id: "openai:chat:{m}", config: {{apiBaseUrl: "{{{{ env.FAKE_OPENAI_URL }}}}"}}}}'
+                          for m in answers)
+    cfg_text = (CONFIG % {"prompt": PROMPT, "config": json.dumps(
+        {"search": serper(search), "K": 64, "profile": "reference", "claims": "verifiable", "domain": "bio"})}
+                ).replace('providers: [{id: "openai:chat:m", config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"}}]',
+                          f"providers: [{providers}]")
+    cfg = write(tmp_path / "c.yaml", cfg_text)
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "--no-progress-bar", "--no-cache"])
+    assert out.exists(), result.output
+    data = json.loads(out.read_text())
+    rows = sorted(data["results"]["results"], key=lambda r: r["promptIdx"])
+    labels = [f.get("label") for f in rows[2]["gradingResult"]["componentResults"][0]["metadata"]["facts"]]
+    assert labels == ["supported", "supported", "supported", "contradicted"]  # ternary verdicts kept
+    columns = data["results"]["factcli"]["columns"] if "factcli" in data["results"] else data["factcli"]["columns"]
+    v = [col["methods"]["safe"]["veriscore"] for col in columns]
+    assert v[0]["domains"] == {"bio": {"K": 2, "Kmax": 4, "responses": 3}}
+    # F1@2 and F1@4 by hand: m1 S=1 (P 1, R 1/2 | 1/4), m2 S=2 (P 1, R 1 | 1/2), m3 S=3 N=1 (P 3/4, R 1 | 3/4)
+    assert [round(x["f1AtKMedian"], 3) for x in v] == [0.667, 1.0, 0.857]
+    assert [round(x["f1AtKMax"], 3) for x in v] == [0.4, 0.667, 0.75]
+    line = " ".join(result.output.split())
+    assert "VeriScore F1@K(median) 0.857, F1@K(max) 0.750 (K per domain from every column: bio: K=2, Kmax=4 over " \
+           "3 responses)" in line

@@ -179,9 +179,13 @@ def test_factscore_rows_join_a_column_that_has_simpleqa_figures():
              select(graded(False, method="factscore", abstained=False))]
     assert [i["grade"] for i in items] == ["CORRECT", "NOT_ATTEMPTED", "INCORRECT"]
     assert simpleqa_summary(items) is None  # factscore rows alone keep their own report
+    # beside simpleqa rows, the figures are the simpleqa rows' alone: F is not pooled over two measurements
     both = simpleqa_summary(items + [{"grade": "CORRECT", "from": "simpleqa"}])
-    assert both["n"] == 4 and both["from"] == {"factscore": 3, "simpleqa": 1}
-    assert "3 factscore rows included" in format_simpleqa(both)
+    assert both["n"] == 1 and both["from"] == {"simpleqa": 1} and both["notCounted"] == {"factscore": 3}
+    assert both["f"] == 1.0
+    assert "3 factscore rows not counted (the figures are over simpleqa rows only)" in format_simpleqa(both)
+    factuality = [{"grade": "NOT_ATTEMPTED", "from": "factuality"}, {"grade": "INCORRECT", "from": "factuality"}]
+    assert simpleqa_summary(factuality + items)["n"] == 5  # without simpleqa rows they give the figures
     # a factuality row that did not check abstention is not counted
     assert select(GradingResult(True, 1.0, "", assertion=Assertion(type="factuality"))) is None
 
@@ -202,3 +206,34 @@ tests:
     assert row["error"] == ("factuality: config.abstain must be one of auto, generic, perplexity_ai, none, "
                             "got 'sometimes'")
     assert fake_openai.requests == []  # checked before the grader is asked
+
+
+def test_the_reference_profile_counts_an_unparseable_grade_as_not_attempted(fake_openai, tmp_path, monkeypatch):
+    """simple-evals takes the first A, B or C anywhere in the reply, and a reply without one as C."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    for pattern, reply in REPLIES:
+        fake_openai.add_rule(pattern.replace("Answer to grade:", "Predicted answer:"), reply)
+    cfg = write(tmp_path / "c.yaml", CONFIG.replace("type: simpleqa, value: Paris}",
+                                                    "type: simpleqa, value: Paris, config: {profile: reference}}"))
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "--no-progress-bar"])
+    doc = json.loads(out.read_text())
+    graded = {r["testCase"]["description"]: r["gradingResult"]["componentResults"][0] for r in doc["results"]["results"]}
+    grades = {name: g["metadata"].get("grade") for name, g in graded.items()}
+    # "The answer is wrong." has no capital A, B or C: not attempted; "A or B": the first letter, A;
+    # "CORRECT" starts with C; " B. " is B; the JSON replies: their first capital A, B or C ("INCORRECT": C)
+    assert grades == {"right": "CORRECT", "word": "NOT_ATTEMPTED", "wrong": "INCORRECT", "json-wrong": "NOT_ATTEMPTED",
+                      "declines": "NOT_ATTEMPTED", "hedges": "NOT_ATTEMPTED", "garbage": "NOT_ATTEMPTED",
+                      "two-letters": "CORRECT"}
+    assert graded["garbage"]["metadata"]["unparsed"] is True and not graded["garbage"]["metadata"].get("graderError")
+    assert "counted as not attempted, as simple-evals does" in graded["garbage"]["reason"]
+    figures = doc["factcli"]["columns"][0]["methods"]["simpleqa"]
+    # n = 8 (nothing left out): correct 2, incorrect 1, not attempted 5; correct given attempted 2/3;
+    # F = 2·(2/8)·(2/3)/(2/8 + 2/3) = 4/11
+    assert figures["n"] == 8 and figures["gradingErrors"] == 0 and figures["unparsed"] == 1
+    assert [figures[k]["count"] for k in ("correct", "incorrect", "notAttempted")] == [2, 1, 5]
+    assert figures["f"] == pytest.approx(4 / 11)
+    assert "1 unparseable grades counted as not attempted (the reference's rule)" in " ".join(result.output.split())
+    # the reference's rules are in the prompt
+    prompts = [r["json"]["messages"][-1]["content"] for r in fake_openai.requests]
+    assert all("last significant figure" in p for p in prompts)

@@ -78,6 +78,10 @@ tests:
       - {type: select-best, value: "the most accurate"}
       - {type: safe, config: {K: 1, search: {provider: knowledge, knowledge: "%(kb)s"}}}
       - {type: safe, config: {K: 1, claims: verifiable, search: {provider: knowledge, knowledge: "%(kb)s"}}}
+      - {type: safe, config: {K: 1, profile: reference, search: {provider: knowledge, knowledge: "%(kb)s"}}}
+      - {type: safe, config: {K: 1, profile: reference, claims: verifiable,
+                              search: {provider: knowledge, knowledge: "%(kb)s"}}}
+      - {type: citations, transform: "output + ' [1]'", config: {passages: ["Paris is big."]}}
 """
 
 
@@ -127,7 +131,7 @@ def test_every_grader_request_carries_its_steps_schema_and_cap(fake_openai, tmp_
     out = tmp_path / "r.json"
     result = run("-c", every_type_config(tmp_path), "-o", out)
     doc, comps = graded_components(out)
-    assert len(comps) == 2 * 19
+    assert len(comps) == 2 * 22
     errors = [(c["assertion"]["type"], c["reason"]) for c in comps if (c.get("metadata") or {}).get("graderError")]
     assert errors == [], result.output
     judge = [g for g in fake_openai.generations if g["model"] == "judge"]

@@ -352,6 +352,8 @@ def parse_assertion(a: Any, ctx: Ctx, where: str, in_set: bool = False) -> Asser
     expect(metric is None or isinstance(metric, str), "expected a string", ctx.file, where + ".metric")
     config = a.get("config") or {}
     expect(isinstance(config, dict), "expected a mapping", ctx.file, where + ".config")
+    if kind.model_graded:
+        config = _step_prompts_from_urls(config, ctx, where + ".config")
     calibration = read_calibration(config, ctx, where + ".config")
     if calibration is not None and not kind.model_graded:
         raise ConfigError(f"config.calibration corrects a judge's pass rate, and '{typ}' has no judge",
@@ -377,6 +379,25 @@ def parse_assertion(a: Any, ctx: Ctx, where: str, in_set: bool = False) -> Asser
         context_transform=check_transform(a.get("contextTransform"), ctx.file, where + ".contextTransform", ctx.base),
         config=config, raw=a, calibration=calibration,
     )
+
+
+def _step_prompts_from_urls(config: dict, ctx: Ctx, where: str) -> dict:
+    """A step prompt (`config.<step>Prompt`) given as an http(s) URL is downloaded while the config loads
+    (through the run's download store, so once), and read as chat messages when the URL names a .json or
+    .yaml file, else as the prompt's text: a method runs with a reference implementation's own prompt file."""
+    urls = {k: v for k, v in config.items() if k.endswith("Prompt") and isinstance(v, str)
+            and v.startswith(("https://", "http://"))}
+    if not urls:
+        return config
+    from factcli.config import remote
+
+    out = dict(config)
+    for key, url in urls.items():
+        data = remote.download(url, ctx.file, f"{where}.{key}")
+        text = data.decode("utf-8", errors="replace")
+        suffix = remote.url_suffix(url)
+        out[key] = sources.parse_structured(text, suffix, url) if suffix in (".json", ".yaml", ".yml") else text
+    return out
 
 
 def _assertion_value_file(ref: str, typ: str, ctx: Ctx, where: str):

@@ -94,6 +94,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -101,7 +102,7 @@ from typing import Any, Iterable
 from factcli import templating
 from factcli.methods import facts_prompts
 from factcli.methods import reports as method_reports
-from factcli.methods.claims import JudgeCall, JudgeError, ask_text, judges_for, prompt_for
+from factcli.methods.claims import JudgeCall, JudgeError, ask_text, judges_for, profile_of, prompt_for
 from factcli.methods.facts_parsing import (
     BASELINE_REPLY,
     ELIGIBILITY_REPLY,
@@ -148,6 +149,8 @@ class Options:
     min_coverage: float
     max_concurrency: int
     threshold: float
+    profile: str = "default"
+    template_given: bool = True
 
 
 def _template_name(value: Any, where: str) -> str:
@@ -181,9 +184,20 @@ def _options(ctx: AssertionContext) -> Options:
     if isinstance(conc, bool) or not isinstance(conc, int) or conc < 1:
         raise AssertionError_(f"facts-grounding: config.maxConcurrency must be a positive integer, got {conc!r}")
     threshold = ctx.threshold if ctx.threshold is not None else DEFAULT_THRESHOLD
-    return Options(template, templates, bool(cfg.get("eligibility", True)), bool(cfg.get("baseline", False)),
-                   aggregate, bool(_cfg(cfg, "checkSentences", "check_sentences", default=True)), float(min_cov),
-                   conc, float(threshold))
+    try:
+        profile = profile_of(cfg, METHOD)
+    except ValueError as exc:
+        raise AssertionError_(str(exc)) from None
+    ref = profile == "reference"  # the paper's protocol: a baseline answer for eligibility, no sentence check
+    return Options(template, templates, bool(cfg.get("eligibility", True)), bool(cfg.get("baseline", ref)),
+                   aggregate, bool(_cfg(cfg, "checkSentences", "check_sentences", default=not ref)), float(min_cov),
+                   conc, float(threshold), profile, "template" in cfg)
+
+
+def paper_template(spec: ProviderSpec) -> str:
+    """The template the paper gave a judge of this family: implicit_span_level for its Claude judge, json for
+    its Gemini and GPT judges."""
+    return "implicit_span_level" if re.search(r"claude|anthropic", spec.id, re.I) else "json"
 
 
 @dataclass
@@ -389,10 +403,13 @@ async def facts_grounding(ctx: AssertionContext) -> GradingResult:
     except JudgeError as exc:
         raise AssertionError_(f"facts-grounding: {exc}") from None
     names = judge_names(specs)
-    templates = [opts.templates.get(n, opts.templates.get(s.label or "", opts.templates.get(s.id, opts.template)))
+    def default(spec: ProviderSpec) -> str:
+        return paper_template(spec) if opts.profile == "reference" and not opts.template_given else opts.template
+
+    templates = [opts.templates.get(n, opts.templates.get(s.label or "", opts.templates.get(s.id, default(s))))
                  for n, s in zip(names, specs)]
     inp = await _inputs(ctx)
-    base_meta = {"method": METHOD, "threshold": opts.threshold, "aggregate": opts.aggregate}
+    base_meta = {"method": METHOD, "profile": opts.profile, "threshold": opts.threshold, "aggregate": opts.aggregate}
 
     if not inp.response.strip():
         judges = [{"judge": n, "id": s.id, "template": t, "eligibility": None, "eligible": False, "accurate": None,
@@ -425,8 +442,8 @@ async def facts_grounding(ctx: AssertionContext) -> GradingResult:
 
     score = panel.score
     unadjusted = sum(1.0 for r in answered if r["accurate"]) / len(answered)
-    meta = {"method": METHOD, "score": score, "unadjustedScore": unadjusted, "eligible": eligible,
-            "threshold": opts.threshold, "aggregate": opts.aggregate, **details,
+    meta = {"method": METHOD, "profile": opts.profile, "score": score, "unadjustedScore": unadjusted,
+            "eligible": eligible, "threshold": opts.threshold, "aggregate": opts.aggregate, **details,
             "judgesFailed": [v.judge for v in panel.failed]}
     if panel.error:
         return grader_error(f"facts-grounding: {panel.error}", None, tokens, **meta)

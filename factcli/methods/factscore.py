@@ -7,17 +7,22 @@ Pipeline, per response (factuality-methods.md §3, the paper's §3.1 and §4.1):
    Preamble sentences that FActScore's bio mode skips produce no facts: a sentence starting with
    "Sure", "Please" or "This sentence does not contain any facts", and a first sentence starting with
    "Here are" / "Here is" / "Here's" (`config.skip_preambles: false` keeps them).
-3. The grader decomposes the sentences into atomic facts: one call for the whole response, or one
+3. The grader decomposes the sentences into atomic facts: one call per 400 words of sentences, or one
    per sentence with `config.decompose: sentence`. With a judge panel, the first judge (or
    `config.decomposer`) decomposes and every judge verifies the same facts, as in the paper, where one
-   decomposition is checked by several evaluators. A response with no facts counts as abstaining
-   (FActScore: 0 facts -> not responding).
-4. For each fact, BM25 retrieves the top `k` passages (query: "<topic> <fact>") from the knowledge
-   source, restricted to the topic's document when there is a topic (factcli.providers.search.knowledge).
-5. Each judge verifies the facts against their passages: one call per fact list (the union of the
-   facts' passages is shown once, numbered), or one call per fact with `config.batch: false`, or
-   lists of `config.batch_size` facts. The reply must hold exactly one verdict per fact, in order;
-   anything else is a grading error (never a guess).
+   decomposition is checked by several evaluators. Sentences that give no facts at all are a grading
+   error: the decomposer failed (FActScore would count the response as not responding).
+4. For each fact, BM25 (or, `retriever: dense`, an embedding model: factscore_dense.py) retrieves the
+   top `k` passages (query: "<topic> <fact>") from the knowledge source, restricted to the topic's
+   document when there is a topic (factcli.providers.search.knowledge).
+5. Each judge verifies the facts against their passages: lists of `config.batch_size` facts (default
+   10; the union of the list's passages is shown once, numbered), or one call per fact with
+   `config.batch: false` (its own passages only). The reply must hold exactly one verdict per fact, in
+   order; anything else is a grading error (never a guess).
+
+`profile: reference` changes the defaults to FActScore's code (settings_from): dense retrieval, one
+verification call a fact with its own passages best last, sentence-by-sentence decomposition, no
+abstention rule.
 
 Score (FActScore's definition, paper §3.1; length penalty from the reference implementation,
 `factscorer.py`, factuality-methods.md §3.8 -- the paper text itself has no penalty):
@@ -54,9 +59,11 @@ Abstention rules (`config.abstain`), from FActScore's `abstain_detection.py`:
   k               passages retrieved per fact (default 5)
   passage_words   passage size in words (default 256)
   gamma           length penalty γ (default 10; 0 or false turns it off)
+  profile         default | reference
   decompose       response (default) | sentence
-  batch           true (default): one verification call per fact list; false: one per fact
-  batch_size      facts per verification call when batching (default 0: all of them)
+  retriever       bm25 (default) | dense;  embeddingProvider: the embedding model of dense retrieval
+  batch           true (default): batch_size facts a verification call; false: one per fact
+  batch_size      facts per verification call when batching (default 10; 0: all of them)
   abstain, abstain_phrases, on_abstain (fail | pass), skip_preambles   see above
   aggregate       mean (default) | majority | unanimous, for a judge panel (`provider:` list)
   decomposer      the provider that decomposes (default: the first judge)
@@ -85,9 +92,11 @@ from pathlib import Path
 from typing import Any
 
 from factcli import templating
+from factcli.errors import ConfigError
 from factcli.methods import factscore_prompts as prompts
 from factcli.methods import reports as method_reports
-from factcli.methods.claims import JudgeCall, JudgeError, judges_for, step_prompt
+from factcli.methods.claims import JudgeCall, JudgeError, judges_for, profile_of, step_prompt
+from factcli.methods.factscore_dense import dense_retrieve
 from factcli.methods.factscore_facts import decompose, judge_name, verify
 from factcli.providers.search.knowledge import (
     DEFAULT_PASSAGE_WORDS,
@@ -108,6 +117,7 @@ DEFAULT_K = 5
 DEFAULT_GAMMA = 10
 DEFAULT_THRESHOLD = 0.5
 DEFAULT_CONCURRENCY = 8
+DEFAULT_BATCH = 10  # facts a verification call: its reply (about 96 tokens a verdict) stays inside the cap
 
 _PREAMBLE_STARTS = ("Sure", "Please", "This sentence does not contain any facts")
 _FIRST_PREAMBLE_STARTS = ("Here are", "Here is", "Here's", "Here’s")
@@ -145,7 +155,7 @@ class Settings:
     passage_words: int = DEFAULT_PASSAGE_WORDS
     gamma: float = DEFAULT_GAMMA
     decompose: str = "response"
-    batch_size: int = 0  # 0: every fact in one call
+    batch_size: int = DEFAULT_BATCH  # 0: every fact in one call
     abstain: str = "auto"
     abstain_phrases: list[str] = field(default_factory=list)
     on_abstain: str = "fail"
@@ -155,6 +165,9 @@ class Settings:
     knowledge: str | None = None
     topic: str | None = None
     decomposer: Any = None
+    profile: str = "default"
+    retriever: str = "bm25"
+    embedder: Any = None
 
 
 def _int(cfg: dict, key: str, default: int, minimum: int) -> int:
@@ -174,7 +187,15 @@ def _choice(cfg: dict, key: str, default: str, allowed: tuple) -> str:
 
 
 def settings_from(cfg: dict) -> Settings:
+    """The settings; `profile: reference` changes the defaults to FActScore's code (facts verified one at a
+    time against their own passages, best passage last; dense retrieval; sentence-by-sentence
+    decomposition; no abstention rule), and every key given still wins."""
     s = Settings()
+    try:
+        s.profile = profile_of(cfg, "factscore")
+    except ValueError as exc:
+        raise AssertionError_(str(exc)) from None
+    ref = s.profile == "reference"
     s.k = _int(cfg, "k", DEFAULT_K, 1)
     s.passage_words = _int(cfg, "passage_words", DEFAULT_PASSAGE_WORDS, 1)
     gamma = cfg.get("gamma", DEFAULT_GAMMA)
@@ -183,12 +204,23 @@ def settings_from(cfg: dict) -> Settings:
     if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or gamma < 0 or not math.isfinite(gamma):
         raise AssertionError_(f"factscore: config.gamma must be a number ≥ 0 (0 turns the penalty off), got {gamma!r}")
     s.gamma = float(gamma)
-    s.decompose = _choice(cfg, "decompose", "response", ("response", "sentence"))
-    batch = cfg.get("batch", True)
+    s.decompose = _choice(cfg, "decompose", "sentence" if ref else "response", ("response", "sentence"))
+    batch = cfg.get("batch", not ref)
     if not isinstance(batch, bool):
         raise AssertionError_(f"factscore: config.batch must be true or false, got {batch!r}")
-    s.batch_size = _int(cfg, "batch_size", 0, 0) if batch else 1
-    s.abstain = _choice(cfg, "abstain", "auto", ABSTAIN_MODES)
+    s.batch_size = _int(cfg, "batch_size", DEFAULT_BATCH, 0) if batch else 1
+    s.abstain = _choice(cfg, "abstain", "none" if ref else "auto", ABSTAIN_MODES)
+    s.retriever = _choice(cfg, "retriever", "dense" if ref else "bm25", ("bm25", "dense"))
+    s.embedder = cfg.get("embeddingProvider")
+    if s.embedder is not None:
+        try:
+            pick(s.embedder, "embedding")
+        except ConfigError as exc:
+            raise AssertionError_(f"factscore: config.embeddingProvider: {exc}") from None
+    if s.retriever == "dense" and not s.embedder:
+        raise AssertionError_("factscore: dense retrieval (config.retriever: dense, the reference profile's default, "
+                              "as FActScore's gtr-t5-large) needs config.embeddingProvider, e.g. "
+                              "openai:embedding:text-embedding-3-small; or set config.retriever: bm25")
     phrases = cfg.get("abstain_phrases") or []
     if isinstance(phrases, str):
         phrases = [phrases]
@@ -265,7 +297,9 @@ def preflight(a, base_dir: Path, test=None) -> list[str]:
     path = path if path.is_absolute() else base_dir / path
     try:
         source = open_source(path, settings_from(a.config or {}).passage_words)
-    except (KnowledgeError, AssertionError_) as exc:
+    except AssertionError_ as exc:
+        return [str(exc)]
+    except KnowledgeError as exc:
         return [f"factscore: {exc}"]
     # a topic that misses a document's title by a typo (`Canbera`) is refused here rather than after
     # the model was paid for; one far from every title is left to the row, as FActScore leaves it: an
@@ -363,7 +397,7 @@ async def factscore(ctx: AssertionContext) -> GradingResult:
     except JudgeError as exc:
         raise AssertionError_(f"factscore: {exc}") from None
     threshold = ctx.threshold if ctx.threshold is not None else DEFAULT_THRESHOLD
-    meta: dict = {"method": "factscore", "topic": topic or None, "k": s.k, "gamma": s.gamma,
+    meta: dict = {"method": "factscore", "profile": s.profile, "topic": topic or None, "k": s.k, "gamma": s.gamma,
                   "threshold": threshold}
 
     def abstained(why: str, tokens: TokenUsage | None = None, **extra) -> GradingResult:
@@ -398,11 +432,31 @@ async def factscore(ctx: AssertionContext) -> GradingResult:
                             graderReplies=decompose_call.replies, graderCost=cost)
     meta["sentences"] = len(sentences)
     if not facts:
+        # the sentences state something (the preambles are gone), so a decomposer that finds nothing in
+        # them failed: a grading error, not an abstention that would raise the respond ratio's doubt
         tokens, cost = _add_cost([decompose_call])
-        return abstained("no atomic facts", tokens, graderReplies=decompose_call.replies, graderCost=cost)
+        return grader_error("factscore: the decomposer returned no atomic facts for "
+                            f"{len(sentences)} sentence(s)", decompose_call.replies[-1]["reply"]
+                            if decompose_call.replies else None, tokens, **meta, judges=[],
+                            graderReplies=decompose_call.replies, graderCost=cost)
 
     texts = [f["text"] for f in facts]
-    retrieved = await asyncio.to_thread(_retrieve_all, source, texts, s.k, topic or None, title)
+    retrieve_call = JudgeCall()
+    if s.retriever == "dense":
+        meta["retriever"] = "dense"
+        try:
+            passages = source.passages(title) if title is not None else source.all_passages()
+            queries = [f"{topic} {fact}" if topic else fact for fact in texts]
+            retrieved = await dense_retrieve(ctx, pick(s.embedder, "embedding"), passages, queries, s.k,
+                                             retrieve_call, sem)
+        except JudgeError as exc:
+            tokens, cost = _add_cost([decompose_call, retrieve_call])
+            return grader_error(f"factscore: {exc}", None, tokens, **meta, judges=[],
+                                graderReplies=decompose_call.replies, graderCost=cost)
+        except ValueError as exc:
+            raise AssertionError_(f"factscore: {exc}") from None
+    else:
+        retrieved = await asyncio.to_thread(_retrieve_all, source, texts, s.k, topic or None, title)
     if not any(retrieved):
         raise AssertionError_(f"factscore: the knowledge source {source.name} has no text"
                               + (f" for {title!r}" if title else ""))
@@ -412,7 +466,8 @@ async def factscore(ctx: AssertionContext) -> GradingResult:
     async def judge(spec: ProviderSpec, call: JudgeCall) -> dict:
         try:
             verify_prompt = _step(ctx, "verificationPrompt", prompts.VERIFY)
-            verdicts = await verify(ctx, spec, verify_prompt, facts, retrieved, s.batch_size, topic, call, sem)
+            verdicts = await verify(ctx, spec, verify_prompt, facts, retrieved, s.batch_size, topic, call, sem,
+                                    best_last=s.profile == "reference")
         except JudgeError as exc:
             return {"judge": judge_name(spec), "error": str(exc), "raw": exc.raw}
         return {"judge": judge_name(spec), "verdicts": verdicts, **_judge_score(verdicts, s.gamma)}
@@ -420,7 +475,7 @@ async def factscore(ctx: AssertionContext) -> GradingResult:
     results = await asyncio.gather(*(judge(spec, call) for spec, call in zip(specs, calls)))
     for r, name in zip(results, judge_names(specs)):
         r["judge"] = name
-    tokens, cost = _add_cost([decompose_call, *calls])
+    tokens, cost = _add_cost([decompose_call, retrieve_call, *calls])
     verdicts = []
     for r, call in zip(results, calls):
         judge_cost = call.cost if call.cost_known else None

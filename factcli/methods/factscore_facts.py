@@ -37,6 +37,9 @@ FACT_VERDICTS_REPLY = Reply("fact_verdicts", Obj(verdicts=ListOf(Obj(
     per_item=96, base=32)
 
 
+CHUNK_WORDS = 400  # words of response a decomposition call: 3·400 + 64 tokens stays inside the 2,048 cap
+
+
 def judge_name(spec: ProviderSpec) -> str:
     """The judge a fact's verdict names: its label, else its id (not the panel's numbered name)."""
     return spec.label or spec.id
@@ -61,7 +64,28 @@ async def decompose(ctx, spec: ProviderSpec, template: Any, sentences: list[str]
             lambda sub, i=i, sent=sent: one([sent], sent, f"decompose sentence {i + 1}", sub)
             for i, sent in enumerate(sentences)))
         return [{"text": f, "sentence": i + 1} for i, facts in enumerate(lists) for f in facts]
-    return [{"text": f} for f in await one(sentences, "", "decompose", call)]
+    chunks = _chunks(sentences, CHUNK_WORDS)
+    if len(chunks) == 1:
+        return [{"text": f} for f in await one(sentences, "", "decompose", call)]
+    lists = await gather_calls(call, *(
+        lambda sub, i=i, chunk=chunk: one(chunk, "", f"decompose part {i + 1}/{len(chunks)}", sub)
+        for i, chunk in enumerate(chunks)))
+    return [{"text": f} for facts in lists for f in facts]
+
+
+def _chunks(sentences: list[str], words: int) -> list[list[str]]:
+    """Consecutive sentences in groups of at most `words` words (a longer sentence alone): the facts of a
+    group fit the decomposition step's cap (about 3 tokens a word of text)."""
+    out: list[list[str]] = [[]]
+    count = 0
+    for s in sentences:
+        n = len(s.split())
+        if out[-1] and count + n > words:
+            out.append([])
+            count = 0
+        out[-1].append(s)
+        count += n
+    return out
 
 
 def _norm(text: str) -> str:
@@ -133,16 +157,22 @@ def _shown_passages(groups: list[list[Passage]]) -> list[Passage]:
 
 
 async def verify(ctx, spec: ProviderSpec, template: Any, facts: list[dict], retrieved: list[list[Passage]],
-                 batch_size: int, topic: str, call: JudgeCall, sem: asyncio.Semaphore) -> list[dict]:
+                 batch_size: int, topic: str, call: JudgeCall, sem: asyncio.Semaphore,
+                 best_last: bool = False) -> list[dict]:
     """One judge's verdict on every fact against that fact's `retrieved` passages, in calls of
-    `batch_size` facts (0: all in one call); the reply of each call must line up with its facts."""
+    `batch_size` facts (0: all in one call); the reply of each call must line up with its facts.
+    `best_last` (one fact a call): its passages in reverse rank order, the best nearest the question, as
+    FActScore's reference code shows them."""
     size = batch_size or len(facts)
     batches = [list(range(i, min(i + size, len(facts)))) for i in range(0, len(facts), size)]
 
     async def one(indices: list[int], b: int, call: JudgeCall) -> list[dict]:
         step = "verify" if len(batches) == 1 else f"verify batch {b + 1}/{len(batches)}"
         texts = [facts[i]["text"] for i in indices]
-        shown = _shown_passages([retrieved[i] for i in indices])
+        if best_last and len(indices) == 1:
+            shown = list(reversed(retrieved[indices[0]]))
+        else:
+            shown = _shown_passages([retrieved[i] for i in indices])
         block, as_json = _passage_block(shown)
         variables = {**ctx.vars, "topic": topic, "passages": block, "passages_json": as_json,
                      "facts": json.dumps(texts, ensure_ascii=False), "facts_numbered": numbered(texts)}

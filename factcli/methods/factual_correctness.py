@@ -3,7 +3,7 @@
 The assertion's `value` is the reference answer. For each judge:
 1. the response and the reference are decomposed into atomic claims (two calls, in parallel);
 2. response claims are checked against the reference (precision) and reference claims against
-   the response (recall), one call per claim list, in parallel. Verdicts are SUPPORTED,
+   the response (recall), BATCH claims a call, in parallel. Verdicts are SUPPORTED,
    CONTRADICTED or NEUTRAL; only SUPPORTED counts.
 
 precision = supported response claims / response claims
@@ -22,6 +22,11 @@ order, or the assertion is a grading error.
 
 A side with no claims makes its ratio undefined: the assertion then fails with a reason that says
 so and `metadata.undefined`, never a silent 0 or 1.
+
+`profile: reference` computes RAGAS's figures instead (`_ragas`): recall TP/(TP+FN) with TP the
+supported response claims, a side without claims scoring 0, and RAGAS's default decomposition level
+(`atomicity: low`, `coverage: low`; factual_correctness_prompts.py). docs/claim-methods.md has the
+departures of both profiles.
 """
 
 from __future__ import annotations
@@ -39,12 +44,14 @@ from factcli.methods.claims import (
     gather_calls,
     judges_for,
     numbered,
-    step_prompt,
+    profile_of,
+    prompt_for,
     string_list,
 )
 from factcli.scoring.grading import grader_error
 from factcli.scoring.panels import JudgeVerdict, PanelConfigError, aggregate, aggregate_mode, judge_names
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
+from factcli.methods.factual_correctness_prompts import decomposition_prompt
 from factcli.scoring.replies import Choice, ListOf, Obj, Reply, Text
 from factcli.types import GradingResult, ProviderSpec, TokenUsage
 
@@ -93,6 +100,7 @@ VERIFY = [
 ]
 
 MODES = ("f1", "precision", "recall")
+BATCH = 10  # claims a verification call: 10 verdicts stay well inside the step's cap
 
 
 def f_beta(p: float, r: float, beta: float) -> float:
@@ -102,36 +110,49 @@ def f_beta(p: float, r: float, beta: float) -> float:
     return (1 + b2) * p * r / (b2 * p + r)
 
 
-async def _decompose(ctx, spec: ProviderSpec, text: str, call: JudgeCall, step: str) -> list[str]:
+async def _decompose(ctx, spec: ProviderSpec, text: str, call: JudgeCall, step: str, s: dict) -> list[str]:
     if not text.strip():
         return []
-    obj = await ask_json(ctx, spec, step_prompt(ctx, "decompositionPrompt", DECOMPOSE), {**ctx.vars, "text": text},
-                         call, step, CLAIMS_REPLY, len(text.split()))
+    template = prompt_for(ctx, "decompositionPrompt", s["decompose"])
+    obj = await ask_json(ctx, spec, template, {**ctx.vars, "text": text}, call, step, CLAIMS_REPLY, len(text.split()))
     return string_list(obj, "claims", step, call.replies[-1]["reply"])
 
 
 async def _verify(ctx, spec: ProviderSpec, claims: list[str], premise: str, call: JudgeCall, step: str) -> list[dict]:
+    """The claims' verdicts against the premise, BATCH claims a call (in parallel), so that no reply
+    needs more than its cap."""
     if not claims:
         return []
-    variables = {**ctx.vars, "premise": premise, "claims": json.dumps(claims, ensure_ascii=False),
-                 "claims_numbered": numbered(claims)}
-    obj = await ask_json(ctx, spec, step_prompt(ctx, "verificationPrompt", VERIFY), variables, call, step,
-                         VERDICTS_REPLY, len(claims))
-    try:
-        return aligned_verdicts(obj, claims, VERDICTS, step)
-    except JudgeError as exc:
-        raise JudgeError(str(exc), call.replies[-1]["reply"]) from None
+    template = prompt_for(ctx, "verificationPrompt", VERIFY)
+    batches = [claims[i:i + BATCH] for i in range(0, len(claims), BATCH)]
+
+    async def one(batch: list[str], b: int, sub: JudgeCall) -> list[dict]:
+        name = step if len(batches) == 1 else f"{step} (batch {b + 1}/{len(batches)})"
+        variables = {**ctx.vars, "premise": premise, "claims": json.dumps(batch, ensure_ascii=False),
+                     "claims_numbered": numbered(batch)}
+        obj = await ask_json(ctx, spec, template, variables, sub, name, VERDICTS_REPLY, len(batch))
+        try:
+            return aligned_verdicts(obj, batch, VERDICTS, name)
+        except JudgeError as exc:
+            raise JudgeError(str(exc), sub.replies[-1]["reply"]) from None
+
+    parts = await gather_calls(call, *(lambda sub, b=b, batch=batch: one(batch, b, sub)
+                                       for b, batch in enumerate(batches)))
+    return [v for part in parts for v in part]
 
 
-async def _one_judge(ctx, spec: ProviderSpec, reference: str, mode: str, beta: float) -> dict:
+async def _one_judge(ctx, spec: ProviderSpec, reference: str, s: dict) -> dict:
     call = JudgeCall()
     response = ctx.output_text
-    want_p, want_r = mode in ("f1", "precision"), mode in ("f1", "recall")
+    mode, beta, ragas = s["mode"], s["beta"], s["profile"] == "reference"
+    # RAGAS's recall counts the response's supported claims too, so it decomposes the response in every mode
+    want_p = mode in ("f1", "precision") or ragas
+    want_r = mode in ("f1", "recall")
     try:
         resp_claims, ref_claims = await gather_calls(
             call,
-            lambda sub: _decompose(ctx, spec, response, sub, "decompose response") if want_p else _none(),
-            lambda sub: _decompose(ctx, spec, reference, sub, "decompose reference") if want_r else _none(),
+            lambda sub: _decompose(ctx, spec, response, sub, "decompose response", s) if want_p else _none(),
+            lambda sub: _decompose(ctx, spec, reference, sub, "decompose reference", s) if want_r else _none(),
         )
         resp_verdicts, ref_verdicts = await gather_calls(
             call,
@@ -145,6 +166,8 @@ async def _one_judge(ctx, spec: ProviderSpec, reference: str, mode: str, beta: f
     claims = ([{**v, "side": "response", "evidence": "reference"} for v in resp_verdicts]
               + [{**v, "side": "reference", "evidence": "response"} for v in ref_verdicts])
     out: dict = {"judge": spec.id, "claims": claims, "call": call}
+    if ragas:
+        return _ragas(out, resp_verdicts, ref_verdicts, mode, beta)
     undefined = []
     if want_p:
         if resp_claims:
@@ -165,6 +188,25 @@ async def _one_judge(ctx, spec: ProviderSpec, reference: str, mode: str, beta: f
         out["score"] = out["recall"]
     else:
         out["score"] = f_beta(out["precision"], out["recall"], beta)
+    return out
+
+
+def _ragas(out: dict, resp_verdicts: list[dict], ref_verdicts: list[dict], mode: str, beta: float) -> dict:
+    """RAGAS's counts (factuality-methods.md §2.1): TP = supported response claims, FP = the other
+    response claims, FN = reference claims the response does not support; precision TP/(TP+FP), recall
+    TP/(TP+FN), F-beta from the two; a side without claims gives 0, as RAGAS's fbeta_score does."""
+    tp = sum(v["verdict"] == "SUPPORTED" for v in resp_verdicts)
+    fp = len(resp_verdicts) - tp
+    fn = sum(v["verdict"] != "SUPPORTED" for v in ref_verdicts)
+    precision = tp / (tp + fp) if tp + fp else 0.0
+    recall = tp / (tp + fn) if tp + fn else 0.0
+    out.update(tp=tp, fp=fp, fn=fn)
+    if mode in ("f1", "precision"):
+        out["precision"] = precision
+    if mode in ("f1", "recall"):
+        out["recall"] = recall
+    out["score"] = {"precision": precision, "recall": recall}.get(mode) if mode != "f1" else f_beta(
+        precision, recall, beta)
     return out
 
 
@@ -191,9 +233,20 @@ async def factual_correctness(ctx: AssertionContext) -> GradingResult:
     try:
         agg_mode = aggregate_mode(cfg)
         specs = judges_for(ctx)
-    except (JudgeError, PanelConfigError) as exc:
+        profile = profile_of(cfg, METHOD)
+    except (JudgeError, PanelConfigError, ValueError) as exc:
         raise AssertionError_(f"factual-correctness: {exc}") from None
-    results = await asyncio.gather(*(_one_judge(ctx, spec, reference, mode, float(beta)) for spec in specs))
+    levels = {}
+    for key in ("atomicity", "coverage"):
+        value = cfg.get(key, "low" if profile == "reference" else None)
+        if value is not None and str(value).lower() not in ("low", "high"):
+            raise AssertionError_(f"factual-correctness: config.{key} must be low or high, got {value!r}")
+        levels[key] = None if value is None else str(value).lower()
+    if (levels["atomicity"] is None) != (levels["coverage"] is None):
+        levels = {k: v or "high" for k, v in levels.items()}  # one given: the other keeps everything
+    s = {"mode": mode, "beta": float(beta), "profile": profile,
+         "decompose": DECOMPOSE if levels["atomicity"] is None else decomposition_prompt(**levels)}
+    results = await asyncio.gather(*(_one_judge(ctx, spec, reference, s) for spec in specs))
     for r, name in zip(results, judge_names(specs)):
         r["judge"] = name
 
@@ -206,7 +259,7 @@ async def factual_correctness(ctx: AssertionContext) -> GradingResult:
     verdicts, undefined_meta = [], []
     for r in results:
         cost = r["call"].cost if r["call"].cost_known else None
-        details = {k: r[k] for k in ("precision", "recall") if k in r}
+        details = {k: r[k] for k in ("precision", "recall", "tp", "fp", "fn") if k in r}
         if "score" in r:
             verdicts.append(JudgeVerdict(r["judge"], score=r["score"], cost=cost, details=details))
         elif "error" in r:
@@ -214,7 +267,8 @@ async def factual_correctness(ctx: AssertionContext) -> GradingResult:
         else:
             undefined_meta.append({"judge": r["judge"], **details, "undefined": r["undefined"], "cost": cost})
     panel = aggregate(verdicts, threshold, agg_mode)
-    meta = {"method": METHOD, "mode": mode, "beta": beta, **panel.metadata(), "graderCost": panel.cost(),
+    meta = {"method": METHOD, "mode": mode, "beta": beta, "profile": profile, **panel.metadata(),
+            "graderCost": panel.cost(), **{k: v for k, v in levels.items() if v is not None},
             "claims": [dict(c, judge=r["judge"]) for r in results for c in r.get("claims", [])],
             "graderReplies": [rep for r in results for rep in r["call"].replies]}
     if undefined_meta:

@@ -25,14 +25,18 @@ class MethodReport(NamedTuple):
     summarize: Callable[[list[dict]], dict | None]
     describe: Callable[[dict], str]
     select: Callable[[GradingResult], dict | None] | None = None  # a report that reads other methods' rows too
+    # a report whose figures depend on the other columns (VeriScore's K is set per domain from every compared
+    # model's responses): across(every column's metadatas) -> what summarize gets as its second argument
+    across: Callable[[list[list[dict]]], Any] | None = None
 
 
 _REPORTS: dict[str, MethodReport] = {}
 
 
-def register(key: str, method: str, summarize: Callable[[list[dict]], dict | None],
-             describe: Callable[[dict], str], select: Callable[[GradingResult], dict | None] | None = None) -> None:
-    _REPORTS[key] = MethodReport(key, method, summarize, describe, select)
+def register(key: str, method: str, summarize: Callable[..., dict | None],
+             describe: Callable[[dict], str], select: Callable[[GradingResult], dict | None] | None = None,
+             across: Callable[[list[list[dict]]], Any] | None = None) -> None:
+    _REPORTS[key] = MethodReport(key, method, summarize, describe, select, across)
 
 
 def _metadatas(grading: GradingResult | None, report: MethodReport, out: list[dict]) -> None:
@@ -65,18 +69,32 @@ class ColumnMethods:
         for report in _REPORTS.values():
             _metadatas(grading, report, self.found.setdefault(report.key, []))
 
-    def reports(self) -> dict:
+    def reports(self, shared: dict | None = None) -> dict:
         """{key: {"summary": {...}, "line": "..."}} for every registered method found; methods with
-        no result in the column are left out."""
+        no result in the column are left out. `shared`: what each cross-column report's `across` found."""
         out = {}
         for report in _REPORTS.values():
             found = self.found.get(report.key)
             if not found:
                 continue
-            summary = report.summarize(found)
+            if report.across is not None and shared is not None and report.key in shared:
+                summary = report.summarize(found, shared[report.key])
+            else:
+                summary = report.summarize(found)
             if summary is not None:
                 out[report.key] = {"summary": summary, "line": report.describe(summary)}
         return out
+
+
+def reports_of(columns: list[ColumnMethods]) -> list[dict]:
+    """Every column's reports, the cross-column ones computed over all the columns first."""
+    shared = {}
+    for report in _REPORTS.values():
+        if report.across is not None:
+            lists = [c.found.get(report.key) or [] for c in columns]
+            if any(lists):
+                shared[report.key] = report.across(lists)
+    return [c.reports(shared) for c in columns]
 
 
 def column_reports(rows: Iterable[Any]) -> dict:
@@ -84,7 +102,7 @@ def column_reports(rows: Iterable[Any]) -> dict:
     collected = ColumnMethods()
     for row in rows:
         collected.add(row)
-    return collected.reports()
+    return reports_of([collected])[0]
 
 
 def fill(run) -> None:
@@ -92,5 +110,5 @@ def fill(run) -> None:
     by_column = [ColumnMethods() for _ in run.metrics]
     for row in run.all_rows():
         by_column[row.step.prompt_idx].add(row)
-    for metrics, collected in zip(run.metrics, by_column):
-        metrics.methods = collected.reports()
+    for metrics, methods in zip(run.metrics, reports_of(by_column)):
+        metrics.methods = methods

@@ -12,6 +12,12 @@ JSON, each prompt overridable under `config` (factcli/methods/safe_prompts.py ha
 verifiable claims of the sentence with the three sentences before it and the one after it as context;
 every claim counts as relevant, and its one search is the claim itself (`results` default 10).
 
+`profile: reference` follows SAFE's and VeriScore's code: the split is one call a sentence, revision
+and relevance are two calls (`revisePrompt`, `relevancePrompt`), every relevant fact gets exactly
+`maxSearches` searches, the knowledge is SAFE's (a line of snippets a search); with `claims:
+verifiable` the rating is ternary and the column report adds VeriScore's K per domain, the median and
+largest claim count over every compared column (veriscore_k, a cross-column report).
+
 Score, with S supported, N not supported and I irrelevant facts (the paper's §5):
     precision = S / (S + N)           (undefined when S + N = 0: reported as null)
     recall@K  = min(S / K, 1)
@@ -37,7 +43,7 @@ from typing import Any
 from factcli import templating
 from factcli.methods import reports as method_reports
 from factcli.methods import safe_prompts as prompts
-from factcli.methods.claims import JudgeCall, JudgeError, ask_json, prompt_for, string_list
+from factcli.methods.claims import JudgeCall, JudgeError, ask_json, profile_of, prompt_for, string_list
 from factcli.providers.search import create_backend, results_wanted
 from factcli.providers.search.base import SearchConfigError
 from factcli.providers.search.knowledge import split_paragraph_sentences
@@ -55,6 +61,7 @@ CONTEXT_BEFORE, CONTEXT_AFTER = 3, 1  # VeriScore's window around the sentence b
 MODES = ("all", "verifiable")
 SUPPORTED, NOT_SUPPORTED, IRRELEVANT = "supported", "not_supported", "irrelevant"
 _VERDICTS = {"supported": SUPPORTED, "not_supported": NOT_SUPPORTED, "unsupported": NOT_SUPPORTED}
+TERNARY = ("supported", "contradicted", "inconclusive")  # VeriScore's labels; only supported counts
 
 # Each step's reply (scoring/replies.py): its schema goes with the request, its cap is the call's
 # max_tokens. A long answer's split is the one step that may need the most (about 15 tokens a fact);
@@ -65,6 +72,11 @@ QUERY_REPLY = Reply("safe_query", Obj(query=Text()), 256, types=("safe",))
 RATING_REPLY = Reply("safe_rating", Obj(reason=Text(), verdict=Choice(SUPPORTED, NOT_SUPPORTED)), 1024,
                      types=("safe",))
 CLAIMS_REPLY = Reply("safe_claims", Obj(claims=ListOf(Text())), 1024, types=("safe",))
+# profile: reference (SAFE's separate steps, VeriScore's three labels)
+SENTENCE_FACTS_REPLY = Reply("safe_sentence_facts", Obj(facts=ListOf(Text())), 512, types=("safe",))
+REVISED_REPLY = Reply("safe_revised", Obj(fact=Text()), 512, types=("safe",))
+RELEVANCE_REPLY = Reply("safe_relevance", Obj(relevant=Flag()), 64, types=("safe",))
+TERNARY_REPLY = Reply("veriscore_rating", Obj(reason=Text(), verdict=Choice(*TERNARY)), 1024, types=("safe",))
 
 
 def f1_at_k(supported: int, not_supported: int, k: int) -> tuple[float | None, float, float]:
@@ -101,9 +113,14 @@ def settings(cfg: dict, base_dir: Path | None) -> dict:
         results = results_wanted(search, VERIFIABLE_RESULTS if mode == "verifiable" else 3)
     except SearchConfigError as exc:
         raise AssertionError_(f"safe: {exc}") from None
+    try:
+        profile = profile_of(cfg, "safe")
+    except ValueError as exc:
+        raise AssertionError_(str(exc)) from None
     return {"mode": mode, "backend": backend, "results": results, "K": _whole(cfg, "K", DEFAULT_K, 1),
             "maxSearches": _whole(cfg, "maxSearches", DEFAULT_MAX_SEARCHES, 1),
-            "concurrency": _whole(cfg, "concurrency", DEFAULT_CONCURRENCY, 1)}
+            "concurrency": _whole(cfg, "concurrency", DEFAULT_CONCURRENCY, 1), "profile": profile,
+            "reference": profile == "reference"}
 
 
 def preflight(a, base_dir: Path, test=None) -> list[str]:
@@ -138,17 +155,40 @@ def knowledge_text(found: list[dict]) -> str:
     return "\n\n".join(f"[{i + 1}] {r['title']}\n{r['snippet']}\nURL: {r['url']}" for i, r in enumerate(found))
 
 
+def safe_knowledge(searches: list[list[dict]]) -> str:
+    """SAFE's knowledge: each search's snippets joined on one line, a line a search ("N/A" before any)."""
+    lines = [" ".join(r["snippet"] for r in found if r.get("snippet")) for found in searches]
+    return "\n".join(line for line in lines if line) or "N/A"
+
+
 async def _split(ctx, spec, s: dict, call: JudgeCall) -> list[dict]:
     """The facts to check: [{text, revised?, relevant?}] (revised and relevant come later in SAFE mode)."""
     response = ctx.output_text
     if not response.strip():
         return []
-    if s["mode"] == "all":
+    if s["mode"] == "all" and not s["reference"]:
         obj = await ask_json(ctx, spec, prompt_for(ctx, "splitPrompt", prompts.SPLIT),
                              {**ctx.vars, "prompt": ctx.prompt, "response": response}, call, "split", FACTS_REPLY)
         return [{"text": f} for f in string_list(obj, "facts", "split", call.replies[-1]["reply"])]
     sentences = split_paragraph_sentences(response)
     sem = asyncio.Semaphore(s["concurrency"])
+    if s["mode"] == "all":  # SAFE: one split call a sentence
+        template = prompt_for(ctx, "splitPrompt", prompts.SPLIT_SENTENCE)
+
+        async def split(i: int, sub: JudgeCall) -> list[str]:
+            step = f"split sentence {i + 1}"
+            async with sem:
+                obj = await ask_json(ctx, spec, template, {**ctx.vars, "prompt": ctx.prompt, "response": response,
+                                                           "sentence": sentences[i]}, sub, step, SENTENCE_FACTS_REPLY)
+            return string_list(obj, "facts", step, sub.replies[-1]["reply"])
+
+        subs = [JudgeCall() for _ in sentences]
+        try:
+            groups = await _all(split(i, sub) for i, sub in enumerate(subs))
+        finally:
+            for sub in subs:
+                call.merge(sub)
+        return [{"text": f, "sentence": i + 1} for i, group in enumerate(groups) for f in group]
 
     async def extract(i: int, sub: JudgeCall) -> list[str]:
         before = sentences[max(0, i - CONTEXT_BEFORE):i]
@@ -170,6 +210,27 @@ async def _split(ctx, spec, s: dict, call: JudgeCall) -> list[dict]:
     return [{"text": c, "revised": c, "relevant": True} for c in dict.fromkeys(claims)]
 
 
+async def _revise_then_relevance(ctx, spec, fact: dict, call: JudgeCall) -> None:
+    """SAFE's two calls: the fact made self-contained, then the revised fact's relevance to the prompt."""
+    obj = await ask_json(ctx, spec, prompt_for(ctx, "revisePrompt", prompts.REVISE_ONLY),
+                         {**ctx.vars, "prompt": ctx.prompt, "response": ctx.output_text, "fact": fact["text"]},
+                         call, "revise", REVISED_REPLY)
+    revised = obj.get("fact")
+    if not isinstance(revised, str) or not revised.strip():
+        raise JudgeError(f'revise: expected {{"fact": "<text>"}}, got {str(obj)[:200]}', call.replies[-1]["reply"])
+    fact["revised"] = revised.strip()
+    obj = await ask_json(ctx, spec, prompt_for(ctx, "relevancePrompt", prompts.RELEVANCE),
+                         {**ctx.vars, "prompt": ctx.prompt, "response": ctx.output_text, "fact": fact["revised"]},
+                         call, "relevance", RELEVANCE_REPLY)
+    relevant = obj.get("relevant")
+    if isinstance(relevant, str) and relevant.strip().lower() in ("true", "false"):
+        relevant = relevant.strip().lower() == "true"
+    if not isinstance(relevant, bool):
+        raise JudgeError(f'relevance: expected {{"relevant": true|false}}, got {str(obj)[:200]}',
+                         call.replies[-1]["reply"])
+    fact["relevant"] = relevant
+
+
 async def _revise(ctx, spec, fact: dict, call: JudgeCall) -> None:
     obj = await ask_json(ctx, spec, prompt_for(ctx, "revisePrompt", prompts.REVISE),
                          {**ctx.vars, "prompt": ctx.prompt, "response": ctx.output_text, "fact": fact["text"]},
@@ -183,39 +244,56 @@ async def _revise(ctx, spec, fact: dict, call: JudgeCall) -> None:
     fact["revised"], fact["relevant"] = revised.strip(), relevant
 
 
-async def _search(ctx, s: dict, query: str, fact: dict, found: list[dict]) -> None:
+async def _search(ctx, s: dict, query: str, fact: dict, found: list[dict], searches: list[list[dict]]) -> None:
     reply = await ctx.grader.search(s["backend"], query, s["results"])
     if reply.error is not None:
         raise JudgeError(f"search {query!r}: {reply.error}")
     fact["queries"].append(query)
+    results = [r for r in reply.output or [] if isinstance(r, dict)]
+    searches.append(results)
     seen = {(r["url"], r["snippet"]) for r in found}
-    found.extend(r for r in reply.output or [] if isinstance(r, dict) and (r.get("url"), r.get("snippet")) not in seen)
+    found.extend(r for r in results if (r.get("url"), r.get("snippet")) not in seen)
 
 
 async def _check(ctx, spec, s: dict, fact: dict, call: JudgeCall) -> None:
     """Search for one relevant fact, then rate it against what was found."""
     fact.update(queries=[], evidence=[])
     found: list[dict] = fact["evidence"]
+    searches: list[list[dict]] = []  # each search's results, as SAFE's knowledge lists them
+
+    def knowledge() -> str:
+        return safe_knowledge(searches) if s["reference"] else knowledge_text(found)
+
     claim = fact["revised"]
     if s["mode"] == "verifiable":
-        await _search(ctx, s, claim, fact, found)
+        await _search(ctx, s, claim, fact, found, searches)
     else:
         for step in range(1, s["maxSearches"] + 1):
             obj = await ask_json(ctx, spec, prompt_for(ctx, "queryPrompt", prompts.QUERY),
-                                 {**ctx.vars, "fact": claim, "knowledge": knowledge_text(found), "step": step},
+                                 {**ctx.vars, "fact": claim, "knowledge": knowledge(), "step": step},
                                  call, f"query {step}", QUERY_REPLY)
             query = obj.get("query")
             if query is not None and not isinstance(query, str):
                 raise JudgeError(f'query {step}: expected {{"query": "<text>"}}, got {str(obj)[:200]}',
                                  call.replies[-1]["reply"])
             if not (query or "").strip():
-                break
-            await _search(ctx, s, query.strip(), fact, found)
-    obj = await ask_json(ctx, spec, prompt_for(ctx, "ratePrompt", prompts.RATE),
-                         {**ctx.vars, "fact": claim, "knowledge": knowledge_text(found)}, call, "rate",
-                         RATING_REPLY)
+                if not s["reference"]:
+                    break
+                query = claim  # SAFE always makes maxSearches searches: an empty query searches the fact itself
+            await _search(ctx, s, query.strip(), fact, found, searches)
+    ternary = s["reference"] and s["mode"] == "verifiable"
+    obj = await ask_json(ctx, spec, prompt_for(ctx, "ratePrompt", prompts.RATE_TERNARY if ternary else prompts.RATE),
+                         {**ctx.vars, "fact": claim, "knowledge": knowledge()}, call, "rate",
+                         TERNARY_REPLY if ternary else RATING_REPLY)
     raw = str(obj.get("verdict") or "").strip().lower().replace(" ", "_").replace("-", "_")
-    verdict = _VERDICTS.get(raw)
+    if ternary:
+        if raw not in TERNARY:
+            raise JudgeError(f"rate: the verdict is {obj.get('verdict')!r}, expected one of {', '.join(TERNARY)}",
+                             call.replies[-1]["reply"])
+        fact["label"] = raw
+        verdict = SUPPORTED if raw == "supported" else NOT_SUPPORTED
+    else:
+        verdict = _VERDICTS.get(raw)
     if verdict is None:
         raise JudgeError(f"rate: the verdict is {obj.get('verdict')!r}, expected supported or not_supported",
                          call.replies[-1]["reply"])
@@ -233,9 +311,12 @@ def _fmt(x: float | None) -> str:
 
 def _fact_meta(f: dict) -> dict:
     relevant = bool(f.get("relevant"))
-    return {"text": f["text"], "revised": f.get("revised", f["text"]), "relevant": relevant,
-            "verdict": f.get("verdict", IRRELEVANT) if relevant else IRRELEVANT,
-            "queries": f.get("queries", []), "evidence": f.get("evidence", []), "reason": f.get("reason", "")}
+    out = {"text": f["text"], "revised": f.get("revised", f["text"]), "relevant": relevant,
+           "verdict": f.get("verdict", IRRELEVANT) if relevant else IRRELEVANT,
+           "queries": f.get("queries", []), "evidence": f.get("evidence", []), "reason": f.get("reason", "")}
+    if "label" in f:
+        out["label"] = f["label"]
+    return out
 
 
 @assertion("safe", model_graded=True, preflight=preflight)
@@ -249,8 +330,12 @@ async def safe(ctx: AssertionContext) -> GradingResult:
     spec = ctx.grader.spec_for(ctx.assertion, ctx.test)
     threshold = ctx.threshold if ctx.threshold is not None else DEFAULT_THRESHOLD
     backend = s["backend"]
-    meta: dict[str, Any] = {"method": "safe", "mode": s["mode"], "K": s["K"], "threshold": threshold,
-                            "search": {"provider": backend.name, "results": s["results"]}}
+    meta: dict[str, Any] = {"method": "safe", "mode": s["mode"], "profile": s["profile"], "K": s["K"],
+                            "threshold": threshold, "search": {"provider": backend.name, "results": s["results"]}}
+    domain = (ctx.assertion.config or {}).get("domain", ctx.vars.get("domain"))
+    if domain is not None:
+        meta["domain"] = templating.render(domain, ctx.vars) if isinstance(domain, str) and \
+            templating.has_template(domain) else str(domain)
     call = JudgeCall()
 
     def failed(exc: JudgeError) -> GradingResult:
@@ -264,7 +349,7 @@ async def safe(ctx: AssertionContext) -> GradingResult:
         async def one(fact: dict, sub: JudgeCall) -> None:
             if s["mode"] == "all":
                 async with sem:
-                    await _revise(ctx, spec, fact, sub)
+                    await (_revise_then_relevance if s["reference"] else _revise)(ctx, spec, fact, sub)
             if fact["relevant"]:
                 async with sem:
                     await _check(ctx, spec, s, fact, sub)
@@ -309,9 +394,45 @@ async def safe(ctx: AssertionContext) -> GradingResult:
 # ---------------------------------------------------------------- column summary
 
 
-def safe_summary(metas: list[dict]) -> dict | None:
+def _veriscore_rows(metas: list[dict]) -> list[dict]:
+    return [m for m in metas if m.get("mode") == "verifiable" and m.get("profile") == "reference"
+            and not m.get("graderError") and isinstance(m.get("f1AtK"), (int, float))]
+
+
+def veriscore_k(columns: list[list[dict]]) -> dict:
+    """VeriScore's K, per domain, from every compared column's responses (the paper's §3.3): the median and
+    the largest number of claims in a response; {domain: {"K", "Kmax", "responses"}}."""
+    import statistics
+
+    counts: dict[str, list[int]] = {}
+    for metas in columns:
+        for m in _veriscore_rows(metas):
+            counts.setdefault(str(m.get("domain") or "all"), []).append(len(m.get("facts") or []))
+    return {d: {"K": statistics.median(c), "Kmax": max(c), "responses": len(c)} for d, c in counts.items()}
+
+
+def _veriscore(metas: list[dict], ks: dict) -> dict | None:
+    rows = _veriscore_rows(metas)
+    if not rows or not ks:
+        return None
+    median, largest = [], []
+    for m in rows:
+        k = ks.get(str(m.get("domain") or "all"))
+        if not k or not k["K"]:
+            continue
+        median.append(f1_at_k(int(m.get("supported") or 0), int(m.get("notSupported") or 0), k["K"])[2])
+        largest.append(f1_at_k(int(m.get("supported") or 0), int(m.get("notSupported") or 0), k["Kmax"])[2])
+    if not median:
+        return None
+    return {"f1AtKMedian": sum(median) / len(median), "f1AtKMax": sum(largest) / len(largest), "rows": len(median),
+            "domains": ks}
+
+
+def safe_summary(metas: list[dict], domain_ks: dict | None = None) -> dict | None:
     """A column's SAFE report: rows scored, mean F1@K with its 95% bootstrap interval, mean precision
-    (over rows with a rated fact), total S/N/I and the searches made; grading errors counted apart."""
+    (over rows with a rated fact), total S/N/I and the searches made; grading errors counted apart.
+    With VeriScore's reference profile, `veriscore`: the mean F1@K with K per domain from all the
+    compared columns (`domain_ks`, from veriscore_k), at the median and at the largest claim count."""
     from factcli.stats.intervals import bootstrap_mean
 
     scored = [m for m in metas if isinstance(m.get("f1AtK"), (int, float)) and not m.get("graderError")]
@@ -329,6 +450,7 @@ def safe_summary(metas: list[dict]) -> dict | None:
         "notSupported": sum(int(m.get("notSupported") or 0) for m in scored),
         "irrelevant": sum(int(m.get("irrelevant") or 0) for m in scored),
         "searches": sum(int(m.get("searches") or 0) for m in scored),
+        **({"veriscore": found} if (found := _veriscore(metas, domain_ks or {})) else {}),
     }
 
 
@@ -350,7 +472,18 @@ def describe_safe(summary: dict) -> str:
         parts.append(f"grading errors {summary['gradingErrors']}")
     if not isinstance(k, int):
         parts.append(f"K varies: {', '.join(map(str, k))}")
-    return f"SAFE F1@{k_text} {summary['f1AtK']:.3f} ({'; '.join(parts)})"
+    line = f"SAFE F1@{k_text} {summary['f1AtK']:.3f} ({'; '.join(parts)})"
+    v = summary.get("veriscore")
+    if v:
+        ks = "; ".join(f"{d}: K={_k(x['K'])}, Kmax={x['Kmax']} over {x['responses']} responses"
+                       for d, x in v["domains"].items())
+        line += (f"; VeriScore F1@K(median) {v['f1AtKMedian']:.3f}, F1@K(max) {v['f1AtKMax']:.3f} "
+                 f"(K per domain from every column: {ks})")
+    return line
 
 
-method_reports.register("safe", "safe", safe_summary, describe_safe)
+def _k(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:.1f}"
+
+
+method_reports.register("safe", "safe", safe_summary, describe_safe, across=veriscore_k)

@@ -12,6 +12,10 @@ The grader's reply is read as SimpleQA's is: a single letter, A (CORRECT), B (IN
 "reason": ...} is accepted too. Anything else is a grading error, never a silent pass or fail; its
 row counts in none of the rates.
 
+`profile: reference` grades as simple-evals does (REFERENCE_PROMPT, read_grade_as_reference): its
+rules, and the first A, B or C of the reply, none counting as NOT_ATTEMPTED. A column with simpleqa
+rows reports over those rows alone.
+
 The prompt is ours, written from the paper's definitions:
 - a hedged answer that names no single answer is not attempted;
 - an answer that contains the gold answer but also a claim contradicting it is incorrect;
@@ -24,6 +28,7 @@ import json
 import re
 
 from factcli.methods import reports as method_reports
+from factcli.methods.claims import profile_of
 from factcli.scoring.grading import extract_json_objects, grader_error, render_grading_prompt
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.scoring.replies import Choice, Obj, Reply
@@ -53,6 +58,37 @@ Gold answer: {{gold}}
 Answer to grade: {{output}}
 
 Reply with the letter of the grade only: A, B or C."""
+
+# profile: reference: simple-evals' grading rules, in factcli's words (its own template can be given as
+# `rubricPrompt`); the reply is read as simple-evals reads it (read_grade_as_reference)
+REFERENCE_PROMPT = """Grade an answer to a question against a gold target: CORRECT, INCORRECT or NOT_ATTEMPTED.
+
+CORRECT: the answer contains the important information of the gold target and nothing that contradicts it.
+Only meaning counts: capitalisation, punctuation, grammar, word order and small misspellings of names do
+not matter. Hedging ("I think", "probably") is fine as long as the gold target is stated and nothing
+contradicts it.
+
+INCORRECT: the answer states something that contradicts the gold target, even with hedging. An answer
+that offers several candidates is incorrect if any of them is wrong.
+
+NOT_ATTEMPTED: the important information of the gold target is missing from the answer, and nothing in the
+answer contradicts it (it declines, says it does not know, asks for more information, or talks around it).
+
+Also:
+- A number must be right to the last significant figure of the gold target: for a gold target of 4,200
+  km, "4,200 km" and "about 4,150 km" are correct, "3,900 km" is incorrect, and "several thousand km" is
+  not attempted.
+- The gold target may hold more than the question asks for; the answer only needs what the question asks.
+  For "In which city was Frida Kahlo born?" with gold target "Coyoacán, Mexico City", "Coyoacán" is correct.
+- Parts of the gold target that the question makes obvious can be left out: for "Which planet did Cassini
+  orbit?" with gold target "Saturn (the sixth planet)", "Saturn" is correct.
+- Do not punish a correct answer for extra detail that does not contradict the gold target.
+
+Question: {{question}}
+Gold target: {{gold}}
+Predicted answer: {{output}}
+
+Grade the predicted answer: A for CORRECT, B for INCORRECT, C for NOT_ATTEMPTED. Reply with the letter only."""
 
 GRADE_REPLY = Reply("simpleqa_grade", Obj(grade=Choice(*GRADES)), 64, types=(METHOD,), as_text=lambda v: v["grade"])
 _LETTER = re.compile(r"^\W*([ABC])\W*$")
@@ -85,22 +121,44 @@ def _question(ctx: AssertionContext) -> str:
     return ctx.prompt
 
 
+_FIRST_LETTER = re.compile(r"(A|B|C)")
+
+
+def read_grade_as_reference(text: str | None) -> tuple[str, bool]:
+    """simple-evals' reading: the first capital A, B or C anywhere in the reply; none is C (NOT_ATTEMPTED).
+    -> (grade, whether the reply had no letter)."""
+    m = _FIRST_LETTER.search(text or "")
+    return (GRADES[m.group(1)], False) if m else ("NOT_ATTEMPTED", True)
+
+
 @assertion(METHOD, model_graded=True, needs_value=True)
 async def simpleqa(ctx: AssertionContext) -> GradingResult:
     gold = ctx.value
     if not isinstance(gold, (str, int, float)) or isinstance(gold, bool) or not str(gold).strip():
         raise AssertionError_("simpleqa assertion type must have the gold answer as its value")
+    try:
+        profile = profile_of(ctx.assertion.config or {}, METHOD)
+    except ValueError as exc:
+        raise AssertionError_(str(exc)) from None
     grader = ctx.need_grader()
     spec = grader.spec_for(ctx.assertion, ctx.test)
-    template = ctx.rubric(GRADER_PROMPT)
+    template = ctx.rubric(REFERENCE_PROMPT if profile == "reference" else GRADER_PROMPT)
     messages = render_grading_prompt(template, {**ctx.vars, "question": _question(ctx), "gold": str(gold),
                                                 "output": ctx.output_text})
     reply = await grader.complete(spec, messages, reply=GRADE_REPLY)
-    meta = {"method": METHOD, "grader": spec.id, "renderedGradingPrompt": json.dumps(messages, ensure_ascii=False)}
-    if reply.error or not reply.text:
+    meta = {"method": METHOD, "grader": spec.id, "profile": profile,
+            "renderedGradingPrompt": json.dumps(messages, ensure_ascii=False)}
+    if reply.error or (not reply.text and profile != "reference"):
         return grader_error(f"simpleqa: {reply.error or 'the grader gave no reply'}", reply.text, reply.tokens,
                             **meta)
-    read = read_grade(reply.text)
+    if profile == "reference":
+        grade, unparsed = read_grade_as_reference(reply.text)
+        if unparsed:
+            meta["unparsed"] = True
+        read = (grade, "no grade letter in the reply: counted as not attempted, as simple-evals does"
+                if unparsed else "")
+    else:
+        read = read_grade(reply.text)
     if read is None:
         return grader_error("simpleqa: the grader's reply is not a grade (A, B or C, or JSON with a 'grade')",
                             reply.text, reply.tokens, **meta)
@@ -126,7 +184,8 @@ def select(grading: GradingResult) -> dict | None:
     meta = grading.metadata
     error = bool(meta.get("graderError"))
     if meta.get("method") == METHOD:
-        return {"grade": meta.get("grade"), "graderError": error, "from": METHOD}
+        return {"grade": meta.get("grade"), "graderError": error, "from": METHOD,
+                "unparsed": bool(meta.get("unparsed"))}
     kind = grading.assertion.base_type if grading.assertion is not None else None
     if meta.get("method") == "factscore" or (kind in ("factuality", "model-graded-factuality")
                                             and meta.get("abstained") is not None):
@@ -137,11 +196,19 @@ def select(grading: GradingResult) -> dict | None:
 
 
 def simpleqa_summary(metadatas: list[dict]) -> dict | None:
-    """The column's SimpleQA figures over the rows the grader graded (grading errors apart)."""
+    """The column's SimpleQA figures over the rows the grader graded (grading errors apart). A column with
+    `simpleqa` rows counts those alone: a factuality or factscore row is another measurement, and pooling
+    it would give an F that is neither's; without them, the factuality rows that checked abstention
+    (and factscore rows beside them) give the figures."""
     if not any(m.get("from", METHOD) in (METHOD, "factuality") for m in metadatas):
         return None  # factscore rows alone keep their own report
-    grades = [m.get("grade") for m in metadatas if not m.get("graderError")]
-    errors = sum(1 for m in metadatas if m.get("graderError"))
+    counted = [m for m in metadatas if m.get("from", METHOD) == METHOD] or metadatas
+    left_out: dict[str, int] = {}
+    for m in metadatas:
+        if m.get("from", METHOD) != METHOD and counted is not metadatas:
+            left_out[m["from"]] = left_out.get(m["from"], 0) + 1
+    grades = [m.get("grade") for m in counted if not m.get("graderError")]
+    errors = sum(1 for m in counted if m.get("graderError"))
     n = len(grades)
     correct, incorrect = grades.count("CORRECT"), grades.count("INCORRECT")
     not_attempted = grades.count("NOT_ATTEMPTED")
@@ -153,10 +220,16 @@ def simpleqa_summary(metadatas: list[dict]) -> dict | None:
     else:
         f = 0.0 if c + cga == 0 else 2 * c * cga / (c + cga)
     sources = {}
-    for m in metadatas:
+    for m in counted:
         sources[m.get("from", METHOD)] = sources.get(m.get("from", METHOD), 0) + 1
-    return {"n": n, "gradingErrors": errors, "correct": _rate(correct, n), "incorrect": _rate(incorrect, n),
-            "notAttempted": _rate(not_attempted, n), "correctGivenAttempted": cga, "f": f, "from": sources}
+    unparsed = sum(1 for m in counted if m.get("unparsed") and not m.get("graderError"))
+    out = {"n": n, "gradingErrors": errors, "correct": _rate(correct, n), "incorrect": _rate(incorrect, n),
+           "notAttempted": _rate(not_attempted, n), "correctGivenAttempted": cga, "f": f, "from": sources}
+    if left_out:
+        out["notCounted"] = left_out
+    if unparsed:
+        out["unparsed"] = unparsed
+    return out
 
 
 def format_simpleqa(s: dict) -> str:
@@ -180,6 +253,11 @@ def format_simpleqa(s: dict) -> str:
     others = {k: v for k, v in (s.get("from") or {}).items() if k != METHOD}
     if others:
         line += "; " + ", ".join(f"{v} {k} rows" for k, v in sorted(others.items())) + " included"
+    if s.get("unparsed"):
+        line += f"; {s['unparsed']} unparseable grades counted as not attempted (the reference's rule)"
+    if s.get("notCounted"):
+        line += ("; " + ", ".join(f"{v} {k} rows" for k, v in sorted(s["notCounted"].items()))
+                 + " not counted (the figures are over simpleqa rows only)")
     return line
 
 

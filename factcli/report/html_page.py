@@ -329,6 +329,8 @@ def assertion_list(components: list[dict]) -> str:
         for key in ("claims", "facts"):
             if isinstance(meta.get(key), list) and meta[key]:
                 body.append(claims_list(meta[key], key))
+        if isinstance(meta.get("statements"), list) and meta["statements"]:
+            body.append(statements_list(meta["statements"], meta.get("passages")))
         if isinstance(meta.get("judges"), list) and meta["judges"]:
             body.append(_judges(meta["judges"]))
         if meta.get("graderRaw"):
@@ -379,6 +381,33 @@ def claims_list(items: list, key: str = "claims") -> str:
         count = f"{len(items)} verdicts on {name} from {len(judges)} judges"
     return (f'<details class="claims"><summary>{count} ({unsupported} not supported)</summary>'
             f'<ol class="claims">{"".join(rows)}</ol></details>')
+
+
+def statements_list(statements: list, passages: Any) -> str:
+    """A `citations` grading: each statement with its verdict, its citations (unnecessary ones marked)
+    and the passages it cites, folded under a count."""
+    passages = passages if isinstance(passages, list) else []
+    rows, unsupported = [], 0
+    for st in statements:
+        if not isinstance(st, dict):
+            continue
+        ok = bool(st.get("supported"))
+        unsupported += not ok
+        cites = [n for n in st.get("citations") or [] if isinstance(n, int)]
+        unnecessary = set(st.get("unnecessary") or [])
+        marks = "".join(f"[{n}]" + (" (unnecessary)" if n in unnecessary else "") for n in cites)
+        line = [f'<span class="{"ok" if ok else "bad"}">[{"supported" if ok else "not supported"}]</span> '
+                f'{_e(_text(st.get("text") or ""))}']
+        if marks:
+            line.append(f' <span class="dim">· cites {_e(marks)}</span>')
+        if st.get("reason"):
+            line.append(f'<div class="why dim">{_e(_text(st["reason"]))}</div>')
+        for n in cites:
+            if 1 <= n <= len(passages):
+                line.append(f'<div class="evidence">[{n}] {_e(_text(passages[n - 1]))}</div>')
+        rows.append(f"<li>{''.join(line)}</li>")
+    return (f'<details class="claims"><summary>{len(rows)} statements ({unsupported} not supported by their '
+            f'citations)</summary><ol class="claims">{"".join(rows)}</ol></details>')
 
 
 def _searched(item: dict) -> str:

@@ -278,6 +278,7 @@ def _print_component(console, c: dict, depth: int) -> None:
                 elif item.get("evidence"):
                     ev = item["evidence"] if isinstance(item["evidence"], str) else json.dumps(item["evidence"], ensure_ascii=False)
                     console.print(Text(f"{pad}        evidence: {ev}", style="dim"))
+    _print_statements(console, meta, pad)
     judges = meta.get("judges")
     if isinstance(judges, list) and judges:
         console.print(Text(f"{pad}    judges:", style="bold"))
@@ -293,6 +294,36 @@ def _print_component(console, c: dict, depth: int) -> None:
                 console.print(Text(f"{pad}      - {' · '.join(bits)}" + (f": {j['reason']}" if j.get("reason") else "")))
     for child in c.get("componentResults") or []:
         _print_component(console, child, depth + 1)
+
+
+def _print_statements(console, meta: dict, pad: str) -> None:
+    """A `citations` grading: each statement with its verdict, its citations (unnecessary ones marked)
+    and the text of the passages it cites."""
+    from rich.text import Text
+
+    statements, passages = meta.get("statements"), meta.get("passages")
+    if not isinstance(statements, list) or not statements:
+        return
+    passages = passages if isinstance(passages, list) else []
+    console.print(Text(f"{pad}    statements:", style="bold"))
+    for st in statements:
+        if not isinstance(st, dict):
+            continue
+        ok = bool(st.get("supported"))
+        t = Text(f"{pad}      - ")
+        t.append("[supported] " if ok else "[not supported] ", style="green" if ok else "red")
+        t.append(str(st.get("text") or ""))
+        cites = [n for n in st.get("citations") or [] if isinstance(n, int)]
+        unnecessary = set(st.get("unnecessary") or [])
+        if cites:
+            t.append("  cites " + "".join(f"[{n}]" + ("(unnecessary)" if n in unnecessary else "") for n in cites),
+                     style="dim")
+        console.print(t)
+        if st.get("reason"):
+            console.print(Text(f"{pad}        reason: {st['reason']}", style="dim"))
+        for n in cites:
+            if 1 <= n <= len(passages):
+                console.print(Text(f"{pad}        [{n}] {one_line(str(passages[n - 1]), 200)}", style="dim"))
 
 
 def _print_searched(console, item: dict, pad: str) -> bool:

@@ -29,7 +29,7 @@ from factcli.run.budget import budget_cap, output_cap, reply_cap
 from factcli.report.figures import money, plural
 
 GRADER_RUBRIC_TOKENS = 600
-CLAIM_METHODS = ("factual-correctness", "factscore", "facts-grounding", "safe")
+CLAIM_METHODS = ("factual-correctness", "factscore", "facts-grounding", "safe", "citations")  # calls follow the output
 
 
 @dataclass

@@ -137,9 +137,11 @@ class EvalRun:
         for row in self._pending:
             self._tally(row)
         self._pending = []
-        for m, (sample, methods, judged) in zip(self.metrics, self._column_tallies()):
+        tallies = self._column_tallies()
+        methods = method_reports.reports_of([t[1] for t in tallies])
+        for m, (sample, _, judged), found in zip(self.metrics, tallies, methods):
             m.stats = sample.stats()
-            m.methods = methods.reports()
+            m.methods = found
             m.judge_corrected = judged.reports()
 
     def _column_tallies(self) -> list:

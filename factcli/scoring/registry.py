@@ -113,6 +113,7 @@ _FAMILY_OF = {
                      "conversation-relevance"), "assertions.rag"),
     "factual-correctness": "methods.factual_correctness", "factscore": "methods.factscore",
     "facts-grounding": "methods.facts_grounding", "simpleqa": "methods.simpleqa", "safe": "methods.safe",
+    "citations": "methods.citations",
 }
 FAMILIES = tuple(dict.fromkeys(_FAMILY_OF.values()))  # what load_all imports
 _all_loaded = False

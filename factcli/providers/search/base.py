@@ -60,6 +60,7 @@ class SearchBackend(Provider):
     default_base = ""
     price: float | None = None
     max_results = 10  # the most one request returns
+    trims = True  # keep the first `results` of what search() returns (False: search() trims, keeping extras)
     options: tuple[str, ...] = ()  # vendor request options passed through from config.search
 
     def __init__(self, config: dict, base_dir: Path | None = None):
@@ -110,7 +111,9 @@ class SearchBackend(Provider):
     async def call(self, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
         wanted = int(prompt.config.get("results") or 3)
         found = await self.search(prompt.text, min(wanted, self.max_results))
-        return ProviderResponse(output=found[:wanted], cost=self.call_price, token_usage=TokenUsage(num_requests=1),
+        if self.trims:
+            found = found[:wanted]
+        return ProviderResponse(output=found, cost=self.call_price, token_usage=TokenUsage(num_requests=1),
                                 finish_reason="stop")
 
     async def search(self, query: str, results: int) -> list[dict]:
