@@ -27,7 +27,7 @@ class ConfigProblems(ConfigError):
     problem is the one line of the message, as every error is)."""
 
     def __init__(self, problems: list[str]):
-        problems = list(dict.fromkeys(problems))
+        problems = _grouped(problems)
         if len(problems) == 1:
             self.problems = []
             message = f"{problems[0]} (found before any call; nothing was sent)"
@@ -39,6 +39,18 @@ class ConfigProblems(ConfigError):
 
 
 SHOWN_PROBLEMS = 30  # lines ConfigProblems lists at most
+
+
+def _grouped(problems: list[str]) -> list[str]:
+    """One line per problem, the same problem in many tests once (`… (and 2 more like it)`), as the
+    unknown-key warnings are grouped."""
+    import re
+
+    groups: dict[str, list[str]] = {}
+    for line in problems:
+        groups.setdefault(re.sub(r"\[\d+\]", "[]", line), []).append(line)
+    return [lines[0] if len(set(lines)) == 1 else f"{lines[0]} (and {len(set(lines)) - 1} more like it)"
+            for lines in groups.values()]
 
 
 class StoreUnavailable(FactcliError):

@@ -195,3 +195,17 @@ def test_the_step_prompt_can_come_from_a_file_or_a_url(tmp_path, fake_openai):
             assert judged and any(t.endswith(mark) for t in judged), [t[-30:] for t in judged]
     finally:
         server.shutdown()
+
+
+def test_passages_as_json_text_in_a_csv_cell(tmp_path, fake_openai):
+    fake_openai.clear_rules()
+    fake_openai.add_rule(".", ANSWER, model="m")
+    fake_openai.add_rule(".", entail_judge, model="judge")
+    (tmp_path / "tests.csv").write_text('n,docs\n1,"' + json.dumps([P1, P2, P3]).replace('"', '""') + '"\n')
+    head = CONFIG.split("tests:")[0].replace(
+        "defaultTest:\n", "defaultTest:\n  assert: [{type: citations, config: {passages: docs}}]\n")
+    cfg = write(tmp_path / "c.yaml", head + "tests: file://tests.csv\n")
+    out = tmp_path / "r.json"
+    CliRunner().invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "--no-progress-bar", "--no-cache"])
+    meta = _component(json.loads(out.read_text()))["metadata"]
+    assert meta["passages"] == [P1, P2, P3] and meta["citationRecall"] == pytest.approx(2 / 3)

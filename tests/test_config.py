@@ -32,7 +32,7 @@ BASE = "prompts: ['Q: {{q}}']\nproviders: [echo]\n"
     (BASE + "tests:\n  - assert: [{type: guardrails}]\n", "c.yaml: tests[0].assert[0].type: assertion type 'guardrails' is not supported"),
     (BASE + "tests: file://missing.csv\n", "c.yaml: tests: file not found:"),
     ("prompts: ['{{ q ']\nproviders: [echo]\n", "c.yaml: prompts[0]: template syntax error"),
-    ("providers: [echo]\n", "c.yaml: prompts: no prompts"),
+    ("prompts: []\nproviders: [echo]\n", "c.yaml: prompts: no prompts found: list at least one"),
     ("prompts: [x]\n", "c.yaml: providers: no providers"),
     ("prompts: [x]\nproviders: ['python:nope.py']\n", "c.yaml: providers[0]: python provider file not found"),
     ("prompts: [x\nproviders: [echo]\n", "c.yaml: invalid YAML: line"),

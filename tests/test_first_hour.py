@@ -224,3 +224,17 @@ def test_show_renders_assertion_values_and_labels_claims_as_explain_does(tmp_pat
     assert "from the response, checked against the reference" in shown and "evidence: reference" not in shown
     # the example's metrics mean something: precision is 0.5 for the wrong year, 1 for the right answer
     assert "Metrics: f1=0.500, precision=0.500" in shown and "Metrics: f1=1.000, precision=1.000" in shown
+
+
+def test_every_test_whose_files_are_missing_is_named(server, tmp_path):
+    """A test that cannot be read (a var file that is not there) is a problem of its own; the other
+    tests, and the rest of the config, are still checked."""
+    config = (f"prompts: ['Q: {{{{q}}}} {{{{doc}}}}']\nproviders: [{_model()}]\ntests:\n"
+              "  - vars: {q: a, doc: file://missing_a.txt}\n  - vars: {q: b, doc: file://missing_b.txt}\n"
+              "  - vars: {q: c, doc: here}\n    assert: [{type: equalz, value: c}]\n")
+    result = _eval(tmp_path, config)
+    text = " ".join(result.output.split())
+    assert result.exit_code == 1 and "3 problems found before any call" in text
+    assert "tests[0].vars.doc: file not found:" in text and "tests[1].vars.doc: file not found:" in text
+    assert "tests[2].assert[0].type: unknown assertion type 'equalz' (did you mean 'equals'?)" in text
+    assert server.request_count == 0

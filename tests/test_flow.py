@@ -63,6 +63,7 @@ def test_a_dry_run_or_a_failed_check_stores_nothing(tmp_path):
     result = CliRunner().invoke(app, ["eval", "-c", str(cfg), "--dry-run", "--db", str(db)])
     assert result.exit_code == 0 and "Dry run: 2 rows" in result.output, result.output
     assert not db.exists()
-    bad = write(tmp_path / "bad.yaml", CONFIG + "outputPath: " + str(tmp_path / "no" / "such" / "dir" / "r.json"))
+    write(tmp_path / "blocker", "a file where a folder should be")  # (a missing folder would be made)
+    bad = write(tmp_path / "bad.yaml", CONFIG + "outputPath: " + str(tmp_path / "blocker" / "dir" / "r.json"))
     result = CliRunner().invoke(app, ["eval", "-c", str(bad), "--db", str(db), "--no-progress-bar"])
     assert result.exit_code == 1 and not db.exists(), result.output

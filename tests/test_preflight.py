@@ -75,10 +75,12 @@ def test_bad_outputs_are_all_named(server, tmp_path):
     locked = tmp_path / "locked"
     locked.mkdir()
     locked.chmod(0o500)
-    result = _eval(tmp_path, _config(_provider("gpt-4o-mini")), "-o", str(tmp_path / "missing" / "r.json"),
-                   "-o", str(tmp_path / "r.txt"), "-o", str(locked / "r.json"))
+    (tmp_path / "blocker").write_text("a file, not a folder")
+    # a folder that does not exist yet is made (tests/test_user_configs.py); one under a file cannot be
+    result = _eval(tmp_path, _config(_provider("gpt-4o-mini")), "-o", str(tmp_path / "blocker" / "sub" / "r.json"),
+                   "-o", str(tmp_path / "r.docx"), "-o", str(locked / "r.json"))
     locked.chmod(0o700)
-    needles = [f"the folder {tmp_path / 'missing'} does not exist", "r.txt: unknown format"]
+    needles = [f"{tmp_path / 'blocker'} is a file, not a folder", "r.docx: unknown format"]
     import os
 
     if os.geteuid() != 0:  # root writes anywhere

@@ -121,8 +121,7 @@ def test_the_run_is_stored_and_factcli_view_shows_it():
 def test_bad_input_raises_the_clis_one_line_error(tmp_path):
     with pytest.raises(factcli.FactcliError) as err:
         factcli.evaluate({"prompts": ["x"], "providers": ["echo"], "tests": [{"assert": [{"type": "contans"}]}]})
-    assert str(err.value) == ("<config>: tests[0].assert[0].type: unknown assertion type 'contans' (did you mean "
-                              "'contains'?) (found before any call; nothing was sent)")
+    assert str(err.value) == "<config>: tests[0].assert[0].type: unknown assertion type 'contans' (did you mean 'contains'?)"
     cfg = write(tmp_path / "c.yaml", "prompts: [x]\nproviders: [echo]\ntests: [{assert: [{type: contans}]}]\n")
     cli = CliRunner().invoke(app, ["eval", "-c", str(cfg), "--no-progress-bar"])
     with pytest.raises(factcli.ConfigError) as err:

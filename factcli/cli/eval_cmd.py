@@ -16,7 +16,8 @@ def eval_cmd(
     config: list[Path] = typer.Option(None, "-c", "--config", metavar="FILE", help="Config file(s); merged in order. "
                                       "Default: promptfooconfig.yaml/.yml/.json in the current directory."),
     output: list[Path] = typer.Option(None, "-o", "--output", metavar="FILE", help="Write results; format from the extension: "
-                                      ".json (promptfoo layout), .jsonl, .yaml, .csv, .xml, .junit.xml, .html. "
+                                      ".json (promptfoo layout), .jsonl, .yaml (.txt: YAML), .csv, .xml, .junit.xml, "
+                                      ".html; missing folders are made. Replaces the config's outputPath. "
                                       "Repeatable."),
     max_concurrency: int | None = typer.Option(None, "-j", "--max-concurrency", metavar="N", min=1,
                                                   help="Calls in flight at once (default 4)."),
@@ -75,6 +76,7 @@ def eval_cmd(
 def _run_eval(args: dict) -> int:
     """The flags -> EvalOptions; the flow (run/flow.py) does the rest, this module prints."""
     with start_up():  # the imports, the config and the plan, up to the first row
+        args = _with_config_options(args)
         flow = _flow(args)
         run = flow.prepare()
     return _print_eval(flow, run, args)
@@ -104,6 +106,25 @@ def _flow(args: dict):
         dry_run=args["dry_run"], env_file=args["env_file"], trust_stored_code=args["trust_stored_code"],
     )
     return Flow(options, TerminalUI(progress_bar=not args["no_progress_bar"]))
+
+
+def _with_config_options(args: dict) -> dict:
+    """The configs' `commandLineOptions` under the flags given (config/cli_options.py); a resumed or
+    retried run keeps the options it was started with, and --assertions runs no config."""
+    if args["resume"] or args["retry_errors"] or args["assertions"] is not None:
+        return args
+    from factcli.config.loader import default_config_path, read_config_file
+
+    files = list(args["config"] or []) or [p for p in [default_config_path()] if p is not None]
+    if not files:
+        return args
+    from factcli import settings
+    from factcli.config import cli_options
+
+    args = cli_options.apply(args, [(Path(p), read_config_file(Path(p))) for p in files])
+    for extra in args.pop("extra_env_files", []):
+        settings.load_env_file(str(extra))
+    return args
 
 
 def _print_eval(flow, run, args: dict) -> int:

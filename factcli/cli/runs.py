@@ -266,7 +266,7 @@ def diff_cmd(
 def export_cmd(
     run: str = typer.Argument(..., metavar="RUN", help=RUN_HELP),
     output: List[Path] = typer.Option(..., "-o", "--output", metavar="FILE", help="File to write; format from the extension: "
-                                      ".json, .jsonl, .yaml, .csv, .xml, .junit.xml, .html. Repeatable."),
+                                      ".json, .jsonl, .yaml (.txt: YAML), .csv, .xml, .junit.xml, .html. Repeatable."),
     db: Optional[str] = typer.Option(None, "--db", metavar="DB", help=DB_HELP),
 ) -> None:
     """Write a stored run to files, in the formats `eval -o` writes."""

@@ -91,6 +91,7 @@ def settle(found: list[ConfigError] | None, suite) -> None:
         return
     if _DEFERRED.get():
         suite.problems = list(dict.fromkeys(str(e) for e in found))
+        suite.problem_error = found[0] if len(found) == 1 else None  # raised as itself when it is the only one
         return
     if len(found) == 1:
         raise found[0]

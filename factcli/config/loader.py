@@ -19,11 +19,12 @@ from factcli.config.context import (
     check_keys,
     expect,
     problems_collected,
+    record,
     settle,
     unknown_key_lines,
     unknown_keys_collected,
 )
-from factcli.config.prompts import parse_prompts
+from factcli.config.prompts import make_prompt, parse_prompts
 from factcli.config.providers import parse_providers
 from factcli.config.testcases import ASSERT_KEYS, parse_test, test_maker
 from factcli.errors import ConfigError
@@ -32,13 +33,12 @@ from factcli.types import Prompt, ProviderSpec, TestCase
 TOP_KEYS = {
     "description", "prompts", "providers", "targets", "tests", "defaultTest", "scenarios",
     "evaluateOptions", "derivedMetrics", "assertionTemplates", "env", "outputPath", "metadata",
-    "tags", "sharing", "nunjucksFilters", "extensions",
+    "tags", "sharing", "nunjucksFilters", "extensions", "commandLineOptions",
 }
 UNSUPPORTED_TOP = {
     "redteam": "red teaming is not part of factcli",
     "tracing": "OpenTelemetry tracing is not supported",
     "writeLatestResults": "factcli always stores runs; use --no-write to skip",
-    "commandLineOptions": "pass options on the command line instead",
     "plugins": "red teaming is not part of factcli",  # promptfoo moves these two under redteam
     "strategies": "red teaming is not part of factcli",
 }
@@ -74,6 +74,7 @@ class Suite:
     # problems found while loading that did not stop it (config/context.record), when the caller
     # reports them with its own checks' (the eval flow: run/preflight); empty otherwise
     problems: list[str] = field(default_factory=list)
+    problem_error: Any = None  # the ConfigError when `problems` holds just one (raised as itself)
     # id(test) -> why its transformVars failed, once the transforms have run (they run once per
     # test: --filter-failing needs the transformed vars before the run is prepared)
     transform_errors: dict | None = None
@@ -112,7 +113,9 @@ def merge_configs(configs: list[tuple[Path, dict]]) -> dict:
     merged: dict = {}
     for _, cfg in configs:
         for key, value in cfg.items():
-            if key not in merged:
+            if key == "outputPath" and key in merged:  # promptfoo writes every file's outputPath
+                merged[key] = as_list(merged[key]) + as_list(value)
+            elif key not in merged:
                 merged[key] = copy.deepcopy(value)
             elif isinstance(merged[key], list) or isinstance(value, list):
                 merged[key] = as_list(merged[key]) + as_list(value)
@@ -157,7 +160,7 @@ def _load_suite(paths: list[str | Path], cli_vars: dict | None, providers: list[
     # Validate each file on its own first, so errors name the right file and key path; then
     # merge with every relative file:// reference made absolute against its own file.
     partials = [build_suite(cfg, p, cli_vars, partial=True, filters=filters) for p, cfg in configs]
-    merged = merge_configs([(p, absolutize(cfg, p.parent)) for p, cfg in configs])
+    merged = merge_configs([(p, _keep_output_path(absolutize(cfg, p.parent), cfg)) for p, cfg in configs])
     suite = build_suite(merged, files[0], cli_vars, filters=filters)
     # the merged config's unknown keys would all name the first file: each file's own lines instead
     _set_unknown_keys(suite, [line for part in partials for line in part.unknown_keys])
@@ -174,6 +177,11 @@ def _all_filters(configs: list[tuple[Path, dict]]) -> dict:
         if cfg.get("nunjucksFilters") is not None:
             found.update(parse_filters(cfg["nunjucksFilters"], Ctx(str(p), p.parent, {})))
     return found
+
+
+def _keep_output_path(absolute: dict, cfg: dict) -> dict:
+    """outputPath is the current directory's (promptfoo's rule), never made absolute against the config."""
+    return {**absolute, "outputPath": cfg["outputPath"]} if "outputPath" in cfg else absolute
 
 
 def absolutize(value: Any, base: Path) -> Any:
@@ -221,6 +229,9 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
             os.environ[str(k)] = templating.js_string(v)  # config env wins, as in promptfoo
     cfg = sources.expand_env({k: v for k, v in cfg.items() if k != "env"})
 
+    from factcli.config import cli_options
+
+    cli_options.check(cfg.get(cli_options.KEY), file)  # applied by `factcli eval` (cli/eval_cmd.py)
     if "sharing" in cfg:
         warnings.append(f"{file}: sharing: ignored (factcli never uploads results)")
 
@@ -240,7 +251,15 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
         register_filters(cfg.get("nunjucksFilters"), ctx)  # before prompts: their templates may use them
 
     provider_key = "targets" if "targets" in cfg and "providers" not in cfg else "providers"
-    prompts = [] if partial and cfg.get("prompts") is None else parse_prompts(cfg.get("prompts"), ctx)
+    if partial and not _has_prompts(cfg):
+        prompts = []
+    elif not _has_prompts(cfg):
+        prompts = [make_prompt(DEFAULT_PROMPT, None)]
+        if not _tests_have_prompt_var(cfg.get("tests")):
+            warnings.append(f"{file}: no 'prompts:': each test's 'prompt' var is sent ({DEFAULT_PROMPT}, as promptfoo "
+                            "does), but no test has one: add 'prompts:' or a 'prompt' var")
+    else:
+        prompts = parse_prompts(cfg.get("prompts"), ctx)
     providers = ([] if partial and cfg.get(provider_key) is None
                  else parse_providers(cfg.get(provider_key), ctx, provider_key))
 
@@ -269,13 +288,26 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
 
     def parse(entry) -> TestCase:
         t, c, where = entry
-        return make(t, c, where, c is ctx)
+        try:
+            return make(t, c, where, c is ctx)
+        except ConfigError as exc:  # (a var file that is not there): the other tests are still checked
+            if not record(exc):
+                raise
+            return TestCase(description=f"{where} (not loaded)", source=(c.file, where))  # never run
 
     from factcli.config import stream
 
     # a list, or tests read again from their CSV files as they are iterated (config/stream.py)
     # (a CSV file's rows are never the config's own tests: plain_row takes them as data)
-    plain_row = make.plain_row if make.only_assertions else None
+    plain_row = None
+    if make.only_assertions:
+        def plain_row(t, c, where) -> TestCase:  # as parse: a row that cannot be read is one problem
+            try:
+                return make.plain_row(t, c, where)
+            except ConfigError as exc:
+                if not record(exc):
+                    raise
+                return TestCase(description=f"{where} (not loaded)", source=(c.file, where))  # never run
     tests = (stream.load(tests_raw, parse, plain_row) if not (extensions or placeholder)
              else [parse(e) for e in tests_raw])
 
@@ -295,8 +327,7 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
     check_keys(options, EVAL_OPTION_KEYS, file, "evaluateOptions", EVAL_OPTION_UNSUPPORTED)
     _check_evaluate_options(options, file)
 
-    # `file://x.csv` names a file as everywhere else in a config
-    output_path = [p.removeprefix("file://") if isinstance(p, str) else p for p in as_list(cfg.get("outputPath"))]
+    output_path = _output_paths(cfg.get("outputPath"), file)
     metadata = cfg.get("metadata") or {}
     return Suite(
         description=cfg.get("description"),
@@ -306,7 +337,7 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
         derived_metrics=list(derived),
         evaluate_options=dict(options),
         default_test=default_test,
-        output_path=[str(base / p) if not os.path.isabs(p) else p for p in output_path],
+        output_path=output_path,
         metadata=metadata if isinstance(metadata, dict) else {},
         raw=raw,
         base_dir=base,
@@ -317,15 +348,66 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
     )
 
 
+def _output_paths(value: Any, file: str) -> list[str]:
+    """outputPath as promptfoo 0.121.20 writes it: a path or a list of paths, each relative to the current
+    directory (not to the config's folder), its folders made when it is written, the format from its
+    extension; `-o` replaces them all (run/flow.py). `file://x.csv` names x.csv (promptfoo would make a
+    folder named `file:`)."""
+    out = []
+    for i, p in enumerate(as_list(value)):
+        where = "outputPath" if not isinstance(value, list) else f"outputPath[{i}]"
+        expect(isinstance(p, str) and bool(p.strip()), f"expected the path of a results file, got {p!r}", file, where)
+        if p.startswith(("https://docs.google.com/spreadsheets/", "http://", "https://")):
+            raise ConfigError("writing results to a Google Sheet or a URL is not supported: write a .csv file "
+                              "(e.g. outputPath: results.csv) and import it", file, where)
+        out.append(p.removeprefix("file://"))
+    return out
+
+
+DEFAULT_PROMPT = "{{prompt}}"  # promptfoo's prompt for a config without `prompts:`
+
+
+def _has_prompts(cfg: dict) -> bool:
+    """promptfoo uses its default prompt when `prompts` is missing, null or an empty string (an empty list
+    is "no prompts", an error)."""
+    return cfg.get("prompts") not in (None, "")
+
+
+def _tests_have_prompt_var(tests: Any) -> bool:
+    """promptfoo's condition for not warning about the default prompt: no `tests:`, tests from a file, or
+    a test written in the config with a `prompt` var."""
+    if not tests or isinstance(tests, str):
+        return True
+    return isinstance(tests, list) and any(isinstance(t, dict) and isinstance(t.get("vars"), dict)
+                                           and "prompt" in t["vars"] for t in tests)
+
+
 def _check_expression(expr: str, file: str, where: str) -> None:
     """A derived metric that cannot parse is refused now, not after every row has run."""
-    from factcli.scoring.metrics import compile_expression
+    from factcli.scoring.metrics import JsDerived, compile_metric
 
     try:
-        compile_expression(expr)
+        compiled = compile_metric(expr)
     except (ValueError, RecursionError, MemoryError) as exc:  # DerivedMetricError is a ValueError
         message = str(exc) if type(exc).__name__ == "DerivedMetricError" else f"invalid expression: {exc}"
-        raise ConfigError(message.splitlines()[0] if message else "invalid expression", file, where) from None
+        raise ConfigError((message.splitlines()[0] if message else "invalid expression") +
+                          " (a mathjs expression such as 'correct / __count', or a JavaScript function body "
+                          "such as 'return namedScores.correct / namedScores.__count')", file, where) from None
+    if isinstance(compiled, JsDerived):
+        _check_js_metric(expr, file, where)
+
+
+def _check_js_metric(code: str, file: str, where: str) -> None:
+    """A JavaScript derived metric needs Node and must compile: told now, not after every row has run."""
+    from factcli.scripting.node import JSError, NodeWorkerError, get_worker, require_node
+
+    try:
+        require_node("JavaScript derived metrics", "a mathjs expression")
+        get_worker().call_sync("derivedCheck", {"code": code}, timeout=30)
+    except JSError as exc:
+        raise ConfigError(f"JavaScript does not compile: {exc.name}: {exc.js_message}", file, where) from None
+    except NodeWorkerError as exc:
+        raise ConfigError(str(exc), file, where) from None
 
 
 def _check_evaluate_options(options: dict, file: str) -> None:

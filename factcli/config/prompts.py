@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from factcli import sources, templating
-from factcli.config.context import Ctx, as_list, check_keys, expect, record
+from factcli.config.context import Ctx, as_list, check_keys, expect, record, unknown_key
 from factcli.config.user_code import (FUNCTION_SUFFIXES, JS_SUFFIXES, PY_SUFFIXES, TS_SUFFIXES, code_file,
                                       python_function)
 from factcli.errors import ConfigError
@@ -60,7 +60,8 @@ def parse_prompts(value: Any, ctx: Ctx) -> list[Prompt]:
             if not record(exc):
                 raise
             out.append(make_prompt("", f"{where} (not loaded)"))  # holds its place; the run stops before any call
-    expect(bool(out), "no prompts found", ctx.file, "prompts")
+    expect(bool(out), "no prompts found: list at least one (e.g. - 'Answer: {{question}}'), or leave 'prompts:' out "
+           "to send each test's 'prompt' var", ctx.file, "prompts")
     return out
 
 
@@ -79,9 +80,11 @@ def _parse_prompt(item: Any, label: str | None, where: str, ctx: Ctx, out: list[
             return
         if "raw" in item:
             expect(isinstance(item["raw"], str), "expected a string", ctx.file, where + ".raw")
-            out.append(_with_config(make_prompt(item["raw"], label), config))
-            return
-        item = item.get("id")
+            if not (sources.is_file_ref(item["raw"]) or _names_a_file(item["raw"], ctx)):
+                out.append(_with_config(make_prompt(item["raw"], label), config))
+                return
+        # promptfoo reads `raw` as it reads `id`: a file reference is the file's prompts (checked)
+        item = item["raw"] if "raw" in item else item.get("id")
         expect(isinstance(item, str), "a prompt needs 'raw' text, an 'id' file reference or 'messages'",
                ctx.file, where)
     if isinstance(item, list):  # inline chat messages
@@ -95,6 +98,11 @@ def _parse_prompt(item: Any, label: str | None, where: str, ctx: Ctx, out: list[
     else:
         _check_template(item, ctx.file, where)
         out.append(_with_config(make_prompt(item, label), config))
+
+
+def _compact(data: Any) -> str:
+    """JSON.stringify's text: how promptfoo keeps a .json or .yaml prompt file (its raw and its label)."""
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
 def _names_a_file(text: str, ctx: Ctx) -> bool:
@@ -131,16 +139,23 @@ def _prompts_from_file(ref: str, label: str | None, ctx: Ctx, where: str) -> lis
     if func or path.suffix.lower() in FUNCTION_SUFFIXES:
         return [_prompt_function(ref, path, func, label, ctx, where)]
     out: list[Prompt] = []
+    if label is not None and sources.is_glob(str(path)):
+        unknown_key(ctx.file, where + ".label", "a label on a glob is not used (promptfoo drops it too): each file's "
+                    "prompts are labelled 'path: text'; list the files one by one to label them")
+        label = None
     for p in sources.expand_glob(path, ctx.file, where):
         shown = os.path.relpath(p, ctx.base) if not Path(ref[7:]).is_absolute() else str(p)
         suffix = p.suffix.lower()
         text = sources.read_text(p, ctx.file, where)
         if suffix == ".json":
             try:
-                raw = json.dumps(json.loads(text), ensure_ascii=False)
+                raw = _compact(json.loads(text))
             except ValueError:
                 raw = text
             out.append(make_prompt(raw, label or f"{shown}: {raw}"))
+        elif suffix in (".md", ".j2"):  # one prompt, the whole file (trailing newline kept), as promptfoo
+            _check_template(text, str(p), "")
+            out.append(make_prompt(text, label or f"{shown}: {text[:50]}..."))
         elif suffix == ".jsonl":
             lines = [ln for ln in text.splitlines() if ln]
             for ln in lines:
@@ -148,7 +163,7 @@ def _prompts_from_file(ref: str, label: str | None, ctx: Ctx, where: str) -> lis
                 out.append(make_prompt(ln, lab))
         elif suffix in (".yaml", ".yml"):
             data = sources.parse_yaml(text, str(p))
-            raw = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+            raw = data if isinstance(data, str) else _compact(data)
             out.append(make_prompt(raw, label or f"{shown}: {raw[:80]}"))
         else:  # .txt, .md, .j2 and anything else: `---` lines separate prompts
             chunks, buf = [], []

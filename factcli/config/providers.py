@@ -61,7 +61,8 @@ def parse_provider(item: Any, ctx: Ctx, where: str) -> ProviderSpec:
     config = item.get("config") or {}
     expect(isinstance(config, dict), "expected a mapping", ctx.file, where + ".config")
     _check_limits(config, ctx, where + ".config")
-    _check_near_misses(config, ctx, where + ".config")
+    if not _runs_user_code(pid.strip()):  # a script provider's config is its own: every key is passed to it
+        _check_near_misses(config, ctx, where + ".config")
     prompts = item.get("prompts")
     if prompts is not None:
         prompts = [str(p) for p in as_list(prompts)]
@@ -83,6 +84,12 @@ KNOWN_CONFIG_KEYS = {
     "maxConcurrency", "rpm", "tpm", "models", "max_retries", "api_base", "api_key", "extra_headers",
     "reasoning", "reasoningBudget", "grammar",  # a grader's reasoning and schema (docs/judges.md)
 }
+
+
+def _runs_user_code(pid: str) -> bool:
+    from factcli.providers.registry import provider_class
+
+    return bool(getattr(provider_class(pid), "user_code", False))
 
 
 def _check_near_misses(config: dict, ctx: Ctx, where: str) -> None:

@@ -1,6 +1,6 @@
 """The code a config holds or names, found in its raw mapping without loading it (loading imports
 Python modules): inline scripts (`python` / `javascript` assertions, `fn:`/`eval:`/`javascript:`
-values, transforms), files of code (`file://x.py[:fn]`, `.js`, `.ts`: assertions, prompt functions,
+values, transforms, JavaScript derived metrics), files of code (`file://x.py[:fn]`, `.js`, `.ts`: assertions, prompt functions,
 script providers and vars, test generators, filters, extension hooks) and `exec:` providers.
 
 A resumed run whose config files are gone is rebuilt from the config stored with it: that code came
@@ -47,6 +47,13 @@ def _walk(node, where: str, found: list[str], text_value: bool = False) -> None:
             path = f"{where}.{key}" if where else str(key)
             if key in _TRANSFORM_KEYS and isinstance(child, str) and not _CODE_FILE.match(child.strip()):
                 found.append(f"{path}: inline {key}: {_first_line(child)}")
+            elif key == "derivedMetrics" and isinstance(child, list):
+                from factcli.scoring.metrics import is_javascript
+
+                for i, metric in enumerate(child):
+                    value = metric.get("value") if isinstance(metric, dict) else None
+                    if isinstance(value, str) and is_javascript(value):
+                        found.append(f"{path}[{i}].value: inline javascript derived metric: {_first_line(value)}")
             elif key == "nunjucksFilters" and isinstance(child, dict):
                 for name, ref in child.items():
                     found.append(f"{path}.{name}: filter code {ref}")

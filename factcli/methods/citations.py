@@ -26,6 +26,7 @@ at `threshold` (default 0.5); `not-citations` inverts it. An answer with no stat
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from typing import Any
 
@@ -114,6 +115,13 @@ def _passages(ctx: AssertionContext) -> list[str]:
         value, where = ctx.vars[spec], f"the var {spec!r} (config.passages)"
     else:
         value, where = spec, "config.passages"
+    if isinstance(value, str) and value.lstrip().startswith("["):
+        try:  # a CSV or JSONL cell holding the list as JSON text
+            parsed = json.loads(value)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, list):
+            value = parsed
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not all(isinstance(p, str) for p in value):

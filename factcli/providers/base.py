@@ -164,6 +164,7 @@ class RenderedPrompt:
     # request parameters for this call only (a test's options, a prompt function's config), merged over
     # the provider's own config; part of the cache key
     config: dict = field(default_factory=dict)
+    template: str | None = None  # the prompt as written (promptfoo's `context.prompt.raw` for script providers)
 
 
 class Provider:
@@ -177,6 +178,8 @@ class Provider:
     # answers inside this process without I/O and never raises ProviderCallError (echo): a call has
     # nothing to pace, time out or retry (run/calls.py)
     in_process = False
+    # runs the user's own code (a script provider): code that a stored run would run again
+    user_code = False
 
     def __init__(self, spec: ProviderSpec, base_dir: Path | None = None):
         self.spec = spec
@@ -225,7 +228,7 @@ def response_from_dict(data: Any) -> ProviderResponse:
         output=data.get("output"), error=data.get("error") or None, token_usage=tu,
         cost=float(cost) if isinstance(cost, (int, float)) else None,
         finish_reason=data.get("finishReason"), logprobs=data.get("logProbs"),
-        metadata=data.get("metadata") or {},
+        metadata=data.get("metadata") or {}, cached=data.get("cached") is True,
     )
 
 

@@ -33,6 +33,11 @@ def _provider_class(pid: str) -> type:
     return LiteLLMProvider
 
 
+def provider_class(pid: str) -> type:
+    """The class that serves the provider id `pid`."""
+    return _provider_class(pid)
+
+
 def create_provider(spec: ProviderSpec, base_dir: Path | None = None) -> Provider:
     return _provider_class(spec.id)(spec, base_dir)
 
@@ -45,6 +50,10 @@ def validate_provider_id(spec: ProviderSpec, file: str, where: str, base_dir: Pa
             check(spec, base_dir)
         except ConfigError as exc:
             raise ConfigError(exc.detail, file, where) from None
+    elif spec.id.startswith("file://"):  # no class claims this file: not a vendor's model either
+        raise ConfigError(f"'{spec.id}': a provider from a file is Python (file://provider.py[:fn]), JavaScript or "
+                          "TypeScript (file://provider.js, .mjs, .cjs, .ts[:Name]) or a providers list (.yaml, "
+                          ".json); for another language use exec: (e.g. exec: ruby provider.rb)", file, where)
     else:
         from factcli.providers.litellm_provider import validate_id
 

@@ -1,18 +1,22 @@
-"""Providers that run the user's own code: `python:file.py[:fn]` / `file://file.py[:fn]` in-process
-(promptfoo's `call_api(prompt, options, context)` contract), `python-function:NAME` (a function passed
-to the Python API, scripting/callables.py) and `exec: command`."""
+"""Providers that run the user's own code (`user_code = True`: code a stored run would run again):
+`python:file.py[:fn]` / `file://file.py[:fn]` in-process (promptfoo's `call_api(prompt, options, context)`
+contract), `file://x.js|.mjs|.cjs|.ts[:name]` in the Node worker (promptfoo's class with `callApi`),
+`python-function:NAME` (a function passed to the Python API, scripting/callables.py) and `exec: command`."""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
 import json
+import os
+import re
 import shlex
 from pathlib import Path
 
 from factcli.errors import ConfigError
 from factcli.providers.base import (
     ERROR,
+    TIMEOUT,
     Provider,
     ProviderCallError,
     RenderedPrompt,
@@ -33,11 +37,108 @@ def _python_target(pid: str, base_dir: Path) -> tuple[Path, str]:
     return (path if path.is_absolute() else base_dir / path), func
 
 
+# `file://x.js`, `.mjs`, `.cjs`, `.ts`, `.mts`, `.cts`, each optionally with `:name`
+_JS_ID = re.compile(r"^file://(.+\.(?:m|c)?[jt]s)(?::([A-Za-z_$][\w$]*))?$", re.IGNORECASE)
+
+
+def _js_target(pid: str, base_dir: Path) -> tuple[Path, str | None]:
+    m = _JS_ID.match(pid)
+    assert m is not None
+    path = Path(m.group(1)).expanduser()
+    return (path if path.is_absolute() else base_dir / path), m.group(2)
+
+
+@register_provider(lambda pid: _JS_ID.match(pid) is not None)
+class JavaScriptProvider(Provider):
+    """promptfoo's JavaScript provider in factcli's Node worker (scripting/node.py): the file's default export,
+    or the `:name` given, is a class made once with `{id, config, env}` (config with promptfoo's
+    `basePath`), then given its label, whose `callApi(prompt, context, options)` returns a ProviderResponse; a function is
+    taken as callApi itself. Calls are timed, paced and retried by run/calls.py as every provider's."""
+
+    cacheable = False  # user code may be stateful or read files; never serve it stale
+    local = True  # it runs here; the row's cost is what it reports, as in promptfoo
+    user_code = True
+
+    @staticmethod
+    def validate(spec, base_dir) -> None:
+        from factcli.scripting.node import NodeWorkerError, require_node, typescript_way
+
+        path, _ = _js_target(spec.id, base_dir)
+        if not path.is_file():
+            raise ConfigError(f"JavaScript provider file not found: {path} (a relative path is the config "
+                              "folder's)")
+        try:
+            require_node("JavaScript providers", "a Python provider (file://provider.py)")
+            if path.suffix.lower() in (".ts", ".mts", ".cts"):
+                typescript_way(path, base_dir)
+        except NodeWorkerError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def _shown(self) -> str:
+        path, func = _js_target(self.id, self.base_dir)
+        return f"{path.name}:{func}" if func else path.name
+
+    def _request(self) -> dict:
+        path, func = _js_target(self.id, self.base_dir)
+        options = {"id": self.id, "label": self.spec.label or "",
+                   "config": {**self.config, "basePath": os.path.relpath(self.base_dir)}}
+        key = json.dumps([self.id, self.spec.label, self.config, str(self.base_dir)], sort_keys=True, default=str)
+        return {"file": str(path.resolve()), "fn": func, "key": key, "options": options}
+
+    def preflight(self) -> list[str]:
+        """The module loads and the provider is made (its constructor runs once, as promptfoo's at load)."""
+        from factcli.scripting.node import JSError, NodeWorkerError, get_worker
+
+        try:
+            get_worker().call_sync("providerLoad", self._request(), timeout=60)
+        except JSError as exc:
+            return [f"{self._shown()} does not load: {exc.name}: {exc.js_message}" if exc.phase == "load"
+                    and not exc.js_message.startswith(self._shown()) else exc.js_message]
+        except NodeWorkerError as exc:
+            return [str(exc)]
+        return []
+
+    async def call(self, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
+        from factcli.scripting.node import JSError, NodeTimeout, NodeWorkerError, get_worker, js_value
+
+        variables = prompt.vars or {}
+        raw = prompt.template if prompt.template is not None else prompt.text
+        payload = {**self._request(), "prompt": prompt.text, "callOptions": {},
+                   "context": {"vars": variables,
+                               "prompt": {"raw": raw, "label": prompt.label, "config": dict(prompt.config),
+                                          "template": raw},
+                               "evaluationId": variables.get("__evalId"),
+                               "repeatIndex": variables.get("__repeatIndex", 0)}}
+        limit = context.get("timeout_s")
+        try:
+            # just inside run/calls.py's own limit, so that the worker, not the caller, gives up first and
+            # a worker stuck in a loop is restarted
+            answer = await get_worker().call("provider", payload,
+                                             timeout=max(limit - 0.05, 0.001) if limit else None)
+        except NodeTimeout:
+            raise ProviderCallError(f"{self._shown()}: callApi timed out after {limit:g} s", TIMEOUT) from None
+        except JSError as exc:
+            if exc.phase == "call":
+                raise ProviderCallError(f"{self._shown()}: callApi threw {exc.stack}", ERROR) from None
+            raise ProviderCallError(exc.js_message if exc.js_message.startswith(self._shown())
+                                    else f"{self._shown()}: {exc.name}: {exc.js_message}", ERROR) from None
+        except NodeWorkerError as exc:
+            raise ProviderCallError(str(exc), ERROR) from None
+        result = None if answer.get("undefined") else js_value(answer)
+        if not isinstance(result, dict):
+            shown = "undefined" if answer.get("undefined") else json.dumps(result, ensure_ascii=False)
+            shown = shown if len(shown) <= 80 else shown[:77] + "..."
+            raise ProviderCallError(f"{self._shown()}: callApi must return an object such as {{output: ...}} (or "
+                                    f"{{error: ...}}), got {shown}", ERROR)
+        return response_from_dict(result)
+
+
 @register_provider(lambda pid: pid.startswith("python:") or (pid.startswith("file://") and ".py" in pid))
 class PythonProvider(Provider):
     cacheable = False  # user code may be stateful or read files; never serve it stale
     # a budget counts it $0 (it runs here); the row's cost is what it reports, as in promptfoo
     local = True
+    user_code = True
 
     @staticmethod
     def validate(spec, base_dir) -> None:
@@ -90,6 +191,7 @@ class FunctionProvider(Provider):
 
     cacheable = False  # user code may be stateful; never serve it stale
     free = True  # what it spends, it reports itself (`cost` in its dict)
+    user_code = True
 
     @staticmethod
     def validate(spec, base_dir) -> None:
@@ -125,6 +227,7 @@ class ExecProvider(Provider):
     cacheable = False
     # a budget counts it $0 (it runs here); the row's cost is what it reports, as in promptfoo
     local = True
+    user_code = True
 
     @staticmethod
     def validate(spec, base_dir) -> None:

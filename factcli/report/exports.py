@@ -1,6 +1,7 @@
 """Result files of a run just finished (`eval -o`) or stored earlier (`factcli export`).
 
-The format comes from the file name: .json (promptfoo's layout), .jsonl, .yaml/.yml, .csv
+The format comes from the file name: .json (promptfoo's layout), .jsonl, .yaml/.yml (and .txt: YAML, as
+promptfoo writes it), .csv
 (promptfoo's CSV layout), .xml (the JSON document as XML), .junit.xml (one testsuite per column)
 and .html (one self-contained page that opens offline). Rows are read through run.all_rows(), so
 a stored run's rows stream from the store: JSON, JSONL and CSV are written row by row; YAML and XML
@@ -19,7 +20,7 @@ from factcli.report.html_page import html_page
 from factcli.report.rows import by_test, output_text, status_of, var_text
 from factcli.types import EvalResult
 
-FORMATS = (".json", ".jsonl", ".yaml", ".yml", ".csv", ".xml", ".junit.xml", ".html")
+FORMATS = (".json", ".jsonl", ".yaml", ".yml", ".txt", ".csv", ".xml", ".junit.xml", ".html")
 
 
 def write_export(run, path: Path, scrub=None) -> None:
@@ -31,7 +32,7 @@ def write_export(run, path: Path, scrub=None) -> None:
         raise FactcliError(f"{path}: unsupported output format (use {', '.join(FORMATS)})")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        if name.endswith((".json", ".jsonl", ".yaml", ".yml")):
+        if name.endswith((".json", ".jsonl", ".yaml", ".yml", ".txt")):
             write_document(run, path)
         elif name.endswith("junit.xml"):
             path.write_text(junit_xml(run), encoding="utf-8")
@@ -47,7 +48,8 @@ def write_export(run, path: Path, scrub=None) -> None:
 
 
 def write_document(run, path: Path) -> None:
-    """The results document as .json, one row per line as .jsonl, or as .yaml/.yml."""
+    """The results document as .json, one row per line as .jsonl, or as .yaml/.yml (also .txt, as promptfoo
+    writes it)."""
     from factcli.report.ratings import ratings_of
     from factcli.report.results_json import row_json, to_promptfoo_json, write_json
     from factcli.store.encode import dumps_finite

@@ -106,6 +106,7 @@ class Flow:
         self.run = None
         self.outputs: list[Path] = []
         self.rows: list = []
+        self._told: set = set()  # outputPath entries warned about
 
     # ------------------------------------------------------------ load, filter, beforeAll, plan, preflight
 
@@ -129,8 +130,8 @@ class Flow:
         try:
             return self._checked(session, suite)
         except FactcliError as exc:
-            if not suite.problems or getattr(exc, "problems", None) or isinstance(exc, ConfigProblems):
-                raise
+            if not suite.problems or isinstance(exc, ConfigProblems) or str(exc) in suite.problems:
+                raise  # (already all of them, or the load's one problem raised as itself by the preflight)
             raise ConfigProblems(suite.problems + [str(exc)]) from None  # a check that stopped, after the load's problems
 
     def _checked(self, session, suite):
@@ -205,7 +206,7 @@ class Flow:
             ("filter_sample", ro.filter_sample), ("filter_failing", self.options.filter_failing))
             } if self.ui.refuse_empty_filters else {}
         with self.ui.working("Checking models, graders, outputs and knowledge sources before any call…"):
-            preflight.check(run, self.outputs + [Path(p) for p in suite.output_path], filters)
+            preflight.check(run, self.output_paths(suite), filters, "-o" if self.outputs else "outputPath")
 
     # ------------------------------------------------------------ store, execute
 
@@ -256,9 +257,29 @@ class Flow:
 
     # ------------------------------------------------------------ outputs
 
+    def output_paths(self, suite=None) -> list[Path]:
+        """The files the run writes: the -o files, else the config's outputPath (promptfoo: -o replaces
+        it). An outputPath without a format (promptfoo 0.121.20 runs the eval, then fails writing it) is
+        left out with a warning (told once, at the preflight)."""
+        if self.outputs:
+            return self.outputs
+        from factcli.run.preflight import output_problem
+
+        paths = []
+        for p in getattr(suite or self.suite, "output_path", None) or []:
+            problem = output_problem(Path(p), "outputPath")
+            if problem and "unknown format" in problem:
+                if p not in self._told:
+                    self._told.add(p)
+                    self.ui.warn(f"{problem}; nothing will be written to it (promptfoo 0.121.20 runs the eval, "
+                                 "then fails writing it)")
+                continue
+            paths.append(Path(p))
+        return paths
+
     def write_outputs(self) -> list[Path]:
-        """The -o files and the config's outputPath, each written from the finished run."""
-        paths = self.outputs + [Path(p) for p in self.suite.output_path]
+        """The -o files, else the config's outputPath, each written from the finished run."""
+        paths = self.output_paths()
         if paths:  # the exporters (and html) only for a run that writes a file
             from factcli.report.exports import write_export
         for path in paths:

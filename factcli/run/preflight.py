@@ -24,21 +24,27 @@ class PreflightFailed(ConfigProblems):
     """Its message is the count; `problems` holds one line each."""
 
 
-def output_problem(path: Path) -> str | None:
+def output_problem(path: Path, given: str = "-o") -> str | None:
+    """What stops `path` from being written, or None. A folder that does not exist yet is made when the
+    file is written (as promptfoo does), so its nearest existing folder must be one that is writable."""
     from factcli.report.exports import FORMATS as OUTPUT_FORMATS  # the exporter owns the list (imported for -o only)
 
     if not str(path).lower().endswith(OUTPUT_FORMATS):
-        return f"-o {path}: unknown format (use {', '.join(OUTPUT_FORMATS)})"
+        return f"{given} {path}: unknown format: name the file with one of {', '.join(OUTPUT_FORMATS)}"
     folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        return f"-o {path}: the folder {folder} does not exist"
-    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        return f"-o {path}: not writable"
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{given} {path}: {existing} is a file, not a folder: name another path"
+    if not os.access(existing, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return f"{given} {path}: not writable"
     return None
 
 
-def check(run, outputs: list[Path], filters: dict) -> None:
-    """Raise PreflightFailed naming every problem found; return when there is none."""
+def check(run, outputs: list[Path], filters: dict, output_key: str = "-o") -> None:
+    """Raise PreflightFailed naming every problem found; return when there is none. `output_key` names
+    where the outputs come from (`-o`, or the config's `outputPath`)."""
     from factcli.providers.registry import create_provider
 
     problems: list[str] = list(getattr(run, "problems", None) or [])  # the load's and the var check's
@@ -57,12 +63,14 @@ def check(run, outputs: list[Path], filters: dict) -> None:
         else:
             provider = create_provider(spec, suite.base_dir)
         problems.extend(f"{where}: grader {spec.label or spec.id}: {p}" for p in provider.preflight())
-    problems.extend(p for p in (output_problem(path) for path in outputs) if p)
+    problems.extend(p for p in (output_problem(path, output_key) for path in outputs) if p)
     problems.extend(f"{where}: {p}" for p in _assertion_problems(suite))
     problems.extend(f"{where}: {p}" for p in _empty_prompts(suite))
     if run.total_steps == 0 and any(v is not None for v in filters.values()):
         given = " ".join(f"{k} {v}" for k, v in filters.items() if v is not None)
         problems.append(f"{given}: no test is left to run (of {len(suite.tests)})")
+    if problems == suite.problems and getattr(suite, "problem_error", None) is not None:
+        raise suite.problem_error  # the load's one problem, as the load would have raised it
     if problems:
         raise PreflightFailed(problems)
 

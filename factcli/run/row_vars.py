@@ -152,7 +152,8 @@ async def build_row(step: EvalStep, *, eval_id: str = "", provider_label: str | 
             text, messages, fn_config = await _call_message_functions(step, messages, variables, provider_label)
             config.update(fn_config)
     config.update(step.test.request_params)
-    rendered = RenderedPrompt(text=text, messages=messages, vars=variables, label=step.prompt.label, config=config)
+    rendered = RenderedPrompt(text=text, messages=messages, vars=variables, label=step.prompt.label, config=config,
+                              template=step.prompt.raw)
     return Row(rendered, {k: v for k, v in variables.items() if k not in RUNTIME_VARS}, missing)
 
 
@@ -186,7 +187,8 @@ def _data_row(step: EvalStep, eval_id: str) -> Row | None:
     text, messages, missing = render_template(step, variables)
     prompt = step.prompt
     # (RenderedPrompt's fields in order: made once per row)
-    return Row(RenderedPrompt(text, messages, variables, prompt.label, {**prompt.config, **step.test.request_params}),
+    return Row(RenderedPrompt(text, messages, variables, prompt.label, {**prompt.config, **step.test.request_params},
+                              prompt.raw),
                data, missing)
 
 
@@ -203,6 +205,12 @@ def final_vars(step: EvalStep, variables: dict, data: frozenset = frozenset()) -
     return variables
 
 
+def provider_info(step: EvalStep) -> dict:
+    """The provider as promptfoo shows it to a prompt function or a script var: its id, and its label or
+    an empty string for a provider without one (checked against promptfoo 0.121.20)."""
+    return {"id": step.provider.id, "label": step.provider.label or ""}
+
+
 async def call_script_vars(step: EvalStep, variables: dict, provider_label: str | None,
                            base_dir: Path | None = None) -> dict:
     """Each `file://x.py` / `file://x.js` var is called once for this row, in key order; its output
@@ -215,7 +223,7 @@ async def call_script_vars(step: EvalStep, variables: dict, provider_label: str 
     from factcli.scripting.row_code import RowCodeError, call_var_script
 
     variables = dict(variables)
-    provider = {"id": step.provider.id, "label": provider_label or step.provider.label or step.provider.id}
+    provider = provider_info(step)
     for name, target in scripts.items():
         try:
             variables[name] = await call_var_script(target, name, step.prompt.raw, variables, provider)
@@ -247,7 +255,7 @@ async def _call_prompt_function(step: EvalStep, variables: dict, provider_label:
     prompt = step.prompt
     ref = ref or prompt.function
     context = {"vars": variables,
-               "provider": {"id": step.provider.id, "label": provider_label or step.provider.label or step.provider.id},
+               "provider": provider_info(step),
                "config": dict(prompt.config)}
     path, func = split_ref(ref)
     where = f"{Path(path).name}:{func}" if func else Path(path).name

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import re
 from dataclasses import dataclass, field
 
 from factcli.types import FAILURE_ERROR, EvalResult, TokenUsage
@@ -107,9 +108,55 @@ def compile_expression(expr: str):
     return evaluator, tree
 
 
-def evaluate(compiled, names: dict) -> float:
+@dataclass(frozen=True)
+class JsDerived:
+    """A derived metric written in JavaScript (a function body, a function, an arrow), run in the Node
+    worker with promptfoo's arguments: the column's named scores with `__count`, and the row's step."""
+
+    code: str
+
+
+# what mathjs has no use for: a function, an arrow, a `return`, a declaration, strict (in)equality
+_JS_MARKS = re.compile(r"\bfunction\b|=>|\breturn\b|\b(?:const|let|var)\s|===|!==")
+
+
+def is_javascript(expr: str) -> bool:
+    """Whether a derived metric's value is JavaScript (run in the Node worker), not a mathjs expression."""
+    return _JS_MARKS.search(expr) is not None
+
+
+def compile_metric(expr: str):
+    """A derived metric's value: JavaScript when it reads as JavaScript (promptfoo 0.121.20 hands such a
+    string to mathjs, which throws: the metric stays 0), else a mathjs expression."""
+    if is_javascript(expr):
+        return JsDerived(expr)
+    return compile_expression(expr)
+
+
+def _eval_step(row) -> dict:
+    step = row.step
+    return {"testIdx": step.test_idx, "promptIdx": step.prompt_idx, "repeatIndex": step.repeat_idx,
+            "test": {"vars": dict(step.vars), "description": step.test.description},
+            "prompt": {"raw": step.prompt.raw, "label": step.prompt.label},
+            "provider": {"id": step.provider.id, "label": step.provider.label or ""}}
+
+
+def _evaluate_js(compiled: JsDerived, names: dict, row) -> float:
+    from factcli.scripting.node import JSError, NodeWorkerError, get_worker, js_value
+
+    try:
+        answer = get_worker().call_sync("derived", {"code": compiled.code, "scores": names,
+                                                    "step": _eval_step(row) if row is not None else {}})
+    except (JSError, NodeWorkerError) as exc:  # it threw: the previous value stays, as in promptfoo
+        raise DerivedMetricError(str(exc)) from None
+    return js_value(answer)
+
+
+def evaluate(compiled, names: dict, row=None) -> float:
     from simpleeval import InvalidExpression
 
+    if isinstance(compiled, JsDerived):
+        return _evaluate_js(compiled, names, row)
     evaluator, tree = compiled
     evaluator.names = names
     try:
@@ -182,7 +229,7 @@ class ColumnMetrics:
             for metric_name, compiled in derived:
                 self.named_scores.setdefault(metric_name, 0)
                 try:
-                    value = evaluate(compiled, names)
+                    value = evaluate(compiled, names, row)
                 except DerivedMetricError:
                     continue  # a metric not seen yet: keep the previous value, as promptfoo does
                 self.named_scores[metric_name] = value
@@ -237,4 +284,4 @@ class ColumnMetrics:
 
 
 def compile_derived(derived_metrics: list[dict]) -> list[tuple[str, object]]:
-    return [(d["name"], compile_expression(d["value"])) for d in derived_metrics]
+    return [(d["name"], compile_metric(d["value"])) for d in derived_metrics]

@@ -213,7 +213,10 @@ class NodeWorker:
             self._last_kill_reason = reason
         try:
             proc.kill()
-        except OSError:
+            # reaped before returning: until then it still looks alive, and a call sent meanwhile would go
+            # down with it
+            proc.wait(5)
+        except (OSError, subprocess.TimeoutExpired):
             pass
 
     def shutdown(self, wait: float = 1.0) -> None:
@@ -369,7 +372,14 @@ class NodeWorker:
             msg = await asyncio.wait_for(asyncio.wrap_future(fut), limit)
         except asyncio.TimeoutError:
             self._forget(req_id)
-            await asyncio.to_thread(self._check_responsive, fut)
+            # the check ends even when the caller's own deadline cancels this call meanwhile: a worker stuck
+            # in a loop is stopped before the next call is sent to it
+            check = asyncio.ensure_future(asyncio.to_thread(self._check_responsive, fut))
+            try:
+                await asyncio.shield(check)
+            except asyncio.CancelledError:
+                await asyncio.wait([check])
+                raise
             raise NodeTimeout(f"javascript did not finish within {limit:g}s "
                               "(FACTCLI_JS_TIMEOUT_MS sets the limit)") from None
         return self._unwrap(msg)

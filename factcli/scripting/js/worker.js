@@ -13,6 +13,9 @@
 //                                    GradingResult); phase "call" on a file function's own error
 //   transform {code | file, fn}   -> the transformed value (`undefined: true` when it returned undefined)
 //   call      {file, fn, args}    -> a file function's return value (assertScoringFunction)
+//   providerLoad {file, fn, key, options} -> {id}: the provider made (once per key) and its id()
+//   provider  {file, fn, key, options, prompt, context, callOptions} -> what its callApi returned
+//   derived   {code, scores, step}  -> a JavaScript derived metric's number; derivedCheck {code}: it compiles
 //   compile   {code, inputType}   -> null, or a SyntaxError (config-time check of a transform)
 //   typescript {file, roots}      -> how that TypeScript file runs ({way: 'node' | 'typescript', from}),
 //                                    `roots` joining the folders the typescript package is looked for in
@@ -369,6 +372,93 @@ async function opCall(req) {
   return value === undefined ? { value: null, undefined: true } : encodeResult(value);
 }
 
+// ---------------------------------------------------------------- providers
+// A `file://x.js[:name]` provider as promptfoo loads one: the export (the default, or the name given) is a
+// class, constructed once per provider with {id, config, env} (then given its label), whose callApi(prompt, context,
+// options) is called for each row. factcli also takes a function (called as callApi) or an object that
+// has a callApi method. `req.key` names the provider: one instance per key, kept for the run.
+const providers = new Map();
+
+function isClass(value) {
+  return typeof value === 'function' && (/^class[\s{]/.test(Function.prototype.toString.call(value)) ||
+    Boolean(value.prototype && typeof value.prototype.callApi === 'function'));
+}
+
+async function makeProvider(req) {
+  const where = req.fn ? `${path.basename(req.file)}:${req.fn}` : path.basename(req.file);
+  const target = req.fn ? await namedExport(req.file, req.fn) : await loadModule(req.file);
+  if (isClass(target)) {
+    const instance = new target({ id: req.options.id, config: req.options.config, env: req.options.env }); // eslint-disable-line new-cap
+    if (!instance || typeof instance.callApi !== 'function') {
+      throw new Error(`${where}: the provider class has no callApi(prompt, context, options) method`);
+    }
+    instance.label ||= req.options.label || ''; // promptfoo sets it after making the provider
+    return instance;
+  }
+  if (typeof target === 'function') return { id: () => req.options.id, label: req.options.label || '', callApi: target };
+  if (target && typeof target === 'object' && typeof target.callApi === 'function') return target;
+  const found = target === undefined ? 'nothing' : (target === null ? 'null' : `a ${typeof target}`);
+  throw new Error(req.fn
+    ? `${where}: "${req.fn}" is not exported as a provider class or function (found ${found})`
+    : `${where} must export a provider class (with callApi) or a function as its default export (found ${found}; ` +
+      'name another export with file://' + path.basename(req.file) + ':Name)');
+}
+
+function providerFor(req) {
+  let made = providers.get(req.key);
+  if (!made) {
+    made = makeProvider(req);
+    providers.set(req.key, made);
+    made.catch(() => providers.delete(req.key)); // a fixed file can be retried
+  }
+  return made;
+}
+
+async function opProviderLoad(req) {
+  const instance = await runPhase('load', () => providerFor(req));
+  let id = null;
+  try {
+    id = typeof instance.id === 'function' ? String(instance.id()) : (typeof instance.id === 'string' ? instance.id : null);
+  } catch (err) {
+    throw new PhaseError('load', err);
+  }
+  return { value: { id } };
+}
+
+async function opProvider(req) {
+  const instance = await runPhase('load', () => providerFor(req));
+  const context = { ...req.context, logger: console };
+  const value = await runPhase('call', async () => instance.callApi(req.prompt, context, req.callOptions || {}));
+  return value === undefined ? { value: null, undefined: true } : { value };
+}
+
+// ---------------------------------------------------------------- derived metrics
+// A derivedMetrics value written in JavaScript: a function (`function (namedScores, evalStep) {…}`, an arrow)
+// called as promptfoo calls a derived metric's function, or a function body that sees `namedScores` and
+// `evalStep` (a one-line expression is returned).
+const derivedFunctions = new Map();
+
+function derivedFunction(code) {
+  if (!derivedFunctions.has(code)) {
+    const text = code.trim();
+    const isFunction = /^(async\s+)?function\b/.test(text) || /^(async\s+)?(\([^)]*\)|[A-Za-z_$][\w$]*)\s*=>/.test(text);
+    const body = text.includes('\n') || /\breturn\b/.test(text) ? text : `return ${text.replace(/;+\s*$/, '')}`;
+    const fn = isFunction ? new Function(`return (${text});`)() : new Function('namedScores', 'evalStep', body);
+    derivedFunctions.set(code, fn);
+  }
+  return derivedFunctions.get(code);
+}
+
+async function opDerived(req) {
+  const fn = await runPhase('compile', () => derivedFunction(req.code));
+  const value = await runPhase('call', async () => fn({ ...req.scores }, req.step || {}));
+  return runPhase('validate', () => {
+    if (typeof value === 'boolean') return { value: Number(value) };
+    if (typeof value !== 'number') throw new Error(`a derived metric must give a number, got ${typeof value}`);
+    return encodeResult(value);
+  });
+}
+
 function opCompile(req) {
   try {
     // eslint-disable-next-line no-new-func
@@ -384,6 +474,10 @@ const OPS = {
   assert: opAssert,
   transform: opTransform,
   call: opCall,
+  provider: opProvider,
+  providerLoad: opProviderLoad,
+  derived: opDerived,
+  derivedCheck: async (req) => { await runPhase('compile', () => derivedFunction(req.code)); return { value: null }; },
   compile: async (req) => opCompile(req),
   // For factcli's own tests: exit as if the worker had crashed.
   typescript: async (req) => {

@@ -1,0 +1,158 @@
+"""A config's `commandLineOptions:` (promptfoo's): defaults for `factcli eval`'s own flags, below the
+command line. Each option factcli has sets its flag when the command line does not; an option factcli
+lacks is one warning naming it; a value of the wrong type is a config error, as promptfoo's schema
+check makes it. The loader checks the key (`check`); the eval command applies it (`apply`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from factcli.config.context import join, near_miss, unknown_key, unknown_keys_collected
+from factcli.errors import ConfigError
+
+KEY = "commandLineOptions"
+
+
+def _count(minimum: int) -> Callable[[Any], Any]:
+    def convert(value: Any) -> Any:
+        # promptfoo coerces numbers given as text ("4")
+        number = value if isinstance(value, int) and not isinstance(value, bool) else None
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            number = int(value)
+        if number is None or number < minimum:
+            raise ValueError(f"expected a whole number of at least {minimum}, got {value!r}")
+        return number
+    return convert
+
+
+def _amount(value: Any) -> float:
+    try:
+        number = float(value) if not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        number = None
+    if number is None or not 0 <= number < float("inf"):
+        raise ValueError(f"expected a number of milliseconds (0 or more), got {value!r}")
+    return number
+
+
+def _flag(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"expected true or false, got {value!r}")
+    return value
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"expected text, got {value!r}")
+    return value
+
+
+def _texts(value: Any) -> list[str]:
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items or not all(isinstance(v, str) and v.strip() for v in items):
+        raise ValueError(f"expected a list of text, got {value!r}")
+    return items
+
+
+def _mapping(value: Any) -> dict:
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise ValueError(f"expected a mapping of var names to values, got {value!r}")
+    return {k: v if isinstance(v, str) else str(v) for k, v in value.items()}
+
+
+# promptfoo's option -> (factcli's flag in `factcli eval`'s arguments, conversion, how the config's value
+# becomes the flag's)
+HONOURED: dict[str, tuple[str, Callable, Callable]] = {
+    "maxConcurrency": ("max_concurrency", _count(1), lambda v: v),
+    "repeat": ("repeat", _count(1), lambda v: v),
+    "delay": ("delay", _amount, lambda v: v),
+    "cache": ("no_cache", _flag, lambda v: not v),
+    "table": ("no_table", _flag, lambda v: not v),
+    "progressBar": ("no_progress_bar", _flag, lambda v: not v),
+    "write": ("no_write", _flag, lambda v: not v),
+    "grader": ("grader", _text, lambda v: v),
+    "description": ("description", _text, lambda v: v),
+    "filterPattern": ("filter_pattern", _text, lambda v: v),
+    "filterFirstN": ("filter_first_n", _count(1), lambda v: v),
+    "filterSample": ("filter_sample", _count(1), lambda v: v),
+    "filterFailing": ("filter_failing", _text, lambda v: v),
+    "var": ("var", _mapping, lambda v: v),
+    "envPath": ("env_file", _texts, lambda v: v),
+    "output": ("output", _texts, lambda v: v),
+    "providers": ("providers", _texts, lambda v: v),
+}
+
+# promptfoo's other options: factcli has no such flag (or it makes no sense in a config), said once each
+NOT_HONOURED = {
+    "verbose": "set FACTCLI_DEBUG=1 for debug output",
+    "share": "factcli never uploads results", "noShare": "factcli never uploads results",
+    "watch": "factcli has no watch mode", "tableCellMaxLength": "factcli sizes the table to the terminal",
+    "filterErrorsOnly": "use --retry-errors RUN", "filterFailingOnly": "use --filter-failing RUN",
+    "filterMetadata": "factcli has no metadata filter", "filterPrompts": "factcli has no prompt filter",
+    "filterProviders": "use -r/--providers", "filterTargets": "use -r/--providers",
+    "filterRange": "use --filter-first-n or --filter-sample", "filterSampleSeed": "factcli's sample has no seed option",
+    "tags": "factcli has no run tags", "generateSuggestions": "factcli does not suggest prompts",
+    "suggestionsCount": "factcli does not suggest prompts",
+    "promptPrefix": "set defaultTest.options.prefix", "promptSuffix": "set defaultTest.options.suffix",
+    "retryErrors": "use --retry-errors RUN", "extension": "list the hooks under extensions:",
+    "prompts": "list them under prompts:", "tests": "list them under tests:", "vars": "list them under tests:",
+    "config": "a config cannot name configs", "assertions": "use --assertions on the command line",
+    "modelOutputs": "use --model-outputs on the command line",
+}
+
+
+def check(value: Any, file: str) -> dict:
+    """The config's options, converted: a wrong type or a near miss of an option's name is a ConfigError,
+    an option factcli lacks one ignored-key warning (an error with --strict)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"expected a mapping of options (e.g. maxConcurrency: 2), got {type(value).__name__}",
+                          file, KEY)
+    out = {}
+    for key, given in value.items():
+        where = join(KEY, str(key))
+        if key in NOT_HONOURED:
+            unknown_key(file, where, f"not an option of factcli ({NOT_HONOURED[key]}; ignored)")
+            continue
+        if key not in HONOURED:
+            close = near_miss(str(key), set(HONOURED) | set(NOT_HONOURED))
+            if close:
+                raise ConfigError(f"unknown option '{key}' (did you mean '{close}'?)", file, where)
+            unknown_key(file, where, "not an option of promptfoo or factcli (ignored)")
+            continue
+        try:
+            out[key] = HONOURED[key][1](given)
+        except ValueError as exc:
+            raise ConfigError(str(exc), file, where) from None
+    return out
+
+
+def apply(args: dict, configs: list[tuple[Path, dict]]) -> dict:
+    """`factcli eval`'s arguments with the configs' commandLineOptions (each config file as read) filling
+    the flags the command line left unset (later files win, as promptfoo merges them; `var` entries merge
+    under the command line's)."""
+    merged: dict = {}
+    for path, cfg in configs:
+        with unknown_keys_collected():  # (the loader tells them)
+            options = check(cfg.get(KEY), str(path))
+        if "envPath" in options:  # promptfoo resolves it against the config's folder
+            options["envPath"] = [str(path.parent / p) for p in options["envPath"]]
+        merged.update(options)
+    args = dict(args)
+    for key, value in merged.items():
+        flag, _, to_flag = HONOURED[key]
+        value = to_flag(value)
+        if flag == "var":
+            args["var"] = [f"{k}={v}" for k, v in value.items()] + list(args.get("var") or [])
+        elif flag == "env_file":
+            args[flag] = args.get(flag) or Path(value[0])
+            args["extra_env_files"] = [Path(p) for p in value[1:]]
+        elif flag in ("output", "providers"):
+            args[flag] = args.get(flag) or list(value)
+        elif isinstance(value, bool):
+            args[flag] = args.get(flag) or value  # a command-line switch that is on stays on
+        elif args.get(flag) is None:
+            args[flag] = value
+    return args

@@ -1,0 +1,2 @@
+def fn(context):
+    return "PY " + context["vars"]["q"]

@@ -1,0 +1,1 @@
+module.exports = (context) => 'JS ' + JSON.stringify(context.provider) + ' ' + Object.keys(context).join(',');

@@ -1,0 +1,3 @@
+import json
+def fn(context):
+    return 'PY ' + json.dumps(context['provider'])
