@@ -122,7 +122,7 @@ def _which(path: Path, file: str) -> str:
     return "" if str(path) == file else f"{path}: "
 
 
-class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml when present: ~10x faster
+class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml (C) when present: much faster
     """Every YAML factcli reads: safe types, a repeated key is an error, and plain scalars resolved
     as promptfoo's js-yaml 4 resolves them (YAML 1.2 core schema plus timestamps and `<<` merges)."""
 
@@ -449,7 +449,11 @@ def expand_env(value: Any) -> Any:
     return value
 
 
-SCRIPT_VAR_SUFFIXES = (".py", ".js", ".cjs", ".mjs", ".ts", ".mts", ".cts", ".tsx")
+# Which file suffixes are Python, JavaScript and TypeScript code, everywhere a config names code.
+PY_SUFFIXES = (".py",)
+JS_SUFFIXES = (".js", ".cjs", ".mjs")
+TS_SUFFIXES = (".ts", ".mts", ".cts", ".tsx")
+SCRIPT_SUFFIXES = PY_SUFFIXES + JS_SUFFIXES + TS_SUFFIXES
 
 
 class ScriptRef(str):
@@ -496,7 +500,7 @@ def file_var_value(path: Path, func: str | None, file: str, key: str) -> Any:
     (promptfoo passes JSON on as text and YAML as compact JSON text: docs/promptfoo-departures.md);
     images a `data:` URI, audio and video bare base64; `.pdf` its text (with pypdf). Never a template."""
     suffix = path.suffix.lower()
-    if suffix in SCRIPT_VAR_SUFFIXES:
+    if suffix in SCRIPT_SUFFIXES:
         if not is_file(path):
             raise ConfigError(f"script var file not found: {path}", file, key)
         target = f"file://{path.resolve()}" + (f":{func}" if func else "")

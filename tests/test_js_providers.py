@@ -140,3 +140,13 @@ def test_a_stored_config_lists_its_javascript_providers_and_derived_metrics_as_c
     assert code_in(config) == [
         "providers[0]: code file file://p.mjs:Classifier", "providers[1].id: code file file://agent.ts",
         "derivedMetrics[0].value: inline javascript derived metric: return namedScores.c / namedScores.__count"]
+
+
+def test_every_javascript_and_typescript_suffix_names_a_javascript_provider():
+    """One list of suffixes (factcli.sources), .tsx with the TypeScript ones."""
+    from factcli.providers.script import JavaScriptProvider
+    from factcli.sources import JS_SUFFIXES, TS_SUFFIXES
+
+    for suffix in JS_SUFFIXES + TS_SUFFIXES:
+        assert provider_class(f"file://p{suffix}") is JavaScriptProvider, suffix
+        assert provider_class(f"file://p{suffix}:Name") is JavaScriptProvider, suffix

@@ -11,4 +11,6 @@ def test_output_path_with_the_file_scheme(tmp_path, monkeypatch):
     cfg = write(tmp_path / "c.yaml", "prompts: [hi]\nproviders: [echo]\noutputPath: file://out.csv\n")
     result = CliRunner().invoke(app, ["eval", "-c", str(cfg), "--no-progress-bar"])
     assert result.exit_code == 0, result.output
-    assert (tmp_path / "out.csv").read_text().startswith("hi") or (tmp_path / "out.csv").stat().st_size > 0
+    lines = (tmp_path / "out.csv").read_text().splitlines()
+    assert lines[0].startswith("[echo] hi,Status,") and lines[1].startswith("hi,PASS,") and len(lines) == 2
+    assert not (tmp_path / "file:").exists()

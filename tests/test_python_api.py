@@ -259,3 +259,46 @@ def test_evaluate_runs_before_all_hooks_as_the_cli_does(tmp_path):
         return await factcli.evaluate_async(cfg, store=False)
 
     assert len(asyncio.run(cell()).rows) == 2
+
+
+def test_a_test_files_warnings_reach_code_as_warnings_not_stderr(tmp_path, capsys):
+    """A CSV column that looks like a misspelt special one: the CLI prints it (test_scoring_edges);
+    evaluate() gives it as a FactcliWarning and prints nothing."""
+    write(tmp_path / "t.csv", "out,_expected\nabc,contains:a\n")
+    cfg = {"prompts": ["{{out}}"], "providers": ["echo"], "tests": f"file://{tmp_path / 't.csv'}"}
+    from factcli.run.api import FactcliWarning
+
+    with pytest.warns(FactcliWarning, match='column "_expected" has a single underscore'):
+        run = factcli.evaluate(cfg, store=False)
+    assert len(run.rows) == 1
+    assert capsys.readouterr().err == ""
+
+
+def test_evaluate_leaves_the_garbage_collector_as_the_caller_set_it():
+    """Library code changes no process-wide state: the collector's tuning for a run's rows is the
+    command line's (cli/root.rows_running), not evaluate()'s."""
+    import gc
+
+    seen = []
+
+    def provider(prompt, options=None, context=None):
+        seen.append((gc.get_threshold(), gc.get_freeze_count()))
+        return {"output": prompt}
+
+    gc.unfreeze()
+    before = gc.get_threshold()
+    run = factcli.evaluate({"prompts": ["{{q}}"], "providers": [provider], "tests": [{"vars": {"q": "a"}}]},
+                           store=False)
+    assert len(run.rows) == 1
+    assert seen == [(before, 0)] and gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+
+def test_the_command_line_tunes_the_collector_while_rows_run_and_restores_it(tmp_path):
+    import gc
+
+    from factcli.cli.root import GEN0, rows_running
+
+    before = gc.get_threshold()
+    with rows_running():
+        assert gc.get_threshold()[0] == max(GEN0, before[0]) and gc.get_freeze_count() > 0
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0

@@ -183,6 +183,9 @@ def test_a_custom_reasoning_endpoint_learns_its_refusals_once_and_takes_a_reason
     # asked by its effort: the budget that effort gives, sent as thinking (not litellm's own mapping beside it)
     ("{id: anthropic:messages:claude-sonnet-4-5, config: {apiBaseUrl: '%s', apiKey: sk-ant-test, reasoning_effort: "
      "low}}", "/v1/messages", "thinking"),
+    # its own thinking budget: kept, with the step's cap on top
+    ("{id: anthropic:messages:claude-sonnet-4-5, config: {apiBaseUrl: '%s', apiKey: sk-ant-test, thinking: {type: "
+     "enabled, budget_tokens: 1500}}}", "/v1/messages", "own-thinking"),
     ("{id: google:gemini-2.5-flash, config: {apiBaseUrl: '%s', apiKey: gm-test}}", ":generateContent", "gemini"),
     # no thinking; litellm asks for JSON and shows the schema in the prompt
     ("{id: google:gemini-1.5-flash, config: {apiBaseUrl: '%s', apiKey: gm-test}}", ":generateContent", "json"),
@@ -197,9 +200,10 @@ def test_claude_and_gemini_with_thinking_through_litellm(vendors, tmp_path, grad
     bodies = vendors.by_path(path)
     assert bodies and vendors.refusals == {}
     for body in bodies:
-        if sent == "thinking":  # Anthropic: budget_tokens within max_tokens, no temperature
-            assert body["thinking"] == {"type": "enabled", "budget_tokens": 1024}
-            assert body["max_tokens"] > 1024 and "temperature" not in body
+        if sent in ("thinking", "own-thinking"):  # Anthropic: budget_tokens within max_tokens, no temperature
+            budget = 1500 if sent == "own-thinking" else 1024
+            assert body["thinking"] == {"type": "enabled", "budget_tokens": budget}
+            assert body["max_tokens"] > budget and "temperature" not in body
             assert body["output_format"]["type"] == "json_schema"
         elif sent == "json":
             config_ = body["generationConfig"]
@@ -213,7 +217,7 @@ def test_claude_and_gemini_with_thinking_through_litellm(vendors, tmp_path, grad
     if sent == "json":
         assert "completionDetails" not in stats and "reasoning" not in flat(result.output)
         return
-    assert stats["completionDetails"]["reasoning"] >= 700 * len(bodies) * (0.5 if sent == "thinking" else 1)
+    assert stats["completionDetails"]["reasoning"] >= 700 * len(bodies) * (1 if sent == "gemini" else 0.5)
     assert "reasoning" in flat(result.output)
 
 
@@ -309,7 +313,7 @@ def test_a_local_servers_schema_fits_its_cap():
     # one verdict per claim: the list's length is known, and its texts share what the cap holds
     cap = VERDICTS_REPLY.cap_for(3)
     verdicts = VERDICTS_REPLY.bounded_schema(cap, 3)["properties"]["verdicts"]
-    assert verdicts["maxItems"] == 3
+    assert verdicts["maxItems"] == verdicts["minItems"] == 3  # exactly: the reader refuses fewer
     item = verdicts["items"]["properties"]
     assert 3 * (item["claim"]["maxLength"] + item["reason"]["maxLength"]) <= cap * CHARS_PER_TOKEN
     # claims of a 30-word text: at most one a three words

@@ -37,11 +37,11 @@ def test_a_provider_id_finds_the_class_it_found_with_every_built_in_loaded(pid):
     assert _class_for(pid, list(reversed(IDS))) == everything
 
 
-def _eval_then(tmp_path, tests: str, after: str, imports: str = "sys") -> str:
+def _eval_then(tmp_path, tests: str, after: str) -> str:
     """The stdout of a one-row `echo` eval run in a fresh interpreter, then `after` (code run in it)."""
     cfg = tmp_path / "c.yaml"
     cfg.write_text(f"prompts: ['Answer: {{{{q}}}}']\nproviders: [echo]\ntests: {tests}\n")
-    code = (f"import {imports}\nsys.argv = ['factcli', 'eval', '-c', sys.argv[1], '--no-progress-bar']\n"
+    code = ("import sys\nsys.argv = ['factcli', 'eval', '-c', sys.argv[1], '--no-progress-bar']\n"
             "from factcli.cli.main import main\n"
             "try:\n    main()\nexcept SystemExit as exc:\n    assert exc.code == 0, exc.code\n" + after)
     return subprocess.run([sys.executable, "-c", code, str(cfg)], capture_output=True, text=True, check=True,
@@ -156,20 +156,6 @@ def test_an_eval_that_prints_no_emoji_code_does_not_load_richs_table(tmp_path):
     out = _eval_then(tmp_path, "[{vars: {q: one}}]", "print('rich._emoji_codes' in sys.modules)\n")
     assert "Successes: 1" in out
     assert out.splitlines()[-1] == "False"
-
-
-def test_every_dataclass_an_eval_loads_has_a_docstring(tmp_path):
-    """A dataclass without a docstring gets one made from inspect.signature as its class is made
-    (~60 us each, 25 of them on an eval's start: issue 30); a written one is read instead."""
-    out = _eval_then(tmp_path, _ONE_TEST, imports="sys, dataclasses", after=(
-        "for name, module in sorted(sys.modules.items()):\n"
-        "    if name.startswith('factcli'):\n"
-        "        for k, v in vars(module).items():\n"
-        "            if isinstance(v, type) and dataclasses.is_dataclass(v) and v.__module__ == name:\n"
-        "                print('DATACLASS', name, k, (v.__doc__ or '').startswith(k + '('))\n"))
-    found = [line.split()[1:] for line in out.splitlines() if line.startswith("DATACLASS ")]
-    assert len(found) > 20
-    assert [f"{m}.{k}" for m, k, made in found if made == "True"] == []
 
 
 def test_each_command_is_registered_by_the_module_main_imports_for_it():

@@ -120,7 +120,7 @@ def test_every_command_on_both_stores(db_target, tmp_path):
     assert "Say hello" in cli("show", "latest", "0", "--db", db_target).output
     a, b = (r["id"] for r in listed)
     diff = json.loads(cli("diff", b, a, "--json", "--db", db_target).output)
-    assert diff is not None
+    assert (diff["a"], diff["b"], diff["unchanged"], diff["flips"]) == (b, a, 6, [])
     out = tmp_path / "r.json"
     assert cli("export", "latest", "-o", out, "-o", tmp_path / "r.csv", "--db", db_target).exit_code == 0
     assert [r["testIdx"] for r in json.loads(out.read_text())["results"]["results"]] == [0, 0, 1, 1, 2, 2]
@@ -128,7 +128,8 @@ def test_every_command_on_both_stores(db_target, tmp_path):
         R.add_rating(store, a, test_idx=1, prompt_idx=0, passed=True, rater="ana")
     labels = tmp_path / "l.jsonl"
     assert cli("ratings", "export", a, "-o", labels, "--db", db_target).exit_code == 0
-    assert json.loads(labels.read_text().splitlines()[0])["label"] in (True, "pass", 1, "PASS") or labels.stat().st_size
+    assert [json.loads(line) for line in labels.read_text().splitlines()] == \
+        [{"id": "test1-col0", "question": "Say bye", "output": "Say bye", "label": "pass", "word": "bye"}]
     # the web view reads the same store
     from starlette.testclient import TestClient
 

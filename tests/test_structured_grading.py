@@ -95,7 +95,10 @@ def every_type_config(tmp_path, judge_config: str = "") -> str:
 def unbounded(schema):
     """A schema without the lengths a grammar-backed server is sent."""
     if isinstance(schema, dict):
-        return {k: unbounded(v) for k, v in schema.items() if k not in ("maxLength", "maxItems")}
+        out = {k: unbounded(v) for k, v in schema.items() if k not in ("maxLength", "maxItems")}
+        if "maxItems" in schema and schema.get("minItems") == schema["maxItems"]:
+            del out["minItems"]  # a verdict per claim, exactly: not in the step's own schema
+        return out
     if isinstance(schema, list):
         return [unbounded(v) for v in schema]
     return schema

@@ -37,10 +37,9 @@ from factcli.errors import ConfigError
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.scripting.python import ScriptError, run_python_file, run_python_inline
 from factcli.scripting.values import is_grading_result, is_number, numbers_of, plain, tokens_of
+from factcli.sources import JS_SUFFIXES, PY_SUFFIXES, TS_SUFFIXES
 from factcli.types import Assertion, GradingResult
 
-JS_SUFFIXES = (".js", ".cjs", ".mjs")
-TS_SUFFIXES = (".ts", ".cts", ".mts", ".tsx")
 SCRIPT_TYPES = ("javascript", "python")
 
 
@@ -52,7 +51,7 @@ def _resolve_file(ref: str, base: Path, file: str, where: str, kinds: tuple[str,
 
     path, func = ref_path(ref, base)
     suffix = path.suffix.lower()
-    allowed = (JS_SUFFIXES + TS_SUFFIXES if "js" in kinds else ()) + ((".py",) if "py" in kinds else ())
+    allowed = (JS_SUFFIXES + TS_SUFFIXES if "js" in kinds else ()) + (PY_SUFFIXES if "py" in kinds else ())
     if suffix not in allowed:
         shown = (JS_SUFFIXES + (".ts",) if "js" in kinds else ()) + ((".py",) if "py" in kinds else ())
         raise ConfigError(f"{what} must be a {' or '.join(shown)} file, got {path.name}", file, where)
@@ -106,7 +105,7 @@ def check_scoring_function(value: Any, base: Path, file: str, where: str) -> str
 def _is_python_ref(ref: str) -> bool:
     from factcli.sources import ref_path
 
-    return ref_path(ref, Path.cwd())[0].suffix.lower() == ".py"
+    return ref_path(ref, Path.cwd())[0].suffix.lower() in PY_SUFFIXES
 
 
 # ---------------------------------------------------------------- what user code receives

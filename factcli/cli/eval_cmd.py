@@ -1,13 +1,13 @@
 """`factcli eval`: run a config (or score existing outputs), store the run, print the table, pick the exit code."""
 
 # No `from __future__ import annotations` here: typer reads eval_cmd's 27 parameter types on every
-# `factcli eval`, and as strings each would be compiled and evaluated then (~0.7 ms of the start, issue 30).
+# `factcli eval`, and as strings each would be compiled and evaluated then, on every start (issue 30).
 
 from pathlib import Path
 
 import typer
 
-from factcli.cli.root import DB_HELP, app, fail, one_line, start_up
+from factcli.cli.root import DB_HELP, app, fail, one_line, rows_running, start_up
 from factcli.errors import FactcliError
 
 
@@ -148,7 +148,8 @@ def _print_eval(flow, run, args: dict) -> int:
         return 0
     interrupted = False
     try:
-        asyncio.run(flow.execute())
+        with rows_running():
+            asyncio.run(flow.execute())
     except KeyboardInterrupt:  # finished rows are stored; the run is resumable
         interrupted = True
         run.status = runner.STATUS_INTERRUPTED
@@ -177,7 +178,7 @@ def _print_eval(flow, run, args: dict) -> int:
                                       f"factcli eval --resume {run.run_id} --max-cost USD", soft_wrap=True)
         return 130
     if run.status == runner.STATUS_ABORTED:
-        code = getattr(run, "abort_exit_code", 3)
+        code = run.abort_exit_code
         if code == 1:  # a user's extension hook failed (run/hooks.py)
             from rich.markup import escape
 
@@ -203,7 +204,7 @@ def _unstored(run, unstored: tuple, db) -> int:
 
 
 class TerminalUI:
-    """The flow on a terminal (run/flow.FlowUI's methods): warnings on stderr, a spinner while
+    """The flow on a terminal (run/flow.FlowUI's methods): notes and warnings on stderr, a spinner while
     checking and writing, a progress bar."""
 
     refuse_empty_filters = True
@@ -219,17 +220,20 @@ class TerminalUI:
 
     def loaded(self, suite) -> None:
         """What loading found (unknown keys first), on stderr before the preflight and any call."""
-        from rich.markup import escape
-
-        from factcli.report.summary import stderr_console
+        from factcli.report.summary import print_warning
 
         for message in suite.warnings:  # a key may be any text: one printable line each
-            stderr_console().print(f"[yellow]warning:[/] {escape(one_line(message))}", soft_wrap=True)
+            print_warning(one_line(message))
 
     def warn(self, message: str) -> None:
-        from factcli.report.summary import stderr_console
+        from factcli.report.summary import print_warning
 
-        stderr_console().print(f"[yellow]warning:[/] {message}")
+        print_warning(message)
+
+    def note(self, message: str) -> None:
+        from factcli.report.summary import print_note
+
+        print_note(message)
 
     def working(self, message: str):
         from factcli.report.summary import working

@@ -12,7 +12,7 @@ import sys
 from factcli.cli.root import app
 
 # The module that registers each command and command group on `app`: `factcli NAME` imports NAME's
-# alone (issue 30: the others are ~1 ms of every start). tests/test_startup.py holds it to what the
+# alone (issue 30: importing the others would slow every start). tests/test_startup.py holds it to what the
 # modules register.
 COMMAND_MODULES = {
     "cache": "cache", "calibrate": "calibrate", "eval": "eval_cmd", "init": "init_cmd", "ratings": "ratings",
@@ -48,9 +48,9 @@ def main() -> None:
               file=sys.stderr)
         sys.exit(1)
     finally:
-        # The process is about to end: what is left (a held suite of 10,000 tests is 30,000 objects in
-        # cycles) would be walked by the collections of the interpreter's shutdown, ~85 ms after a
-        # 10,000-row eval. Frozen, it is left to the process's exit; what refcounting frees (open
+        # The process is about to end: what is left (a held suite of thousands of tests is tens of
+        # thousands of objects in cycles) would be walked by the collections of the interpreter's
+        # shutdown, for nothing. Frozen, it is left to the process's exit; what refcounting frees (open
         # files, the store's connection) is still freed and flushed as before.
         gc.freeze()
 
@@ -58,7 +58,7 @@ def main() -> None:
 def app_for(args: list[str]):
     """The app as a command line `args` runs it: when its first word names a command (or a command
     group), the app holding that one alone. Typer makes a click command of every registered command,
-    options and all, at each start (~6 ms, a twentieth of a one-row eval: issue 30), and a command
+    options and all, at each start (a noticeable part of a one-row eval: issue 30), and a command
     line runs one; what it parses, prints and exits with is that command's either way. Anything else
     (no word, an option first, a mistyped name that the group's error would suggest a fix for) gets
     the whole app."""

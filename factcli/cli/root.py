@@ -55,9 +55,9 @@ def fail(message: str, code: int = 1, problems: tuple | list = (), excerpt: tupl
 @contextmanager
 def start_up():
     """A command's start (its imports, the config, the plan) makes objects that live as long as the
-    process: the cyclic collector's passes over them find nothing, ~6 ms of a one-row eval's CPU (issue
+    process: the cyclic collector's passes over them find nothing, and cost a one-row eval CPU (issue
     30). It is paused meanwhile and on again (if it was) before the command's own work, the rows, with
-    what the start made frozen (gc.freeze), as the runner freezes it when the rows start: turned on
+    what the start made frozen (gc.freeze), as rows_running() freezes it when the rows start: turned on
     with them still young, it would walk them all at once."""
     on = gc.isenabled()
     gc.disable()
@@ -67,6 +67,27 @@ def start_up():
     finally:
         if on:
             gc.enable()
+
+
+GEN0 = 20_000  # allocations between two collections of the youngest generation while rows run (CPython: 700)
+
+
+@contextmanager
+def rows_running():
+    """While a command's rows run, the cyclic garbage collector leaves alone what existed before (the
+    suite, its tests, the plan: gc.freeze) and runs its youngest generation less often: a finished
+    row is freed by reference counting, and collections walking the tests of a large suite over and
+    over cost a stored echo run much of its CPU (benchmarks/README.md, issue 30). Both are undone
+    after. Here, in the command line's process, and not in the library: `evaluate()` and pytest
+    users keep their collector as they set it."""
+    threshold = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(max(GEN0, threshold[0]), *threshold[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
 
 
 def one_line(message: str, limit: int = 1000) -> str:

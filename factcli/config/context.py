@@ -134,6 +134,34 @@ def unknown_key(file: str, where: str, message: str, key: str = "", known=()) ->
     found.append((file, where, message))
 
 
+# the warnings of a suite's test files (a CSV column that looks like a misspelt special one) while it loads
+_SAID: ContextVar[list | None] = ContextVar("factcli_load_warnings", default=None)
+
+
+@contextmanager
+def load_warnings_collected() -> Iterator[list[str]]:
+    """Collect the warnings `load_warning` gives while a suite loads; they join the suite's warnings,
+    which the flow's UI tells (the CLI on stderr, `evaluate()` as FactcliWarnings)."""
+    said: list[str] = []
+    token = _SAID.set(said)
+    try:
+        yield said
+    finally:
+        _SAID.reset(token)
+
+
+def load_warning(message: str) -> None:
+    """A warning about the config being loaded: the suite's (see load_warnings_collected); outside a
+    suite load, said on stderr."""
+    said = _SAID.get()
+    if said is None:
+        import sys
+
+        print(f"warning: {message}", file=sys.stderr)
+    elif message not in said:
+        said.append(message)
+
+
 def unknown_key_lines(found: list[tuple[str, str, str]]) -> list[str]:
     """One line per unknown key; the same key in many tests of one file is one line ("and N more"),
     so a 1,000-test file with one stray column does not bury the run under 1,000 warnings."""

@@ -28,7 +28,7 @@ from typing import Any
 
 from factcli import sources
 from factcli.config.context import Ctx, as_list, check_keys, expect, unknown_key_lines, unknown_keys_collected
-from factcli.config.user_code import PY_SUFFIXES, check_js_export, code_file, python_function
+from factcli.config.user_code import check_js_export, code_file, python_function
 from factcli.errors import ConfigError, did_you_mean
 
 HOOK_NAMES = ("beforeAll", "beforeEach", "afterEach", "afterAll")
@@ -47,7 +47,7 @@ class Extension:
 
     @property
     def is_python(self) -> bool:
-        return self.path.suffix.lower() in PY_SUFFIXES
+        return self.path.suffix.lower() in sources.PY_SUFFIXES
 
     @property
     def hook(self) -> str | None:

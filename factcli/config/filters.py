@@ -21,7 +21,7 @@ from typing import Any
 
 from factcli import sources, templating
 from factcli.config.context import Ctx, expect
-from factcli.config.user_code import PY_SUFFIXES, check_js_export, code_file, python_function
+from factcli.config.user_code import check_js_export, code_file, python_function
 
 _NAME = re.compile(r"[A-Za-z_]\w*")
 
@@ -50,7 +50,7 @@ def _filter(name: str, ref: str, ctx: Ctx, where: str) -> Callable:
     if sources.is_glob(str(path)):
         path = sources.expand_glob(path, ctx.file, where)[-1]
     suffix = code_file(path, "a filter must be a .js or .py file", "filter file not found", ctx.file, where)
-    if suffix in PY_SUFFIXES:  # without :fn, the function named like the filter
+    if suffix in sources.PY_SUFFIXES:  # without :fn, the function named like the filter
         return python_function(path, func or name, ctx.file, where,
                                hint="" if func else f" (name one: file://{path.name}:fn)")
     return _js_filter(path, func, ctx.file, where)

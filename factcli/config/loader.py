@@ -18,6 +18,7 @@ from factcli.config.context import (
     as_list,
     check_keys,
     expect,
+    load_warnings_collected,
     problems_collected,
     record,
     settle,
@@ -201,8 +202,9 @@ def build_suite(cfg: dict, path: Path | None, cli_vars: dict | None = None, part
     """Build a Suite from one config mapping. `partial`: one of several -c files, which may lack
     prompts or providers of its own. Unknown keys become `suite.unknown_keys` (contract §4)."""
     with problems_collected() as problems:
-        with unknown_keys_collected() as found:
+        with unknown_keys_collected() as found, load_warnings_collected() as said:
             suite = _build_suite(cfg, path, cli_vars, partial, filters)
+        suite.warnings.extend(w for w in said if w not in suite.warnings)
         _set_unknown_keys(suite, unknown_key_lines(found))
     settle(problems, suite)
     return suite
@@ -275,7 +277,7 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
 
     tests_raw = load_tests(cfg.get("tests"), ctx, "tests")  # a CSV file's rows are made as they are parsed
     extensions, hooks_see = [], None
-    if cfg.get("extensions") is not None:  # the extensions' code (~1 ms to import) only for a config with some
+    if cfg.get("extensions") is not None:  # the extensions' code is imported only for a config with some
         from factcli.config.extensions import hook_source, parse_extensions
 
         extensions = parse_extensions(cfg.get("extensions"), ctx, warnings)

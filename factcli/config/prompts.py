@@ -13,9 +13,9 @@ from typing import Any
 
 from factcli import sources, templating
 from factcli.config.context import Ctx, as_list, check_keys, expect, record, unknown_key
-from factcli.config.user_code import (FUNCTION_SUFFIXES, JS_SUFFIXES, PY_SUFFIXES, TS_SUFFIXES, code_file,
-                                      python_function)
+from factcli.config.user_code import code_file, python_function
 from factcli.errors import ConfigError
+from factcli.sources import JS_SUFFIXES, PY_SUFFIXES, SCRIPT_SUFFIXES, TS_SUFFIXES
 from factcli.types import Prompt
 
 
@@ -136,7 +136,7 @@ def _check_template(text: str, file: str, where: str) -> None:
 
 def _prompts_from_file(ref: str, label: str | None, ctx: Ctx, where: str) -> list[Prompt]:
     path, func = sources.ref_path(ref, ctx.base)
-    if func or path.suffix.lower() in FUNCTION_SUFFIXES:
+    if func or path.suffix.lower() in SCRIPT_SUFFIXES:
         return [_prompt_function(ref, path, func, label, ctx, where)]
     out: list[Prompt] = []
     if label is not None and sources.is_glob(str(path)):
@@ -236,7 +236,7 @@ def _message_file(ref: str, ctx: Ctx, at: str) -> tuple[str, str | None]:
     """A message's `file://` content -> (text, None) for a text file, whose text (without its final
     newline) is the template, or (function source, target) for a prompt function."""
     path, func = sources.ref_path(ref, ctx.base)
-    if func or path.suffix.lower() in FUNCTION_SUFFIXES:
+    if func or path.suffix.lower() in SCRIPT_SUFFIXES:
         fn = _prompt_function(ref, path, func, None, ctx, at)
         return fn.raw, fn.function
     expect(not sources.is_glob(ref[7:]), "a message's content names one file, not a glob", ctx.file, at)

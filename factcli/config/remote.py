@@ -178,7 +178,7 @@ def _get_json(url: str, headers: dict, what: str, file: str, where: str) -> Any:
 
 
 def _get(url: str, headers: dict, what: str, file: str, where: str) -> bytes:
-    import urllib.error  # (with http.client: ~7 ms of every command's start, for configs that download nothing)
+    import urllib.error  # here: with http.client, a cost of every command's start, for configs that download nothing
     import urllib.request
 
     request = urllib.request.Request(url, headers={"User-Agent": "factcli", **headers})

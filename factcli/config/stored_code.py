@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import re
 
-from factcli.config.user_code import FUNCTION_SUFFIXES
+from factcli.sources import SCRIPT_SUFFIXES
 
 _SCRIPT_TYPES = {"python", "javascript", "not-python", "not-javascript"}
 _TRANSFORM_KEYS = {"transform", "contextTransform", "transformVars"}
 _INLINE_PREFIXES = ("javascript:", "fn:", "eval:", "python:")
-_CODE_FILE = re.compile(r"^(?:file://)?(?P<path>[^\s]+?(?:" + "|".join(re.escape(s) for s in FUNCTION_SUFFIXES)
+_CODE_FILE = re.compile(r"^(?:file://)?(?P<path>[^\s]+?(?:" + "|".join(re.escape(s) for s in SCRIPT_SUFFIXES)
                         + r"))(?::[\w.$]+)?$", re.IGNORECASE)
 
 

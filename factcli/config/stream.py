@@ -5,8 +5,8 @@ The loader streams a suite when all of its tests come from CSV or JSONL files (n
 the config, no YAML/JSON test file, no scenario, no extension hook) and parses every test once
 while it loads, so bad input stops the load as before; that pass also gathers what the checks before any call read
 from every test (`TestFacts`), so that they do not read the file again. The executor's pass parses
-each test again (~1.9 µs a test), so a suite of at most HOLD_MAX tests is kept as the list that pass
-parsed instead. A suite whose tests need each other or the whole suite
+each test again, so a suite of at most HOLD_MAX tests, whose list costs little memory, is kept as the
+list that pass parsed instead. A suite whose tests need each other or the whole suite
 (`transformVars`, `storeOutputAs`, `runSerially`, select-best/max-score) is made a list at load
 time, as are the tests of a --filter-failing, resumed or retried run (`StreamedTests.materialize`):
 each of those features then runs exactly as before. (--filter-pattern, --filter-first-n and
@@ -151,8 +151,8 @@ def facts_of(tests) -> TestFacts | None:
     return tests.facts if isinstance(tests, (StreamedTests, HeldTests)) else None
 
 
-# A suite this small is held as the list its load parsed: parsing every test again as it runs (~1.9 us a
-# test) costs more than holding it (~1 KB a test).
+# A suite this small is held as the list its load parsed: parsing every test again as it runs costs
+# more time than holding the list costs memory (benchmarks/README.md, issue 30).
 HOLD_MAX = 20_000
 
 

@@ -246,10 +246,8 @@ def template_names(written: dict, resolved: dict) -> frozenset:
 
 def _check_script(ref: sources.ScriptRef, ctx: Ctx, where: str) -> None:
     """A TypeScript script var can run (the others are checked when they run, as before)."""
-    from factcli.config.user_code import TS_SUFFIXES
-
     path, _ = sources.ref_path(ref.target, ctx.base)
-    if path.suffix.lower() in TS_SUFFIXES:
+    if path.suffix.lower() in sources.TS_SUFFIXES:
         from factcli.scripting.node import check_typescript
 
         check_typescript(path, ctx.file, where)
@@ -418,15 +416,19 @@ def _opt_num(a: dict, key: str, ctx: Ctx, where: str, default=None):
     return number(a[key], ctx.file, f"{where}.{key}")
 
 
+# (defaultTest's assertions, their raws): the last list asked for, held, so that it is told by
+# identity and its id never reused; read and replaced as one tuple, so that two loads at once (two
+# threads) each get the raws of their own list, at worst made again.
 _raws_cache: tuple[list, list] = ([], [])
 
 
 def _shared_raws(asserts: list) -> list:
     """[a.raw for a in asserts], one list for consecutive tests sharing defaultTest's assertions."""
     global _raws_cache
-    if _raws_cache[0] is not asserts:
-        _raws_cache = (asserts, [a.raw for a in asserts])
-    return _raws_cache[1]
+    cached = _raws_cache
+    if cached[0] is not asserts:
+        cached = _raws_cache = (asserts, [a.raw for a in asserts])
+    return cached[1]
 
 
 def merge_default(test: TestCase, default: TestCase, cli_vars: dict | None = None) -> TestCase:

@@ -15,9 +15,10 @@ from typing import Any
 
 from factcli import sources
 from factcli.config import remote
-from factcli.config.context import check_keys, record
-from factcli.config.user_code import JS_SUFFIXES, PY_SUFFIXES, TS_SUFFIXES, code_file
+from factcli.config.context import check_keys, load_warning, record
+from factcli.config.user_code import code_file
 from factcli.errors import ConfigError
+from factcli.sources import JS_SUFFIXES, PY_SUFFIXES, TS_SUFFIXES
 from factcli.scoring.registry import AssertionError_
 
 # promptfoo 0.121.20's built-in assertion enum, in its order: the CSV cell grammar tries types
@@ -42,7 +43,7 @@ PROMPTFOO_TYPES = [
 @functools.cache
 def _cell_pattern() -> re.Pattern:
     """The cell grammar's pattern, compiled at the first `__expected` cell rather than at import: an
-    alternation of 66 names takes ~1 ms to compile, on the start of every eval (issue 30)."""
+    alternation of every type's name is slow to compile, and most evals have no such cell (issue 30)."""
     return re.compile(
         r"^(not-)?(" + "|".join(re.escape(t) for t in PROMPTFOO_TYPES) + r")(?:\((\d+(?:\.\d+)?)\))?(?::([\s\S]*))?$"
     )
@@ -54,7 +55,8 @@ _THRESHOLD_TYPES = {
 }
 _LIST_TYPES = {"contains-all", "contains-any", "icontains-all", "icontains-any"}
 _NUMBER = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$")
-_JS_SUFFIXES = (".js", ".cjs", ".mjs", ".ts", ".cts", ".mts")
+# promptfoo's isJavascriptFile, which a `file://` cell of `__expected` is tested with: no `.tsx`
+_CELL_JS_SUFFIXES = JS_SUFFIXES + tuple(s for s in TS_SUFFIXES if s != ".tsx")
 
 
 def parse_number(value: str | None) -> float | None:
@@ -68,7 +70,7 @@ def parse_number(value: str | None) -> float | None:
 
 def _is_js_file(ref: str) -> bool:
     path = ref.split(":", 1)[0] if re.search(r"\.(?:js|cjs|mjs|ts|cts|mts):", ref) else ref
-    return path.endswith(_JS_SUFFIXES)
+    return path.endswith(_CELL_JS_SUFFIXES)
 
 
 def assertion_from_string(cell: str) -> dict:
@@ -237,7 +239,7 @@ def csv_tests(text: str, file: str, warnings: list[str]) -> list[dict]:
 _CSV_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 # what str.splitlines breaks lines at besides \r and \n (a CSV line does not end there)
 _OTHER_BREAKS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
-# a chunk's lines are held at once, ~70 bytes a short line: 1 MB chunks of floor.py's rows held 6 MB more
+# a chunk's lines are held at once, each several times its text: a chunk small enough to add little memory
 CSV_CHUNK = 1 << 16
 
 
@@ -245,7 +247,7 @@ def _csv_lines(text: str):
     """The text's lines as io.StringIO(text, newline="") gives them (\r\n, \r or \n kept), made a
     chunk of about CSV_CHUNK characters at a time (a cut after a newline splits no line): a
     StringIO holds its text as 4 bytes a character, 68 MB for 1,000,000 short rows. A chunk without
-    the other line breaks str.splitlines knows is split by it, ~2x faster than _CSV_LINE."""
+    the other line breaks str.splitlines knows is split by it, which is faster than _CSV_LINE."""
     start = 0
     while start < len(text):
         end = text.find("\n", start + CSV_CHUNK)
@@ -539,9 +541,7 @@ def _remote_tests(ref: str, ctx, where: str) -> list[tuple[dict, Any, str]]:
         warnings: list[str] = []
         rows = csv_tests(text, remote.shown(ref), warnings)
         for msg in warnings:
-            import sys
-
-            print(f"warning: {msg}", file=sys.stderr)
+            load_warning(msg)
         return [(t, sub, f"row {n}") for n, t in enumerate(rows, 1)]
     value = sources.parse_structured(text, suffix, remote.shown(ref))
     value = [value] if isinstance(value, dict) else value
@@ -582,9 +582,7 @@ def _tests_from_file(p: Path, ctx, where: str) -> Entries | list[tuple[dict, Any
         # the cells keep their bytes: a CRLF inside a quoted cell reaches the model as CRLF, as in promptfoo
         rows = CsvRows(sources.read_text(p, str(p), "", keep_newlines=True), str(p), warnings)
         for msg in warnings:
-            import sys
-
-            print(f"warning: {msg}", file=sys.stderr)
+            load_warning(msg)
         return Entries([FileEntries(rows, sub, "row {}")])
     if suffix == ".jsonl":
         lines = JsonlRows(sources.read_text(p, str(p), ""), str(p))
@@ -625,7 +623,7 @@ def _generated(ref: str, config: Any, ctx, where: str) -> list[tuple[dict, Any, 
         except GeneratorError as exc:
             raise ConfigError(str(exc), ctx.file, where) from None
     value = copy.deepcopy(_generated_once[key])
-    if isinstance(value, dict) and suffix != ".py" and func is None:
+    if isinstance(value, dict) and suffix not in PY_SUFFIXES and func is None:
         value = [value]  # a JS module exporting one test (promptfoo accepts it)
     if not isinstance(value, list):
         got = "nothing" if value is None else {"dict": "an object", "str": "a string"}.get(

@@ -15,22 +15,17 @@ from typing import Callable
 from factcli import sources
 from factcli.errors import ConfigError, did_you_mean
 
-PY_SUFFIXES = (".py",)
-JS_SUFFIXES = (".js", ".cjs", ".mjs")
-TS_SUFFIXES = (".ts", ".mts", ".cts", ".tsx")
-FUNCTION_SUFFIXES = PY_SUFFIXES + JS_SUFFIXES + TS_SUFFIXES
-
 
 def code_file(path: Path, wrong_kind: str, missing: str, file: str, where: str) -> str:
     """The suffix of a Python, JavaScript or TypeScript file that exists (TypeScript: and can run);
     `wrong_kind` is the start of the message for another suffix (`a filter must be a .js or .py file`),
     `missing` that for no file."""
     suffix = path.suffix.lower()
-    if suffix not in FUNCTION_SUFFIXES:
+    if suffix not in sources.SCRIPT_SUFFIXES:
         raise ConfigError(f"{wrong_kind}, got '{path.name}'", file, where)
     if not sources.is_file(path):
         raise ConfigError(f"{missing}: {path}", file, where)
-    if suffix in TS_SUFFIXES:
+    if suffix in sources.TS_SUFFIXES:
         from factcli.scripting.node import check_typescript
 
         check_typescript(path, file, where)

@@ -11,14 +11,14 @@ numbers so that showing a stored run needs no method code.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from factcli.types import GradingResult
 
 
 class MethodReport(NamedTuple):
     """A method's report, as registered. A named tuple rather than a frozen dataclass: its class is made
-    ~5x faster, on the start of every eval (issue 30)."""
+    faster, on the start of every eval (issue 30)."""
 
     key: str  # the key under `methods`, e.g. "factscore"
     method: str  # the `metadata.method` of the grading results it reads
@@ -95,14 +95,6 @@ def reports_of(columns: list[ColumnMethods]) -> list[dict]:
             if any(lists):
                 shared[report.key] = report.across(lists)
     return [c.reports(shared) for c in columns]
-
-
-def column_reports(rows: Iterable[Any]) -> dict:
-    """The reports of one column's rows (EvalResults), as ColumnMethods.reports."""
-    collected = ColumnMethods()
-    for row in rows:
-        collected.add(row)
-    return reports_of([collected])[0]
 
 
 def fill(run) -> None:

@@ -27,7 +27,7 @@ TIMEOUT = "timeout"
 # a `temperature` other than 1, `seed`, an effort level): the error's `refusal` says what to do instead,
 # and run/calls.py asks again at once and does so for that endpoint for the rest of the run.
 PARAM = "param"
-# Both patterns are compiled by `re` at the first error they read, not at import (~0.3 ms of every start).
+# Both patterns are compiled by `re` at the first error they read, not at import: every start would pay for them.
 _NAMES_FORMAT = r"response_format|json[_ ]schema|json_object|structured output|guided_json|grammar"
 
 
@@ -233,10 +233,6 @@ def response_from_dict(data: Any) -> ProviderResponse:
         finish_reason=data.get("finishReason"), logprobs=data.get("logProbs"),
         metadata=data.get("metadata") or {}, cached=data.get("cached") is True,
     )
-
-
-def split_id(pid: str) -> list[str]:
-    return re.split(r":", pid)
 
 
 FACTORIES: list[tuple[Callable[[str], bool], type]] = []

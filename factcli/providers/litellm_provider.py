@@ -120,7 +120,7 @@ _litellm = None
 
 
 def litellm_module():
-    """Import litellm on first use. It costs ~3 s, so nothing else in factcli imports it."""
+    """Import litellm on first use. It is slow to import, so nothing else in factcli imports it."""
     global _litellm
     if _litellm is None:
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never download the price table

@@ -1,11 +1,10 @@
 """`openai:` ids (OpenAI itself, and any OpenAI-compatible server via apiBaseUrl / OPENAI_BASE_URL:
 vLLM, llama.cpp, Ollama's /v1) as plain JSON over HTTP with aiohttp.
 
-Measured here (2,000 calls, -j 64, 100 ms server latency; see benchmarks/): aiohttp directly
-4.2 s and 0.4 ms of CPU per call; the official openai SDK on its aiohttp transport 7.6-10 s and
-1.5-2.9 ms per call (request/response model validation); litellm slower still, plus ~3 s to
-import. So OpenAI's protocol, one JSON POST, is spoken here directly and litellm keeps the other
-vendors. Retries belong to factcli.run.calls, and so does what to do about a parameter a model
+aiohttp directly costs a fraction of the CPU per call of the official openai SDK (which validates
+every request and response with its models) and of litellm (slower still, and slow to import;
+benchmarks/README.md has the figures). So OpenAI's protocol, one JSON POST, is spoken here directly
+and litellm keeps the other vendors. Retries belong to factcli.run.calls, and so does what to do about a parameter a model
 rejects (temperature on reasoning models, max_tokens where max_completion_tokens is wanted): this
 module names it (a PARAM error), run/calls learns it once per endpoint and passes it back as
 `context["adapt"]`.

@@ -88,7 +88,11 @@ def allowance(provider, kind: str | None = None) -> int:
     kind = kind or style(provider)
     if kind is None:
         return 0
-    own = (getattr(provider, "config", None) or {}).get(KEY)
+    config = getattr(provider, "config", None) or {}
+    own = config.get(KEY)
+    thinking = config.get("thinking")
+    if isinstance(thinking, dict) and own is None:  # a budget the config gives Claude or Gemini itself
+        own = thinking.get("budget_tokens")
     if isinstance(own, (int, float)) and not isinstance(own, bool) and own > 0:
         value = int(own)
     else:

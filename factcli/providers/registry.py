@@ -16,7 +16,7 @@ def _provider_class(pid: str) -> type:
         if test(pid):
             return cls
     # Built-in modules register their classes as they are imported, one at a time until one claims the
-    # id: an `echo` run imports neither the HTTP provider nor the script ones (~3 ms of its start).
+    # id: an `echo` run imports neither the HTTP provider nor the script ones, which its start would pay for.
     # The built-ins claim ids no other does, so the class found does not depend on which came first.
     with _loading:
         while _unloaded:

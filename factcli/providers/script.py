@@ -25,6 +25,7 @@ from factcli.providers.base import (
 )
 from factcli.scripting import callables
 from factcli.scripting.python import load_module
+from factcli.sources import JS_SUFFIXES, TS_SUFFIXES
 from factcli.types import ProviderResponse
 
 
@@ -37,8 +38,9 @@ def _python_target(pid: str, base_dir: Path) -> tuple[Path, str]:
     return (path if path.is_absolute() else base_dir / path), func
 
 
-# `file://x.js`, `.mjs`, `.cjs`, `.ts`, `.mts`, `.cts`, each optionally with `:name`
-_JS_ID = re.compile(r"^file://(.+\.(?:m|c)?[jt]s)(?::([A-Za-z_$][\w$]*))?$", re.IGNORECASE)
+# `file://x.js` or any JavaScript or TypeScript suffix (sources.JS_SUFFIXES, TS_SUFFIXES), optionally with `:name`
+_JS_ID = re.compile(r"^file://(.+(?:%s))(?::([A-Za-z_$][\w$]*))?$" % "|".join(
+    re.escape(s) for s in JS_SUFFIXES + TS_SUFFIXES), re.IGNORECASE)
 
 
 def _js_target(pid: str, base_dir: Path) -> tuple[Path, str | None]:

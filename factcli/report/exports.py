@@ -119,7 +119,7 @@ def write_csv(run, path: Path) -> None:
     names = facts.var_names
     metrics = sorted(facts.named_scores)
     has_desc = facts.has_description
-    rated = bool(getattr(run, "ratings", None))  # people's ratings (report/ratings.py): a column when any
+    rated = bool(run.ratings)  # people's ratings (report/ratings.py): a column when any
     header = (["Description"] if has_desc else []) + names
     for col in run.columns:
         header += [column_label(col), "Status", "Score", "Named Scores", *[f"Metric: {m}" for m in metrics],

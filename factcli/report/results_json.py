@@ -192,7 +192,7 @@ def to_promptfoo_json(run, rows: bool = True) -> dict:
                         for m in run.metrics],
             "retries": run.retries,
             "cost": _run_cost(run.metrics),
-            **({"throttling": run.throttling} if getattr(run, "throttling", None) else {}),
+            **({"throttling": run.throttling} if run.throttling else {}),
             "abortReason": run.abort_reason,
             "notJudged": run.unjudged,  # rows the judge could not judge: errors to factcli, failures in stats
             "passRate": run.pass_rate,  # over the rows judged

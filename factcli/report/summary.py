@@ -29,8 +29,8 @@ _MAY_HOLD_EMOJI_CODE = re.compile(r":\S*:").search
 class Console(rich_console.Console):
     """rich's Console, that shows control characters in the texts it prints as escapes
     (report/escapes.py), and looks for emoji codes only in a text that could hold one: the first lookup
-    imports rich's table of 3,600 codes (~2 ms, at the first text any command prints: issue 30), and
-    factcli's texts rarely hold one. A text without `:` + non-spaces + `:` has none to replace (markup
+    imports rich's table of every code (a start-up cost at the first text any command prints: issue 30),
+    and factcli's texts rarely hold one. A text without `:` + non-spaces + `:` has none to replace (markup
     and escapes only split it or drop backslashes), so it prints the same."""
 
     def render_str(self, text: str, *, emoji: bool | None = None, **kwargs):
@@ -49,6 +49,15 @@ class Console(rich_console.Console):
 
 def stderr_console() -> Console:
     return Console(stderr=True, highlight=False)
+
+
+def print_note(message: str) -> None:
+    """A line for the user on stderr, as the text says (no markup)."""
+    stderr_console().print(escape(message), soft_wrap=True)
+
+
+def print_warning(message: str) -> None:
+    stderr_console().print(f"[yellow]warning:[/] {escape(message)}", soft_wrap=True)
 
 
 class Progress:
@@ -139,7 +148,7 @@ def _label(col, scrub=None) -> str:
 
 
 def results_table(run, console: Console) -> None:
-    from rich.table import Table  # here: rich.table (and the decimal it pulls in) is 5 ms of every start-up
+    from rich.table import Table  # here: rich.table (and the decimal it pulls in) would slow every start-up
 
     rows, tests = run.first_tests(TABLE_MAX_TESTS)
     if not rows:
@@ -248,7 +257,7 @@ def summary(run, console: Console) -> None:
     console.print(f"[bold]Run[/] {run.run_id}{status.get(run.status, '')} · {total}/{run.total_steps} rows · "
                   f"{run.duration_ms / 1000:.1f} s" + (f" · {cached} cached" if cached else "")
                   + (f" · {figures.plural(run.retries, 'retry', 'retries')}" if run.retries else ""))
-    for pid, t in (getattr(run, "throttling", None) or {}).items():
+    for pid, t in run.throttling.items():
         console.print(escape(f"Throttled: {pid} asked to slow down {t['throttled']} times; calls in flight cut to "
                              f"{t['lowestLimit']} (limit {t['limit']})"))
     from factcli import stats

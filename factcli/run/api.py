@@ -256,6 +256,9 @@ class _PythonUI:
     def warn(self, message: str) -> None:
         warn(message)
 
+    def note(self, message: str) -> None:
+        pass  # the CLI's lines about what it does (re-loading a config); code gets the warnings alone
+
     def loaded(self, suite) -> None:
         for message in suite.warnings:
             warn(message)
@@ -292,12 +295,12 @@ class Evaluation:
 
     @property
     def steps(self) -> list:
-        return self.run._steps  # type: ignore[attr-defined]
+        return self.run._steps
 
     def keep_only(self, keys: set[tuple[int, int, int]]) -> None:
         """Run only these (test, column, repeat) rows (the pytest items left after -k)."""
-        self.run._steps = [s for s in self.steps if (s.test_idx, s.prompt_idx, s.repeat_idx) in keys]  # type: ignore
-        self.run.total_steps = len(self.run._steps)  # type: ignore[attr-defined]
+        self.run._steps = [s for s in self.steps if (s.test_idx, s.prompt_idx, s.repeat_idx) in keys]
+        self.run.total_steps = len(self.run._steps)
 
     async def execute(self):
         """Execute, store each row as it finishes and the run at the end, write the outputs."""

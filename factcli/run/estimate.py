@@ -68,14 +68,14 @@ def plan(run) -> tuple[list[Line], list[Line]]:
     providers = {i: create_provider(spec, suite.base_dir) for i, spec in enumerate(suite.providers)}
     lines = {i: Line(spec.label or spec.id) for i, spec in enumerate(suite.providers)}
     graders: dict[str, Line] = {}
-    grader_caps = {spec.id: output_cap(spec.config or {}, {}) for spec, _ in getattr(run, "grader_specs", [])}
-    grader_models = {spec.id: create_provider(spec, suite.base_dir) for spec, kind in getattr(run, "grader_specs", [])
+    grader_caps = {spec.id: output_cap(spec.config or {}, {}) for spec, _ in run.grader_specs}
+    grader_models = {spec.id: create_provider(spec, suite.base_dir) for spec, kind in run.grader_specs
                      if kind == "text"}
     from factcli.providers.embedding import EmbeddingProvider
 
     grader_models.update({("embedding", spec.id): EmbeddingProvider(spec, suite.base_dir)
-                          for spec, kind in getattr(run, "grader_specs", []) if kind == "embedding"})
-    for step in run._steps:  # type: ignore[attr-defined]
+                          for spec, kind in run.grader_specs if kind == "embedding"})
+    for step in run._steps:
         provider, line = providers[step.provider_idx], lines[step.provider_idx]
         cap = reply_cap(provider, {})
         if step.test.provider_output is None:
@@ -196,7 +196,7 @@ def describe(run) -> list[str]:
     """The dry run's report, one line per provider and grader and a total."""
     models, graders = plan(run)
     # what a run would print before its first call (unknown vars, a misspelled model, ...)
-    out = [f"warning: {w}" for w in run.warnings[getattr(run, "warnings_shown", 0):]]
+    out = [f"warning: {w}" for w in run.warnings[run.warnings_shown:]]
     out.append(f"Dry run: {plural(run.total_steps, 'row')}, no call made.")
     low = high = 0.0
     unpriced = False

@@ -92,8 +92,7 @@ class Executor:
 
     # A row that never waits (a reply that needs no I/O) never hands the event loop its turn: the
     # timers each call sets and cancels (calls.py's per-attempt timeout) stay in the loop's heap
-    # until it runs, ~250 bytes a row (240 MB over 1,000,000 echo rows before echo skipped the
-    # timeout; issue 30). A worker gives the loop a turn every YIELD_EVERY rows, which also lets
+    # until it runs, growing with every row (issue 30). A worker gives the loop a turn every YIELD_EVERY rows, which also lets
     # the store's group-commit timer fire.
     async def run(self, steps: Iterable[EvalStep], on_result: Callable[[EvalResult], None]) -> None:
         """`steps`: a list, or the plan (config/plan.Plan), whose steps are made as the workers pull

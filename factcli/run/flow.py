@@ -78,6 +78,9 @@ class FlowUI:
     def warn(self, message: str) -> None:
         pass
 
+    def note(self, message: str) -> None:
+        """What the run does that the user did not ask in so many words (re-loading a resumed run's config)."""
+
     def loaded(self, suite) -> None:
         """The suite as loaded, before any check: its warnings."""
         for message in suite.warnings:
@@ -121,7 +124,7 @@ class Flow:
             settings.load_env_file(str(o.env_file))
         if (o.assertions is None) != (o.model_outputs is None):
             raise FactcliError(f"{self.ui.option('assertions')} and {self.ui.option('model_outputs')} go together")
-        session = self.session = EvalSession.open(o.session_args(), ro)
+        session = self.session = EvalSession.open(o.session_args(), ro, self.ui)
         outputs = [Path(p) for p in o.outputs]
         self.outputs = session.outputs(outputs) if session.source_options else outputs
         from factcli.config.context import problems_deferred
@@ -229,8 +232,8 @@ class Flow:
         finish it in the store, also when Ctrl-C, a cancellation or an error stops it."""
         run, session = self.run, self.session
         session.begin(run)  # the store stage: the run row, status started (a resumed run: what is left to run)
-        idle = not len(getattr(run, "_steps", ()) or ())
-        for message in run.warnings[getattr(run, "warnings_shown", 0):]:  # the plan's own, not yet told
+        idle = not len(run._steps or ())
+        for message in run.warnings[run.warnings_shown:]:  # the plan's own, not yet told
             if not (idle and runner.SELF_PREFERENCE in message):  # no grader call is coming: nothing to warn of
                 self.ui.warn(message)
         run.warnings_shown = len(run.warnings)
@@ -267,7 +270,7 @@ class Flow:
         if self.options.keep_rows:
             run.rows, run.stored_rows = self.rows, None  # the caller holds every row; the store has them too
         # Returns nothing: asyncio.run's SIGINT handling reprs the finished task, result included,
-        # and the repr of a 100,000-test run took 2 s and 240 MB.
+        # and the repr of a large run is slow and big.
 
     @property
     def stored(self) -> bool:

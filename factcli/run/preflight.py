@@ -47,7 +47,7 @@ def check(run, outputs: list[Path], filters: dict, output_key: str = "-o") -> No
     where the outputs come from (`-o`, or the config's `outputPath`)."""
     from factcli.providers.registry import create_provider
 
-    problems: list[str] = list(getattr(run, "problems", None) or [])  # the load's and the var check's
+    problems: list[str] = list(run.problems)  # the load's and the var check's
     suite = run.suite
     where = ", ".join(getattr(suite, "config_files", []) or []) or "the config"
     for i, spec in enumerate(suite.providers):
@@ -55,7 +55,7 @@ def check(run, outputs: list[Path], filters: dict, output_key: str = "-o") -> No
             continue  # its problem is among the load's
         provider = create_provider(spec, suite.base_dir)
         problems.extend(f"{where}: providers[{i}] {spec.label or spec.id}: {p}" for p in provider.preflight())
-    for spec, kind in getattr(run, "grader_specs", []):
+    for spec, kind in run.grader_specs:
         if kind == "embedding":
             from factcli.providers.embedding import EmbeddingProvider
 

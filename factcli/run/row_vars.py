@@ -32,7 +32,7 @@ from typing import Any
 from factcli import templating
 from factcli.config.prompts import chat_messages
 from factcli.providers.base import RenderedPrompt
-from factcli.sources import SCRIPT_VAR_SUFFIXES, ScriptRef, is_file_ref, ref_path
+from factcli.sources import SCRIPT_SUFFIXES, ScriptRef, is_file_ref, ref_path
 from factcli.types import EvalStep, TestCase
 
 RUNTIME_VARS = ("__evalId", "__evalStepId", "__repeatIndex")
@@ -94,7 +94,7 @@ def script_target(value: Any, base_dir: Path | None) -> str | None:
     if not is_file_ref(value):
         return None
     path, func = ref_path(value, base_dir or Path.cwd())
-    if path.suffix.lower() not in SCRIPT_VAR_SUFFIXES:
+    if path.suffix.lower() not in SCRIPT_SUFFIXES:
         return None
     return f"file://{path.resolve()}" + (f":{func}" if func else "")
 

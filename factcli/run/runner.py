@@ -76,6 +76,18 @@ class EvalRun:
     gate_results: list = field(default_factory=list)  # run/gates.GateResult, once the run has finished
     _tallies: list | None = field(default=None, repr=False)  # per column: (stats.ColumnSample, ColumnMethods)
     _pending: list = field(default_factory=list, repr=False)  # rows waiting for the comparisons
+    # what prepare() plans and execute() runs (a stored run, read back, has none of it)
+    _steps: object = field(default=(), repr=False)  # the EvalSteps: a list, or config/stream's streamed plan
+    _conversations: object = field(default=None, repr=False)  # the multi-turn tests' state (_conversations())
+    _delay: float = 0.0  # ms between calls (delay); one call at a time when set
+    _vars_errors: dict | None = field(default=None, repr=False)  # transformVars' failures by test
+    _unknown_vars: set = field(default_factory=set, repr=False)  # vars the plan already warned of
+    # what the load and the checks found and let pass: reported together by the preflight (run/preflight.py)
+    problems: list[str] = field(default_factory=list)
+    grader_specs: list = field(default_factory=list)  # (ProviderSpec, kind) of every grader the run may call
+    warnings_shown: int = 0  # how many of `warnings` the user has been told
+    abort_exit_code: int = 3  # the exit code of an aborted run: 3 a provider, 1 a user's hook
+    ratings: dict | None = None  # a stored run's ratings by row, for its exports (report/ratings.py)
 
     @property
     def successes(self) -> int:
@@ -205,24 +217,23 @@ def prepare(suite: Suite, options: RunOptions) -> EvalRun:
         total_steps=len(steps), created_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
         concurrency=concurrency, repeat=repeat, cache=cache, warnings=list(suite.warnings),
     )
-    run._steps = steps  # type: ignore[attr-defined]
+    run._steps = steps
     # what the load found and let pass, and what the checks below find: reported all together by
     # the preflight (run/preflight.py), and never a call while any is left (execute)
-    run.problems = list(getattr(suite, "problems", None) or [])  # type: ignore[attr-defined]
-    run._conversations = _conversations(steps, streamed)  # type: ignore[attr-defined]
-    run._delay = delay  # type: ignore[attr-defined]
-    run._vars_errors = vars_errors  # type: ignore[attr-defined]
+    run.problems = list(getattr(suite, "problems", None) or [])
+    run._conversations = _conversations(steps, streamed)
+    run._delay = delay
+    run._vars_errors = vars_errors
     run.max_cost = options.max_cost if options.max_cost is not None else eo.get("maxCost")
     from factcli.scoring.grading import GraderSource
 
     run.grader_source = GraderSource(cli=options.grader, default_test=(suite.default_test.get("options") or {}).get("provider"))
-    run.grader_specs = []
     run.graders = check_graders(suite, run.grader_source, run.warnings, run.grader_specs)
     from factcli.config.var_check import check_vars
 
     unknown = check_vars(suite, run.problems)  # a near miss is a problem: nothing is sent
     run.warnings.extend(unknown.values())
-    run._unknown_vars = set(unknown)  # type: ignore[attr-defined]  # said once, not again after the run
+    run._unknown_vars = set(unknown)  # said once, not again after the run
     run.warnings.extend(model_name_warnings(suite))
     from factcli.config.plan import context_expansion_warnings
 
@@ -457,7 +468,7 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
     from factcli.run.limits import Limiters
 
     suite = run.suite
-    if getattr(run, "problems", None):  # (the preflight reports them; a caller that skipped it gets them here)
+    if run.problems:  # (the preflight reports them; a caller that skipped it gets them here)
         from factcli.errors import ConfigProblems
 
         raise ConfigProblems(run.problems)
@@ -491,14 +502,12 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
 
         hooks = Hooks.of(suite)
         hooks.columns = run.columns
-    executor = Executor(caller, providers, concurrency=run.concurrency, delay_ms=run._delay,  # type: ignore
+    executor = Executor(caller, providers, concurrency=run.concurrency, delay_ms=run._delay,
                         base_dir=suite.base_dir, grader=grader, eval_id=run.run_id,
-                        vars_errors=getattr(run, "_vars_errors", None),
-                        conversations=getattr(run, "_conversations", None), hooks=hooks)
+                        vars_errors=run._vars_errors, conversations=run._conversations, hooks=hooks)
     run.started = time.time()
-    collector = _quiet_collector()
     try:
-        await executor.run(run._steps, record)  # type: ignore[attr-defined]
+        await executor.run(run._steps, record)
         if executor.stopped:
             run.status = STATUS_INTERRUPTED
             run.abort_reason = executor.stopped
@@ -513,15 +522,14 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
     except AbortRun as exc:
         run.status = STATUS_ABORTED
         run.abort_reason = str(exc)
-        run.abort_exit_code = exc.exit_code  # type: ignore[attr-defined]  # 3: a provider; 1: a user's hook
+        run.abort_exit_code = exc.exit_code
     except asyncio.CancelledError:
         run.status = STATUS_INTERRUPTED
         raise
     finally:
-        collector.restore()
         run.duration_ms = int((time.time() - run.started) * 1000)
         run.finalize()  # before the session stores the column metrics
-        for message in executor.missing_var_warnings(skip=getattr(run, "_unknown_vars", set())):
+        for message in executor.missing_var_warnings(skip=run._unknown_vars):
             warning(message)
         for message in caller.formats.notes() + caller.params.notes():
             warning(message)
@@ -536,28 +544,6 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
             from factcli.providers.openai_provider import aclose_all
 
             await aclose_all()
-
-
-class _quiet_collector:
-    """While the rows run, the cyclic garbage collector leaves alone what existed before (the suite,
-    its tests, the plan: gc.freeze) and runs its youngest generation less often. A finished row is
-    freed by reference counting; before this, collections walking the 10,000 tests of a large
-    suite over and over took ~15 % of a stored echo run's CPU (benchmarks/README.md)."""
-
-    GEN0 = 20_000  # CPython's default is 700 allocations
-
-    def __init__(self):
-        import gc
-
-        self.threshold = gc.get_threshold()
-        gc.freeze()
-        gc.set_threshold(max(self.GEN0, self.threshold[0]), *self.threshold[1:])
-
-    def restore(self) -> None:
-        import gc
-
-        gc.set_threshold(*self.threshold)
-        gc.unfreeze()
 
 
 def load(config, options: RunOptions | None = None) -> Suite:

@@ -35,7 +35,7 @@ METRICS_EVERY_S = 1.0  # column metrics are refreshed this often while a run wri
 GROUP_ROWS = 500
 GROUP_S = 0.1
 # A run of this many rows has them written by a second process (store/writer.py) where the store
-# can: it starts in ~20 ms and saves ~10 us a row, so a small run would only pay for it.
+# can: starting it costs more than it saves on a small run.
 WRITE_BEHIND_ROWS = 2000
 _RESUME_CONFLICTS = (("-c", "config"), ("--var", "var"), ("--repeat", "repeat"),
                      ("--filter-pattern", "filter_pattern"), ("--filter-first-n", "filter_first_n"),
@@ -44,24 +44,23 @@ _RESUME_CONFLICTS = (("-c", "config"), ("--var", "var"), ("--repeat", "repeat"),
                      ("--description", "description"))
 
 
-def _note(message: str) -> None:
-    from rich.markup import escape
+class StderrUI:
+    """How a session talks to its user when no flow gives it a UI (run/flow.FlowUI): on stderr."""
 
-    from factcli.report.summary import stderr_console
+    def note(self, message: str) -> None:
+        from factcli.report.summary import print_note
 
-    stderr_console().print(escape(message), soft_wrap=True)
+        print_note(message)
 
+    def warn(self, message: str) -> None:
+        from factcli.report.summary import print_warning
 
-def _warn(message: str) -> None:
-    from rich.markup import escape
-
-    from factcli.report.summary import stderr_console
-
-    stderr_console().print(f"[yellow]warning:[/] {escape(message)}", soft_wrap=True)
+        print_warning(message)
 
 
 class EvalSession:
-    def __init__(self) -> None:
+    def __init__(self, ui=None) -> None:
+        self.ui = ui or StderrUI()  # its notes and warnings: the flow's UI (run/flow.FlowUI), else stderr
         self.store: Store | None = None
         self.writing = False
         self.source: dict | None = None  # the stored run being resumed / retried
@@ -81,7 +80,7 @@ class EvalSession:
         self._derived: list = []
         # rows written but not yet committed (write / flush), as the store takes them: a group's
         # finished rows are let go as soon as they are recorded, not 500 rows later (holding them cost
-        # ~3 us a row: they were freed, cold, at each flush); a group the store fails to take is read
+        # time: they were freed, cold, at each flush); a group the store fails to take is read
         # back from these tuples as the store would give them (_hold_rows)
         self._group: list[tuple] = []
         self._timer = None  # the event loop's call to flush(), GROUP_S after a group's first row
@@ -95,8 +94,8 @@ class EvalSession:
     # ------------------------------------------------------------ before the suite is loaded
 
     @classmethod
-    def open(cls, args: dict, options) -> "EvalSession":
-        session = cls()
+    def open(cls, args: dict, options, ui=None) -> "EvalSession":
+        session = cls(ui)
         session._args, session._options = args, options
         resume, retry, failing = args.get("resume"), args.get("retry_errors"), args.get("filter_failing")
         if resume and retry:
@@ -144,7 +143,7 @@ class EvalSession:
         stored_vars = expand_env(opts.get("vars") or {})
         redacted = [k for k, v in stored_vars.items() if isinstance(v, str) and REDACTED in v]
         if redacted:
-            _warn(f"--var {', '.join(redacted)} held secrets that were not stored; they are empty now")
+            self.ui.warn(f"--var {', '.join(redacted)} held secrets that were not stored; they are empty now")
         options.vars = {k: ("" if k in redacted else v) for k, v in stored_vars.items()}
         options.repeat = opts.get("repeat")
         options.filter_pattern = options.filter_first_n = options.filter_sample = None
@@ -192,23 +191,23 @@ class EvalSession:
             a, o = Path(opts.get("assertions") or ""), Path(opts.get("model_outputs") or "")
             if not (a.is_file() and o.is_file()):
                 raise FactcliError(f"run {run_id} scored {a} and {o}, which are gone; it cannot be resumed")
-            _note(f"Re-loading {a} and {o} (they still exist).")
+            self.ui.note(f"Re-loading {a} and {o} (they still exist).")
             return suite_from_outputs(a, o, options.vars)
         stored = loads(row.get("config_json"), {}) or {}
         if files and all(Path(f).is_file() for f in files):
-            _note(f"Re-loading the config from {', '.join(files)} (the files still exist).")
+            self.ui.note(f"Re-loading the config from {', '.join(files)} (the files still exist).")
             suite = runner.load(files, options)
             if Scrubber(suite.raw).dumps(suite.raw) != json.dumps(stored, ensure_ascii=False):
-                _warn(f"the config files changed since run {run_id} started")
+                self.ui.warn(f"the config files changed since run {run_id} started")
             return suite
         from factcli.config.loader import build_suite
 
         cfg = dict(stored) if isinstance(stored, dict) else {}
         gone = ", ".join(files) or "the config files"
         self._refuse_stored_code(run_id, cfg, f"{gone} {'is' if len(files) == 1 else 'are'} not here")
-        _note(f"The config files of run {run_id} are gone; using the config stored with the run.")
+        self.ui.note(f"The config files of run {run_id} are gone; using the config stored with the run.")
         if REDACTED in json.dumps(cfg):
-            _warn("the stored config had secrets that were never stored; they stay '[redacted]' "
+            self.ui.warn("the stored config had secrets that were never stored; they stay '[redacted]' "
                   "(put them in environment variables and reference them as ${NAME})")
         env_block = cfg.get("env")
         if isinstance(env_block, dict):  # secrets there were stored as ${NAME}: the environment has them now
@@ -260,7 +259,7 @@ class EvalSession:
                 if any(test_key(t.description, combo) in keys
                        for combo in var_combinations(t.vars, bool(t.options.get("disableVarExpansion"))))]
         suite.tests = keep
-        _note(f"--filter-failing {run_id}: {len(keep)} of {len(self.all_tests)} tests failed or errored there.")
+        self.ui.note(f"--filter-failing {run_id}: {len(keep)} of {len(self.all_tests)} tests failed or errored there.")
 
     # ------------------------------------------------------------ the run
 
@@ -370,7 +369,7 @@ class EvalSession:
                 raise FactcliError(f"test {key[0]} of run {run_id} no longer matches the config "
                                    "(the tests changed since the run started); it cannot be resumed")
         keep = set(done) if self.mode == "resume" else {k for k, (fr, _) in done.items() if fr not in ERROR_REASONS}
-        keep = _settle(keep, plan, getattr(run, "_conversations", None))
+        keep = _settle(keep, plan, run._conversations)
         run.run_id, run.created_at = run_id, src["created_at"]
         self._stream_rows(run)
         for rec in store.results(run_id):
@@ -386,7 +385,7 @@ class EvalSession:
                     for c in result.grading.component_results):
                 frozen = [a for a in step.test.assertions if a.type not in COMPARE_TYPES]
                 result.step = dataclasses.replace(step, test=dataclasses.replace(step.test, assertions=frozen))
-            if getattr(run, "_conversations", None) is not None:  # later turns see it as if it just ran
+            if run._conversations is not None:  # later turns see it as if it just ran
                 run._conversations.restore(result)
             run.metrics[result.step.prompt_idx].add(result, self._derived)
             run.keep(result)
@@ -396,7 +395,7 @@ class EvalSession:
         leases.take(store, src)  # refused if another process took the run since it was read
         store.update_run(run_id, {"attempts": (src.get("attempts") or 1) + 1})
         what = "Resuming" if self.mode == "resume" else "Retrying the errors of"
-        _note(f"{what} run {run_id}: {self.loaded} of {run.total_steps} row{'s' if run.total_steps != 1 else ''} kept, "
+        self.ui.note(f"{what} run {run_id}: {self.loaded} of {run.total_steps} row{'s' if run.total_steps != 1 else ''} kept, "
               f"{len(run._steps)} to run.")
 
     def _stream_rows(self, run) -> None:
@@ -421,7 +420,7 @@ class EvalSession:
                     held.add(key)
                     run.rows.append(r)
         except (*store_errors(), FactcliError) as exc:
-            _warn(f"could not read back the rows already stored ({exc}); they are in {self.store.path} "
+            self.ui.warn(f"could not read back the rows already stored ({exc}); they are in {self.store.path} "
                   "but missing from this run's table and result files")
         for r in unwritten:
             if (r.step.test_idx, r.step.prompt_idx, r.step.repeat_idx) not in held:
@@ -515,7 +514,7 @@ class EvalSession:
             lost += getattr(more, "rows", ())
         if self._outage is None:
             self._outage = Outage(exc)
-            _warn(announce(self.store.path, exc))
+            self.ui.warn(announce(self.store.path, exc))
         self._outage.hold(lost)
 
     def _reconnect(self) -> bool:
@@ -533,7 +532,7 @@ class EvalSession:
         if self._kept is not None:
             self._kept.add(rows)
         self._outage = None
-        _note(f"{self.store.path} is back: the {len(rows)} rows held meanwhile are stored.")
+        self.ui.note(f"{self.store.path} is back: the {len(rows)} rows held meanwhile are stored.")
         return True
 
     def _wait_for_store(self) -> None:
@@ -543,7 +542,7 @@ class EvalSession:
 
         outage = self._outage
         if outage.remaining() > 0:
-            _note(f"waiting up to {outage.remaining():.0f} s for {self.store.path} to come back "
+            self.ui.note(f"waiting up to {outage.remaining():.0f} s for {self.store.path} to come back "
                   f"({len(outage.rows())} rows to store)…")
         try:
             while not self._reconnect():
@@ -558,7 +557,7 @@ class EvalSession:
         self.writing = False
         self._outage = None
         self.unstored = (len(rows), missing_tests(rows), describe(outage.error))
-        _warn(f"could not write to {self.store.path} ({describe(outage.error)}); the rest of this run is not stored")
+        self.ui.warn(f"could not write to {self.store.path} ({describe(outage.error)}); the rest of this run is not stored")
         self._hold_rows(self._unwritten(rows))
 
     def _unwritten(self, group: list[tuple]) -> list:
@@ -580,7 +579,7 @@ class EvalSession:
             if self.writing:
                 self._finish(run, error)
         except store_errors() as exc:
-            _warn(f"could not finish the run in {self.store.path}: {exc}")
+            self.ui.warn(f"could not finish the run in {self.store.path}: {exc}")
         finally:
             if self._kept is not None:
                 self._kept.close()
@@ -663,8 +662,8 @@ def drive(session: "EvalSession", run, *, progress_bar: bool) -> bool:
     from factcli.report import summary as report
     from factcli.run import runner
 
-    for message in run.warnings[getattr(run, "warnings_shown", 0):]:  # eval prints the config's own earlier
-        report.stderr_console().print(f"[yellow]warning:[/] {message}")
+    for message in run.warnings[run.warnings_shown:]:  # eval prints the config's own earlier
+        report.print_warning(message)
     progress = report.Progress(run.total_steps, enabled=progress_bar, done=run.metrics)
     interrupted = False
     try:

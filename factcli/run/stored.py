@@ -35,6 +35,8 @@ def load_run(store: Store, run_row: dict):
         metrics = [ColumnMetrics() for _ in columns]
         for r in rows:
             metrics[r.step.prompt_idx].add(r, derived)
+    from factcli.store.ratings import ratings_by_row
+
     run = EvalRun(run_id=run_row["id"], suite=suite, columns=columns, metrics=metrics, stored_rows=rows,
                   total_steps=run_row.get("total_steps") or sum(m.rows for m in metrics),
                   created_at=run_row.get("created_at") or "",
@@ -42,10 +44,8 @@ def load_run(store: Store, run_row: dict):
                   abort_reason=run_row.get("abort_reason"), retries=run_row.get("retries") or 0,
                   calls=run_row.get("calls") or 0, warnings=loads(run_row.get("warnings_json"), []) or [],
                   concurrency=options.get("concurrency") or 4, repeat=options.get("repeat") or 1,
-                  cache=options.get("cache", True), graders=loads(run_row.get("graders_json"), []) or [])
-    from factcli.store.ratings import ratings_by_row
-
-    run.ratings = ratings_by_row(store, run_row["id"])  # people's ratings, for the exports (report/ratings.py)
+                  cache=options.get("cache", True), graders=loads(run_row.get("graders_json"), []) or [],
+                  ratings=ratings_by_row(store, run_row["id"]))
     if metrics is not stored:
         load_all()  # registers the method reports
         method_reports.fill(run)

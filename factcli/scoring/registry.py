@@ -91,7 +91,7 @@ def check_assertion(name: str, *aliases: str, needs_value: bool = False):
 
 
 # The built-in types and the module that registers each: a run imports only the families it uses
-# (importing all of them, with numpy, jsonschema, sqlglot, html5lib, nltk, ..., was ~0.3 s of every
+# (importing all of them, with numpy, jsonschema, sqlglot, html5lib, nltk, ..., would slow every
 # start-up). A new type is one entry here; a new family module is the value of its types' entries.
 _FAMILY_OF = {
     **dict.fromkeys(("contains", "contains-all", "contains-any", "equals", "icontains", "icontains-all",

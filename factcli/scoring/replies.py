@@ -223,10 +223,7 @@ class Reply:
         objects (a verdict per claim), one per three words for a list of texts (claims of a text)."""
         if not self.per_item or items is None:
             return None
-        first = next(iter(self.shape.fields.values()), None)
-        if isinstance(first, ListOf) and isinstance(first.item, Obj):
-            return max(1, items)
-        return max(1, -(-items // 3))
+        return max(1, items) if self.one_per_item else max(1, -(-items // 3))
 
     def bounded_schema(self, cap: int, items: int | None = None) -> dict:
         """The schema with every free-text field given a `maxLength`, its share of what the cap holds
@@ -236,7 +233,14 @@ class Reply:
         long sentences of a well-behaved judge. A grammar then ends a small judge's reasons where a
         fitting reply would end, not at the cap (docs/judges.md: a local judge)."""
         listed = self.listed(items)
-        return _bounded(self.shape, cap * CHARS_PER_TOKEN * 0.75, listed)
+        return _bounded(self.shape, cap * CHARS_PER_TOKEN * 0.75, listed, listed is not None and self.one_per_item)
+
+    @property
+    def one_per_item(self) -> bool:
+        """Whether the reply lists exactly one entry per item (a verdict per claim): its list is a list of
+        objects and its length follows the input."""
+        first = next(iter(self.shape.fields.values()), None)
+        return bool(self.per_item) and isinstance(first, ListOf) and isinstance(first.item, Obj)
 
     def read(self, text: str | None) -> dict:
         """The reply as the schema allows it; ReplyError otherwise. The JSON may sit in a ```json
@@ -266,22 +270,25 @@ def _slots(shape: Shape, listed: int | None) -> float:
     return 0
 
 
-def _bounded(shape: Shape, chars: float, listed: int | None) -> dict:
+def _bounded(shape: Shape, chars: float, listed: int | None, exact: bool = False) -> dict:
+    """`shape`'s schema with lengths; `exact`: a list of `listed` entries exactly (a grammar then cannot
+    stop after the first verdict of many, which the reader would refuse)."""
     if isinstance(shape, Text):
         return {"type": "string", "maxLength": max(MIN_CHARS, int(chars))}
     if isinstance(shape, Maybe):
         return {"anyOf": [_bounded(shape.item, chars, listed), {"type": "null"}]}
     if isinstance(shape, ListOf):
         out = {"type": "array", "items": _bounded(shape.item, chars / (listed or 1), listed)}
-        if shape.min_items:
-            out["minItems"] = shape.min_items
+        least = max(shape.min_items, listed or 0) if exact else shape.min_items
+        if least:
+            out["minItems"] = least
         if listed:
             out["maxItems"] = max(listed, shape.min_items)
         return out
     if isinstance(shape, Obj):
         total = _slots(shape, listed) or 1
         return {"type": "object", "required": list(shape.fields), "additionalProperties": False,
-                "properties": {k: _bounded(s, chars * _slots(s, listed) / total, listed)
+                "properties": {k: _bounded(s, chars * _slots(s, listed) / total, listed, exact)
                                for k, s in shape.fields.items()}}
     return shape.schema()
 

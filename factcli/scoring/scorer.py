@@ -265,7 +265,7 @@ def score_now(test: TestCase, output: Any, variables: dict, prompt: str, respons
     their own, in the same order (a handler's error is raised where it would be). `recorded`: the
     result is an eval row's, which is recorded as it is: its prebound leaves' empty containers are
     the shared read-only ones the recorded row gets anyway (types.compact_row; nothing changes a leaf
-    once scored), not four made a leaf (~0.2 us each) for the collector to free or compact_row to swap.
+    once scored), not four made a leaf for the collector to free or compact_row to swap.
     A grading handed to the caller (check(), run_assertions) keeps containers of its own."""
     assertions = test.assertions
     if not assertions:
@@ -388,10 +388,10 @@ async def run_assertions(test: TestCase, *, output: Any, variables: dict, prompt
 async def _call_scoring(spec: str, named: dict, context: dict) -> Any:
     from factcli.scripting.node import JSError, NodeWorkerError, get_worker, js_value
     from factcli.scripting.python import ScriptError, run_python_file
-    from factcli.sources import ref_path
+    from factcli.sources import PY_SUFFIXES, ref_path
 
     path, func = ref_path(spec, Path.cwd())
-    if path.suffix.lower() == ".py":
+    if path.suffix.lower() in PY_SUFFIXES:
         try:
             return await run_python_file(path, func or "func", named, context)
         except ScriptError as exc:

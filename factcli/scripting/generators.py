@@ -16,6 +16,7 @@ from typing import Any
 
 from factcli.scripting.python import wait_for
 from factcli.scripting.values import plain
+from factcli.sources import PY_SUFFIXES
 
 PY_DEFAULT = "generate_tests"
 _NO_CONFIG = object()
@@ -44,7 +45,7 @@ def generator_name(path: Path, func: str | None) -> str:
 def run_generator(path: Path, func: str | None, config: Any = _NO_CONFIG) -> Any:
     """What the generator returns, as plain JSON-like data. `config`: the `{path, config}` form's config."""
     args = [] if config is _NO_CONFIG else [config]
-    if path.suffix.lower() == ".py":
+    if path.suffix.lower() in PY_SUFFIXES:
         return _run_python(path, func or PY_DEFAULT, args)
     return _run_js(path, func, args)
 

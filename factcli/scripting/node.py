@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from factcli.errors import FactcliError
+from factcli.sources import TS_SUFFIXES
 
 WORKER_JS = Path(__file__).with_name("js") / "worker.js"
 DEFAULT_TIMEOUT_S = 60.0
@@ -41,7 +42,6 @@ START_TIMEOUT_S = 15.0
 PING_TIMEOUT_S = 2.0
 MAX_RESTARTS = 1
 MIN_NODE_MAJOR = 18
-TS_SUFFIXES = (".ts", ".mts", ".cts", ".tsx")
 STRIP_TYPES_SINCE = (22, 6)  # Node's own type stripping; behind --experimental-strip-types before 22.18/23.6
 STRIP_TYPES_FLAG = "--experimental-strip-types"
 # the config folders the worker looks for the `typescript` package in (also after a restart)
@@ -156,7 +156,7 @@ class NodeWorker:
                                   "(reinstall factcli; its package data must include js/worker.js)")
         try:
             proc = subprocess.Popen(
-                [node, *self.node_args, str(WORKER_JS), json.dumps({"tsRoots": _TS_ROOTS})], stdin=subprocess.PIPE,
+                [node, *self.node_args, str(WORKER_JS), json.dumps({"tsRoots": _TS_ROOTS, "tsSuffixes": TS_SUFFIXES})], stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self.cwd,
             )
         except FileNotFoundError:

@@ -22,8 +22,7 @@ from typing import Any
 from factcli.scripting.python import wait_for
 from factcli.scripting.transforms import TransformError, transform_label
 from factcli.scripting.values import plain
-
-PY_SUFFIXES = (".py",)
+from factcli.sources import PY_SUFFIXES
 
 
 class RowCodeError(Exception):

@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from factcli.errors import ConfigError
+from factcli.sources import JS_SUFFIXES, PY_SUFFIXES, SCRIPT_SUFFIXES, TS_SUFFIXES
 
-JS_SUFFIXES = (".js", ".cjs", ".mjs")
-TS_SUFFIXES = (".ts", ".mts", ".cts", ".tsx")
 NODE_FOR = ("javascript transforms", "a Python transform (file://transforms.py:fn)")
 
 
@@ -48,7 +47,7 @@ def check_transform(spec: Any, file: str, where: str, base_dir: Path) -> str | N
 
         path, func = ref_path(spec, base_dir)
         suffix = path.suffix.lower()
-        if suffix not in (".py",) + JS_SUFFIXES + TS_SUFFIXES:
+        if suffix not in SCRIPT_SUFFIXES:
             raise ConfigError(f"a transform file must be .py or .js or .ts (file://x.py:fn, file://x.js:fn), got "
                               f"{spec!r}", file, where)
         from factcli.sources import is_file
@@ -95,7 +94,7 @@ async def apply_transform(spec: str, output: Any, context: dict, base_dir: Path 
     label = transform_label(spec)
     if spec.startswith("file://"):
         path, func = ref_path(spec, base_dir or Path.cwd())
-        if path.suffix.lower() == ".py":
+        if path.suffix.lower() in PY_SUFFIXES:
             result = await _python_transform(path, func, output, context, label)
         else:
             result = await _js_transform({"file": str(path), "fn": func}, output, context, label)

@@ -281,8 +281,8 @@ def metrics_from_json(text: str | None):
 
 
 # ---------------------------------------------------------------- a run's rows, in memory or in the store
-# A stored run does not hold its finished rows in memory (a 100,000-row run would need ~120 MB
-# more): whatever reads every row afterwards (the results table, -o files, calibrate's report)
+# A stored run does not hold its finished rows in memory (a large run's rows would not fit in the
+# memory budget: benchmarks/memory.py): whatever reads every row afterwards (the results table, -o files, calibrate's report)
 # reads them through one of these two sources, in the same order and with the same interface.
 
 ROW_ORDER = "test_idx, prompt_idx, seq"  # a test's columns together; repeats of a cell in finishing order

@@ -182,7 +182,7 @@ class Scrubber:
     def dumps_all(self, values, encoded=()) -> list[str | None]:
         """dumps() of each value, for the JSON fields of a stored row: each value encoded once, and
         one look over all the texts together for what could be redacted; only a row that has some
-        takes the walk, field by field. (orjson encodes 6x faster, but without json's spacing, which
+        takes the walk, field by field. (orjson encodes faster, but without json's spacing, which
         the stored text keeps: `factcli diff` labels a test by its stored vars, also across runs
         stored by earlier versions.)
 
@@ -283,8 +283,8 @@ def keys_clean(text: str) -> bool:
     pieces joined by other characters is clean whole."""
     if "headers" in text:
         return False
-    # The secret-key pattern scans at ~20 us per row; every key it matches holds one of these
-    # words, which `in` finds in ~1 us. re.IGNORECASE on lowered ASCII text is ~8x cheaper
+    # The secret-key pattern is slow to scan a row with; every key it matches holds one of these
+    # words, which `in` finds far sooner. re.IGNORECASE on lowered ASCII text is much cheaper
     # than on the text (non-ASCII keeps IGNORECASE: it also folds e.g. the Kelvin sign onto k).
     if text.isascii():
         lowered = text.lower()

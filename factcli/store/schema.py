@@ -15,7 +15,7 @@ MIGRATION_SET = "factcli"
 
 
 # Named tuples, not frozen dataclasses: every command that opens the store imports this module, and
-# the three frozen dataclasses took ~1.5 ms of each start (each generates five methods from source).
+# frozen dataclasses slow each start (each generates five methods from source).
 
 
 class CreateTable(NamedTuple):

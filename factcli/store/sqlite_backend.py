@@ -41,8 +41,8 @@ def _apply(db, operations) -> None:
 
 # The page size of a database factcli creates. A stored row is ~2 KB of text: on SQLite's default
 # 4 KB pages one row fills most of a page and the rest stays empty, and every page written costs
-# its own work. On 16 KB pages 10,000 echo rows take 8.7 us of CPU a row to write, commit and
-# checkpoint instead of 11.4, and 16 MB instead of 21 MB (issue 30). A file that exists keeps the
+# its own work. On 16 KB pages a row takes less CPU to write, commit and checkpoint, and less room on
+# disk (issue 30; benchmarks/README.md). A file that exists keeps the
 # size it was made with (SQLite fixes it with the first table).
 PAGE_SIZE = 16384
 BUSY_TIMEOUT_MS = 10_000  # how long a write waits for another process's

@@ -1,6 +1,6 @@
 """A second process that writes a big run's result rows into its SQLite file (issue 30).
 
-Writing and committing a stored row costs ~10 us of SQLite work, a fifth of an echo row's time in
+Writing and committing a stored row is SQLite work that is a large share of an echo row's time in
 the eval's process. `RowWriter` hands each group of rows (the tuples `store.records.to_row` makes)
 to a child process through a pipe, so that SQLite's work runs on another core while the eval goes
 on building the next group. A thread would not do: sqlite3 gives up the GIL for each row's insert
@@ -29,7 +29,7 @@ from collections import deque
 _LEN = struct.Struct("<Q")
 _OK, _FAILED = b"\x00", b"\x01"
 # Groups handed over and not yet committed: two, so that the eval goes on while the child starts
-# (~25 ms) or checkpoints its log.
+# or checkpoints its log.
 IN_FLIGHT = 2
 CHECKPOINT_BYTES = 2 << 20  # of text written between two checkpoints (~130 of factcli's 16 KB pages)
 
@@ -51,7 +51,7 @@ class RowWriter:
 
         # This file run as a script, by the same interpreter, with the standard library alone: -S
         # skips site-packages' start-up files, -P keeps this folder off sys.path (store/copy.py
-        # would hide the standard `copy`), and no factcli package is imported: ready in ~25 ms.
+        # would hide the standard `copy`), and no factcli package is imported, so that it is soon ready.
         # In a process group of its own: Ctrl-C in the terminal reaches the eval alone.
         self.proc = subprocess.Popen([sys.executable, "-S", "-P", __file__], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, bufsize=0, close_fds=True, process_group=0)
@@ -124,7 +124,7 @@ class RowWriter:
 
 
 def _widen(fd: int) -> None:
-    """Make the pipe hold a whole group (~0.7 MB for 500 echo rows; 64 KB by default), so that
+    """Make the pipe hold a whole group (much more than Linux's default 64 KB), so that
     handing one over is one copy instead of a dozen waits on the child's reads (Linux only)."""
     try:
         import fcntl
@@ -167,8 +167,8 @@ def _serve(inp: int, out: int) -> None:
         conn.execute("PRAGMA synchronous = NORMAL")
         # The log is copied back into the file here, beside the eval, every CHECKPOINT_BYTES of text
         # written (SQLite's own threshold is 1,000 pages, ~16 MB, left to the eval's close at the end), and
-        # after the group's answer, so that the eval never waits for it (10,000 rows: -8 ms, then
-        # the last group's wait 9-12 -> 4 ms).
+        # after the group's answer, so that the eval never waits for it (nor, as long, for the last
+        # group).
         conn.execute("PRAGMA wal_autocheckpoint = 0")
         logged = 0
         while (data := _message(inp)) is not None:

@@ -53,7 +53,7 @@ _USER_FILTERS: dict = {}  # nunjucksFilters of the run, kept until the environme
 
 
 def _env():
-    """Jinja (its import and the environment: ~25 ms of every command's start) is loaded only for a
+    """Jinja (its import and the environment: a large part of a command's start) is loaded only for a
     template with more than `{{ name }}` in it: the others are parsed and rendered without it."""
     global _ENV, _BUILTIN_FILTERS
     if _ENV is None:
@@ -257,7 +257,8 @@ _NOT_SIMPLE = frozenset(("true", "false", "none", "True", "False", "None", "self
 def _simple(template: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
     """A template without control flow, as (literal pieces, names): `Answer: {{ q }}` renders as
     the pieces joined with each name's value printed by js_string (the environment's `finalize`),
-    which is what Jinja's compiled template does for it, ~30x faster. None for anything else."""
+    which is what Jinja's compiled template does for it, without Jinja's per-render set-up. None for
+    anything else."""
     source = to_jinja(template)
     if "\r" in source:  # Jinja normalises line endings in the text
         return None

@@ -66,7 +66,7 @@ def js_number(x: float) -> str:
     if x == 0:
         return "0"
     sign = "-" if x < 0 else ""
-    from decimal import Decimal  # here: decimal costs 3 ms of start-up, and few runs print a float
+    from decimal import Decimal  # here: decimal would slow every start-up, and few runs print a float
 
     # repr gives the shortest digits that round-trip, which is also what JavaScript prints
     digits_t, exp = Decimal(repr(abs(x))).normalize().as_tuple()[1:]
@@ -101,11 +101,6 @@ def js_string(value: Any) -> str:
     if isinstance(value, dict):
         return dump(value)
     return str(value)
-
-
-def js_number_or_string(value: Any) -> str:
-    """Numbers printed the JavaScript way, anything else with str() (reasons, labels)."""
-    return js_number(value) if is_number(value) else str(value)
 
 
 def to_fixed(x: float, digits: int = 2) -> str:

@@ -352,11 +352,6 @@ class KnowledgeSource:
         index = self._topic_index(title) if title is not None else self._global_index()
         return [p for p, _ in index.search(query, k)]
 
-    def retrieve_scored(self, query: str, k: int = 5, topic: str | None = None) -> list[tuple[Passage, float]]:
-        title = self.topic_title(topic)
-        index = self._topic_index(title) if title is not None else self._global_index()
-        return index.search(query, k)
-
 
 class _SqliteSource(KnowledgeSource):
     """FActScore's `documents(title, text)` table, read per title (an 18 GB dump stays on disk)."""
@@ -564,12 +559,6 @@ def text_source(documents: Iterable[tuple[str, str]], passage_words: int = DEFAU
         while len(_TEXT_CACHE) > _TEXT_CACHE_SIZE:
             _TEXT_CACHE.popitem(last=False)
     return source
-
-
-def clear_cache() -> None:
-    with _CACHE_LOCK:
-        _CACHE.clear()
-        _TEXT_CACHE.clear()
 
 
 # ---------------------------------------------------------------- the `knowledge` search backend

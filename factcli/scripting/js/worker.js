@@ -93,8 +93,10 @@ const processShim = new Proxy(process, {
 // --experimental-strip-types where it is not the default), else through the `typescript` package
 // found from the config folders factcli names (the worker's argument, the `typescript` op) or the file's
 // own folder: compiled to CommonJS as it is required, and so are the .ts files it imports.
-const TS_SUFFIXES = ['.ts', '.mts', '.cts', '.tsx'];
-const tsRoots = new Set((process.argv[2] && JSON.parse(process.argv[2]).tsRoots) || []);
+// The TypeScript suffixes are factcli's one list (factcli.sources.TS_SUFFIXES), sent in the argument.
+const startArgs = (process.argv[2] && JSON.parse(process.argv[2])) || {};
+const TS_SUFFIXES = startArgs.tsSuffixes || [];
+const tsRoots = new Set(startArgs.tsRoots || []);
 let tsCompiler = null; // {ts, from}: the package the require hook uses
 
 function isTypeScript(file) {
