@@ -156,6 +156,15 @@ tests:
     runner.invoke(app, ["export", "latest", "-o", str(html)])
     page = html.read_text()
     assert "No passage mentions Gamma." in page and "evidence (passage 2)" in page
+    from starlette.testclient import TestClient
+
+    from factcli.store.database import Store, default_target
+    from factcli.web.app import create_app
+
+    with Store.open(default_target()) as store:
+        run_id = store.resolve("latest")["id"]
+    cell = TestClient(create_app(default_target())).get(f"/runs/{run_id}/cell/0/0").text  # the web cell page
+    assert "No passage mentions Gamma." in cell and "evidence (passage 2)" in cell
 
 
 def test_a_list_valued_context_var_that_expands_is_warned_about(tmp_path):
