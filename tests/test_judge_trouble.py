@@ -67,6 +67,8 @@ def test_a_judge_outage_is_not_judged_exits_4_and_retry_errors_judges_the_rows(f
     view = _said(runner.invoke(app, ["view", "latest"]))
     assert "3 error (3 not judged) · pass rate n/a" in view, view
     assert "ERROR" in _said(runner.invoke(app, ["show", "latest", "0"]))
+    (shown,) = json.loads(runner.invoke(app, ["show", "latest", "0", "--json"]).output)
+    assert (shown["failureReason"], shown["notJudged"]) == (1, True)
 
     fake_openai.add_rule(".", PASS, model="judge")  # the judge is back
     second = _eval("--retry-errors", "latest")

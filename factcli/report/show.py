@@ -21,7 +21,7 @@ from factcli.report.rows import claim_supported
 from factcli.store.database import Store
 from factcli.store.encode import loads
 from factcli.store.ratings import ratings_for_row
-from factcli.types import status_word
+from factcli.types import FAILURE_GRADING, status_word
 
 # ---------------------------------------------------------------- show RUN
 
@@ -129,7 +129,9 @@ def show_test(store: Store, run: dict, test_idx: int, as_json: bool) -> None:
                 "testIdx": r["test_idx"], "promptIdx": r["prompt_idx"], "repeatIdx": r["repeat_idx"],
                 "column": column_label(cols.get(r["prompt_idx"], {})), "description": r["description"],
                 "vars": loads(r["vars_json"], {}), "prompt": r["rendered_prompt"], "output": output_of(r),
-                "success": bool(r["success"]), "failureReason": r["failure_reason"], "score": r["score"],
+                # promptfoo's failureReason, as the results JSON writes it; notJudged says what it hides
+                "success": bool(r["success"]), "failureReason": 1 if r["failure_reason"] == FAILURE_GRADING
+                else r["failure_reason"], "notJudged": r["failure_reason"] == FAILURE_GRADING, "score": r["score"],
                 "error": r["error"], "namedScores": loads(r["named_scores_json"], {}),
                 "gradingResult": loads(r["grading_json"]), "latencyMs": r["latency_ms"], "cost": r["cost"],
                 "cached": bool(r["cached"]), "tokens": {"prompt": r["tokens_prompt"], "completion": r["tokens_completion"],
