@@ -2,7 +2,8 @@
 
 This is the one owner of: the response cache, de-duplication of identical in-flight requests,
 the run's cap on calls in flight (`-j`: CallCap), the per-endpoint limits under it (run/limits.py:
-maxConcurrency, rpm, tpm, adaptive concurrency), the per-attempt timeout, and retries (capped exponential backoff with jitter, honouring Retry-After).
+maxConcurrency, rpm, tpm, adaptive concurrency), the per-attempt timeout, and retries (capped
+exponential backoff with jitter, honouring Retry-After).
 401/403 abort the run; other failures come back as a response with `error` set.
 
 A call that timed out is retried once, not max_retries times: without streaming there is no telling
