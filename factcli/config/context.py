@@ -42,7 +42,6 @@ def check_keys(obj: dict, allowed: set, file: str, path: str, unsupported: dict 
         unknown_key(file, join(path, key), f"unknown key '{key}' (ignored)", key, allowed)
 
 
-
 def check_method_keys(settings, typ: str, config: dict, file: str, path: str) -> None:
     """A claim-level method's `config` (methods/settings.MethodSettings), before any call: an older
     spelling is one warning naming the documented one (it still works), a near miss of a known key an
@@ -54,6 +53,7 @@ def check_method_keys(settings, typ: str, config: dict, file: str, path: str) ->
         if close:
             raise ConfigError(f"unknown key '{key}' (did you mean '{close}'?)", file, join(path, key))
         unknown_key(file, join(path, str(key)), f"unknown key '{key}' (ignored)", str(key), settings.names)
+
 
 # ---------------------------------------------------------------- every problem at once
 

@@ -49,7 +49,7 @@ Abstention rules (`config.abstain`), from FActScore's `abstain_detection.py`:
   none           only "no atomic facts"
 `config.abstainPhrases`: more phrases; a response starting with one of them abstains.
 
-`config` keys:
+`config` keys (SETTINGS; older snake_case spellings are read with a warning):
   knowledge       folder of .txt/.md, .jsonl of {title, text}, or SQLite documents(title, text);
                   a path relative to the config file (file:// accepted; test vars are rendered).
                   Without it, the assertion's `value` (reference text, or a list of texts) is the
@@ -57,17 +57,17 @@ Abstention rules (`config.abstain`), from FActScore's `abstain_detection.py`:
   topic           the topic (default: the `topic` var; test vars are rendered); restricts
                   retrieval to that document
   k               passages retrieved per fact (default 5)
-  passage_words   passage size in words (default 256)
+  passageWords    passage size in words (default 256)
   gamma           length penalty γ (default 10; 0 or false turns it off)
   profile         default | reference
   decompose       response (default) | sentence
   retriever       bm25 (default) | dense;  embeddingProvider: the embedding model of dense retrieval
-  batch           true (default): batch_size facts a verification call; false: one per fact
-  batch_size      facts per verification call when batching (default 10; 0: all of them)
-  abstain, abstain_phrases, on_abstain (fail | pass), skip_preambles   see above
+  batch           true (default): batchSize facts a verification call; false: one per fact
+  batchSize       facts per verification call when batching (default 10; 0: all of them)
+  abstain, abstainPhrases, onAbstain (fail | pass), skipPreambles   see above
   aggregate       mean (default) | majority | unanimous, for a judge panel (`provider:` list)
   decomposer      the provider that decomposes (default: the first judge)
-  concurrency     grader calls in flight per assertion (default 8)
+  maxConcurrency  grader calls in flight per assertion (default 8)
   decompositionPrompt, verificationPrompt   step prompts (variables and reply schemas in
                   factcli/methods/factscore_prompts.py); inline text, chat messages or file://
 
@@ -201,7 +201,7 @@ def settings_from(cfg: dict) -> Settings:
     ref = s.profile == "reference"
     s.k = given.get("k", DEFAULT_K)
     s.passage_words = given.get("passageWords", DEFAULT_PASSAGE_WORDS)
-    s.gamma = given.get("gamma", float(DEFAULT_GAMMA))
+    s.gamma = given.get("gamma", 0.0 if "gamma" in cfg else float(DEFAULT_GAMMA))  # `gamma: null` is 0 too
     s.decompose = given.get("decompose", "sentence" if ref else "response")
     s.batch_size = given.get("batchSize", DEFAULT_BATCH) if given.get("batch", not ref) else 1
     s.abstain = given.get("abstain", "none" if ref else "auto")
