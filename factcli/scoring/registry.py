@@ -35,6 +35,9 @@ class AssertionType:
     # output text giving it, with `{not}` in it. The handler applies it to one row; the scorer may
     # apply it once to an assertion whose value is the same on every row and reuse the test.
     check: Callable | None = None
+    # A claim-level method's `config` keys (methods/settings.MethodSettings): the loader warns of an older
+    # spelling and an unknown key before any call; the handler reads its settings through it.
+    settings: Any = None
 
 
 _REGISTRY: dict[str, AssertionType] = {}
@@ -55,7 +58,7 @@ UNSUPPORTED: dict[str, str] = {
 
 def assertion(name: str, *aliases: str, default_threshold: float | None = None,
               model_graded: bool = False, needs_value: bool = False, preflight: Callable | None = None,
-              check: Callable | None = None):
+              check: Callable | None = None, settings: Any = None):
     """Register an assertion handler under `name` (and aliases)."""
 
     def register(fn: Callable) -> Callable:
@@ -63,7 +66,7 @@ def assertion(name: str, *aliases: str, default_threshold: float | None = None,
             raise RuntimeError(f"assertion type {name!r} registered twice")
         _REGISTRY[name] = AssertionType(
             name, fn, inspect.iscoroutinefunction(fn), default_threshold, model_graded, needs_value, preflight,
-            check,
+            check, settings,
         )
         for alias in aliases:
             _ALIASES[alias] = name
