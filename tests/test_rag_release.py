@@ -261,3 +261,84 @@ def test_model_outputs_take_a_traces_vars_and_its_system(fake_openai, tmp_path):
     bad = write(tmp_path / "bad.jsonl", '{"output": "x", "vars": ["q"]}\n')
     refused = _eval("--assertions", asserts, "--model-outputs", bad)
     assert refused.exit_code == 1 and "[0].vars: vars must be a mapping" in _said(refused), refused.output
+
+
+TURING_PASSAGES = ["Alan Turing was an English mathematician and computer scientist.",
+                   "Turing was born on 23 June 1912 in Maida Vale, London.",
+                   "Bananas are a yellow fruit."]
+TURING_APP = f'''
+def call_api(prompt, options, context):
+    return {{"output": "Alan Turing was an English mathematician. He was born in 1912 in London.",
+             "metadata": {{"contexts": {TURING_PASSAGES!r}}}}}
+'''
+
+
+@pytest.mark.parametrize("transform", [pytest.param("context.metadata.contexts", marks=needs_node),
+                                       "file://transforms.py:passages"])
+def test_factscore_checks_the_facts_against_the_providers_passages(fake_openai, tmp_path, transform):
+    from test_factscore import _block, _passages, script_judge
+
+    write(tmp_path / "app.py", TURING_APP)
+    write(tmp_path / "transforms.py", "def passages(output, context):\n    return context['metadata']['contexts']\n")
+    # a configured knowledge source that the transform replaces: none of its text may reach the judge
+    write(tmp_path / "kb" / "Alan Turing.txt", "KNOWLEDGE SOURCE: Alan Turing was an English mathematician, "
+                                               "born on 23 June 1912 in London.")
+    script_judge(fake_openai)
+    cfg = write(tmp_path / "c.yaml", f"""
+prompts: ["Who was Alan Turing?"]
+providers: [file://app.py]
+tests:
+  - assert:
+      - type: factscore
+        provider: {JUDGE}
+        contextTransform: "{transform}"
+        config: {{knowledge: kb, k: 1, batch: false, gamma: 0}}
+""")
+    out = tmp_path / "r.json"
+    result = _eval("-c", cfg, "-o", out)
+    assert result.exit_code == 0, result.output
+    shown = [_passages(_block(r["json"]["messages"][-1]["content"], "passages")) for r in fake_openai.requests
+             if r["json"]["model"] == "judge" and "<passages>" in r["json"]["messages"][-1]["content"]]
+    assert len(shown) == 4  # one verification call a fact, each with its top k=1 of the provider's passages
+    assert all(len(p) == 1 for p in shown)
+    texts = {p[0][2] for p in shown}
+    assert texts == set(TURING_PASSAGES[:2])  # the banana passage ranks below for every fact
+    assert not any("KNOWLEDGE SOURCE" in json.dumps(r["json"]) for r in fake_openai.requests)
+    comp = json.loads(out.read_text())["results"]["results"][0]["gradingResult"]["componentResults"][0]
+    assert comp["metadata"]["knowledge"] == "contextTransform" and comp["score"] == 1
+    assert {f["evidence"] for f in comp["metadata"]["facts"]} == set(TURING_PASSAGES[:2])
+
+
+def test_factscore_shows_all_the_providers_passages_when_there_are_fewer_than_k(fake_openai, tmp_path):
+    from test_factscore import _block, _passages, script_judge
+
+    write(tmp_path / "app.py", TURING_APP)
+    write(tmp_path / "t.py", "def passages(output, context):\n    return context['metadata']['contexts'][:2]\n")
+    script_judge(fake_openai)
+    cfg = write(tmp_path / "c.yaml", f"""
+prompts: ["Who was Alan Turing?"]
+providers: [file://app.py]
+tests:
+  - assert: [{{type: factscore, provider: {JUDGE}, contextTransform: "file://t.py:passages", config: {{gamma: 0}}}}]
+""")
+    assert _eval("-c", cfg).exit_code == 0
+    shown = [_passages(_block(r["json"]["messages"][-1]["content"], "passages")) for r in fake_openai.requests
+             if r["json"]["model"] == "judge" and "<passages>" in r["json"]["messages"][-1]["content"]]
+    assert len(shown) == 1  # one batch of four facts, k=5 > 2 passages: both shown, each whole
+    assert [(title, text) for _, title, text in shown[0]] == [("passage 1", TURING_PASSAGES[0]),
+                                                             ("passage 2", TURING_PASSAGES[1])]
+
+
+def test_a_factscore_context_transform_that_returns_no_texts_is_an_error_row(fake_openai, tmp_path):
+    write(tmp_path / "app.py", TURING_APP)
+    write(tmp_path / "t.py", "def passages(output, context):\n    return {'not': 'a list'}\n")
+    cfg = write(tmp_path / "c.yaml", f"""
+prompts: ["Who was Alan Turing?"]
+providers: [file://app.py]
+tests:
+  - assert: [{{type: factscore, provider: {JUDGE}, contextTransform: "file://t.py:passages"}}]
+""")
+    assert _eval("-c", cfg).exit_code == 100
+    shown = _said(runner.invoke(app, ["show", "latest", "0"]))
+    assert "factscore: the contextTransform's result must be a text or a list of texts" in shown
+    assert not fake_openai.requests  # refused before any grader call

@@ -53,7 +53,10 @@ Abstention rules (`config.abstain`), from FActScore's `abstain_detection.py`:
   knowledge       folder of .txt/.md, .jsonl of {title, text}, or SQLite documents(title, text);
                   a path relative to the config file (file:// accepted; test vars are rendered).
                   Without it, the assertion's `value` (reference text, or a list of texts) is the
-                  source, else the `context` var.
+                  source, else the `context` var. An assertion `contextTransform` (given the row's
+                  vars, prompt and the provider response's metadata) overrides all three: its
+                  result, a text or a list of texts, is the row's passages, one per text, and the
+                  topic does not restrict them.
   topic           the topic (default: the `topic` var; test vars are rendered); restricts
                   retrieval to that document
   k               passages retrieved per fact (default 5)
@@ -105,6 +108,7 @@ from factcli.providers.search.knowledge import (
     KnowledgeSource,
     Passage,
     open_source,
+    passage_source,
     split_paragraph_sentences,
     text_source,
 )
@@ -265,12 +269,28 @@ def _open_knowledge(ctx: AssertionContext, s: Settings, topic: str | None) -> tu
     return text_source(titled, s.passage_words, name=name), None  # the whole text is the topic's document
 
 
+async def _transformed_knowledge(ctx: AssertionContext, s: Settings) -> KnowledgeSource:
+    """The row's own passages: the `contextTransform`'s result (a text or a list of texts, each one
+    passage), in place of config.knowledge, the value or the `context` var (a RAG answer is checked
+    against what its retriever returned)."""
+    try:
+        value = await ctx.transformed_context()
+    except AssertionError_:
+        raise
+    except Exception as exc:
+        raise AssertionError_(f"factscore: its contextTransform failed: {exc}") from exc
+    texts = _texts(value, "the contextTransform's result")
+    if not texts:
+        raise AssertionError_("factscore: the contextTransform returned no passages")
+    return passage_source(texts, name="contextTransform")
+
+
 def preflight(a, base_dir: Path, test=None) -> list[str]:
     """A config.knowledge that names no test var must exist and load before the first call (loaded
     here, it stays in open_source's cache for the run), and the test's topic must not be a near miss
     of one of its documents' titles (a did-you-mean)."""
     ref = (a.config or {}).get("knowledge")
-    if not isinstance(ref, str) or not ref or templating.has_template(ref):
+    if getattr(a, "context_transform", None) or not isinstance(ref, str) or not ref or templating.has_template(ref):
         return []
     ref = ref.removeprefix("file://")
     unset = re.search(r"\$\{(\w+)\}", ref)
@@ -399,7 +419,10 @@ async def factscore(ctx: AssertionContext) -> GradingResult:
     if not sentences:
         return abstained("no sentence states a fact")
     # The knowledge source is opened before any grader call: a bad path or topic costs nothing.
-    source, title = await asyncio.to_thread(_open_knowledge, ctx, s, topic or None)
+    if ctx.assertion.context_transform:
+        source, title = await _transformed_knowledge(ctx, s), None
+    else:
+        source, title = await asyncio.to_thread(_open_knowledge, ctx, s, topic or None)
     meta["knowledge"] = source.name
     if title is not None:
         meta["document"] = title

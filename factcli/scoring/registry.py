@@ -190,9 +190,10 @@ class AssertionContext:
 
     async def transformed_context(self) -> Any:
         """The assertion's `contextTransform`, applied as promptfoo applies it, for every type that takes
-        a context (the RAG types, facts-grounding, factual-correctness's reference): to the provider's
-        output, seeing the row's `vars`, the `prompt` and the provider response's `metadata` (retrieved
-        passages: `context.metadata.contexts`). Raises what the transform raised."""
+        a context (the RAG types, facts-grounding, factual-correctness's reference, factscore's
+        knowledge): to the provider's output, seeing the row's `vars`, the `prompt` and the provider
+        response's `metadata` (retrieved passages: `context.metadata.contexts`). Raises what the
+        transform raised."""
         from factcli.scripting.transforms import apply_transform
 
         source = self.response.output if self.response is not None else self.output

@@ -561,6 +561,17 @@ def text_source(documents: Iterable[tuple[str, str]], passage_words: int = DEFAU
     return source
 
 
+def passage_source(texts: list[str], name: str = "passages") -> KnowledgeSource:
+    """Ready-made passages (a RAG answer's retrieved ones), each text one passage, kept whole: they were
+    cut by the retriever that returned them. Not cached: they are the row's own."""
+    source = KnowledgeSource(name, "text")
+    for i, text in enumerate(texts):
+        title = f"passage {i + 1}"
+        source._add(title, text)
+        source._passages[title] = [Passage(title, 0, text)]
+    return source
+
+
 # ---------------------------------------------------------------- the `knowledge` search backend
 
 from factcli.providers.search.base import SearchBackend, SearchConfigError, register_backend, result  # noqa: E402
