@@ -342,3 +342,16 @@ tests:
     shown = _said(runner.invoke(app, ["show", "latest", "0"]))
     assert "factscore: the contextTransform's result must be a text or a list of texts" in shown
     assert not fake_openai.requests  # refused before any grader call
+
+
+def test_a_factscore_context_transform_that_fails_names_factscore(fake_openai, tmp_path):
+    write(tmp_path / "t.py", "def passages(output, context):\n    return context['metadata']['contexts']\n")
+    cfg = write(tmp_path / "c.yaml", f"""
+prompts: ["Alan Turing was an English mathematician."]
+providers: [echo]
+tests:
+  - assert: [{{type: factscore, provider: {JUDGE}, contextTransform: "file://t.py:passages"}}]
+""")
+    assert _eval("-c", cfg).exit_code == 100  # echo has no metadata: an ERROR row, before any grader call
+    assert "factscore: its contextTransform failed" in _said(runner.invoke(app, ["show", "latest", "0"]))
+    assert not fake_openai.requests

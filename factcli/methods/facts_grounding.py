@@ -242,12 +242,8 @@ def _chat_messages(prompt: str) -> list[dict] | None:
 async def _inputs(ctx: AssertionContext) -> Inputs:
     given = SETTINGS.read(ctx.assertion.config)
     if ctx.assertion.context_transform:
-        try:  # the provider's output and metadata, as the RAG types see them (retrieved passages)
-            context = _as_text(await ctx.transformed_context())
-        except AssertionError_:
-            raise
-        except Exception as exc:
-            raise AssertionError_(f"facts-grounding: its contextTransform failed: {exc}") from exc
+        # the provider's output and metadata, as the RAG types see them (retrieved passages)
+        context = _as_text(await ctx.transformed_context("facts-grounding"))
     else:
         name = given.get("contextVar", "context")
         context = _as_text(ctx.vars.get(name))

@@ -273,13 +273,7 @@ async def _transformed_knowledge(ctx: AssertionContext, s: Settings) -> Knowledg
     """The row's own passages: the `contextTransform`'s result (a text or a list of texts, each one
     passage), in place of config.knowledge, the value or the `context` var (a RAG answer is checked
     against what its retriever returned)."""
-    try:
-        value = await ctx.transformed_context()
-    except AssertionError_:
-        raise
-    except Exception as exc:
-        raise AssertionError_(f"factscore: its contextTransform failed: {exc}") from exc
-    texts = _texts(value, "the contextTransform's result")
+    texts = _texts(await ctx.transformed_context("factscore"), "the contextTransform's result")
     if not texts:
         raise AssertionError_("factscore: the contextTransform returned no passages")
     return passage_source(texts, name="contextTransform")

@@ -231,10 +231,7 @@ SETTINGS = MethodSettings(
 async def factual_correctness(ctx: AssertionContext) -> GradingResult:
     reference = ctx.value
     if ctx.assertion.context_transform:  # the reference from the provider's response (a RAG answer's passages)
-        try:
-            reference = await ctx.transformed_context()
-        except Exception as exc:
-            raise AssertionError_(f"factual-correctness: its contextTransform failed: {exc}") from exc
+        reference = await ctx.transformed_context("factual-correctness")
         if isinstance(reference, list) and all(isinstance(x, str) for x in reference):
             reference = "\n\n".join(reference)
     if not isinstance(reference, str) or not reference.strip():

@@ -188,19 +188,26 @@ class AssertionContext:
             raise AssertionError_("model-graded assertions need a grader (run through factcli eval)")
         return self.grader
 
-    async def transformed_context(self) -> Any:
+    async def transformed_context(self, owner: str | None = None) -> Any:
         """The assertion's `contextTransform`, applied as promptfoo applies it, for every type that takes
         a context (the RAG types, facts-grounding, factual-correctness's reference, factscore's
         knowledge): to the provider's output, seeing the row's `vars`, the `prompt` and the provider
         response's `metadata` (retrieved passages: `context.metadata.contexts`). Raises what the
-        transform raised."""
+        transform raised, or, given the `owner` type's name, an AssertionError_ naming it."""
         from factcli.scripting.transforms import apply_transform
 
         source = self.response.output if self.response is not None else self.output
         tctx: dict = {"vars": dict(self.vars), "prompt": {"label": self.prompt}}
         if self.response is not None and self.response.metadata:
             tctx["metadata"] = self.response.metadata
-        return await apply_transform(self.assertion.context_transform, source, tctx)
+        try:
+            return await apply_transform(self.assertion.context_transform, source, tctx)
+        except AssertionError_:
+            raise
+        except Exception as exc:
+            if owner is None:
+                raise
+            raise AssertionError_(f"{owner}: its contextTransform failed: {exc}") from exc
 
     def rubric(self, default):
         """The rubric prompt: the assertion's, else the test's options.rubricPrompt, else the default."""
