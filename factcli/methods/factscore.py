@@ -269,7 +269,7 @@ def _open_knowledge(ctx: AssertionContext, s: Settings, topic: str | None) -> tu
     return text_source(titled, s.passage_words, name=name), None  # the whole text is the topic's document
 
 
-async def _transformed_knowledge(ctx: AssertionContext, s: Settings) -> KnowledgeSource:
+async def _transformed_knowledge(ctx: AssertionContext) -> KnowledgeSource:
     """The row's own passages: the `contextTransform`'s result (a text or a list of texts, each one
     passage), in place of config.knowledge, the value or the `context` var (a RAG answer is checked
     against what its retriever returned)."""
@@ -414,7 +414,7 @@ async def factscore(ctx: AssertionContext) -> GradingResult:
         return abstained("no sentence states a fact")
     # The knowledge source is opened before any grader call: a bad path or topic costs nothing.
     if ctx.assertion.context_transform:
-        source, title = await _transformed_knowledge(ctx, s), None
+        source, title = await _transformed_knowledge(ctx), None
     else:
         source, title = await asyncio.to_thread(_open_knowledge, ctx, s, topic or None)
     meta["knowledge"] = source.name
