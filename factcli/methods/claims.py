@@ -45,11 +45,18 @@ class JudgeCall:
 
 
 async def gather_calls(call: JudgeCall, *steps: Callable[[JudgeCall], Awaitable[Any]]) -> list:
-    """asyncio.gather of the steps (each a function of its own JudgeCall), merged into `call` in the
-    steps' order, also when one fails."""
+    """The steps (each a function of its own JudgeCall) run at once, merged into `call` in the steps'
+    order, also when one fails. The first failure cancels the rest: the row is a grading error already
+    (or the run is aborting), so its other steps would only spend calls."""
     subs = [JudgeCall() for _ in steps]
+    tasks = [asyncio.ensure_future(step(sub)) for step, sub in zip(steps, subs)]
     try:
-        return await asyncio.gather(*(step(sub) for step, sub in zip(steps, subs)))
+        return await asyncio.gather(*tasks)
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
     finally:
         for sub in subs:
             call.merge(sub)
