@@ -315,3 +315,35 @@ def test_a_failing_step_cancels_its_siblings_and_every_step_is_still_counted():
 
     asyncio.run(main())
     assert call.cost == 3
+
+
+def test_a_rows_assertions_stop_calling_once_one_of_them_fails():
+    """scoring.gather.gather_all, which the scorer runs a row's assertions with: a failure (a budget stop,
+    an aborting run) cancels the row's other assertions before it reaches the caller, so none of them
+    calls a model after the run has closed its HTTP sessions."""
+    import asyncio
+
+    from factcli.scoring.gather import gather_all
+
+    seen = []
+
+    async def fails():
+        raise RuntimeError("budget reached")
+
+    async def slow():
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+
+    async def quick():
+        return 1
+
+    async def main():
+        assert await gather_all([quick(), quick()]) == [1, 1]
+        with pytest.raises(RuntimeError):
+            await gather_all([slow(), fails()])
+        assert seen == ["cancelled"]
+
+    asyncio.run(main())

@@ -7,12 +7,12 @@ A reply of the wrong shape is a JudgeError (a grading error upstream), never a g
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from factcli.scoring.gather import gather_all
 from factcli.scoring.grading import extract_json_objects, pick, render_grading_prompt
 from factcli.types import ProviderSpec, TokenUsage
 
@@ -49,14 +49,8 @@ async def gather_calls(call: JudgeCall, *steps: Callable[[JudgeCall], Awaitable[
     order, also when one fails. The first failure cancels the rest: the row is a grading error already
     (or the run is aborting), so its other steps would only spend calls."""
     subs = [JudgeCall() for _ in steps]
-    tasks = [asyncio.ensure_future(step(sub)) for step, sub in zip(steps, subs)]
     try:
-        return await asyncio.gather(*tasks)
-    except BaseException:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
+        return await gather_all(step(sub) for step, sub in zip(steps, subs))
     finally:
         for sub in subs:
             call.merge(sub)
