@@ -341,3 +341,22 @@ def test_a_reasoning_model_under_test_learns_its_refusals_and_shows_its_reasonin
     rows = json.loads(out.read_text())["results"]["results"]
     assert [r["response"]["tokenUsage"]["completionDetails"]["reasoning"] for r in rows] == [700] * 3
     assert "Tokens " in result.output and "2,100 reasoning" in flat(result.output), result.output
+
+
+def test_a_judge_that_always_replies_with_junk_is_an_error_not_a_failure(vendors, tmp_path):
+    """Every grading a grading error (a reply no step can read): no row was judged, so none failed; the
+    summary says so, the pass rate is n/a, and the exit code is contract §2's 4 (judged rows passed, some
+    rows could not be judged)."""
+    vendors.judge = lambda body, schema: "no idea"  # JSON, but not the object any step asks for
+    grader = '  options:\n    provider: {id: openai:chat:junk-judge, config: {apiBaseUrl: "%s/v1"}}' % vendors.url
+    body = CONFIG % {"grader": grader, "tests": "".join(
+        f'  - vars: {{n: {i}}}\n    assert: [{{type: factuality, value: "Paris is big."}}, '
+        f'{{type: llm-rubric, value: "is about Paris"}}]\n' for i in range(3))}
+    out = tmp_path / "r.json"
+    result = run("-c", write(tmp_path / "c.yaml", body), "-o", out)
+    said = flat(result.output)
+    assert "Failures: 0" in said and "Errors: 3" in said, result.output
+    assert "Pass rate: n/a" in said, result.output
+    assert result.exit_code == 4, result.output
+    _, comps = components(out)
+    assert len(comps) == 6 and all(c["metadata"]["graderError"] for c in comps)
