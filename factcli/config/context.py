@@ -42,6 +42,19 @@ def check_keys(obj: dict, allowed: set, file: str, path: str, unsupported: dict 
         unknown_key(file, join(path, key), f"unknown key '{key}' (ignored)", key, allowed)
 
 
+def check_method_keys(settings, typ: str, config: dict, file: str, path: str) -> None:
+    """A claim-level method's `config` (methods/settings.MethodSettings), before any call: an older
+    spelling is one warning naming the documented one (it still works), a near miss of a known key an
+    error with "did you mean", any other key an unknown-key warning. Values are checked by the method."""
+    for old, new in settings.renamed(config):
+        load_warning(f"{file}: {typ} config.{old} is written config.{new} now (the old spelling still works)")
+    for key in settings.unknown(config):
+        close = near_miss(key, settings.names) if isinstance(key, str) else None
+        if close:
+            raise ConfigError(f"unknown key '{key}' (did you mean '{close}'?)", file, join(path, key))
+        unknown_key(file, join(path, str(key)), f"unknown key '{key}' (ignored)", str(key), settings.names)
+
+
 # ---------------------------------------------------------------- every problem at once
 
 # The problems recorded while a config loads (one line each), when something is collecting them; None

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from factcli import sources
-from factcli.config.context import Ctx, check_keys, expect, number, record
+from factcli.config.context import Ctx, check_keys, check_method_keys, expect, number, record
 from factcli.config.judge_calibration import read_calibration
 from factcli.errors import ConfigError, did_you_mean
 from factcli.types import EMPTY_DICT, Assertion, TestCase
@@ -350,6 +350,8 @@ def parse_assertion(a: Any, ctx: Ctx, where: str, in_set: bool = False) -> Asser
     expect(metric is None or isinstance(metric, str), "expected a string", ctx.file, where + ".metric")
     config = a.get("config") or {}
     expect(isinstance(config, dict), "expected a mapping", ctx.file, where + ".config")
+    if kind.settings is not None and config:
+        check_method_keys(kind.settings, base, config, ctx.file, where + ".config")
     if kind.model_graded:
         config = _step_prompts_from_urls(config, ctx, where + ".config")
     calibration = read_calibration(config, ctx, where + ".config")

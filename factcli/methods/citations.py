@@ -33,6 +33,7 @@ from typing import Any
 from factcli import templating
 from factcli.methods import reports as method_reports
 from factcli.methods.claims import JudgeCall, JudgeError, ask_json, gather_calls, prompt_for
+from factcli.methods.settings import MethodSettings, Setting, anything, whole
 from factcli.providers.search.knowledge import split_paragraph_sentences
 from factcli.scoring.grading import grader_error
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
@@ -130,11 +131,8 @@ def _passages(ctx: AssertionContext) -> list[str]:
     return value
 
 
-def _whole(cfg: dict, key: str, default: int) -> int:
-    value = cfg.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise AssertionError_(f"citations: config.{key} must be a whole number ≥ 1, got {value!r}")
-    return value
+SETTINGS = MethodSettings(METHOD, Setting("passages", anything), Setting("maxConcurrency", whole(1), ("concurrency",)),
+                          prompts=("entailPrompt",), profile=False)
 
 
 def _premise(passages: list[str], numbers: list[int]) -> str:
@@ -196,14 +194,14 @@ def _fmt(x: float | None) -> str:
     return "n/a" if x is None else templating.to_fixed(x, 2)
 
 
-@assertion(METHOD, model_graded=True)
+@assertion(METHOD, model_graded=True, settings=SETTINGS)
 async def citations(ctx: AssertionContext) -> GradingResult:
     grader = ctx.need_grader()
     if isinstance(ctx.assertion.provider, list) or isinstance((ctx.assertion.config or {}).get("models"), list):
         raise AssertionError_("citations grades with one judge: give `provider` one model")
-    cfg = ctx.assertion.config or {}
+    given = SETTINGS.read(ctx.assertion.config)
     passages = _passages(ctx)
-    sem = asyncio.Semaphore(_whole(cfg, "concurrency", DEFAULT_CONCURRENCY))
+    sem = asyncio.Semaphore(given.get("maxConcurrency", DEFAULT_CONCURRENCY))
     spec = grader.spec_for(ctx.assertion, ctx.test)
     threshold = ctx.threshold if ctx.threshold is not None else DEFAULT_THRESHOLD
     statements = split_statements(ctx.output_text)

@@ -1,4 +1,4 @@
-"""Shared machinery of the claim-level metrics (factual-correctness, factscore, facts-grounding).
+"""Shared machinery of the claim-level metrics (factual-correctness, factscore, facts-grounding, safe, citations).
 
 One place for: asking a judge for JSON of a known shape, checking that a verdict list lines up
 with the claims it judges, resolving a judge panel, and step prompts that users can override.
@@ -169,17 +169,3 @@ async def ask_text(ctx, spec: ProviderSpec, template: Any, variables: dict, call
         raise JudgeError(f"{step}: the judge's reply is empty", reply.text)
     return reply.text
 
-
-# ---------------------------------------------------------------- profiles
-
-PROFILES = ("default", "reference")
-
-
-def profile_of(cfg: dict, method: str) -> str:
-    """`config.profile`: `default` (factcli's choices) or `reference` (the reference implementation's
-    algorithm, defaults, calls and parsing; docs/claim-methods.md lists what changes)."""
-    value = cfg.get("profile", "default")
-    text = str(value).strip().lower() if isinstance(value, str) else None
-    if text not in PROFILES:
-        raise ValueError(f"{method}: config.profile must be default or reference, got {value!r}")
-    return text

@@ -24,11 +24,11 @@ accuracy), its 95% interval 1.96·sqrt(p(1-p)/N) (Tables 5 and 6), per-judge sco
 of ineligible responses.
 
 Inputs:
-- user request: the var named by `config.request_var`, else the `request` var, else the `query`
+- user request: the var named by `config.requestVar`, else the `request` var, else the `query`
   var, else the rendered prompt. When the rendered prompt is used and contains the context
   document (of 200 characters or more), the document is replaced there by "[the context
   document, given separately]" so that long documents are not sent twice.
-- context document: the var named by `config.context_var` (default `context`; a list of strings is
+- context document: the var named by `config.contextVar` (default `context`; a list of strings is
   joined by blank lines), or the result of the assertion's `contextTransform`. Missing or empty
   is an error of the row.
 - response: the output (after `transform`). An empty response scores 0 without any judge call.
@@ -102,7 +102,7 @@ from typing import Any, Iterable
 from factcli import templating
 from factcli.methods import facts_prompts
 from factcli.methods import reports as method_reports
-from factcli.methods.claims import JudgeCall, JudgeError, ask_text, judges_for, profile_of, prompt_for
+from factcli.methods.claims import JudgeCall, JudgeError, ask_text, judges_for, prompt_for
 from factcli.methods.facts_parsing import (
     BASELINE_REPLY,
     ELIGIBILITY_REPLY,
@@ -117,6 +117,7 @@ from factcli.methods.facts_parsing import (
     read_final_answer,
     split_sentences,
 )
+from factcli.methods.settings import Bad, MethodSettings, Setting, choice, flag, number, whole
 from factcli.scoring.grading import grader_error
 from factcli.scoring.panels import AGGREGATES, JudgeVerdict, aggregate, judge_names
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
@@ -153,45 +154,38 @@ class Options:
     template_given: bool = True
 
 
-def _template_name(value: Any, where: str) -> str:
-    name = str(value).strip().lower().replace("-", "_").replace(" ", "_")
-    if name not in TEMPLATES:
-        raise AssertionError_(f"facts-grounding: {where} must be one of {', '.join(TEMPLATES)}, got {value!r}")
-    return name
+_template = choice(*TEMPLATES, fold=lambda name: name.lower().replace("-", "_").replace(" ", "_"))
 
 
-def _cfg(cfg: dict, *names: str, default: Any = None) -> Any:
-    for n in names:
-        if n in cfg and cfg[n] is not None:
-            return cfg[n]
-    return default
+def _templates(value: Any) -> dict:
+    if not isinstance(value, dict):
+        raise Bad(f"a mapping of a judge (label or id) to a template ({', '.join(TEMPLATES)})")
+    try:
+        return {str(k): _template(v) for k, v in value.items()}
+    except Bad:
+        raise Bad(f"a mapping of a judge (label or id) to a template ({', '.join(TEMPLATES)})") from None
+
+
+SETTINGS = MethodSettings(
+    METHOD,
+    Setting("template", _template), Setting("templates", _templates), Setting("aggregate", choice(*AGGREGATES)),
+    Setting("eligibility", flag), Setting("baseline", flag), Setting("checkSentences", flag, ("check_sentences",)),
+    Setting("minCoverage", number(0, 1), ("min_coverage",)),
+    Setting("maxConcurrency", whole(1), ("max_concurrency", "concurrency")),
+    Setting("contextVar", str, ("context_var",)), Setting("requestVar", str, ("request_var",)),
+    prompts=("eligibilityPrompt", "baselinePrompt", "groundingPrompt", *TEMPLATE_PROMPT_KEYS.values()),
+)
 
 
 def _options(ctx: AssertionContext) -> Options:
-    cfg = ctx.assertion.config
-    template = _template_name(cfg.get("template", DEFAULT_TEMPLATE), "config.template")
-    templates = cfg.get("templates") or {}
-    if not isinstance(templates, dict):
-        raise AssertionError_("facts-grounding: config.templates must map a judge (label or id) to a template")
-    templates = {str(k): _template_name(v, f"config.templates[{k}]") for k, v in templates.items()}
-    aggregate = str(cfg.get("aggregate", "mean")).lower()
-    if aggregate not in AGGREGATES:
-        raise AssertionError_(f"facts-grounding: config.aggregate must be mean, majority or unanimous, got {aggregate!r}")
-    min_cov = _cfg(cfg, "minCoverage", "min_coverage", default=DEFAULT_MIN_COVERAGE)
-    if isinstance(min_cov, bool) or not isinstance(min_cov, (int, float)) or not 0 <= min_cov <= 1:
-        raise AssertionError_(f"facts-grounding: config.minCoverage must be a number in [0, 1], got {min_cov!r}")
-    conc = _cfg(cfg, "maxConcurrency", "max_concurrency", default=DEFAULT_MAX_CONCURRENCY)
-    if isinstance(conc, bool) or not isinstance(conc, int) or conc < 1:
-        raise AssertionError_(f"facts-grounding: config.maxConcurrency must be a positive integer, got {conc!r}")
+    given = SETTINGS.read(ctx.assertion.config)
     threshold = ctx.threshold if ctx.threshold is not None else DEFAULT_THRESHOLD
-    try:
-        profile = profile_of(cfg, METHOD)
-    except ValueError as exc:
-        raise AssertionError_(str(exc)) from None
+    profile = given.get("profile", "default")
     ref = profile == "reference"  # the paper's protocol: a baseline answer for eligibility, no sentence check
-    return Options(template, templates, bool(cfg.get("eligibility", True)), bool(cfg.get("baseline", ref)),
-                   aggregate, bool(_cfg(cfg, "checkSentences", "check_sentences", default=not ref)), float(min_cov),
-                   conc, float(threshold), profile, "template" in cfg)
+    return Options(given.get("template", DEFAULT_TEMPLATE), given.get("templates", {}), given.get("eligibility", True),
+                   given.get("baseline", ref), given.get("aggregate", "mean"), given.get("checkSentences", not ref),
+                   given.get("minCoverage", float(DEFAULT_MIN_COVERAGE)),
+                   given.get("maxConcurrency", DEFAULT_MAX_CONCURRENCY), float(threshold), profile, "template" in given)
 
 
 def paper_template(spec: ProviderSpec) -> str:
@@ -246,7 +240,7 @@ def _chat_messages(prompt: str) -> list[dict] | None:
 
 
 async def _inputs(ctx: AssertionContext) -> Inputs:
-    cfg = ctx.assertion.config
+    given = SETTINGS.read(ctx.assertion.config)
     if ctx.assertion.context_transform:
         try:  # the provider's output and metadata, as the RAG types see them (retrieved passages)
             context = _as_text(await ctx.transformed_context())
@@ -255,20 +249,20 @@ async def _inputs(ctx: AssertionContext) -> Inputs:
         except Exception as exc:
             raise AssertionError_(f"facts-grounding: its contextTransform failed: {exc}") from exc
     else:
-        name = str(_cfg(cfg, "context_var", "contextVar", default="context"))
+        name = given.get("contextVar", "context")
         context = _as_text(ctx.vars.get(name))
         if not context.strip():
             raise AssertionError_(f"facts-grounding needs the context document in the '{name}' var "
-                                  "(or config.context_var, or a contextTransform)")
+                                  "(or config.contextVar, or a contextTransform)")
     if not context.strip():
         raise AssertionError_("facts-grounding: the contextTransform returned no context document")
     prompt = ctx.prompt or ""
     messages = _chat_messages(prompt)
     as_text = "\n\n".join(_as_text(m.get("content")) for m in messages) if messages else prompt
-    request_var = _cfg(cfg, "request_var", "requestVar")
+    request_var = given.get("requestVar")
     if request_var is not None:
         if str(request_var) not in ctx.vars:
-            raise AssertionError_(f"facts-grounding: config.request_var names the var '{request_var}', "
+            raise AssertionError_(f"facts-grounding: config.requestVar names the var '{request_var}', "
                                   "which this test does not have")
         request = _as_text(ctx.vars[str(request_var)])
     elif "request" in ctx.vars:
@@ -395,7 +389,7 @@ def _fmt(x: float) -> str:
     return templating.to_fixed(x, 2)
 
 
-@assertion(METHOD, model_graded=True)
+@assertion(METHOD, model_graded=True, settings=SETTINGS)
 async def facts_grounding(ctx: AssertionContext) -> GradingResult:
     if ctx.grader is None:
         raise AssertionError_("facts-grounding needs a grader (run through factcli eval)")

@@ -6,7 +6,7 @@ Pipeline, per response (factuality-methods.md §3, the paper's §3.1 and §4.1):
 2. The response is split into sentences (lines first, then sentence ends; no tokenizer download).
    Preamble sentences that FActScore's bio mode skips produce no facts: a sentence starting with
    "Sure", "Please" or "This sentence does not contain any facts", and a first sentence starting with
-   "Here are" / "Here is" / "Here's" (`config.skip_preambles: false` keeps them).
+   "Here are" / "Here is" / "Here's" (`config.skipPreambles: false` keeps them).
 3. The grader decomposes the sentences into atomic facts: one call per 400 words of sentences, or one
    per sentence with `config.decompose: sentence`. With a judge panel, the first judge (or
    `config.decomposer`) decomposes and every judge verifies the same facts, as in the paper, where one
@@ -15,7 +15,7 @@ Pipeline, per response (factuality-methods.md §3, the paper's §3.1 and §4.1):
 4. For each fact, BM25 (or, `retriever: dense`, an embedding model: factscore_dense.py) retrieves the
    top `k` passages (query: "<topic> <fact>") from the knowledge source, restricted to the topic's
    document when there is a topic (factcli.providers.search.knowledge).
-5. Each judge verifies the facts against their passages: lists of `config.batch_size` facts (default
+5. Each judge verifies the facts against their passages: lists of `config.batchSize` facts (default
    10; the union of the list's passages is shown once, numbered), or one call per fact with
    `config.batch: false` (its own passages only). The reply must hold exactly one verdict per fact, in
    order; anything else is a grading error (never a guess).
@@ -36,7 +36,7 @@ their mean; pass is score ≥ threshold (default 0.5), or a vote of the judges w
 is left out and reported (`judgesFailed`); all failing is a grading error. `not-factscore`
 inverts pass and score.
 
-An abstaining response is not scored: it fails (or passes with `config.on_abstain: pass`) with
+An abstaining response is not scored: it fails (or passes with `config.onAbstain: pass`) with
 `metadata.abstained: true` and the rule that fired, and `factscore_summary()` leaves it out of the
 column's FActScore and reports it in the respond ratio, as the paper recommends (§3.1, Limitations).
 
@@ -47,9 +47,9 @@ Abstention rules (`config.abstain`), from FActScore's `abstain_detection.py`:
                  containing one of them
   auto           (default) either rule
   none           only "no atomic facts"
-`config.abstain_phrases`: more phrases; a response starting with one of them abstains.
+`config.abstainPhrases`: more phrases; a response starting with one of them abstains.
 
-`config` keys:
+`config` keys (SETTINGS; older snake_case spellings are read with a warning):
   knowledge       folder of .txt/.md, .jsonl of {title, text}, or SQLite documents(title, text);
                   a path relative to the config file (file:// accepted; test vars are rendered).
                   Without it, the assertion's `value` (reference text, or a list of texts) is the
@@ -57,17 +57,17 @@ Abstention rules (`config.abstain`), from FActScore's `abstain_detection.py`:
   topic           the topic (default: the `topic` var; test vars are rendered); restricts
                   retrieval to that document
   k               passages retrieved per fact (default 5)
-  passage_words   passage size in words (default 256)
+  passageWords    passage size in words (default 256)
   gamma           length penalty γ (default 10; 0 or false turns it off)
   profile         default | reference
   decompose       response (default) | sentence
   retriever       bm25 (default) | dense;  embeddingProvider: the embedding model of dense retrieval
-  batch           true (default): batch_size facts a verification call; false: one per fact
-  batch_size      facts per verification call when batching (default 10; 0: all of them)
-  abstain, abstain_phrases, on_abstain (fail | pass), skip_preambles   see above
+  batch           true (default): batchSize facts a verification call; false: one per fact
+  batchSize       facts per verification call when batching (default 10; 0: all of them)
+  abstain, abstainPhrases, onAbstain (fail | pass), skipPreambles   see above
   aggregate       mean (default) | majority | unanimous, for a judge panel (`provider:` list)
   decomposer      the provider that decomposes (default: the first judge)
-  concurrency     grader calls in flight per assertion (default 8)
+  maxConcurrency  grader calls in flight per assertion (default 8)
   decompositionPrompt, verificationPrompt   step prompts (variables and reply schemas in
                   factcli/methods/factscore_prompts.py); inline text, chat messages or file://
 
@@ -95,9 +95,10 @@ from factcli import templating
 from factcli.errors import ConfigError
 from factcli.methods import factscore_prompts as prompts
 from factcli.methods import reports as method_reports
-from factcli.methods.claims import JudgeCall, JudgeError, judges_for, profile_of, step_prompt
+from factcli.methods.claims import JudgeCall, JudgeError, judges_for, step_prompt
 from factcli.methods.factscore_dense import dense_retrieve
 from factcli.methods.factscore_facts import decompose, judge_name, verify
+from factcli.methods.settings import MethodSettings, Setting, anything, choice, flag, number, strings, text, whole
 from factcli.providers.search.knowledge import (
     DEFAULT_PASSAGE_WORDS,
     KnowledgeError,
@@ -170,48 +171,42 @@ class Settings:
     embedder: Any = None
 
 
-def _int(cfg: dict, key: str, default: int, minimum: int) -> int:
-    value = cfg.get(key, default)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < minimum:
-        raise AssertionError_(f"factscore: config.{key} must be an integer ≥ {minimum}, got {value!r}")
-    return int(value)
+def _gamma(value: Any) -> float:
+    if value is False:
+        return 0.0  # `gamma: false` turns the penalty off, as 0 does
+    return number(0, say="a number ≥ 0 (0 turns the penalty off)")(value)
 
 
-def _choice(cfg: dict, key: str, default: str, allowed: tuple) -> str:
-    value = str(cfg.get(key, default)).strip().lower()
-    if value not in allowed:
-        raise AssertionError_(f"factscore: config.{key} must be one of {', '.join(allowed)}, got {cfg.get(key)!r}")
-    return value
+SETTINGS = MethodSettings(
+    "factscore",
+    Setting("knowledge", text), Setting("topic", str), Setting("k", whole(1)),
+    Setting("passageWords", whole(1), ("passage_words",)), Setting("gamma", _gamma),
+    Setting("decompose", choice("response", "sentence")), Setting("batch", flag),
+    Setting("batchSize", whole(0), ("batch_size",)), Setting("abstain", choice(*ABSTAIN_MODES)),
+    Setting("abstainPhrases", strings, ("abstain_phrases",)), Setting("onAbstain", choice("fail", "pass"), ("on_abstain",)),
+    Setting("skipPreambles", flag, ("skip_preambles",)), Setting("aggregate", choice(*AGGREGATES)),
+    Setting("maxConcurrency", whole(1), ("concurrency",)), Setting("retriever", choice("bm25", "dense")),
+    Setting("embeddingProvider", anything), Setting("decomposer", anything),
+    prompts=("decompositionPrompt", "verificationPrompt"),
+)
 
 
 def settings_from(cfg: dict) -> Settings:
     """The settings; `profile: reference` changes the defaults to FActScore's code (facts verified one at a
     time against their own passages, best passage last; dense retrieval; sentence-by-sentence
     decomposition; no abstention rule), and every key given still wins."""
+    given = SETTINGS.read(cfg)
     s = Settings()
-    try:
-        s.profile = profile_of(cfg, "factscore")
-    except ValueError as exc:
-        raise AssertionError_(str(exc)) from None
+    s.profile = given.get("profile", "default")
     ref = s.profile == "reference"
-    s.k = _int(cfg, "k", DEFAULT_K, 1)
-    s.passage_words = _int(cfg, "passage_words", DEFAULT_PASSAGE_WORDS, 1)
-    gamma = cfg.get("gamma", DEFAULT_GAMMA)
-    if gamma is None or gamma is False:
-        gamma = 0
-    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or gamma < 0 or not math.isfinite(gamma):
-        raise AssertionError_(f"factscore: config.gamma must be a number ≥ 0 (0 turns the penalty off), got {gamma!r}")
-    s.gamma = float(gamma)
-    s.decompose = _choice(cfg, "decompose", "sentence" if ref else "response", ("response", "sentence"))
-    batch = cfg.get("batch", not ref)
-    if not isinstance(batch, bool):
-        raise AssertionError_(f"factscore: config.batch must be true or false, got {batch!r}")
-    s.batch_size = _int(cfg, "batch_size", DEFAULT_BATCH, 0) if batch else 1
-    s.abstain = _choice(cfg, "abstain", "none" if ref else "auto", ABSTAIN_MODES)
-    s.retriever = _choice(cfg, "retriever", "dense" if ref else "bm25", ("bm25", "dense"))
-    s.embedder = cfg.get("embeddingProvider")
+    s.k = given.get("k", DEFAULT_K)
+    s.passage_words = given.get("passageWords", DEFAULT_PASSAGE_WORDS)
+    s.gamma = given.get("gamma", 0.0 if "gamma" in cfg else float(DEFAULT_GAMMA))  # `gamma: null` is 0 too
+    s.decompose = given.get("decompose", "sentence" if ref else "response")
+    s.batch_size = given.get("batchSize", DEFAULT_BATCH) if given.get("batch", not ref) else 1
+    s.abstain = given.get("abstain", "none" if ref else "auto")
+    s.retriever = given.get("retriever", "dense" if ref else "bm25")
+    s.embedder = given.get("embeddingProvider")
     if s.embedder is not None:
         try:
             pick(s.embedder, "embedding")
@@ -221,26 +216,14 @@ def settings_from(cfg: dict) -> Settings:
         raise AssertionError_("factscore: dense retrieval (config.retriever: dense, the reference profile's default, "
                               "as FActScore's gtr-t5-large) needs config.embeddingProvider, e.g. "
                               "openai:embedding:text-embedding-3-small; or set config.retriever: bm25")
-    phrases = cfg.get("abstain_phrases") or []
-    if isinstance(phrases, str):
-        phrases = [phrases]
-    if not isinstance(phrases, list) or not all(isinstance(p, str) for p in phrases):
-        raise AssertionError_("factscore: config.abstain_phrases must be a list of strings")
-    s.abstain_phrases = phrases
-    s.on_abstain = _choice(cfg, "on_abstain", "fail", ("fail", "pass"))
-    skip = cfg.get("skip_preambles", True)
-    if not isinstance(skip, bool):
-        raise AssertionError_(f"factscore: config.skip_preambles must be true or false, got {skip!r}")
-    s.skip_preambles = skip
-    s.aggregate = _choice(cfg, "aggregate", "mean", AGGREGATES)
-    s.concurrency = _int(cfg, "concurrency", DEFAULT_CONCURRENCY, 1)
-    knowledge = cfg.get("knowledge")
-    if knowledge is not None and not isinstance(knowledge, str):
-        raise AssertionError_("factscore: config.knowledge must be a path (a folder, a .jsonl or a SQLite file)")
-    s.knowledge = knowledge or None
-    topic = cfg.get("topic")
-    s.topic = None if topic is None else str(topic)
-    s.decomposer = cfg.get("decomposer")
+    s.abstain_phrases = given.get("abstainPhrases", [])
+    s.on_abstain = given.get("onAbstain", "fail")
+    s.skip_preambles = given.get("skipPreambles", True)
+    s.aggregate = given.get("aggregate", "mean")
+    s.concurrency = given.get("maxConcurrency", DEFAULT_CONCURRENCY)
+    s.knowledge = given.get("knowledge") or None
+    s.topic = given.get("topic")
+    s.decomposer = given.get("decomposer")
     return s
 
 
@@ -382,7 +365,7 @@ def _add_cost(calls: list[JudgeCall]) -> tuple[TokenUsage, float | None]:
     return tokens, (cost if known else None)
 
 
-@assertion("factscore", model_graded=True, preflight=preflight)
+@assertion("factscore", model_graded=True, preflight=preflight, settings=SETTINGS)
 async def factscore(ctx: AssertionContext) -> GradingResult:
     if ctx.grader is None:
         raise AssertionError_("factscore needs a grader (run it through factcli eval)")

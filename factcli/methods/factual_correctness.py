@@ -44,14 +44,14 @@ from factcli.methods.claims import (
     gather_calls,
     judges_for,
     numbered,
-    profile_of,
     prompt_for,
     string_list,
 )
+from factcli.methods.factual_correctness_prompts import decomposition_prompt
+from factcli.methods.settings import MethodSettings, Setting, choice, number
 from factcli.scoring.grading import grader_error
 from factcli.scoring.panels import JudgeVerdict, PanelConfigError, aggregate, aggregate_mode, judge_names
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
-from factcli.methods.factual_correctness_prompts import decomposition_prompt
 from factcli.scoring.replies import Choice, ListOf, Obj, Reply, Text
 from factcli.types import GradingResult, ProviderSpec, TokenUsage
 
@@ -218,7 +218,16 @@ def _fmt(x: float) -> str:
     return templating.to_fixed(x, 2)
 
 
-@assertion("factual-correctness", model_graded=True, needs_value=True)
+SETTINGS = MethodSettings(
+    "factual-correctness",
+    Setting("mode", choice(*MODES)), Setting("beta", number(0, low_open=True, say="a positive number")),
+    Setting("atomicity", choice("low", "high", say="low or high")),
+    Setting("coverage", choice("low", "high", say="low or high")),
+    prompts=("decompositionPrompt", "verificationPrompt"),
+)
+
+
+@assertion("factual-correctness", model_graded=True, needs_value=True, settings=SETTINGS)
 async def factual_correctness(ctx: AssertionContext) -> GradingResult:
     reference = ctx.value
     if ctx.assertion.context_transform:  # the reference from the provider's response (a RAG answer's passages)
@@ -231,24 +240,14 @@ async def factual_correctness(ctx: AssertionContext) -> GradingResult:
     if not isinstance(reference, str) or not reference.strip():
         raise AssertionError_("factual-correctness needs the reference answer as a string value")
     cfg = ctx.assertion.config
-    mode = str(cfg.get("mode", "f1")).lower()
-    if mode not in MODES:
-        raise AssertionError_(f"factual-correctness: config.mode must be one of {', '.join(MODES)}, got {mode!r}")
-    beta = cfg.get("beta", 1.0)
-    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or beta <= 0:
-        raise AssertionError_(f"factual-correctness: config.beta must be a positive number, got {beta!r}")
+    given = SETTINGS.read(cfg)
+    mode, beta, profile = given.get("mode", "f1"), given.get("beta", 1.0), given.get("profile", "default")
     try:
         agg_mode = aggregate_mode(cfg)
         specs = judges_for(ctx)
-        profile = profile_of(cfg, METHOD)
-    except (JudgeError, PanelConfigError, ValueError) as exc:
+    except (JudgeError, PanelConfigError) as exc:
         raise AssertionError_(f"factual-correctness: {exc}") from None
-    levels = {}
-    for key in ("atomicity", "coverage"):
-        value = cfg.get(key, "low" if profile == "reference" else None)
-        if value is not None and str(value).lower() not in ("low", "high"):
-            raise AssertionError_(f"factual-correctness: config.{key} must be low or high, got {value!r}")
-        levels[key] = None if value is None else str(value).lower()
+    levels = {key: given.get(key, "low" if profile == "reference" else None) for key in ("atomicity", "coverage")}
     if (levels["atomicity"] is None) != (levels["coverage"] is None):
         levels = {k: v or "high" for k, v in levels.items()}  # one given: the other keeps everything
     s = {"mode": mode, "beta": float(beta), "profile": profile,

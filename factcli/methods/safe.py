@@ -43,7 +43,8 @@ from typing import Any
 from factcli import templating
 from factcli.methods import reports as method_reports
 from factcli.methods import safe_prompts as prompts
-from factcli.methods.claims import JudgeCall, JudgeError, ask_json, profile_of, prompt_for, string_list
+from factcli.methods.claims import JudgeCall, JudgeError, ask_json, prompt_for, string_list
+from factcli.methods.settings import MethodSettings, Setting, anything, choice, whole
 from factcli.providers.search import create_backend, results_wanted
 from factcli.providers.search.base import SearchConfigError
 from factcli.providers.search.knowledge import split_paragraph_sentences
@@ -92,19 +93,20 @@ def f1_at_k(supported: int, not_supported: int, k: int) -> tuple[float | None, f
 # ---------------------------------------------------------------- settings
 
 
-def _whole(cfg: dict, key: str, default: int, minimum: int) -> int:
-    value = cfg.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < minimum:
-        raise AssertionError_(f"safe: config.{key} must be a whole number ≥ {minimum}, got {value!r}")
-    return int(value)
+SETTINGS = MethodSettings(
+    "safe",
+    Setting("claims", choice(*MODES, say="all (SAFE) or verifiable (VeriScore)")), Setting("search", anything),
+    Setting("K", whole(1)), Setting("maxSearches", whole(1)),
+    Setting("maxConcurrency", whole(1), ("concurrency",)), Setting("domain", anything),
+    prompts=("splitPrompt", "extractPrompt", "revisePrompt", "relevancePrompt", "queryPrompt", "ratePrompt"),
+)
 
 
 def settings(cfg: dict, base_dir: Path | None) -> dict:
     """The assertion's settings, every bad key named (AssertionError_)."""
-    mode = str(cfg.get("claims", "all")).strip().lower()
-    if mode not in MODES:
-        raise AssertionError_(f"safe: config.claims must be all (SAFE) or verifiable (VeriScore), got {cfg.get('claims')!r}")
-    search = cfg.get("search")
+    given = SETTINGS.read(cfg)
+    mode = given.get("claims", "all")
+    search = given.get("search")
     if search is None:
         raise AssertionError_("safe: config.search is required, e.g. {provider: serper} (or {provider: knowledge, "
                               "knowledge: docs/} to search a local corpus offline)")
@@ -113,13 +115,10 @@ def settings(cfg: dict, base_dir: Path | None) -> dict:
         results = results_wanted(search, VERIFIABLE_RESULTS if mode == "verifiable" else 3)
     except SearchConfigError as exc:
         raise AssertionError_(f"safe: {exc}") from None
-    try:
-        profile = profile_of(cfg, "safe")
-    except ValueError as exc:
-        raise AssertionError_(str(exc)) from None
-    return {"mode": mode, "backend": backend, "results": results, "K": _whole(cfg, "K", DEFAULT_K, 1),
-            "maxSearches": _whole(cfg, "maxSearches", DEFAULT_MAX_SEARCHES, 1),
-            "concurrency": _whole(cfg, "concurrency", DEFAULT_CONCURRENCY, 1), "profile": profile,
+    profile = given.get("profile", "default")
+    return {"mode": mode, "backend": backend, "results": results, "K": given.get("K", DEFAULT_K),
+            "maxSearches": given.get("maxSearches", DEFAULT_MAX_SEARCHES),
+            "concurrency": given.get("maxConcurrency", DEFAULT_CONCURRENCY), "profile": profile,
             "reference": profile == "reference"}
 
 
@@ -319,7 +318,7 @@ def _fact_meta(f: dict) -> dict:
     return out
 
 
-@assertion("safe", model_graded=True, preflight=preflight)
+@assertion("safe", model_graded=True, preflight=preflight, settings=SETTINGS)
 async def safe(ctx: AssertionContext) -> GradingResult:
     if ctx.grader is None:
         raise AssertionError_("safe needs a grader (run it through factcli eval)")
@@ -332,7 +331,7 @@ async def safe(ctx: AssertionContext) -> GradingResult:
     backend = s["backend"]
     meta: dict[str, Any] = {"method": "safe", "mode": s["mode"], "profile": s["profile"], "K": s["K"],
                             "threshold": threshold, "search": {"provider": backend.name, "results": s["results"]}}
-    domain = (ctx.assertion.config or {}).get("domain", ctx.vars.get("domain"))
+    domain = SETTINGS.read(ctx.assertion.config).get("domain", ctx.vars.get("domain"))
     if domain is not None:
         meta["domain"] = templating.render(domain, ctx.vars) if isinstance(domain, str) and \
             templating.has_template(domain) else str(domain)

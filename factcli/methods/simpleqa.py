@@ -28,7 +28,7 @@ import json
 import re
 
 from factcli.methods import reports as method_reports
-from factcli.methods.claims import profile_of
+from factcli.methods.settings import MethodSettings
 from factcli.scoring.grading import extract_json_objects, grader_error, render_grading_prompt
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.scoring.replies import Choice, Obj, Reply
@@ -131,15 +131,15 @@ def read_grade_as_reference(text: str | None) -> tuple[str, bool]:
     return (GRADES[m.group(1)], False) if m else ("NOT_ATTEMPTED", True)
 
 
-@assertion(METHOD, model_graded=True, needs_value=True)
+SETTINGS = MethodSettings(METHOD)  # the grading prompt is the assertion's rubricPrompt
+
+
+@assertion(METHOD, model_graded=True, needs_value=True, settings=SETTINGS)
 async def simpleqa(ctx: AssertionContext) -> GradingResult:
     gold = ctx.value
     if not isinstance(gold, (str, int, float)) or isinstance(gold, bool) or not str(gold).strip():
         raise AssertionError_("simpleqa assertion type must have the gold answer as its value")
-    try:
-        profile = profile_of(ctx.assertion.config or {}, METHOD)
-    except ValueError as exc:
-        raise AssertionError_(str(exc)) from None
+    profile = SETTINGS.read(ctx.assertion.config).get("profile", "default")
     grader = ctx.need_grader()
     spec = grader.spec_for(ctx.assertion, ctx.test)
     template = ctx.rubric(REFERENCE_PROMPT if profile == "reference" else GRADER_PROMPT)

@@ -35,6 +35,9 @@ class AssertionType:
     # output text giving it, with `{not}` in it. The handler applies it to one row; the scorer may
     # apply it once to an assertion whose value is the same on every row and reuse the test.
     check: Callable | None = None
+    # A claim-level method's `config` keys (methods/settings.MethodSettings): the loader warns of an older
+    # spelling and an unknown key before any call; the handler reads its settings through it.
+    settings: Any = None
 
 
 _REGISTRY: dict[str, AssertionType] = {}
@@ -135,7 +138,7 @@ def _check_registration(name: str, fn: Callable, model_graded: bool) -> None:
 
 def assertion(name: str, *aliases: str, default_threshold: float | None = None,
               model_graded: bool = False, needs_value: bool = False, preflight: Callable | None = None,
-              check: Callable | None = None):
+              check: Callable | None = None, settings: Any = None):
     """Register an assertion handler under `name` (and aliases)."""
 
     def register(fn: Callable) -> Callable:
@@ -145,7 +148,7 @@ def assertion(name: str, *aliases: str, default_threshold: float | None = None,
             _check_registration(each, fn, model_graded)
         _REGISTRY[name] = AssertionType(
             name, fn, inspect.iscoroutinefunction(fn), default_threshold, model_graded, needs_value, preflight,
-            check,
+            check, settings,
         )
         for alias in aliases:
             _ALIASES[alias] = name
