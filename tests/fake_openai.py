@@ -231,6 +231,31 @@ def _json(data: Any, status: int = 200, headers: dict | None = None) -> web.Resp
 # --------------------------------------------------------------------------- server
 
 
+class InFlight:
+    """Requests being answered at once, and the most seen; one object may count for several servers
+    (``server.in_flight = shared``), or a server's own count add to a shared one (``InFlight(shared)``):
+    what a client's cap on calls in flight is measured with."""
+
+    def __init__(self, also: "InFlight | None" = None) -> None:
+        self._lock = threading.Lock()
+        self.also = also
+        self.now = 0
+        self.most = 0
+
+    def __enter__(self) -> None:
+        with self._lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        if self.also is not None:
+            self.also.__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        with self._lock:
+            self.now -= 1
+        if self.also is not None:
+            self.also.__exit__()
+
+
 class FakeOpenAI:
     """Fake OpenAI-compatible server on 127.0.0.1 running in a background thread.
 
@@ -256,6 +281,7 @@ class FakeOpenAI:
         self._log: collections.deque = collections.deque(maxlen=MAX_LOG)
         self._faults: collections.deque = collections.deque(maxlen=MAX_LOG)
         self._request_count = 0
+        self.in_flight = InFlight()  # requests being answered (from the body read to the reply)
         self._abandoned = 0
         self._models: dict[str, None] = dict.fromkeys(models)
         self._fault_rate = 0.0
@@ -411,6 +437,7 @@ class FakeOpenAI:
             self._log.clear()
             self._faults.clear()
             self._request_count = 0
+            self.in_flight = InFlight()
             self._abandoned = 0
             self._nodelay.clear()
             self._format_refusals = 0
@@ -599,6 +626,10 @@ class FakeOpenAI:
 
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Callable) -> web.StreamResponse:
+        with self.in_flight:
+            return await self._answer(request, handler)
+
+    async def _answer(self, request: web.Request, handler: Callable) -> web.StreamResponse:
         body = await self._body(request)
         sock = request.transport.get_extra_info("socket") if request.transport else None
         nodelay = True

@@ -27,7 +27,8 @@ def calibrate_cmd(
     output: List[Path] = typer.Option(None, "-o", "--output", metavar="FILE.json",
                                       help="Write the metrics as JSON (.json). Repeatable."),
     max_concurrency: Optional[int] = typer.Option(None, "-j", "--max-concurrency", metavar="N", min=1,
-                                                  help="Grader calls in flight at once (default 4)."),
+                                                  help="The most grader calls in flight at once, "
+                                                  "as eval's -j (default 4)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write the response cache."),
     no_progress_bar: bool = typer.Option(False, "--no-progress-bar", help="Do not show the progress bar."),
     filter_first_n: Optional[int] = typer.Option(None, "--filter-first-n", metavar="N", min=0,

@@ -20,7 +20,11 @@ def eval_cmd(
                                       ".html; missing folders are made. Replaces the config's outputPath. "
                                       "Repeatable."),
     max_concurrency: int | None = typer.Option(None, "-j", "--max-concurrency", metavar="N", min=1,
-                                                  help="Calls in flight at once (default 4)."),
+                                                  help="The most calls in flight at once for the whole run: "
+                                                  "model, grader, embedding and search calls together, the "
+                                                  "claim-level methods' included; each endpoint's maxConcurrency, "
+                                                  "rpm and tpm apply under it. Also the rows run at once. "
+                                                  "Default 4 (docs/commands.md: -j)."),
     repeat: int | None = typer.Option(None, "--repeat", metavar="N", min=1, help="Run every test N times."),
     delay: float | None = typer.Option(None, "--delay", metavar="MS", min=0, help="Milliseconds to wait after each "
                                           "call; implies -j 1."),

@@ -1,8 +1,9 @@
 """Every model call, to a provider under test or to a grader, goes through Caller.call.
 
 This is the one owner of: the response cache, de-duplication of identical in-flight requests,
-the per-endpoint limits (run/limits.py: maxConcurrency, rpm, tpm, adaptive concurrency), the
-per-attempt timeout, and retries (capped exponential backoff with jitter, honouring Retry-After).
+the run's cap on calls in flight (`-j`: CallCap), the per-endpoint limits under it (run/limits.py:
+maxConcurrency, rpm, tpm, adaptive concurrency), the per-attempt timeout, and retries (capped
+exponential backoff with jitter, honouring Retry-After).
 401/403 abort the run; other failures come back as a response with `error` set.
 
 A call that timed out is retried once, not max_retries times: without streaming there is no telling
@@ -187,10 +188,25 @@ class ParamMemory:
         return out
 
 
+class CallCap(asyncio.Semaphore):
+    """The run's cap on calls in flight (`-j`, docs/commands.md): every request sent to a model, a grader,
+    an embedding model or a search backend, the claim-level methods' inner calls included, holds a place
+    while it is out, and only then: not while it waits for its endpoint's slot or spacing, a retry's
+    backoff, a reply an identical call is fetching, or the budget. A place is held around one request and
+    nothing else, never across an await of another call, so rows waiting for their calls (each holding
+    one of the executor's -j workers) and calls waiting for a place cannot wait on each other in a circle.
+    The claim-level methods' own concurrency settings bound one assertion's calls, under this cap.
+    In-process providers (echo) answer without sending anything and take no place."""
+
+    def __init__(self, size: int):
+        super().__init__(max(1, size))
+
+
 class Caller:
     def __init__(self, cache: ResponseCache | None, policy: RetryPolicy | None = None,
-                 limiters: Limiters | None = None, budget: Budget | None = None):
+                 limiters: Limiters | None = None, budget: Budget | None = None, cap: int | None = None):
         self.cache = cache
+        self.cap = CallCap(cap) if cap else None
         self.policy = policy or RetryPolicy()
         self.limiters = limiters
         self.budget = budget
@@ -334,6 +350,7 @@ class Caller:
             self.calls += 1
             return _answered(await provider.call(prompt, context), start)
         endpoint = provider.endpoint()
+        cap = None if provider.in_process else self.cap
         if endpoint in self.params.learned:
             context = {**context, "adapt": dict(self.params.learned[endpoint])}
         tokens = 0
@@ -351,10 +368,13 @@ class Caller:
                 if limiter is not None and not paced:
                     limiter.note_start()
                 async with limiter.slot(tokens) if paced else contextlib.nullcontext():
-                    start = time.perf_counter()  # the wait for a slot is not the call's latency
-                    self.calls += 1
-                    async with asyncio.timeout(policy.timeout_s):
-                        resp = await provider.call(prompt, context)
+                    async with cap if cap is not None else contextlib.nullcontext():
+                        if paced:
+                            await limiter.started(tokens)
+                        start = time.perf_counter()  # the wait for a slot is not the call's latency
+                        self.calls += 1
+                        async with asyncio.timeout(policy.timeout_s):
+                            resp = await provider.call(prompt, context)
                 if paced:
                     await limiter.succeeded()
                 if worst is not None:

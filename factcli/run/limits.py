@@ -1,6 +1,6 @@
-"""Per-endpoint limits, enforced with the global `-j`: a provider's `maxConcurrency`, requests per
-minute (`rpm`) and tokens per minute (`tpm`), set in its config (graders are providers too). Columns
-on the same endpoint (same id and base URL) share one limiter.
+"""Per-endpoint limits, under the run's cap on calls in flight (`-j`: run/calls.CallCap): a provider's
+`maxConcurrency`, requests per minute (`rpm`) and tokens per minute (`tpm`), set in its config (graders
+are providers too). Columns on the same endpoint (same id and base URL) share one limiter.
 
 - Rates are enforced by spacing, not by a per-minute budget: providers enforce per-minute limits
   over shorter periods too (OpenAI documents 60,000 rpm as 1,000 requests per second), so request
@@ -15,6 +15,10 @@ on the same endpoint (same id and base URL) share one limiter.
   stays between 1 and `maxConcurrency` (else `-j`), the rate at or above 0.5 calls a second (below
   that, set `rpm`). Both are needed: against a fast endpoint even one call in flight can exceed a
   rate limit. An endpoint that answers 429 at random, whatever the pace, settles at a slow pace.
+- A call takes its endpoint's slot (and its place in the spacing) first, then its place under the run's
+  cap: a call waiting for an endpoint's slot never holds a place another endpoint's call could use.
+  A call the cap held back is spaced again from the endpoint's last start (`started`), so calls the
+  cap lets go together do not go out closer than the endpoint's gap.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ class Limiter:
         self.rate: float | None = None  # adaptive requests per second, from the first 429 on
         self.stats = Throttling()
         self._next_start = 0.0  # monotonic time before which no request may start
+        self._free_at = 0.0  # monotonic time before which no request may start, from the last actual start
         self._starts: collections.deque = collections.deque()  # start times in the last second
         self._last_cut = -math.inf
         self._first: asyncio.Event | None = None  # set once the endpoint's first paced call has finished
@@ -84,7 +89,7 @@ class Limiter:
                 self.in_flight -= 1
                 self._changed.notify_all()
 
-    async def _space(self, tokens: int) -> None:
+    def _gap(self, tokens: int) -> float:
         gap = 0.0
         if self.rpm:
             gap = max(gap, 60.0 / self.rpm * SPACING_MARGIN)
@@ -92,6 +97,23 @@ class Limiter:
             gap = max(gap, tokens * 60.0 / self.tpm * SPACING_MARGIN)
         if self.rate:
             gap = max(gap, 1.0 / self.rate)
+        return gap
+
+    async def started(self, tokens: int = 0) -> None:
+        """The request goes out now, or once the gap after the endpoint's last start has passed: waits
+        only when the run's cap held this start back past its place in the spacing (the gap here is
+        without SPACING_MARGIN, so a start the loop woke a little late does not delay the next)."""
+        gap = self._gap(tokens)
+        if not gap:
+            return
+        now = time.monotonic()
+        start = max(now, self._free_at)
+        self._free_at = start + gap / SPACING_MARGIN  # reserved before sleeping, as in _space
+        if start > now:
+            await asyncio.sleep(start - now)
+
+    async def _space(self, tokens: int) -> None:
+        gap = self._gap(tokens)
         now = time.monotonic()
         start = max(now, self._next_start)
         self._next_start = start + gap  # reserved before sleeping: concurrent callers queue up in order

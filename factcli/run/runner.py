@@ -466,7 +466,7 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
         budget = Budget(float(run.max_cost), sum(m.cost + m.grader_cost for m in run.metrics))
     caller = Caller(ResponseCache() if run.cache else None,
                     RetryPolicy.from_env(timeout_s=float(timeout_ms) / 1000 if timeout_ms else None),
-                    Limiters(run.concurrency), budget)
+                    Limiters(run.concurrency), budget, cap=run.concurrency)
     providers = {i: create_provider(spec, suite.base_dir) for i, spec in enumerate(suite.providers)}
 
     def record(result: EvalResult) -> None:

@@ -1,0 +1,150 @@
+"""`-j N` caps the calls in flight for the whole run (run/calls.CallCap): model, grader and search calls
+together, the claim-level methods' inner calls included, per-endpoint limits under it. Measured where
+it matters, at the servers: two fake OpenAI servers counting the requests they are answering at once."""
+
+import asyncio
+import json
+import time
+
+import pytest
+from conftest import write
+from fake_openai import FakeOpenAI, InFlight
+from test_factual_correctness import scripted_judge
+from typer.testing import CliRunner
+
+from factcli.cli import app
+from factcli.providers.base import TRANSIENT, Provider, ProviderCallError, ProviderSpec, RenderedPrompt
+from factcli.run.calls import Caller, RetryPolicy
+from factcli.run.limits import Limiters
+from factcli.types import ProviderResponse
+
+CONFIG = """
+prompts: ["Tell me about Paris ({{n}})."]
+providers: [{id: "openai:chat:m", config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"}}]
+defaultTest:
+  vars: {context: "Paris is the capital of France. The Eiffel Tower was completed in 1889."}
+  options:
+    provider: {id: "openai:chat:judge", config: {apiBaseUrl: "%(judge_url)s"%(judge_config)s}}
+  assert:
+    - {type: llm-rubric, value: "is about Paris"}
+    - {type: factual-correctness, value: "Paris is the capital of France. The Eiffel Tower was completed in 1889."}
+    - {type: facts-grounding}
+tests:
+%(tests)s
+"""
+
+
+def judge(body):
+    """Claims and verdicts for factual-correctness; a passing verdict for the rest (what it says
+    matters less here than that every step of every method is asked)."""
+    text = body["messages"][-1]["content"]
+    if text.startswith("<text>") or "<premise>" in text:
+        return scripted_judge(body)
+    return json.dumps({"pass": True, "score": 1, "reason": "about Paris"})
+
+
+@pytest.fixture
+def two_servers(fake_openai, monkeypatch):
+    """The model on the session's server, the grader on a second one; one count for both."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    fake_openai.add_rule(".", "Paris is the capital of France. The Eiffel Tower was completed in 1889.", model="m")
+    with FakeOpenAI() as grader_server:
+        grader_server.add_rule(".", judge, model="judge")
+        grader_server.in_flight = fake_openai.in_flight
+        for server in (fake_openai, grader_server):
+            server.latency = 0.2  # long enough for calls to overlap
+        yield fake_openai, grader_server
+
+
+def _eval(tmp_path, grader_url: str, *args: str, judge_config: str = "", rows: int = 6):
+    tests = "".join(f"  - vars: {{n: '{i}'}}\n" for i in range(rows))
+    cfg = write(tmp_path / "c.yaml", CONFIG % {"judge_url": grader_url, "judge_config": judge_config, "tests": tests})
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "--no-cache", "--no-progress-bar",
+                                      "--no-table", *args])
+    assert "Traceback" not in result.output, result.output
+    return result, json.loads(out.read_text())
+
+
+def test_j_caps_model_grader_and_claim_level_calls_together(two_servers, tmp_path):
+    model_server, grader_server = two_servers
+    result, doc = _eval(tmp_path, grader_server.url, "-j", "4")
+    rows = doc["results"]["results"]
+    assert len(rows) == 6 and all(len(r["gradingResult"]["componentResults"]) == 3 for r in rows), result.output
+    assert model_server.request_count == 6 and grader_server.request_count > 6 * 3  # the methods' inner calls
+    assert model_server.in_flight.most == 4  # the cap, reached and never passed
+    assert model_server.in_flight.now == 0
+
+
+def test_an_endpoints_limit_applies_under_the_cap(two_servers, tmp_path):
+    """The grader's maxConcurrency 1 under -j 3: its calls go one at a time, all calls stay within 3."""
+    model_server, grader_server = two_servers
+    grader_server.in_flight = InFlight(also=model_server.in_flight)  # its own count, added to the shared one
+    result, doc = _eval(tmp_path, grader_server.url, "-j", "3", judge_config=", maxConcurrency: 1", rows=3)
+    assert len(doc["results"]["results"]) == 3, result.output
+    assert grader_server.in_flight.most == 1 and grader_server.request_count > 3 * 3
+    assert model_server.in_flight.most == 3
+
+
+class _Timed(Provider):
+    """A provider that answers after `seconds`, noting when each request went out."""
+
+    cacheable = False
+
+    def __init__(self, pid: str, seconds: float, starts: list, config: dict | None = None, fail_first: int = 0):
+        super().__init__(ProviderSpec(pid, config=config or {}))
+        self.seconds, self.starts, self.fail_first = seconds, starts, fail_first
+        self.now = self.most = 0
+
+    async def call(self, prompt, context):
+        self.starts.append((self.id, time.monotonic()))
+        self.now += 1
+        self.most = max(self.most, self.now)
+        try:
+            await asyncio.sleep(self.seconds)
+        finally:
+            self.now -= 1
+        if self.fail_first:
+            self.fail_first -= 1
+            raise ProviderCallError("busy", TRANSIENT, status=503)
+        return ProviderResponse(output="ok")
+
+
+PROMPT = RenderedPrompt(text="q", messages=[{"role": "user", "content": "q"}])
+
+
+def test_calls_the_cap_lets_go_together_keep_their_endpoints_spacing():
+    """Two slow calls of one endpoint hold both places of a cap of 2; two calls of an endpoint at 600 rpm
+    (0.1 s apart) wait for them, are let go together, and still start at least 0.1 s apart."""
+    starts: list = []
+    slow = _Timed("slow", 0.3, starts)
+    paced = _Timed("paced", 0.01, starts, config={"rpm": 600})
+
+    async def main():
+        caller = Caller(None, RetryPolicy(max_retries=0), Limiters(2), cap=2)
+        first = [asyncio.create_task(caller.call(slow, PROMPT, context={})) for _ in range(2)]
+        await asyncio.sleep(0.05)  # the slow calls hold both places
+        await asyncio.gather(*first, *(caller.call(paced, PROMPT, context={}) for _ in range(2)))
+
+    asyncio.run(main())
+    times = [t for pid, t in starts if pid == "paced"]
+    assert len(times) == 2 and times[0] >= starts[0][1] + 0.3 - 0.01  # held back by the cap
+    assert times[1] - times[0] >= 0.1 / 1.05 - 0.005
+
+
+def test_a_call_waiting_to_retry_holds_no_place():
+    """A cap of 1: a call that failed and waits 0.5 s for its retry lets another call go meanwhile."""
+    starts: list = []
+    flaky = _Timed("flaky", 0.01, starts, fail_first=1)
+    quick = _Timed("quick", 0.01, starts)
+
+    async def main():
+        caller = Caller(None, RetryPolicy(max_retries=1, backoff_base_s=0.5), Limiters(1), cap=1)
+        retried = asyncio.create_task(caller.call(flaky, PROMPT, context={}))
+        await asyncio.sleep(0.1)  # flaky failed once and sleeps before its retry
+        answered = await caller.call(quick, PROMPT, context={})
+        assert not retried.done() and answered.output == "ok"
+        assert (await retried).output == "ok" and (await retried).retries == 1
+
+    asyncio.run(main())
+    assert [pid for pid, _ in starts] == ["flaky", "quick", "flaky"]
