@@ -282,3 +282,68 @@ def _valid(shape):
     if isinstance(shape, r.Number):
         return shape.low if shape.low is not None else 0.5
     return "text"
+
+
+def test_a_failing_step_cancels_its_siblings_and_every_step_is_still_counted():
+    """claims.gather_calls: once one step of a row fails (the row is a grading error), its other steps
+    stop calling the judge; what each spent is still merged into the row's call."""
+    import asyncio
+
+    from factcli.methods.claims import JudgeCall, JudgeError, gather_calls
+
+    seen = []
+
+    async def fails(sub):
+        sub.cost += 1
+        raise JudgeError("unreadable")
+
+    async def slow(sub):
+        sub.cost += 2
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+        seen.append("finished")
+
+    call = JudgeCall()
+
+    async def main():
+        with pytest.raises(JudgeError):
+            await gather_calls(call, fails, slow)
+        assert seen == ["cancelled"]  # before the failure reached the caller, not at the loop's end
+
+    asyncio.run(main())
+    assert call.cost == 3
+
+
+def test_a_rows_assertions_stop_calling_once_one_of_them_fails():
+    """scoring.gather.gather_all, which the scorer runs a row's assertions with: a failure (a budget stop,
+    an aborting run) cancels the row's other assertions before it reaches the caller, so none of them
+    calls a model after the run has closed its HTTP sessions."""
+    import asyncio
+
+    from factcli.scoring.gather import gather_all
+
+    seen = []
+
+    async def fails():
+        raise RuntimeError("budget reached")
+
+    async def slow():
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+
+    async def quick():
+        return 1
+
+    async def main():
+        assert await gather_all([quick(), quick()]) == [1, 1]
+        with pytest.raises(RuntimeError):
+            await gather_all([slow(), fails()])
+        assert seen == ["cancelled"]
+
+    asyncio.run(main())

@@ -15,7 +15,6 @@ distribution is in `categories`, and the column's category counts count that one
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 from pathlib import Path
@@ -23,6 +22,7 @@ from pathlib import Path
 from factcli import templating
 from factcli.assertions import prompts
 from factcli.scoring.abstention import ABSTAIN_MODES, detect_abstention
+from factcli.scoring.gather import gather_all
 from factcli.scoring.grading import (
     FIRST_LETTER,
     as_template_text,
@@ -77,7 +77,7 @@ async def _graded(ctx: AssertionContext, label: str, one, threshold: float, deta
         mode = aggregate_mode(ctx.assertion.config)
     except PanelConfigError as exc:
         raise AssertionError_(f"{label}: {exc}") from None
-    results = await asyncio.gather(*(one(spec) for spec in specs))
+    results = await gather_all(one(spec) for spec in specs)
     tokens = TokenUsage()
     verdicts = []
     for name, spec, r in zip(judge_names(specs), specs, results):

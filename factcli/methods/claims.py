@@ -7,12 +7,12 @@ A reply of the wrong shape is a JudgeError (a grading error upstream), never a g
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from factcli.scoring.gather import gather_all
 from factcli.scoring.grading import extract_json_objects, pick, render_grading_prompt
 from factcli.types import ProviderSpec, TokenUsage
 
@@ -45,11 +45,12 @@ class JudgeCall:
 
 
 async def gather_calls(call: JudgeCall, *steps: Callable[[JudgeCall], Awaitable[Any]]) -> list:
-    """asyncio.gather of the steps (each a function of its own JudgeCall), merged into `call` in the
-    steps' order, also when one fails."""
+    """The steps (each a function of its own JudgeCall) run at once, merged into `call` in the steps'
+    order, also when one fails. The first failure cancels the rest: the row is a grading error already
+    (or the run is aborting), so its other steps would only spend calls."""
     subs = [JudgeCall() for _ in steps]
     try:
-        return await asyncio.gather(*(step(sub) for step, sub in zip(steps, subs)))
+        return await gather_all(step(sub) for step, sub in zip(steps, subs))
     finally:
         for sub in subs:
             call.merge(sub)

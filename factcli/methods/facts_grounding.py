@@ -118,6 +118,7 @@ from factcli.methods.facts_parsing import (
     split_sentences,
 )
 from factcli.methods.settings import Bad, MethodSettings, Setting, choice, flag, number, whole
+from factcli.scoring.gather import gather_all
 from factcli.scoring.grading import grader_error
 from factcli.scoring.panels import AGGREGATES, JudgeVerdict, aggregate, judge_names
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
@@ -415,8 +416,7 @@ async def facts_grounding(ctx: AssertionContext) -> GradingResult:
         return _finish(ctx, False, 0.0, "FACTS grounding 0.00: the response is empty", TokenUsage(), meta)
 
     sem = asyncio.Semaphore(opts.max_concurrency)
-    results = await asyncio.gather(*(_run_judge(ctx, s, n, t, inp, opts, sem)
-                                     for s, n, t in zip(specs, names, templates)))
+    results = await gather_all(_run_judge(ctx, s, n, t, inp, opts, sem) for s, n, t in zip(specs, names, templates))
     tokens, cost, cost_known = TokenUsage(), 0.0, True
     for r in results:
         tokens.add(r["call"].tokens)

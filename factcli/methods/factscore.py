@@ -109,6 +109,7 @@ from factcli.providers.search.knowledge import (
     text_source,
 )
 from factcli.scoring.abstention import ABSTAIN_MODES, detect_abstention
+from factcli.scoring.gather import gather_all
 from factcli.scoring.grading import grader_error, load_rubric_prompt, pick
 from factcli.scoring.panels import AGGREGATES, JudgeVerdict, aggregate, judge_names
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
@@ -455,7 +456,7 @@ async def factscore(ctx: AssertionContext) -> GradingResult:
             return {"judge": judge_name(spec), "error": str(exc), "raw": exc.raw}
         return {"judge": judge_name(spec), "verdicts": verdicts, **_judge_score(verdicts, s.gamma)}
 
-    results = await asyncio.gather(*(judge(spec, call) for spec, call in zip(specs, calls)))
+    results = await gather_all(judge(spec, call) for spec, call in zip(specs, calls))
     for r, name in zip(results, judge_names(specs)):
         r["judge"] = name
     tokens, cost = _add_cost([decompose_call, retrieve_call, *calls])

@@ -14,6 +14,7 @@ from collections import OrderedDict
 
 from factcli.methods.claims import JudgeCall, JudgeError
 from factcli.providers.search.knowledge import Passage
+from factcli.scoring.gather import gather_all
 from factcli.types import ProviderSpec
 
 MAX_PASSAGES = 5000  # a whole source without a topic: beyond this, ask for a topic or BM25
@@ -52,7 +53,7 @@ async def dense_retrieve(ctx, spec: ProviderSpec, passages: list[Passage], queri
     if len(passages) > MAX_PASSAGES:
         raise ValueError(f"dense retrieval over {len(passages)} passages: give a topic (the reference retrieves "
                          f"within the topic's own article) or use config.retriever: bm25")
-    vectors = await asyncio.gather(*(_vector(ctx, spec, passage_text(p), call, sem) for p in passages))
+    vectors = await gather_all(_vector(ctx, spec, passage_text(p), call, sem) for p in passages)
     out = []
     for query in queries:
         q = await _vector(ctx, spec, query, call, sem)

@@ -31,7 +31,6 @@ departures of both profiles.
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 from factcli import templating
@@ -49,6 +48,7 @@ from factcli.methods.claims import (
 )
 from factcli.methods.factual_correctness_prompts import decomposition_prompt
 from factcli.methods.settings import MethodSettings, Setting, choice, number
+from factcli.scoring.gather import gather_all
 from factcli.scoring.grading import grader_error
 from factcli.scoring.panels import JudgeVerdict, PanelConfigError, aggregate, aggregate_mode, judge_names
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
@@ -252,7 +252,7 @@ async def factual_correctness(ctx: AssertionContext) -> GradingResult:
         levels = {k: v or "high" for k, v in levels.items()}  # one given: the other keeps everything
     s = {"mode": mode, "beta": float(beta), "profile": profile,
          "decompose": DECOMPOSE if levels["atomicity"] is None else decomposition_prompt(**levels)}
-    results = await asyncio.gather(*(_one_judge(ctx, spec, reference, s) for spec in specs))
+    results = await gather_all(_one_judge(ctx, spec, reference, s) for spec in specs)
     for r, name in zip(results, judge_names(specs)):
         r["judge"] = name
 

@@ -37,13 +37,14 @@ wrong shape or a search that fails after its retries makes the row a grading err
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from factcli import templating
 from factcli.methods import reports as method_reports
 from factcli.methods import safe_prompts as prompts
-from factcli.methods.claims import JudgeCall, JudgeError, ask_json, prompt_for, string_list
+from factcli.methods.claims import JudgeCall, JudgeError, ask_json, gather_calls, prompt_for, string_list
 from factcli.methods.settings import MethodSettings, Setting, anything, choice, whole
 from factcli.providers.search import create_backend, results_wanted
 from factcli.providers.search.base import SearchConfigError
@@ -134,19 +135,6 @@ def preflight(a, base_dir: Path, test=None) -> list[str]:
 # ---------------------------------------------------------------- steps
 
 
-async def _all(coros) -> list:
-    """gather, but the first failure cancels the rest: a row that is already a grading error (or a run
-    that is aborting) makes no more calls."""
-    tasks = [asyncio.ensure_future(c) for c in coros]
-    try:
-        return await asyncio.gather(*tasks)
-    except BaseException:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
-
-
 def knowledge_text(found: list[dict]) -> str:
     """The results so far as the query and rating steps see them."""
     if not found:
@@ -181,12 +169,7 @@ async def _split(ctx, spec, s: dict, call: JudgeCall) -> list[dict]:
                                                            "sentence": sentences[i]}, sub, step, SENTENCE_FACTS_REPLY)
             return string_list(obj, "facts", step, sub.replies[-1]["reply"])
 
-        subs = [JudgeCall() for _ in sentences]
-        try:
-            groups = await _all(split(i, sub) for i, sub in enumerate(subs))
-        finally:
-            for sub in subs:
-                call.merge(sub)
+        groups = await gather_calls(call, *(partial(split, i) for i in range(len(sentences))))
         return [{"text": f, "sentence": i + 1} for i, group in enumerate(groups) for f in group]
 
     async def extract(i: int, sub: JudgeCall) -> list[str]:
@@ -199,12 +182,7 @@ async def _split(ctx, spec, s: dict, call: JudgeCall) -> list[dict]:
                                  sub, f"extract sentence {i + 1}", CLAIMS_REPLY)
         return string_list(obj, "claims", f"extract sentence {i + 1}", sub.replies[-1]["reply"])
 
-    subs = [JudgeCall() for _ in sentences]
-    try:
-        groups = await _all(extract(i, sub) for i, sub in enumerate(subs))
-    finally:
-        for sub in subs:
-            call.merge(sub)
+    groups = await gather_calls(call, *(partial(extract, i) for i in range(len(sentences))))
     claims = [c for group in groups for c in group]
     return [{"text": c, "revised": c, "relevant": True} for c in dict.fromkeys(claims)]
 
@@ -353,12 +331,7 @@ async def safe(ctx: AssertionContext) -> GradingResult:
                 async with sem:
                     await _check(ctx, spec, s, fact, sub)
 
-        subs = [JudgeCall() for _ in facts]
-        try:
-            await _all(one(f, sub) for f, sub in zip(facts, subs))
-        finally:
-            for sub in subs:
-                call.merge(sub)
+        await gather_calls(call, *(partial(one, f) for f in facts))
     except JudgeError as exc:
         return failed(exc)
 

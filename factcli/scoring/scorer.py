@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from factcli import templating
+from factcli.scoring.gather import gather_all
 from factcli.scoring.outcome import has_grader_error
 from factcli.scoring.registry import AssertionContext, AssertionError_, coerce_string, lookup
 from factcli.types import (COMPARE_TYPES, EMPTY_DICT, EMPTY_LIST, ZERO_TOKENS, Assertion, GradingResult,
@@ -374,7 +375,7 @@ async def run_assertions(test: TestCase, *, output: Any, variables: dict, prompt
             async with sem:
                 await one(*job)
 
-        await asyncio.gather(*(bounded(job) for job in jobs))
+        await gather_all(bounded(job) for job in jobs)
     for index, s, sub in sets:
         res = sub.result()
         main.add(index, res, render_metric(s.metric, variables), s.weight)
