@@ -86,12 +86,3 @@ def test_no_file_is_over_700_lines():
 def test_the_top_level_shows_the_stages():
     entries = sorted(p.name for p in PACKAGE.iterdir() if p.name != "__pycache__")
     assert len(entries) <= MAX_TOP_LEVEL, entries
-
-
-def test_every_built_in_type_is_in_the_family_map():
-    """The family map is the one registration of a type: without it, a run would have to import every
-    family to find the type."""
-    from factcli.scoring import registry
-
-    registry.load_all()
-    assert set(registry._REGISTRY) - set(registry._FAMILY_OF) == set()

@@ -85,17 +85,6 @@ def test_scrubber_file_reads_in_chunks_and_misses_no_secret(tmp_path, monkeypatc
     assert clean.stat().st_mtime_ns == before and len(list(tmp_path.iterdir())) == 2
 
 
-def test_family_map_names_the_module_that_registers_each_type():
-    from factcli.scoring import registry as core
-
-    core.load_all()
-    for name, family in core._FAMILY_OF.items():
-        t = core._REGISTRY.get(core._ALIASES.get(name, name))
-        assert t is not None, name
-        assert t.handler.__module__ == f"factcli.{family}", name
-    assert set(core.FAMILIES) >= set(core._FAMILY_OF.values())
-
-
 def test_a_run_imports_only_the_assertion_families_it_uses():
     import subprocess
     import sys

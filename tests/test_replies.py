@@ -11,14 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from factcli.scoring import replies
-from factcli.scoring.registry import lookup
+from factcli.scoring.registry import TYPES, lookup
 
-# every family that declares replies (importing it registers them)
-MODEL_GRADED = ["factuality", "llm-rubric", "model-graded-closedqa", "g-eval", "answer-relevance",
-                "context-faithfulness", "context-recall", "context-relevance", "conversation-relevance",
-                "select-best", "factual-correctness", "factscore", "facts-grounding", "simpleqa", "safe", "citations"]
-for _type in MODEL_GRADED:
-    lookup(_type)
+# every type that asks a text grader (importing its family registers its replies); `similar` only embeds
+MODEL_GRADED = list(dict.fromkeys(lookup(name).name for name, facts in TYPES.items()
+                                  if facts.model_graded and "text" in facts.graders))
 ALL = sorted(replies.REPLIES)
 
 

@@ -233,12 +233,6 @@ def _answer_text(ctx: AssertionContext) -> str:
 
 # ---------------------------------------------------------------- answer-relevance
 
-# The graders each type calls, for the config-time check (runner.check_graders): answer-relevance
-# writes questions with a text model and compares them with an embedding model, so both must
-# resolve before any call. Types not listed call a text grader only.
-GRADER_KINDS = {"answer-relevance": ("text", "embedding")}
-
-
 @assertion("answer-relevance", model_graded=True)
 async def answer_relevance(ctx: AssertionContext) -> GradingResult:
     if not isinstance(ctx.output, str):

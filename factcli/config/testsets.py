@@ -19,40 +19,22 @@ from factcli.config.context import check_keys, load_warning, record
 from factcli.config.user_code import code_file
 from factcli.errors import ConfigError
 from factcli.sources import JS_SUFFIXES, PY_SUFFIXES, TS_SUFFIXES
-from factcli.scoring.registry import AssertionError_
-
-# promptfoo 0.121.20's built-in assertion enum, in its order: the CSV cell grammar tries types
-# in this order (so `similar:cosine:x` is `similar` with value `cosine:x`).
-PROMPTFOO_TYPES = [
-    "agent-rubric", "answer-relevance", "bleu", "classifier", "contains", "contains-all",
-    "contains-any", "contains-html", "contains-json", "contains-sql", "contains-xml",
-    "context-faithfulness", "context-recall", "context-relevance", "conversation-relevance", "cost",
-    "equals", "factuality", "finish-reason", "g-eval", "gleu", "guardrails", "icontains",
-    "icontains-all", "icontains-any", "is-html", "is-json", "is-refusal", "is-sql",
-    "is-valid-function-call", "is-valid-openai-function-call", "is-valid-openai-tools-call", "is-xml",
-    "javascript", "latency", "levenshtein", "llm-rubric", "pi", "meteor", "model-graded-closedqa",
-    "model-graded-factuality", "moderation", "perplexity", "perplexity-score", "python", "regex",
-    "rouge-n", "ruby", "similar", "similar:cosine", "similar:dot", "similar:euclidean",
-    "starts-with", "tool-call-f1", "skill-used", "trajectory:goal-success",
-    "trajectory:tool-args-match", "trajectory:step-count", "trajectory:tool-sequence",
-    "trajectory:tool-used", "trace-error-spans", "trace-span-count", "trace-span-duration",
-    "search-rubric", "webhook", "word-count",
-]
+from factcli.scoring.registry import TYPES, AssertionError_
 
 
 @functools.cache
 def _cell_pattern() -> re.Pattern:
     """The cell grammar's pattern, compiled at the first `__expected` cell rather than at import: an
     alternation of every type's name is slow to compile, and most evals have no such cell (issue 30)."""
+    # promptfoo tries its enum's types in order, first match wins; only a name followed by `:` can match
+    # where a longer one does (`similar:cosine:x` is `similar` with value `cosine:x`), and sorting puts
+    # every name before the longer names it begins, as promptfoo's enum does
+    names = sorted(name for name, facts in TYPES.items() if facts.in_promptfoo)
     return re.compile(
-        r"^(not-)?(" + "|".join(re.escape(t) for t in PROMPTFOO_TYPES) + r")(?:\((\d+(?:\.\d+)?)\))?(?::([\s\S]*))?$"
+        r"^(not-)?(" + "|".join(re.escape(t) for t in names) + r")(?:\((\d+(?:\.\d+)?)\))?(?::([\s\S]*))?$"
     )
 
 
-_THRESHOLD_TYPES = {
-    "answer-relevance", "classifier", "context-faithfulness", "context-recall", "context-relevance",
-    "cost", "latency", "levenshtein", "perplexity-score", "perplexity", "rouge-n", "similar", "starts-with",
-}
 _LIST_TYPES = {"contains-all", "contains-any", "icontains-all", "icontains-any"}
 _NUMBER = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$")
 # promptfoo's isJavascriptFile, which a `file://` cell of `__expected` is tested with: no `.tsx`
@@ -101,8 +83,8 @@ def assertion_from_string(cell: str) -> dict:
         if value is not None:
             out["value"] = value
         return out
-    if typ in _THRESHOLD_TYPES:
-        default = 0.8 if typ == "similar" else 0.75
+    default = TYPES[typ].cell_threshold
+    if default is not None:
         out = {"type": full, "threshold": default if threshold is None else threshold}
         if value is not None:
             out["value"] = value.strip()

@@ -31,7 +31,6 @@ from factcli.report.figures import money, plural
 
 GRADER_RUBRIC_TOKENS = 600
 EMBEDDED_TOKENS = 64  # a query or a generated question, embedded by answer-relevance
-CLAIM_METHODS = ("factual-correctness", "factscore", "facts-grounding", "safe", "citations")  # calls follow the output
 
 
 @dataclass
@@ -104,7 +103,7 @@ def plan(run) -> tuple[list[Line], list[Line]]:
 def _plan_grading(run, step, model_cap: int, graders: dict, caps: dict, models: dict) -> None:
     from factcli.providers import reasoning
     from factcli.scoring.grading import GRADER_MAX_TOKENS, NoGrader
-    from factcli.scoring.registry import lookup
+    from factcli.scoring.registry import TYPES, lookup
     from factcli.scoring.replies import caps_for
 
     stack = list(step.test.assertions)
@@ -112,10 +111,11 @@ def _plan_grading(run, step, model_cap: int, graders: dict, caps: dict, models: 
         a = stack.pop()
         stack.extend(a.children or [])
         kind = lookup(a.type)
-        if kind is None or not kind.model_graded or kind.name.startswith("similar"):
-            continue
+        if kind is None or not kind.model_graded or "text" not in TYPES[kind.name].graders:
+            continue  # `similar` only embeds
         judges = a.provider if isinstance(a.provider, list) else None
-        if judges is None and a.provider is None and kind.name in CLAIM_METHODS:
+        claim_method = TYPES[kind.name].claim_method  # its calls follow the output
+        if judges is None and a.provider is None and claim_method:
             judges = (a.config or {}).get("models")
         ids = []
         if isinstance(judges, list):
@@ -134,7 +134,7 @@ def _plan_grading(run, step, model_cap: int, graders: dict, caps: dict, models: 
             _plan_embeddings(run, step, a, graders, models)
         for gid in ids:
             line = graders.setdefault(gid, Line(gid))
-            if kind.name in CLAIM_METHODS:
+            if claim_method:
                 line.claim_rows += 1
                 continue
             provider = models.get(gid)

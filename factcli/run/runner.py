@@ -265,21 +265,6 @@ def _conversations(steps, streamed: bool = False):
     return Conversations(steps)
 
 
-PANEL_TYPES = ("factuality", "llm-rubric", "model-graded-closedqa", "g-eval", "factual-correctness", "factscore",
-               "facts-grounding")
-# Types that also read `config.models` as their judge list (the seed's spelling for factual-correctness).
-MODELS_ALIAS_TYPES = ("factual-correctness", "factscore", "facts-grounding")
-
-
-def _grader_kinds(type_name: str) -> tuple[str, ...]:
-    """The graders a type calls: `similar` only embeds, answer-relevance writes and embeds."""
-    from factcli.assertions.rag import GRADER_KINDS
-
-    if type_name.startswith("similar"):
-        return ("embedding",)
-    return GRADER_KINDS.get(type_name, ("text",))
-
-
 SELF_PREFERENCE = "(self-preference bias)"  # in the warning's text; left out when nothing is left to run (flow)
 
 
@@ -375,7 +360,7 @@ def check_graders(suite: Suite, source, warnings: list[str], specs: list | None 
     once per calibrated assertion graded otherwise than its calibration."""
     from factcli.errors import ConfigError
     from factcli.scoring.grading import NoGrader, pick
-    from factcli.scoring.registry import lookup
+    from factcli.scoring.registry import TYPES, lookup
 
     provider_ids = [p.id for p in suite.providers]
     graders: list[str] = []
@@ -420,13 +405,15 @@ def check_graders(suite: Suite, source, warnings: list[str], specs: list | None 
         for where, a, kind in judged:
             file, path = test.source
             panel = a.provider if isinstance(a.provider, list) else None
-            if panel is None and a.provider is None and kind.name in MODELS_ALIAS_TYPES:
+            declared = TYPES[kind.name]
+            if panel is None and a.provider is None and declared.models_alias:
                 panel = a.config.get("models")
             if isinstance(panel, list):
                 where_p = f"{path}.{where}.provider" if path else f"{where}.provider"
-                if kind.name not in PANEL_TYPES:
+                if not declared.panel:
+                    panels = ", ".join(name for name, f in TYPES.items() if f.panel)
                     raise ConfigError(f"a judge panel (a list of providers) is not supported for '{a.type}'; "
-                                      f"panels work with {', '.join(PANEL_TYPES)}", file or None, where_p)
+                                      f"panels work with {panels}", file or None, where_p)
                 if not panel:
                     raise ConfigError("an empty list of judges", file or None, where_p)
                 for j, item in enumerate(panel):
@@ -440,7 +427,7 @@ def check_graders(suite: Suite, source, warnings: list[str], specs: list | None 
                 if a.calibration is not None:
                     mismatch(a, None)
                 continue
-            for grader_kind in _grader_kinds(kind.name):
+            for grader_kind in declared.graders:
                 try:
                     spec = source.resolve(a.provider, test.options.get("provider"), grader_kind,
                                           test.grader_from_default)

@@ -43,17 +43,97 @@ class AssertionType:
 _REGISTRY: dict[str, AssertionType] = {}
 _ALIASES: dict[str, str] = {}
 
-# promptfoo types that factcli rejects at load time with a clear reason.
-UNSUPPORTED: dict[str, str] = {
-    "guardrails": "guardrails assertions need promptfoo's hosted guardrail providers",
-    "trace-span-count": "trace assertions need promptfoo's OpenTelemetry tracing",
-    "trace-span-duration": "trace assertions need promptfoo's OpenTelemetry tracing",
-    "trace-error-spans": "trace assertions need promptfoo's OpenTelemetry tracing",
-    "ruby": "ruby assertions are not supported; use python",
-    "classifier": "classifier assertions need HuggingFace models downloaded at run time",
-    "pi": "pi assertions need Prompt Security's hosted scoring API",
-    "moderation": "moderation assertions need a provider moderation endpoint, which factcli does not call yet",
+
+@dataclass(frozen=True)
+class TypeFacts:
+    """What a run must know of a type before its family is imported: a run imports only the families it
+    uses (importing all of them, with numpy, jsonschema, sqlglot, html5lib, nltk, ..., would slow every
+    start-up), yet the config checks, the estimate and the CSV grammar need these facts first. The
+    registration (`@assertion`) is checked against them when the family is imported."""
+
+    family: str | None  # the module under factcli/ that registers it; None: a promptfoo type factcli does not run
+    model_graded: bool = False  # grades with a model (the handler's `model_graded=` must agree)
+    graders: tuple[str, ...] = ("text",)  # the grader kinds it calls, resolved before any call (runner.check_graders)
+    panel: bool = False  # takes a judge panel: a list of providers
+    models_alias: bool = False  # also reads `config.models` as its judge list (the seed's spelling)
+    claim_method: bool = False  # a claim-level method: its calls follow the output (run/estimate)
+    cell_threshold: float | None = None  # promptfoo's CSV cell `type(0.9):` keeps a threshold; this one if none
+    in_promptfoo: bool = True  # in promptfoo 0.121.20's assertion enum, so in the CSV `__expected` grammar
+    unsupported: str | None = None  # why factcli rejects it at load time
+
+
+def _all(family: str | None, names: str, **facts) -> dict[str, TypeFacts]:
+    return dict.fromkeys(names.split(), TypeFacts(family, **facts))
+
+
+_METHOD = {"model_graded": True, "in_promptfoo": False}
+_JUDGES = {**_METHOD, "panel": True, "models_alias": True, "claim_method": True}
+_TRACE = "trace assertions need promptfoo's OpenTelemetry tracing"
+
+# Every type, declared once (aliases beside their type, with its facts). A new type is its handler and
+# one entry here.
+TYPES: dict[str, TypeFacts] = {
+    **_all("assertions.text", "contains contains-all contains-any equals icontains icontains-all icontains-any regex"),
+    "starts-with": TypeFacts("assertions.text", cell_threshold=0.75),
+    **_all("assertions.structured", "contains-json is-json"),
+    **_all("assertions.html_output", "contains-html is-html"),
+    **_all("assertions.xml_output", "contains-xml is-xml"),
+    **_all("assertions.sql_output", "contains-sql is-sql"),
+    **_all("assertions.function_calls",
+           "is-valid-function-call is-valid-openai-function-call is-valid-openai-tools-call"),
+    **_all("assertions.similarity", "bleu gleu meteor word-count"),
+    **_all("assertions.similarity", "levenshtein rouge-n", cell_threshold=0.75),
+    **_all("assertions.operational", "finish-reason is-refusal webhook"),
+    **_all("assertions.operational", "cost latency perplexity perplexity-score", cell_threshold=0.75),
+    **_all("assertions.graded", "factuality model-graded-factuality llm-rubric model-graded-closedqa g-eval",
+           model_graded=True, panel=True),
+    "select-best": TypeFacts("assertions.graded", model_graded=True, in_promptfoo=False),
+    "max-score": TypeFacts("assertions.graded", in_promptfoo=False),
+    "similar": TypeFacts("assertions.graded", model_graded=True, graders=("embedding",), cell_threshold=0.8),
+    **_all("assertions.graded", "similar:cosine similar:dot similar:euclidean", model_graded=True,
+           graders=("embedding",)),
+    **_all("assertions.scripts", "javascript python"),
+    "python-function": TypeFacts("assertions.scripts", in_promptfoo=False),
+    # answer-relevance writes questions with a text model and compares them with an embedding model
+    "answer-relevance": TypeFacts("assertions.rag", model_graded=True, graders=("text", "embedding"),
+                                  cell_threshold=0.75),
+    **_all("assertions.rag", "context-faithfulness context-recall context-relevance", model_graded=True,
+           cell_threshold=0.75),
+    "conversation-relevance": TypeFacts("assertions.rag", model_graded=True),
+    "factual-correctness": TypeFacts("methods.factual_correctness", **_JUDGES),
+    "factscore": TypeFacts("methods.factscore", **_JUDGES),
+    "facts-grounding": TypeFacts("methods.facts_grounding", **_JUDGES),
+    "simpleqa": TypeFacts("methods.simpleqa", **_METHOD),
+    "safe": TypeFacts("methods.safe", **_METHOD, claim_method=True),
+    "citations": TypeFacts("methods.citations", **_METHOD, claim_method=True),
+    # promptfoo's types that factcli rejects at load time with a clear reason
+    "guardrails": TypeFacts(None, unsupported="guardrails assertions need promptfoo's hosted guardrail providers"),
+    **_all(None, "trace-span-count trace-span-duration trace-error-spans", unsupported=_TRACE),
+    "ruby": TypeFacts(None, unsupported="ruby assertions are not supported; use python"),
+    "classifier": TypeFacts(None, cell_threshold=0.75,
+                            unsupported="classifier assertions need HuggingFace models downloaded at run time"),
+    "pi": TypeFacts(None, unsupported="pi assertions need Prompt Security's hosted scoring API"),
+    "moderation": TypeFacts(None, unsupported="moderation assertions need a provider moderation endpoint, "
+                                              "which factcli does not call yet"),
+    # promptfoo's types that factcli does not know (an unknown type at load time)
+    **_all(None, "agent-rubric search-rubric skill-used tool-call-f1 trajectory:goal-success trajectory:step-count "
+                 "trajectory:tool-args-match trajectory:tool-sequence trajectory:tool-used"),
 }
+UNSUPPORTED = {name: facts.unsupported for name, facts in TYPES.items() if facts.unsupported}
+FAMILIES = tuple(dict.fromkeys(f.family for f in TYPES.values() if f.family))  # what load_all imports
+
+
+def _check_registration(name: str, fn: Callable, model_graded: bool) -> None:
+    """A registration must agree with the type's entry in TYPES, which a run reads before importing it."""
+    facts = TYPES.get(name)
+    if facts is None or facts.family is None:
+        raise RuntimeError(f"assertion type {name!r} has no family in registry.TYPES: add its entry there")
+    if fn.__module__ != f"factcli.{facts.family}":
+        raise RuntimeError(f"assertion type {name!r} is registered in {fn.__module__}, but registry.TYPES says "
+                           f"factcli.{facts.family}")
+    if facts.model_graded != model_graded:
+        raise RuntimeError(f"assertion type {name!r} is registered with model_graded={model_graded}, but "
+                           f"registry.TYPES says {facts.model_graded}")
 
 
 def assertion(name: str, *aliases: str, default_threshold: float | None = None,
@@ -64,6 +144,8 @@ def assertion(name: str, *aliases: str, default_threshold: float | None = None,
     def register(fn: Callable) -> Callable:
         if name in _REGISTRY or name in _ALIASES:
             raise RuntimeError(f"assertion type {name!r} registered twice")
+        for each in (name, *aliases):
+            _check_registration(each, fn, model_graded)
         _REGISTRY[name] = AssertionType(
             name, fn, inspect.iscoroutinefunction(fn), default_threshold, model_graded, needs_value, preflight,
             check, settings,
@@ -86,39 +168,13 @@ def check_assertion(name: str, *aliases: str, needs_value: bool = False):
             return ctx.result(test(out), reason if isinstance(reason, str) else reason(out))
 
         handler.__name__ = handler.__qualname__ = rule.__name__
-        handler.__module__ = rule.__module__  # the family that registers it (registry._FAMILY_OF)
+        handler.__module__ = rule.__module__  # the family that registers it (TYPES, checked)
         assertion(name, *aliases, needs_value=needs_value, check=rule)(handler)
         return rule
 
     return register
 
 
-# The built-in types and the module that registers each: a run imports only the families it uses
-# (importing all of them, with numpy, jsonschema, sqlglot, html5lib, nltk, ..., would slow every
-# start-up). A new type is one entry here; a new family module is the value of its types' entries.
-_FAMILY_OF = {
-    **dict.fromkeys(("contains", "contains-all", "contains-any", "equals", "icontains", "icontains-all",
-                     "icontains-any", "regex", "starts-with"), "assertions.text"),
-    **dict.fromkeys(("contains-json", "is-json"), "assertions.structured"),
-    **dict.fromkeys(("contains-html", "is-html"), "assertions.html_output"),
-    **dict.fromkeys(("contains-xml", "is-xml"), "assertions.xml_output"),
-    **dict.fromkeys(("contains-sql", "is-sql"), "assertions.sql_output"),
-    **dict.fromkeys(("is-valid-function-call", "is-valid-openai-function-call", "is-valid-openai-tools-call"),
-                    "assertions.function_calls"),
-    **dict.fromkeys(("bleu", "gleu", "levenshtein", "meteor", "rouge-n", "word-count"), "assertions.similarity"),
-    **dict.fromkeys(("cost", "finish-reason", "is-refusal", "latency", "perplexity", "perplexity-score", "webhook"),
-                    "assertions.operational"),
-    **dict.fromkeys(("factuality", "g-eval", "llm-rubric", "max-score", "model-graded-closedqa",
-                     "model-graded-factuality", "select-best", "similar", "similar:cosine", "similar:dot",
-                     "similar:euclidean"), "assertions.graded"),
-    **dict.fromkeys(("javascript", "python", "python-function"), "assertions.scripts"),
-    **dict.fromkeys(("answer-relevance", "context-faithfulness", "context-recall", "context-relevance",
-                     "conversation-relevance"), "assertions.rag"),
-    "factual-correctness": "methods.factual_correctness", "factscore": "methods.factscore",
-    "facts-grounding": "methods.facts_grounding", "simpleqa": "methods.simpleqa", "safe": "methods.safe",
-    "citations": "methods.citations",
-}
-FAMILIES = tuple(dict.fromkeys(_FAMILY_OF.values()))  # what load_all imports
 _all_loaded = False
 
 
@@ -137,7 +193,7 @@ def lookup(type_name: str) -> AssertionType | None:
     base = type_name.removeprefix("not-")
     found = _REGISTRY.get(_ALIASES.get(base, base))
     if found is None and not _all_loaded:
-        family = _FAMILY_OF.get(base)
+        family = TYPES[base].family if base in TYPES else None
         if family is not None:
             import importlib
 
