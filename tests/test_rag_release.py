@@ -239,6 +239,11 @@ def test_the_rag_example_runs_offline_and_its_gates_judge_it(tmp_path):
                      ("[embellishing]", "recall"): True, ("[embellishing]", "pass-rate"): False}
     rows = json.loads(out.read_text())["results"]["results"]
     assert all(r["response"]["metadata"]["contexts"] for r in rows)
+    # a row's assertions run side by side but are added in the config's order: its reason (the last
+    # failure) and its named scores' order are the same on every run, whichever judge answered first
+    failed = [r["gradingResult"] for r in rows if not r["success"]]
+    assert failed and all(list(g["namedScores"]) == ["faithfulness", "recall", "grounding"] for g in failed)
+    assert all(g["reason"].startswith("FACTS grounding") for g in failed)
 
 
 def test_model_outputs_take_a_traces_vars_and_its_system(fake_openai, tmp_path):

@@ -353,12 +353,16 @@ async def run_assertions(test: TestCase, *, output: Any, variables: dict, prompt
             concurrent = concurrent or bool(child.transform) or getattr(plan[3], "is_async", False)
             jobs.append((child, agg, index, plan))
 
-    async def one(a: Assertion, agg: _Aggregate, index: int, plan: tuple) -> None:
+    async def graded(a: Assertion) -> GradingResult | None:
         if a.base_type in COMPARE_TYPES:
-            return  # run after all rows, across columns
-        res = await run_assertion(a, output=output, test=test, variables=variables, prompt=prompt,
-                                  response=response, provider=provider, grader=grader)
-        agg.add(index, res, render_metric(a.metric, variables), a.weight)
+            return None  # run after all rows, across columns
+        return await run_assertion(a, output=output, test=test, variables=variables, prompt=prompt,
+                                   response=response, provider=provider, grader=grader)
+
+    async def one(a: Assertion, agg: _Aggregate, index: int, plan: tuple) -> None:
+        res = await graded(a)
+        if res is not None:
+            agg.add(index, res, render_metric(a.metric, variables), a.weight)
 
     if not concurrent:  # all synchronous: no coroutine per assertion, no scheduling
         for a, agg, index, plan in jobs:
@@ -373,9 +377,13 @@ async def run_assertions(test: TestCase, *, output: Any, variables: dict, prompt
 
         async def bounded(job):
             async with sem:
-                await one(*job)
+                return await graded(job[0])
 
-        await gather_all(bounded(job) for job in jobs)
+        # added in the config's order, not as they finish: the row's reason (the last failure, as promptfoo
+        # keeps it) and the order of its named scores never depend on which judge answered first
+        for (a, agg, index, _), res in zip(jobs, await gather_all(bounded(job) for job in jobs)):
+            if res is not None:
+                agg.add(index, res, render_metric(a.metric, variables), a.weight)
     for index, s, sub in sets:
         res = sub.result()
         main.add(index, res, render_metric(s.metric, variables), s.weight)
