@@ -57,18 +57,20 @@ tests:
     assert row["gradingResult"]["componentResults"][0]["score"] == 1
 
 
-def test_a_context_transform_that_fails_names_the_assertion(fake_openai, tmp_path):
+@pytest.mark.parametrize("kind, prompt", [("facts-grounding", "Request: which colours?"),
+                                          ("factscore", "Alan Turing was an English mathematician.")])
+def test_a_context_transform_that_fails_names_the_assertion(fake_openai, tmp_path, kind, prompt):
     write(tmp_path / "t.py", "def passages(output, context):\n    return context['metadata']['contexts']\n")
     cfg = write(tmp_path / "c.yaml", f"""
-prompts: ["Request: which colours?"]
+prompts: ["{prompt}"]
 providers: [echo]
 tests:
-  - assert: [{{type: facts-grounding, provider: {JUDGE}, contextTransform: "file://t.py:passages"}}]
+  - assert: [{{type: {kind}, provider: {JUDGE}, contextTransform: "file://t.py:passages"}}]
 """)
     result = _eval("-c", cfg)
-    assert result.exit_code == 100, result.output  # a provider without metadata: an ERROR row, named
-    shown = _said(runner.invoke(app, ["show", "latest", "0"]))
-    assert "facts-grounding: its contextTransform failed" in shown
+    assert result.exit_code == 100, result.output  # echo has no metadata: an ERROR row, named
+    assert f"{kind}: its contextTransform failed" in _said(runner.invoke(app, ["show", "latest", "0"]))
+    assert not fake_openai.requests  # before any grader call
 
 
 def test_factual_correctness_takes_its_reference_from_a_context_transform(fake_openai, tmp_path):
@@ -349,14 +351,3 @@ tests:
     assert not fake_openai.requests  # refused before any grader call
 
 
-def test_a_factscore_context_transform_that_fails_names_factscore(fake_openai, tmp_path):
-    write(tmp_path / "t.py", "def passages(output, context):\n    return context['metadata']['contexts']\n")
-    cfg = write(tmp_path / "c.yaml", f"""
-prompts: ["Alan Turing was an English mathematician."]
-providers: [echo]
-tests:
-  - assert: [{{type: factscore, provider: {JUDGE}, contextTransform: "file://t.py:passages"}}]
-""")
-    assert _eval("-c", cfg).exit_code == 100  # echo has no metadata: an ERROR row, before any grader call
-    assert "factscore: its contextTransform failed" in _said(runner.invoke(app, ["show", "latest", "0"]))
-    assert not fake_openai.requests
