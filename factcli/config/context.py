@@ -248,6 +248,18 @@ def number(value: Any, file: str, path: str) -> float:
     return value
 
 
+def read_label(value: Any, file: str, path: str) -> str | None:
+    """A display label: a string, or a number or a boolean written bare in YAML (`label: 4`), read as
+    its text; anything else cannot name a column."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"  # YAML's spelling, as the user wrote it
+    if isinstance(value, (int, float)):
+        return str(value)
+    raise ConfigError(f"expected a label (a string), got {type(value).__name__}", file, path)
+
+
 def as_list(value: Any) -> list:
     if value is None:
         return []

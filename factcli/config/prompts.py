@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from factcli import sources, templating
-from factcli.config.context import Ctx, as_list, check_keys, expect, record, unknown_key
+from factcli.config.context import Ctx, as_list, check_keys, expect, read_label, record, unknown_key
 from factcli.config.user_code import code_file, python_function
 from factcli.errors import ConfigError
 from factcli.sources import JS_SUFFIXES, PY_SUFFIXES, SCRIPT_SUFFIXES, TS_SUFFIXES
@@ -49,7 +49,7 @@ def parse_prompts(value: Any, ctx: Ctx) -> list[Prompt]:
         raise ConfigError("no prompts: add a 'prompts:' list (e.g. - 'Answer: {{question}}')", ctx.file, "prompts")
     items: list[tuple[Any, str | None, str]] = []
     if isinstance(value, dict):  # {file://path: label}
-        items = [(k, v, f"prompts.{k}") for k, v in value.items()]
+        items = [(k, read_label(v, ctx.file, f"prompts.{k}"), f"prompts.{k}") for k, v in value.items()]
     else:
         items = [(p, None, f"prompts[{i}]") for i, p in enumerate(as_list(value))]
     out: list[Prompt] = []
@@ -70,7 +70,7 @@ def _parse_prompt(item: Any, label: str | None, where: str, ctx: Ctx, out: list[
     config: dict = {}
     if isinstance(item, dict):
         check_keys(item, {"id", "raw", "label", "config", "messages"}, ctx.file, where)
-        label = item.get("label")
+        label = read_label(item.get("label"), ctx.file, where + ".label")
         config = item.get("config") or {}
         expect(isinstance(config, dict), "expected a mapping of request parameters", ctx.file, where + ".config")
         if "messages" in item:

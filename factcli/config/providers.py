@@ -7,7 +7,8 @@ import sys
 from typing import Any
 
 from factcli import sources
-from factcli.config.context import Ctx, as_list, check_keys, expect, join, near_miss, number, record, unknown_key
+from factcli.config.context import (Ctx, as_list, check_keys, expect, join, near_miss, number, read_label, record,
+                                    unknown_key)
 from factcli.errors import ConfigError
 from factcli.types import ProviderSpec
 
@@ -70,7 +71,8 @@ def parse_provider(item: Any, ctx: Ctx, where: str) -> ProviderSpec:
     from factcli.scripting.transforms import check_transform
 
     return ProviderSpec(
-        id=pid.strip(), label=item.get("label"), config=config, prompts=prompts,
+        id=pid.strip(), label=read_label(item.get("label"), ctx.file, where + ".label"), config=config,
+        prompts=prompts,
         delay_ms=number(delay, ctx.file, where + ".delay"),
         transform=check_transform(item.get("transform"), ctx.file, where + ".transform", ctx.base),
     )
