@@ -133,42 +133,44 @@ def _grading(score=1.0, passed=True, reason="Assertion passed", **kw):
         "type": "contains", "value": "x"}), **kw)
 
 
-def test_a_stored_grading_is_the_text_of_its_json():
-    """store/row_text.grading_text joins kept texts of its leaves: the same text as encoding the whole,
-    for leaves that repeat, differ only by the type of their score, carry tokens, metadata or named
-    scores, nest, or cannot be encoded (NaN: the same error)."""
-    from factcli.store.row_text import _TEXTS, grading_text
-    from factcli.store.redact import _encode, keys_clean
+def test_a_kept_grading_text_is_the_text_of_its_json():
+    """store/row_text.RowTexts keeps a grading's text by its leaves' assertions and verdicts: the text
+    json gives the whole, for leaves that repeat, differ only by the type or sign of their score,
+    carry tokens, metadata or named scores, nest, or cannot be encoded (NaN: the same error)."""
+    from factcli.store.redact import keys_clean
+    from factcli.store.row_text import RowTexts
     from factcli.types import Assertion, GradingResult, TokenUsage, grading_json
 
     shared = Assertion("regex", r"q \d+", raw={"type": "regex", "value": r"q \d+", "weight": 2})
     leaves = [_grading(assertion=shared), _grading(1, assertion=shared), _grading(True, assertion=shared),
               _grading(0.0, False, 'Expected output to contain "ü"', assertion=shared),
-              _grading(tokens_used=TokenUsage(1, 2, 3)), _grading(metadata={"category": "A"}),
+              _grading(-0.0, False, 'Expected output to contain "ü"', assertion=shared),
+              _grading(0, False, 'Expected output to contain "ü"', assertion=shared),
+              _grading(tokens_used=TokenUsage(1, 2, 3)), _grading(tokens_used=TokenUsage(reasoning=4)),
+              _grading(metadata={"category": "A"}),
               _grading(named_scores={"m": 0.5}, named_score_weights={"m": 2.0}),
               GradingResult(True, 1.0, "set", component_results=[_grading(), _grading(0.5)])]
     tops = [GradingResult(True, 1.0, "All assertions passed", component_results=leaves * 2),
             GradingResult(False, 0.25, "x", named_scores={"m": 1}, named_score_weights={"m": 1.0},
                           tokens_used=TokenUsage(5, 5, 10), component_results=leaves[:3]),
             GradingResult(True, 1.0, "meta", metadata={"graderCalls": 1}, component_results=leaves[:2]),
-            GradingResult(True, 1.0, "none")]
+            GradingResult(True, 1.0, "none"), GradingResult(True, 1, "none"), GradingResult(1, 1.0, "none")]
+    tops += [GradingResult(True, 1.0, "one", component_results=[leaf]) for leaf in leaves]
     keyed = Assertion("llm-rubric", "x", raw={"type": "llm-rubric", "value": "x", "provider": {"config": {
         "apiKey": "zzzzzzzz"}}})
     tops.append(GradingResult(True, 1.0, "keyed", component_results=[_grading(assertion=keyed), leaves[0]]))
-    first = {}
+    texts = RowTexts()
     for _ in range(2):  # the second time from kept texts
         for g in tops:
-            text, residue = grading_text(g)
+            text, residue = texts.grading(g)
             assert text == json.dumps(grading_json(g, top=True), ensure_ascii=False, default=str, allow_nan=False)
             assert residue in ("", text) and keys_clean(residue) == keys_clean(text)
-            if g.component_results and not g.metadata:  # the same outcomes: the same text object
-                assert first.setdefault(id(g), text) is text
-    assert grading_text(tops[-1])[1] == grading_text(tops[-1])[0]  # a secret-looking key: looked at whole
-    assert _TEXTS
+    assert texts.grading(tops[-1])[1] == texts.grading(tops[-1])[0]  # a secret-looking key: looked at whole
     for bad in (GradingResult(True, math.nan, "x", component_results=leaves),
                 GradingResult(True, 1.0, "x", component_results=[_grading(math.nan)])):
-        with pytest.raises(ValueError):
-            grading_text(bad)
+        for _ in range(2):
+            with pytest.raises(ValueError):
+                texts.grading(bad)
 
 
 @pytest.mark.parametrize("value", VALUES + [{"x": {1: 2, "a": [1.5, -0.0, 1e300]}, "s": "é\u2028\x00"}],
@@ -187,7 +189,7 @@ def test_the_stored_encoder_is_json_encode(value):
     from factcli.store.redact import _encode
     from factcli.types import json_encoder
 
-    acyclic = json_encoder(allow_nan=False, check_circular=False)  # (store/records._texts: a row's vars)
+    acyclic = json_encoder(allow_nan=False, check_circular=False)  # (store/records.RowEncoder: a row's vars)
     try:
         expected = json.JSONEncoder(ensure_ascii=False, default=str, allow_nan=False).encode(value)
     except ValueError:
@@ -219,29 +221,6 @@ def test_a_test_key_from_the_vars_text_is_the_test_key(variables, description):
             test_key_of(description, variables, text)
         return
     assert test_key_of(description, variables, text) == expected
-
-
-@pytest.mark.parametrize("value", VALUES, ids=range(len(VALUES)))
-def test_scrubber_dumps_all_of_an_encoded_value_matches_the_walk(monkeypatch, value):
-    """A value handed over already encoded (a row's grading) is redacted as any other value."""
-    from factcli.store.redact import _encode, keys_clean
-
-    monkeypatch.setenv("MY_API_KEY", "sk-env-abcdef0123")
-    scrub = Scrubber(CONFIG)
-    try:
-        text = _encode(value)
-    except ValueError:
-        return
-    residues = [None, text, "" if keys_clean(text) else text]
-    expected = [scrub.dumps({"n": 1}), slow_dumps(scrub, value)]
-    for residue in residues:
-        assert scrub.dumps_all([{"n": 1}, lambda: value], {1: (text, residue)}) == expected
-    monkeypatch.delenv("MY_API_KEY")
-    scrub = Scrubber({})  # no secret values: only a text's residue is looked at
-    assert not scrub.has_values
-    expected = [scrub.dumps({"n": 1}), slow_dumps(scrub, value)]
-    for residue in residues:
-        assert scrub.dumps_all([{"n": 1}, lambda: value], {1: (text, residue)}) == expected
 
 
 def _reference_fields(scrub: Scrubber, r) -> dict:
@@ -315,17 +294,18 @@ def _rows():
 
 @pytest.mark.parametrize("secrets", [True, False])
 def test_a_stored_row_has_the_fields_the_walk_makes(monkeypatch, secrets):
-    """store/records.to_row joins its grading and extra fields from kept texts (store/row_text.py):
+    """store/records.RowEncoder makes its grading and extra fields from kept texts (store/row_text.py):
     the same bytes as encoding and scrubbing the whole values, for rows that repeat, carry secrets,
     secret-looking keys, headers, tokens, metadata, NaN, keys that are not strings, conversations."""
-    from factcli.store.records import to_row
+    from factcli.store.records import RowEncoder
     from factcli.types import test_key
 
     if secrets:
         monkeypatch.setenv("MY_API_KEY", "sk-env-abcdef0123")
     scrub = Scrubber(CONFIG if secrets else {})
+    encoder = RowEncoder(scrub)
     for r in _rows():
-        row = to_row("run", r, 1, scrub, created_at="t")
+        row = encoder.row("run", r, 1, created_at="t")
         expected = _reference_fields(scrub, r)
         assert (row[14], row[15], row[23], row[25]) == (expected["named"], expected["grading"], expected["vars"],
                                                         expected["extra"])

@@ -264,7 +264,7 @@ def import_results(path, store) -> dict:
     from factcli.config.plan import Column
     from factcli.errors import FactcliError
     from factcli.scoring.metrics import ColumnMetrics
-    from factcli.store.records import column_record, metrics_to_json, to_row
+    from factcli.store.records import RowEncoder, column_record, metrics_to_json
     from factcli.store.redact import Scrubber
     from factcli.types import (EvalResult, EvalStep, Prompt, ProviderResponse, ProviderSpec, TestCase,
                                grading_from_json, tokens_from_json)
@@ -295,6 +295,7 @@ def import_results(path, store) -> dict:
     metrics = [ColumnMetrics() for _ in columns]
     samples = [stats.ColumnSample(1) for _ in columns]
     scrub = Scrubber()
+    encoder = RowEncoder(scrub)
     records, counts = [], [0, 0, 0]
     for seq, row in enumerate(rows_json):
         col = columns[row.get("promptIdx") or 0]
@@ -317,7 +318,7 @@ def import_results(path, store) -> dict:
                        error=row.get("error"), latency_ms=row.get("latencyMs") or 0)
         metrics[col.index].add(r, [])
         samples[col.index].add(r)
-        records.append(to_row(run_id, r, seq, scrub))
+        records.append(encoder.row(run_id, r, seq))
         counts[0 if r.success else 2 if reason in (2, 3) else 1] += 1
     for m, sample in zip(metrics, samples):
         m.stats = sample.stats()

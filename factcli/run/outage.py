@@ -62,7 +62,7 @@ class Outage:
         time.sleep(max(0.0, min(self.next_try, self.deadline) - time.monotonic()))
 
     def rows(self) -> list[tuple]:
-        """The held rows, each once (a group may come back twice: from the writer process and the eval)."""
+        """The held rows, each once (a row held twice is stored as its last copy)."""
         seen: dict = {}
         for row in self.held:
             seen[tuple(row[i] for i in _KEY)] = row

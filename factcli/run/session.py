@@ -23,7 +23,7 @@ from factcli.settings import VERSION
 from factcli.store import leases
 from factcli.store.database import Store, now, shown_status, store_errors
 from factcli.store.encode import loads
-from factcli.store.records import column_record, from_record, metrics_to_json, to_row
+from factcli.store.records import RowEncoder, column_record, from_record, metrics_to_json
 from factcli.store.redact import REDACTED, Scrubber
 from factcli.store.schema import RESULT_FIELDS
 from factcli.types import COMPARE_TYPES, ERROR_REASONS, compares, test_key
@@ -34,9 +34,6 @@ METRICS_EVERY_S = 1.0  # column metrics are refreshed this often while a run wri
 # first, so a SIGKILL loses at most that much (docs/commands.md, "Crashes and --resume").
 GROUP_ROWS = 500
 GROUP_S = 0.1
-# A run of this many rows has them written by a second process (store/writer.py) where the store
-# can: starting it costs more than it saves on a small run.
-WRITE_BEHIND_ROWS = 2000
 _RESUME_CONFLICTS = (("-c", "config"), ("--var", "var"), ("--repeat", "repeat"),
                      ("--filter-pattern", "filter_pattern"), ("--filter-first-n", "filter_first_n"),
                      ("--filter-sample", "filter_sample"), ("--filter-failing", "filter_failing"),
@@ -72,6 +69,7 @@ class EvalSession:
         self.selected: list | None = None  # a resumed run's tests, waiting for its beforeAll hook
         self.run = None
         self.scrub: Scrubber | None = None
+        self.encoder: RowEncoder | None = None  # makes the rows the store takes (and keeps their texts)
         self.seq = 0
         self.loaded = 0  # rows kept from the stored run (resume, retry)
         self.finished = False
@@ -273,6 +271,7 @@ class EvalSession:
 
         self._derived = compile_derived(run.suite.derived_metrics)
         self.scrub = Scrubber(run.suite.raw)
+        self.encoder = RowEncoder(self.scrub)
         if self.store.kind == "postgresql":
             from factcli.run.outage import Spool
 
@@ -285,8 +284,6 @@ class EvalSession:
                 self._insert(run)
                 self._stream_rows(run)
             self.heartbeat = leases.heartbeat(self.store, run.run_id)
-            if run.total_steps - self.loaded >= WRITE_BEHIND_ROWS:
-                self.store.write_behind()
         except store_errors() as exc:
             raise FactcliError(f"{self.store.path}: cannot write the run: {exc} "
                                "(--db FILE stores runs elsewhere; --no-write does not store them)") from None
@@ -402,7 +399,7 @@ class EvalSession:
         """From here on the run's rows live in the store, not in memory (EvalRun.keep)."""
         from factcli.store.records import StoredRows
 
-        run.stored_rows = StoredRows(self.store.target, run.run_id, run.columns, flush=self.commit)
+        run.stored_rows = StoredRows(self.store.target, run.run_id, run.columns, flush=self.flush)
 
     def _hold_rows(self, unwritten: list) -> None:
         """The store is gone for good: every row of the run in memory, so that the table and the result
@@ -456,17 +453,7 @@ class EvalSession:
 
     def _queue(self, result) -> None:
         self.seq += 1
-        self._group.append(to_row(self.run.run_id, result, self.seq, self.scrub))
-
-    def commit(self) -> None:
-        """flush(), then wait until every row written is committed (before reading them back: a
-        second process may still be writing them, store/writer.py)."""
-        self.flush()
-        if self.writing and self._outage is None:
-            try:
-                self.store.sync()
-            except store_errors() as exc:
-                self._lost(exc, [])
+        self._group.append(self.encoder.row(self.run.run_id, result, self.seq))
 
     def flush(self) -> None:
         """Write and commit the queued rows (and, once a second, the run's running totals). A group
@@ -503,19 +490,14 @@ class EvalSession:
         self._group = []
 
     def _lost(self, exc: BaseException, group: list[tuple]) -> None:
-        """The store failed to take `group` (and the rows a second process had: store/writer.py): hold
-        them, and go on holding rows until the store takes them again (run/outage.py)."""
+        """The store failed to take `group`: hold it, and go on holding rows until the store takes them
+        again (run/outage.py)."""
         from factcli.run.outage import Outage, announce
 
-        lost = [*getattr(exc, "rows", ()), *group]
-        try:
-            self.store.sync()  # what the second process still has is stored, or held with the rest
-        except store_errors() as more:
-            lost += getattr(more, "rows", ())
         if self._outage is None:
             self._outage = Outage(exc)
             self.ui.warn(announce(self.store.path, exc))
-        self._outage.hold(lost)
+        self._outage.hold(group)
 
     def _reconnect(self) -> bool:
         """Try the store again: a new connection, then every held row in one go. True if it took them."""
@@ -524,7 +506,6 @@ class EvalSession:
         try:
             self.store.reopen()
             self.store.write_results(rows)
-            self.store.sync()
             self.store.commit()
         except store_errors() as exc:
             outage.failed(exc)
@@ -573,7 +554,7 @@ class EvalSession:
         if self.heartbeat is not None:
             self.heartbeat.stop()
         try:
-            self.commit()
+            self.flush()
             if self._outage is not None:
                 self._wait_for_store()
             if self.writing:
@@ -616,7 +597,7 @@ class EvalSession:
             for r in run.rows:  # comparisons changed these rows after they were written
                 if compares(r.step.test):
                     self._queue(r)
-            self.commit()
+            self.flush()
         tokens_json, cost = self._totals(run)
         src = self.source or {}
         run.duration_ms = (src.get("duration_ms") or 0) + (run.duration_ms or 0)

@@ -135,18 +135,9 @@ class BaseStore:
         raise NotImplementedError
 
     def write_results(self, rows: list[tuple]) -> None:
-        """Upsert result rows (tuples in RESULT_FIELDS order) in one bulk statement; uncommitted
-        (after write_behind(): handed over, committed by the other process, awaited by sync())."""
+        """Upsert result rows (tuples in RESULT_FIELDS order) in one bulk statement; uncommitted."""
         if rows:
             self.executemany(upsert_sql(), rows)
-
-    def write_behind(self) -> bool:
-        """Write result rows from another process from now on, if this store can (SQLite, several
-        cores: store/writer.py); True if it does."""
-        return False
-
-    def sync(self) -> None:
-        """Wait until the rows handed over to another process are committed (a store error if not)."""
 
     @property
     def errors(self) -> tuple[type[BaseException], ...]:

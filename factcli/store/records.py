@@ -15,7 +15,7 @@ from typing import Any
 from factcli.store.database import Store
 from factcli.store.encode import loads
 from factcli.store.redact import Scrubber, _encode
-from factcli.store.row_text import _DICT_TYPES, as_dict, extra_text, grading_text
+from factcli.store.row_text import RowTexts, as_dict, extra_json
 from factcli.types import (
     EvalResult,
     EvalStep,
@@ -57,113 +57,75 @@ def _now_ms() -> str:
     return _last_ms[1]
 
 
-def to_row(run_id: str, r: EvalResult, seq: int, scrub: Scrubber, created_at: str | None = None) -> tuple:
-    """A finished row as the store keeps it: a tuple in RESULT_FIELDS order, secrets scrubbed, NaN
-    as null, each JSON field encoded once. Most rows take the quick way: their JSON texts joined from
-    kept ones (store/row_text.py), looked at once for what redaction could change (Scrubber.unchanged);
-    a row where it could, or with a NaN or a value JSON cannot take as it is, the general one."""
-    step = r.step
-    fields = _texts(r, scrub)
-    if fields is None:
-        fields = _general_texts(r, scrub)
-    named, graded, variables, extra_json, key = fields
-    resp = r.response
-    output, output_json = resp.output, 0
-    description, error, prompt = step.test.description, r.error, r.rendered_prompt
-    if output is not None and not isinstance(output, str):
-        output, output_json = scrub.dumps_all((output,))[0], 1
-        if scrub.holds_any(f"{description}\x00{error}\x00{prompt}"):
-            description, error, prompt = scrub.text(description), scrub.text(error), scrub.text(prompt)
-    elif scrub.holds_any(f"{description}\x00{error}\x00{output}\x00{prompt}"):  # else scrub.text gives each back
-        description, error, output, prompt = (scrub.text(description), scrub.text(error), scrub.text(output),
-                                              scrub.text(prompt))
-    usage = resp.token_usage
-    grading = r.grading
-    score, latency, cost = r.score, r.latency_ms, resp.cost
-    return (
-        run_id, step.test_idx, step.prompt_idx, step.repeat_idx, step.provider_idx, seq, key, description,
-        int(bool(r.success)), r.failure_reason, score if type(score) is float and score - score == 0.0 else _num(score),
-        error, output, output_json, named, graded,
-        latency if type(latency) is float and latency - latency == 0.0 else _num(latency),
-        usage.prompt, usage.completion, usage.total, grading.tokens_used.total if grading is not None else 0,
-        cost if type(cost) is float and cost - cost == 0.0 else _num(cost), int(bool(resp.cached)),
-        variables, prompt, extra_json, created_at or _now_ms(),
-    )
+class RowEncoder:
+    """A run's finished rows as the store keeps them (`row`): tuples in RESULT_FIELDS order, secrets
+    scrubbed, NaN as null, each JSON field encoded once. Most rows take the quick way: their JSON
+    texts made from the texts the run keeps (store/row_text.RowTexts), looked at once for what
+    redaction could change (Scrubber.unchanged); a row where it could, or with a NaN or a value JSON
+    cannot take as it is, the general one (Scrubber.dumps_all of the values)."""
+
+    def __init__(self, scrub: Scrubber):
+        self.scrub = scrub
+        self.texts = RowTexts()
+
+    def row(self, run_id: str, r: EvalResult, seq: int, created_at: str | None = None) -> tuple:
+        scrub, step = self.scrub, r.step
+        fields = self._quick(r)
+        if fields is None:
+            fields = self._general(r)
+        named, graded, variables, extra, key = fields
+        resp = r.response
+        output, output_json = resp.output, 0
+        description, error, prompt = step.test.description, r.error, r.rendered_prompt
+        if output is not None and not isinstance(output, str):
+            output, output_json = scrub.dumps_all((output,))[0], 1
+            if scrub.holds_any(f"{description}\x00{error}\x00{prompt}"):
+                description, error, prompt = scrub.text(description), scrub.text(error), scrub.text(prompt)
+        elif scrub.holds_any(f"{description}\x00{error}\x00{output}\x00{prompt}"):  # else scrub.text gives each back
+            description, error, output, prompt = (scrub.text(description), scrub.text(error), scrub.text(output),
+                                                  scrub.text(prompt))
+        usage = resp.token_usage
+        grading = r.grading
+        score, latency, cost = r.score, r.latency_ms, resp.cost
+        return (
+            run_id, step.test_idx, step.prompt_idx, step.repeat_idx, step.provider_idx, seq, key, description,
+            int(bool(r.success)), r.failure_reason,
+            score if type(score) is float and score - score == 0.0 else _num(score),
+            error, output, output_json, named, graded,
+            latency if type(latency) is float and latency - latency == 0.0 else _num(latency),
+            usage.prompt, usage.completion, usage.total, grading.tokens_used.total if grading is not None else 0,
+            cost if type(cost) is float and cost - cost == 0.0 else _num(cost), int(bool(resp.cached)),
+            variables, prompt, extra, created_at or _now_ms(),
+        )
+
+    def _quick(self, r: EvalResult) -> tuple | None:
+        """(named scores, grading, vars, extra, test key) from kept texts, when redaction would not
+        change them and nothing in them needs the general way; else None."""
+        step = r.step
+        variables = step.vars
+        if type(variables) is not dict:
+            return None
+        try:
+            vars_text = _encode_acyclic(variables)
+            extra, residue = self.texts.extra(r)
+            graded, grading_residue = (None, "") if r.grading is None else self.texts.grading(r.grading)
+            named = _encode(as_dict(r.named_scores))
+        except (TypeError, ValueError, RecursionError):  # RecursionError: vars that hold themselves
+            return None
+        if not self.scrub.unchanged((vars_text, extra, graded, named),
+                                    f"{residue}\x00{grading_residue}\x00{named}\x00{vars_text}"):
+            return None
+        return named, graded, vars_text, extra, test_key_of(step.test.description, variables, vars_text)
+
+    def _general(self, r: EvalResult) -> tuple:
+        step, grading = r.step, r.grading
+        named, graded, variables, extra = self.scrub.dumps_all((
+            as_dict(r.named_scores), None if grading is None else grading_json(grading, top=True),
+            as_dict(step.vars), extra_json(r)))
+        return named, graded, variables, extra, test_key(step.test.description, step.vars)
 
 
 _encode_acyclic = json_encoder(allow_nan=False, check_circular=False)
-
-
-def _texts(r: EvalResult, scrub: Scrubber) -> tuple | None:
-    """(named scores, grading, vars, extra, test key) joined from kept texts, when redaction would not
-    change them and nothing in them needs the general way; else None."""
-    step = r.step
-    variables, named = step.vars, r.named_scores
-    if type(variables) is not dict:
-        return None
-    try:
-        vars_text = _encode_acyclic(variables)
-        extra, residue = extra_text(r)
-        if r.grading is None:
-            graded = ""
-        else:
-            graded, grading_residue = grading_text(r.grading)
-            residue = f"{residue}\x00{grading_residue}"
-        if not named and type(named) in _DICT_TYPES:
-            named_text = "{}"
-        else:
-            named_text = _encode(as_dict(named))
-            residue = f"{residue}\x00{named_text}"
-    except (TypeError, ValueError, RecursionError):  # RecursionError: vars that hold themselves
-        return None
-    if not scrub.unchanged(f"{vars_text}\x00{extra}\x00{graded}\x00{named_text}", f"{residue}\x00{vars_text}"):
-        return None
-    return named_text, graded or None, vars_text, extra, test_key_of(step.test.description, variables, vars_text)
-
-
-def _general_texts(r: EvalResult, scrub: Scrubber) -> tuple:
-    """_texts' fields by Scrubber.dumps_all: each value encoded, and walked when redaction may change it."""
-    step, resp = r.step, r.response
-    usage = resp.token_usage
-
-    def extra() -> dict:
-        out = {
-            "testCase": {k: (None if k == "vars" else v) for k, v in step.test.raw.items()},  # vars: stored apart
-            "metadata": as_dict(step.test.metadata),
-            "response": {
-                "present": resp.error is None or resp.output is not None,
-                "error": resp.error,
-                "finishReason": resp.finish_reason,
-                "metadata": as_dict(resp.metadata),
-                "tokenUsage": usage.to_json(),
-                "latencyMs": resp.latency_ms,
-                "retries": resp.retries,
-            },
-            "exact": {"score": r.score, "latencyMs": r.latency_ms, "cost": resp.cost},  # as typed (REAL columns are not)
-        }
-        if r.conversation is not None:
-            out["conversation"] = r.conversation
-        return out
-
-    # the grading and the extra field are still joined from kept texts where they can be; the values
-    # themselves are made only when redaction may change them, or when they hold a NaN
-    grading = r.grading
-    encoded: dict = {}
-    graded: Any = None
-    if grading is not None:
-        graded = lambda: grading_json(grading, top=True)  # noqa: E731
-        try:
-            encoded[1] = grading_text(grading)
-        except (TypeError, ValueError):  # NaN (stored as null): dumps_all's own way
-            graded = graded()
-    extra_value: Any = extra
-    try:
-        encoded[3] = extra_text(r)
-    except (TypeError, ValueError):
-        extra_value = extra()
-    named, graded, variables, extra_json = scrub.dumps_all(
-        (as_dict(r.named_scores), graded, as_dict(step.vars), extra_value), encoded)
-    return named, graded, variables, extra_json, test_key(step.test.description, step.vars)
 
 
 # ---------------------------------------------------------------- back from the store

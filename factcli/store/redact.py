@@ -179,62 +179,43 @@ class Scrubber:
             return text
         return json.dumps(finite(self.data(value)), ensure_ascii=False, default=str)
 
-    def dumps_all(self, values, encoded=()) -> list[str | None]:
+    def dumps_all(self, values) -> list[str | None]:
         """dumps() of each value, for the JSON fields of a stored row: each value encoded once, and
         one look over all the texts together for what could be redacted; only a row that has some
         takes the walk, field by field. (orjson encodes faster, but without json's spacing, which
         the stored text keeps: `factcli diff` labels a test by its stored vars, also across runs
-        stored by earlier versions.)
-
-        `encoded`: {position: (the value's text, already encoded as _encode would; its residue)}: the
-        value at that position is then a function returning it, called only when the text may need
-        redacting. The residue is None, or the pieces of the text that keys_clean must still look
-        at, the rest being known clean, joined by characters none of its matches holds (so that
-        keys_clean(residue) is keys_clean(text)); it is used when the run knows no secret value."""
+        stored by earlier versions.)"""
         texts: list[str | None] = []
-        looked: list[str] = []  # what each text is looked at by (its residue, or itself)
-        for i, value in enumerate(values):
-            if i in encoded:
-                text, residue = encoded[i]
-                texts.append(text)
-                looked.append(text if residue is None or self._json_forms else residue)
-            elif value is None:
+        for value in values:
+            if value is None:
                 texts.append(None)
-                looked.append("")
-            else:
-                try:
-                    text = _encode(value)
-                except (TypeError, ValueError):  # NaN or an infinity (stored as null), a key json cannot take
-                    text = self.dumps(value)
-                texts.append(text)
-                looked.append(text)
+                continue
+            try:
+                text = _encode(value)
+            except (TypeError, ValueError):  # NaN or an infinity (stored as null), a key json cannot take
+                text = self.dumps(value)
+            texts.append(text)
         # (none of what _may_redact looks for spans a "\x00": looking at the texts joined is looking at each)
-        if not self._may_redact("\x00".join(looked)):
+        if not self._may_redact("\x00".join([t for t in texts if t is not None])):
             return texts
-        return [t if t is None or not self._may_redact(seen)
-                else json.dumps(finite(self.data(v() if i in encoded else v)), ensure_ascii=False, default=str)
-                for i, (v, t, seen) in enumerate(zip(values, texts, looked))]
+        return [t if t is None or not self._may_redact(t)
+                else json.dumps(finite(self.data(v)), ensure_ascii=False, default=str)
+                for v, t in zip(values, texts)]
 
-    def unchanged(self, texts: str, residue: str) -> bool:
-        """Whether redaction leaves every text of a row as it is: `texts` the row's JSON texts joined
-        by "\x00", `residue` the pieces of them keys_clean must look at (dumps_all's residues and the
-        texts not kept, joined the same way); secret values are looked for in the whole texts."""
+    def unchanged(self, texts: tuple, residue: str) -> bool:
+        """Whether redaction leaves every text of a row as it is: `texts` the row's JSON texts (None
+        for a field it has not), `residue` the pieces of them whose keys are not known clean
+        (store/row_text.RowTexts), joined by "\x00"; secret values are looked for in the whole texts."""
         if not keys_clean(residue):
             return False
         for form in self._json_forms:
-            if form in texts:
-                return False
+            for text in texts:
+                if text is not None and form in text:
+                    return False
         return True
 
     def _may_redact(self, text: str) -> bool:
         return not keys_clean(text) or any(form in text for form in self._json_forms)
-
-    @property
-    def has_values(self) -> bool:
-        """Whether any secret value (the environment's, the config's) is known: else only keys can
-        make redaction change a text."""
-        return bool(self._json_forms)
-
 
     FILE_CHUNK = 1 << 20  # characters read at a time by file()
 

@@ -1,31 +1,30 @@
-"""The JSON texts of a stored row's grading and extra fields, joined from texts kept across rows.
+"""A stored row's extra field, declared once (extra_json), and its JSON texts made quickly (RowTexts).
 
-Most of a row's grading and extra fields is the same text row after row: each grading leaf (one
-assertion's verdict), the aggregate's own fields, the test's assertions, the response's fields when
-they carry no tokens, named scores or metadata, the names of the test's keys. Their texts are kept
-here, each with whether a secret-looking key is in it (redact.keys_clean), and a row's text is
-joined from them, with the pieces of it that are not known clean (its residue: Scrubber.dumps_all
-and Scrubber.unchanged look at these only): the same text, byte for byte, that encoding the whole
-value gives (its encoding was half of a stored echo row's work). A kept text is keyed by what
-decides it and, when that is an object (an assertion, a test's list of assertions, never changed
-once loaded), by the object itself, held so that its id is not reused. Bounded: cleared when full.
+The stored row's JSON fields are the texts json gives (redact._encode) for a grading (its layout is
+types.grading_json) and for the extra field (its layout is extra_json below, read back by
+records.from_record). A run stores thousands of rows whose texts are mostly the same from row to row,
+so RowTexts, one for each run, keeps texts and makes a row's from them, byte for byte what encoding
+the whole value gives:
+- what a layout part gives for the same arguments is the same text: a part is a function of plain
+  values (response_json, exact_json), and its text is kept by them;
+- a grading whose leaves' texts are decided by their assertion and verdict alone (most of a run's) is
+  kept whole, by those;
+- a test's raw assertions are kept by the list itself (one list is shared by the tests that take
+  defaultTest's; a loaded config is not changed);
+- what joins the parts is json's too: a layout encoded once with a marker in place of each part, cut
+  at the markers (_glue).
+Each kept text is kept with whether its keys are clean (redact.keys_clean), so that the look for what
+redaction could change (Scrubber.unchanged) is at the row's other texts only: its residue.
 """
 
 from __future__ import annotations
 
-from json.encoder import encode_basestring
 from typing import Any
 
 from factcli.store.redact import _encode, keys_clean
-from factcli.types import (EMPTY_DICT, ZERO_TOKENS, EvalResult, GradingResult, TokenUsage, grading_json,
-                           is_zero_tokens)
+from factcli.types import ZERO_TOKENS, EvalResult, GradingResult, TokenUsage, grading_json
 
-_TEXTS: dict = {}
-_TEXTS_MAX = 2048
-_VERDICT_TYPES = (bool, float, int, str)
-_NUMBER_TYPES = (int, float)
-_DICT_TYPES = (dict, type(EMPTY_DICT))  # a plain dict, or a finished row's shared empty one
-_FLOAT_TEXT = float.__repr__  # json's own text for a finite float
+# ---------------------------------------------------------------- the layout
 
 
 def as_dict(value: Any) -> dict:
@@ -34,182 +33,198 @@ def as_dict(value: Any) -> dict:
     return value if isinstance(value, dict) else dict(value)
 
 
-def _keep(key: tuple, anchor: Any, found: tuple[str, bool]) -> tuple[str, bool]:
-    if len(_TEXTS) >= _TEXTS_MAX:
-        _TEXTS.clear()
-    _TEXTS[key] = (anchor, found)
-    return found
+def test_case_json(raw: dict) -> dict:
+    """The test as the row keeps it: its raw keys, vars stored apart (their own column)."""
+    return {k: (None if k == "vars" else v) for k, v in raw.items()}
 
 
-def _plain(g: GradingResult, top: bool) -> bool:
-    """Whether g's text is decided by its assertion, verdict, score and reason alone (keyed below).
-    A score of -0.0 is not (it equals 0.0 as a key, not as JSON)."""
-    t, score = g.tokens_used, g.score
-    return (not (g.named_scores or g.named_score_weights or g.metadata) and (top or not g.component_results)
-            and (t is ZERO_TOKENS or (type(t) is TokenUsage and not (
-                t.prompt or t.completion or t.total or t.cached or t.num_requests)))
-            and type(g.passed) is bool and type(g.reason) is str and type(score) in _VERDICT_TYPES
-            and (score or type(score) is not float or _FLOAT_TEXT(score) == "0.0"))
+def response_json(present: bool, error: Any, finish_reason: Any, metadata: Any, tokens: TokenUsage,
+                  latency_ms: Any, retries: Any) -> dict:
+    return {"present": present, "error": error, "finishReason": finish_reason, "metadata": as_dict(metadata),
+            "tokenUsage": tokens.to_json(), "latencyMs": latency_ms, "retries": retries}
 
 
-def _kept_grading(g: GradingResult, top: bool) -> tuple[str, bool]:
-    """(_encode(grading_json(g)), keys_clean of it); for `top`, without componentResults and the
-    closing brace."""
-    a = g.assertion
-    plain = _plain(g, top)
-    if plain:
-        key = (top, id(a), g.passed, type(g.score), g.score, g.reason)  # 1 == 1.0 == True, not as JSON
-        hit = _TEXTS.get(key)
-        if hit is not None and hit[0] is a:
-            return hit[1]
-    text = _encode(grading_json(g, top=True, components=False) if top else grading_json(g))  # NaN: ValueError
-    if top:
-        text = text[:-1]
-    found = (text, keys_clean(text))
-    return _keep(key, a, found) if plain else found
+def exact_json(score: Any, latency_ms: Any, cost: Any) -> dict:
+    """The row's numbers as typed (the REAL columns are not)."""
+    return {"score": score, "latencyMs": latency_ms, "cost": cost}
 
 
-def grading_text(g: GradingResult) -> tuple[str, str]:
-    """The text `_encode(grading_json(g, top=True))` gives, and its residue (Scrubber.dumps_all):
-    "" when its keys are known clean, else the text. ValueError/TypeError as `_encode` raises them
-    (NaN, a key JSON cannot take)."""
-    if g.metadata:  # it follows componentResults: the plain way
-        text = _encode(grading_json(g, top=True))
-        return text, text
-    head, clean = _kept_grading(g, True)  # (the glue below holds no key keys_clean looks for)
-    leaves = []
-    get = _TEXTS.get
-    for c in g.component_results:  # _plain(c, False) and a kept text, without a call per leaf
-        a, passed, score, reason, t = c.assertion, c.passed, c.score, c.reason, c.tokens_used
-        hit = None
-        if (not (c.named_scores or c.named_score_weights or c.metadata or c.component_results)
-                and (t is ZERO_TOKENS or (type(t) is TokenUsage and not (
-                    t.prompt or t.completion or t.total or t.cached or t.num_requests)))
-                and type(passed) is bool and type(reason) is str and type(score) in _VERDICT_TYPES
-                and (score or type(score) is not float or _FLOAT_TEXT(score) == "0.0")):
-            hit = get((False, id(a), passed, type(score), score, reason))
-        text, leaf_clean = hit[1] if hit is not None and hit[0] is a else _kept_grading(c, False)
-        leaves.append(text)
-        clean = clean and leaf_clean
-    key = (head, *leaves)  # kept texts: hashed once each
-    text = _JOINED.get(key)
-    if text is None:
-        if len(_JOINED) >= _TEXTS_MAX:
-            _JOINED.clear()
-        text = _JOINED[key] = f"{head}, \"componentResults\": [{', '.join(leaves)}]}}"
-    return text, "" if clean else text
-
-
-# A grading's whole text by the kept texts it is joined from: rows with the same outcomes (most rows
-# of a test shape) get the same text object, which the second process's hand-over then sends once
-# per group (marshal refers back to an object it has sent, so a group of alike rows is about half
-# the bytes to encode; store/writer.py).
-_JOINED: dict = {}
-
-
-def _kept_list(value: list) -> tuple[str, bool]:
-    """A test's raw assertions: one list shared by the tests that take defaultTest's."""
-    key = ("list", id(value), len(value))
-    hit = _TEXTS.get(key)
-    if hit is not None and hit[0] is value:
-        return hit[1]
-    text = _encode(value)
-    return _keep(key, value, (text, keys_clean(text)))
-
-
-_NAMES: dict = {}  # a test key -> (its JSON text, whether keys_clean passes it)
-
-
-def _name(key: str) -> tuple[str, bool]:
-    if len(_NAMES) >= _TEXTS_MAX:
-        _NAMES.clear()
-    text = encode_basestring(key)
-    found = _NAMES[key] = (text, keys_clean(text))
-    return found
-
-
-def _exact(score: Any, latency: Any, cost: Any) -> tuple[str, bool]:
-    """The row's exact numbers as JSON ({"score", "latencyMs", "cost"}), and whether the text is known
-    clean (numbers hold none of keys_clean's words). ValueError for NaN and the infinities."""
-    kind = type(cost)
-    if (type(score) in _NUMBER_TYPES and type(latency) in _NUMBER_TYPES and score - score == latency - latency == 0.0
-            and (cost is None or (kind in _NUMBER_TYPES and cost - cost == 0.0))):
-        # repr of an int or a float is json's own text for it; json's None is null
-        return f'{{"score": {score!r}, "latencyMs": {latency!r}, "cost": {"null" if cost is None else repr(cost)}}}', True
-    return _encode({"score": score, "latencyMs": latency, "cost": cost}), False
-
-
-def _response_text(r: EvalResult) -> tuple[str, bool] | None:
-    """The response's fields when they carry no error, metadata or tokens (else None)."""
+def _response_args(r: EvalResult) -> tuple:
     resp = r.response
-    finish, latency, retries = resp.finish_reason, resp.latency_ms, resp.retries
-    if (resp.error is not None or type(resp.metadata) not in _DICT_TYPES or resp.metadata
-            or not (resp.token_usage is ZERO_TOKENS or is_zero_tokens(resp.token_usage))
-            or not (finish is None or type(finish) is str) or type(latency) not in _NUMBER_TYPES
-            or type(retries) is not int or (not latency and type(latency) is float and _FLOAT_TEXT(latency) != "0.0")):
-        return None
-    key = ("response", finish, type(latency), latency, retries)  # (no error: "present" is true)
-    hit = _TEXTS.get(key)
-    if hit is not None:
-        return hit[1]
-    text = _encode({"present": True, "error": None, "finishReason": finish, "metadata": {},
-                    "tokenUsage": resp.token_usage.to_json(), "latencyMs": latency, "retries": retries})
-    return _keep(key, None, (text, keys_clean(text)))
+    return (resp.error is None or resp.output is not None, resp.error, resp.finish_reason, resp.metadata,
+            resp.token_usage, resp.latency_ms, resp.retries)
 
 
-def extra_text(r: EvalResult) -> tuple[str, str]:
-    """The text of a row's extra field (store/records.to_row: testCase, metadata, response, exact,
-    conversation) and its residue (Scrubber.dumps_all): the pieces not known clean, joined by
-    "\x00" (numbers hold none of keys_clean's words). ValueError/TypeError as `_encode` raises them."""
-    step, resp = r.step, r.response
-    parts: list[str] = []
-    unchecked: list[str] = []  # texts whose keys are not known to be clean
-    clean = True
-    for k, v in step.test.raw.items():
-        if type(k) is not str:  # JSON turns it into a string: the plain way
-            raise TypeError("a key that is not a string")
-        if k == "vars":  # stored apart
-            parts.append('"vars": null')
-            continue
-        name, name_clean = _NAMES.get(k) or _name(k)
-        clean = clean and name_clean
-        kind = type(v)
-        if kind is str:
-            text = encode_basestring(v)
-            unchecked.append(text)
-        elif kind is list and k == "assert":
-            text, list_clean = _kept_list(v)
-            clean = clean and list_clean
-        elif kind is dict and not v:
-            text = "{}"
-        else:
-            text = _encode(v)
-            unchecked.append(text)
-        parts.append(f"{name}: {text}")
-    metadata = step.test.metadata
-    if type(metadata) in _DICT_TYPES and not metadata:
-        metadata = "{}"
-    else:
-        metadata = _encode(as_dict(metadata))
-        unchecked.append(metadata)
-    kept = _response_text(r)
-    if kept is None:
-        response = _encode({"present": resp.error is None or resp.output is not None, "error": resp.error,
-                            "finishReason": resp.finish_reason, "metadata": as_dict(resp.metadata),
-                            "tokenUsage": resp.token_usage.to_json(), "latencyMs": resp.latency_ms,
-                            "retries": resp.retries})
-        unchecked.append(response)
-    else:
-        response, response_clean = kept
-        clean = clean and response_clean
-    exact, exact_clean = _exact(r.score, r.latency_ms, resp.cost)
-    if not exact_clean:
-        unchecked.append(exact)
-    text = f"{{\"testCase\": {{{', '.join(parts)}}}, \"metadata\": {metadata}, \"response\": {response}, " \
-           f"\"exact\": {exact}"
+def extra_json(r: EvalResult, test_case: Any = None, metadata: Any = None, response: Any = None,
+               exact: Any = None, conversation: Any = None) -> dict:
+    """A row's extra field (extra_json): what the results JSON needs beyond the row's own columns.
+    The parts given are used as they are (RowTexts: markers where its parts go)."""
+    step = r.step
+    out = {"testCase": test_case_json(step.test.raw) if test_case is None else test_case,
+           "metadata": as_dict(step.test.metadata) if metadata is None else metadata,
+           "response": response_json(*_response_args(r)) if response is None else response,
+           "exact": exact_json(r.score, r.latency_ms, r.response.cost) if exact is None else exact}
     if r.conversation is not None:
-        conversation = _encode(r.conversation)
-        unchecked.append(conversation)
-        text += f", \"conversation\": {conversation}"
-    text += "}"
-    return text, "\x00".join(unchecked) if clean else text
+        out["conversation"] = r.conversation if conversation is None else conversation
+    return out
+
+
+# ---------------------------------------------------------------- the texts a run keeps
+
+_MARKS = tuple(f"\x00{i}\x00" for i in range(64))  # (a layout's part, in place; no key a config holds)
+_KEPT_MAX = 4096  # texts; cleared when full
+
+
+_EMPTY, _NO_TOKENS = object(), object()  # _key's own: equal to no value a row holds
+
+
+class _NoKey(Exception):
+    """A value whose text is not kept (made each time)."""
+
+
+def _key(value: Any) -> Any:
+    """What decides a plain value's JSON text, as a dict key: 1, 1.0 and True are equal keys and not
+    the same text, nor are 0.0 and -0.0."""
+    kind = type(value)
+    if kind is str or value is None:
+        return value
+    if kind is float:
+        return kind, repr(value)
+    if kind is int or kind is bool:
+        return kind, value
+    if (kind is dict or isinstance(value, dict)) and not value:
+        return _EMPTY
+    if value is ZERO_TOKENS or (kind is TokenUsage and not (
+            value.prompt or value.completion or value.total or value.cached or value.num_requests
+            or value.reasoning)):
+        return _NO_TOKENS
+    raise _NoKey
+
+
+def _glue(layout: dict) -> tuple[str, tuple[int, ...], bool] | None:
+    """A format string of the text json gives for `layout`, whose values are _MARKS or hold them, with
+    "{}" where each mark was, the marks found, in order, and whether its keys are clean; None if a
+    mark is not found once."""
+    text = _encode(layout)
+    found = []
+    for i, mark in enumerate(_MARKS):
+        at = text.find(_encode(mark))
+        if at >= 0:
+            found.append((at, i))
+    pieces, last = [], 0
+    for at, i in sorted(found):
+        pieces.append(text[last:at].replace("{", "{{").replace("}", "}}"))
+        last = at + len(_encode(_MARKS[i]))
+    pieces.append(text[last:].replace("{", "{{").replace("}", "}}"))
+    if any(text.count(_encode(_MARKS[i])) != 1 for _, i in found):
+        return None
+    return "{}".join(pieces), tuple(i for _, i in sorted(found)), keys_clean(text)
+
+
+def _zero(t: Any) -> bool:
+    return t is ZERO_TOKENS or (type(t) is TokenUsage and not (
+        t.prompt or t.completion or t.total or t.cached or t.num_requests or t.reasoning))
+
+
+def _verdict_key(g: GradingResult) -> tuple | None:
+    """What decides grading_json(g)'s own fields when its assertion and verdict do (no named scores,
+    weights, metadata or tokens); None when they do not."""
+    if g.named_scores or g.named_score_weights or g.metadata or not _zero(g.tokens_used):
+        return None
+    passed, score, reason = g.passed, g.score, g.reason
+    return (id(g.assertion), type(passed), passed, type(score), score if score else repr(score), type(reason),
+            reason)
+
+
+class RowTexts:
+    """The texts one run keeps (see above): each method gives (text, residue), the text what encoding
+    the whole value gives (ValueError, TypeError or RecursionError as encoding it raises them), the
+    residue the pieces of it whose keys are not known clean, joined by "\\x00" ("" for none)."""
+
+    def __init__(self) -> None:
+        self._kept: dict = {}  # key -> (text, clean, what the key refers to by id, held)
+        self._glues: dict = {}  # a layout's keys -> _glue of it
+
+    def _keep(self, key: Any, text: str, held: Any = None) -> tuple:
+        if len(self._kept) >= _KEPT_MAX:
+            self._kept.clear()
+        found = self._kept[key] = (text, keys_clean(text), held)
+        return found
+
+    def grading(self, g: GradingResult) -> tuple[str, str]:
+        key = _verdict_key(g)
+        if key is not None:
+            for c in g.component_results:
+                leaf = None if c.component_results else _verdict_key(c)
+                if leaf is None:
+                    key = None
+                    break
+                key += leaf
+        if key is not None:
+            hit = self._kept.get(key)
+            if hit is not None:
+                return hit[0], "" if hit[1] else hit[0]
+        text = _encode(grading_json(g, top=True))
+        if key is None:
+            return text, text
+        text, clean, _ = self._keep(key, text, [g.assertion, *(c.assertion for c in g.component_results)])
+        return text, "" if clean else text
+
+    def _part(self, make, args: tuple) -> tuple[str, bool]:
+        """make(*args)'s text, kept by its arguments when they are plain."""
+        try:
+            key = (make, *map(_key, args))
+        except _NoKey:
+            return _encode(make(*args)), False
+        hit = self._kept.get(key)
+        if hit is None:
+            hit = self._keep(key, _encode(make(*args)))
+        return hit[0], hit[1]
+
+    def _value(self, value: Any) -> tuple[str, bool]:
+        """A test's raw value: a list kept by itself (a test's assertions: see above)."""
+        if type(value) is not list:
+            return _encode(value), False
+        key = ("list", id(value))
+        hit = self._kept.get(key)
+        if hit is None:
+            hit = self._keep(key, _encode(value), value)
+        return hit[0], hit[1]
+
+    def extra(self, r: EvalResult) -> tuple[str, str]:
+        raw = r.step.test.raw
+        conversation = r.conversation
+        shape = (conversation is not None, *raw)  # (the test's keys: its layout's)
+        glue = self._glues.get(shape)
+        if glue is None:
+            glue = self._glue_extra(r, shape)
+        if not glue:  # keys that are not all text (json makes them text), or too many
+            text = _encode(extra_json(r))
+            return text, text
+        fmt, holes, clean = glue
+        values = [*raw.values()]
+        n = len(values)
+        metadata = r.step.test.metadata
+        parts = ((_encode(as_dict(metadata)), not metadata), self._part(response_json, _response_args(r)),
+                 self._part(exact_json, (r.score, r.latency_ms, r.response.cost)),
+                 (None, True) if conversation is None else (_encode(conversation), False))
+        texts, unclean = [], [] if clean else [fmt]  # (fmt: a secret-looking key among the test's own)
+        for i in holes:
+            text, known_clean = self._value(values[i]) if i < n else parts[i - n]
+            texts.append(text)
+            if not known_clean:
+                unclean.append(text)
+        return fmt.format(*texts), "\x00".join(unclean)
+
+    def _glue_extra(self, r: EvalResult, shape: tuple):
+        """The extra field's glue for rows of this shape (False: none): its layout with a mark for each
+        of the test's values, then for the metadata, response, exact numbers and conversation."""
+        keys = shape[1:]
+        glue = False
+        if all(type(k) is str for k in keys) and len(keys) + 4 <= len(_MARKS):
+            n = len(keys)
+            glue = _glue(extra_json(r, test_case_json(dict(zip(keys, _MARKS))), *_MARKS[n:n + 4])) or False
+        if len(self._glues) >= _KEPT_MAX:
+            self._glues.clear()
+        self._glues[shape] = glue
+        return glue

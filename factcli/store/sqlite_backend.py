@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from pathlib import Path
 from typing import Iterable
@@ -17,7 +16,6 @@ from typing import Iterable
 from factcli.errors import FactcliError
 from factcli.store import schema
 from factcli.store.base import BaseStore
-from factcli.store.schema import upsert_sql
 
 
 def _migrations():
@@ -55,54 +53,6 @@ class SQLiteStore(BaseStore):
     def __init__(self, path: Path, conn: sqlite3.Connection):
         self.path = self.target = path
         self.conn = conn
-        self._writer = None  # store/writer.py's RowWriter, once write_behind() started one
-
-    def write_behind(self) -> bool:
-        """From now on, hand result rows to a second process that writes them (store/writer.py),
-        where a second core can take that work; False (nothing changes) on a single core."""
-        if self._writer is None:
-            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-            if cores < 2 or os.name != "posix":
-                return False
-            from factcli.store.writer import RowWriter
-
-            self.conn.commit()  # the run's own row first: the rows refer to it
-            try:
-                self._writer = RowWriter(self.path, upsert_sql(), BUSY_TIMEOUT_MS)
-            except OSError:  # no interpreter to start (an embedded Python): this process writes
-                return False
-        return True
-
-    def write_results(self, rows: list[tuple]) -> None:
-        if self._writer is None:
-            return super().write_results(rows)
-        self._to_writer(self._writer.send, rows)
-
-    def sync(self) -> None:
-        if self._writer is not None:
-            self._to_writer(self._writer.sync)
-
-    def _to_writer(self, call, *args) -> None:
-        try:
-            call(*args)
-        except sqlite3.Error:  # the writer's own failure (WriterError), with the rows it cost
-            raise
-        except BaseException:  # e.g. Ctrl-C inside a hand-over: the pipe may hold half a group
-            self._drop_writer()
-            raise
-
-    def reopen(self) -> None:
-        """A failed write (a full disk, a lock held past the timeout): roll back and write in this
-        process from now on (the rows a second process had are the caller's to write again)."""
-        if self._writer is not None:
-            self._drop_writer()
-        self.rollback()
-
-    def _drop_writer(self) -> None:
-        """Stop the child (it commits each group it read whole) and write in this process again;
-        a group handed over again is the same upsert twice."""
-        writer, self._writer = self._writer, None
-        writer.close(wait_for_answer=False)
 
     @classmethod
     def connect(cls, p: Path, *, create: bool) -> "SQLiteStore":
@@ -163,27 +113,16 @@ class SQLiteStore(BaseStore):
             conn.execute("PRAGMA synchronous = NORMAL")
 
     def execute(self, sql: str, params: Iterable = ()):
-        if self._writer is not None and self._writer.pending:  # read (and write) after the rows handed over
-            self.sync()
         return self.conn.execute(sql, tuple(params))
 
     def executemany(self, sql: str, rows: Iterable) -> None:
-        if self._writer is not None and self._writer.pending:
-            self.sync()
         self.conn.executemany(sql, rows)
 
     def close(self) -> None:
-        writer, self._writer = self._writer, None
         try:
-            if writer is not None:
-                writer.close()
+            self.conn.commit()
         finally:
-            try:
-                self.conn.commit()
-            finally:
-                self.conn.close()
-                if writer is not None:
-                    writer.reap()
+            self.conn.close()
 
     def json_number(self, column: str, key: str) -> tuple[str, list]:
         return f"json_extract({column}, ?)", ['$."' + key.replace('"', '') + '"']
