@@ -306,9 +306,8 @@ def compact_row(row: EvalResult) -> None:
             c.tokens_used = ZERO_TOKENS
 
 
-def grading_json(g: GradingResult, top: bool = False, components: bool = True) -> dict:
-    """promptfoo's GradingResult as JSON. `components=False`: without componentResults (the store
-    joins their texts itself: store/records.grading_text)."""
+def grading_json(g: GradingResult, top: bool = False) -> dict:
+    """promptfoo's GradingResult as JSON."""
     out: dict = {"pass": g.passed, "score": g.score, "reason": g.reason}
     if top or g.named_scores:
         out["namedScores"] = dict(g.named_scores)
@@ -317,7 +316,7 @@ def grading_json(g: GradingResult, top: bool = False, components: bool = True) -
     out["tokensUsed"] = g.tokens_used.to_json()
     if g.assertion is not None:
         out["assertion"] = dict(g.assertion.raw)
-    if components and (g.component_results or top):
+    if g.component_results or top:
         out["componentResults"] = [grading_json(c) for c in g.component_results]
     if g.metadata:
         out["metadata"] = dict(g.metadata)

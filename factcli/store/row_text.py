@@ -57,8 +57,8 @@ def _response_args(r: EvalResult) -> tuple:
 
 def extra_json(r: EvalResult, test_case: Any = None, metadata: Any = None, response: Any = None,
                exact: Any = None, conversation: Any = None) -> dict:
-    """A row's extra field (extra_json): what the results JSON needs beyond the row's own columns.
-    The parts given are used as they are (RowTexts: markers where its parts go)."""
+    """A row's extra field (the extra_json column): what the results JSON needs beyond the row's own
+    columns. A part given is used as it is (RowTexts gives marks, to find where each part goes)."""
     step = r.step
     out = {"testCase": test_case_json(step.test.raw) if test_case is None else test_case,
            "metadata": as_dict(step.test.metadata) if metadata is None else metadata,
@@ -71,10 +71,9 @@ def extra_json(r: EvalResult, test_case: Any = None, metadata: Any = None, respo
 
 # ---------------------------------------------------------------- the texts a run keeps
 
-_MARKS = tuple(f"\x00{i}\x00" for i in range(64))  # (a layout's part, in place; no key a config holds)
-_KEPT_MAX = 4096  # texts; cleared when full
-
-
+# Put in a layout in place of its parts (_glue); a layout with a key that is one gets no glue.
+_MARKS = tuple(f"\x00{i}\x00" for i in range(64))
+_KEPT_MAX = 4096  # texts a run keeps; cleared when full
 _EMPTY, _NO_TOKENS = object(), object()  # _key's own: equal to no value a row holds
 
 
