@@ -28,7 +28,7 @@ def timeout() -> float:
 
 
 class Outage:
-    """The rows the store has not taken yet (tuples as store/records.to_row makes them) and when to
+    """The rows the store has not taken yet (tuples as store/records.RowEncoder makes them) and when to
     try it again: 0.25 s after the failure, then twice as long each time up to 5 s, until `deadline`."""
 
     def __init__(self, error: BaseException) -> None:

@@ -1,4 +1,4 @@
-"""Rows between memory and the store: EvalResult -> results row (`to_row`) and back, and a
+"""Rows between memory and the store: EvalResult -> results row (`RowEncoder`) and back, and a
 run's rows read back in order (a stored run as an EvalRun is run/stored.py).
 
 The stored form keeps everything the results JSON needs, so an export from the store is the same
