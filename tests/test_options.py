@@ -166,3 +166,23 @@ def test_a_record_the_previous_code_stored_is_read_back():
     assert ro == RunOptions(max_concurrency=8, repeat=2, cache=False, vars={"x": "1"}, grader="echo",
                             providers=["echo"])
     assert taken == {"--var": {"x": "1"}, "--grader": "echo", "--providers": ["echo"]}
+
+
+def test_an_env_path_list_loads_every_file_and_a_later_file_wins(tmp_path, isolated_home, monkeypatch):
+    """commandLineOptions.envPath as a list (promptfoo's: later files override earlier ones); a
+    variable already set wins over the files, as --env-file's does."""
+    for name in ("FACTCLI_T_WORD", "FACTCLI_T_ONLY_A", "FACTCLI_T_SET"):
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)  # (and unset again after the test)
+    monkeypatch.setenv("FACTCLI_T_SET", "env")
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "a.env", "FACTCLI_T_WORD=first\nFACTCLI_T_ONLY_A=a\nFACTCLI_T_SET=a\n")
+    write(tmp_path / "b.env", "FACTCLI_T_WORD=second\n")
+    cfg = write(tmp_path / "c.yaml", """
+prompts: ["{{ env.FACTCLI_T_WORD }} {{ env.FACTCLI_T_ONLY_A }} {{ env.FACTCLI_T_SET }}"]
+providers: [echo]
+tests: [{assert: [{type: equals, value: "second a env"}]}]
+commandLineOptions: {envPath: [a.env, b.env]}
+""")
+    result = cli("eval", "-c", cfg, "--no-progress-bar", "--no-write")
+    assert result.exit_code == 0, result.output

@@ -83,7 +83,7 @@ class Flow:
         from factcli.run.session import EvalSession
 
         o = self.options
-        for env_file in o.env_files:
+        for env_file in reversed(o.env_files):  # a later file wins (promptfoo's envPath list); the environment first
             settings.load_env_file(str(env_file))
         if (o.assertions is None) != (o.model_outputs is None):
             raise FactcliError(f"{self.ui.option('assertions')} and {self.ui.option('model_outputs')} go together")

@@ -43,10 +43,6 @@ def option(default: Any = None, *, factory: Callable[[], Any] | None = None, **m
     return field(default=default, metadata={"option": Option(**meta)})
 
 
-def _text(value: Any) -> Any:
-    return None if value is None else str(value)
-
-
 def _resolved(value: Any) -> Any:
     return None if value is None else str(Path(value).resolve())
 
@@ -103,7 +99,7 @@ class EvalOptions:
                                         to_record=_resolved)
     strict: bool = option(False, flag="--strict")
     dry_run: bool = option(False, flag="--dry-run")
-    env_files: list[Path] = option(factory=list, flag="--env-file")  # loaded in order; variables already set win
+    env_files: list[Path] = option(factory=list, flag="--env-file")  # a later file wins; variables already set win
     gates: list = option(factory=list, flag="--gate")  # 'METRIC>=X' (config/gates.parse_cli_gate), over the config's
     trust_stored_code: bool = option(False, flag="--trust-stored-code")  # run code a resumed run's stored config holds
     table: bool = option(True, flag="--no-table")  # the CLI prints the results table
