@@ -31,6 +31,8 @@ BASE = "prompts: ['Q: {{q}}']\nproviders: [echo]\n"
     (BASE + "tests:\n  - assert: [{type: contains}]\n", "c.yaml: tests[0].assert[0].value: 'contains' needs a 'value'"),
     (BASE + "tests:\n  - assert: [{type: guardrails}]\n", "c.yaml: tests[0].assert[0].type: assertion type 'guardrails' is not supported"),
     (BASE + "tests: file://missing.csv\n", "c.yaml: tests: file not found:"),
+    (BASE + "tests:\n  - assert: [{type: equals, value: 'file://gone.yaml'}]\n",
+     "c.yaml: tests[0].assert[0].value: file not found:"),
     ("prompts: ['{{ q ']\nproviders: [echo]\n", "c.yaml: prompts[0]: template syntax error"),
     ("prompts: []\nproviders: [echo]\n", "c.yaml: prompts: no prompts found: list at least one"),
     ("prompts: [x]\n", "c.yaml: providers: no providers"),
@@ -197,6 +199,15 @@ tests:
 """)
     with pytest.raises(ConfigError, match=r"tests\[1\].assert\[0\].\$ref: unknown assertion template 'nope'"):
         load_suite([cfg])
+    empty = write(tmp_path / "e.yaml", BASE + """
+assertionTemplates:
+  bare: {metric: m}
+tests:
+  - assert: [{$ref: "#/assertionTemplates/bare"}]
+""")
+    with pytest.raises(ConfigError, match=r"tests\[0\].assert\[0\].type: an assertion needs a 'type' "
+                       r"\(its \$ref, assertionTemplates.bare, gives none\)"):
+        load_suite([empty])
 
 
 def test_multiple_config_files_merge(tmp_path):
