@@ -75,6 +75,13 @@ def test_every_keyword_of_evaluate_is_an_option_field():
         parse_options(None, {"max_concurency": 2})
 
 
+def test_every_keyword_of_evaluate_is_documented():
+    doc = (Path(__file__).parent.parent / "docs" / "python-api.md").read_text(encoding="utf-8")
+    for f, _ in _fields():
+        if opts.meta(f).api is not None:
+            assert f"`{f.name}" in doc, f"docs/python-api.md: evaluate()'s {f.name} is not documented"
+
+
 def test_every_command_line_option_of_a_config_sets_a_field():
     names = {f.name for f, _ in _fields()}
     for key, (name, _, _) in cli_options.HONOURED.items():
