@@ -232,8 +232,8 @@ def parse_assertion(a: Any, ctx: Ctx, where: str, in_set: bool = False) -> Asser
     """Each step looks at its key only when the assertion has it: most are a type and a value."""
     if not isinstance(a, dict):
         raise ConfigError(f"expected an assertion mapping, got {type(a).__name__}", ctx.file, where)
+    ref = a.get("$ref")
     if "$ref" in a:
-        ref = a["$ref"]
         prefix = "#/assertionTemplates/"
         expect(isinstance(ref, str) and ref.startswith(prefix),
                 f"$ref must look like '{prefix}NAME'", ctx.file, where + ".$ref")
@@ -241,12 +241,14 @@ def parse_assertion(a: Any, ctx: Ctx, where: str, in_set: bool = False) -> Asser
         if name not in ctx.templates:
             raise ConfigError(f"unknown assertion template '{name}'{did_you_mean(name, ctx.templates)}",
                               ctx.file, where + ".$ref")
-        a = {**ctx.templates[name], **{k: v for k, v in a.items() if k != "$ref"}}
+        a = {**ctx.templates[name], **{k: v for k, v in a.items() if k != "$ref"}}  # (a mapping: loader.py)
     if not a.keys() <= _ASSERT_KEYS_BUT_REF:
         check_keys(a, _ASSERT_KEYS_BUT_REF, ctx.file, where)
     typ = a.get("type")
     if not (isinstance(typ, str) and typ):
-        raise ConfigError("an assertion needs a 'type'", ctx.file, where + ".type")
+        raise ConfigError("an assertion needs a 'type'" + (
+            f" (its $ref, assertionTemplates.{ref[len('#/assertionTemplates/'):]}, gives none)" if ref else ""),
+            ctx.file, where + ".type")
     base = typ[4:] if typ.startswith("not-") else typ
     if base == "assert-set":
         expect(not in_set, "assert-set cannot be nested inside another assert-set", ctx.file, where + ".type")
