@@ -118,8 +118,8 @@ class CsvHeader:
     one of promptfoo's special columns, or a mistake (a near miss of a special column is an error
     when a row reaches it; a single underscore, `__metadata` without a key, a `__config:` column of
     the wrong shape, a warning). Every row of the header is read by it (`test`). `names`: the vars'
-    names, a column each, when every column is a var and nothing is said of the header: then a
-    row's vars are its cells (CsvRows._plain)."""
+    names, a column each, when every column is a var under a name of its own that does not start
+    with `_`: then a row's vars are its cells (CsvRows._plain)."""
 
     def __init__(self, keys, file: str):
         self.file = file
@@ -127,8 +127,10 @@ class CsvHeader:
         # (role, the name stripped, what the role needs) a column; a key None is csv.DictReader's
         # list of a row's cells beyond the header's
         self.columns = [(_SKIP, "", None) if k is None else self._column(k.strip()) for k in keys]
-        plain = not self.warnings and all(role == _VAR for role, _, _ in self.columns)
-        self.names = [name for _, name, _ in self.columns] if plain else None
+        names = [name for _, name, _ in self.columns]
+        # (a name that starts with `_` is kept to the general row: promptfoo's special columns do)
+        plain = all(role == _VAR and not name.startswith("_") for role, name, _ in self.columns)
+        self.names = names if plain and len(set(names)) == len(names) else None
 
     def _warn(self, msg: str) -> None:
         msg = f"{self.file}: {msg}"
@@ -369,8 +371,8 @@ class CsvRows:
 
     @staticmethod
     def _plain(reader, names: list[str]):
-        """The rows of a header whose every column is a var: each row's cells are its vars (a name
-        twice: its last cell, at its first place, as in the row's mapping)."""
+        """The rows of a header whose every column is a var (CsvHeader.names): each row's cells are its
+        vars, a missing cell empty."""
         width, n = len(names), 0
         for row in reader:
             if not row:
