@@ -345,19 +345,11 @@ class CsvRows:
         header = next(reader, None)
         if header is None:
             return
-        width, n = len(header), 0
         names = CsvHeader(header, self.file).names
         if names is not None:
             yield from self._plain(reader, names)
             return
-        for row in reader:
-            if not row:
-                continue
-            n += 1
-            cells = dict(zip(header, row))
-            if len(row) < width:
-                for key in header[len(row):]:
-                    cells[key] = None
+        for n, cells in _cells(reader, header, None):
             yield n, test_from_csv_row(cells, self.file, n, warnings)
 
     def plain_tests(self):
@@ -373,16 +365,23 @@ class CsvRows:
     def _plain(reader, names: list[str]):
         """The rows of a header whose every column is a var (CsvHeader.names): each row's cells are its
         vars, a missing cell empty."""
-        width, n = len(names), 0
-        for row in reader:
-            if not row:
-                continue
-            n += 1
-            vars_ = dict(zip(names, row))
-            if len(row) < width:
-                for key in names[len(row):]:
-                    vars_[key] = ""
+        for n, vars_ in _cells(reader, names, ""):
             yield n, row_mapping(vars_, n)
+
+
+def _cells(reader, keys: list[str], missing: str | None):
+    """(row number, {key: cell}) per row of `reader` under the header `keys`, as csv.DictReader reads
+    them: blank lines are no row, a short row's missing cells are `missing`."""
+    width, n = len(keys), 0
+    for row in reader:
+        if not row:
+            continue
+        n += 1
+        cells = dict(zip(keys, row))
+        if len(row) < width:
+            for key in keys[len(row):]:
+                cells[key] = missing
+        yield n, cells
 
 
 class JsonlRows:
