@@ -76,8 +76,9 @@ class TestMaker:
     def plain_row(self, t: dict, ctx: Ctx, where: str) -> TestCase:
         """self(t, ctx, where, False) for the mapping of a CSV row whose header's every column is a var
         (config/testsets.CsvHeader.names), made for this call alone: {vars: string cells by string
-        names, assert: [], options: {}, description}. Its header said what parse_test checks of its
-        keys; what is left is reading its vars, and the mapping itself is the test's raw."""
+        names, assert: [], options: {}, description}. Of parse_test's steps only reading the vars
+        applies to such a mapping (its shape was settled by its header, once); the mapping itself is
+        the test's raw."""
         return self.merge(t["description"], _resolve_vars(t["vars"], ctx, where), EMPTY_LIST, None, EMPTY_DICT,
                           EMPTY_DICT, None, t, (ctx.file, where), False, EMPTY_DICT, frozenset())
 
@@ -99,14 +100,16 @@ def parse_test(t: Any, ctx: Ctx, where: str, is_default: bool = False, from_conf
                           f"{has}" + (" (vars go under `vars:`)" if any(k != "description" for k in t) else ""),
                           ctx.file, where)
     vars_ = t.get("vars") or {}
-    # `vars:` given as a file, a list of files or a glob (promptfoo-features §5.4)
-    vars_file = isinstance(vars_, str) or (isinstance(vars_, list) and all(isinstance(x, str) for x in vars_))
-    if vars_file:
-        vars_ = sources.load_vars_files(vars_, ctx.base, ctx.file, where + ".vars")
+    vars_file = False
     if not isinstance(vars_, dict):
-        raise ConfigError("expected a mapping of variables", ctx.file, where + ".vars")
+        # `vars:` given as a file, a list of files or a glob (promptfoo-features §5.4)
+        vars_file = isinstance(vars_, str) or (isinstance(vars_, list) and all(isinstance(x, str) for x in vars_))
+        if vars_file:
+            vars_ = sources.load_vars_files(vars_, ctx.base, ctx.file, where + ".vars")
+        if not isinstance(vars_, dict):
+            raise ConfigError("expected a mapping of variables", ctx.file, where + ".vars")
     resolved = _resolve_vars(vars_, ctx, where)
-    options = t.get("options") or {}
+    options = t.get("options")
     params: dict = {}
     if options:
         options, params = _options(options, ctx, where + ".options")
@@ -120,8 +123,10 @@ def parse_test(t: Any, ctx: Ctx, where: str, is_default: bool = False, from_conf
     threshold = t.get("threshold")
     if threshold is not None:
         threshold = number(threshold, ctx.file, where + ".threshold")
-    metadata = t.get("metadata") or {}
-    if not isinstance(metadata, dict):
+    metadata = t.get("metadata")
+    if not metadata:
+        metadata = {}
+    elif not isinstance(metadata, dict):
         raise ConfigError("expected a mapping", ctx.file, where + ".metadata")
     desc = t.get("description")
     if "rubricPrompt" in options:
@@ -400,7 +405,7 @@ class Merge:
             options = {**default.options, **options} if options else default.options
         elif not options:
             options = EMPTY_DICT
-        no_defaults = options.get("disableDefaultAsserts")
+        no_defaults = options and options.get("disableDefaultAsserts")
         shared = not assertions and not no_defaults
         if shared:
             asserts = default.assertions
@@ -426,7 +431,7 @@ class Merge:
             threshold = default.threshold
         if threshold is not None:
             raw["threshold"] = threshold
-        if not raw.get("assertScoringFunction") and self.scoring_function:
+        if self.scoring_function and not raw.get("assertScoringFunction"):
             raw["assertScoringFunction"] = self.scoring_function
         if default.template_vars or cli_vars:  # a name's value comes from the last of default, test, --var
             template_vars = (default.template_vars - test_vars.keys()) | template_vars
@@ -439,6 +444,6 @@ class Merge:
             request_params = EMPTY_DICT
         # (positional, in the order of TestCase's fields: made once per test of a large suite)
         return TestCase(description, vars_, asserts, threshold, options, metadata,
-                        provider_output if provider_output is not None else default.provider_output, raw, source,
-                        "provider" not in test_options and "provider" in default.options,  # grader_from_default
+                        default.provider_output if provider_output is None else provider_output, raw, source,
+                        bool(default.options) and "provider" in default.options and "provider" not in test_options,
                         request_params, template_vars)
