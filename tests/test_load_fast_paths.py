@@ -6,7 +6,7 @@ import itertools
 import json
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from factcli.config import stream, testcases, testsets
 from factcli.config.context import Ctx
@@ -280,3 +280,30 @@ def test_the_plain_row_path_is_taken_for_csv_files_without_special_columns_only(
                                  (["q"], {"options": {"provider": "echo"}})):
         _csv_tests(tmp_path, header, [["a", "contains:a"][:len(header)]], default_test, general=False)
     assert len(taken) == 2
+
+
+HEADER_NAMES = ["q", " q ", "q ", "a b", "", "_q", " _q", "__expected", "x_", "q2", "__metric", "_expected"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(HEADER_NAMES), min_size=1, max_size=4),
+       st.lists(st.lists(st.sampled_from(["x", "", "y\n", " z ", "file://a.txt", "a,b", "contains:x"]), min_size=1,
+                         max_size=4), min_size=1, max_size=4))
+@example(["q", "q ", "q"], [["x"], ["y", "z"]])  # a name twice: a short row's missing cell is its last one
+def test_a_csv_files_tests_are_its_rows_as_csv_dictreader_reads_them(header, rows):
+    """Whichever way a header's rows are made (vars alone or not), each is the test of the row
+    csv.DictReader reads (duplicate names, short rows), with the header's warnings said once."""
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(header)
+    writer.writerows(row[:len(header)] for row in rows)
+    text = buffer.getvalue()
+    made_warnings: list = []
+    made = list(testsets.CsvRows(text, "t.csv", made_warnings))
+    read_warnings: list = []
+    read = [(n, testsets.test_from_csv_row(row, "t.csv", n, read_warnings))
+            for n, row in enumerate(csv.DictReader(io.StringIO(text, newline="")), 1)]
+    assert json.dumps(made) == json.dumps(read) and made_warnings == read_warnings
