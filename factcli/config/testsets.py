@@ -128,7 +128,7 @@ class CsvHeader:
         # list of a row's cells beyond the header's
         self.columns = [(_SKIP, "", None) if k is None else self._column(k.strip()) for k in keys]
         names = [name for _, name, _ in self.columns]
-        # (a name that starts with `_` is kept to the general row: promptfoo's special columns do)
+        # (a name that starts with `_` is in the special columns' space: its header takes the general row)
         plain = all(role == _VAR and not name.startswith("_") for role, name, _ in self.columns)
         self.names = names if plain and len(set(names)) == len(names) else None
 
