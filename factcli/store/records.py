@@ -14,8 +14,8 @@ from typing import Any
 
 from factcli.store.database import Store
 from factcli.store.encode import loads
-from factcli.store.redact import Scrubber, _encode
-from factcli.store.row_text import RowTexts, as_dict, extra_json
+from factcli.store.redact import Scrubber
+from factcli.store.row_text import RowTexts, _encode_fast, as_dict, extra_json
 from factcli.types import (
     EvalResult,
     EvalStep,
@@ -26,7 +26,6 @@ from factcli.types import (
     TokenUsage,
     grading_from_json,
     grading_json,
-    json_encoder,
     test_key,
     test_key_of,
     tokens_from_json,
@@ -106,10 +105,10 @@ class RowEncoder:
         if type(variables) is not dict:
             return None
         try:
-            vars_text = _encode_acyclic(variables)
+            vars_text = _encode_fast(variables)
             extra, residue = self.texts.extra(r)
             graded, grading_residue = (None, "") if r.grading is None else self.texts.grading(r.grading)
-            named = _encode(as_dict(r.named_scores))
+            named = _encode_fast(as_dict(r.named_scores))
         except (TypeError, ValueError, RecursionError):  # RecursionError: vars that hold themselves
             return None
         if not self.scrub.unchanged((vars_text, extra, graded, named),
@@ -124,8 +123,6 @@ class RowEncoder:
             as_dict(step.vars), extra_json(r)))
         return named, graded, variables, extra, test_key(step.test.description, step.vars)
 
-
-_encode_acyclic = json_encoder(allow_nan=False, check_circular=False)
 
 
 # ---------------------------------------------------------------- back from the store

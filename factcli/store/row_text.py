@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from factcli.store.redact import _encode, keys_clean
-from factcli.types import ZERO_TOKENS, EvalResult, GradingResult, TokenUsage, grading_json
+from factcli.types import ZERO_TOKENS, EvalResult, GradingResult, TokenUsage, grading_json, json_encoder
 
 # ---------------------------------------------------------------- the layout
 
@@ -71,6 +71,9 @@ def extra_json(r: EvalResult, test_case: Any = None, metadata: Any = None, respo
 
 # ---------------------------------------------------------------- the texts a run keeps
 
+# json's text, as _encode gives it, by one C encoder without circular-reference markers: a value that
+# holds itself raises RecursionError (the row then takes the general way, records.RowEncoder)
+_encode_fast = json_encoder(allow_nan=False, check_circular=False)
 # Put in a layout in place of its parts (_glue); a layout with a key that is one gets no glue.
 _MARKS = tuple(f"\x00{i}\x00" for i in range(64))
 _KEPT_MAX = 4096  # texts a run keeps; cleared when full
@@ -101,23 +104,19 @@ def _key(value: Any) -> Any:
 
 
 def _glue(layout: dict) -> tuple[str, tuple[int, ...], bool] | None:
-    """A format string of the text json gives for `layout`, whose values are _MARKS or hold them, with
-    "{}" where each mark was, the marks found, in order, and whether its keys are clean; None if a
-    mark is not found once."""
+    """A %-format of the text json gives for `layout`, whose values are _MARKS or hold them, with "%s"
+    where each mark was; the marks found, in order; whether its keys are clean. None if a mark is
+    there more than once."""
     text = _encode(layout)
-    found = []
-    for i, mark in enumerate(_MARKS):
-        at = text.find(_encode(mark))
-        if at >= 0:
-            found.append((at, i))
-    pieces, last = [], 0
-    for at, i in sorted(found):
-        pieces.append(text[last:at].replace("{", "{{").replace("}", "}}"))
-        last = at + len(_encode(_MARKS[i]))
-    pieces.append(text[last:].replace("{", "{{").replace("}", "}}"))
+    found = sorted((text.find(_encode(mark)), i) for i, mark in enumerate(_MARKS) if _encode(mark) in text)
     if any(text.count(_encode(_MARKS[i])) != 1 for _, i in found):
         return None
-    return "{}".join(pieces), tuple(i for _, i in sorted(found)), keys_clean(text)
+    pieces, last = [], 0
+    for at, i in found:
+        pieces.append(text[last:at].replace("%", "%%"))
+        last = at + len(_encode(_MARKS[i]))
+    pieces.append(text[last:].replace("%", "%%"))
+    return "%s".join(pieces), tuple(i for _, i in found), keys_clean(text)
 
 
 def _zero(t: Any) -> bool:
@@ -163,7 +162,7 @@ class RowTexts:
             hit = self._kept.get(key)
             if hit is not None:
                 return hit[0], "" if hit[1] else hit[0]
-        text = _encode(grading_json(g, top=True))
+        text = _encode_fast(grading_json(g, top=True))
         if key is None:
             return text, text
         text, clean, _ = self._keep(key, text, [g.assertion, *(c.assertion for c in g.component_results)])
@@ -174,20 +173,20 @@ class RowTexts:
         try:
             key = (make, *map(_key, args))
         except _NoKey:
-            return _encode(make(*args)), False
+            return _encode_fast(make(*args)), False
         hit = self._kept.get(key)
         if hit is None:
-            hit = self._keep(key, _encode(make(*args)))
+            hit = self._keep(key, _encode_fast(make(*args)))
         return hit[0], hit[1]
 
     def _value(self, value: Any) -> tuple[str, bool]:
         """A test's raw value: a list kept by itself (a test's assertions: see above)."""
         if type(value) is not list:
-            return _encode(value), False
+            return _encode_fast(value), False
         key = ("list", id(value))
         hit = self._kept.get(key)
         if hit is None:
-            hit = self._keep(key, _encode(value), value)
+            hit = self._keep(key, _encode_fast(value), value)
         return hit[0], hit[1]
 
     def extra(self, r: EvalResult) -> tuple[str, str]:
@@ -200,29 +199,41 @@ class RowTexts:
         if not glue:  # keys that are not all text (json makes them text), or too many
             text = _encode(extra_json(r))
             return text, text
-        fmt, holes, clean = glue
+        fmt, holes, clean = glue  # the holes of the test's values, then the four parts after it
         values = [*raw.values()]
-        n = len(values)
-        metadata = r.step.test.metadata
-        parts = ((_encode(as_dict(metadata)), not metadata), self._part(response_json, _response_args(r)),
-                 self._part(exact_json, (r.score, r.latency_ms, r.response.cost)),
-                 (None, True) if conversation is None else (_encode(conversation), False))
         texts, unclean = [], [] if clean else [fmt]  # (fmt: a secret-looking key among the test's own)
         for i in holes:
-            text, known_clean = self._value(values[i]) if i < n else parts[i - n]
+            text, known_clean = self._value(values[i])
             texts.append(text)
             if not known_clean:
                 unclean.append(text)
-        return fmt.format(*texts), "\x00".join(unclean)
+        metadata = r.step.test.metadata
+        texts.append(_encode_fast(as_dict(metadata)))
+        if metadata:
+            unclean.append(texts[-1])
+        for text, known_clean in (self._part(response_json, _response_args(r)),
+                                  self._part(exact_json, (r.score, r.latency_ms, r.response.cost))):
+            texts.append(text)
+            if not known_clean:
+                unclean.append(text)
+        if conversation is not None:
+            texts.append(_encode_fast(conversation))
+            unclean.append(texts[-1])
+        return fmt % tuple(texts), "\x00".join(unclean)
 
     def _glue_extra(self, r: EvalResult, shape: tuple):
         """The extra field's glue for rows of this shape (False: none): its layout with a mark for each
-        of the test's values, then for the metadata, response, exact numbers and conversation."""
+        of the test's values, then for the metadata, response, exact numbers and conversation; its
+        holes those of the test's values (the four parts after them are always there, in order)."""
         keys = shape[1:]
         glue = False
         if all(type(k) is str for k in keys) and len(keys) + 4 <= len(_MARKS):
             n = len(keys)
             glue = _glue(extra_json(r, test_case_json(dict(zip(keys, _MARKS))), *_MARKS[n:n + 4])) or False
+            if glue:
+                fmt, holes, clean = glue
+                assert holes[len(holes) - 3 - shape[0]:] == tuple(range(n, n + 3 + shape[0]))
+                glue = fmt, holes[:len(holes) - 3 - shape[0]], clean
         if len(self._glues) >= _KEPT_MAX:
             self._glues.clear()
         self._glues[shape] = glue
