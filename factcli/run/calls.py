@@ -218,13 +218,6 @@ class Caller:
 
     async def call(self, provider: Provider, prompt: RenderedPrompt, *, repeat_idx: int = 0,
                    context: dict | None = None) -> ProviderResponse:
-        if (context is None and provider.in_process and self.budget is None
-                and (self.cache is None or not provider.cacheable)):
-            limiter = self.limiters.for_provider(provider) if self.limiters is not None else None
-            if limiter is None or limiter.idle:  # what the lines below come to for it: _attempts' first case
-                start = time.perf_counter()
-                self.calls += 1
-                return _answered(await provider.call(prompt, {"timeout_s": self.policy.timeout_s}), start)
         context = dict(context or {})
         context.setdefault("timeout_s", self.policy.timeout_s)
         overrides = context.get("overrides") or {}
