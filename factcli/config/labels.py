@@ -17,6 +17,7 @@ from factcli.config.loader import Suite
 from factcli.config.prompts import make_prompt
 from factcli.config.testcases import parse_assertion
 from factcli.errors import ConfigError, FactcliError, did_you_mean
+from factcli.scoring.registry import COMPARING
 from factcli.types import Assertion, ProviderSpec, TestCase
 
 # Field names of a labels file; any other field becomes a var that grader values and rubric
@@ -44,10 +45,6 @@ DEFAULT_RUBRIC = ("The output is a correct answer to this question: {{question}}
 
 # Types that show the grader the question (the rendered prompt) and refuse an empty one.
 NEEDS_QUESTION = ("factuality", "model-graded-factuality", "model-graded-closedqa")
-
-
-# Comparisons pick among a test's columns; here the columns are graders, not candidates.
-REFUSED_TYPES = ("select-best", "max-score")
 
 
 GRADER_KEYS = {"label", "options", "type", "value", "threshold", "weight", "provider", "rubricPrompt", "metric",
@@ -240,7 +237,7 @@ def _build_config(raw: dict, entry: dict, file: str, where: str, base: Path, gra
     check_keys(options, GRADER_OPTION_KEYS, file, f"{where}.options")
     typ = entry.get("type")
     base_type = typ[4:] if isinstance(typ, str) and typ.startswith("not-") else typ
-    if base_type in REFUSED_TYPES:
+    if base_type in COMPARING:  # they pick among a test's columns: here the columns are graders, not candidates
         raise ConfigError(f"'{typ}' compares several outputs of one test; it cannot be calibrated against "
                           "per-item labels", file, f"{where}.type")
     if base_type in REFERENCE_VALUED and entry.get("value") is None:

@@ -59,6 +59,8 @@ class TypeFacts:
     claim_method: bool = False  # a claim-level method: its calls follow the output (run/estimate)
     cell_threshold: float | None = None  # promptfoo's CSV cell `type(0.9):` keeps a threshold; this one if none
     in_promptfoo: bool = True  # in promptfoo 0.121.20's assertion enum, so in the CSV `__expected` grammar
+    compares: bool = False  # scores a test's columns together once all of them ran (assertions/compare.py)
+    user_code: bool = False  # runs the user's code, whose result may carry named scores of its own
     unsupported: str | None = None  # why factcli rejects it at load time
 
 
@@ -87,13 +89,13 @@ TYPES: dict[str, TypeFacts] = {
     **_all("assertions.operational", "cost latency perplexity perplexity-score", cell_threshold=0.75),
     **_all("assertions.graded", "factuality model-graded-factuality llm-rubric model-graded-closedqa g-eval",
            model_graded=True, panel=True),
-    "select-best": TypeFacts("assertions.graded", model_graded=True, in_promptfoo=False),
-    "max-score": TypeFacts("assertions.graded", in_promptfoo=False),
+    "select-best": TypeFacts("assertions.graded", model_graded=True, in_promptfoo=False, compares=True),
+    "max-score": TypeFacts("assertions.graded", in_promptfoo=False, compares=True),
     "similar": TypeFacts("assertions.graded", model_graded=True, graders=("embedding",), cell_threshold=0.8),
     **_all("assertions.graded", "similar:cosine similar:dot similar:euclidean", model_graded=True,
            graders=("embedding",)),
-    **_all("assertions.scripts", "javascript python"),
-    "python-function": TypeFacts("assertions.scripts", in_promptfoo=False),
+    **_all("assertions.scripts", "javascript python", user_code=True),
+    "python-function": TypeFacts("assertions.scripts", in_promptfoo=False, user_code=True),
     # answer-relevance writes questions with a text model and compares them with an embedding model
     "answer-relevance": TypeFacts("assertions.rag", model_graded=True, graders=("text", "embedding"),
                                   cell_threshold=0.75),
@@ -121,6 +123,15 @@ TYPES: dict[str, TypeFacts] = {
 }
 UNSUPPORTED = {name: facts.unsupported for name, facts in TYPES.items() if facts.unsupported}
 FAMILIES = tuple(dict.fromkeys(f.family for f in TYPES.values() if f.family))  # what load_all imports
+COMPARING = frozenset(name for name, facts in TYPES.items() if facts.compares)
+
+
+def compares(test: TestCase) -> bool:
+    """Whether a comparison (select-best, max-score) still changes the rows of `test` after they run."""
+    for a in test.assertions:  # (a loop, not any(): asked of every row as it is kept)
+        if a.type in COMPARING:
+            return True
+    return False
 
 
 def _check_registration(name: str, fn: Callable, model_graded: bool) -> None:
