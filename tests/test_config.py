@@ -197,6 +197,15 @@ tests:
 """)
     with pytest.raises(ConfigError, match=r"tests\[1\].assert\[0\].\$ref: unknown assertion template 'nope'"):
         load_suite([cfg])
+    empty = write(tmp_path / "e.yaml", BASE + """
+assertionTemplates:
+  bare: {metric: m}
+tests:
+  - assert: [{$ref: "#/assertionTemplates/bare"}]
+""")
+    with pytest.raises(ConfigError, match=r"tests\[0\].assert\[0\].type: an assertion needs a 'type' "
+                       r"\(its \$ref, assertionTemplates.bare, gives none\)"):
+        load_suite([empty])
 
 
 def test_multiple_config_files_merge(tmp_path):

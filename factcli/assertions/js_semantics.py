@@ -69,13 +69,18 @@ def js_number(x: Any) -> str:
     return number_text(x)
 
 
+def _non_finite(x: float) -> str:
+    """How JavaScript prints NaN and the infinities (toFixed and toPrecision alike)."""
+    if x != x:
+        return "NaN"
+    return "Infinity" if x > 0 else "-Infinity"
+
+
 def js_to_fixed(x: float, digits: int) -> str:
     """``Number.prototype.toFixed``: the exact binary value rounded half up."""
     x = float(x)
-    if x != x:
-        return "NaN"
-    if math.isinf(x):
-        return "Infinity" if x > 0 else "-Infinity"
+    if not math.isfinite(x):
+        return _non_finite(x)
     if abs(x) >= 1e21:
         return js_number(x)
     from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
@@ -90,10 +95,8 @@ def js_to_fixed(x: float, digits: int) -> str:
 def js_to_precision(x: float, p: int) -> str:
     """``Number.prototype.toPrecision``."""
     x = float(x)
-    if x != x:
-        return "NaN"
-    if math.isinf(x):
-        return "Infinity" if x > 0 else "-Infinity"
+    if not math.isfinite(x):
+        return _non_finite(x)
     if x == 0:
         return "0" if p == 1 else "0." + "0" * (p - 1)
     from decimal import ROUND_HALF_UP, Context, Decimal, localcontext

@@ -290,15 +290,22 @@ def check_sql(output: str, value: Any, inverse: bool) -> tuple[bool, str]:
     if failures:
         passed = inverse
     tables, columns = _authorities(statements) if statements is not None else ([], [])
+
+    def whitelist(kind: str, found: list[str], allowed: list, matched: list) -> None:
+        """node-sql-parser's whitelist check of the tables or columns the SQL names."""
+        nonlocal passed
+        denied = parse_error or None if statements is None else _whitelist_violation(found, matched)
+        if denied is None:
+            return
+        passed = inverse
+        if found:
+            failures.append(f"SQL references unauthorized {kind}(s). Found: [{', '.join(found)}]. "
+                            f"Allowed: [{', '.join(templating.js_string(t) for t in allowed)}].")
+        else:
+            failures.append(f"SQL validation failed: {_whitelist_message(denied, kind, output, statements)}.")
+
     if allowed_tables:
-        denied = parse_error or None if statements is None else _whitelist_violation(tables, allowed_tables)
-        if denied is not None:
-            passed = inverse
-            if tables:
-                failures.append(f"SQL references unauthorized table(s). Found: [{', '.join(tables)}]. "
-                                f"Allowed: [{', '.join(templating.js_string(t) for t in allowed_tables)}].")
-            else:
-                failures.append(f"SQL validation failed: {_whitelist_message(denied, 'table', output, statements)}.")
+        whitelist("table", tables, allowed_tables, allowed_tables)
     if allowed_columns:
         normalized_columns = [templating.js_string(c) for c in allowed_columns]
         for item in list(normalized_columns):
@@ -307,14 +314,7 @@ def check_sql(output: str, value: Any, inverse: bool) -> tuple[bool, str]:
                 alt = f"{parts[0]}::null::{parts[2]}"
                 if alt not in normalized_columns:
                     normalized_columns.append(alt)
-        denied = parse_error or None if statements is None else _whitelist_violation(columns, normalized_columns)
-        if denied is not None:
-            passed = inverse
-            if columns:
-                failures.append(f"SQL references unauthorized column(s). Found: [{', '.join(columns)}]. "
-                                f"Allowed: [{', '.join(templating.js_string(c) for c in allowed_columns)}].")
-            else:
-                failures.append(f"SQL validation failed: {_whitelist_message(denied, 'column', output, statements)}.")
+        whitelist("column", columns, allowed_columns, normalized_columns)
     if inverse and not passed and not failures:
         failures.append("The output SQL statement is valid")
     return passed, " ".join(failures)

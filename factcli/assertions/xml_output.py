@@ -10,6 +10,7 @@ up in a fast-xml-parser-shaped tree (`root.child`, `root.item.0`, `root.@_id`).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from factcli import templating
@@ -43,19 +44,25 @@ def _read_name(text: str, start: int) -> tuple[str, int] | None:
     return text[start:end], end
 
 
-def _tag_end(text: str, start: int) -> int:
+def _unquoted(text: str, start: int) -> Iterator[tuple[int, str]]:
+    """The characters of `text` from `start` that stand outside a quoted attribute value."""
     quote_char = None
-    for i in range(start + 1, len(text)):
+    for i in range(start, len(text)):
         ch = text[i]
         if quote_char:
             if ch == quote_char:
                 quote_char = None
-            continue
-        if ch in "\"'":
+        elif ch in "\"'":
             quote_char = ch
-        elif ch == "<":
+        else:
+            yield i, ch
+
+
+def _tag_end(text: str, start: int) -> int:
+    for i, ch in _unquoted(text, start + 1):
+        if ch == "<":
             return -1
-        elif ch == ">":
+        if ch == ">":
             return i
     return -1
 
@@ -70,16 +77,9 @@ def _declaration_end(text: str, start: int) -> int:
         return _delimited_end(text, start + 4, "-->")
     if text.startswith("<![CDATA[", start):
         return _delimited_end(text, start + 9, "]]>")
-    quote_char, depth = None, 0
-    for i in range(start + 2, len(text)):
-        ch = text[i]
-        if quote_char:
-            if ch == quote_char:
-                quote_char = None
-            continue
-        if ch in "\"'":
-            quote_char = ch
-        elif ch == "[":
+    depth = 0
+    for i, ch in _unquoted(text, start + 2):
+        if ch == "[":
             depth += 1
         elif ch == "]" and depth > 0:
             depth -= 1

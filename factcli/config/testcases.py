@@ -310,8 +310,8 @@ def parse_assertion(a: Any, ctx: Ctx, where: str, in_set: bool = False) -> Asser
         if plain is not None:
             return plain
     expect(isinstance(a, dict), f"expected an assertion mapping, got {type(a).__name__}", ctx.file, where)
+    ref = a.get("$ref")
     if "$ref" in a:
-        ref = a["$ref"]
         prefix = "#/assertionTemplates/"
         expect(isinstance(ref, str) and ref.startswith(prefix),
                 f"$ref must look like '{prefix}NAME'", ctx.file, where + ".$ref")
@@ -319,10 +319,12 @@ def parse_assertion(a: Any, ctx: Ctx, where: str, in_set: bool = False) -> Asser
         if name not in ctx.templates:
             raise ConfigError(f"unknown assertion template '{name}'{did_you_mean(name, ctx.templates)}",
                               ctx.file, where + ".$ref")
-        a = {**ctx.templates[name], **{k: v for k, v in a.items() if k != "$ref"}}
+        a = {**ctx.templates[name], **{k: v for k, v in a.items() if k != "$ref"}}  # (a mapping: loader.py)
     check_keys(a, ASSERT_KEYS - {"$ref"}, ctx.file, where)
     typ = a.get("type")
-    expect(isinstance(typ, str) and typ, "an assertion needs a 'type'", ctx.file, where + ".type")
+    expect(isinstance(typ, str) and typ, "an assertion needs a 'type'" + (
+        f" (its $ref, assertionTemplates.{ref[len('#/assertionTemplates/'):]}, gives none)" if ref else ""),
+        ctx.file, where + ".type")
     base = typ[4:] if typ.startswith("not-") else typ
     if base == "assert-set":
         expect(not in_set, "assert-set cannot be nested inside another assert-set", ctx.file, where + ".type")

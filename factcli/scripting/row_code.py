@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from factcli.scripting.python import wait_for
-from factcli.scripting.transforms import TransformError, transform_label
+from factcli.scripting.transforms import TransformError, js_transform_failures, js_transform_value, transform_label
 from factcli.scripting.values import plain
 from factcli.sources import PY_SUFFIXES
 
@@ -181,13 +181,9 @@ def _python_transform_vars(path: Path, func: str | None, variables: dict, contex
 
 
 def _js_transform_vars(target: dict, variables: dict, context: dict, label: str) -> Any:
-    from factcli.scripting.node import JSError, NodeWorkerError, get_worker
+    from factcli.scripting.node import get_worker
 
-    try:
+    with js_transform_failures(label):
         answer = get_worker().call_sync("transform", {**target, "input": variables, "context": context,
                                                       "inputType": "vars"})
-    except JSError as exc:
-        raise TransformError(f"Transform failed ({label}): {exc.js_message}") from None
-    except NodeWorkerError as exc:
-        raise TransformError(f"Transform failed ({label}): {exc}") from None
-    return None if answer.get("undefined") else answer.get("value")
+    return js_transform_value(answer)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -127,13 +129,27 @@ async def _python_transform(path: Path, func: str | None, output: Any, context: 
 
 
 async def _js_transform(target: dict, output: Any, context: dict, label: str) -> Any:
-    from factcli.scripting.node import JSError, NodeWorkerError, get_worker
+    from factcli.scripting.node import get_worker
 
-    try:
+    with js_transform_failures(label):
         answer = await get_worker().call("transform", {**target, "input": output, "context": context,
                                                        "inputType": "output"})
+    return js_transform_value(answer)
+
+
+@contextmanager
+def js_transform_failures(label: str) -> Iterator[None]:
+    """A JavaScript transform's failure (an output's or transformVars'), in promptfoo's words."""
+    from factcli.scripting.node import JSError, NodeWorkerError
+
+    try:
+        yield
     except JSError as exc:
         raise TransformError(f"Transform failed ({label}): {exc.js_message}") from None
     except NodeWorkerError as exc:
         raise TransformError(f"Transform failed ({label}): {exc}") from None
+
+
+def js_transform_value(answer: dict) -> Any:
+    """The worker's answer to a transform: None for JavaScript's undefined."""
     return None if answer.get("undefined") else answer.get("value")
