@@ -398,10 +398,10 @@ def excerpt(text: str, line: int, column: int, before: int = 2) -> list[str]:
     return out
 
 
-def load_structured(path: Path, file: str | None = None) -> Any:
-    """Parse a .yaml/.yml/.json/.jsonl file; JSONL gives a list."""
+def load_structured(path: Path, file: str | None = None, key: str = "") -> Any:
+    """Parse a .yaml/.yml/.json/.jsonl file; JSONL gives a list. `key`: where `file` names it."""
     name = file or str(path)
-    return parse_structured(read_text(path, name, ""), path.suffix.lower(), name)
+    return parse_structured(read_text(path, name, key), path.suffix.lower(), name)
 
 
 def parse_structured(text: str, suffix: str, name: str) -> Any:

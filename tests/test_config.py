@@ -31,6 +31,8 @@ BASE = "prompts: ['Q: {{q}}']\nproviders: [echo]\n"
     (BASE + "tests:\n  - assert: [{type: contains}]\n", "c.yaml: tests[0].assert[0].value: 'contains' needs a 'value'"),
     (BASE + "tests:\n  - assert: [{type: guardrails}]\n", "c.yaml: tests[0].assert[0].type: assertion type 'guardrails' is not supported"),
     (BASE + "tests: file://missing.csv\n", "c.yaml: tests: file not found:"),
+    (BASE + "tests:\n  - assert: [{type: equals, value: 'file://gone.yaml'}]\n",
+     "c.yaml: tests[0].assert[0].value: file not found:"),
     ("prompts: ['{{ q ']\nproviders: [echo]\n", "c.yaml: prompts[0]: template syntax error"),
     ("prompts: []\nproviders: [echo]\n", "c.yaml: prompts: no prompts found: list at least one"),
     ("prompts: [x]\n", "c.yaml: providers: no providers"),

@@ -407,7 +407,7 @@ def _assertion_value_file(ref: str, typ: str, ctx: Ctx, where: str):
     path, _ = sources.ref_path(ref, ctx.base)
     suffix = path.suffix.lower()
     if suffix in (".json", ".yaml", ".yml"):
-        return sources.load_structured(path, ctx.file)
+        return sources.load_structured(path, ctx.file, where)
     if suffix == ".txt":
         return sources.read_text(path, ctx.file, where).strip()
     raise ConfigError(f"unsupported file type for an assertion value: {path.name} (use .txt, .json or .yaml)",
