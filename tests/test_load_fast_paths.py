@@ -1,4 +1,4 @@
-"""The load side's fast paths (a test of plain vars, a CSV row without special columns, a row whose
+"""The load side's fast paths (a CSV row of vars alone, a row whose
 vars are all data, the plan's steps, a held suite's facts) give exactly what the general paths give."""
 
 import asyncio
@@ -6,7 +6,7 @@ import itertools
 import json
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from factcli.config import stream, testcases, testsets
 from factcli.config.context import Ctx
@@ -20,136 +20,10 @@ from factcli.types import EvalStep, ProviderSpec, TestCase
 CTX = Ctx("tests.csv", ".", {})
 
 
-def _general_parse(monkeypatch, *args, **kwargs) -> TestCase:
-    with monkeypatch.context() as m:
-        m.setattr(testcases, "_plain_test", lambda *a: None)
-        return testcases.parse_test(*args, **kwargs)
-
-
 def _same_test(fast: TestCase, slow: TestCase) -> None:
     assert fast == slow and repr(fast) == repr(slow)  # (repr: 1 and 1.0 are equal, not the same)
     assert list(fast.raw) == list(slow.raw) and list(fast.vars) == list(slow.vars)
     assert json.dumps(fast.raw) == json.dumps(slow.raw)
-
-
-PLAIN_TESTS = [
-    {"vars": {"q": "question 1"}, "assert": [], "options": {}, "description": "Row #1"},
-    {"vars": {"q": "a\n", "b": ""}},
-    {"description": 7, "vars": {"x": "{{ y }}", "y": "z"}},  # templates: rendered only when from the config
-    {"vars": {"q": "x"}, "assert": None, "options": None, "description": None},
-    {"vars": {"q": "x"}, "assert": [{"type": "contains", "value": "x"}]},
-    {"vars": {"q": "x"}, "assert": [{"type": "not-icontains", "value": "y", "metric": "m"},
-                                    {"type": "assert-set", "assert": [{"type": "regex", "value": "x"}]},
-                                    {"type": "javascript", "value": "output.length > 0"}]},
-]
-OTHER_TESTS = [
-    {"vars": {"q": "file://notes.txt"}},  # a file var: loaded
-    {"vars": {"q": 1}},
-    {"vars": {"q": ["a", "b"]}},
-    {"vars": {}},
-    {"vars": {"q": "x"}, "threshold": 0.5},
-    {"vars": {"q": "x"}, "metadata": {"k": "v"}},
-    {"vars": {"q": "x"}, "options": {"prefix": "P: "}},
-    {"vars": {"q": "x"}, "providerOutput": "out"},
-    {"vars": {1: "x"}},
-    {"vars": {"q": "x"}, "assert": {"type": "contains", "value": "x"}},
-    {"vars": {"q": "x"}, "assert": [{"type": "contains"}]},  # (an error either way)
-    {"vars": {"q": "x"}, "assert": [{"type": "no-such-type", "value": "x"}]},
-]
-
-
-def _parsed_or_error(parse, *args, **kwargs):
-    try:
-        return parse(*args, **kwargs)
-    except Exception as exc:  # noqa: BLE001 - the same error either way
-        return f"{type(exc).__name__}: {exc}"
-
-
-@pytest.mark.parametrize("from_config", [False, True])
-@pytest.mark.parametrize("t", PLAIN_TESTS + OTHER_TESTS)
-def test_a_test_of_plain_vars_parses_as_the_general_path_parses_it(monkeypatch, tmp_path, t, from_config):
-    (tmp_path / "notes.txt").write_text("notes")
-    ctx = Ctx(str(tmp_path / "c.yaml"), tmp_path, {})
-    fast = _parsed_or_error(testcases.parse_test, dict(t), ctx, "tests[0]", from_config=from_config)
-    slow = _parsed_or_error(_general_parse, monkeypatch, dict(t), ctx, "tests[0]", from_config=from_config)
-    if isinstance(slow, str):
-        assert fast == slow and t in OTHER_TESTS
-        return
-    _same_test(fast, slow)
-    assert (testcases._plain_test(dict(t), ctx, "tests[0]", from_config) is not None) == (t in PLAIN_TESTS)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.dictionaries(st.text(max_size=6), st.text(max_size=8), min_size=1, max_size=4),
-       st.one_of(st.none(), st.text(max_size=5)), st.booleans())
-def test_any_test_of_string_vars_parses_as_the_general_path_parses_it(variables, description, from_config):
-    t = {"vars": variables, "assert": [], "options": {}}
-    if description is not None:
-        t["description"] = description
-    fast = _parsed_or_error(testcases.parse_test, dict(t), CTX, "row 1", from_config=from_config)
-    with pytest.MonkeyPatch.context() as m:
-        slow = _parsed_or_error(_general_parse, m, dict(t), CTX, "row 1", from_config=from_config)
-    if isinstance(slow, str):  # a value that names no readable file (`file://`): the same error either way
-        assert fast == slow
-        return
-    _same_test(fast, slow)
-    default = testcases.parse_test({"assert": [{"type": "contains", "value": "x"}], "vars": {"d": "1"}}, CTX,
-                                   "defaultTest", is_default=True)
-    with pytest.MonkeyPatch.context() as m:
-        slow = _general_parse(m, dict(t), CTX, "row 1", from_config=from_config)
-    _same_test(testcases.merge_default(fast, default), testcases.merge_default(slow, default))
-
-
-ASSERT_TYPES = ["contains", "not-contains", "icontains", "regex", "equals", "is-json", "llm-rubric", "javascript",
-                "python", "assert-set", "not-assert-set", "guardrails", "no-such-type", "", "not-", 5, None]
-ASSERT_VALUES = [None, "x", "file://missing.txt", 3, ["a", "b"], {"k": 1}, ""]
-ASSERT_EXTRA = [{}, {"metric": "m"}, {"metric": None}, {"metric": 5}, {"weight": 2}, {"threshold": 0.5},
-                {"config": {}}, {"provider": "echo"}, {"transform": "output"}, {"$ref": "#/assertionTemplates/t"},
-                {"assert": [{"type": "contains", "value": "x"}]}, {"typo": 1}]
-
-
-@settings(max_examples=400, deadline=None)
-@given(st.sampled_from(ASSERT_TYPES), st.sampled_from(ASSERT_VALUES), st.sampled_from(ASSERT_EXTRA),
-       st.booleans(), st.booleans())
-def test_an_assertion_of_a_type_and_a_value_parses_as_the_general_path_parses_it(typ, value, extra, in_set, keyed):
-    a = {"type": typ, **({"value": value} if keyed or value is not None else {}), **extra}
-    ctx = Ctx("c.yaml", ".", {"t": {"type": "contains", "value": "x"}})
-    fast = _parsed_or_error(testcases.parse_assertion, dict(a), ctx, "tests[0].assert[0]", in_set=in_set)
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(testcases, "_plain_assertion", lambda a: None)
-        slow = _parsed_or_error(testcases.parse_assertion, dict(a), ctx, "tests[0].assert[0]", in_set=in_set)
-    assert fast == slow and repr(fast) == repr(slow)
-    if not isinstance(slow, str):
-        assert json.dumps(fast.raw, default=str) == json.dumps(slow.raw, default=str)
-
-
-def test_the_plain_assertion_path_is_taken_for_plain_assertions_only():
-    assert testcases._plain_assertion({"type": "not-contains", "value": "x", "metric": "m"}) is not None
-    for a in ({"type": "contains", "value": "x", "weight": 2}, {"type": "python", "value": "True"},
-              {"type": "contains", "value": "file://x.txt"}, {"type": "contains"}, {"type": "nope", "value": "x"}):
-        assert testcases._plain_assertion(a) is None
-
-
-COLUMNS = ["q", " q2 ", "a b", "_q", "__expected", "__description", "__metric", "__threshold", "__prefix",
-           "__metadata:k", "__config:__expected:threshold", "_expected", "__expectd", None]
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from(COLUMNS), min_size=1, max_size=5, unique=True),
-       st.lists(st.one_of(st.none(), st.sampled_from(["x", "", "y\n", "contains:x", "0.5", "a,b"])),
-                min_size=5, max_size=5))
-def test_a_csv_row_without_special_columns_converts_as_the_general_path_converts_it(columns, cells):
-    row = dict(zip(columns, cells))
-    try:
-        slow_warnings: list = []
-        slow = testsets._special_csv_row(row, "t.csv", 3, slow_warnings)
-    except Exception as exc:  # noqa: BLE001 - the same error either way
-        with pytest.raises(type(exc)):
-            testsets.test_from_csv_row(row, "t.csv", 3, [])
-        return
-    fast_warnings: list = []
-    fast = testsets.test_from_csv_row(row, "t.csv", 3, fast_warnings)
-    assert json.dumps(fast) == json.dumps(slow) and fast_warnings == slow_warnings
 
 
 def _step(vars_, prompt_raw="Answer: {{q}}", options=None, request_params=None, prompt_config=None, repeat=0):
@@ -323,14 +197,6 @@ def test_the_names_assertion_values_use_are_found_as_the_general_walk_finds_them
     assert var_check._used_names(test) == walked
 
 
-def _general_make(default, cli_vars, t, ctx, where, from_config, placeholder=False):
-    """What the suite's tests were made with before test_maker: the test parsed, then defaultTest merged."""
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(testcases, "_plain_test", lambda *a: None)
-        return testcases.merge_default(testcases.parse_test(t, ctx, where, from_config=from_config,
-                                                            placeholder=placeholder), default, cli_vars)
-
-
 DEFAULT_TESTS = [
     {}, {"assert": [{"type": "contains", "value": "x"}, {"type": "regex", "value": "y\\d"}]},
     {"assert": [{"type": "contains", "value": "{{ q }}"}], "vars": {"d": "1"}},
@@ -345,86 +211,6 @@ def _same_made(fast: TestCase, slow: TestCase, default: TestCase) -> None:
     for name in ("options", "metadata", "request_params", "template_vars"):
         assert type(getattr(fast, name)) is type(getattr(slow, name))
     assert (fast.assertions is default.assertions) == (slow.assertions is default.assertions)
-
-
-@pytest.mark.parametrize("cli_vars", [None, {}, {"c": "v"}])
-@pytest.mark.parametrize("default_test", DEFAULT_TESTS)
-@pytest.mark.parametrize("from_config", [False, True])
-@pytest.mark.parametrize("t", PLAIN_TESTS + OTHER_TESTS)
-def test_a_test_is_made_merged_as_parsing_then_merging_makes_it(tmp_path, t, from_config, default_test, cli_vars):
-    (tmp_path / "notes.txt").write_text("notes")
-    (tmp_path / "score.py").write_text("def get_assertion_score(s, c):\n    return 1\n")
-    ctx = Ctx(str(tmp_path / "c.yaml"), tmp_path, {})
-    default = testcases.parse_test(dict(default_test), ctx, "defaultTest", is_default=True)
-    make = testcases.test_maker(default, cli_vars)
-    fast = _parsed_or_error(make, dict(t), ctx, "tests[0]", from_config)
-    slow = _parsed_or_error(_general_make, default, cli_vars, dict(t), ctx, "tests[0]", from_config)
-    if isinstance(slow, str):
-        assert fast == slow and t in OTHER_TESTS
-        return
-    _same_made(fast, slow, default)
-    only_assertions = set(default_test) <= {"assert"} and not cli_vars
-    merged = testcases._plain_merged(dict(t), ctx, "tests[0]", from_config, default.assertions)
-    assert (merged is not None) == (t in PLAIN_TESTS)
-    if merged is not None and only_assertions:
-        _same_made(merged, slow, default)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.dictionaries(st.text(max_size=6), st.text(max_size=8), min_size=1, max_size=4),
-       st.one_of(st.none(), st.text(max_size=5)), st.booleans(), st.sampled_from(DEFAULT_TESTS[:2]))
-def test_any_test_of_string_vars_is_made_merged_as_parsing_then_merging_makes_it(variables, description,
-                                                                                  from_config, default_test):
-    t = {"vars": variables, "assert": [], "options": {}}
-    if description is not None:
-        t["description"] = description
-    default = testcases.parse_test(dict(default_test), CTX, "defaultTest", is_default=True)
-    fast = _parsed_or_error(testcases.test_maker(default), dict(t), CTX, "row 1", from_config)
-    slow = _parsed_or_error(_general_make, default, None, dict(t), CTX, "row 1", from_config)
-    if isinstance(slow, str):  # a value that names no readable file (`file://`): the same error either way
-        assert fast == slow
-        return
-    _same_made(fast, slow, default)
-
-
-def test_tests_made_merged_share_what_merged_tests_share():
-    """Consecutive tests with only defaultTest's assertions share its list and one list of their raws,
-    as merging each parsed test makes them (the stored rows keep one text for a shared list)."""
-    default = testcases.parse_test({"assert": [{"type": "contains", "value": "x"}]}, CTX, "defaultTest",
-                                   is_default=True)
-    make = testcases.test_maker(default)
-    for made in ([make({"vars": {"q": str(i)}}, CTX, f"row {i}", False) for i in range(3)],
-                 [_general_make(default, None, {"vars": {"q": str(i)}}, CTX, f"row {i}", False) for i in range(3)]):
-        assert all(m.assertions is default.assertions for m in made)
-        assert made[0].raw["assert"] is made[1].raw["assert"] is made[2].raw["assert"]
-
-
-HEADERS = ["q", " q ", "q ", "a b", "", "_q", " _q", "__expected", "x_", "q2"]
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from(HEADERS), min_size=1, max_size=4),
-       st.lists(st.lists(st.sampled_from(["x", "", "y\n", " z ", "file://a.txt", "a,b"]), min_size=1, max_size=4),
-                min_size=1, max_size=4))
-def test_a_csv_files_rows_convert_as_each_row_converts(header, rows):
-    import csv
-    import io
-
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    writer.writerow(header)
-    writer.writerows(row[:len(header)] for row in rows)
-    text = buffer.getvalue()
-    fast_warnings: list = []
-    fast = list(testsets.CsvRows(text, "t.csv", fast_warnings))
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(testsets, "_plain_header", lambda header: None)
-        slow_warnings: list = []
-        slow = list(testsets.CsvRows(text, "t.csv", slow_warnings))
-    assert json.dumps(fast) == json.dumps(slow) and fast_warnings == slow_warnings
-    names = [h.strip() for h in header]
-    assert (testsets._plain_header(header) is not None) == (
-        not any(n.startswith("_") for n in names) and len(set(names)) == len(names))
 
 
 def _csv_tests(folder, header: list, rows: list, default_test: dict, general: bool, hold_max: int | None = None):
@@ -494,3 +280,30 @@ def test_the_plain_row_path_is_taken_for_csv_files_without_special_columns_only(
                                  (["q"], {"options": {"provider": "echo"}})):
         _csv_tests(tmp_path, header, [["a", "contains:a"][:len(header)]], default_test, general=False)
     assert len(taken) == 2
+
+
+HEADER_NAMES = ["q", " q ", "q ", "a b", "", "_q", " _q", "__expected", "x_", "q2", "__metric", "_expected"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(HEADER_NAMES), min_size=1, max_size=4),
+       st.lists(st.lists(st.sampled_from(["x", "", "y\n", " z ", "file://a.txt", "a,b", "contains:x"]), min_size=1,
+                         max_size=4), min_size=1, max_size=4))
+@example(["q", "q ", "q"], [["x"], ["y", "z"]])  # a name twice: a short row's missing cell is its last one
+def test_a_csv_files_tests_are_its_rows_as_csv_dictreader_reads_them(header, rows):
+    """Whichever way a header's rows are made (vars alone or not), each is the test of the row
+    csv.DictReader reads (duplicate names, short rows), with the header's warnings said once."""
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(header)
+    writer.writerows(row[:len(header)] for row in rows)
+    text = buffer.getvalue()
+    made_warnings: list = []
+    made = list(testsets.CsvRows(text, "t.csv", made_warnings))
+    read_warnings: list = []
+    read = [(n, testsets.test_from_csv_row(row, "t.csv", n, read_warnings))
+            for n, row in enumerate(csv.DictReader(io.StringIO(text, newline="")), 1)]
+    assert json.dumps(made) == json.dumps(read) and made_warnings == read_warnings

@@ -35,7 +35,6 @@ def _cell_pattern() -> re.Pattern:
     )
 
 
-_LIST_TYPES = {"contains-all", "contains-any", "icontains-all", "icontains-any"}
 _NUMBER = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$")
 # promptfoo's isJavascriptFile, which a `file://` cell of `__expected` is tested with: no `.tsx`
 _CELL_JS_SUFFIXES = JS_SUFFIXES + tuple(s for s in TS_SUFFIXES if s != ".tsx")
@@ -74,22 +73,18 @@ def assertion_from_string(cell: str) -> dict:
     not_prefix, typ, threshold_text, value = m.groups()
     full = f"not-{typ}" if not_prefix else typ
     threshold = parse_number(threshold_text)
-    if typ in _LIST_TYPES:
+    facts = TYPES[typ]
+    if facts.cell_value == "list":
         from factcli.assertions.text import split_commas
 
         return {"type": full, "value": split_commas(value) if value else value}
-    if typ in ("contains-json", "is-json"):
-        out = {"type": full}
+    out = {"type": full}
+    if facts.cell_value == "json":
         if value is not None:
             out["value"] = value
         return out
-    default = TYPES[typ].cell_threshold
-    if default is not None:
-        out = {"type": full, "threshold": default if threshold is None else threshold}
-        if value is not None:
-            out["value"] = value.strip()
-        return out
-    out = {"type": full}
+    if facts.cell_threshold is not None:
+        out["threshold"] = facts.cell_threshold if threshold is None else threshold
     if value is not None:
         out["value"] = value.strip()
     return out
@@ -97,118 +92,163 @@ def assertion_from_string(cell: str) -> dict:
 
 SPECIAL_COLUMNS = ("__expected", "__prefix", "__suffix", "__description", "__providerOutput", "__metric",
                    "__threshold", "__metadata", "__config")
+# the special columns that set one field of the test from their cell, by the field
+_FIELD_COLUMNS = {"__prefix": "prefix", "__suffix": "suffix", "__description": "description",
+                  "__providerOutput": "providerOutput", "__metric": "metric", "__threshold": "threshold"}
+# a special column's name with one underscore: a var, with a warning
+_SINGLE_UNDERSCORE = tuple("_" + name.lstrip("_") for name in SPECIAL_COLUMNS)
+# what a column is (CsvHeader.columns); a role not here is a field of _FIELD_COLUMNS
+_VAR, _SKIP, _EXPECTED, _METADATA, _METADATA_LIST, _CONFIG = "var", "skip", "expected", "metadata", "list", "config"
+_NEAR_MISS, _BAD_CONFIG = "near miss", "bad config"
 
 
-def _near_miss_column(key: str, file: str) -> None:
-    """A column that is almost one of promptfoo's special columns is a typo, not a var: said at once."""
+def _near_miss(key: str) -> str | None:
+    """The error of a column that is almost one of promptfoo's special columns (a typo, not a var)."""
     import difflib
 
     close = difflib.get_close_matches(key.split(":")[0], SPECIAL_COLUMNS, n=1, cutoff=0.75)
     if close:
-        raise ConfigError(f'column "{key}" is not a special column; did you mean "{close[0]}"? '
-                          "(a column that is meant as a var should not start with __)", file, f"column {key}")
+        return (f'column "{key}" is not a special column; did you mean "{close[0]}"? '
+                "(a column that is meant as a var should not start with __)")
+    return None
 
 
-def test_from_csv_row(row: dict[str, str], file: str, rownum: int, warnings: list[str]) -> dict:
-    for k in row:
-        if k is not None and k.strip().startswith("_"):
-            return _special_csv_row(row, file, rownum, warnings)
-    # no special column, nor one that looks like one: every cell is a var, as _special_csv_row makes it
-    return {"vars": {k.strip(): v if v is not None else "" for k, v in row.items() if k is not None},
-            "assert": [], "options": {}, "description": f"Row #{rownum}"}
+class CsvHeader:
+    """What each column of a CSV header is, worked out once a header (promptfoo-semantics §7): a var,
+    one of promptfoo's special columns, or a mistake (a near miss of a special column is an error
+    when a row reaches it; a single underscore, `__metadata` without a key, a `__config:` column of
+    the wrong shape, a warning). Every row of the header is read by it (`test`). `names`: the vars'
+    names, a column each, when every column is a var under a name of its own that does not start
+    with `_`: then a row's vars are its cells (CsvRows._plain)."""
 
+    def __init__(self, keys, file: str):
+        self.file = file
+        self.warnings: list[str] = []
+        # (role, the name stripped, what the role needs) a column; a key None is csv.DictReader's
+        # list of a row's cells beyond the header's
+        self.columns = [(_SKIP, "", None) if k is None else self._column(k.strip()) for k in keys]
+        names = [name for _, name, _ in self.columns]
+        # (a name that starts with `_` is in the special columns' space: its header takes the general row)
+        plain = all(role == _VAR and not name.startswith("_") for role, name, _ in self.columns)
+        self.names = names if plain and len(set(names)) == len(names) else None
 
-def _special_csv_row(row: dict[str, str], file: str, rownum: int, warnings: list[str]) -> dict:
-    """A CSV row with a column that starts with `_` (promptfoo's special columns, and their near misses)."""
-    vars_: dict = {}
-    asserts: list[dict] = []
-    options: dict = {}
-    metadata: dict = {}
-    configs: dict[int, dict] = {}
-    description = provider_output = metric = None
-    threshold = None
-    for key, value in ((k.strip(), v if v is not None else "") for k, v in row.items() if k is not None):
-        if key.startswith("_") and not key.startswith("__") and any(
-            key.startswith(f"_{s}") for s in ("expected", "prefix", "suffix", "description", "providerOutput",
-                                             "metric", "threshold", "metadata", "config")):
-            msg = f'{file}: column "{key}" has a single underscore; did you mean "_{key}"? It is used as a var'
-            if msg not in warnings:
-                warnings.append(msg)
+    def _warn(self, msg: str) -> None:
+        msg = f"{self.file}: {msg}"
+        if msg not in self.warnings:
+            self.warnings.append(msg)
+
+    def _column(self, key: str) -> tuple[str, str, Any]:
+        if key.startswith(_SINGLE_UNDERSCORE) and not key.startswith("__"):
+            self._warn(f'column "{key}" has a single underscore; did you mean "_{key}"? It is used as a var')
         if key.startswith("__expected"):
-            if value.strip():
-                try:
-                    asserts.append(assertion_from_string(value.strip()))
-                except AssertionError_ as exc:
-                    # promptfoo aborts the whole eval on such a cell while loading the CSV
-                    raise ConfigError(str(exc), file, f"row {rownum}, column {key}") from None
-        elif key == "__prefix":
-            options["prefix"] = value
-        elif key == "__suffix":
-            options["suffix"] = value
-        elif key == "__description":
-            description = value
-        elif key == "__providerOutput":
-            provider_output = value
-        elif key == "__metric":
-            metric = value
-        elif key == "__threshold":
-            threshold = parse_number(value)
-        elif key.startswith("__metadata:"):
+            return _EXPECTED, key, None
+        if key in _FIELD_COLUMNS:
+            return _FIELD_COLUMNS[key], key, None
+        if key.startswith("__metadata:"):
             mkey = key[len("__metadata:"):]
-            if mkey.endswith("[]"):
-                if value.strip():
-                    parts = re.split(r"(?<!\\),", value)
-                    metadata[mkey[:-2]] = [p.strip().replace("\\,", ",") for p in parts]
-            elif value.strip():
-                metadata[mkey] = value
-        elif key == "__metadata":
-            msg = f'{file}: the "__metadata" column needs a key, e.g. "__metadata:category"; ignored'
-            if msg not in warnings:
-                warnings.append(msg)
-        elif key.startswith("__config:"):
+            return (_METADATA_LIST, key, mkey[:-2]) if mkey.endswith("[]") else (_METADATA, key, mkey)
+        if key == "__metadata":
+            self._warn('the "__metadata" column needs a key, e.g. "__metadata:category"; ignored')
+            return _SKIP, key, None
+        if key.startswith("__config:"):
             parts = key[len("__config:"):].split(":")
-            where = f"row {rownum}, column {key}"
             if len(parts) != 2:
-                msg = f'{file}: column "{key}" should look like __config:__expected<N>:threshold; ignored'
-                if msg not in warnings:
-                    warnings.append(msg)
-                continue
+                self._warn(f'column "{key}" should look like __config:__expected<N>:threshold; ignored')
+                return _SKIP, key, None
             target, ckey = parts
             m = re.match(r"^__expected(\d*)$", target)
-            index = None
-            if m:
-                index = 0 if m.group(1) == "" else int(m.group(1)) - 1
+            index = None if not m else 0 if m.group(1) == "" else int(m.group(1)) - 1
             if index is None or index < 0:
-                raise ConfigError(f"invalid expected key '{target}' (use __expected or __expected<N>)", file, where)
+                return _BAD_CONFIG, key, f"invalid expected key '{target}' (use __expected or __expected<N>)"
             if ckey != "threshold":
-                raise ConfigError(f"invalid config key '{ckey}' (only 'threshold' is allowed)", file, where)
-            number = parse_number(value)
-            if number is None:
-                raise ConfigError(f"invalid numeric value {value!r} for threshold", file, where)
-            configs.setdefault(index, {})[ckey] = number
-        else:
-            if key.startswith("__"):
-                _near_miss_column(key, file)
-            vars_[key] = value
-    for i, a in enumerate(asserts):
-        a["metric"] = metric
-        for ckey, cval in configs.get(i, {}).items():
-            a[ckey] = cval
-            metadata[ckey] = cval
-    for a in asserts:
-        if a.get("metric") is None:
-            a.pop("metric")
-    test: dict[str, Any] = {"vars": vars_, "assert": asserts, "options": options}
-    if description:
-        test["description"] = description
-    else:
-        test["description"] = f"Row #{rownum}"
+                return _BAD_CONFIG, key, f"invalid config key '{ckey}' (only 'threshold' is allowed)"
+            return _CONFIG, key, (index, ckey)
+        if key.startswith("__"):
+            error = _near_miss(key)
+            if error:
+                return _NEAR_MISS, key, error
+        return _VAR, key, None
+
+    def say(self, warnings: list[str]) -> None:
+        """Add the header's warnings to `warnings` (each once)."""
+        for msg in self.warnings:
+            if msg not in warnings:
+                warnings.append(msg)
+
+    def test(self, cells, rownum: int) -> dict:
+        """The test mapping of row `rownum`, its cells in the header's order (a missing one None)."""
+        file = self.file
+        vars_: dict = {}
+        asserts: list[dict] = []
+        fields: dict = {}
+        metadata: dict = {}
+        configs: dict[int, dict] = {}
+        for (role, key, arg), value in zip(self.columns, cells):
+            if value is None:
+                value = ""
+            if role == _VAR:
+                vars_[key] = value
+            elif role == _EXPECTED:
+                if value.strip():
+                    try:
+                        asserts.append(assertion_from_string(value.strip()))
+                    except AssertionError_ as exc:
+                        # promptfoo aborts the whole eval on such a cell while loading the CSV
+                        raise ConfigError(str(exc), file, f"row {rownum}, column {key}") from None
+            elif role == _METADATA_LIST:
+                if value.strip():
+                    parts = re.split(r"(?<!\\),", value)
+                    metadata[arg] = [p.strip().replace("\\,", ",") for p in parts]
+            elif role == _METADATA:
+                if value.strip():
+                    metadata[arg] = value
+            elif role == _CONFIG:
+                number = parse_number(value)
+                if number is None:
+                    raise ConfigError(f"invalid numeric value {value!r} for threshold", file,
+                                      f"row {rownum}, column {key}")
+                configs.setdefault(arg[0], {})[arg[1]] = number
+            elif role == _BAD_CONFIG:
+                raise ConfigError(arg, file, f"row {rownum}, column {key}")
+            elif role == _NEAR_MISS:
+                raise ConfigError(arg, file, f"column {key}")
+            elif role != _SKIP:
+                fields[role] = value
+        metric = fields.get("metric")
+        for i, a in enumerate(asserts):
+            if metric is not None:
+                a["metric"] = metric
+            for ckey, cval in configs.get(i, {}).items():
+                a[ckey] = cval
+                metadata[ckey] = cval
+        options = {k: v for k, v in fields.items() if k in ("prefix", "suffix")}
+        threshold = parse_number(fields["threshold"]) if "threshold" in fields else None
+        return row_mapping(vars_, rownum, asserts, options, fields.get("description"), fields.get("providerOutput"),
+                            threshold, metadata)
+
+
+def row_mapping(vars_: dict, rownum: int, asserts: list | None = None, options: dict | None = None,
+                 description: str | None = None, provider_output: str | None = None, threshold: float | None = None,
+                 metadata: dict | None = None) -> dict:
+    """A CSV row's test mapping, as promptfoo makes it (its keys in promptfoo's order)."""
+    test: dict[str, Any] = {"vars": vars_, "assert": [] if asserts is None else asserts,
+                            "options": {} if options is None else options,
+                            "description": description or f"Row #{rownum}"}
     if provider_output:
         test["providerOutput"] = provider_output
     if threshold is not None:
         test["threshold"] = threshold
     if metadata:
         test["metadata"] = metadata
+    return test
+
+
+def test_from_csv_row(row: dict[str, str], file: str, rownum: int, warnings: list[str]) -> dict:
+    """The test mapping of a CSV row, as csv.DictReader reads it (its header's warnings added to
+    `warnings`)."""
+    header = CsvHeader(row, file)
+    test = header.test(row.values(), rownum)
+    header.say(warnings)
     return test
 
 
@@ -305,55 +345,43 @@ class CsvRows:
         header = next(reader, None)
         if header is None:
             return
-        width, n = len(header), 0
-        names = _plain_header(header)
+        names = CsvHeader(header, self.file).names
         if names is not None:
             yield from self._plain(reader, names)
             return
-        for row in reader:
-            if not row:
-                continue
-            n += 1
-            cells = dict(zip(header, row))
-            if len(row) < width:
-                for key in header[len(row):]:
-                    cells[key] = None
+        for n, cells in _cells(reader, header, None):
             yield n, test_from_csv_row(cells, self.file, n, warnings)
 
-
     def plain_tests(self):
-        """(row number, test mapping) per row, as iterating gives them, when the header has no special
-        column, nor one that looks like one (`_plain_header`): each mapping is {vars: the row's cells
-        by the header's names, assert: [], options: {}, description}, made afresh. None for any other
-        header."""
+        """(row number, test mapping) per row, as iterating gives them, when every column of the header
+        is a var (CsvHeader.names): each mapping is {vars: the row's cells by the header's names,
+        assert: [], options: {}, description}, made afresh. None for any other header."""
         reader = self._reader()
         header = next(reader, None)
-        names = None if header is None else _plain_header(header)
+        names = None if header is None else CsvHeader(header, self.file).names
         return None if names is None else self._plain(reader, names)
 
     @staticmethod
     def _plain(reader, names: list[str]):
-        """Every row's cells are its vars: test_from_csv_row's mapping, made directly."""
-        width, n = len(names), 0
-        for row in reader:
-            if not row:
-                continue
-            n += 1
-            vars_ = dict(zip(names, row))
-            if len(row) < width:
-                for key in names[len(row):]:
-                    vars_[key] = ""
-            yield n, {"vars": vars_, "assert": [], "options": {}, "description": f"Row #{n}"}
+        """The rows of a header whose every column is a var (CsvHeader.names): each row's cells are its
+        vars, a missing cell empty."""
+        for n, vars_ in _cells(reader, names, ""):
+            yield n, row_mapping(vars_, n)
 
 
-def _plain_header(header: list[str]) -> list[str] | None:
-    """The var names of a CSV header without a special column, nor one that looks like one (its names
-    stripped, none twice), for which test_from_csv_row makes every row's mapping from its cells alone;
-    None for any other header (tests/test_load_fast_paths.py)."""
-    names = [k.strip() for k in header]
-    if any(k.startswith("_") for k in names) or len(set(names)) != len(names):
-        return None
-    return names
+def _cells(reader, keys: list[str], missing: str | None):
+    """(row number, {key: cell}) per row of `reader` under the header `keys`, as csv.DictReader reads
+    them: blank lines are no row, a short row's missing cells are `missing`."""
+    width, n = len(keys), 0
+    for row in reader:
+        if not row:
+            continue
+        n += 1
+        cells = dict(zip(keys, row))
+        if len(row) < width:
+            for key in keys[len(row):]:
+                cells[key] = missing
+        yield n, cells
 
 
 class JsonlRows:

@@ -58,9 +58,13 @@ class TypeFacts:
     models_alias: bool = False  # also reads `config.models` as its judge list (the seed's spelling)
     claim_method: bool = False  # a claim-level method: its calls follow the output (run/estimate)
     cell_threshold: float | None = None  # promptfoo's CSV cell `type(0.9):` keeps a threshold; this one if none
+    # how promptfoo's CSV cell `type:value` gives its value: "text" trimmed, "list" split at commas and
+    # each item trimmed, "json" as written (and no threshold)
+    cell_value: str = "text"
+    code: bool = False  # its value is code (a script), checked when the config loads, never read as a file
     in_promptfoo: bool = True  # in promptfoo 0.121.20's assertion enum, so in the CSV `__expected` grammar
     compares: bool = False  # scores a test's columns together once all of them ran (assertions/compare.py)
-    user_code: bool = False  # runs the user's code, whose result may carry named scores of its own
+    user_code: bool = False  # runs the user's code (a script, a Python function): its result may carry named scores
     unsupported: str | None = None  # why factcli rejects it at load time
 
 
@@ -75,9 +79,10 @@ _TRACE = "trace assertions need promptfoo's OpenTelemetry tracing"
 # Every type, declared once (aliases beside their type, with its facts). A new type is its handler and
 # one entry here.
 TYPES: dict[str, TypeFacts] = {
-    **_all("assertions.text", "contains contains-all contains-any equals icontains icontains-all icontains-any regex"),
+    **_all("assertions.text", "contains equals icontains regex"),
+    **_all("assertions.text", "contains-all contains-any icontains-all icontains-any", cell_value="list"),
     "starts-with": TypeFacts("assertions.text", cell_threshold=0.75),
-    **_all("assertions.structured", "contains-json is-json"),
+    **_all("assertions.structured", "contains-json is-json", cell_value="json"),
     **_all("assertions.html_output", "contains-html is-html"),
     **_all("assertions.xml_output", "contains-xml is-xml"),
     **_all("assertions.sql_output", "contains-sql is-sql"),
@@ -94,7 +99,7 @@ TYPES: dict[str, TypeFacts] = {
     "similar": TypeFacts("assertions.graded", model_graded=True, graders=("embedding",), cell_threshold=0.8),
     **_all("assertions.graded", "similar:cosine similar:dot similar:euclidean", model_graded=True,
            graders=("embedding",)),
-    **_all("assertions.scripts", "javascript python", user_code=True),
+    **_all("assertions.scripts", "javascript python", code=True, user_code=True),
     "python-function": TypeFacts("assertions.scripts", in_promptfoo=False, user_code=True),
     # answer-relevance writes questions with a text model and compares them with an embedding model
     "answer-relevance": TypeFacts("assertions.rag", model_graded=True, graders=("text", "embedding"),
