@@ -40,9 +40,6 @@ from factcli.scripting.values import is_grading_result, is_number, numbers_of, p
 from factcli.sources import JS_SUFFIXES, PY_SUFFIXES, TS_SUFFIXES
 from factcli.types import Assertion, GradingResult
 
-SCRIPT_TYPES = ("javascript", "python")
-
-
 # ---------------------------------------------------------------- config-time checks
 
 
