@@ -135,7 +135,7 @@ def _verdict_key(g: GradingResult) -> tuple | None:
 
 
 class RowTexts:
-    """The texts one run keeps (see above): each method gives (text, residue), the text what encoding
+    """The texts one run keeps (see above): grading and extra give (text, residue), the text what encoding
     the whole value gives (ValueError, TypeError or RecursionError as encoding it raises them), the
     residue the pieces of it whose keys are not known clean, joined by "\\x00" ("" for none)."""
 
