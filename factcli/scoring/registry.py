@@ -294,14 +294,27 @@ class AssertionContext:
         return default if value in (None, "", {}) else value
 
     def result(self, condition: bool, reason: str, score: float | None = None) -> GradingResult:
-        """Binary result: pass = condition XOR inverse. `{not}` in the reason becomes 'not '."""
+        """Binary result: pass = condition XOR inverse."""
         passed = bool(condition) != self.inverse
         return GradingResult(
             passed=passed,
             score=(1.0 if passed else 0.0) if score is None else score,
-            reason="Assertion passed" if passed else reason.replace("{not}", "not " if self.inverse else ""),
+            reason=PASSED if passed else worded(reason, self.inverse),
             assertion=self.assertion,
         )
+
+    def verdict(self, passed: bool, reason: str) -> GradingResult:
+        """A binary result whose pass the handler decided itself (its not- form already applied)."""
+        return GradingResult(passed=passed, score=1.0 if passed else 0.0, reason=PASSED if passed else reason,
+                             assertion=self.assertion)
+
+
+PASSED = "Assertion passed"  # promptfoo's reason for a binary check that passed
+
+
+def worded(reason: str, inverse: bool) -> str:
+    """A binary check's failure reason: `{not}` in it becomes 'not ' for the not- form, else nothing."""
+    return reason.replace("{not}", "not " if inverse else "")
 
 
 def coerce_string(value: Any) -> str:

@@ -16,7 +16,8 @@ from typing import Any
 from factcli import templating
 from factcli.scoring.gather import gather_all
 from factcli.scoring.outcome import has_grader_error
-from factcli.scoring.registry import COMPARING, AssertionContext, AssertionError_, coerce_string, lookup
+from factcli.scoring.registry import (COMPARING, PASSED, AssertionContext, AssertionError_, coerce_string, lookup,
+                                     worded)
 from factcli.types import (EMPTY_DICT, EMPTY_LIST, ZERO_TOKENS, Assertion, GradingResult,
                            ProviderResponse, TestCase, TokenUsage, grading_json)
 
@@ -237,7 +238,7 @@ def _prebind(a: Assertion) -> tuple | None:
         return (a, None, a.inverse, None, a.weight, a.metric, dynamic_metric, (a, a.type, a.value, kind, rendered))
     inverse = a.inverse
     if isinstance(reason, str):
-        reason = reason.replace("{not}", "not " if inverse else "")
+        reason = worded(reason, inverse)
     return (a, test, inverse, reason, a.weight, a.metric, dynamic_metric, None)
 
 
@@ -291,12 +292,11 @@ def score_now(test: TestCase, output: Any, variables: dict, prompt: str, respons
             if out is None:
                 out = output if type(output) is str else coerce_string(output)
             if bool(check(out)) != inverse:
-                result = GradingResult(True, 1.0, "Assertion passed", a, EMPTY_DICT, EMPTY_DICT, ZERO_TOKENS,
-                                       EMPTY_LIST, EMPTY_DICT) if recorded else GradingResult(
-                                           True, 1.0, "Assertion passed", a)
+                result = GradingResult(True, 1.0, PASSED, a, EMPTY_DICT, EMPTY_DICT, ZERO_TOKENS,
+                                       EMPTY_LIST, EMPTY_DICT) if recorded else GradingResult(True, 1.0, PASSED, a)
             else:
                 if not isinstance(reason, str):
-                    reason = reason(out).replace("{not}", "not " if inverse else "")
+                    reason = worded(reason(out), inverse)
                 # (a passed leaf is as _settle would leave it; a failed one of weight 0 gets metadata of its own)
                 result = _settle(a, GradingResult(False, 0.0, reason, a, EMPTY_DICT, EMPTY_DICT, ZERO_TOKENS,
                                                   EMPTY_LIST, {} if weight == 0 else EMPTY_DICT) if recorded
