@@ -72,77 +72,72 @@ def eval_cmd(
 ) -> None:
     """Run an eval: prompts x providers x tests, scored by the config's assertions."""
     from factcli.errors import FactcliError
+    from factcli.run.options import EvalOptions, RunOptions
 
     code = 1
     try:
-        code = _run_eval(locals())
+        options = EvalOptions(
+            config=list(config or []) or None,
+            run=RunOptions(max_concurrency=max_concurrency, repeat=repeat, delay_ms=delay,
+                           cache=False if no_cache else None, vars=_vars(var), grader=grader,
+                           max_cost=max_cost, providers=list(providers or []) or None,
+                           filter_pattern=filter_pattern, filter_first_n=filter_first_n,
+                           filter_sample=filter_sample, description=description),
+            outputs=list(output or []), store=not no_write, db=db, resume=resume, retry_errors=retry_errors,
+            filter_failing=filter_failing, assertions=assertions, model_outputs=model_outputs, strict=strict,
+            dry_run=dry_run, env_files=[env_file] if env_file else [], gates=list(gate or []),
+            trust_stored_code=trust_stored_code, table=not no_table, progress_bar=not no_progress_bar)
+        code = _run_eval(options)
     except FactcliError as exc:
         fail(str(exc), exc.exit_code, getattr(exc, "problems", ()), exc.excerpt)
     raise typer.Exit(code)
 
 
-def _run_eval(args: dict) -> int:
-    """The flags -> EvalOptions; the flow (run/flow.py) does the rest, this module prints."""
-    with start_up():  # the imports, the config and the plan, up to the first row
-        args = _with_config_options(args)
-        flow = _flow(args)
-        run = flow.prepare()
-    return _print_eval(flow, run, args)
-
-
-def _flow(args: dict):
-    from factcli.run import runner
-    from factcli.run.flow import EvalOptions, Flow
-
-    cli_vars = {}
-    for item in args["var"] or []:
+def _vars(items: list[str] | None) -> dict[str, str]:
+    out = {}
+    for item in items or []:
         if "=" not in item:
             raise FactcliError(f"--var {item!r}: expected K=V")
         k, v = item.split("=", 1)
-        cli_vars[k] = v
-    options = EvalOptions(
-        config=list(args["config"] or []) or None,
-        run=runner.RunOptions(
-            max_concurrency=args["max_concurrency"], repeat=args["repeat"], delay_ms=args["delay"],
-            cache=False if args["no_cache"] else None, filter_pattern=args["filter_pattern"],
-            filter_first_n=args["filter_first_n"], filter_sample=args["filter_sample"],
-            description=args["description"], vars=cli_vars, grader=args["grader"], max_cost=args["max_cost"],
-            providers=list(args["providers"] or []) or None),
-        outputs=[Path(p) for p in (args["output"] or [])], store=not args["no_write"], db=args["db"],
-        resume=args["resume"], retry_errors=args["retry_errors"], filter_failing=args["filter_failing"],
-        assertions=args["assertions"], model_outputs=args["model_outputs"], strict=args["strict"],
-        dry_run=args["dry_run"], env_file=args["env_file"], trust_stored_code=args["trust_stored_code"],
-        gates=list(args["gate"] or []),
-    )
-    return Flow(options, TerminalUI(progress_bar=not args["no_progress_bar"]))
+        out[k] = v
+    return out
 
 
-def _with_config_options(args: dict) -> dict:
-    """The configs' `commandLineOptions` under the flags given (config/cli_options.py); a resumed or
-    retried run keeps the options it was started with, and --assertions runs no config."""
-    if args["resume"] or args["retry_errors"] or args["assertions"] is not None:
-        return args
+def _run_eval(options) -> int:
+    """The options (run/options.EvalOptions) under the configs' commandLineOptions; the flow
+    (run/flow.py) does the rest, this module prints."""
+    from factcli.run.flow import Flow
+
+    with start_up():  # the imports, the config and the plan, up to the first row
+        options = _with_config_options(options)
+        flow = Flow(options, TerminalUI(progress_bar=options.progress_bar))
+        run = flow.prepare()
+    return _print_eval(flow, run)
+
+
+def _with_config_options(options):
+    """The configs' `commandLineOptions` in the options the flags left unset (config/cli_options.py); a
+    resumed or retried run keeps the options it was started with, and --assertions runs no config."""
+    if options.resume or options.retry_errors or options.assertions is not None:
+        return options
     from factcli.config.loader import default_config_path, read_config_file
 
-    files = list(args["config"] or []) or [p for p in [default_config_path()] if p is not None]
+    files = list(options.config or []) or [p for p in [default_config_path()] if p is not None]
     if not files:
-        return args
-    from factcli import settings
+        return options
     from factcli.config import cli_options
 
-    args = cli_options.apply(args, [(Path(p), read_config_file(Path(p))) for p in files])
-    for extra in args.pop("extra_env_files", []):
-        settings.load_env_file(str(extra))
-    return args
+    return options.filled(cli_options.values([(Path(p), read_config_file(Path(p))) for p in files]))
 
 
-def _print_eval(flow, run, args: dict) -> int:
+def _print_eval(flow, run) -> int:
     import asyncio
 
     from factcli.report import summary as report
     from factcli.run import runner
 
-    if args["dry_run"]:
+    options = flow.options
+    if options.dry_run:
         from factcli.run.estimate import describe
 
         for line in describe(run):
@@ -158,19 +153,19 @@ def _print_eval(flow, run, args: dict) -> int:
         interrupted = True
         run.status = runner.STATUS_INTERRUPTED
     console = flow.ui.console
-    if not args["no_table"]:
+    if options.table:
         report.results_table(run, console)
     report.summary(run, console)
     flow.write_outputs()
     budget_stop = run.status == runner.STATUS_INTERRUPTED and not interrupted  # says its own resume line
     from rich.text import Text
 
-    for line in report.next_steps_for(run, stored=flow.stored, interrupted=interrupted, db=args.get("db")):
+    for line in report.next_steps_for(run, stored=flow.stored, interrupted=interrupted, db=options.db):
         if not (budget_stop and line.startswith("Resume")):
             console.print(Text(line, style="dim"), soft_wrap=True)
     unstored = flow.session.unstored if flow.session is not None else None
     if unstored is not None:  # the store went away and did not come back: exit 1 (docs/commands.md)
-        return _unstored(run, unstored, args.get("db"))
+        return _unstored(run, unstored, options.db)
     if interrupted:
         report.stderr_console().print("[yellow]Interrupted:[/] finished rows were kept.")
         return 130
@@ -266,12 +261,12 @@ def exit_code_for(run) -> int:
     from factcli.settings import env_float
 
     # with gates, they decide: the implicit 100% does not apply (a pass-rate gate says what does)
-    gated = bool(getattr(run, "gates", None)) and not os.environ.get("FACTCLI_PASS_RATE_THRESHOLD")
+    gated = bool(run.gates) and not os.environ.get("FACTCLI_PASS_RATE_THRESHOLD")
     threshold = None if gated else env_float("FACTCLI_PASS_RATE_THRESHOLD", 100.0)
     failed_code = int(env_float("FACTCLI_FAILED_TEST_EXIT_CODE", 100))
     rate = run.pass_rate
     if rate is not None and threshold is not None and rate * 100 < threshold:
         return failed_code
-    if any(g.passed is False for g in getattr(run, "gate_results", ())):
+    if any(g.passed is False for g in run.gate_results):
         return failed_code
     return EXIT_NOT_JUDGED if run.unjudged else 0

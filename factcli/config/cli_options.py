@@ -1,7 +1,8 @@
 """A config's `commandLineOptions:` (promptfoo's): defaults for `factcli eval`'s own flags, below the
-command line. Each option factcli has sets its flag when the command line does not; an option factcli
+command line. Each option factcli has sets its option when the command line does not; an option factcli
 lacks is one warning naming it; a value of the wrong type is a config error, as promptfoo's schema
-check makes it. The loader checks the key (`check`); the eval command applies it (`apply`)."""
+check makes it. The loader checks the key (`check`); the eval command takes the values (`values`)
+into its options (run/options.EvalOptions.filled: the fields the command line left unset)."""
 
 from __future__ import annotations
 
@@ -61,26 +62,34 @@ def _mapping(value: Any) -> dict:
     return {k: v if isinstance(v, str) else str(v) for k, v in value.items()}
 
 
-# promptfoo's option -> (factcli's flag in `factcli eval`'s arguments, conversion, how the config's value
-# becomes the flag's)
+def _same(value: Any) -> Any:
+    return value
+
+
+def _paths(value: list[str]) -> list[Path]:
+    return [Path(p) for p in value]
+
+
+# promptfoo's option -> (the field of factcli's eval options it sets (run/options.py), conversion, how
+# the config's value becomes the field's; None: it leaves the field as it is)
 HONOURED: dict[str, tuple[str, Callable, Callable]] = {
-    "maxConcurrency": ("max_concurrency", _count(1), lambda v: v),
-    "repeat": ("repeat", _count(1), lambda v: v),
-    "delay": ("delay", _amount, lambda v: v),
-    "cache": ("no_cache", _flag, lambda v: not v),
-    "table": ("no_table", _flag, lambda v: not v),
-    "progressBar": ("no_progress_bar", _flag, lambda v: not v),
-    "write": ("no_write", _flag, lambda v: not v),
-    "grader": ("grader", _text, lambda v: v),
-    "description": ("description", _text, lambda v: v),
-    "filterPattern": ("filter_pattern", _text, lambda v: v),
-    "filterFirstN": ("filter_first_n", _count(1), lambda v: v),
-    "filterSample": ("filter_sample", _count(1), lambda v: v),
-    "filterFailing": ("filter_failing", _text, lambda v: v),
-    "var": ("var", _mapping, lambda v: v),
-    "envPath": ("env_file", _texts, lambda v: v),
-    "output": ("output", _texts, lambda v: v),
-    "providers": ("providers", _texts, lambda v: v),
+    "maxConcurrency": ("max_concurrency", _count(1), _same),
+    "repeat": ("repeat", _count(1), _same),
+    "delay": ("delay_ms", _amount, _same),
+    "cache": ("cache", _flag, lambda v: None if v else False),
+    "table": ("table", _flag, _same),
+    "progressBar": ("progress_bar", _flag, _same),
+    "write": ("store", _flag, _same),
+    "grader": ("grader", _text, _same),
+    "description": ("description", _text, _same),
+    "filterPattern": ("filter_pattern", _text, _same),
+    "filterFirstN": ("filter_first_n", _count(1), _same),
+    "filterSample": ("filter_sample", _count(1), _same),
+    "filterFailing": ("filter_failing", _text, _same),
+    "var": ("vars", _mapping, _same),
+    "envPath": ("env_files", _texts, _paths),
+    "output": ("outputs", _texts, _paths),
+    "providers": ("providers", _texts, _same),
 }
 
 # promptfoo's other options: factcli has no such flag (or it makes no sense in a config), said once each
@@ -129,10 +138,11 @@ def check(value: Any, file: str) -> dict:
     return out
 
 
-def apply(args: dict, configs: list[tuple[Path, dict]]) -> dict:
-    """`factcli eval`'s arguments with the configs' commandLineOptions (each config file as read) filling
-    the flags the command line left unset (later files win, as promptfoo merges them; `var` entries merge
-    under the command line's)."""
+def values(configs: list[tuple[Path, dict]]) -> dict[str, Any]:
+    """The configs' commandLineOptions (each config file as read), by the field of the eval options
+    each sets (later files win, as promptfoo merges them); the eval command puts them under the
+    command line's (run/options.EvalOptions.filled: a switch the command line turned on stays on,
+    `var` entries merge under the command line's)."""
     merged: dict = {}
     for path, cfg in configs:
         with unknown_keys_collected():  # (the loader tells them)
@@ -140,19 +150,10 @@ def apply(args: dict, configs: list[tuple[Path, dict]]) -> dict:
         if "envPath" in options:  # promptfoo resolves it against the config's folder
             options["envPath"] = [str(path.parent / p) for p in options["envPath"]]
         merged.update(options)
-    args = dict(args)
+    out = {}
     for key, value in merged.items():
-        flag, _, to_flag = HONOURED[key]
-        value = to_flag(value)
-        if flag == "var":
-            args["var"] = [f"{k}={v}" for k, v in value.items()] + list(args.get("var") or [])
-        elif flag == "env_file":
-            args[flag] = args.get(flag) or Path(value[0])
-            args["extra_env_files"] = [Path(p) for p in value[1:]]
-        elif flag in ("output", "providers"):
-            args[flag] = args.get(flag) or list(value)
-        elif isinstance(value, bool):
-            args[flag] = args.get(flag) or value  # a command-line switch that is on stays on
-        elif args.get(flag) is None:
-            args[flag] = value
-    return args
+        name, _, to_field = HONOURED[key]
+        value = to_field(value)
+        if value is not None:
+            out[name] = value
+    return out

@@ -12,7 +12,6 @@ thread; everything that touches the run store happens on that one thread.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +19,6 @@ from factcli.errors import FactcliError, did_you_mean
 from factcli.run import runner
 from factcli.run.flow import run_sync  # noqa: F401  (evaluate's; testing/rows.py and run/check.py import it here)
 
-# keyword -> what it is; camelCase spellings are promptfoo's evaluate() options
-_OPTIONS = {
-    "max_concurrency": "count", "repeat": "count", "delay_ms": "amount", "cache": "flag", "grader": "grader",
-    "filter_pattern": "text", "filter_first_n": "amount", "filter_sample": "amount", "description": "text",
-    "vars": "mapping", "max_cost": "amount", "store": "flag", "db": "store", "outputs": "paths",
-}
-_CAMEL = {"maxConcurrency": "max_concurrency", "delay": "delay_ms", "filterPattern": "filter_pattern",
-          "filterFirstN": "filter_first_n", "filterSample": "filter_sample", "maxCost": "max_cost",
-          "outputPath": "outputs", "output": "outputs"}
 _IGNORED = {"showProgressBar", "progressCallback", "eventSource"}  # promptfoo's, about its own console
 
 
@@ -62,38 +52,30 @@ def user_stacklevel() -> int:
 # ---------------------------------------------------------------- options
 
 
-@dataclass
-class ApiOptions:
-    run: runner.RunOptions
-    store: bool = True
-    db: Path | str | None = None
-    outputs: list[Path] = field(default_factory=list)
+def parse_options(options: dict | None, kwargs: dict):
+    """Keywords (and promptfoo's options dict) -> the eval's options (run/options.EvalOptions: its fields
+    whose Option names an `api` kind are the keywords, with promptfoo's spellings); a bad one is a
+    FactcliError; None leaves an option unset."""
+    from factcli.run.options import EvalOptions, RunOptions, api_keywords
 
-
-def parse_options(options: dict | None, kwargs: dict) -> ApiOptions:
-    """Keywords (and promptfoo's options dict) -> the run's options; a bad one is a FactcliError."""
-    given: dict[str, Any] = {}
+    keywords = api_keywords()
+    own, run = {}, {}
     for key, value in {**(options or {}), **kwargs}.items():
         if key in _IGNORED:
             continue
-        name = _CAMEL.get(key, key)
-        if name not in _OPTIONS:
-            raise FactcliError(f"evaluate(): unknown option '{key}'{did_you_mean(key, list(_OPTIONS) + list(_CAMEL))}")
-        given[name] = _checked(name, value)
-    store = given.pop("store", True)
-    db = given.pop("db", None)
-    outputs = given.pop("outputs", [])
-    if "grader" in given:
-        given["grader"] = _grader_id(given["grader"])
-    given["vars"] = {str(k): v for k, v in (given.get("vars") or {}).items()}
-    return ApiOptions(runner.RunOptions(**given), store=store is not False, db=db, outputs=outputs)
+        if key not in keywords:
+            raise FactcliError(f"evaluate(): unknown option '{key}'{did_you_mean(key, list(keywords))}")
+        f, owner = keywords[key]
+        if value is not None:
+            (run if owner is RunOptions else own)[f.name] = check_keyword(f.name, f.metadata["option"].api, value)
+    return EvalOptions(**own, run=RunOptions(**run))
 
 
-def _checked(name: str, value: Any) -> Any:
-    kind = _OPTIONS[name]
-    if value is None or kind in ("grader",):
-        return value
+def check_keyword(name: str, kind: str, value: Any) -> Any:
+    """evaluate(name=value), `kind` being its Option's `api` (run/options.py): the value as the option holds it."""
     bad = None
+    if kind == "grader":
+        return _grader_id(value)
     if kind == "count":
         bad = None if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else \
             "expected a whole number of at least 1"
@@ -105,15 +87,18 @@ def _checked(name: str, value: Any) -> Any:
     elif kind == "text":
         bad = None if isinstance(value, str) else "expected text"
     elif kind == "mapping":
-        bad = None if isinstance(value, dict) else "expected a dict"
-    elif kind == "path":
-        return Path(value)
+        if not isinstance(value, dict):
+            bad = "expected a dict"
+        else:
+            return {str(k): v for k, v in value.items()}
     elif kind == "store":  # a SQLite file, or a postgresql:// URL (which a Path would mangle)
         from factcli.store.database import is_url
 
         return value.strip() if is_url(value) else Path(value)
     elif kind == "paths":
         return [Path(p) for p in ([value] if isinstance(value, (str, Path)) else value)]
+    else:
+        raise ValueError(f"run/options.py: {name}: no such api kind {kind!r}")
     if bad:
         raise FactcliError(f"evaluate({name}={value!r}): {bad}")
     return value
@@ -279,13 +264,14 @@ class Evaluation:
     """A loaded and checked run, ready to execute (the pytest plugin names its items after its steps
     before any of them runs); executing stores it. Both are the eval flow's (run/flow.py)."""
 
-    def __init__(self, config: Any, options: ApiOptions):
-        from factcli.run.flow import EvalOptions, Flow
+    def __init__(self, config: Any, options):
+        """`options`: run/options.EvalOptions, as parse_options makes them."""
+        import dataclasses
 
-        self.options = options
-        self.flow = Flow(EvalOptions(config=config, run=options.run, outputs=list(options.outputs),
-                                     store=options.store, db=options.db, keep_rows=True), _PythonUI(),
-                         load_config=load_suite)
+        from factcli.run.flow import Flow
+
+        self.options = dataclasses.replace(options, config=config, keep_rows=True)
+        self.flow = Flow(self.options, _PythonUI(), load_config=load_suite)
         try:
             self.run = self.flow.prepare()
         except FactcliError as exc:

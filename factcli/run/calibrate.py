@@ -242,8 +242,9 @@ def run_command(args: dict) -> int:
     suite, variants = build_suite(items, p.graders, p)
     options = runner.RunOptions(max_concurrency=args.get("max_concurrency"),
                                 cache=False if args.get("no_cache") else None, description=p.description)
-    session = _session_class().open({"db": args.get("db"), "no_write": args.get("no_write"),
-                                     "no_cache": args.get("no_cache")}, options)
+    from factcli.run.options import EvalOptions
+
+    session = _session_class().open(EvalOptions(run=options, store=not args.get("no_write"), db=args.get("db")))
     session.calibration = {"labels": str(Path(p.labels).resolve()),
                            "calibrationConfig": str(p.config_file.resolve()) if p.config_file else None}
     session.filter_suite(suite)

@@ -21,49 +21,12 @@ import asyncio
 import contextlib
 import dataclasses
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ContextManager
 
 from factcli.errors import ConfigProblems, FactcliError
 from factcli.run import runner
-
-
-@dataclass
-class EvalOptions:
-    """Everything that decides an eval, from `factcli eval`'s flags or `evaluate()`'s keywords."""
-
-    config: Any = None  # config file paths; the API also takes a dict, YAML text or one path
-    run: runner.RunOptions = field(default_factory=runner.RunOptions)
-    outputs: list[Path] = field(default_factory=list)  # -o / outputs=
-    store: bool = True  # False: --no-write / store=False
-    db: Path | None = None
-    resume: str | None = None
-    retry_errors: str | None = None
-    filter_failing: str | None = None
-    assertions: Path | None = None  # with model_outputs: score existing outputs
-    model_outputs: Path | None = None
-    strict: bool = False
-    dry_run: bool = False
-    env_file: Path | None = None
-    keep_rows: bool = False  # hold every row in memory after the run (the API's Run)
-    gates: list = field(default_factory=list)  # --gate 'METRIC>=X' (config/gates.parse_cli_gate), over the config's
-    trust_stored_code: bool = False  # run code a resumed run's stored config holds (docs/team.md)
-
-    def session_args(self) -> dict:
-        """What the store's session (run/session.py) reads: which run to resume, what to refuse."""
-        ro = self.run
-        return {"resume": self.resume, "retry_errors": self.retry_errors, "filter_failing": self.filter_failing,
-                "no_write": not self.store, "db": self.db, "config": self.config if not self._config_is_data else None,
-                "var": ro.vars, "repeat": ro.repeat, "filter_pattern": ro.filter_pattern,
-                "filter_first_n": ro.filter_first_n, "filter_sample": ro.filter_sample,
-                "assertions": self.assertions, "model_outputs": self.model_outputs, "description": ro.description,
-                "output": self.outputs, "no_cache": ro.cache is False,
-                "trust_stored_code": self.trust_stored_code}
-
-    @property
-    def _config_is_data(self) -> bool:
-        return isinstance(self.config, dict)
+from factcli.run.options import EvalOptions  # noqa: F401  (the flow's options; tests import it here)
 
 
 class FlowUI:
@@ -119,12 +82,13 @@ class Flow:
         from factcli import settings
         from factcli.run.session import EvalSession
 
-        o, ro = self.options, self.options.run
-        if o.env_file:
-            settings.load_env_file(str(o.env_file))
+        o = self.options
+        for env_file in reversed(o.env_files):  # a later file wins (promptfoo's envPath list); the environment first
+            settings.load_env_file(str(env_file))
         if (o.assertions is None) != (o.model_outputs is None):
             raise FactcliError(f"{self.ui.option('assertions')} and {self.ui.option('model_outputs')} go together")
-        session = self.session = EvalSession.open(o.session_args(), ro, self.ui)
+        session = self.session = EvalSession.open(o, self.ui)
+        self.options = session.options  # a resumed run's: its stored options, changed by those given now
         outputs = [Path(p) for p in o.outputs]
         self.outputs = session.outputs(outputs) if session.source_options else outputs
         from factcli.config.context import problems_deferred

@@ -17,30 +17,11 @@ from factcli import settings, stats
 from factcli.config.loader import Suite, build_suite, load_suite, with_providers
 from factcli.config.plan import Column, expand
 from factcli.methods import reports as method_reports
+from factcli.run.options import RunOptions
 from factcli.scoring.metrics import ColumnMetrics, compile_derived
 from factcli.types import EvalResult, compact_row, compares
 
 STATUS_COMPLETE, STATUS_INTERRUPTED, STATUS_ABORTED = "complete", "interrupted", "aborted"
-
-
-@dataclass
-class RunOptions:
-    """What the command line or the API sets for one run over the config's own settings (None: the config's,
-    else the default)."""
-
-    max_concurrency: int | None = None
-    repeat: int | None = None
-    delay_ms: float | None = None
-    cache: bool | None = None
-    grader: str | None = None
-    filter_pattern: str | None = None
-    filter_first_n: int | None = None
-    filter_sample: int | None = None
-    description: str | None = None
-    vars: dict = field(default_factory=dict)
-    max_cost: float | None = None
-    providers: list[str] | None = None  # -r/--providers: instead of the config's
-
 
 
 @dataclass

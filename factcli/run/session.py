@@ -2,7 +2,7 @@
 re-run the tests another run failed.
 
 run/flow.py drives it:
-    session = EvalSession.open(args, options)   # may rebuild the suite of a stored run
+    session = EvalSession.open(options)         # may rebuild the suite of a stored run: session.options
     session.filter_suite(suite)                 # --filter-failing
     session.begin(run)                          # opens the store; run row (status started); resume: skip finished steps
     on_result = session.recorder(progress.advance)
@@ -37,11 +37,6 @@ GROUP_S = 0.1
 # A run of this many rows has them written by a second process (store/writer.py) where the store
 # can: starting it costs more than it saves on a small run.
 WRITE_BEHIND_ROWS = 2000
-_RESUME_CONFLICTS = (("-c", "config"), ("--var", "var"), ("--repeat", "repeat"),
-                     ("--filter-pattern", "filter_pattern"), ("--filter-first-n", "filter_first_n"),
-                     ("--filter-sample", "filter_sample"), ("--filter-failing", "filter_failing"),
-                     ("--assertions", "assertions"), ("--model-outputs", "model_outputs"),
-                     ("--description", "description"))
 
 
 class StderrUI:
@@ -84,8 +79,7 @@ class EvalSession:
         # back from these tuples as the store would give them (_hold_rows)
         self._group: list[tuple] = []
         self._timer = None  # the event loop's call to flush(), GROUP_S after a group's first row
-        self._args: dict = {}
-        self._options = None
+        self.options = None  # run/options.EvalOptions: as given, or as a resumed run had them
         self._outage = None  # run/outage.Outage while the store does not take rows
         # the rows a store that may vanish (a server) took, to show them if it is gone at the end
         self._kept = None  # run/outage.Spool for a server store
@@ -94,30 +88,33 @@ class EvalSession:
     # ------------------------------------------------------------ before the suite is loaded
 
     @classmethod
-    def open(cls, args: dict, options, ui=None) -> "EvalSession":
+    def open(cls, options, ui=None) -> "EvalSession":
+        """`options`: run/options.EvalOptions; a resumed or retried run's replace them (session.options)."""
+        from factcli.run.options import refused_on_resume
+
         session = cls(ui)
-        session._args, session._options = args, options
-        resume, retry, failing = args.get("resume"), args.get("retry_errors"), args.get("filter_failing")
+        session.options = options
+        resume, retry, failing = options.resume, options.retry_errors, options.filter_failing
         if resume and retry:
             raise FactcliError("--resume and --retry-errors cannot be combined")
         ref = resume or retry
-        if ref and args.get("no_write"):
+        if ref and not options.store:
             raise FactcliError(f"{'--resume' if resume else '--retry-errors'} updates the stored run; "
                                "it cannot be combined with --no-write")
         if ref:
             flag = "--resume" if resume else "--retry-errors"
-            clash = [name for name, key in _RESUME_CONFLICTS if args.get(key)]
+            clash = refused_on_resume(options)
             if clash:
                 raise FactcliError(f"{flag} uses the stored run's config and options; drop {', '.join(clash)}")
-        if not args.get("no_write"):
+        if options.store:
             if ref or failing:  # a stored run to read: now (resuming needs the database)
-                session.store = Store.open(args.get("db"), create=not ref)
+                session.store = Store.open(options.db, create=not ref)
             session.writing = True  # otherwise the store is opened by begin()
         elif failing:
-            session.store = Store.open(args.get("db"))
+            session.store = Store.open(options.db)
         if ref:
             session.mode = "resume" if resume else "retry"
-            session._load_source(ref, options)
+            session._load_source(ref)
         if failing:
             row = session.store.resolve(failing)
             keys = {r["test_key"] for r in session.store.results(row["id"], "success = 0", fields="test_key",
@@ -125,7 +122,11 @@ class EvalSession:
             session.failing = (row["id"], keys)
         return session
 
-    def _load_source(self, ref: str, options) -> None:
+    def _load_source(self, ref: str) -> None:
+        import dataclasses
+
+        from factcli.run.options import resumed
+
         row = self.store.resolve(ref)
         status = shown_status(row)
         if status == "running":
@@ -144,23 +145,11 @@ class EvalSession:
         redacted = [k for k, v in stored_vars.items() if isinstance(v, str) and REDACTED in v]
         if redacted:
             self.ui.warn(f"--var {', '.join(redacted)} held secrets that were not stored; they are empty now")
-        options.vars = {k: ("" if k in redacted else v) for k, v in stored_vars.items()}
-        options.repeat = opts.get("repeat")
-        options.filter_pattern = options.filter_first_n = options.filter_sample = None
-        if options.max_concurrency is None:
-            options.max_concurrency = opts.get("max_concurrency")
-        if options.delay_ms is None:
-            options.delay_ms = opts.get("delay_ms")
-        if options.cache is None and opts.get("no_cache"):
-            options.cache = False
-        from_store = {"--var": options.vars}  # options taken from the store may name code too
-        if options.grader is None:
-            options.grader = from_store["--grader"] = opts.get("grader")
-        if options.max_cost is None:
-            options.max_cost = opts.get("max_cost")
-        if options.providers is None:
-            options.providers = from_store["--providers"] = opts.get("providers")
-        self._refuse_stored_code(row["id"], from_store, "its stored options")
+        stored_vars = {k: ("" if k in redacted else v) for k, v in stored_vars.items()}
+        # the stored options, changed by those given now; those taken from the store may name code too
+        options, taken = resumed({**opts, "vars": stored_vars}, self.options.run)
+        self.options = dataclasses.replace(self.options, run=options)
+        self._refuse_stored_code(row["id"], taken, "its stored options")
         self.suite = self._rebuild_suite(row, opts, options)
         self.selected = opts.get("tests")
         if not any(e.runs_for("beforeAll") for e in self.suite.extensions):  # else: the tests beforeAll gives
@@ -230,7 +219,7 @@ class EvalSession:
         from factcli.config.stored_code import code_in
 
         code = code_in(cfg)
-        if not code or self._args.get("trust_stored_code"):
+        if not code or self.options.trust_stored_code:
             return
         err = FactcliError(f"run {run_id} would run code taken from the store, not from your files ({why}): "
                            f"{len(code)} piece"
@@ -268,7 +257,7 @@ class EvalSession:
         if not self.writing:
             return
         if self.store is None:
-            self.store = Store.open(self._args.get("db"), create=True)
+            self.store = Store.open(self.options.db, create=True)
         from factcli.scoring.metrics import compile_derived
 
         self._derived = compile_derived(run.suite.derived_metrics)
@@ -298,20 +287,18 @@ class EvalSession:
         return list(dict.fromkeys(stored + [Path(p).resolve() for p in given]))
 
     def _options_record(self, run) -> dict:
-        args, options = self._args, self._options
-        record = {
-            "repeat": run.repeat, "concurrency": run.concurrency, "cache": run.cache,
-            "max_concurrency": options.max_concurrency, "delay_ms": options.delay_ms,
-            "no_cache": bool(args.get("no_cache")), "grader": options.grader, "vars": dict(options.vars or {}),
-            "max_cost": options.max_cost, "providers": options.providers,
-            "filter_pattern": options.filter_pattern, "filter_first_n": options.filter_first_n,
-            "filter_sample": options.filter_sample, "filter_failing": self.failing[0] if self.failing else None,
-            "mode": "config",
-            "outputs": [str(p) for p in self.outputs(args.get("output") or [])],
-        }
-        if args.get("assertions") is not None:
-            record.update(mode="model_outputs", assertions=str(Path(args["assertions"]).resolve()),
-                          model_outputs=str(Path(args["model_outputs"]).resolve()))
+        """The options a resumed run takes back (run/options.py), as this run settled them, and what
+        it ran: the suite's tests it selected, when not all."""
+        import dataclasses
+
+        from factcli.run.options import to_record
+
+        o = self.options
+        settled = dataclasses.replace(o, run=dataclasses.replace(o.run, repeat=run.repeat),
+                                      filter_failing=self.failing[0] if self.failing else None,
+                                      outputs=self.outputs(o.outputs))
+        record = {"repeat": run.repeat, "concurrency": run.concurrency, "cache": run.cache, **to_record(settled),
+                  "mode": "config" if o.assertions is None else "model_outputs"}
         all_tests = self.all_tests if self.all_tests is not None else list(run.suite.tests)
         plan = run._steps
         if getattr(plan, "every_test_planned", False) and (plan.tests is all_tests or (
