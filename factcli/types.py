@@ -30,8 +30,6 @@ def status_word(success, failure_reason) -> str:
 def judged(failure_reason) -> bool:
     """Whether a row counts in pass rates and metric means: every row but those the judge could not judge."""
     return failure_reason != FAILURE_GRADING
-# Assertions that compare a test's columns once all of them have run (factcli.assertions.compare)
-COMPARE_TYPES = ("select-best", "max-score")
 
 
 @dataclass(slots=True)
@@ -117,14 +115,6 @@ class TestCase:
     # names of vars whose values were written in the config (test vars, defaultTest.vars, --var) and hold a
     # template: rendered once per row with the row's vars (contract §3); values from files never are
     template_vars: frozenset = frozenset()
-
-
-def compares(test: TestCase) -> bool:
-    """Whether a comparison (select-best, max-score) still changes the rows of `test` after they run."""
-    for a in test.assertions:  # (a loop, not any(): asked of every row as it is kept)
-        if a.type in COMPARE_TYPES:
-            return True
-    return False
 
 
 @dataclass(slots=True)

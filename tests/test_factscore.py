@@ -14,8 +14,8 @@ from conftest import ROOT, write
 from factcli.methods.factscore import factscore_summary, format_factscore_summary, length_penalty, response_sentences
 from factcli.scoring.abstention import detect_abstention
 from factcli.cli import app
-from factcli.providers.search.knowledge import (FACTSCORE_SEPARATOR, KnowledgeError, open_source, split_passages,
-                               split_sentences, text_source)
+from factcli.providers.search.knowledge import KnowledgeError, open_source, text_source
+from factcli.stats.text import FACTSCORE_SEPARATOR, split_passages, split_sentences
 
 runner = CliRunner()
 

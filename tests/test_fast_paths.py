@@ -462,7 +462,7 @@ def _prebound_cases():
 @pytest.mark.parametrize("threshold", [None, 0.5, 1, math.nan])
 def test_prebound_checks_score_as_the_handlers_do(monkeypatch, output, threshold):
     """scorer.score_now (a test's assertions prebound once, scored without a coroutine) gives what the
-    general path (a handler and a context per assertion, _Aggregate) gives: every field of the result
+    general path (a handler and a context per assertion) gives: every field of the result
     and of each component, in order, the same assertion objects, the same errors; a list that cannot be
     prebound takes the general path."""
     import asyncio

@@ -18,7 +18,8 @@ from factcli.scoring.grading import (
     parse_json_maybe,
     render_grading_prompt,
 )
-from factcli.types import COMPARE_TYPES, FAILURE_ASSERT, FAILURE_GRADING, EvalResult, GradingResult, compares
+from factcli.scoring.registry import COMPARING, compares
+from factcli.types import FAILURE_ASSERT, FAILURE_GRADING, EvalResult, GradingResult
 
 
 def _find(result: EvalResult, kind: str):
@@ -98,7 +99,7 @@ def max_score(assertion, rows: list[EvalResult]) -> list[GradingResult]:
     scores = []
     for r in rows:
         comps = [c for c in (r.grading.component_results if r.grading else [])
-                 if c.assertion is not None and c.assertion.type not in COMPARE_TYPES]
+                 if c.assertion is not None and c.assertion.type not in COMPARING]
         total, weight_sum = 0.0, 0.0
         for c in comps:
             w = weights.get(c.assertion.type, 1)

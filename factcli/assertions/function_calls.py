@@ -29,10 +29,6 @@ from factcli.scoring.registry import AssertionContext, AssertionError_, assertio
 from factcli.types import GradingResult
 
 
-def _verdict(ctx: AssertionContext, passed: bool, reason: str) -> GradingResult:
-    return GradingResult(passed=passed, score=1.0 if passed else 0.0,
-                         reason="Assertion passed" if passed else reason, assertion=ctx.assertion)
-
 
 # promptfoo providers whose class implements validateFunctionToolCall, and the config key it reads
 _OPENAI_COMPATIBLE = ("groq:", "deepseek:", "openrouter:", "xai:", "togetherai:", "perplexity:", "fireworks:",
@@ -248,13 +244,13 @@ def is_valid_function_call(ctx: AssertionContext) -> GradingResult:
     # promptfoo ignores `not-` here
     key = _function_schema_key(ctx.provider)
     if key is None:
-        return _verdict(ctx, False, "Provider does not have functionality for checking function call.")
+        return ctx.verdict(False, "Provider does not have functionality for checking function call.")
     validate = validate_google_function_call if key == "tools" else validate_function_call
     try:
         validate(ctx.output, _provider_config(ctx.provider).get(key), ctx.vars, ctx.provider)
     except (_CallError, SchemaError) as exc:
-        return _verdict(ctx, False, str(exc))
-    return _verdict(ctx, True, "")
+        return ctx.verdict(False, str(exc))
+    return ctx.verdict(True, "")
 
 
 _MCP_ERROR = re.compile(r"MCP Tool Error \(([^)]+)\): (.+)")
@@ -274,7 +270,7 @@ def is_valid_tools_call(ctx: AssertionContext) -> GradingResult:
     if "MCP Tool Result" in text or "MCP Tool Error" in text:
         if "MCP Tool Error" in text:
             m = _MCP_ERROR.search(text)
-            return _verdict(ctx, False, f"MCP tool call failed for {m.group(1) if m else 'unknown'}: "
+            return ctx.verdict(False, f"MCP tool call failed for {m.group(1) if m else 'unknown'}: "
                                         f"{m.group(2) if m else 'unknown error'}")
         m = _MCP_RESULT.search(text)
         return GradingResult(passed=True, score=1.0, assertion=ctx.assertion,
@@ -284,7 +280,7 @@ def is_valid_tools_call(ctx: AssertionContext) -> GradingResult:
     if isinstance(output, dict) and "tool_calls" in output:
         output = output["tool_calls"]
     if not isinstance(output, list) or not output or not all(_looks_like_tool_call(c) for c in output):
-        return _verdict(ctx, False, "OpenAI did not return a valid-looking tools response: "
+        return ctx.verdict(False, "OpenAI did not return a valid-looking tools response: "
                                     f"{_js_stringify_or_undefined(output)}")
     if ctx.provider is None:
         raise AssertionError_("Cannot read properties of undefined (reading 'config')")
@@ -293,14 +289,14 @@ def is_valid_tools_call(ctx: AssertionContext) -> GradingResult:
         tools = templating.render_value(tools, ctx.vars)
     tools = _load_definitions(tools, ctx.provider)
     if not js_truthy(tools):
-        return _verdict(ctx, False, "No tools configured in provider, but output contains tool calls")
+        return ctx.verdict(False, "No tools configured in provider, but output contains tool calls")
     if not isinstance(tools, list):
-        return _verdict(ctx, False, "tools.filter is not a function")
+        return ctx.verdict(False, "tools.filter is not a function")
     functions = [t["function"] for t in tools
                  if isinstance(t, dict) and t.get("type") == "function" and "function" in t]
     try:
         for call in output:
             validate_function_call(call["function"], functions, {})
     except (_CallError, SchemaError) as exc:
-        return _verdict(ctx, False, str(exc))
-    return _verdict(ctx, True, "")
+        return ctx.verdict(False, str(exc))
+    return ctx.verdict(True, "")

@@ -16,10 +16,6 @@ from factcli.scoring.registry import AssertionContext, assertion
 from factcli.types import GradingResult
 
 
-def _verdict(ctx: AssertionContext, passed: bool, reason: str) -> GradingResult:
-    return GradingResult(passed=passed, score=1.0 if passed else 0.0,
-                         reason="Assertion passed" if passed else reason, assertion=ctx.assertion)
-
 
 _MAX_INPUT_SIZE = 10 * 1024 * 1024
 _WRAPPER_LITERAL = {tag: re.compile(rf"<{tag}(?=[\s>/])") for tag in ("html", "head", "body")}
@@ -145,11 +141,11 @@ def validate_html(text: str) -> tuple[bool, str]:
 @assertion("contains-html")
 def contains_html(ctx: AssertionContext) -> GradingResult:
     found = contains_html_text(output_string(ctx.output))
-    return _verdict(ctx, found != ctx.inverse,
+    return ctx.verdict(found != ctx.inverse,
                     f"Expected output to {'not ' if ctx.inverse else ''}contain HTML content")
 
 
 @assertion("is-html")
 def is_html(ctx: AssertionContext) -> GradingResult:
     valid, reason = validate_html(output_string(ctx.output))
-    return _verdict(ctx, valid != ctx.inverse, reason)
+    return ctx.verdict(valid != ctx.inverse, reason)

@@ -25,7 +25,7 @@ import os
 import re
 
 from factcli.assertions.js_semantics import js_number, js_to_fixed, js_to_precision, js_trim
-from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
+from factcli.scoring.registry import PASSED, AssertionContext, AssertionError_, assertion
 from factcli.types import GradingResult
 
 
@@ -94,7 +94,7 @@ def perplexity(ctx: AssertionContext):
     value = math.exp(-avg)
     threshold = ctx.threshold
     if threshold is None:  # promptfoo passes without a threshold, `not-` or not
-        return GradingResult(True, 1.0, "Assertion passed", ctx.assertion)
+        return ctx.verdict(True, "")
     return ctx.result(value <= threshold,
                       f"Perplexity {js_to_fixed(value, 2)} is {_relation(ctx.inverse)} threshold {js_number(threshold)}")
 
@@ -106,7 +106,7 @@ def perplexity_score(ctx: AssertionContext):
     threshold = ctx.threshold
     passed = True if threshold is None else (norm >= threshold) != ctx.inverse
     relation = "greater than or equal to" if ctx.inverse else "less than"
-    reason = ("Assertion passed" if passed else
+    reason = (PASSED if passed else
               f"Perplexity score {js_to_fixed(norm, 2)} is {relation} threshold {js_number(threshold)}")
     return GradingResult(passed, 1 - norm if ctx.inverse else norm, reason, ctx.assertion)
 
@@ -239,7 +239,7 @@ async def webhook(ctx: AssertionContext):
             score = 1.0 if passed else 0.0
         reason = fields.get("reason")
         if not reason:
-            reason = "Assertion passed" if passed else f"Webhook returned {'true' if ctx.inverse else 'false'}"
+            reason = PASSED if passed else f"Webhook returned {'true' if ctx.inverse else 'false'}"
         elif not isinstance(reason, str):
             reason = json.dumps(reason)
         return GradingResult(passed, score, reason, ctx.assertion)

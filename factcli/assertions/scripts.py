@@ -34,14 +34,11 @@ from typing import Any
 from factcli import templating
 from factcli.assertions.js_semantics import js_json, js_truthy
 from factcli.errors import ConfigError
-from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
+from factcli.scoring.registry import PASSED, AssertionContext, AssertionError_, assertion
 from factcli.scripting.python import ScriptError, run_python_file, run_python_inline
 from factcli.scripting.values import is_grading_result, is_number, numbers_of, plain, tokens_of
 from factcli.sources import JS_SUFFIXES, PY_SUFFIXES, TS_SUFFIXES
 from factcli.types import Assertion, GradingResult
-
-SCRIPT_TYPES = ("javascript", "python")
-
 
 # ---------------------------------------------------------------- config-time checks
 
@@ -214,18 +211,17 @@ def _normalize(ctx: AssertionContext, result: Any, code_label: str, suffix: Any)
 
     if isinstance(result, bool):
         passed = result != inverse
-        return GradingResult(passed, 1.0 if passed else 0.0, "Assertion passed" if passed else failed(result),
-                             ctx.assertion)
+        return ctx.verdict(passed, failed(result))
     if is_number(result):
         raw_pass = result > 0 if threshold is None else result >= threshold
         passed = bool(raw_pass) != inverse
-        return GradingResult(passed, float(result), "Assertion passed" if passed else failed(bool(raw_pass)),
+        return GradingResult(passed, float(result), PASSED if passed else failed(bool(raw_pass)),
                              ctx.assertion)
     passed = result["pass"] != inverse
     if passed == result["pass"]:
         reason = result["reason"]
     else:
-        reason = "Assertion passed" if passed else f"{code_label} returned {'true' if result['pass'] else 'false'}"
+        reason = PASSED if passed else f"{code_label} returned {'true' if result['pass'] else 'false'}"
     return _from_dict(result, passed, reason, ctx)
 
 

@@ -68,7 +68,7 @@ from factcli.assertions.js_semantics import (
     utf16_units,
 )
 from factcli.assertions.porter_stemmer import porter_stem
-from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
+from factcli.scoring.registry import PASSED, AssertionContext, AssertionError_, assertion
 from factcli.types import GradingResult
 
 _TRAILING_DOTS = re.compile(r"\.+\Z")
@@ -343,7 +343,7 @@ def _ngram_assertion(ctx: AssertionContext, name: str, label: str, message: str,
     threshold = _threshold(ctx, 0.5)
     score = fn(ctx.output_text, refs)
     passed = (score >= threshold) != ctx.inverse
-    reason = ("Assertion passed" if passed else
+    reason = (PASSED if passed else
               f"{label} score {js_to_fixed(score, 4)} is {'greater' if ctx.inverse else 'less'} than "
               f"threshold {js_number(threshold)}")
     return _scored(ctx, passed, 1 - score if ctx.inverse else score, reason)
@@ -487,4 +487,4 @@ def word_count(ctx: AssertionContext):
         failure = (f"Expected word count to not equal {js_number(expected)}, but got {count}" if inverse
                    else f"Word count {count} does not equal expected {js_number(expected)}")
     passed = base != inverse
-    return _scored(ctx, passed, 1.0 if passed else 0.0, "Assertion passed" if passed else failure)
+    return _scored(ctx, passed, 1.0 if passed else 0.0, PASSED if passed else failure)

@@ -23,10 +23,6 @@ from factcli.scoring.registry import AssertionContext, AssertionError_, assertio
 from factcli.types import GradingResult
 
 
-def _verdict(ctx: AssertionContext, passed: bool, reason: str) -> GradingResult:
-    return GradingResult(passed=passed, score=1.0 if passed else 0.0,
-                         reason="Assertion passed" if passed else reason, assertion=ctx.assertion)
-
 
 _SELECT_MODIFIERS = "(?:all|distinct)"
 _MYSQL_SELECT_MODIFIERS = ("(?:all|distinct(?:row)?|high_priority|straight_join|sql_(?:big_result|buffer_result|"
@@ -354,7 +350,7 @@ def extract_sql_blocks(text: str) -> list[str]:
 @assertion("is-sql")
 def is_sql(ctx: AssertionContext) -> GradingResult:
     passed, reason = check_sql(output_string(ctx.output), ctx.value, ctx.inverse)
-    return _verdict(ctx, passed, reason)
+    return ctx.verdict(passed, reason)
 
 
 @assertion("contains-sql")
@@ -372,4 +368,4 @@ def contains_sql(ctx: AssertionContext) -> GradingResult:
             break
         reason = why
     passed = found != ctx.inverse
-    return _verdict(ctx, passed, "The output SQL statement is valid" if found else reason)
+    return ctx.verdict(passed, "The output SQL statement is valid" if found else reason)

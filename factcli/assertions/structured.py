@@ -26,10 +26,6 @@ from factcli.scoring.registry import AssertionContext, AssertionError_, assertio
 from factcli.types import GradingResult
 
 
-def _verdict(ctx: AssertionContext, passed: bool, reason: str) -> GradingResult:
-    return GradingResult(passed=passed, score=1.0 if passed else 0.0,
-                         reason="Assertion passed" if passed else reason, assertion=ctx.assertion)
-
 
 # ---------------------------------------------------------------- YAML with js-yaml's core schema
 
@@ -219,8 +215,8 @@ def is_json(ctx: AssertionContext) -> GradingResult:
         if not passed:
             reason = ("Output is JSON that conforms to the provided schema" if inverse else
                       f"JSON does not conform to the provided schema. Errors: {errors_text(errors)}")
-            return _verdict(ctx, False, reason)
-    return _verdict(ctx, passed, "Expected output to be valid JSON")
+            return ctx.verdict(False, reason)
+    return ctx.verdict(passed, "Expected output to be valid JSON")
 
 
 @assertion("contains-json")
@@ -240,4 +236,4 @@ def contains_json(ctx: AssertionContext) -> GradingResult:
                     message = "Output contains JSON conforming to the provided schema"
                 break
             message = f"JSON does not conform to the provided schema. Errors: {errors_text(errors)}"
-    return _verdict(ctx, passed, message)
+    return ctx.verdict(passed, message)

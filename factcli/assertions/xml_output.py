@@ -19,10 +19,6 @@ from factcli.scoring.registry import AssertionContext, AssertionError_, assertio
 from factcli.types import GradingResult
 
 
-def _verdict(ctx: AssertionContext, passed: bool, reason: str) -> GradingResult:
-    return GradingResult(passed=passed, score=1.0 if passed else 0.0,
-                         reason="Assertion passed" if passed else reason, assertion=ctx.assertion)
-
 
 def _is_name_start(cp: int) -> bool:
     return (cp in (58, 95) or 65 <= cp <= 90 or 97 <= cp <= 122 or 192 <= cp <= 214 or 216 <= cp <= 246
@@ -397,10 +393,10 @@ def _required_elements(value: Any) -> list[str] | None:
 @assertion("is-xml")
 def is_xml(ctx: AssertionContext) -> GradingResult:
     valid, reason = validate_xml(output_string(ctx.output), _required_elements(ctx.value))
-    return _verdict(ctx, valid != ctx.inverse, reason)
+    return ctx.verdict(valid != ctx.inverse, reason)
 
 
 @assertion("contains-xml")
 def contains_xml(ctx: AssertionContext) -> GradingResult:
     valid, reason = contains_xml_text(output_string(ctx.output), _required_elements(ctx.value))
-    return _verdict(ctx, valid != ctx.inverse, reason)
+    return ctx.verdict(valid != ctx.inverse, reason)

@@ -17,6 +17,7 @@ from factcli.config.loader import Suite
 from factcli.config.prompts import make_prompt
 from factcli.config.testcases import parse_assertion
 from factcli.errors import ConfigError, FactcliError, did_you_mean
+from factcli.scoring.registry import COMPARING, TYPES
 from factcli.types import Assertion, ProviderSpec, TestCase
 
 # Field names of a labels file; any other field becomes a var that grader values and rubric
@@ -33,21 +34,10 @@ NEGATIVE = {"fail", "false", "no", "0"}
 LABEL_HELP = "pass/fail, true/false, yes/no or 1/0"
 
 
-# Types whose `value` is the reference answer: without one, it is the item's `reference`.
-REFERENCE_VALUED = ("factuality", "model-graded-factuality", "factual-correctness", "simpleqa")
-
 # llm-rubric shows its grader only the output and the rubric, so the rubric it gets when a graders
 # entry gives none carries the item's question and reference (never an empty rubric).
 DEFAULT_RUBRIC = ("The output is a correct answer to this question: {{question}}\n"
                   "It agrees with the reference answer: {{reference}}")
-
-
-# Types that show the grader the question (the rendered prompt) and refuse an empty one.
-NEEDS_QUESTION = ("factuality", "model-graded-factuality", "model-graded-closedqa")
-
-
-# Comparisons pick among a test's columns; here the columns are graders, not candidates.
-REFUSED_TYPES = ("select-best", "max-score")
 
 
 GRADER_KEYS = {"label", "options", "type", "value", "threshold", "weight", "provider", "rubricPrompt", "metric",
@@ -240,10 +230,11 @@ def _build_config(raw: dict, entry: dict, file: str, where: str, base: Path, gra
     check_keys(options, GRADER_OPTION_KEYS, file, f"{where}.options")
     typ = entry.get("type")
     base_type = typ[4:] if isinstance(typ, str) and typ.startswith("not-") else typ
-    if base_type in REFUSED_TYPES:
+    if base_type in COMPARING:  # they pick among a test's columns: here the columns are graders, not candidates
         raise ConfigError(f"'{typ}' compares several outputs of one test; it cannot be calibrated against "
                           "per-item labels", file, f"{where}.type")
-    if base_type in REFERENCE_VALUED and entry.get("value") is None:
+    # a type whose value is the reference answer: without one, it is the item's `reference`
+    if base_type in TYPES and TYPES[base_type].value_is_reference and entry.get("value") is None:
         entry["value"] = "{{reference}}"
     if base_type == "llm-rubric" and entry.get("value") is None and "rubricPrompt" not in entry:
         entry["value"] = DEFAULT_RUBRIC
@@ -352,7 +343,7 @@ def check_items(items: list[LabeledItem], configs: list[GraderConfig], labels_fi
     for gc in configs:
         for a in gc.assertion.children or [gc.assertion]:
             needs = []
-            if a.base_type in NEEDS_QUESTION:
+            if a.base_type in TYPES and TYPES[a.base_type].needs_question:
                 needs.append(("question", lambda it: it.question.strip()))
             if a.value in ("{{reference}}", DEFAULT_RUBRIC):
                 needs.append(("reference", lambda it: it.reference))

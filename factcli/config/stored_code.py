@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import re
 
+from factcli.scoring.registry import CODE
 from factcli.sources import SCRIPT_SUFFIXES
 
-_SCRIPT_TYPES = {"python", "javascript", "not-python", "not-javascript"}
 _TRANSFORM_KEYS = {"transform", "contextTransform", "transformVars"}
 _INLINE_PREFIXES = ("javascript:", "fn:", "eval:", "python:")
 _CODE_FILE = re.compile(r"^(?:file://)?(?P<path>[^\s]+?(?:" + "|".join(re.escape(s) for s in SCRIPT_SUFFIXES)
@@ -40,7 +40,8 @@ def _walk(node, where: str, found: list[str], text_value: bool = False) -> None:
     if isinstance(node, dict):
         kind = node.get("type")
         value = node.get("value")
-        if isinstance(kind, str) and kind in _SCRIPT_TYPES and isinstance(value, str) \
+        script = isinstance(kind, str) and kind.removeprefix("not-") in CODE
+        if script and isinstance(value, str) \
                 and not _CODE_FILE.match(value.strip()):
             found.append(f"{where}: inline {kind.removeprefix('not-')} assertion: {_first_line(value)}")
         for key, child in node.items():
@@ -58,7 +59,7 @@ def _walk(node, where: str, found: list[str], text_value: bool = False) -> None:
                 for name, ref in child.items():
                     found.append(f"{path}.{name}: filter code {ref}")
             else:
-                _walk(child, path, found, key == "value" and isinstance(kind, str) and kind not in _SCRIPT_TYPES)
+                _walk(child, path, found, key == "value" and isinstance(kind, str) and not script)
     elif isinstance(node, list):
         for i, child in enumerate(node):
             _walk(child, f"{where}[{i}]", found)

@@ -20,7 +20,7 @@ from typing import Callable, Iterator
 from factcli.config.testsets import Entries, FileEntries
 from factcli.config.var_check import TestVars
 from factcli.sources import Rows
-from factcli.types import COMPARE_TYPES, TestCase
+from factcli.types import TestCase
 
 
 def combination_count(variables: dict, disable: bool = False) -> int:
@@ -71,13 +71,13 @@ class TestFacts:
         return True
 
     def _look(self, assertions: list) -> bool:
-        from factcli.scoring.registry import lookup
+        from factcli.scoring.registry import COMPARING, lookup
 
         stack = list(assertions)
         while stack:
             a = stack.pop()
             stack.extend(a.children or [])
-            if a.type in COMPARE_TYPES:
+            if a.type in COMPARING:
                 return False  # the comparisons read every row of the run
             kind = lookup(a.type)
             if kind is not None:

@@ -34,10 +34,10 @@ from factcli import templating
 from factcli.methods import reports as method_reports
 from factcli.methods.claims import JudgeCall, JudgeError, ask_json, gather_calls, prompt_for
 from factcli.methods.settings import MethodSettings, Setting, anything, whole
-from factcli.providers.search.knowledge import split_paragraph_sentences
 from factcli.scoring.grading import grader_error
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.scoring.replies import Flag, Obj, Reply, Text
+from factcli.stats.text import split_paragraph_sentences
 from factcli.types import GradingResult
 
 METHOD = "citations"

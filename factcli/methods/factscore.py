@@ -14,7 +14,7 @@ Pipeline, per response (factuality-methods.md §3, the paper's §3.1 and §4.1):
    error: the decomposer failed (FActScore would count the response as not responding).
 4. For each fact, BM25 (or, `retriever: dense`, an embedding model: factscore_dense.py) retrieves the
    top `k` passages (query: "<topic> <fact>") from the knowledge source, restricted to the topic's
-   document when there is a topic (factcli.providers.search.knowledge).
+   document when there is a topic (factcli.providers.search.knowledge, BM25 from factcli.stats.text).
 5. Each judge verifies the facts against their passages: lists of `config.batchSize` facts (default
    10; the union of the list's passages is shown once, numbered), or one call per fact with
    `config.batch: false` (its own passages only). The reply must hold exactly one verdict per fact, in
@@ -102,21 +102,13 @@ from factcli.methods.claims import JudgeCall, JudgeError, judges_for, step_promp
 from factcli.methods.factscore_dense import dense_retrieve
 from factcli.methods.factscore_facts import decompose, judge_name, verify
 from factcli.methods.settings import MethodSettings, Setting, anything, choice, flag, number, strings, text, whole
-from factcli.providers.search.knowledge import (
-    DEFAULT_PASSAGE_WORDS,
-    KnowledgeError,
-    KnowledgeSource,
-    Passage,
-    open_source,
-    passage_source,
-    split_paragraph_sentences,
-    text_source,
-)
+from factcli.providers.search.knowledge import KnowledgeError, KnowledgeSource, open_source, passage_source, text_source
 from factcli.scoring.abstention import ABSTAIN_MODES, detect_abstention
 from factcli.scoring.gather import gather_all
 from factcli.scoring.grading import grader_error, load_rubric_prompt, pick
 from factcli.scoring.panels import AGGREGATES, JudgeVerdict, aggregate, judge_names
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
+from factcli.stats.text import DEFAULT_PASSAGE_WORDS, Passage, split_paragraph_sentences
 from factcli.types import GradingResult, ProviderSpec, TokenUsage
 
 DEFAULT_K = 5

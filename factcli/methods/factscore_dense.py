@@ -13,8 +13,8 @@ import asyncio
 from collections import OrderedDict
 
 from factcli.methods.claims import JudgeCall, JudgeError
-from factcli.providers.search.knowledge import Passage
 from factcli.scoring.gather import gather_all
+from factcli.stats.text import Passage
 from factcli.types import ProviderSpec
 
 MAX_PASSAGES = 5000  # a whole source without a topic: beyond this, ask for a topic or BM25

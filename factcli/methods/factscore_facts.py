@@ -22,8 +22,8 @@ from factcli.methods.claims import (
     numbered,
     string_list,
 )
-from factcli.providers.search.knowledge import Passage
 from factcli.scoring.replies import Flag, Int, ListOf, Maybe, Obj, Reply, Text
+from factcli.stats.text import Passage
 from factcli.types import ProviderSpec
 
 SUPPORTED, NOT_SUPPORTED = "SUPPORTED", "NOT_SUPPORTED"

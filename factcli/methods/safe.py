@@ -48,10 +48,10 @@ from factcli.methods.claims import JudgeCall, JudgeError, ask_json, gather_calls
 from factcli.methods.settings import MethodSettings, Setting, anything, choice, whole
 from factcli.providers.search import create_backend, results_wanted
 from factcli.providers.search.base import SearchConfigError
-from factcli.providers.search.knowledge import split_paragraph_sentences
 from factcli.scoring.grading import grader_error
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.scoring.replies import Choice, Flag, ListOf, Obj, Reply, Text
+from factcli.stats.text import split_paragraph_sentences
 from factcli.types import GradingResult
 
 DEFAULT_K = 64  # the paper's median number of facts per response (§5)

@@ -30,7 +30,7 @@ import re
 from factcli.methods import reports as method_reports
 from factcli.methods.settings import MethodSettings
 from factcli.scoring.grading import extract_json_objects, grader_error, render_grading_prompt
-from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
+from factcli.scoring.registry import AssertionContext, AssertionError_, assertion, lookup
 from factcli.scoring.replies import Choice, Obj, Reply
 from factcli.stats.intervals import wald_interval
 from factcli.types import GradingResult
@@ -177,6 +177,12 @@ def _rate(count: int, n: int) -> dict | None:
     return None if ci is None else {"rate": ci["value"], "ci95": [ci["low"], ci["high"]], "count": count}
 
 
+def _registered(type_name: str) -> str | None:
+    """The name a type is registered under (model-graded-factuality is factuality's alias)."""
+    kind = lookup(type_name)
+    return kind.name if kind is not None else None
+
+
 def select(grading: GradingResult) -> dict | None:
     """What the column's SimpleQA figures count: every simpleqa grading; a factuality grading that
     checked abstention (`config.abstain`): not attempted when the output abstained, else correct or
@@ -187,9 +193,8 @@ def select(grading: GradingResult) -> dict | None:
     if meta.get("method") == METHOD:
         return {"grade": meta.get("grade"), "graderError": error, "from": METHOD,
                 "unparsed": bool(meta.get("unparsed"))}
-    kind = grading.assertion.base_type if grading.assertion is not None else None
-    if meta.get("method") == "factscore" or (kind in ("factuality", "model-graded-factuality")
-                                            and meta.get("abstained") is not None):
+    if meta.get("method") == "factscore" or (meta.get("abstained") is not None and grading.assertion is not None
+                                            and _registered(grading.assertion.base_type) == "factuality"):
         grade = "NOT_ATTEMPTED" if meta.get("abstained") else ("CORRECT" if grading.passed else "INCORRECT")
         return {"grade": grade, "graderError": error and not meta.get("abstained"),
                 "from": "factscore" if meta.get("method") == "factscore" else "factuality"}

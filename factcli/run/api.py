@@ -139,9 +139,12 @@ def _assertion(value: Any, where: str) -> Any:
     if callable(value):
         return {"type": "python-function", "value": _grader_id(value).split(":", 1)[1]}
     if isinstance(value, dict) and callable(value.get("value")):
+        from factcli.scoring.registry import TYPES
+
         typ = str(value.get("type") or "python")
         inverse = typ.startswith("not-")
-        if typ.removeprefix("not-") not in ("python", "javascript", "python-function"):
+        facts = TYPES.get(typ.removeprefix("not-"))
+        if facts is None or not facts.user_code:  # a type that runs the user's code
             raise FactcliError(f"evaluate(): {where}.value: a Python function is an assertion of its own "
                                f"(type python or python-function), not the value of '{typ}'")
         rest = {k: _walk(v, f"{where}.{k}") for k, v in value.items() if k not in ("type", "value")}

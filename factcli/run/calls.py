@@ -220,11 +220,14 @@ class Caller:
                    context: dict | None = None) -> ProviderResponse:
         if (context is None and provider.in_process and self.budget is None
                 and (self.cache is None or not provider.cacheable)):
+            # an in-process provider (echo) called by a row, with no budget, cache or limit in force: nothing
+            # to pace (such a provider is never throttled), time out (it awaits nothing), retry (it raises
+            # no ProviderCallError) or keep: the call alone. Any other call takes the general path below.
             limiter = self.limiters.for_provider(provider) if self.limiters is not None else None
-            if limiter is None or limiter.idle:  # what the lines below come to for it: _attempts' first case
+            if limiter is None or limiter.idle:
                 start = time.perf_counter()
                 self.calls += 1
-                return _answered(await provider.call(prompt, {"timeout_s": self.policy.timeout_s}), start)
+                return _answered(await provider.call(prompt, {"timeout_s": self.policy.timeout_s}), start, 0)
         context = dict(context or {})
         context.setdefault("timeout_s", self.policy.timeout_s)
         overrides = context.get("overrides") or {}
@@ -343,12 +346,6 @@ class Caller:
         policy = self.policy
         timeouts = 0
         limiter = self.limiters.for_provider(provider) if self.limiters is not None else None
-        if provider.in_process and self.budget is None and (limiter is None or limiter.idle):
-            # nothing to pace (no limit set; such a provider is never throttled), time out (it awaits
-            # nothing) or retry (it raises no ProviderCallError): the call alone
-            start = time.perf_counter()
-            self.calls += 1
-            return _answered(await provider.call(prompt, context), start)
         endpoint = provider.endpoint()
         cap = None if provider.in_process else self.cap
         if endpoint in self.params.learned:
@@ -380,11 +377,7 @@ class Caller:
                 if worst is not None:
                     self.budget.settle(worst, resp.cost)
                     worst = None
-                resp.latency_ms = round((time.perf_counter() - start) * 1000)
-                resp.retries = attempt
-                if resp.error:
-                    resp.error = scrub_text(str(resp.error))
-                return resp
+                return _answered(resp, start, attempt)
             except TimeoutError:
                 err = ProviderCallError(f"timed out after {policy.timeout_s:g} s", TIMEOUT)
             except ProviderCallError as exc:
@@ -427,10 +420,10 @@ class Caller:
                                     latency_ms=round((time.perf_counter() - start) * 1000))
 
 
-def _answered(resp: ProviderResponse, start: float) -> ProviderResponse:
-    """An in-process provider's reply as an attempt leaves it: its latency, no retries, its error scrubbed."""
+def _answered(resp: ProviderResponse, start: float, attempt: int) -> ProviderResponse:
+    """A reply as the attempt that got it leaves it: its latency, its retries, its error scrubbed."""
     resp.latency_ms = round((time.perf_counter() - start) * 1000)
-    resp.retries = 0
+    resp.retries = attempt
     if resp.error:
         resp.error = scrub_text(str(resp.error))
     return resp

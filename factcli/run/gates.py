@@ -69,6 +69,7 @@ def check_before_run(gates: list[Gate], suite) -> None:
     if not gates:
         return
     from factcli import templating
+    from factcli.scoring.registry import TYPES
 
     named, templated = set(), False
     stack = []
@@ -81,7 +82,8 @@ def check_before_run(gates: list[Gate], suite) -> None:
                 if templating.has_template(a.metric):
                     templated = True
                 named.add(a.metric)
-            if a.base_type in ("javascript", "python", "webhook") or a.base_type.startswith("file"):
+            facts = TYPES.get(a.base_type)
+            if (facts is not None and facts.user_code) or a.base_type.startswith("file"):
                 templated = True  # a script may return namedScores of its own
         if templated:
             break

@@ -19,7 +19,8 @@ from factcli.config.plan import Column, expand
 from factcli.methods import reports as method_reports
 from factcli.run.options import RunOptions
 from factcli.scoring.metrics import ColumnMetrics, compile_derived
-from factcli.types import EvalResult, compact_row, compares
+from factcli.scoring.registry import COMPARING, compares
+from factcli.types import EvalResult, compact_row
 
 STATUS_COMPLETE, STATUS_INTERRUPTED, STATUS_ABORTED = "complete", "interrupted", "aborted"
 
@@ -226,7 +227,7 @@ def prepare(suite: Suite, options: RunOptions) -> EvalRun:
 
         for test in suite.tests:
             for i, a in enumerate(test.assertions):
-                if a.type in ("select-best", "max-score"):
+                if a.type in COMPARING:
                     file, path = test.source
                     raise ConfigError(f"{a.type} compares the outputs of several providers or prompts, "
                                       "but this config has only one column", file or None, f"{path}.assert[{i}]")

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from factcli.errors import FactcliError
+from factcli.scoring.registry import COMPARING, compares
 from factcli.settings import VERSION
 from factcli.store import leases
 from factcli.store.database import Store, now, shown_status, store_errors
@@ -26,7 +27,7 @@ from factcli.store.encode import loads
 from factcli.store.records import column_record, from_record, metrics_to_json, to_row
 from factcli.store.redact import REDACTED, Scrubber
 from factcli.store.schema import RESULT_FIELDS
-from factcli.types import COMPARE_TYPES, ERROR_REASONS, compares, test_key
+from factcli.types import ERROR_REASONS, test_key
 
 METRICS_EVERY_S = 1.0  # column metrics are refreshed this often while a run writes
 # Rows are committed in groups (a commit per row was a third of a stored echo run's time): a group
@@ -368,9 +369,9 @@ class EvalSession:
                 step = dataclasses.replace(step, vars=loads(rec.get("vars_json"), {}) or {})
             result = from_record(rec, run.columns, step)
             if result.grading is not None and any(
-                    c.assertion is not None and c.assertion.type in COMPARE_TYPES
+                    c.assertion is not None and c.assertion.type in COMPARING
                     for c in result.grading.component_results):
-                frozen = [a for a in step.test.assertions if a.type not in COMPARE_TYPES]
+                frozen = [a for a in step.test.assertions if a.type not in COMPARING]
                 result.step = dataclasses.replace(step, test=dataclasses.replace(step.test, assertions=frozen))
             if run._conversations is not None:  # later turns see it as if it just ran
                 run._conversations.restore(result)

@@ -63,6 +63,10 @@ class TypeFacts:
     cell_value: str = "text"
     code: bool = False  # its value is code (a script), checked when the config loads, never read as a file
     in_promptfoo: bool = True  # in promptfoo 0.121.20's assertion enum, so in the CSV `__expected` grammar
+    compares: bool = False  # scores a test's columns together once all of them ran (assertions/compare.py)
+    user_code: bool = False  # runs the user's code (a script, a Python function): its result may carry named scores
+    value_is_reference: bool = False  # its `value` is the reference answer (calibrate fills in the item's)
+    needs_question: bool = False  # shows the grader the question (the rendered prompt) and refuses an empty one
     unsupported: str | None = None  # why factcli rejects it at load time
 
 
@@ -90,25 +94,27 @@ TYPES: dict[str, TypeFacts] = {
     **_all("assertions.similarity", "levenshtein rouge-n", cell_threshold=0.75),
     **_all("assertions.operational", "finish-reason is-refusal webhook"),
     **_all("assertions.operational", "cost latency perplexity perplexity-score", cell_threshold=0.75),
-    **_all("assertions.graded", "factuality model-graded-factuality llm-rubric model-graded-closedqa g-eval",
-           model_graded=True, panel=True),
-    "select-best": TypeFacts("assertions.graded", model_graded=True, in_promptfoo=False),
-    "max-score": TypeFacts("assertions.graded", in_promptfoo=False),
+    **_all("assertions.graded", "factuality model-graded-factuality", model_graded=True, panel=True,
+           value_is_reference=True, needs_question=True),
+    "model-graded-closedqa": TypeFacts("assertions.graded", model_graded=True, panel=True, needs_question=True),
+    **_all("assertions.graded", "llm-rubric g-eval", model_graded=True, panel=True),
+    "select-best": TypeFacts("assertions.graded", model_graded=True, in_promptfoo=False, compares=True),
+    "max-score": TypeFacts("assertions.graded", in_promptfoo=False, compares=True),
     "similar": TypeFacts("assertions.graded", model_graded=True, graders=("embedding",), cell_threshold=0.8),
     **_all("assertions.graded", "similar:cosine similar:dot similar:euclidean", model_graded=True,
            graders=("embedding",)),
-    **_all("assertions.scripts", "javascript python", code=True),
-    "python-function": TypeFacts("assertions.scripts", in_promptfoo=False),
+    **_all("assertions.scripts", "javascript python", code=True, user_code=True),
+    "python-function": TypeFacts("assertions.scripts", in_promptfoo=False, user_code=True),
     # answer-relevance writes questions with a text model and compares them with an embedding model
     "answer-relevance": TypeFacts("assertions.rag", model_graded=True, graders=("text", "embedding"),
                                   cell_threshold=0.75),
     **_all("assertions.rag", "context-faithfulness context-recall context-relevance", model_graded=True,
            cell_threshold=0.75),
     "conversation-relevance": TypeFacts("assertions.rag", model_graded=True),
-    "factual-correctness": TypeFacts("methods.factual_correctness", **_JUDGES),
+    "factual-correctness": TypeFacts("methods.factual_correctness", **_JUDGES, value_is_reference=True),
     "factscore": TypeFacts("methods.factscore", **_JUDGES),
     "facts-grounding": TypeFacts("methods.facts_grounding", **_JUDGES),
-    "simpleqa": TypeFacts("methods.simpleqa", **_METHOD),
+    "simpleqa": TypeFacts("methods.simpleqa", **_METHOD, value_is_reference=True),
     "safe": TypeFacts("methods.safe", **_METHOD, claim_method=True),
     "citations": TypeFacts("methods.citations", **_METHOD, claim_method=True),
     # promptfoo's types that factcli rejects at load time with a clear reason
@@ -126,6 +132,16 @@ TYPES: dict[str, TypeFacts] = {
 }
 UNSUPPORTED = {name: facts.unsupported for name, facts in TYPES.items() if facts.unsupported}
 FAMILIES = tuple(dict.fromkeys(f.family for f in TYPES.values() if f.family))  # what load_all imports
+COMPARING = frozenset(name for name, facts in TYPES.items() if facts.compares)
+CODE = frozenset(name for name, facts in TYPES.items() if facts.code)
+
+
+def compares(test: TestCase) -> bool:
+    """Whether a comparison (select-best, max-score) still changes the rows of `test` after they run."""
+    for a in test.assertions:  # (a loop, not any(): asked of every row as it is kept)
+        if a.type in COMPARING:
+            return True
+    return False
 
 
 def _check_registration(name: str, fn: Callable, model_graded: bool) -> None:
@@ -278,14 +294,27 @@ class AssertionContext:
         return default if value in (None, "", {}) else value
 
     def result(self, condition: bool, reason: str, score: float | None = None) -> GradingResult:
-        """Binary result: pass = condition XOR inverse. `{not}` in the reason becomes 'not '."""
+        """Binary result: pass = condition XOR inverse."""
         passed = bool(condition) != self.inverse
         return GradingResult(
             passed=passed,
             score=(1.0 if passed else 0.0) if score is None else score,
-            reason="Assertion passed" if passed else reason.replace("{not}", "not " if self.inverse else ""),
+            reason=PASSED if passed else worded(reason, self.inverse),
             assertion=self.assertion,
         )
+
+    def verdict(self, passed: bool, reason: str) -> GradingResult:
+        """A binary result whose pass the handler decided itself (its not- form already applied)."""
+        return GradingResult(passed=passed, score=1.0 if passed else 0.0, reason=PASSED if passed else reason,
+                             assertion=self.assertion)
+
+
+PASSED = "Assertion passed"  # promptfoo's reason for a binary check that passed
+
+
+def worded(reason: str, inverse: bool) -> str:
+    """A binary check's failure reason: `{not}` in it becomes 'not ' for the not- form, else nothing."""
+    return reason.replace("{not}", "not " if inverse else "")
 
 
 def coerce_string(value: Any) -> str:

@@ -16,75 +16,83 @@ from typing import Any
 from factcli import templating
 from factcli.scoring.gather import gather_all
 from factcli.scoring.outcome import has_grader_error
-from factcli.scoring.registry import AssertionContext, AssertionError_, coerce_string, lookup
-from factcli.types import (COMPARE_TYPES, EMPTY_DICT, EMPTY_LIST, ZERO_TOKENS, Assertion, GradingResult,
+from factcli.scoring.registry import (COMPARING, PASSED, AssertionContext, AssertionError_, coerce_string, lookup,
+                                     worded)
+from factcli.types import (EMPTY_DICT, EMPTY_LIST, ZERO_TOKENS, Assertion, GradingResult,
                            ProviderResponse, TestCase, TokenUsage, grading_json)
 
 ASSERTIONS_MAX_CONCURRENCY = 3
 
 
-class _Aggregate:
-    """promptfoo's AssertionsResult: a weighted mean with named scores and an optional threshold."""
+# One assertion's result as the aggregate counts it: (its place in the config's order, the result, its
+# metric name rendered with the row's vars, its weight)
+Part = tuple[int, GradingResult, "str | None", float]
 
-    def __init__(self, threshold: float | None, assertion_set: Assertion | None = None):
-        self.threshold = threshold
-        self.assertion_set = assertion_set
-        self.total_score = 0.0
-        self.total_weight = 0.0
-        self.failed_reason: str | None = None
-        self.components: dict[int, GradingResult] = {}
-        self.named: dict[str, float] = {}
-        self.named_weights: dict[str, float] = {}
-        self.tokens = TokenUsage()
 
-    def add(self, index: int, result: GradingResult, metric: str | None, weight: float) -> None:
-        self.total_score += result.score * weight
-        self.total_weight += weight
-        self.components[index] = result
+def aggregate(parts: list[Part], threshold: float | None, assertion_set: Assertion | None = None) -> GradingResult:
+    """promptfoo's AssertionsResult, the one aggregation of a row's assertions (and of an assert-set's
+    members), whichever path scored them: a weighted mean with named scores, the reason of the last
+    failure in the order `parts` come (the config's: never which judge answered first), and an
+    optional threshold that decides pass and reason instead."""
+    total_score = total_weight = 0.0
+    failed_reason = None
+    named: dict[str, float] = {}
+    named_weights: dict[str, float] = {}
+    tokens = TokenUsage()
+    flat = True  # in the config's order, none with results of its own: the components are the results
+    last = -1
+    for index, result, metric, weight in parts:
+        total_score += result.score * weight
+        total_weight += weight
         if metric:
-            self.named[metric] = self.named.get(metric, 0.0) + result.score * weight
-            self.named_weights[metric] = self.named_weights.get(metric, 0.0) + weight
-        for name, score in result.named_scores.items():
-            if name != metric:
-                w = result.named_score_weights.get(name, 1.0) * weight
-                self.named[name] = self.named.get(name, 0.0) + score * w
-                self.named_weights[name] = self.named_weights.get(name, 0.0) + w
-        self.tokens.add(result.tokens_used)
+            named[metric] = named.get(metric, 0.0) + result.score * weight
+            named_weights[metric] = named_weights.get(metric, 0.0) + weight
+        if result.named_scores:
+            for name, score in result.named_scores.items():
+                if name != metric:
+                    w = result.named_score_weights.get(name, 1.0) * weight
+                    named[name] = named.get(name, 0.0) + score * w
+                    named_weights[name] = named_weights.get(name, 0.0) + w
+        if result.tokens_used is not ZERO_TOKENS:  # (a scored leaf's shared zero: nothing to add)
+            tokens.add(result.tokens_used)
         if not result.passed:
-            self.failed_reason = result.reason
-
-    def result(self) -> GradingResult:
-        score = self.total_score / self.total_weight if self.total_weight > 0 else 0.0
-        passed = not self.failed_reason
-        reason = self.failed_reason or "All assertions passed"
-        if self.threshold is not None and not _isnan(self.threshold):
-            passed = score >= self.threshold
-            reason = (f"Aggregate score {templating.to_fixed(score)} {'≥' if passed else '<'} "
-                      f"{_js_num(self.threshold)} threshold")
-        flattened: list[GradingResult] = []
-        for idx in sorted(self.components):
-            res = self.components[idx]
-            flattened.append(res)
+            failed_reason = result.reason
+        if index < last or result.component_results:
+            flat = False
+        last = index
+    score = total_score / total_weight if total_weight > 0 else 0.0
+    passed = not failed_reason
+    reason = failed_reason or "All assertions passed"
+    if threshold is not None and not _isnan(threshold):
+        passed = score >= threshold
+        reason = (f"Aggregate score {templating.to_fixed(score)} {'≥' if passed else '<'} "
+                  f"{_js_num(threshold)} threshold")
+    if flat:
+        components = [part[1] for part in parts]
+    else:
+        components = []
+        for part in sorted(parts, key=_place):
+            res = part[1]
+            components.append(res)
             # then its direct children (an assert-set's members, a script's nested results), each under
             # its own assertion or else its parent's; grandchildren stay inside their parent (promptfoo)
             if res.component_results:
-                flattened.extend(c if c.assertion is not None or res.assertion is None
-                                 else dataclasses.replace(c, assertion=res.assertion) for c in res.component_results)
-        named = {k: (v / self.named_weights[k] if self.named_weights.get(k, 0) > 0 else 0.0)
-                 for k, v in self.named.items()}
-        metadata = {}
-        if self.assertion_set is not None:
-            s = self.assertion_set
-            meta = {"type": "assert-set", "assertionCount": len(s.children or [])}
-            for key in ("metric", "threshold", "weight"):
-                if key in s.raw:
-                    meta[key] = s.raw[key]
-            metadata["assertionSet"] = meta
-        return GradingResult(
-            passed=passed, score=score, reason=reason, named_scores=named,
-            named_score_weights=dict(self.named_weights), tokens_used=self.tokens,
-            component_results=flattened, metadata=metadata,
-        )
+                components.extend(c if c.assertion is not None or res.assertion is None else
+                                  dataclasses.replace(c, assertion=res.assertion) for c in res.component_results)
+    if named:
+        named = {k: (v / named_weights[k] if named_weights.get(k, 0) > 0 else 0.0) for k, v in named.items()}
+    metadata = {}
+    if assertion_set is not None:
+        meta = {"type": "assert-set", "assertionCount": len(assertion_set.children or [])}
+        for key in ("metric", "threshold", "weight"):
+            if key in assertion_set.raw:
+                meta[key] = assertion_set.raw[key]
+        metadata["assertionSet"] = meta
+    return GradingResult(passed, score, reason, None, named, named_weights, tokens, components, metadata)
+
+
+def _place(part: Part) -> int:
+    return part[0]
 
 
 def _isnan(x: float) -> bool:
@@ -215,7 +223,7 @@ _BOUND_MAX = 4096
 def _prebind(a: Assertion) -> tuple | None:
     """(assertion, test, inverse, failure reason, weight, metric, metric has a template?, plan), or None
     for the general path. `plan` (_plan's) for a value rendered per row, whose test and reason are None."""
-    if a.transform or a.calibration is not None or a.children is not None or a.base_type in COMPARE_TYPES:
+    if a.transform or a.calibration is not None or a.children is not None or a.base_type in COMPARING:
         return None
     kind = lookup(a.type)
     if kind is None or kind.check is None or kind.is_async:
@@ -230,7 +238,7 @@ def _prebind(a: Assertion) -> tuple | None:
         return (a, None, a.inverse, None, a.weight, a.metric, dynamic_metric, (a, a.type, a.value, kind, rendered))
     inverse = a.inverse
     if isinstance(reason, str):
-        reason = reason.replace("{not}", "not " if inverse else "")
+        reason = worded(reason, inverse)
     return (a, test, inverse, reason, a.weight, a.metric, dynamic_metric, None)
 
 
@@ -261,9 +269,9 @@ def _checks(assertions: list) -> list | None:
 def score_now(test: TestCase, output: Any, variables: dict, prompt: str, response: ProviderResponse,
               provider=None, grader=None, recorded: bool = False) -> GradingResult | None:
     """run_assertions' result, worked out without awaiting, for a test whose assertions are all prebound
-    checks (see _BOUND) and that has no assertScoringFunction; None for any other test. The same
-    rules as _Aggregate, for components that are binary results without tokens or named scores of
-    their own, in the same order (a handler's error is raised where it would be). `recorded`: the
+    checks (see _BOUND) and that has no assertScoringFunction; None for any other test. Its results
+    are aggregated as run_assertions aggregates them (`aggregate`), in the same order (a handler's error
+    is raised where it would be). `recorded`: the
     result is an eval row's, which is recorded as it is: its prebound leaves' empty containers are
     the shared read-only ones the recorded row gets anyway (types.compact_row; nothing changes a leaf
     once scored), not four made a leaf for the collector to free or compact_row to swap.
@@ -275,53 +283,26 @@ def score_now(test: TestCase, output: Any, variables: dict, prompt: str, respons
     if checks is None or test.raw.get("assertScoringFunction"):
         return None
     out = None  # the output's text, made where the first handler would make it
-    components = []
-    total_score = total_weight = 0.0
-    failed_reason = None
-    named: dict[str, float] = {}
-    named_weights: dict[str, float] = {}
-    for a, check, inverse, reason, weight, metric, dynamic_metric, plan in checks:
+    parts: list[Part] = []
+    for index, (a, check, inverse, reason, weight, metric, dynamic_metric, plan) in enumerate(checks):
         if plan is not None:
             result = _run_sync(a, plan, output=output, test=test, variables=variables, prompt=prompt,
                                response=response, provider=provider, grader=grader)
-            if not result.passed:
-                failed_reason = result.reason
         else:
             if out is None:
                 out = output if type(output) is str else coerce_string(output)
             if bool(check(out)) != inverse:
-                result = GradingResult(True, 1.0, "Assertion passed", a, EMPTY_DICT, EMPTY_DICT, ZERO_TOKENS,
-                                       EMPTY_LIST, EMPTY_DICT) if recorded else GradingResult(
-                                           True, 1.0, "Assertion passed", a)
+                result = GradingResult(True, 1.0, PASSED, a, EMPTY_DICT, EMPTY_DICT, ZERO_TOKENS,
+                                       EMPTY_LIST, EMPTY_DICT) if recorded else GradingResult(True, 1.0, PASSED, a)
             else:
                 if not isinstance(reason, str):
-                    reason = reason(out).replace("{not}", "not " if inverse else "")
-                result = GradingResult(False, 0.0, reason, a, EMPTY_DICT, EMPTY_DICT, ZERO_TOKENS, EMPTY_LIST,
-                                       EMPTY_DICT) if recorded else GradingResult(False, 0.0, reason, a)
-                if weight == 0:  # as _settle
-                    result.metadata = {"weightZeroFailed": True}
-                    result.passed = True
-                else:
-                    failed_reason = reason
-        components.append(result)
-        total_score += result.score * weight
-        total_weight += weight
-        if metric:
-            if dynamic_metric:
-                metric = render_metric(metric, variables)
-            named[metric] = named.get(metric, 0.0) + result.score * weight
-            named_weights[metric] = named_weights.get(metric, 0.0) + weight
-    score = total_score / total_weight if total_weight > 0 else 0.0
-    passed = not failed_reason
-    reason = failed_reason or "All assertions passed"
-    threshold = test.threshold
-    if threshold is not None and not _isnan(threshold):
-        passed = score >= threshold
-        reason = (f"Aggregate score {templating.to_fixed(score)} {'≥' if passed else '<'} "
-                  f"{_js_num(threshold)} threshold")
-    if named:
-        named = {k: (v / named_weights[k] if named_weights.get(k, 0) > 0 else 0.0) for k, v in named.items()}
-    return GradingResult(passed, score, reason, None, named, named_weights, TokenUsage(), components, {})
+                    reason = worded(reason(out), inverse)
+                # (a passed leaf is as _settle would leave it; a failed one of weight 0 gets metadata of its own)
+                result = _settle(a, GradingResult(False, 0.0, reason, a, EMPTY_DICT, EMPTY_DICT, ZERO_TOKENS,
+                                                  EMPTY_LIST, {} if weight == 0 else EMPTY_DICT) if recorded
+                                 else GradingResult(False, 0.0, reason, a), a.value, variables)
+        parts.append((index, result, render_metric(metric, variables) if dynamic_metric else metric, weight))
+    return aggregate(parts, test.threshold)
 
 
 async def run_assertions(test: TestCase, *, output: Any, variables: dict, prompt: str,
@@ -337,41 +318,37 @@ async def run_assertions(test: TestCase, *, output: Any, variables: dict, prompt
         result = score_now(test, output, variables, prompt, response, provider, grader)
         if result is not None:
             return result
-    main = _Aggregate(test.threshold)
-    sets: list[tuple[int, Assertion, _Aggregate]] = []
-    jobs: list[tuple[Assertion, _Aggregate, int, tuple]] = []
+    main: list[Part] = []
+    sets: list[tuple[int, Assertion, list[Part]]] = []
+    jobs: list[tuple[Assertion, list[Part], int, tuple]] = []
     concurrent = False
     for i, a in enumerate(test.assertions):
         if a.type == "assert-set":
-            sub = _Aggregate(a.threshold, a)
-            sets.append((i, a, sub))
-            members = [(child, sub, j) for j, child in enumerate(a.children or [])]
+            members: list[Part] = []
+            sets.append((i, a, members))
+            each = [(child, members, j) for j, child in enumerate(a.children or [])]
         else:
-            members = [(a, main, i)]
-        for child, agg, index in members:
+            each = [(a, main, i)]
+        for child, parts, index in each:
             plan = _plan(child)
             concurrent = concurrent or bool(child.transform) or getattr(plan[3], "is_async", False)
-            jobs.append((child, agg, index, plan))
+            jobs.append((child, parts, index, plan))
 
     async def graded(a: Assertion) -> GradingResult | None:
-        if a.base_type in COMPARE_TYPES:
+        if a.base_type in COMPARING:
             return None  # run after all rows, across columns
         return await run_assertion(a, output=output, test=test, variables=variables, prompt=prompt,
                                    response=response, provider=provider, grader=grader)
 
-    async def one(a: Assertion, agg: _Aggregate, index: int, plan: tuple) -> None:
-        res = await graded(a)
-        if res is not None:
-            agg.add(index, res, render_metric(a.metric, variables), a.weight)
-
     if not concurrent:  # all synchronous: no coroutine per assertion, no scheduling
-        for a, agg, index, plan in jobs:
-            if plan[3] is None or a.base_type in COMPARE_TYPES:
-                await one(a, agg, index, plan)  # (an unknown type: run_assertion's error)
-                continue
-            res = _run_sync(a, plan, output=output, test=test, variables=variables, prompt=prompt,
-                            response=response, provider=provider, grader=grader)
-            agg.add(index, res, render_metric(a.metric, variables) if a.metric else a.metric, a.weight)
+        for a, parts, index, plan in jobs:
+            if plan[3] is None or a.base_type in COMPARING:
+                res = await graded(a)  # (an unknown type: run_assertion's error)
+            else:
+                res = _run_sync(a, plan, output=output, test=test, variables=variables, prompt=prompt,
+                                response=response, provider=provider, grader=grader)
+            if res is not None:
+                parts.append((index, res, render_metric(a.metric, variables), a.weight))
     else:
         sem = asyncio.Semaphore(ASSERTIONS_MAX_CONCURRENCY)
 
@@ -381,13 +358,12 @@ async def run_assertions(test: TestCase, *, output: Any, variables: dict, prompt
 
         # added in the config's order, not as they finish: the row's reason (the last failure, as promptfoo
         # keeps it) and the order of its named scores never depend on which judge answered first
-        for (a, agg, index, _), res in zip(jobs, await gather_all(bounded(job) for job in jobs)):
+        for (a, parts, index, _), res in zip(jobs, await gather_all(bounded(job) for job in jobs)):
             if res is not None:
-                agg.add(index, res, render_metric(a.metric, variables), a.weight)
-    for index, s, sub in sets:
-        res = sub.result()
-        main.add(index, res, render_metric(s.metric, variables), s.weight)
-    result = main.result()
+                parts.append((index, res, render_metric(a.metric, variables), a.weight))
+    for index, s, members in sets:
+        main.append((index, aggregate(members, s.threshold, s), render_metric(s.metric, variables), s.weight))
+    result = aggregate(main, test.threshold)
     scoring_function = scoring_function or test.raw.get("assertScoringFunction")
     if scoring_function:
         result = await apply_scoring_function(scoring_function, result, test.threshold)

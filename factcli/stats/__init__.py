@@ -1,5 +1,6 @@
 """Statistics as pure functions of counts and scores: intervals (Wilson, Wald, bootstrap, differences),
-pass@k and repeat statistics, per-column summaries, and pass rates corrected for the judge. `from factcli import stats` gives all of them."""
+pass@k and repeat statistics, per-column summaries, and pass rates corrected for the judge. `from factcli import stats` gives all of them.
+`factcli.stats.text` (sentences, passages and BM25 ranking) is imported by its own name, by what reads text."""
 
 from factcli.stats.columns import Cluster, ColumnSample, column_stats, fill, row_stats, run_interval
 from factcli.stats.intervals import (
