@@ -233,6 +233,19 @@ def _csv_tests(folder, header: list, rows: list, default_test: dict, general: bo
         return suite, list(suite.tests)
 
 
+def test_tests_made_merged_share_what_merged_tests_share():
+    """Consecutive tests with only defaultTest's assertions share its list and one list of their raws,
+    as merging each parsed test makes them (the stored rows keep one text for a shared list)."""
+    default = testcases.parse_test({"assert": [{"type": "contains", "value": "x"}]}, CTX, "defaultTest",
+                                   is_default=True)
+    make = testcases.test_maker(default)
+    for made in ([make({"vars": {"q": str(i)}}, CTX, f"row {i}", False) for i in range(3)],
+                 [testcases.merge_default(testcases.parse_test({"vars": {"q": str(i)}}, CTX, f"row {i}"), default)
+                  for i in range(3)]):
+        assert all(m.assertions is default.assertions for m in made)
+        assert made[0].raw["assert"] is made[1].raw["assert"] is made[2].raw["assert"]
+
+
 PLAIN_HEADERS = [["q"], [" q ", "a b"], ["q", ""], ["x", "y", "z"]]
 CELLS = ["question 1", "", "a\n", "file://notes.txt", "file://missing.txt", "{{ q }}", " z "]
 

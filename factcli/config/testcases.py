@@ -75,7 +75,7 @@ class TestMaker:
 
     def plain_row(self, t: dict, ctx: Ctx, where: str) -> TestCase:
         """self(t, ctx, where, False) for the mapping of a CSV row whose header's every column is a var
-        (config/testsets.CsvHeader.names), made for this call alone: {vars: string cells by string
+        (config/testsets.CsvHeader.var_names), made for this call alone: {vars: string cells by string
         names, assert: [], options: {}, description}. Of parse_test's steps only reading the vars
         applies to such a mapping (its shape was settled by its header, once); the mapping itself is
         the test's raw."""

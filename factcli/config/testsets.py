@@ -113,61 +113,64 @@ def _near_miss(key: str) -> str | None:
     return None
 
 
+_NO_COLUMN = (_SKIP, "", None, None)
+
+
+@functools.lru_cache(maxsize=1024)
+def _column(key: str) -> tuple[str, str, Any, str | None]:
+    """What a CSV column named `key` (stripped) is: (role, name, what the role needs, a warning or
+    None). (Kept: test_from_csv_row reads a header again for each row it is given.)"""
+    warning = None
+    if key.startswith(_SINGLE_UNDERSCORE) and not key.startswith("__"):
+        warning = f'column "{key}" has a single underscore; did you mean "_{key}"? It is used as a var'
+    if key.startswith("__expected"):
+        return _EXPECTED, key, None, warning
+    if key in _FIELD_COLUMNS:
+        return _FIELD_COLUMNS[key], key, None, warning
+    if key.startswith("__metadata:"):
+        mkey = key[len("__metadata:"):]
+        return (_METADATA_LIST, key, mkey[:-2], warning) if mkey.endswith("[]") else (_METADATA, key, mkey, warning)
+    if key == "__metadata":
+        return _SKIP, key, None, 'the "__metadata" column needs a key, e.g. "__metadata:category"; ignored'
+    if key.startswith("__config:"):
+        parts = key[len("__config:"):].split(":")
+        if len(parts) != 2:
+            return _SKIP, key, None, f'column "{key}" should look like __config:__expected<N>:threshold; ignored'
+        target, ckey = parts
+        m = re.match(r"^__expected(\d*)$", target)
+        index = None if not m else 0 if m.group(1) == "" else int(m.group(1)) - 1
+        if index is None or index < 0:
+            return _BAD_CONFIG, key, f"invalid expected key '{target}' (use __expected or __expected<N>)", warning
+        if ckey != "threshold":
+            return _BAD_CONFIG, key, f"invalid config key '{ckey}' (only 'threshold' is allowed)", warning
+        return _CONFIG, key, (index, ckey), warning
+    if key.startswith("__"):
+        error = _near_miss(key)
+        if error:
+            return _NEAR_MISS, key, error, warning
+    return _VAR, key, None, warning
+
+
 class CsvHeader:
-    """What each column of a CSV header is, worked out once a header (promptfoo-semantics §7): a var,
-    one of promptfoo's special columns, or a mistake (a near miss of a special column is an error
-    when a row reaches it; a single underscore, `__metadata` without a key, a `__config:` column of
-    the wrong shape, a warning). Every row of the header is read by it (`test`). `names`: the vars'
-    names, a column each, when every column is a var under a name of its own that does not start
-    with `_`: then a row's vars are its cells (CsvRows._plain)."""
+    """What each column of a CSV header is (promptfoo-semantics §7): a var, one of promptfoo's
+    special columns, or a mistake (a near miss of a special column is an error when a row reaches
+    it; a single underscore, `__metadata` without a key, a `__config:` column of the wrong shape, a
+    warning). Every row of the header is read by it (`test`)."""
 
     def __init__(self, keys, file: str):
         self.file = file
-        self.warnings: list[str] = []
-        # (role, the name stripped, what the role needs) a column; a key None is csv.DictReader's
-        # list of a row's cells beyond the header's
-        self.columns = [(_SKIP, "", None) if k is None else self._column(k.strip()) for k in keys]
-        names = [name for _, name, _ in self.columns]
-        # (a name that starts with `_` is in the special columns' space: its header takes the general row)
-        plain = all(role == _VAR and not name.startswith("_") for role, name, _ in self.columns)
-        self.names = names if plain and len(set(names)) == len(names) else None
+        # (role, the name stripped, what the role needs, a warning) a column; a key None is
+        # csv.DictReader's list of a row's cells beyond the header's
+        self.columns = [_NO_COLUMN if k is None else _column(k.strip()) for k in keys]
+        self.warnings = list(dict.fromkeys(f"{file}: {c[3]}" for c in self.columns if c[3]))
 
-    def _warn(self, msg: str) -> None:
-        msg = f"{self.file}: {msg}"
-        if msg not in self.warnings:
-            self.warnings.append(msg)
-
-    def _column(self, key: str) -> tuple[str, str, Any]:
-        if key.startswith(_SINGLE_UNDERSCORE) and not key.startswith("__"):
-            self._warn(f'column "{key}" has a single underscore; did you mean "_{key}"? It is used as a var')
-        if key.startswith("__expected"):
-            return _EXPECTED, key, None
-        if key in _FIELD_COLUMNS:
-            return _FIELD_COLUMNS[key], key, None
-        if key.startswith("__metadata:"):
-            mkey = key[len("__metadata:"):]
-            return (_METADATA_LIST, key, mkey[:-2]) if mkey.endswith("[]") else (_METADATA, key, mkey)
-        if key == "__metadata":
-            self._warn('the "__metadata" column needs a key, e.g. "__metadata:category"; ignored')
-            return _SKIP, key, None
-        if key.startswith("__config:"):
-            parts = key[len("__config:"):].split(":")
-            if len(parts) != 2:
-                self._warn(f'column "{key}" should look like __config:__expected<N>:threshold; ignored')
-                return _SKIP, key, None
-            target, ckey = parts
-            m = re.match(r"^__expected(\d*)$", target)
-            index = None if not m else 0 if m.group(1) == "" else int(m.group(1)) - 1
-            if index is None or index < 0:
-                return _BAD_CONFIG, key, f"invalid expected key '{target}' (use __expected or __expected<N>)"
-            if ckey != "threshold":
-                return _BAD_CONFIG, key, f"invalid config key '{ckey}' (only 'threshold' is allowed)"
-            return _CONFIG, key, (index, ckey)
-        if key.startswith("__"):
-            error = _near_miss(key)
-            if error:
-                return _NEAR_MISS, key, error
-        return _VAR, key, None
+    def var_names(self) -> list[str] | None:
+        """The vars' names, a column each, when every column is a var under a name of its own that
+        does not start with `_` (the special columns' space): then a row's vars are its cells
+        (CsvRows._plain); else None."""
+        names = [name for _, name, _, _ in self.columns]
+        plain = all(role == _VAR and not name.startswith("_") for role, name, _, _ in self.columns)
+        return names if plain and len(set(names)) == len(names) else None
 
     def say(self, warnings: list[str]) -> None:
         """Add the header's warnings to `warnings` (each once)."""
@@ -183,7 +186,7 @@ class CsvHeader:
         fields: dict = {}
         metadata: dict = {}
         configs: dict[int, dict] = {}
-        for (role, key, arg), value in zip(self.columns, cells):
+        for (role, key, arg, _), value in zip(self.columns, cells):
             if value is None:
                 value = ""
             if role == _VAR:
@@ -345,7 +348,7 @@ class CsvRows:
         header = next(reader, None)
         if header is None:
             return
-        names = CsvHeader(header, self.file).names
+        names = CsvHeader(header, self.file).var_names()
         if names is not None:
             yield from self._plain(reader, names)
             return
@@ -354,16 +357,16 @@ class CsvRows:
 
     def plain_tests(self):
         """(row number, test mapping) per row, as iterating gives them, when every column of the header
-        is a var (CsvHeader.names): each mapping is {vars: the row's cells by the header's names,
+        is a var (CsvHeader.var_names): each mapping is {vars: the row's cells by the header's names,
         assert: [], options: {}, description}, made afresh. None for any other header."""
         reader = self._reader()
         header = next(reader, None)
-        names = None if header is None else CsvHeader(header, self.file).names
+        names = None if header is None else CsvHeader(header, self.file).var_names()
         return None if names is None else self._plain(reader, names)
 
     @staticmethod
     def _plain(reader, names: list[str]):
-        """The rows of a header whose every column is a var (CsvHeader.names): each row's cells are its
+        """The rows of a header whose every column is a var (CsvHeader.var_names): each row's cells are its
         vars, a missing cell empty."""
         for n, vars_ in _cells(reader, names, ""):
             yield n, row_mapping(vars_, n)
