@@ -112,10 +112,9 @@ def _read_tag(text: str, start: int) -> dict | None:
             "self_closing": text[last] == "/"}
 
 
-def extract_xml_candidates(text: str) -> list[tuple[int, int]]:
-    """promptfoo's extractXmlCandidates: balanced elements, sibling runs first, as (start, end)."""
-    stack: list[tuple[str, int]] = []
-    found: list[tuple[int, int, int | None]] = []
+def _tags(text: str) -> Iterator[tuple[int, dict]]:
+    """Each tag of `text` (_read_tag's), with where it starts, scanning on after its end; a `<` that
+    starts no tag is text."""
     i = 0
     while i < len(text):
         if text[i] != "<":
@@ -125,6 +124,15 @@ def extract_xml_candidates(text: str) -> list[tuple[int, int]]:
         if tag is None:
             i += 1
             continue
+        yield i, tag
+        i = tag["end"] + 1
+
+
+def extract_xml_candidates(text: str) -> list[tuple[int, int]]:
+    """promptfoo's extractXmlCandidates: balanced elements, sibling runs first, as (start, end)."""
+    stack: list[tuple[str, int]] = []
+    found: list[tuple[int, int, int | None]] = []
+    for _, tag in _tags(text):
         parent = stack[-1][1] if stack else None
         if tag["kind"] == "opening":
             if tag["self_closing"]:
@@ -137,7 +145,6 @@ def extract_xml_candidates(text: str) -> list[tuple[int, int]]:
                 found.append((open_start, tag["end"] + 1, stack[-1][1] if stack else None))
             else:
                 stack.clear()
-        i = tag["end"] + 1
     # orderXmlCandidates
     ordered: list[tuple[int, int]] = []
     seen: set[tuple[int, int]] = set()
@@ -204,15 +211,8 @@ def xml_tree(text: str) -> dict:
     object-vs-scalar matter to required element paths."""
     root = _XmlNode({})
     stack = [root]
-    pos = i = 0
-    while i < len(text):
-        if text[i] != "<":
-            i += 1
-            continue
-        tag = _read_tag(text, i)
-        if tag is None:
-            i += 1
-            continue
+    pos = 0
+    for i, tag in _tags(text):
         current = stack[-1]
         current.text.append(text[pos:i])
         body = text[i:tag["end"] + 1]
@@ -233,7 +233,7 @@ def xml_tree(text: str) -> dict:
                 stack.append(node)
         elif len(stack) > 1:
             stack.pop()
-        pos = i = tag["end"] + 1
+        pos = tag["end"] + 1
     stack[-1].text.append(text[pos:])
     value = _xml_value(root)
     return value if isinstance(value, dict) else {}
