@@ -148,3 +148,21 @@ def test_a_call_waiting_to_retry_holds_no_place():
 
     asyncio.run(main())
     assert [pid for pid, _ in starts] == ["flaky", "quick", "flaky"]
+
+
+def test_check_caps_its_calls_as_an_eval_at_its_default_j(two_servers):
+    """check() is one row of an eval at the default -j (4): its assertions' calls, the methods' inner
+    ones included, never more than 4 in flight together."""
+    import factcli
+
+    _, grader_server = two_servers
+    grader = {"id": "openai:chat:judge", "config": {"apiBaseUrl": grader_server.url}}
+    fact = "Paris is the capital of France. The Eiffel Tower was completed in 1889."
+    assertions = [{"type": "llm-rubric", "value": "is about Paris"}, {"type": "llm-rubric", "value": "is short"},
+                  {"type": "llm-rubric", "value": "names a city"}, {"type": "factual-correctness", "value": fact},
+                  {"type": "facts-grounding"}, {"type": "llm-rubric", "value": "is in English"}]
+    result = factcli.check(fact, assertions, vars={"context": fact}, grader=grader, prompt="Tell me about Paris.",
+                           cache=False)
+    assert result.score > 0, result.reason  # graded (whether each step's reply fits matters less here)
+    assert grader_server.request_count > 6  # the methods' inner calls
+    assert grader_server.in_flight.most == 4

@@ -147,7 +147,7 @@ async def check_async(output: Any, assertions: Any, vars: dict | None = None, gr
     suite, run = _prepare(assertions, vars, grader, prompt, threshold)
     step = next(iter(run._steps))
     caller = Caller(ResponseCache(Path(cache_dir) if cache_dir else None) if cache else None,
-                    RetryPolicy.from_env(), Limiters(4))
+                    RetryPolicy.from_env(), Limiters(run.concurrency), cap=run.concurrency)  # an eval's -j default
     try:
         with grader_ledger() as spent:
             result = await run_assertions(step.test, output=output, variables=step.vars, prompt=prompt or "",
