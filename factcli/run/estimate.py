@@ -115,7 +115,7 @@ def _plan_grading(run, step, model_cap: int, graders: dict, caps: dict, models: 
             continue  # `similar` only embeds
         judges = a.provider if isinstance(a.provider, list) else None
         claim_method = TYPES[kind.name].claim_method  # its calls follow the output
-        if judges is None and a.provider is None and claim_method:
+        if judges is None and a.provider is None and TYPES[kind.name].models_alias:
             judges = (a.config or {}).get("models")
         ids = []
         if isinstance(judges, list):
