@@ -240,8 +240,8 @@ def test_tests_made_merged_share_what_merged_tests_share():
                                    is_default=True)
     make = testcases.test_maker(default)
     for made in ([make({"vars": {"q": str(i)}}, CTX, f"row {i}", False) for i in range(3)],
-                 [testcases.merge_default(testcases.parse_test({"vars": {"q": str(i)}}, CTX, f"row {i}"), default)
-                  for i in range(3)]):
+                 [merge.test(testcases.parse_test({"vars": {"q": str(i)}}, CTX, f"row {i}"))
+                  for merge in [testcases.Merge(default)] for i in range(3)]):
         assert all(m.assertions is default.assertions for m in made)
         assert made[0].raw["assert"] is made[1].raw["assert"] is made[2].raw["assert"]
 

@@ -190,7 +190,7 @@ class HookSource:
                                    warnings=suite.warnings + warnings, unknown_keys=suite.unknown_keys + warnings)
 
     def _tests(self, after: dict, hook_ctx: Ctx) -> tuple[list, HookSource]:
-        from factcli.config.testcases import merge_default, parse_test
+        from factcli.config.testcases import parse_test, test_maker
 
         default, default_ctx = self.default_test, self.ctx
         if "defaultTest" in after and _key(after["defaultTest"]) != _key(self.suite_default()):
@@ -205,7 +205,8 @@ class HookSource:
         else:
             scenario_tests, scenarios = self.entries[self.n_tests:], self.scenarios
         entries = list(tests) + list(scenario_tests)
-        parsed = [merge_default(parse_test(t, c, where, from_config=c is self.ctx), default_parsed, self.cli_vars)
+        make = test_maker(default_parsed, self.cli_vars)
+        parsed = [make(t, c, where, c is self.ctx)
                   for t, c, where in (entries or [({}, self.ctx, "tests")])]  # no tests: one empty test
         source = dataclasses.replace(self, entries=entries, n_tests=len(tests), default_test=default,
                                      scenarios=scenarios)

@@ -19,7 +19,7 @@ from factcli import sources
 from factcli.config.context import Ctx
 from factcli.config.loader import Suite
 from factcli.config.prompts import make_prompt
-from factcli.config.testcases import merge_default, parse_assertion
+from factcli.config.testcases import Merge, parse_assertion
 from factcli.errors import ConfigError
 from factcli.types import ProviderSpec, TestCase
 
@@ -51,6 +51,7 @@ def suite_from_outputs(assertions_path: Path, outputs_path: Path, cli_vars: dict
     if not isinstance(outputs, list):
         raise ConfigError("expected a JSON list of outputs (strings or {output, tags})", ofile)
     tests, systems = [], set()
+    merge = Merge(TestCase(), cli_vars)  # no defaultTest here: --var over every output's vars
     for i, item in enumerate(outputs):
         vars_ = {}
         if isinstance(item, dict):
@@ -83,7 +84,7 @@ def suite_from_outputs(assertions_path: Path, outputs_path: Path, cli_vars: dict
         # a trace's passages (a list) are one value, not one row each
         test = TestCase(vars=vars_, assertions=list(parsed), provider_output=output,
                         raw={"vars": vars_, "assert": asserts}, options={"disableVarExpansion": True})
-        tests.append(merge_default(test, TestCase(), cli_vars))
+        tests.append(merge.test(test))
     if len(systems) > 1:
         raise ConfigError(f"the items name {len(systems)} systems ({', '.join(sorted(systems))}); score one "
                           "system's traces a run, or leave `system` out", ofile)

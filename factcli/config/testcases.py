@@ -356,29 +356,6 @@ def _opt_num(a: dict, key: str, ctx: Ctx, where: str, default=None):
     return number(a[key], ctx.file, f"{where}.{key}")
 
 
-# (defaultTest's assertions, their raws): the last list asked for, held, so that it is told by
-# identity and its id never reused; read and replaced as one tuple, so that two loads at once (two
-# threads) each get the raws of their own list, at worst made again.
-_raws_cache: tuple[list, list] = ([], [])
-
-
-def _shared_raws(asserts: list) -> list:
-    """[a.raw for a in asserts], one list for consecutive tests sharing defaultTest's assertions."""
-    global _raws_cache
-    cached = _raws_cache
-    if cached[0] is not asserts:
-        cached = _raws_cache = (asserts, [a.raw for a in asserts])
-    return cached[1]
-
-
-def merge_default(test: TestCase, default: TestCase, cli_vars: dict | None = None) -> TestCase:
-    """`test` merged with defaultTest (and --var) by Merge; `test` is a freshly parsed test that the
-    merged one replaces: its dicts are reused where the merge would copy them unchanged."""
-    return Merge(default, cli_vars)(test.description, test.vars, test.assertions, test.threshold, test.options,
-                                    test.metadata, test.provider_output, test.raw, test.source,
-                                    test.grader_from_default, test.request_params, test.template_vars)
-
-
 class Merge:
     """promptfoo-semantics §1, defaultTest merged into a test: assert appended, vars/options/metadata
     shallow, threshold falls back; --var over every test's vars. Made once for a suite's defaultTest;
@@ -388,7 +365,7 @@ class Merge:
     def __init__(self, default: TestCase, cli_vars: dict | None = None):
         self.default, self.cli_vars = default, cli_vars or None
         # the common case, a test without assertions: defaultTest's list, one list of raws shared by every such test
-        self.shared_raws = _shared_raws(default.assertions)
+        self.shared_raws = [a.raw for a in default.assertions]
         self.scoring_function = default.raw.get("assertScoringFunction")
         # defaultTest adds only assertions (no vars, options, metadata, threshold, providerOutput,
         # scoring function; no --var)
@@ -396,6 +373,13 @@ class Merge:
             cli_vars or default.vars or default.options or default.metadata or default.request_params
             or default.template_vars or default.threshold is not None or default.provider_output is not None
             or self.scoring_function)
+
+    def test(self, test: TestCase) -> TestCase:
+        """`test` merged; `test` is a freshly parsed test that the merged one replaces: its dicts are
+        reused where the merge would copy them unchanged."""
+        return self(test.description, test.vars, test.assertions, test.threshold, test.options, test.metadata,
+                    test.provider_output, test.raw, test.source, test.grader_from_default, test.request_params,
+                    test.template_vars)
 
     def __call__(self, description, vars_, assertions, threshold, options, metadata, provider_output, raw, source,
                  grader_from_default, request_params, template_vars) -> TestCase:
