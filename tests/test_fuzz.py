@@ -2,7 +2,9 @@
 
 Every generated case either runs (exit 0 or 100, when the input happens to be valid) or is
 refused with exit 1 and exactly one line, `error: ...`, naming the file at fault; never a
-traceback and never an "internal error". The runs are derandomized so CI sees the same cases.
+traceback and never an "internal error". The runs are derandomized: one Hypothesis version draws the
+same cases every time, but another version draws others (CI's machine may have another), so a bug
+found anywhere is fixed in the code, never by pinning the version.
 
 The fuzzer only ever names the echo provider and assertion types that run no user code and
 need no network; a guard refuses any connection beyond 127.0.0.1 all the same.
@@ -32,8 +34,8 @@ runner = CliRunner()
 
 
 def fuzz(examples: int):
-    """Derandomized (CI sees the same cases every time), no example database, no deadline on a
-    shared machine; counts chosen so the whole module stays around 20 s. FACTCLI_FUZZ_SCALE=N
+    """Derandomized (the same cases every time, for one Hypothesis version), no example database, no
+    deadline on a shared machine; counts chosen so the whole module stays around 20 s. FACTCLI_FUZZ_SCALE=N
     runs N times as many, for a deeper search by hand."""
     examples *= max(1, int(os.environ.get("FACTCLI_FUZZ_SCALE") or 1))
     return settings(max_examples=examples, deadline=None, derandomize=True, database=None, print_blob=True,
