@@ -107,8 +107,13 @@ def test_figures_by_hand():
     assert s["n"] == 10 and s["gradingErrors"] == 1
     assert s["correct"]["rate"] == 0.6 and s["correctGivenAttempted"] == pytest.approx(6 / 9)
     assert s["f"] == pytest.approx(2 * 0.6 * (6 / 9) / (0.6 + 6 / 9))
-    margin = 1.96 * (0.6 * 0.4 / 10) ** 0.5
-    assert s["correct"]["ci95"] == pytest.approx([0.6 - margin, 0.6 + margin])
+    z = 1.96  # Wilson's interval, by hand: (p + z²/2n ± z·√(p(1-p)/n + z²/4n²)) / (1 + z²/n)
+    centre, half = (0.6 + z * z / 20) / (1 + z * z / 10), z * (0.6 * 0.4 / 10 + z * z / 400) ** 0.5 / (1 + z * z / 10)
+    assert s["correct"]["ci95"] == pytest.approx([centre - half, centre + half])
+    # all correct: an interval that says what 10 rows can say, never "certain" (issue 40)
+    perfect = simpleqa_summary([{"grade": "CORRECT"}] * 10)
+    assert perfect["correct"]["ci95"][0] < 0.75 and perfect["correct"]["ci95"][1] == 1.0
+    assert perfect["incorrect"]["ci95"][0] == 0.0 and perfect["incorrect"]["ci95"][1] > 0.25
     # nothing attempted: correct given attempted and F have no denominator
     none = simpleqa_summary([{"grade": "NOT_ATTEMPTED"}] * 3)
     assert none["correctGivenAttempted"] is None and none["f"] is None

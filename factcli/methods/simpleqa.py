@@ -3,7 +3,7 @@
 The grader sorts each output into CORRECT, INCORRECT or NOT_ATTEMPTED against the gold answer
 (`value`). A row passes only when CORRECT. An answer that declines or commits to nothing is not
 attempted, so a model that says "I don't know" when unsure is not ranked with one that guesses
-wrong. Per column the report gives the three rates (each with a Wald 95% interval), correct given
+wrong. Per column the report gives the three rates (each with a Wilson 95% interval), correct given
 attempted = correct / (correct + incorrect), and F, the harmonic mean of correct and correct given
 attempted (the paper's single number).
 
@@ -32,7 +32,7 @@ from factcli.methods.settings import MethodSettings
 from factcli.scoring.grading import extract_json_objects, grader_error, render_grading_prompt
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion, lookup
 from factcli.scoring.replies import Choice, Obj, Reply
-from factcli.stats.intervals import wald_interval
+from factcli.stats.intervals import wilson_interval
 from factcli.types import GradingResult
 
 METHOD = "simpleqa"
@@ -173,7 +173,7 @@ async def simpleqa(ctx: AssertionContext) -> GradingResult:
 
 
 def _rate(count: int, n: int) -> dict | None:
-    ci = wald_interval(count, n)
+    ci = wilson_interval(count, n)  # never zero-width: 20 of 20 correct is [84%, 100%], not [100%, 100%]
     return None if ci is None else {"rate": ci["value"], "ci95": [ci["low"], ci["high"]], "count": count}
 
 
