@@ -241,6 +241,18 @@ def test_model_outputs_mode(tmp_path):
     assert rows[1]["vars"]["tags"] == "a, b"
 
 
+def test_model_outputs_without_a_grader_name_the_assertions_file(tmp_path, monkeypatch):
+    """A model-graded assertion and no grader: the one-line error names the assertions file (the fuzz
+    test's case, which named only `assert[0]`)."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("FACTCLI_GRADER", raising=False)
+    asserts = write(tmp_path / "asserts.yaml", "- type: llm-rubric\n  value: is polite\n")
+    outputs = write(tmp_path / "outputs.json", json.dumps(["Hello"]))
+    result = run("--assertions", asserts, "--model-outputs", outputs, "--no-write")
+    assert result.exit_code == 1, result.output
+    assert f"error: {asserts}: assert[0]: no grader for a model-graded assertion" in result.output
+
+
 def test_the_entry_point_leaves_what_is_left_to_the_process_exit(monkeypatch, capsys):
     """main() freezes the collector's generations as the process ends, so that the shutdown's
     collections do not walk a large suite's objects (benchmarks/README.md: ~85 ms of 10,000 rows)."""

@@ -83,7 +83,8 @@ def suite_from_outputs(assertions_path: Path, outputs_path: Path, cli_vars: dict
         vars_["output"] = output
         # a trace's passages (a list) are one value, not one row each
         test = TestCase(vars=vars_, assertions=list(parsed), provider_output=output,
-                        raw={"vars": vars_, "assert": asserts}, options={"disableVarExpansion": True})
+                        raw={"vars": vars_, "assert": asserts}, options={"disableVarExpansion": True},
+                        source=(afile, ""))  # (its assertions are the file's: errors name it)
         tests.append(merge.test(test))
     if len(systems) > 1:
         raise ConfigError(f"the items name {len(systems)} systems ({', '.join(sorted(systems))}); score one "
