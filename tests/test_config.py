@@ -37,6 +37,8 @@ BASE = "prompts: ['Q: {{q}}']\nproviders: [echo]\n"
     ("prompts: []\nproviders: [echo]\n", "c.yaml: prompts: no prompts found: list at least one"),
     ("prompts: [x]\n", "c.yaml: providers: no providers"),
     ("prompts: [x]\nproviders: ['python:nope.py']\n", "c.yaml: providers[0]: python provider file not found"),
+    (BASE + "assertionTemplates: false\n", "c.yaml: assertionTemplates: expected a mapping of name -> assertion"),
+    (BASE + "metadata: 5\n", "c.yaml: metadata: expected a mapping"),
     ("prompts: [x]\nproviders: [{id: echo, label: [null]}]\n",
      "c.yaml: providers[0].label: expected a label (a string), got list"),
     ("prompts: [{raw: x, label: {a: 1}}]\nproviders: [echo]\n", "c.yaml: prompts[0].label: expected a label (a string), got dict"),

@@ -260,6 +260,12 @@ def read_label(value: Any, file: str, path: str) -> str | None:
     raise ConfigError(f"expected a label (a string), got {type(value).__name__}", file, path)
 
 
+def given(value: Any, empty: Any) -> Any:
+    """A config value, or `empty` when it is left out: absent, null, or an empty text, list or mapping.
+    A `false` or a `0` is a value like any other, checked by the caller (never read as left out)."""
+    return empty if value is None or (isinstance(value, (str, list, dict)) and not value) else value
+
+
 def as_list(value: Any) -> list:
     if value is None:
         return []

@@ -18,6 +18,7 @@ from factcli.config.context import (
     as_list,
     check_keys,
     expect,
+    given,
     load_warnings_collected,
     problems_collected,
     record,
@@ -225,7 +226,7 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
     warnings: list[str] = []
     check_keys(cfg, TOP_KEYS, file, "", UNSUPPORTED_TOP)
 
-    env_block = cfg.get("env") or {}
+    env_block = given(cfg.get("env"), {})
     expect(isinstance(env_block, dict), "expected a mapping of environment variables", file, "env")
     for k, v in env_block.items():
         if v is not None:
@@ -238,7 +239,7 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
     if "sharing" in cfg:
         warnings.append(f"{file}: sharing: ignored (factcli never uploads results)")
 
-    templates = cfg.get("assertionTemplates") or {}
+    templates = given(cfg.get("assertionTemplates"), {})
     expect(isinstance(templates, dict), "expected a mapping of name -> assertion", file, "assertionTemplates")
     for name, template in templates.items():
         expect(isinstance(template, dict), f"expected an assertion mapping, got {type(template).__name__}", file,
@@ -266,7 +267,7 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
     providers = ([] if partial and cfg.get(provider_key) is None
                  else parse_providers(cfg.get(provider_key), ctx, provider_key))
 
-    default_test = cfg.get("defaultTest") or {}
+    default_test = given(cfg.get("defaultTest"), {})
     if sources.is_file_ref(default_test):
         p, _ = sources.ref_path(default_test, base)
         default_test = sources.load_structured(p)
@@ -314,7 +315,7 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
     tests = (stream.load(tests_raw, parse, plain_row) if not (extensions or placeholder)
              else [parse(e) for e in tests_raw])
 
-    derived = cfg.get("derivedMetrics") or []
+    derived = given(cfg.get("derivedMetrics"), [])
     expect(isinstance(derived, list), "expected a list of {name, value}", file, "derivedMetrics")
     for i, d in enumerate(derived):
         where = f"derivedMetrics[{i}]"
@@ -330,13 +331,14 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
         from factcli.config.gates import parse_gates
 
         gates = parse_gates(cfg.get("gates"), file)
-    options = cfg.get("evaluateOptions") or {}
+    options = given(cfg.get("evaluateOptions"), {})
     expect(isinstance(options, dict), "expected a mapping", file, "evaluateOptions")
     check_keys(options, EVAL_OPTION_KEYS, file, "evaluateOptions", EVAL_OPTION_UNSUPPORTED)
     _check_evaluate_options(options, file)
 
     output_path = _output_paths(cfg.get("outputPath"), file)
-    metadata = cfg.get("metadata") or {}
+    metadata = given(cfg.get("metadata"), {})
+    expect(isinstance(metadata, dict), "expected a mapping", file, "metadata")
     return Suite(
         description=cfg.get("description"),
         prompts=prompts,
