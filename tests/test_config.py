@@ -39,6 +39,8 @@ BASE = "prompts: ['Q: {{q}}']\nproviders: [echo]\n"
     ("prompts: [x]\nproviders: ['python:nope.py']\n", "c.yaml: providers[0]: python provider file not found"),
     (BASE + "assertionTemplates: false\n", "c.yaml: assertionTemplates: expected a mapping of name -> assertion"),
     (BASE + "metadata: 5\n", "c.yaml: metadata: expected a mapping"),
+    (BASE + "tests:\n  - assert: [{$ref: '#/assertionTemplates/hi'}]\n",
+     "c.yaml: tests[0].assert[0].$ref: unknown assertion template 'hi' in assertionTemplates (it names none)"),
     ("prompts: [x]\nproviders: [{id: echo, label: [null]}]\n",
      "c.yaml: providers[0].label: expected a label (a string), got list"),
     ("prompts: [{raw: x, label: {a: 1}}]\nproviders: [echo]\n", "c.yaml: prompts[0].label: expected a label (a string), got dict"),

@@ -244,8 +244,10 @@ def parse_assertion(a: Any, ctx: Ctx, where: str, in_set: bool = False) -> Asser
                 f"$ref must look like '{prefix}NAME'", ctx.file, where + ".$ref")
         name = ref[len(prefix):]
         if name not in ctx.templates:
-            raise ConfigError(f"unknown assertion template '{name}'{did_you_mean(name, ctx.templates)}",
-                              ctx.file, where + ".$ref")
+            known = ", ".join(repr(t) for t in list(ctx.templates)[:8]) or "none"
+            hint = did_you_mean(name, ctx.templates) or f" (it names {known})"
+            raise ConfigError(f"unknown assertion template '{name}' in assertionTemplates{hint}", ctx.file,
+                              where + ".$ref")
         a = {**ctx.templates[name], **{k: v for k, v in a.items() if k != "$ref"}}  # (a mapping: loader.py)
     if not a.keys() <= _ASSERT_KEYS_BUT_REF:
         check_keys(a, _ASSERT_KEYS_BUT_REF, ctx.file, where)
