@@ -39,6 +39,8 @@ BASE = "prompts: ['Q: {{q}}']\nproviders: [echo]\n"
     ("prompts: [x]\nproviders: ['python:nope.py']\n", "c.yaml: providers[0]: python provider file not found"),
     (BASE + "assertionTemplates: false\n", "c.yaml: assertionTemplates: expected a mapping of name -> assertion"),
     (BASE + "metadata: 5\n", "c.yaml: metadata: expected a mapping"),
+    (BASE + "assertionTemplates: {hi: {type: '0'}}\ntests:\n  - assert: [{$ref: '#/assertionTemplates/hi'}]\n",
+     "c.yaml: tests[0].assert[0].type: unknown assertion type '0' (with its $ref, assertionTemplates.hi)"),
     (BASE + "tests:\n  - assert: [{$ref: '#/assertionTemplates/hi'}]\n",
      "c.yaml: tests[0].assert[0].$ref: unknown assertion template 'hi' in assertionTemplates (it names none)"),
     ("prompts: [x]\nproviders: [{id: echo, label: [null]}]\n",
@@ -210,7 +212,7 @@ tests:
   - assert: [{$ref: "#/assertionTemplates/bare"}]
 """)
     with pytest.raises(ConfigError, match=r"tests\[0\].assert\[0\].type: an assertion needs a 'type' "
-                       r"\(its \$ref, assertionTemplates.bare, gives none\)"):
+                       r"\(with its \$ref, assertionTemplates.bare\)"):
         load_suite([empty])
 
 

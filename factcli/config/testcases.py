@@ -248,14 +248,22 @@ def parse_assertion(a: Any, ctx: Ctx, where: str, in_set: bool = False) -> Asser
             hint = did_you_mean(name, ctx.templates) or f" (it names {known})"
             raise ConfigError(f"unknown assertion template '{name}' in assertionTemplates{hint}", ctx.file,
                               where + ".$ref")
-        a = {**ctx.templates[name], **{k: v for k, v in a.items() if k != "$ref"}}  # (a mapping: loader.py)
+        merged = {**ctx.templates[name], **{k: v for k, v in a.items() if k != "$ref"}}  # (a mapping: loader.py)
+        via = f" (with its $ref, assertionTemplates.{name})"  # what is wrong may be the template's
+        try:
+            return _parse_assertion(merged, ctx, where, in_set, via)
+        except ConfigError as exc:
+            raise ConfigError(exc.detail + via, exc.file, exc.path) from None
+    return _parse_assertion(a, ctx, where, in_set)
+
+
+def _parse_assertion(a: dict, ctx: Ctx, where: str, in_set: bool, via: str = "") -> Assertion:
+    """`via`: where the assertion came from when it is a template's, for a problem recorded, not raised."""
     if not a.keys() <= _ASSERT_KEYS_BUT_REF:
         check_keys(a, _ASSERT_KEYS_BUT_REF, ctx.file, where)
     typ = a.get("type")
     if not (isinstance(typ, str) and typ):
-        raise ConfigError("an assertion needs a 'type'" + (
-            f" (its $ref, assertionTemplates.{ref[len('#/assertionTemplates/'):]}, gives none)" if ref else ""),
-            ctx.file, where + ".type")
+        raise ConfigError("an assertion needs a 'type'", ctx.file, where + ".type")
     base = typ[4:] if typ.startswith("not-") else typ
     if base == "assert-set":
         expect(not in_set, "assert-set cannot be nested inside another assert-set", ctx.file, where + ".type")
@@ -274,7 +282,7 @@ def parse_assertion(a: Any, ctx: Ctx, where: str, in_set: bool = False) -> Asser
                           where + ".type")
     kind = registry.lookup(typ)
     if kind is None:
-        problem = ConfigError(f"unknown assertion type '{typ}'{did_you_mean(base, registry.known_types())}",
+        problem = ConfigError(f"unknown assertion type '{typ}'{did_you_mean(base, registry.known_types())}{via}",
                               ctx.file, where + ".type")
         if not record(problem):
             raise problem
