@@ -146,6 +146,24 @@ def test_alces_four_readings_by_hand(tmp_path, fake_openai):
     assert (recall, precision, meta["citationCount"]) == (0.5, 1.0, 1)
 
 
+def test_the_passages_list_var_is_one_value_not_a_row_per_passage(tmp_path, fake_openai):
+    # without options.disableVarExpansion: `docs`, named by config.passages, is never expanded
+    fake_openai.clear_rules()
+    fake_openai.add_rule(".", ANSWER, model="m")
+    fake_openai.add_rule(".", entail_judge, model="judge")
+    cfg = write(tmp_path / "c.yaml", CONFIG.replace("    options: {disableVarExpansion: true}   # keep the list of "
+                                                    "passages one value\n", "") % {
+        "docs": json.dumps([P1, P2, P3]), "extra": "", "cfg": ""})
+    assert "disableVarExpansion" not in cfg.read_text()
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "--no-progress-bar", "--no-cache"])
+    rows = json.loads(out.read_text())["results"]["results"]
+    assert len(rows) == 1 and rows[0]["vars"]["docs"] == [P1, P2, P3]
+    meta = rows[0]["gradingResult"]["componentResults"][0]["metadata"]
+    assert meta["citationRecall"] == pytest.approx(2 / 3) and meta["citationPrecision"] == pytest.approx(2 / 3)
+    assert "var expansion" not in result.output
+
+
 def test_threshold_and_inverse(tmp_path, fake_openai):
     _, data = run(tmp_path, fake_openai, extra=", threshold: 0.9")
     assert _component(data)["pass"] is False
