@@ -626,3 +626,51 @@ def test_veriscore_k_from_three_columns(tmp_path, fake_openai, search, keys):
     line = " ".join(result.output.split())
     assert "VeriScore F1@K(median) 0.857, F1@K(max) 0.750 (K per domain from every column: bio: K=2, Kmax=4 over " \
            "3 responses)" in line
+
+
+def test_veriscore_k_is_the_upper_median_and_abstentions_are_left_out(tmp_path, fake_openai, search, keys):
+    """VeriScore's utils.get_stats: the claim counts sorted, K = counts[len // 2]; responses of 1, 2, 4 and 5
+    claims give K 4 (statistics.median would say 3) and Kmax 5. A response on VeriScore's abstention list
+    is checked by nobody and counted nowhere (as a 0-claim response it would make K 2). Serper's answer
+    box is not among the results VeriScore reads."""
+    s1 = "Marie Curie was born in Warsaw in 1867."
+    s2 = "She won the Nobel Prize in Physics in 1903."
+    s3 = "She won the Nobel Prize in Chemistry in 1911."
+    s4 = "She discovered radium in 1920."  # contradicted by the results (1898)
+    s5 = "She discovered radium in 1898."
+    answers = {"m1": s1, "m2": f"{s1} {s2}", "m4": f"{s1} {s2} {s3} {s4}", "m5": f"{s1} {s2} {s3} {s4} {s5}",
+               "m0": "  I'm sorry, but I can't fulfill that request.\n"}
+    search.serper_extras = {"answerBox": {"title": "Box", "answer": "1920 1867 1903 1911 1898"}}
+    fake_openai.clear_rules()
+    for model, answer in answers.items():
+        fake_openai.add_rule(".", answer, model=model)
+    fake_openai.add_rule(".", reference_judge, model="judge")
+    providers = ", ".join(f'{{id: "openai:chat:{m}", config: {{apiBaseUrl: "{{{{ env.FAKE_OPENAI_URL }}}}"}}}}'
+                          for m in answers)
+    cfg_text = (CONFIG % {"prompt": PROMPT, "config": json.dumps(
+        {"search": serper(search), "K": 64, "profile": "reference", "claims": "verifiable", "domain": "bio"})}
+                ).replace('providers: [{id: "openai:chat:m", config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"}}]',
+                          f"providers: [{providers}]")
+    cfg = write(tmp_path / "c.yaml", cfg_text)
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "--no-progress-bar", "--no-cache"])
+    assert out.exists(), result.output
+    data = json.loads(out.read_text())
+    rows = sorted(data["results"]["results"], key=lambda r: r["promptIdx"])
+    metas = [r["gradingResult"]["componentResults"][0]["metadata"] for r in rows]
+    assert [(m.get("supported"), len(m["facts"])) for m in metas] == [(1, 1), (2, 2), (3, 4), (4, 5), (None, 0)]
+    assert metas[4]["abstained"] is True and "Abstained (VeriScore's abstention list)" in \
+        rows[4]["gradingResult"]["componentResults"][0]["reason"]
+    # the abstaining model was never asked anything, and no answer box reached a rater
+    assert not [r for r in fake_openai.requests if "I'm sorry" in json.dumps(r["json"]) and r["json"]["model"] == "judge"]
+    assert all(e["title"] != "Box" for m in metas[:4] for f in m["facts"] for e in f["evidence"])
+    columns = data["results"]["factcli"]["columns"] if "factcli" in data["results"] else data["factcli"]["columns"]
+    v = [col["methods"]["safe"].get("veriscore") for col in columns]
+    assert v[0]["domains"] == {"bio": {"K": 4, "Kmax": 5, "responses": 4}}
+    # F1@4 by hand: m1 P 1 R 1/4 -> 0.4; m2 P 1 R 1/2 -> 0.667; m4 P 3/4 R 3/4 -> 0.75; m5 P 4/5 R 1 -> 0.889
+    # (K 3, statistics.median: 0.5, 0.8, 0.857, 0.889); F1@5: 0.333, 0.571, 0.667, 0.8
+    assert [round(x["f1AtKMedian"], 3) for x in v[:4]] == [0.4, 0.667, 0.75, 0.889]
+    assert [round(x["f1AtKMax"], 3) for x in v[:4]] == [0.333, 0.571, 0.667, 0.8]
+    assert v[4] is None and columns[4]["methods"]["safe"]["abstained"] == 1
+    line = " ".join(result.output.split())
+    assert "bio: K=4, Kmax=5 over 4 responses" in line and "SAFE F1@K n/a (1 abstained; grading errors 0)" in line

@@ -64,6 +64,11 @@ MODES = ("all", "verifiable")
 SUPPORTED, NOT_SUPPORTED, IRRELEVANT = "supported", "not_supported", "irrelevant"
 _VERDICTS = {"supported": SUPPORTED, "not_supported": NOT_SUPPORTED, "unsupported": NOT_SUPPORTED}
 TERNARY = ("supported", "contradicted", "inconclusive")  # VeriScore's labels; only supported counts
+# VeriScore's abstentions (veriscore.py's `abstain_responses`), matched exactly against the stripped response:
+# such a response is not checked, and is left out of K and of the means
+VERISCORE_ABSTAIN = ("I'm sorry, I cannot fulfill that request.", "I'm sorry, I can't fulfill that request.",
+                     "I'm sorry, but I cannot fulfill that request.", "I'm sorry, but I can't fulfill that request.",
+                     "Sorry, but I can't fulfill that request.", "Sorry, I can't do that.")
 
 # Each step's reply (scoring/replies.py): its schema goes with the request, its cap is the call's
 # max_tokens. A long answer's split is the one step that may need the most (about 15 tokens a fact);
@@ -227,6 +232,8 @@ async def _search(ctx, s: dict, query: str, fact: dict, found: list[dict], searc
         raise JudgeError(f"search {query!r}: {reply.error}")
     fact["queries"].append(query)
     results = [r for r in reply.output or [] if isinstance(r, dict)]
+    if s["reference"] and s["mode"] == "verifiable":  # VeriScore reads Serper's organic results only
+        results = [r for r in results if not r.get("extra")]
     searches.append(results)
     seen = {(r["url"], r["snippet"]) for r in found}
     found.extend(r for r in results if (r.get("url"), r.get("snippet")) not in seen)
@@ -319,6 +326,9 @@ async def safe(ctx: AssertionContext) -> GradingResult:
         return grader_error(f"safe: {exc}", exc.raw, call.tokens, **meta, graderReplies=call.replies,
                             graderCost=call.cost if call.cost_known else None)
 
+    if s["reference"] and s["mode"] == "verifiable" and ctx.output_text.strip() in VERISCORE_ABSTAIN:
+        return GradingResult(False, 0.0, "Abstained (VeriScore's abstention list): not checked; left out of K and "
+                             "of the column's means", metadata={**meta, "abstained": True, "facts": []})
     try:
         facts = await _split(ctx, spec, s, call)
         sem = asyncio.Semaphore(s["concurrency"])
@@ -367,37 +377,46 @@ async def safe(ctx: AssertionContext) -> GradingResult:
 
 
 def _veriscore_rows(metas: list[dict]) -> list[dict]:
+    """The rows VeriScore counts: judged, and not abstaining (an abstention is in neither K nor the means)."""
     return [m for m in metas if m.get("mode") == "verifiable" and m.get("profile") == "reference"
-            and not m.get("graderError") and isinstance(m.get("f1AtK"), (int, float))]
+            and not m.get("graderError") and not m.get("abstained") and isinstance(m.get("f1AtK"), (int, float))]
 
 
 def veriscore_k(columns: list[list[dict]]) -> dict:
-    """VeriScore's K, per domain, from every compared column's responses (the paper's §3.3): the median and
-    the largest number of claims in a response; {domain: {"K", "Kmax", "responses"}}."""
-    import statistics
-
+    """VeriScore's K, per domain, from every compared column's responses (the paper's §3.3, utils.get_stats):
+    the claim counts sorted, K the one at len // 2 (the upper median: 1, 2, 4, 5 claims give 4, not 3) and
+    Kmax the largest; {domain: {"K", "Kmax", "responses"}}."""
     counts: dict[str, list[int]] = {}
     for metas in columns:
         for m in _veriscore_rows(metas):
             counts.setdefault(str(m.get("domain") or "all"), []).append(len(m.get("facts") or []))
-    return {d: {"K": statistics.median(c), "Kmax": max(c), "responses": len(c)} for d, c in counts.items()}
+    out = {}
+    for d, c in counts.items():
+        c.sort()
+        out[d] = {"K": c[len(c) // 2], "Kmax": c[-1], "responses": len(c)}
+    return out
 
 
 def _veriscore(metas: list[dict], ks: dict) -> dict | None:
     rows = _veriscore_rows(metas)
     if not rows or not ks:
         return None
-    median, largest = [], []
+    median, largest, zero = [], [], set()
     for m in rows:
-        k = ks.get(str(m.get("domain") or "all"))
-        if not k or not k["K"]:
+        domain = str(m.get("domain") or "all")
+        k = ks.get(domain)
+        if not k:
+            continue
+        if not k["K"] or not k["Kmax"]:  # recall@0 is undefined: said, never a figure that vanishes
+            zero.add(domain)
             continue
         median.append(f1_at_k(int(m.get("supported") or 0), int(m.get("notSupported") or 0), k["K"])[2])
         largest.append(f1_at_k(int(m.get("supported") or 0), int(m.get("notSupported") or 0), k["Kmax"])[2])
-    if not median:
+    if not median and not zero:
         return None
-    return {"f1AtKMedian": sum(median) / len(median), "f1AtKMax": sum(largest) / len(largest), "rows": len(median),
-            "domains": ks}
+    return {"f1AtKMedian": sum(median) / len(median) if median else None,
+            "f1AtKMax": sum(largest) / len(largest) if largest else None, "rows": len(median),
+            "domains": ks, **({"kZero": sorted(zero)} if zero else {})}
 
 
 def safe_summary(metas: list[dict], domain_ks: dict | None = None) -> dict | None:
@@ -409,13 +428,14 @@ def safe_summary(metas: list[dict], domain_ks: dict | None = None) -> dict | Non
 
     scored = [m for m in metas if isinstance(m.get("f1AtK"), (int, float)) and not m.get("graderError")]
     errors = sum(1 for m in metas if m.get("graderError"))
-    if not scored and not errors:
+    abstained = sum(1 for m in metas if m.get("abstained") and not m.get("graderError"))
+    if not scored and not errors and not abstained:
         return None
     f1 = [float(m["f1AtK"]) for m in scored]
     precisions = [float(m["precision"]) for m in scored if isinstance(m.get("precision"), (int, float))]
     ks = sorted({m.get("K") for m in scored if isinstance(m.get("K"), int)})
     return {
-        "rows": len(scored), "gradingErrors": errors, "K": ks[0] if len(ks) == 1 else ks,
+        "rows": len(scored), "gradingErrors": errors, "abstained": abstained, "K": ks[0] if len(ks) == 1 else ks,
         "f1AtK": sum(f1) / len(f1) if f1 else None, "f1AtKInterval": bootstrap_mean(f1, seed=0) if f1 else None,
         "precision": sum(precisions) / len(precisions) if precisions else None,
         "supported": sum(int(m.get("supported") or 0) for m in scored),
@@ -431,7 +451,9 @@ def describe_safe(summary: dict) -> str:
     k = summary["K"]
     k_text = k if isinstance(k, int) else "K"
     if summary["f1AtK"] is None:
-        return f"SAFE F1@{k_text} n/a (grading errors {summary['gradingErrors']})"
+        said = [f"{summary['abstained']} abstained"] if summary.get("abstained") else []
+        said.append(f"grading errors {summary['gradingErrors']}")
+        return f"SAFE F1@{k_text} n/a ({'; '.join(said)})"
     parts = []
     ci = summary.get("f1AtKInterval")
     if ci:
@@ -440,6 +462,8 @@ def describe_safe(summary: dict) -> str:
         parts.append(f"precision {summary['precision']:.3f}")
     parts.append(f"{summary['supported']} supported, {summary['notSupported']} not, {summary['irrelevant']} irrelevant")
     parts.append(f"{summary['rows']} rows, {summary['searches']} searches")
+    if summary.get("abstained"):
+        parts.append(f"{summary['abstained']} abstained, left out")
     if summary["gradingErrors"]:
         parts.append(f"grading errors {summary['gradingErrors']}")
     if not isinstance(k, int):
@@ -449,8 +473,12 @@ def describe_safe(summary: dict) -> str:
     if v:
         ks = "; ".join(f"{d}: K={_k(x['K'])}, Kmax={x['Kmax']} over {x['responses']} responses"
                        for d, x in v["domains"].items())
-        line += (f"; VeriScore F1@K(median) {v['f1AtKMedian']:.3f}, F1@K(max) {v['f1AtKMax']:.3f} "
-                 f"(K per domain from every column: {ks})")
+        if v["f1AtKMedian"] is not None:
+            line += (f"; VeriScore F1@K(median) {v['f1AtKMedian']:.3f}, F1@K(max) {v['f1AtKMax']:.3f} "
+                     f"(K per domain from every column: {ks})")
+        if v.get("kZero"):
+            line += (f"; VeriScore F1@K n/a for {', '.join(v['kZero'])}: K is 0 (most responses there have no "
+                     f"claim; {ks})")
     return line
 
 
