@@ -132,6 +132,19 @@ def aligned_verdicts(obj: dict, items: list[str], allowed: dict[str, str], step:
     return out
 
 
+# FActScore's bio-mode preamble rules (atomic_facts.py, `is_bio = True`), which SAFE's splitter inherits
+# (third_party/factscore): a sentence starting with one of these gives no facts, and neither does a first
+# sentence starting with "Here are"
+PREAMBLE_STARTS = ("Sure", "Please", "This sentence does not contain any facts")
+FIRST_PREAMBLE_STARTS = ("Here are",)
+
+
+def without_preambles(sentences: list[str], first: tuple[str, ...] = FIRST_PREAMBLE_STARTS) -> list[str]:
+    """The sentences that can state facts: FActScore's preambles left out (`first`: the starts that make
+    the first sentence a preamble)."""
+    return [s for i, s in enumerate(sentences) if not (s.startswith(PREAMBLE_STARTS) or (i == 0 and s.startswith(first)))]
+
+
 def numbered(items: list[str]) -> str:
     return "\n".join(f"{i + 1}. {text}" for i, text in enumerate(items))
 
