@@ -75,11 +75,14 @@ def step_prompt(ctx, key: str, default: Any) -> Any:
 
 
 async def ask_json(ctx, spec: ProviderSpec, template: Any, variables: dict, call: JudgeCall,
-                   step: str, reply_shape: Any = None, items: int | None = None) -> dict:
+                   step: str, reply_shape: Any = None, items: int | None = None, attempt: int = 0) -> dict:
     """Render the step prompt, call the judge (its reply constrained to `reply_shape`, a
-    scoring.replies.Reply), return the first JSON object of its reply."""
+    scoring.replies.Reply), return the first JSON object of its reply. `attempt` > 0: the step asks
+    again (grading.Grader.complete)."""
     messages = render_grading_prompt(template, variables)
-    reply = await ctx.grader.complete(spec, messages, reply=reply_shape, json_mode=reply_shape is None, items=items)
+    again = {"attempt": attempt} if attempt else {}
+    reply = await ctx.grader.complete(spec, messages, reply=reply_shape, json_mode=reply_shape is None, items=items,
+                                      **again)
     call.tokens.add(reply.tokens)
     if reply.cost is None:
         call.cost_known = False
