@@ -736,3 +736,18 @@ def test_safes_fallbacks_in_the_reference_profile(tmp_path, fake_openai, search,
     assert (meta["supported"], meta["notSupported"], meta["irrelevant"], c["score"]) == (1, 0, 0, 1.0)
     assert "1 fact(s) dropped, their rating unreadable after 3 checks of 11 tries each" in c["reason"]
     assert result.exit_code == 0, result.output
+
+
+def test_a_veriscore_k_of_0_is_said_not_dropped():
+    from factcli.methods.safe import describe_safe, safe_summary, veriscore_k
+
+    def row(claims: int, supported: int) -> dict:
+        return {"method": "safe", "mode": "verifiable", "profile": "reference", "domain": "bio", "K": 64,
+                "f1AtK": 0.0, "supported": supported, "notSupported": claims - supported,
+                "facts": [{}] * claims}
+
+    column = [row(0, 0), row(0, 0), row(3, 3)]
+    ks = veriscore_k([column])
+    assert ks == {"bio": {"K": 0, "Kmax": 3, "responses": 3}}  # sorted [0, 0, 3], the one at 3 // 2
+    line = describe_safe(safe_summary(column, ks))
+    assert "VeriScore F1@K n/a for bio: K is 0" in line
