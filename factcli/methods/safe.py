@@ -402,6 +402,7 @@ async def safe(ctx: AssertionContext) -> GradingResult:
                 # anew from its revision, up to 3 times, then dropped from the counts
                 for attempt in range(PIPELINE_TRIES):
                     offset = attempt * s["tries"]
+                    fact.pop("unread", None)  # what this check could not read
                     async with sem:
                         await _revise_then_relevance(ctx, spec, fact, sub, s, offset)
                     if not fact["relevant"]:
