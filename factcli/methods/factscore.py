@@ -23,7 +23,8 @@ Pipeline, per response (factuality-methods.md §3, the paper's §3.1 and §4.1):
 
 `profile: reference` changes the defaults to FActScore's code (settings_from): dense retrieval, one
 verification call a fact with its own passages best last, sentence-by-sentence decomposition, no
-abstention rule.
+abstention rule; and, as FActScore's code, its preamble rules exactly and a response without atomic
+facts counted as not responding.
 
 Score (FActScore's definition, paper §3.1; length penalty from the reference implementation,
 `factscorer.py`, factuality-methods.md §3.8 -- the paper text itself has no penalty):
