@@ -86,10 +86,13 @@ class TestFacts:
             self._last = test.assertions
             if not self._look(test.assertions):
                 return False
-        n = combination_count(test.vars, bool(options and options.get("disableVarExpansion")), kept_whole(test))
+        disable = bool(options and options.get("disableVarExpansion"))
+        n = combination_count(test.vars, disable)
+        if n != 1:  # (most tests expand nothing: the assertions are looked at only for those that do)
+            n = combination_count(test.vars, disable, kept_whole(test))
+            if n != 1:
+                self.expansions.add(test)
         self.combinations += n
-        if n != 1:
-            self.expansions.add(test)
         if n == 0:
             self.every_test_planned = False
         if test.provider_output is not None or (options and (options.get("prefix") or options.get("suffix"))):
