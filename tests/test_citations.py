@@ -72,13 +72,15 @@ def _columns(data):
 
 
 def test_citation_forms_and_statements_without_a_model():
-    assert citation_numbers("a [1][3] b [1, 3] c [2,4]") == [1, 3, 2, 4]
+    # ALCE's `\[\d+`: every `[n` in order, duplicates kept; `[1, 3]` cites [1] only
+    assert citation_numbers("a [1][3] b [1, 3] c [2,4] d [3]") == [1, 3, 1, 2, 3]
     assert strip_citations("Marie Curie won two Nobel Prizes [1][3].") == "Marie Curie won two Nobel Prizes."
+    assert strip_citations("Marie Curie won two Nobel Prizes [1, 3].") == "Marie Curie won two Nobel Prizes, 3."
     assert [(s["text"], s["citations"]) for s in split_statements(ANSWER)] == [
         ("Marie Curie won two Nobel Prizes.", [1, 3]), ("She was born in Warsaw.", [2]),
         ("She discovered radium.", [])]
     # marks placed after the period belong to the sentence they follow
-    assert [(s["text"], s["citations"]) for s in split_statements("Curie won two prizes. [1, 3] She was born "
+    assert [(s["text"], s["citations"]) for s in split_statements("Curie won two prizes. [1][3] She was born "
                                                                       "in Warsaw. [2]")] == [
         ("Curie won two prizes.", [1, 3]), ("She was born in Warsaw.", [2])]
 
@@ -114,6 +116,52 @@ def test_the_marie_curie_example_by_hand(tmp_path, fake_openai):
     line = " ".join(result.output.split())
     assert "Citations: recall 0.667 (95% CI 0.667–0.667), precision 0.667 (95% CI 0.667–0.667); 1 rows, 3 " \
            "statements" in line
+
+
+def test_alces_four_readings_by_hand(tmp_path, fake_openai):
+    """ALCE's eval.py, worked by hand with the scripted judge (entailed only by [1] or [1]+[3] for the
+    prize statement, by [2] for Warsaw)."""
+    def figures(answer):
+        _, data = run(tmp_path, fake_openai, answer=answer)
+        meta = _component(data)["metadata"]
+        return meta["citationRecall"], meta["citationPrecision"], meta
+
+    # 1. the answer up to its first newline: line 2's unsupported citation is not scored (whole answer: 0.5, 0.5)
+    recall, precision, meta = figures("Marie Curie won two Nobel Prizes [1].\nShe discovered radium [3].")
+    assert (recall, precision) == (1.0, 1.0) and len(meta["statements"]) == 1 and meta["linesNotScored"] == 1
+    assert "1 line(s) after the first not scored" in _component(run(tmp_path, fake_openai, answer=(
+        "Marie Curie won two Nobel Prizes [1].\nShe discovered radium [3]."))[1])["reason"]
+    # 2. `[1, 3]` is read by `\[\d+` as [1]: one citation, supported and precise, in one call
+    before = len(fake_openai.requests)
+    recall, precision, meta = figures("Marie Curie won two Nobel Prizes [1, 3].")
+    assert (recall, precision) == (1.0, 1.0) and meta["statements"][0]["citations"] == [1]
+    assert len([r for r in fake_openai.requests[before:] if r["json"]["model"] == "judge"]) == 1
+    # 3. at most 3 citations, duplicates included: [3][2][3][1] is judged on [3, 2, 3], which do not entail
+    # it: recall 0 and precision 0/3 (counting [1] and deduplicating would give 1 and 1/3)
+    recall, precision, meta = figures("Marie Curie won two Nobel Prizes [3][2][3][1].")
+    assert (recall, precision, meta["citationCount"]) == (0.0, 0.0, 3)
+    assert meta["statements"][0]["citations"] == [3, 2, 3]
+    # 4. a citation out of range: its statement unsupported, and out of precision's denominator: 1/1, not 1/2
+    recall, precision, meta = figures("Marie Curie won two Nobel Prizes [1]. She was born in Warsaw [7].")
+    assert (recall, precision, meta["citationCount"]) == (0.5, 1.0, 1)
+
+
+def test_the_passages_list_var_is_one_value_not_a_row_per_passage(tmp_path, fake_openai):
+    # without options.disableVarExpansion: `docs`, named by config.passages, is never expanded
+    fake_openai.clear_rules()
+    fake_openai.add_rule(".", ANSWER, model="m")
+    fake_openai.add_rule(".", entail_judge, model="judge")
+    cfg = write(tmp_path / "c.yaml", CONFIG.replace("    options: {disableVarExpansion: true}   # keep the list of "
+                                                    "passages one value\n", "") % {
+        "docs": json.dumps([P1, P2, P3]), "extra": "", "cfg": ""})
+    assert "disableVarExpansion" not in cfg.read_text()
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "--no-progress-bar", "--no-cache"])
+    rows = json.loads(out.read_text())["results"]["results"]
+    assert len(rows) == 1 and rows[0]["vars"]["docs"] == [P1, P2, P3]
+    meta = rows[0]["gradingResult"]["componentResults"][0]["metadata"]
+    assert meta["citationRecall"] == pytest.approx(2 / 3) and meta["citationPrecision"] == pytest.approx(2 / 3)
+    assert "var expansion" not in result.output
 
 
 def test_threshold_and_inverse(tmp_path, fake_openai):

@@ -195,6 +195,61 @@ tests:
     assert steps[0].vars["y"] == [[1, 2]]  # arrays of non-strings are not expanded
 
 
+def test_a_var_an_assertion_takes_as_a_list_is_never_expanded(tmp_path):
+    cfg = write(tmp_path / "c.yaml", """
+prompts: ["Q {{x}}"]
+providers: [echo]
+tests:
+  - vars: {x: [one, two], docs: [p1, p2, p3], context: [c1, c2]}
+    assert: [{type: citations, config: {passages: docs}}]
+  - vars: {x: one, docs: [p1, p2]}
+    assert: [{type: assert-set, assert: [{type: not-citations, config: {passages: docs}}]}]
+  - vars: {x: one, context: [c1, c2]}
+    assert: [{type: factscore}]
+  - vars: {x: one, ctx: [c1, c2]}
+    assert: [{type: facts-grounding, config: {contextVar: ctx}}]
+""")
+    suite = load_suite([cfg])
+    _, steps = expand(suite)
+    # test 0: x and context expand (2 × 2 rows), docs is citations' list; tests 1-3: one row each
+    assert len(steps) == 4 + 1 + 1 + 1
+    assert all(s.vars["docs"] == ["p1", "p2", "p3"] for s in steps[:4])
+    assert sorted((s.vars["x"], s.vars["context"]) for s in steps[:4]) == [
+        ("one", "c1"), ("one", "c2"), ("two", "c1"), ("two", "c2")]
+    assert steps[4].vars["docs"] == ["p1", "p2"] and steps[5].vars["context"] == ["c1", "c2"]
+    assert steps[6].vars["ctx"] == ["c1", "c2"]
+    from factcli.config.plan import expansion_warning
+
+    # said once for the whole suite, naming the first test and var, and the vars of the others
+    assert expansion_warning(suite.tests) == str(tmp_path / "c.yaml") + (
+        ": tests[0]: its list vars `x` (2), `context` (2) make 4 rows by var expansion (promptfoo's rule); "
+        "set options.disableVarExpansion: true to keep a list one value (docs/rag.md)")
+
+
+def test_list_var_expansion_is_said_once_before_any_call(tmp_path, fake_openai):
+    from factcli.run.runner import RunOptions, prepare
+
+    fake_openai.clear_rules()
+    fake_openai.add_rule(".", "ok", model="m")
+    cfg = write(tmp_path / "c.yaml", """
+prompts: ["Say {{word}} in {{lang}}"]
+providers: [{id: "openai:chat:m", config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"}}]
+tests:
+  - vars: {word: hello, lang: [French, German]}
+  - vars: {word: [bye, thanks], lang: Dutch}
+  - vars: {word: yes, lang: Dutch}
+""")
+    run = prepare(load_suite([cfg]), RunOptions())
+    said = [w.replace(str(tmp_path) + "/", "") for w in run.warnings if "var expansion" in w]
+    assert said == ["c.yaml: tests[0]: its `lang` var is a list of 2, which var expansion makes 2 rows, one item "
+                    "each; so do 1 more test(s) (vars `word`) (promptfoo's rule); set options.disableVarExpansion: "
+                    "true to keep a list one value"]
+    assert fake_openai.request_count == 0  # said before any call
+    result = runner.invoke(app, ["eval", "-c", str(cfg), "--no-progress-bar", "--no-table", "--no-cache"])
+    assert " ".join(result.output.split()).count("which var expansion makes 2 rows") == 1, result.output
+    assert fake_openai.request_count == 5
+
+
 def test_assertion_templates_ref(tmp_path):
     cfg = write(tmp_path / "c.yaml", BASE + """
 assertionTemplates:

@@ -358,18 +358,40 @@ def test_bad_decomposition_is_a_grading_error(tmp_path, fake_openai):
     assert c["metadata"]["graderError"] and "facts.facts must be a list" in c["reason"]  # outside the schema
 
 
-@pytest.mark.parametrize("profile", ["default", "reference"])
-def test_an_empty_decomposition_is_a_grading_error_not_an_abstention(tmp_path, fake_openai, profile):
+def test_an_empty_decomposition_is_a_grading_error_not_an_abstention(tmp_path, fake_openai):
     kb = make_knowledge(tmp_path, "folder")
     script_models(fake_openai)
     fake_openai.add_rule("<sentences>", '{"facts": []}', model="judge")
-    config = {"knowledge": str(kb), "on_abstain": "pass", "profile": profile, "retriever": "bm25"}
+    config = {"knowledge": str(kb), "on_abstain": "pass", "retriever": "bm25"}
     _, (curie, _, _) = run_eval(tmp_path, CONFIG % {"config": json.dumps(config)})
     c = component(curie)
     assert c["pass"] is False and c["metadata"]["graderError"] is True and not c["metadata"].get("abstained")
     assert "the decomposer returned no atomic facts for 5 sentence(s)" in c["reason"]
     summary = factscore_summary([c])
     assert summary["gradingErrors"] == 1 and summary["abstained"] == 0
+
+
+def test_reference_profile_counts_a_response_without_facts_as_not_responding(tmp_path, fake_openai):
+    """FActScore (abstention detection off, its default): the declining answer is decomposed, gives no atomic
+    facts, and is not responding: respond ratio 2/3, no grading error (it was "responded 2/2; grading
+    errors 1")."""
+    kb = make_knowledge(tmp_path, "folder")
+    script_models(fake_openai)
+    fake_openai.add_rule("bio of Pierre Curie", "I'm sorry, I do not know who Pierre Curie is.", model="m")
+    script_judge(fake_openai)
+    config = {"knowledge": str(kb), "profile": "reference", "retriever": "bm25"}
+    result, (curie, turing, zyx) = run_eval(tmp_path, (CONFIG % {"config": json.dumps(config)}).replace(
+        "topic: Zyx Qwerty", "topic: Pierre Curie"))
+    z = component(zyx)
+    assert z["metadata"]["abstained"] is True and not z["metadata"].get("graderError")
+    assert "no atomic facts: not responding" in z["reason"]
+    sentences = [_block(r["json"]["messages"][-1]["content"], "sentences") for r in fake_openai.requests
+                 if r["json"]["model"] == "judge" and "<sentences>" in r["json"]["messages"][-1]["content"]]
+    assert any("Pierre Curie is" in t for t in sentences)  # decomposed: no abstention rule in the reference
+    summary = factscore_summary(component(r) for r in (curie, turing, zyx))
+    assert (summary["responding"], summary["abstained"], summary["gradingErrors"]) == (2, 1, 0)
+    assert summary["respondRatio"] == pytest.approx(2 / 3)
+    assert "responded 2/3" in " ".join(result.output.split())
 
 
 def test_unknown_topic_is_an_error_before_any_judge_call(tmp_path, fake_openai):
@@ -523,6 +545,12 @@ def test_sentence_splitting_without_a_tokenizer_download():
     assert response_sentences("Sure! Here is a bio.\n- Alan Turing was English.\n- He was born in 1912.") == [
         "Alan Turing was English.", "He was born in 1912."]
     assert response_sentences("Here are some facts:\n1. Turing was English.") == ["Turing was English."]
+    # FActScore's rules: "Sure", "Please" anywhere, "Here are" first; "Here is" only in the default profile
+    text = "Here is a bio. Turing was English. Please ask more. Sure thing."
+    assert response_sentences(text) == ["Turing was English."]
+    assert response_sentences(text, reference=True) == ["Here is a bio.", "Turing was English."]
+    assert response_sentences("Turing was English. Here are more facts.", reference=True) == [
+        "Turing was English.", "Here are more facts."]
 
 
 def test_length_penalty_formula():

@@ -284,3 +284,19 @@ def test_verification_is_batched_ten_claims_a_call(tmp_path, fake_openai, monkey
     sizes = sorted(r["json"]["messages"][-1]["content"].count("Claim number") for r in fake_openai.requests
                    if r["json"]["model"] == "judge" and "<claims>" in r["json"]["messages"][-1]["content"])
     assert sizes == [3, 10, 10]
+
+
+def test_a_reference_without_claims_gives_ragas_recall_1(tmp_path, fake_openai, monkeypatch):
+    """RAGAS: FN counts the reference's claims the response does not support, so a reference that
+    decomposes into no claims leaves FN = 0 and recall = TP/(TP + 0) = 1 once a response claim is
+    supported (F1 1.0 with precision 1); the default profile calls that recall undefined."""
+    import test_factual_correctness as me
+
+    monkeypatch.setitem(me.EINSTEIN_CLAIMS, EINSTEIN_REF, [])
+    for mode, score in (("recall", 1.0), ("f1", 1.0)):
+        c = run_einstein(tmp_path, fake_openai, "{profile: reference, mode: %s}" % mode)
+        judge = c["metadata"]["judges"][0]
+        assert (judge["tp"], judge["fp"], judge["fn"]) == (3, 0, 0) and judge["recall"] == 1.0
+        assert c["score"] == score and not c["metadata"].get("undefined")
+    c = run_einstein(tmp_path, fake_openai, "{mode: recall}")
+    assert c["pass"] is False and "the reference has no claims, so recall is undefined" in c["reason"]

@@ -545,7 +545,7 @@ def reference_judge(body):
     return scripted_judge(body)
 
 
-def test_reference_profile_makes_exactly_max_searches_per_relevant_fact(tmp_path, fake_openai, search, keys):
+def test_reference_profile_asks_an_empty_query_again_then_stops_searching(tmp_path, fake_openai, search, keys):
     fake_openai.clear_rules()
     fake_openai.add_rule(".", RESPONSE, model="m")
     fake_openai.add_rule(".", reference_judge, model="judge")
@@ -559,10 +559,13 @@ def test_reference_profile_makes_exactly_max_searches_per_relevant_fact(tmp_path
     # 5 sentences, one split call each; 4 facts about Curie are relevant, the cafés are not
     assert (meta["supported"], meta["notSupported"], meta["irrelevant"]) == (3, 1, 1)
     relevant = [f for f in meta["facts"] if f["relevant"]]
-    # exactly maxSearches (5) searches for each relevant fact, though every query after the first was empty
-    assert all(len(f["queries"]) == 5 for f in relevant) and meta["searches"] == 20
-    assert len(search.by("serper")) == 20
+    # SAFE's check_atomic_fact: the second query is empty, asked 11 times (max_retries 10), then the search
+    # stops; the fact itself is never searched in its place
+    assert all(f["queries"] == [f["revised"]] for f in relevant) and meta["searches"] == 4
+    assert len(search.by("serper")) == 4
     contents = [r["json"]["messages"][-1]["content"] for r in fake_openai.requests if r["json"]["model"] == "judge"]
+    assert sum("This is search 1" in t for t in contents) == 4 and sum("This is search 2" in t for t in contents) == 44
+    assert not any("This is search 3" in t for t in contents)
     assert sum("<sentence>" in t for t in contents) == 5
     revisions = [t for t in contents if "<fact>" in t and "<question>" not in t]
     relevances = [t for t in contents if "<fact>" in t and "<question>" in t]
@@ -573,7 +576,7 @@ def test_reference_profile_makes_exactly_max_searches_per_relevant_fact(tmp_path
     assert {"safe_sentence_facts", "safe_revised", "safe_relevance", "safe_query", "safe_rating"} == schemas
     # the rater sees SAFE's knowledge: each search's snippets on one line, a line a search
     rating = next(t for t in contents if "<statement>" in t and "This is search" not in t and "1903" in t)
-    assert len(_between(rating, "results").splitlines()) == 5
+    assert len(_between(rating, "results").splitlines()) == 1
 
 
 def test_serper_keeps_the_knowledge_graph_and_the_answer_box_takes_no_slot(tmp_path, fake_openai, search, keys):
@@ -626,3 +629,125 @@ def test_veriscore_k_from_three_columns(tmp_path, fake_openai, search, keys):
     line = " ".join(result.output.split())
     assert "VeriScore F1@K(median) 0.857, F1@K(max) 0.750 (K per domain from every column: bio: K=2, Kmax=4 over " \
            "3 responses)" in line
+
+
+def test_veriscore_k_is_the_upper_median_and_abstentions_are_left_out(tmp_path, fake_openai, search, keys):
+    """VeriScore's utils.get_stats: the claim counts sorted, K = counts[len // 2]; responses of 1, 2, 4 and 5
+    claims give K 4 (statistics.median would say 3) and Kmax 5. A response on VeriScore's abstention list
+    is checked by nobody and counted nowhere (as a 0-claim response it would make K 2). Serper's answer
+    box is not among the results VeriScore reads."""
+    s1 = "Marie Curie was born in Warsaw in 1867."
+    s2 = "She won the Nobel Prize in Physics in 1903."
+    s3 = "She won the Nobel Prize in Chemistry in 1911."
+    s4 = "She discovered radium in 1920."  # contradicted by the results (1898)
+    s5 = "She discovered radium in 1898."
+    answers = {"m1": s1, "m2": f"{s1} {s2}", "m4": f"{s1} {s2} {s3} {s4}", "m5": f"{s1} {s2} {s3} {s4} {s5}",
+               "m0": "  I'm sorry, but I can't fulfill that request.\n"}
+    search.serper_extras = {"answerBox": {"title": "Box", "answer": "1920 1867 1903 1911 1898"}}
+    fake_openai.clear_rules()
+    for model, answer in answers.items():
+        fake_openai.add_rule(".", answer, model=model)
+    fake_openai.add_rule(".", reference_judge, model="judge")
+    providers = ", ".join(f'{{id: "openai:chat:{m}", config: {{apiBaseUrl: "{{{{ env.FAKE_OPENAI_URL }}}}"}}}}'
+                          for m in answers)
+    cfg_text = (CONFIG % {"prompt": PROMPT, "config": json.dumps(
+        {"search": serper(search), "K": 64, "profile": "reference", "claims": "verifiable", "domain": "bio"})}
+                ).replace('providers: [{id: "openai:chat:m", config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"}}]',
+                          f"providers: [{providers}]")
+    cfg = write(tmp_path / "c.yaml", cfg_text)
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "--no-progress-bar", "--no-cache"])
+    assert out.exists(), result.output
+    data = json.loads(out.read_text())
+    rows = sorted(data["results"]["results"], key=lambda r: r["promptIdx"])
+    metas = [r["gradingResult"]["componentResults"][0]["metadata"] for r in rows]
+    assert [(m.get("supported"), len(m["facts"])) for m in metas] == [(1, 1), (2, 2), (3, 4), (4, 5), (None, 0)]
+    assert metas[4]["abstained"] is True and "Abstained (VeriScore's abstention list)" in \
+        rows[4]["gradingResult"]["componentResults"][0]["reason"]
+    # the abstaining model was never asked anything, and no answer box reached a rater
+    assert not [r for r in fake_openai.requests if "I'm sorry" in json.dumps(r["json"]) and r["json"]["model"] == "judge"]
+    assert all(e["title"] != "Box" for m in metas[:4] for f in m["facts"] for e in f["evidence"])
+    columns = data["results"]["factcli"]["columns"] if "factcli" in data["results"] else data["factcli"]["columns"]
+    v = [col["methods"]["safe"].get("veriscore") for col in columns]
+    assert v[0]["domains"] == {"bio": {"K": 4, "Kmax": 5, "responses": 4}}
+    # F1@4 by hand: m1 P 1 R 1/4 -> 0.4; m2 P 1 R 1/2 -> 0.667; m4 P 3/4 R 3/4 -> 0.75; m5 P 4/5 R 1 -> 0.889
+    # (K 3, statistics.median: 0.5, 0.8, 0.857, 0.889); F1@5: 0.333, 0.571, 0.667, 0.8
+    assert [round(x["f1AtKMedian"], 3) for x in v[:4]] == [0.4, 0.667, 0.75, 0.889]
+    assert [round(x["f1AtKMax"], 3) for x in v[:4]] == [0.333, 0.571, 0.667, 0.8]
+    assert v[4] is None and columns[4]["methods"]["safe"]["abstained"] == 1
+    line = " ".join(result.output.split())
+    assert "bio: K=4, Kmax=5 over 4 responses" in line and "SAFE F1@K n/a (1 abstained; grading errors 0)" in line
+
+
+def test_safes_fallbacks_in_the_reference_profile(tmp_path, fake_openai, search, keys):
+    """SAFE's code, step by step: preamble sentences ("Sure…", "Please…") give no facts; a revision never
+    read keeps the fact as written and a relevance never read counts as relevant (classify_relevance.py,
+    after 11 tries each); an empty query is asked 11 times, then the search stops; a rating never read
+    has the fact checked anew, 3 times in all, then dropped from the counts (not the row failed)."""
+    born, nobel = "Marie Curie was born in Warsaw in 1867.", "She won the Nobel Prize in Physics in 1903."
+    response = f"Sure, here is what I know. {born} {nobel} Please ask if you want more."
+
+    def judge(body):
+        text = body["messages"][-1]["content"]
+        if "This is search" in text:
+            step = int(re.search(r"This is search (\d+)", text).group(1))
+            return json.dumps({"query": _between(text, "statement") if step == 1 else ""})
+        if "<statement>" in text:
+            if "Nobel" in _between(text, "statement"):
+                return "I would say it is probably supported."  # no verdict: never read
+            return json.dumps({"reason": "scripted", "verdict": "supported"})
+        if "<sentence>" in text:
+            return json.dumps({"facts": [_between(text, "sentence")]})
+        if "<fact>" in text and "<question>" in text:
+            return "Relevant, I suppose." if "Nobel" in _between(text, "fact") else json.dumps({"relevant": True})
+        if "<fact>" in text:
+            fact = _between(text, "fact")
+            return "Cannot revise that." if "Warsaw" in fact else json.dumps({"fact": fact.replace("She ", "Marie Curie ")})
+        raise AssertionError(text[:200])
+
+    fake_openai.clear_rules()
+    fake_openai.add_rule(".", response, model="m")
+    fake_openai.add_rule(".", judge, model="judge")
+    cfg = write(tmp_path / "c.yaml", CONFIG % {"prompt": PROMPT, "config": json.dumps(
+        {"search": serper(search), "K": 1, "profile": "reference"})})
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "--no-progress-bar", "--no-cache"])
+    c = json.loads(out.read_text())["results"]["results"][0]["gradingResult"]["componentResults"][0]
+    meta = c["metadata"]
+    assert not meta.get("graderError"), c["reason"]
+    contents = [r["json"]["messages"][-1]["content"] for r in fake_openai.requests if r["json"]["model"] == "judge"]
+    # the two preambles were never split
+    assert [_between(t, "sentence") for t in contents if "<sentence>" in t] == [born, nobel]
+    # the Warsaw fact: revision unread 11 times, kept as written; rated supported
+    (kept,) = meta["facts"]
+    assert kept["revised"] == born and kept["verdict"] == "supported"
+    assert kept["unread"] == ["revise: kept the fact as written"]
+    assert sum("<fact>" in t and "<question>" not in t and "Warsaw" in _between(t, "fact") for t in contents) == 11
+    # the Nobel fact: relevance unread (11 tries) so relevant, searched, rating unread (11 tries), all 3 times
+    nobel_fact = "Marie Curie won the Nobel Prize in Physics in 1903."
+    assert meta["dropped"] == [{"text": nobel, "revised": nobel_fact, "queries": [nobel_fact]}]
+    assert sum("<fact>" in t and "<question>" in t and "Nobel" in _between(t, "fact") for t in contents) == 3 * 11
+    assert sum("<statement>" in t and "This is search" not in t and "Nobel" in _between(t, "statement")
+               for t in contents) == 3 * 11
+    # each fact's second query came back empty 11 times, and the search stopped: one search a check
+    assert sum("This is search 2" in t for t in contents) == (1 + 3) * 11
+    assert not any("This is search 3" in t for t in contents) and len(search.by("serper")) == 1 + 3
+    # S = 1, N = 0, the dropped fact in neither: F1@1 = 1
+    assert (meta["supported"], meta["notSupported"], meta["irrelevant"], c["score"]) == (1, 0, 0, 1.0)
+    assert "1 fact(s) dropped, their rating unreadable after 3 checks of 11 tries each" in c["reason"]
+    assert result.exit_code == 0, result.output
+
+
+def test_a_veriscore_k_of_0_is_said_not_dropped():
+    from factcli.methods.safe import describe_safe, safe_summary, veriscore_k
+
+    def row(claims: int, supported: int) -> dict:
+        return {"method": "safe", "mode": "verifiable", "profile": "reference", "domain": "bio", "K": 64,
+                "f1AtK": 0.0, "supported": supported, "notSupported": claims - supported,
+                "facts": [{}] * claims}
+
+    column = [row(0, 0), row(0, 0), row(3, 3)]
+    ks = veriscore_k([column])
+    assert ks == {"bio": {"K": 0, "Kmax": 3, "responses": 3}}  # sorted [0, 0, 3], the one at 3 // 2
+    line = describe_safe(safe_summary(column, ks))
+    assert "VeriScore F1@K n/a for bio: K is 0" in line

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from factcli.config.loader import Suite
-from factcli.config.stream import TestFacts, combination_count, facts_of, is_streamed
+from factcli.config.stream import TestFacts, combination_count, expands, facts_of, is_streamed, kept_whole
 from factcli.sources import Rows
 from factcli.types import EvalStep, Prompt, ProviderSpec
 
@@ -50,34 +50,47 @@ def columns(suite: Suite) -> list[Column]:
     return out
 
 
-def context_expansion_warnings(tests) -> list[str]:
-    """One warning per test whose `context` var is a list that var expansion turns into one row per
-    item (promptfoo's rule): a RAG test's passages judged one at a time, rows multiplied, usually not
-    what was meant. A suite streamed from its files is not read again for it."""
-    from factcli.config.stream import is_streamed
+def expansion_warning(tests) -> str | None:
+    """One line, said before any call, when list vars expand tests into rows (promptfoo's rule): the first
+    such test and var, and how many tests more; None when no test expands. A var an assertion takes as a
+    list by design (citations' `passages`) never expands, so it is not among them."""
+    from factcli.config.stream import Expansions, is_streamed
 
     if is_streamed(tests):
-        return []
-    out = []
-    for t in tests:
-        value = t.vars.get("context")
-        if isinstance(value, list) and len(value) > 1 and not t.options.get("disableVarExpansion"):
-            file, path = t.source
-            where = f"{file}: {path}" if file else (path or "a test")
-            out.append(f"{where}: its `context` var is a list of {len(value)}, which var expansion makes "
-                       f"{len(value)} rows, one passage each; set options.disableVarExpansion: true to pass "
-                       "the passages as one context (docs/rag.md)")
-    return out
+        found = tests.facts.expansions
+    else:
+        found = Expansions()
+        for t in tests:
+            found.add(t)
+    if found.first is None:
+        return None
+    where, expanded = found.first
+    name, n = expanded[0]
+    rows = 1
+    for _, size in expanded:
+        rows *= size
+    what = (f"its `{name}` var is a list of {n}, which var expansion makes {n} rows, one item each"
+            if len(expanded) == 1 else
+            f"its list vars {', '.join(f'`{k}` ({size})' for k, size in expanded)} make {rows} rows by var expansion")
+    more = ""
+    if found.count > 1:
+        others = [k for k in found.names if k not in dict(expanded)]
+        more = (f"; so do {found.count - 1} more test(s)"
+                + (f" (vars {', '.join(f'`{k}`' for k in others)})" if others else ""))
+    hint = " (docs/rag.md)" if "context" in found.names else ""
+    return (f"{where}: {what}{more} (promptfoo's rule); set options.disableVarExpansion: true to keep a list "
+            f"one value{hint}")
 
 
-def var_combinations(variables: dict, disable: bool = False) -> list[dict]:
+def var_combinations(variables: dict, disable: bool = False, keep: frozenset = frozenset()) -> list[dict]:
     """String arrays, and the files of a `file://` glob (sources.Rows), expand into their cartesian
-    product; other arrays stay one value (promptfoo)."""
+    product; other arrays, and the vars in `keep` (an assertion takes them as lists:
+    stream.kept_whole), stay one value (promptfoo)."""
     if disable:
         return [dict(variables)]
     keys, pools = [], []
     for k, v in variables.items():
-        if isinstance(v, Rows) or (isinstance(v, list) and v and all(isinstance(x, str) for x in v)):
+        if expands(k, v, keep):
             keys.append(k)
             pools.append(v)
     if not keys:
@@ -88,6 +101,11 @@ def var_combinations(variables: dict, disable: bool = False) -> list[dict]:
         combo.update(zip(keys, values))
         combos.append(combo)
     return combos
+
+
+def test_combinations(test) -> list[dict]:
+    """A test's var combinations: one a row."""
+    return var_combinations(test.vars, bool((test.options or {}).get("disableVarExpansion")), kept_whole(test))
 
 
 class Plan:
@@ -110,8 +128,8 @@ class Plan:
         if facts is not None:  # counted while the suite loaded (config/stream.py)
             combinations, every = facts.combinations, facts.every_test_planned
         else:
-            counts = self.counts = [combination_count(t.vars, bool(t.options.get("disableVarExpansion")))
-                                    for t in tests]
+            counts = self.counts = [combination_count(t.vars, bool(t.options.get("disableVarExpansion")),
+                                                      kept_whole(t)) for t in tests]
             combinations, every = sum(counts), all(counts)
         self.total = combinations * repeat * len(cols)
         # every test gives at least one row (a var that is an empty glob gives none)
@@ -133,7 +151,7 @@ class Plan:
             variables = test.vars
             for v in variables.values():  # (a test without a list var is its own one combination)
                 if isinstance(v, list):
-                    combos = var_combinations(variables, bool(test.options.get("disableVarExpansion")))
+                    combos = test_combinations(test)
                     break
             else:
                 if not test.options.get("disableVarExpansion"):

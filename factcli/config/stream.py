@@ -23,15 +23,40 @@ from factcli.sources import Rows
 from factcli.types import TestCase
 
 
-def combination_count(variables: dict, disable: bool = False) -> int:
+def expands(name: str, value, keep: frozenset = frozenset()) -> bool:
+    """Whether a var expands its test into a row per item (promptfoo's rule): string arrays and the files
+    of a `file://` glob (sources.Rows), unless an assertion of the test takes it as a list by design
+    (`keep`, scoring/registry.whole_vars)."""
+    return (isinstance(value, list) and (isinstance(value, Rows) or (value and all(isinstance(x, str) for x in value)))
+            and name not in keep)
+
+
+def kept_whole(test: TestCase) -> frozenset:
+    """The test's vars that stay one value whatever they hold: those its assertions take as lists."""
+    if not any(isinstance(v, list) for v in test.vars.values()):
+        return frozenset()
+    from factcli.scoring.registry import whole_vars
+
+    return whole_vars(test.assertions)
+
+
+def combination_count(variables: dict, disable: bool = False, keep: frozenset = frozenset()) -> int:
     """How many rows a test's var combinations make (config/plan.var_combinations), without making them."""
     if disable:
         return 1
     n = 1
-    for v in variables.values():  # (Rows is a list: most values, strings, are looked at once)
-        if isinstance(v, list) and (isinstance(v, Rows) or (v and all(isinstance(x, str) for x in v))):
+    for k, v in variables.items():  # (Rows is a list: most values, strings, are looked at once)
+        if isinstance(v, list) and expands(k, v, keep):
             n *= len(v)
     return n
+
+
+def expansion_of(test: TestCase) -> list[tuple[str, int]]:
+    """The vars that expand this test into rows, with their lengths ([] when none does)."""
+    if (test.options or {}).get("disableVarExpansion") or not any(isinstance(v, list) for v in test.vars.values()):
+        return []
+    keep = kept_whole(test)
+    return [(k, len(v)) for k, v in test.vars.items() if expands(k, v, keep)]
 
 
 # test options that make a test depend on others, or the run on every test: such a suite is a list
@@ -49,6 +74,7 @@ class TestFacts:
         self.preflighted = False  # some assertion type has its own preflight check
         self.no_model_call = False  # a providerOutput, prefix or suffix (run/preflight._empty_prompts)
         self.vars = TestVars()
+        self.expansions = Expansions()  # the tests that list vars expand into rows, said once (config/plan)
         self._last: list | None = None  # the assertion list looked at last (defaultTest's is shared)
 
     def add(self, test: TestCase) -> bool:
@@ -60,7 +86,12 @@ class TestFacts:
             self._last = test.assertions
             if not self._look(test.assertions):
                 return False
-        n = combination_count(test.vars, bool(options and options.get("disableVarExpansion")))
+        disable = bool(options and options.get("disableVarExpansion"))
+        n = combination_count(test.vars, disable)
+        if n != 1:  # (most tests expand nothing: the assertions are looked at only for those that do)
+            n = combination_count(test.vars, disable, kept_whole(test))
+            if n != 1:
+                self.expansions.add(test)
         self.combinations += n
         if n == 0:
             self.every_test_planned = False
@@ -84,6 +115,25 @@ class TestFacts:
                 self.model_graded = self.model_graded or kind.model_graded
                 self.preflighted = self.preflighted or kind.preflight is not None
         return True
+
+
+class Expansions:
+    """The tests that a list var expands into rows: the first one's place and vars, and how many."""
+
+    def __init__(self):
+        self.first: tuple[str, list[tuple[str, int]]] | None = None
+        self.count = 0
+        self.names: dict[str, None] = {}
+
+    def add(self, test: TestCase) -> None:
+        found = expansion_of(test)
+        if not found:
+            return
+        if self.first is None:
+            file, path = test.source
+            self.first = (f"{file}: {path}" if file else (path or "a test"), found)
+        self.count += 1
+        self.names.update(dict.fromkeys(name for name, _ in found))
 
 
 class StreamedTests:

@@ -1,21 +1,26 @@
-"""`citations`: do an answer's citations support what they are cited for? ALCE's citation recall and
+r"""`citations`: do an answer's citations support what they are cited for? ALCE's citation recall and
 precision (Gao et al., 2023, "Enabling Large Language Models to Generate Text with Citations", §3.3;
 princeton-nlp/ALCE), with a judge in place of ALCE's TRUE NLI model.
 
 `config.passages` names the documents the answer cites: a var holding a list of strings (or the
-list itself), cited 1-based as `[1]`, `[2]`, also `[1][3]` and `[1, 3]`. The answer is split into
-statements with their citation numbers, without a model (split_statements). Then, for each statement
-(its citations removed, as ALCE removes them):
+list itself), cited 1-based as `[1]`, `[2]`, `[1][3]`. The var is one value, never expanded into a row
+per passage (registry.TYPES' `list_var`). The answer is read as ALCE's `eval.py` reads it: up to its
+first newline (the lines after it are not scored, and the reason says so), citations found by
+`\[\d+` (so `[1, 3]` cites [1] only), at most 3 a statement, duplicates included (ALCE's
+`at_most_citations`). It is split into statements without a model (split_statements). Then, for
+each statement (its citations removed by ALCE's `remove_citations`):
 
 - citation recall: do its cited passages, together, entail it? A statement without citations, or
   citing a passage that was not given, is not supported;
 - citation precision, for each citation of a supported statement with several citations: does that
   passage alone entail the statement? If not, and the other cited passages still do without it, the
   citation is unnecessary; otherwise it counts as precise. A supported statement's one citation is
-  precise; an unsupported statement's citations are not.
+  precise; an unsupported statement's citations are not; a statement citing a passage that was not
+  given adds none of its citations to the denominator (ALCE counts citations only where all are in
+  range).
 
     citationRecall    = supported statements / statements
-    citationPrecision = precise citations / citations           (0 when the answer cites nothing, as ALCE)
+    citationPrecision = precise citations / citations counted   (0 when none is counted, as ALCE)
 
 One step, one call per check, all in parallel: `entailPrompt` (variables `premise`, `hypothesis` and
 every test var) -> {"entailed": true|false, "reason": "..."}. The score is citation recall, passing
@@ -63,24 +68,26 @@ ENTAIL = [
     {"role": "user", "content": "<premise>\n{{premise}}\n</premise>\n\n<hypothesis>\n{{hypothesis}}\n</hypothesis>"},
 ]
 
-_CITATION = re.compile(r"\[(\s*\d+(?:\s*,\s*\d+)*\s*)\]")
+_CITATION = re.compile(r"\[\d+")  # ALCE's reading: `[1, 3]` cites [1]
 _LEADING = re.compile(r"^(?:\s*\[\s*\d+(?:\s*,\s*\d+)*\s*\])+")
+AT_MOST_CITATIONS = 3  # ALCE's --at_most_citations default
 
 
 def citation_numbers(text: str) -> list[int]:
-    """The passage numbers a statement cites, in order of first mention: `[1]`, `[1][3]`, `[1, 3]`."""
-    found: dict[int, None] = {}
-    for m in _CITATION.finditer(text):
-        for part in m.group(1).split(","):
-            found.setdefault(int(part), None)
-    return list(found)
+    """The passage numbers a statement cites, as ALCE reads them: every `[n` in order, duplicates kept."""
+    return [int(m.group(0)[1:]) for m in _CITATION.finditer(text)]
 
 
 def strip_citations(text: str) -> str:
-    """The statement as the judge sees it: citation marks removed, spacing before punctuation mended."""
-    text = _CITATION.sub("", text)
-    text = re.sub(r"\s+([.,;:!?])", r"\1", text)
-    return re.sub(r"\s{2,}", " ", text).strip()
+    """The statement as the judge sees it: ALCE's `remove_citations` (utils.py), then stripped."""
+    return re.sub(r"\[\d+", "", re.sub(r" \[\d+", "", text)).replace(" |", "").replace("]", "").strip()
+
+
+def first_line(answer: str) -> tuple[str, int]:
+    """What ALCE scores: the answer stripped and cut at its first newline; and how many non-empty lines
+    after it go unscored."""
+    lines = answer.strip().split("\n")
+    return lines[0], sum(1 for line in lines[1:] if line.strip())
 
 
 def split_statements(answer: str) -> list[dict]:
@@ -155,17 +162,20 @@ async def _entailed(ctx, spec, template: Any, passages: list[str], numbers: list
 
 async def _statement(ctx, spec, template, passages: list[str], st: dict, i: int, call: JudgeCall,
                      sem: asyncio.Semaphore) -> dict:
-    """ALCE's checks of one statement: recall on all its citations, then precision citation by citation."""
+    """ALCE's checks of one statement (`compute_autoais`): recall on its citations together, then
+    precision citation by citation. `counted`: the citations in precision's denominator."""
     cites = st["citations"]
     out = {"text": st["text"], "citations": cites, "supported": False, "unnecessary": [], "precise": 0,
-           "reason": ""}
+           "counted": 0, "reason": ""}
     if not cites:
         out["reason"] = "no citation"
         return out
-    missing = [n for n in cites if not 1 <= n <= len(passages)]
-    if missing:
+    missing = [n for n in dict.fromkeys(cites) if not 1 <= n <= len(passages)]
+    if missing:  # ALCE: unsupported, and none of its citations counted in precision
         out["reason"] = (f"cites passage {', '.join(map(str, missing))}, but {len(passages)} passage(s) were given")
         return out
+    cites = out["citations"] = cites[:AT_MOST_CITATIONS]
+    out["counted"] = len(cites)
     step = f"statement {i + 1}"
     supported, reason = await _entailed(ctx, spec, template, passages, cites, st["text"], call, step, sem)
     out["supported"], out["reason"] = supported, reason
@@ -175,16 +185,18 @@ async def _statement(ctx, spec, template, passages: list[str], st: dict, i: int,
         out["precise"] = 1
         return out
 
-    async def one(n: int, sub: JudgeCall) -> bool:
+    async def one(k: int, sub: JudgeCall) -> bool:
+        n = cites[k]
         alone, _ = await _entailed(ctx, spec, template, passages, [n], st["text"], sub, f"{step} alone [{n}]", sem)
         if alone:
             return False
-        rest = [m for m in cites if m != n]
+        rest = list(cites)
+        rest.remove(n)  # ALCE removes the first occurrence: a duplicate stays in the rest
         others, _ = await _entailed(ctx, spec, template, passages, rest, st["text"], sub, f"{step} without [{n}]",
                                     sem)
         return others
 
-    unnecessary = await gather_calls(call, *(lambda sub, n=n: one(n, sub) for n in cites))
+    unnecessary = await gather_calls(call, *(lambda sub, k=k: one(k, sub) for k in range(len(cites))))
     out["unnecessary"] = [n for n, u in zip(cites, unnecessary) if u]
     out["precise"] = len(cites) - len(out["unnecessary"])
     return out
@@ -204,8 +216,11 @@ async def citations(ctx: AssertionContext) -> GradingResult:
     sem = asyncio.Semaphore(given.get("maxConcurrency", DEFAULT_CONCURRENCY))
     spec = grader.spec_for(ctx.assertion, ctx.test)
     threshold = ctx.threshold if ctx.threshold is not None else DEFAULT_THRESHOLD
-    statements = split_statements(ctx.output_text)
+    scored, unscored = first_line(ctx.output_text)
+    statements = split_statements(scored)
     meta: dict[str, Any] = {"method": METHOD, "threshold": threshold, "passages": passages}
+    if unscored:
+        meta["linesNotScored"] = unscored
     if not statements:
         return GradingResult(False, 0.0, "Citation recall is undefined: the answer has no statement",
                              metadata={**meta, "undefined": True, "statements": [], "citationRecall": None,
@@ -219,7 +234,7 @@ async def citations(ctx: AssertionContext) -> GradingResult:
     except JudgeError as exc:
         return grader_error(f"citations: {exc}", exc.raw, call.tokens, **meta, graderReplies=call.replies,
                             graderCost=call.cost if call.cost_known else None)
-    n_cites = sum(len(s["citations"]) for s in checked)
+    n_cites = sum(s["counted"] for s in checked)
     recall = sum(s["supported"] for s in checked) / len(checked)
     precision = sum(s["precise"] for s in checked) / n_cites if n_cites else 0.0
     meta.update({"citationRecall": recall, "citationPrecision": precision, "citationCount": n_cites,
@@ -236,6 +251,8 @@ async def citations(ctx: AssertionContext) -> GradingResult:
     extra = [f"[{n}] in statement {i + 1}" for i, s in enumerate(checked) for n in s["unnecessary"]]
     if extra:
         detail.append("unnecessary: " + ", ".join(extra))
+    if unscored:
+        detail.append(f"{unscored} line(s) after the first not scored, as ALCE")
     relation = "≥" if passed else "<"
     reason = f"Citation recall {_fmt(recall)} {relation} {templating.js_string(threshold)} ({'; '.join(detail)})"
     score = recall

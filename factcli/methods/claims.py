@@ -75,11 +75,14 @@ def step_prompt(ctx, key: str, default: Any) -> Any:
 
 
 async def ask_json(ctx, spec: ProviderSpec, template: Any, variables: dict, call: JudgeCall,
-                   step: str, reply_shape: Any = None, items: int | None = None) -> dict:
+                   step: str, reply_shape: Any = None, items: int | None = None, attempt: int = 0) -> dict:
     """Render the step prompt, call the judge (its reply constrained to `reply_shape`, a
-    scoring.replies.Reply), return the first JSON object of its reply."""
+    scoring.replies.Reply), return the first JSON object of its reply. `attempt` > 0: the step asks
+    again (grading.Grader.complete)."""
     messages = render_grading_prompt(template, variables)
-    reply = await ctx.grader.complete(spec, messages, reply=reply_shape, json_mode=reply_shape is None, items=items)
+    again = {"attempt": attempt} if attempt else {}
+    reply = await ctx.grader.complete(spec, messages, reply=reply_shape, json_mode=reply_shape is None, items=items,
+                                      **again)
     call.tokens.add(reply.tokens)
     if reply.cost is None:
         call.cost_known = False
@@ -130,6 +133,19 @@ def aligned_verdicts(obj: dict, items: list[str], allowed: dict[str, str], step:
         reason = v.get("reason")
         out.append({"text": item, "verdict": canonical, "reason": reason if isinstance(reason, str) else ""})
     return out
+
+
+# FActScore's bio-mode preamble rules (atomic_facts.py, `is_bio = True`), which SAFE's splitter inherits
+# (third_party/factscore): a sentence starting with one of these gives no facts, and neither does a first
+# sentence starting with "Here are"
+PREAMBLE_STARTS = ("Sure", "Please", "This sentence does not contain any facts")
+FIRST_PREAMBLE_STARTS = ("Here are",)
+
+
+def without_preambles(sentences: list[str], first: tuple[str, ...] = FIRST_PREAMBLE_STARTS) -> list[str]:
+    """The sentences that can state facts: FActScore's preambles left out (`first`: the starts that make
+    the first sentence a preamble)."""
+    return [s for i, s in enumerate(sentences) if not (s.startswith(PREAMBLE_STARTS) or (i == 0 and s.startswith(first)))]
 
 
 def numbered(items: list[str]) -> str:

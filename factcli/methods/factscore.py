@@ -6,12 +6,13 @@ Pipeline, per response (factuality-methods.md §3, the paper's §3.1 and §4.1):
 2. The response is split into sentences (lines first, then sentence ends; no tokenizer download).
    Preamble sentences that FActScore's bio mode skips produce no facts: a sentence starting with
    "Sure", "Please" or "This sentence does not contain any facts", and a first sentence starting with
-   "Here are" / "Here is" / "Here's" (`config.skipPreambles: false` keeps them).
+   "Here are" (the default profile also "Here is" / "Here's"; `config.skipPreambles: false` keeps them).
 3. The grader decomposes the sentences into atomic facts: one call per 400 words of sentences, or one
    per sentence with `config.decompose: sentence`. With a judge panel, the first judge (or
    `config.decomposer`) decomposes and every judge verifies the same facts, as in the paper, where one
    decomposition is checked by several evaluators. Sentences that give no facts at all are a grading
-   error: the decomposer failed (FActScore would count the response as not responding).
+   error in the default profile (the decomposer failed); the reference profile counts the response as
+   not responding, as FActScore does.
 4. For each fact, BM25 (or, `retriever: dense`, an embedding model: factscore_dense.py) retrieves the
    top `k` passages (query: "<topic> <fact>") from the knowledge source, restricted to the topic's
    document when there is a topic (factcli.providers.search.knowledge, BM25 from factcli.stats.text).
@@ -22,7 +23,8 @@ Pipeline, per response (factuality-methods.md §3, the paper's §3.1 and §4.1):
 
 `profile: reference` changes the defaults to FActScore's code (settings_from): dense retrieval, one
 verification call a fact with its own passages best last, sentence-by-sentence decomposition, no
-abstention rule.
+abstention rule; and, as FActScore's code, its preamble rules exactly and a response without atomic
+facts counted as not responding.
 
 Score (FActScore's definition, paper §3.1; length penalty from the reference implementation,
 `factscorer.py`, factuality-methods.md §3.8 -- the paper text itself has no penalty):
@@ -98,7 +100,7 @@ from factcli import templating
 from factcli.errors import ConfigError
 from factcli.methods import factscore_prompts as prompts
 from factcli.methods import reports as method_reports
-from factcli.methods.claims import JudgeCall, JudgeError, judges_for, step_prompt
+from factcli.methods.claims import FIRST_PREAMBLE_STARTS, JudgeCall, JudgeError, judges_for, step_prompt, without_preambles
 from factcli.methods.factscore_dense import dense_retrieve
 from factcli.methods.factscore_facts import decompose, judge_name, verify
 from factcli.methods.settings import MethodSettings, Setting, anything, choice, flag, number, strings, text, whole
@@ -117,8 +119,8 @@ DEFAULT_THRESHOLD = 0.5
 DEFAULT_CONCURRENCY = 8
 DEFAULT_BATCH = 10  # facts a verification call: its reply (about 96 tokens a verdict) stays inside the cap
 
-_PREAMBLE_STARTS = ("Sure", "Please", "This sentence does not contain any facts")
-_FIRST_PREAMBLE_STARTS = ("Here are", "Here is", "Here's", "Here’s")
+# the default profile also takes "Here is …" for a preamble; the reference, as FActScore, "Here are" only
+_FIRST_PREAMBLE_STARTS = (*FIRST_PREAMBLE_STARTS, "Here is", "Here's", "Here’s")
 
 
 # ---------------------------------------------------------------- formulas
@@ -131,17 +133,13 @@ def length_penalty(n_facts: int, gamma: float | None) -> float:
     return 1.0 if n_facts > gamma else math.exp(1 - gamma / n_facts)
 
 
-def response_sentences(text: str, skip_preambles: bool = True) -> list[str]:
-    """The sentences to decompose, without the preambles FActScore's bio mode skips."""
+def response_sentences(text: str, skip_preambles: bool = True, reference: bool = False) -> list[str]:
+    """The sentences to decompose, without the preambles FActScore's bio mode skips (claims.without_preambles;
+    the default profile's first-sentence rule also takes "Here is")."""
     sentences = split_paragraph_sentences(text)
     if not skip_preambles:
         return sentences
-    out = []
-    for i, s in enumerate(sentences):
-        if s.startswith(_PREAMBLE_STARTS) or (i == 0 and s.startswith(_FIRST_PREAMBLE_STARTS)):
-            continue
-        out.append(s)
-    return out
+    return without_preambles(sentences, FIRST_PREAMBLE_STARTS if reference else _FIRST_PREAMBLE_STARTS)
 
 
 # ---------------------------------------------------------------- settings
@@ -402,7 +400,7 @@ async def factscore(ctx: AssertionContext) -> GradingResult:
     rule = detect_abstention(response, s.abstain, s.abstain_phrases)
     if rule:
         return abstained(rule)
-    sentences = response_sentences(response, s.skip_preambles)
+    sentences = response_sentences(response, s.skip_preambles, s.profile == "reference")
     if not sentences:
         return abstained("no sentence states a fact")
     # The knowledge source is opened before any grader call: a bad path or topic costs nothing.
@@ -424,6 +422,11 @@ async def factscore(ctx: AssertionContext) -> GradingResult:
         return grader_error(f"factscore: {exc}", exc.raw, tokens, **meta, judges=[],
                             graderReplies=decompose_call.replies, graderCost=cost)
     meta["sentences"] = len(sentences)
+    if not facts and s.profile == "reference":
+        # FActScore: a response with no atomic facts is not responding (it lowers the respond ratio)
+        tokens, cost = _add_cost([decompose_call])
+        return abstained("the decomposer found no atomic facts: not responding, as FActScore counts it", tokens,
+                         graderReplies=decompose_call.replies, graderCost=cost)
     if not facts:
         # the sentences state something (the preambles are gone), so a decomposer that finds nothing in
         # them failed: a grading error, not an abstention that would raise the respond ratio's doubt

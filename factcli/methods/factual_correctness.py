@@ -24,7 +24,8 @@ A side with no claims makes its ratio undefined: the assertion then fails with a
 so and `metadata.undefined`, never a silent 0 or 1.
 
 `profile: reference` computes RAGAS's figures instead (`_ragas`): recall TP/(TP+FN) with TP the
-supported response claims, a side without claims scoring 0, and RAGAS's default decomposition level
+supported response claims (a response without claims scores 0; a reference without claims leaves FN = 0,
+so recall is 1 once a response claim is supported), and RAGAS's default decomposition level
 (`atomicity: low`, `coverage: low`; factual_correctness_prompts.py). docs/claim-methods.md has the
 departures of both profiles.
 """
@@ -194,7 +195,8 @@ async def _one_judge(ctx, spec: ProviderSpec, reference: str, s: dict) -> dict:
 def _ragas(out: dict, resp_verdicts: list[dict], ref_verdicts: list[dict], mode: str, beta: float) -> dict:
     """RAGAS's counts (factuality-methods.md §2.1): TP = supported response claims, FP = the other
     response claims, FN = reference claims the response does not support; precision TP/(TP+FP), recall
-    TP/(TP+FN), F-beta from the two; a side without claims gives 0, as RAGAS's fbeta_score does."""
+    TP/(TP+FN), F-beta from the two, as RAGAS's fbeta_score: a ratio over nothing is 0, so a response
+    without claims scores 0, while a reference without claims (FN = 0) gives recall 1 once TP > 0."""
     tp = sum(v["verdict"] == "SUPPORTED" for v in resp_verdicts)
     fp = len(resp_verdicts) - tp
     fn = sum(v["verdict"] != "SUPPORTED" for v in ref_verdicts)

@@ -12,11 +12,14 @@ JSON, each prompt overridable under `config` (factcli/methods/safe_prompts.py ha
 verifiable claims of the sentence with the three sentences before it and the one after it as context;
 every claim counts as relevant, and its one search is the claim itself (`results` default 10).
 
-`profile: reference` follows SAFE's and VeriScore's code: the split is one call a sentence, revision
-and relevance are two calls (`revisePrompt`, `relevancePrompt`), every relevant fact gets exactly
-`maxSearches` searches, the knowledge is SAFE's (a line of snippets a search); with `claims:
-verifiable` the rating is ternary and the column report adds VeriScore's K per domain, the median and
-largest claim count over every compared column (veriscore_k, a cross-column report).
+`profile: reference` follows SAFE's and VeriScore's code: the split is one call a sentence (FActScore's
+preamble sentences left out), revision and relevance are two calls (`revisePrompt`, `relevancePrompt`),
+the knowledge is SAFE's (a line of snippets a search), and an unreadable reply is asked again up to
+`retries` (SAFE's 10) times, then handled as SAFE does: the revision keeps the fact, the relevance is
+relevant, the search stops, a rating has the fact checked anew (3 times) and then dropped. With
+`claims: verifiable` the rating is ternary, the results are Serper's organic ones, VeriScore's
+abstentions are not checked, and the column report adds VeriScore's K per domain, the claim counts
+over every compared column sorted, at len // 2 and the largest (veriscore_k, a cross-column report).
 
 Score, with S supported, N not supported and I irrelevant facts (the paper's §5):
     precision = S / (S + N)           (undefined when S + N = 0: reported as null)
@@ -44,7 +47,15 @@ from typing import Any
 from factcli import templating
 from factcli.methods import reports as method_reports
 from factcli.methods import safe_prompts as prompts
-from factcli.methods.claims import JudgeCall, JudgeError, ask_json, gather_calls, prompt_for, string_list
+from factcli.methods.claims import (
+    JudgeCall,
+    JudgeError,
+    ask_json,
+    gather_calls,
+    prompt_for,
+    string_list,
+    without_preambles,
+)
 from factcli.methods.settings import MethodSettings, Setting, anything, choice, whole
 from factcli.providers.search import create_backend, results_wanted
 from factcli.providers.search.base import SearchConfigError
@@ -56,6 +67,8 @@ from factcli.types import GradingResult
 
 DEFAULT_K = 64  # the paper's median number of facts per response (§5)
 DEFAULT_MAX_SEARCHES = 5  # SAFE's max_steps
+SAFE_RETRIES = 10  # SAFE's max_retries: a step is asked up to 11 times for a readable reply
+PIPELINE_TRIES = 3  # SAFE's _MAX_PIPELINE_RETRIES: a fact whose rating stays unreadable is checked anew, then dropped
 DEFAULT_THRESHOLD = 0.5
 DEFAULT_CONCURRENCY = 8
 VERIFIABLE_RESULTS = 10  # VeriScore's search results per claim
@@ -64,6 +77,11 @@ MODES = ("all", "verifiable")
 SUPPORTED, NOT_SUPPORTED, IRRELEVANT = "supported", "not_supported", "irrelevant"
 _VERDICTS = {"supported": SUPPORTED, "not_supported": NOT_SUPPORTED, "unsupported": NOT_SUPPORTED}
 TERNARY = ("supported", "contradicted", "inconclusive")  # VeriScore's labels; only supported counts
+# VeriScore's abstentions (veriscore.py's `abstain_responses`), matched exactly against the stripped response:
+# such a response is not checked, and is left out of K and of the means
+VERISCORE_ABSTAIN = ("I'm sorry, I cannot fulfill that request.", "I'm sorry, I can't fulfill that request.",
+                     "I'm sorry, but I cannot fulfill that request.", "I'm sorry, but I can't fulfill that request.",
+                     "Sorry, but I can't fulfill that request.", "Sorry, I can't do that.")
 
 # Each step's reply (scoring/replies.py): its schema goes with the request, its cap is the call's
 # max_tokens. A long answer's split is the one step that may need the most (about 15 tokens a fact);
@@ -98,7 +116,7 @@ SETTINGS = MethodSettings(
     "safe",
     Setting("claims", choice(*MODES, say="all (SAFE) or verifiable (VeriScore)")), Setting("search", anything),
     Setting("K", whole(1)), Setting("maxSearches", whole(1)),
-    Setting("maxConcurrency", whole(1), ("concurrency",)), Setting("domain", anything),
+    Setting("maxConcurrency", whole(1), ("concurrency",)), Setting("domain", anything), Setting("retries", whole(0)),
     prompts=("splitPrompt", "extractPrompt", "revisePrompt", "relevancePrompt", "queryPrompt", "ratePrompt"),
 )
 
@@ -120,7 +138,9 @@ def settings(cfg: dict, base_dir: Path | None) -> dict:
     return {"mode": mode, "backend": backend, "results": results, "K": given.get("K", DEFAULT_K),
             "maxSearches": given.get("maxSearches", DEFAULT_MAX_SEARCHES),
             "concurrency": given.get("maxConcurrency", DEFAULT_CONCURRENCY), "profile": profile,
-            "reference": profile == "reference"}
+            "reference": profile == "reference", "tries": 1 + given.get("retries", SAFE_RETRIES),
+            # SAFE's own flow (profile: reference, claims: all): retries and fallbacks instead of grading errors
+            "safe_flow": profile == "reference" and mode == "all"}
 
 
 def preflight(a, base_dir: Path, test=None) -> list[str]:
@@ -159,7 +179,8 @@ async def _split(ctx, spec, s: dict, call: JudgeCall) -> list[dict]:
         return [{"text": f} for f in string_list(obj, "facts", "split", call.replies[-1]["reply"])]
     sentences = split_paragraph_sentences(response)
     sem = asyncio.Semaphore(s["concurrency"])
-    if s["mode"] == "all":  # SAFE: one split call a sentence
+    if s["mode"] == "all":  # SAFE: one split call a sentence, its preambles (FActScore's rules) giving no facts
+        sentences = without_preambles(sentences)
         template = prompt_for(ctx, "splitPrompt", prompts.SPLIT_SENTENCE)
 
         async def split(i: int, sub: JudgeCall) -> list[str]:
@@ -187,25 +208,53 @@ async def _split(ctx, spec, s: dict, call: JudgeCall) -> list[dict]:
     return [{"text": c, "revised": c, "relevant": True} for c in dict.fromkeys(claims)]
 
 
-async def _revise_then_relevance(ctx, spec, fact: dict, call: JudgeCall) -> None:
-    """SAFE's two calls: the fact made self-contained, then the revised fact's relevance to the prompt."""
-    obj = await ask_json(ctx, spec, prompt_for(ctx, "revisePrompt", prompts.REVISE_ONLY),
-                         {**ctx.vars, "prompt": ctx.prompt, "response": ctx.output_text, "fact": fact["text"]},
-                         call, "revise", REVISED_REPLY)
-    revised = obj.get("fact")
-    if not isinstance(revised, str) or not revised.strip():
-        raise JudgeError(f'revise: expected {{"fact": "<text>"}}, got {str(obj)[:200]}', call.replies[-1]["reply"])
-    fact["revised"] = revised.strip()
-    obj = await ask_json(ctx, spec, prompt_for(ctx, "relevancePrompt", prompts.RELEVANCE),
-                         {**ctx.vars, "prompt": ctx.prompt, "response": ctx.output_text, "fact": fact["revised"]},
-                         call, "relevance", RELEVANCE_REPLY)
-    relevant = obj.get("relevant")
-    if isinstance(relevant, str) and relevant.strip().lower() in ("true", "false"):
-        relevant = relevant.strip().lower() == "true"
-    if not isinstance(relevant, bool):
-        raise JudgeError(f'relevance: expected {{"relevant": true|false}}, got {str(obj)[:200]}',
-                         call.replies[-1]["reply"])
-    fact["relevant"] = relevant
+async def _ask_until_read(ctx, spec, template: Any, variables: dict, call: JudgeCall, step: str, shape: Reply,
+                          s: dict, read, offset: int = 0) -> Any:
+    """SAFE's retry loop: the step asked up to `tries` times (1 + `retries`, SAFE's 11) until `read(reply)`
+    gives a value; None when no reply could be read. A call that gets no reply at all (the endpoint
+    failed after run/calls' retries) is still a JudgeError: it is no judgment to fall back from."""
+    for attempt in range(s["tries"]):
+        try:
+            obj = await ask_json(ctx, spec, template, variables, call, step if not attempt else f"{step} (try {attempt + 1})",
+                                 shape, attempt=offset + attempt)
+        except JudgeError as exc:
+            if not (exc.raw or "").strip():
+                raise
+            continue
+        value = read(obj)
+        if value is not None:
+            return value
+    return None
+
+
+def _flag(value: Any) -> bool | None:
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    return value if isinstance(value, bool) else None
+
+
+def _text(value: Any) -> str | None:
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+async def _revise_then_relevance(ctx, spec, fact: dict, call: JudgeCall, s: dict, offset: int = 0) -> None:
+    """SAFE's two calls (classify_relevance.py): the fact made self-contained, then the revised fact's relevance
+    to the prompt. As SAFE: a revision never read keeps the fact as it was, a relevance never read counts as
+    relevant."""
+    revised = await _ask_until_read(
+        ctx, spec, prompt_for(ctx, "revisePrompt", prompts.REVISE_ONLY),
+        {**ctx.vars, "prompt": ctx.prompt, "response": ctx.output_text, "fact": fact["text"]}, call, "revise",
+        REVISED_REPLY, s, lambda obj: _text(obj.get("fact")), offset)
+    fact["revised"] = revised or fact["text"]
+    if revised is None:
+        fact["unread"] = fact.get("unread", []) + ["revise: kept the fact as written"]
+    relevant = await _ask_until_read(
+        ctx, spec, prompt_for(ctx, "relevancePrompt", prompts.RELEVANCE),
+        {**ctx.vars, "prompt": ctx.prompt, "response": ctx.output_text, "fact": fact["revised"]}, call, "relevance",
+        RELEVANCE_REPLY, s, lambda obj: _flag(obj.get("relevant")), offset)
+    fact["relevant"] = True if relevant is None else relevant
+    if relevant is None:
+        fact["unread"] = fact.get("unread", []) + ["relevance: counted as relevant"]
 
 
 async def _revise(ctx, spec, fact: dict, call: JudgeCall) -> None:
@@ -227,13 +276,16 @@ async def _search(ctx, s: dict, query: str, fact: dict, found: list[dict], searc
         raise JudgeError(f"search {query!r}: {reply.error}")
     fact["queries"].append(query)
     results = [r for r in reply.output or [] if isinstance(r, dict)]
+    if s["reference"] and s["mode"] == "verifiable":  # VeriScore reads Serper's organic results only
+        results = [r for r in results if not r.get("extra")]
     searches.append(results)
     seen = {(r["url"], r["snippet"]) for r in found}
     found.extend(r for r in results if (r.get("url"), r.get("snippet")) not in seen)
 
 
-async def _check(ctx, spec, s: dict, fact: dict, call: JudgeCall) -> None:
-    """Search for one relevant fact, then rate it against what was found."""
+async def _check(ctx, spec, s: dict, fact: dict, call: JudgeCall, offset: int = 0) -> bool:
+    """Search for one relevant fact, then rate it against what was found. False: SAFE's flow found no
+    readable rating (the caller checks the fact anew, then drops it)."""
     fact.update(queries=[], evidence=[])
     found: list[dict] = fact["evidence"]
     searches: list[list[dict]] = []  # each search's results, as SAFE's knowledge lists them
@@ -246,23 +298,34 @@ async def _check(ctx, spec, s: dict, fact: dict, call: JudgeCall) -> None:
         await _search(ctx, s, claim, fact, found, searches)
     else:
         for step in range(1, s["maxSearches"] + 1):
-            obj = await ask_json(ctx, spec, prompt_for(ctx, "queryPrompt", prompts.QUERY),
-                                 {**ctx.vars, "fact": claim, "knowledge": knowledge(), "step": step},
-                                 call, f"query {step}", QUERY_REPLY)
-            query = obj.get("query")
-            if query is not None and not isinstance(query, str):
-                raise JudgeError(f'query {step}: expected {{"query": "<text>"}}, got {str(obj)[:200]}',
-                                 call.replies[-1]["reply"])
-            if not (query or "").strip():
-                if not s["reference"]:
+            variables = {**ctx.vars, "fact": claim, "knowledge": knowledge(), "step": step}
+            template = prompt_for(ctx, "queryPrompt", prompts.QUERY)
+            if s["safe_flow"]:
+                # SAFE: a step without a query is asked again, up to its retries; then the search stops
+                query = await _ask_until_read(ctx, spec, template, variables, call, f"query {step}", QUERY_REPLY, s,
+                                              lambda obj: _text(obj.get("query")), offset)
+                if query is None:
                     break
-                query = claim  # SAFE always makes maxSearches searches: an empty query searches the fact itself
+            else:
+                obj = await ask_json(ctx, spec, template, variables, call, f"query {step}", QUERY_REPLY)
+                query = obj.get("query")
+                if query is not None and not isinstance(query, str):
+                    raise JudgeError(f'query {step}: expected {{"query": "<text>"}}, got {str(obj)[:200]}',
+                                     call.replies[-1]["reply"])
+                if not (query or "").strip():
+                    break  # an empty query ends this fact's search
             await _search(ctx, s, query.strip(), fact, found, searches)
     ternary = s["reference"] and s["mode"] == "verifiable"
-    obj = await ask_json(ctx, spec, prompt_for(ctx, "ratePrompt", prompts.RATE_TERNARY if ternary else prompts.RATE),
-                         {**ctx.vars, "fact": claim, "knowledge": knowledge()}, call, "rate",
-                         TERNARY_REPLY if ternary else RATING_REPLY)
-    raw = str(obj.get("verdict") or "").strip().lower().replace(" ", "_").replace("-", "_")
+    template = prompt_for(ctx, "ratePrompt", prompts.RATE_TERNARY if ternary else prompts.RATE)
+    variables = {**ctx.vars, "fact": claim, "knowledge": knowledge()}
+    if s["safe_flow"]:
+        obj = await _ask_until_read(ctx, spec, template, variables, call, "rate", RATING_REPLY, s,
+                                    lambda o: o if _VERDICTS.get(_verdict_of(o)) else None, offset)
+        if obj is None:
+            return False
+    else:
+        obj = await ask_json(ctx, spec, template, variables, call, "rate", TERNARY_REPLY if ternary else RATING_REPLY)
+    raw = _verdict_of(obj)
     if ternary:
         if raw not in TERNARY:
             raise JudgeError(f"rate: the verdict is {obj.get('verdict')!r}, expected one of {', '.join(TERNARY)}",
@@ -277,6 +340,11 @@ async def _check(ctx, spec, s: dict, fact: dict, call: JudgeCall) -> None:
     fact["verdict"] = verdict
     reason = obj.get("reason")
     fact["reason"] = reason if isinstance(reason, str) else ""
+    return True
+
+
+def _verdict_of(obj: dict) -> str:
+    return str(obj.get("verdict") or "").strip().lower().replace(" ", "_").replace("-", "_")
 
 
 # ---------------------------------------------------------------- the assertion
@@ -293,6 +361,8 @@ def _fact_meta(f: dict) -> dict:
            "queries": f.get("queries", []), "evidence": f.get("evidence", []), "reason": f.get("reason", "")}
     if "label" in f:
         out["label"] = f["label"]
+    if f.get("unread"):
+        out["unread"] = f["unread"]
     return out
 
 
@@ -319,11 +389,29 @@ async def safe(ctx: AssertionContext) -> GradingResult:
         return grader_error(f"safe: {exc}", exc.raw, call.tokens, **meta, graderReplies=call.replies,
                             graderCost=call.cost if call.cost_known else None)
 
+    if s["reference"] and s["mode"] == "verifiable" and ctx.output_text.strip() in VERISCORE_ABSTAIN:
+        return GradingResult(False, 0.0, "Abstained (VeriScore's abstention list): not checked; left out of K and "
+                             "of the column's means", metadata={**meta, "abstained": True, "facts": []})
     try:
         facts = await _split(ctx, spec, s, call)
         sem = asyncio.Semaphore(s["concurrency"])
 
         async def one(fact: dict, sub: JudgeCall) -> None:
+            if s["safe_flow"]:
+                # SAFE (search_augmented_factuality_eval.py): a fact whose rating stays unreadable is checked
+                # anew from its revision, up to 3 times, then dropped from the counts
+                for attempt in range(PIPELINE_TRIES):
+                    offset = attempt * s["tries"]
+                    fact.pop("unread", None)  # what this check could not read
+                    async with sem:
+                        await _revise_then_relevance(ctx, spec, fact, sub, s, offset)
+                    if not fact["relevant"]:
+                        return
+                    async with sem:
+                        if await _check(ctx, spec, s, fact, sub, offset):
+                            return
+                fact["dropped"] = True
+                return
             if s["mode"] == "all":
                 async with sem:
                     await (_revise_then_relevance if s["reference"] else _revise)(ctx, spec, fact, sub)
@@ -335,6 +423,11 @@ async def safe(ctx: AssertionContext) -> GradingResult:
     except JudgeError as exc:
         return failed(exc)
 
+    dropped = [{"text": f["text"], "revised": f.get("revised", f["text"]), "queries": f.get("queries", [])}
+               for f in facts if f.get("dropped")]
+    facts = [f for f in facts if not f.get("dropped")]
+    if dropped:
+        meta["dropped"] = dropped
     facts_meta = [_fact_meta(f) for f in facts]
     n_s = sum(f["verdict"] == SUPPORTED for f in facts_meta)
     n_n = sum(f["verdict"] == NOT_SUPPORTED for f in facts_meta)
@@ -353,6 +446,9 @@ async def safe(ctx: AssertionContext) -> GradingResult:
                   f"precision {_fmt(precision)}, recall@{k} {_fmt(recall)}")
         if n_s + n_n == 0:
             detail += "; no fact is relevant to the prompt"
+    if dropped:
+        detail += (f"; {len(dropped)} fact(s) dropped, their rating unreadable after {PIPELINE_TRIES} checks of "
+                   f"{s['tries']} tries each (as SAFE drops them)")
     unsupported = [f["revised"] for f in facts_meta if f["verdict"] == NOT_SUPPORTED]
     if unsupported:
         detail += "; not supported: " + "; ".join(unsupported[:3]) + (" …" if len(unsupported) > 3 else "")
@@ -367,37 +463,46 @@ async def safe(ctx: AssertionContext) -> GradingResult:
 
 
 def _veriscore_rows(metas: list[dict]) -> list[dict]:
+    """The rows VeriScore counts: judged, and not abstaining (an abstention is in neither K nor the means)."""
     return [m for m in metas if m.get("mode") == "verifiable" and m.get("profile") == "reference"
-            and not m.get("graderError") and isinstance(m.get("f1AtK"), (int, float))]
+            and not m.get("graderError") and not m.get("abstained") and isinstance(m.get("f1AtK"), (int, float))]
 
 
 def veriscore_k(columns: list[list[dict]]) -> dict:
-    """VeriScore's K, per domain, from every compared column's responses (the paper's §3.3): the median and
-    the largest number of claims in a response; {domain: {"K", "Kmax", "responses"}}."""
-    import statistics
-
+    """VeriScore's K, per domain, from every compared column's responses (the paper's §3.3, utils.get_stats):
+    the claim counts sorted, K the one at len // 2 (the upper median: 1, 2, 4, 5 claims give 4, not 3) and
+    Kmax the largest; {domain: {"K", "Kmax", "responses"}}."""
     counts: dict[str, list[int]] = {}
     for metas in columns:
         for m in _veriscore_rows(metas):
             counts.setdefault(str(m.get("domain") or "all"), []).append(len(m.get("facts") or []))
-    return {d: {"K": statistics.median(c), "Kmax": max(c), "responses": len(c)} for d, c in counts.items()}
+    out = {}
+    for d, c in counts.items():
+        c.sort()
+        out[d] = {"K": c[len(c) // 2], "Kmax": c[-1], "responses": len(c)}
+    return out
 
 
 def _veriscore(metas: list[dict], ks: dict) -> dict | None:
     rows = _veriscore_rows(metas)
     if not rows or not ks:
         return None
-    median, largest = [], []
+    median, largest, zero = [], [], set()
     for m in rows:
-        k = ks.get(str(m.get("domain") or "all"))
-        if not k or not k["K"]:
+        domain = str(m.get("domain") or "all")
+        k = ks.get(domain)
+        if not k:
+            continue
+        if not k["K"] or not k["Kmax"]:  # recall@0 is undefined: said, never a figure that vanishes
+            zero.add(domain)
             continue
         median.append(f1_at_k(int(m.get("supported") or 0), int(m.get("notSupported") or 0), k["K"])[2])
         largest.append(f1_at_k(int(m.get("supported") or 0), int(m.get("notSupported") or 0), k["Kmax"])[2])
-    if not median:
+    if not median and not zero:
         return None
-    return {"f1AtKMedian": sum(median) / len(median), "f1AtKMax": sum(largest) / len(largest), "rows": len(median),
-            "domains": ks}
+    return {"f1AtKMedian": sum(median) / len(median) if median else None,
+            "f1AtKMax": sum(largest) / len(largest) if largest else None, "rows": len(median),
+            "domains": ks, **({"kZero": sorted(zero)} if zero else {})}
 
 
 def safe_summary(metas: list[dict], domain_ks: dict | None = None) -> dict | None:
@@ -409,13 +514,14 @@ def safe_summary(metas: list[dict], domain_ks: dict | None = None) -> dict | Non
 
     scored = [m for m in metas if isinstance(m.get("f1AtK"), (int, float)) and not m.get("graderError")]
     errors = sum(1 for m in metas if m.get("graderError"))
-    if not scored and not errors:
+    abstained = sum(1 for m in metas if m.get("abstained") and not m.get("graderError"))
+    if not scored and not errors and not abstained:
         return None
     f1 = [float(m["f1AtK"]) for m in scored]
     precisions = [float(m["precision"]) for m in scored if isinstance(m.get("precision"), (int, float))]
     ks = sorted({m.get("K") for m in scored if isinstance(m.get("K"), int)})
     return {
-        "rows": len(scored), "gradingErrors": errors, "K": ks[0] if len(ks) == 1 else ks,
+        "rows": len(scored), "gradingErrors": errors, "abstained": abstained, "K": ks[0] if len(ks) == 1 else ks,
         "f1AtK": sum(f1) / len(f1) if f1 else None, "f1AtKInterval": bootstrap_mean(f1, seed=0) if f1 else None,
         "precision": sum(precisions) / len(precisions) if precisions else None,
         "supported": sum(int(m.get("supported") or 0) for m in scored),
@@ -431,7 +537,9 @@ def describe_safe(summary: dict) -> str:
     k = summary["K"]
     k_text = k if isinstance(k, int) else "K"
     if summary["f1AtK"] is None:
-        return f"SAFE F1@{k_text} n/a (grading errors {summary['gradingErrors']})"
+        said = [f"{summary['abstained']} abstained"] if summary.get("abstained") else []
+        said.append(f"grading errors {summary['gradingErrors']}")
+        return f"SAFE F1@{k_text} n/a ({'; '.join(said)})"
     parts = []
     ci = summary.get("f1AtKInterval")
     if ci:
@@ -440,6 +548,8 @@ def describe_safe(summary: dict) -> str:
         parts.append(f"precision {summary['precision']:.3f}")
     parts.append(f"{summary['supported']} supported, {summary['notSupported']} not, {summary['irrelevant']} irrelevant")
     parts.append(f"{summary['rows']} rows, {summary['searches']} searches")
+    if summary.get("abstained"):
+        parts.append(f"{summary['abstained']} abstained, left out")
     if summary["gradingErrors"]:
         parts.append(f"grading errors {summary['gradingErrors']}")
     if not isinstance(k, int):
@@ -449,8 +559,12 @@ def describe_safe(summary: dict) -> str:
     if v:
         ks = "; ".join(f"{d}: K={_k(x['K'])}, Kmax={x['Kmax']} over {x['responses']} responses"
                        for d, x in v["domains"].items())
-        line += (f"; VeriScore F1@K(median) {v['f1AtKMedian']:.3f}, F1@K(max) {v['f1AtKMax']:.3f} "
-                 f"(K per domain from every column: {ks})")
+        if v["f1AtKMedian"] is not None:
+            line += (f"; VeriScore F1@K(median) {v['f1AtKMedian']:.3f}, F1@K(max) {v['f1AtKMax']:.3f} "
+                     f"(K per domain from every column: {ks})")
+        if v.get("kZero"):
+            line += (f"; VeriScore F1@K n/a for {', '.join(v['kZero'])}: K is 0 (most responses there have no "
+                     f"claim; {ks})")
     return line
 
 

@@ -217,9 +217,11 @@ def prepare(suite: Suite, options: RunOptions) -> EvalRun:
     run.warnings.extend(unknown.values())
     run._unknown_vars = set(unknown)  # said once, not again after the run
     run.warnings.extend(model_name_warnings(suite))
-    from factcli.config.plan import context_expansion_warnings
+    from factcli.config.plan import expansion_warning
 
-    run.warnings.extend(context_expansion_warnings(suite.tests))
+    expanded = expansion_warning(suite.tests)
+    if expanded:
+        run.warnings.append(expanded)
     if run.max_cost is not None:
         check_prices(suite, run.grader_specs)
     if len(cols) < 2 and not streamed:  # (such a suite has no select-best nor max-score)

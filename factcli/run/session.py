@@ -237,7 +237,7 @@ class EvalSession:
         self.all_tests = suite.tests if is_streamed(suite.tests) else list(suite.tests)
         if self.failing is None:
             return
-        from factcli.config.plan import var_combinations
+        from factcli.config.plan import test_combinations
         from factcli.run.row_vars import plan_transforms
 
         run_id, keys = self.failing
@@ -245,7 +245,7 @@ class EvalSession:
             suite.transform_errors = plan_transforms(suite.tests)
         keep = [t for t in suite.tests
                 if any(test_key(t.description, combo) in keys
-                       for combo in var_combinations(t.vars, bool(t.options.get("disableVarExpansion"))))]
+                       for combo in test_combinations(t))]
         suite.tests = keep
         self.ui.note(f"--filter-failing {run_id}: {len(keep)} of {len(self.all_tests)} tests failed or errored there.")
 

@@ -207,13 +207,15 @@ class Grader:
         return self._providers[key]
 
     async def complete(self, spec: ProviderSpec, messages: list[dict], *, reply: Any = None,
-                       json_mode: bool = False, items: int | None = None, strict: bool = True) -> GraderReply:
+                       json_mode: bool = False, items: int | None = None, strict: bool = True,
+                       attempt: int = 0) -> GraderReply:
         """One grader call. `reply` (a scoring.replies.Reply) is the step's answer: its JSON schema goes
         with the request as `response_format` and its cap as `max_tokens`, unless the grader's config
         sets them (`items`: how many things the reply is about, for a step whose cap follows them);
         `json_mode` (no Reply) asks for any JSON object. A reply outside the schema is a grading error
         (`error` set) unless `strict` is False: a step that reads the reply as a reference implementation
-        does (`profile: reference`) reads the grader's words whatever they are."""
+        does (`profile: reference`) reads the grader's words whatever they are. `attempt`: the same request
+        asked again (a step that retries an unreadable reply, as SAFE does): its own cache entry."""
         from factcli.providers.base import RenderedPrompt
 
         from factcli.providers import reasoning
@@ -265,7 +267,7 @@ class Grader:
 
         context["overrides"] = overrides
         context["accept"] = usable
-        resp = await self.caller.call(provider, prompt, context=context)
+        resp = await self.caller.call(provider, prompt, repeat_idx=attempt, context=context)
         _record(provider, resp)
         output = resp.output
         reply_text = _text_of(output)

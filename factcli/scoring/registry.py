@@ -68,6 +68,9 @@ class TypeFacts:
     value_is_reference: bool = False  # its `value` is the reference answer (calibrate fills in the item's)
     needs_question: bool = False  # shows the grader the question (the rendered prompt) and refuses an empty one
     unsupported: str | None = None  # why factcli rejects it at load time
+    # a var it takes as a list by design, never expanded into a row per item (config/plan): (the config
+    # key that names the var, the var read when that key is not given), either None
+    list_var: tuple[str | None, str | None] | None = None
 
 
 def _all(family: str | None, names: str, **facts) -> dict[str, TypeFacts]:
@@ -112,11 +115,11 @@ TYPES: dict[str, TypeFacts] = {
            cell_threshold=0.75),
     "conversation-relevance": TypeFacts("assertions.rag", model_graded=True),
     "factual-correctness": TypeFacts("methods.factual_correctness", **_JUDGES, value_is_reference=True),
-    "factscore": TypeFacts("methods.factscore", **_JUDGES),
-    "facts-grounding": TypeFacts("methods.facts_grounding", **_JUDGES),
+    "factscore": TypeFacts("methods.factscore", **_JUDGES, list_var=(None, "context")),
+    "facts-grounding": TypeFacts("methods.facts_grounding", **_JUDGES, list_var=("contextVar", "context")),
     "simpleqa": TypeFacts("methods.simpleqa", **_METHOD, value_is_reference=True),
     "safe": TypeFacts("methods.safe", **_METHOD, claim_method=True),
-    "citations": TypeFacts("methods.citations", **_METHOD, claim_method=True),
+    "citations": TypeFacts("methods.citations", **_METHOD, claim_method=True, list_var=("passages", None)),
     # promptfoo's types that factcli rejects at load time with a clear reason
     "guardrails": TypeFacts(None, unsupported="guardrails assertions need promptfoo's hosted guardrail providers"),
     **_all(None, "trace-span-count trace-span-duration trace-error-spans", unsupported=_TRACE),
@@ -134,6 +137,26 @@ UNSUPPORTED = {name: facts.unsupported for name, facts in TYPES.items() if facts
 FAMILIES = tuple(dict.fromkeys(f.family for f in TYPES.values() if f.family))  # what load_all imports
 COMPARING = frozenset(name for name, facts in TYPES.items() if facts.compares)
 CODE = frozenset(name for name, facts in TYPES.items() if facts.code)
+
+
+def whole_vars(assertions) -> frozenset[str]:
+    """The vars these assertions (assert-set members included) take as a list by design (TypeFacts.list_var):
+    each is one value, never expanded into a row per item."""
+    out: set[str] = set()
+    stack = list(assertions or ())
+    while stack:
+        a = stack.pop()
+        stack.extend(a.children or [])
+        facts = TYPES.get(a.base_type)
+        if facts is None or facts.list_var is None:
+            continue
+        key, default = facts.list_var
+        named = (a.config or {}).get(key) if key else None
+        if isinstance(named, str) and named:
+            out.add(named)
+        elif named is None and default:
+            out.add(default)
+    return frozenset(out)
 
 
 def compares(test: TestCase) -> bool:

@@ -3,7 +3,7 @@ JSON body `{"q", "num"}`; organic results are `organic: [{title, link, snippet}]
 `answerBox` or a `knowledgeGraph` ({title, type, description, attributes}), each comes first as one more
 result, on top of the `num` organic ones, as SAFE's Serper reader keeps them (answer, snippet and
 highlighted snippet of the box; "<title>: <type>.", the description and "<title> <attribute>: <value>."
-of the graph). One credit per search of up to 10 results: $50 for 50,000 credits on the first paid
+of the graph), marked `extra: true`. One credit per search of up to 10 results: $50 for 50,000 credits on the first paid
 tier, $0.001 a search (`costPerSearch` to use your tier's price).
 """
 
@@ -26,7 +26,9 @@ class SerperSearch(SearchBackend):
         data = await self.request("POST", f"{self.base_url}/search", body=body,
                                   headers={"X-API-KEY": self.api_key(), "Content-Type": "application/json"})
         data = data if isinstance(data, dict) else {}
-        out = [found for found in (_answer_box(data.get("answerBox")), _knowledge_graph(data.get("knowledgeGraph")))
+        # marked `extra`: VeriScore reads the organic results only (methods/safe.py drops these there)
+        out = [{**found, "extra": True} for found in (_answer_box(data.get("answerBox")),
+                                                     _knowledge_graph(data.get("knowledgeGraph")))
                if found is not None]
         organic = [result(r.get("title"), r.get("link"), r.get("snippet")) for r in data.get("organic") or []
                    if isinstance(r, dict)]
