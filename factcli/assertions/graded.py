@@ -262,8 +262,10 @@ def read_rubric_reply(reply_text: str | None, output, threshold, label: str = "l
         passed = True
     if not isinstance(passed, bool):
         passed = re.fullmatch(r"(?:true|yes|pass|y)", templating.js_string(passed), re.I) is not None
-    score = parsed["score"] if "score" in parsed else math.nan  # absent: undefined, Number(undefined) is NaN
-    if isinstance(score, bool) or not isinstance(score, (int, float)):
+    score = parsed.get("score")
+    if "score" not in parsed:  # undefined: Number(undefined) is NaN, so Number(pass)
+        score = 1.0 if passed else 0.0
+    elif isinstance(score, bool) or not isinstance(score, (int, float)):
         score = to_number(score)
         if not math.isfinite(score):
             score = 1.0 if passed else 0.0

@@ -68,14 +68,15 @@ def _line(text: str) -> str:
 
 # The replies each step asks for (scoring/replies.py). These steps read promptfoo's text forms, so a
 # structured reply is written back into that form (`as_text`) and read by the same code; `protocol` is
-# that reader, for a server that ignores the schema and answers in the prompt's form. The statements of
-# context-faithfulness and the sentences context-relevance copies out have no form prose could not take:
-# they declare none, and prose there stays a grading error.
+# that reader, for a server that ignores the schema and answers in the prompt's form. The sentences
+# context-relevance copies out have no form prose could not take (their count is the score): only its
+# exact `Insufficient Information` is read as words, and prose there stays a grading error.
 QUESTION_REPLY = Reply("answer_relevance_question", Obj(question=Text()), 256, types=("answer-relevance",),
                        calls=QUESTIONS, as_text=lambda v: v["question"], protocol=lambda t: read_question(t))
 STATEMENTS_REPLY = Reply("faithfulness_statements", Obj(statements=ListOf(Text(), 1)), 1024,
                          types=("context-faithfulness",),
-                         as_text=lambda v: "\n".join(_line(x) for x in v["statements"]))
+                         as_text=lambda v: "\n".join(_line(x) for x in v["statements"]),
+                         protocol=lambda t: read_statements(t) or _refuse(NO_STATEMENTS))
 VERDICTS_REPLY = Reply("faithfulness_verdicts", Obj(verdicts=ListOf(Obj(reason=Text(), verdict=Choice("Yes", "No")))),
                        1536, types=("context-faithfulness",),
                        as_text=lambda v: "\n".join(f"Verdict: {x['verdict']}." for x in v["verdicts"]),
@@ -89,13 +90,17 @@ RECALL_REPLY = Reply("context_recall",
                          for i, x in enumerate(v["sentences"], 1)),
                      protocol=lambda t: recall_attributions(t) or _refuse(UNTAGGED))
 RELEVANCE_REPLY = Reply("context_relevance", Obj(sentences=ListOf(Text())), 1536, types=("context-relevance",),
-                        as_text=lambda v: "\n".join(_line(x) for x in v["sentences"] if _line(x)) or INSUFFICIENT)
+                        as_text=lambda v: "\n".join(_line(x) for x in v["sentences"] if _line(x)) or INSUFFICIENT,
+                        protocol=lambda t: js_trim(t) == INSUFFICIENT or _refuse(
+                            "the judge's reply does not fit the context_relevance step's JSON schema, and its "
+                            f"copied sentences cannot be told from prose (only '{INSUFFICIENT}' is read as words)"))
 WINDOW_REPLY = Reply("conversation_relevance", Obj(verdict=Choice("yes", "no"), reason=Text()), 256,
                      types=("conversation-relevance",), protocol=lambda t: _refuse_str(read_verdict(t)))
 SUMMARY_REPLY = Reply("conversation_relevance_reason", Obj(reason=Text()), 512, types=("conversation-relevance",),
                       protocol=lambda t: summary_reason(t) or _refuse("no JSON object with a reason"))
 UNTAGGED = f"no sentence in the grader's reply is tagged {ATTRIBUTED} or {NOT_ATTRIBUTED}"
 NO_VERDICTS = "the grader's reply has no Yes/No verdicts"
+NO_STATEMENTS = "the grader wrote no statements for the output"
 
 
 def _refuse(message: str):
@@ -334,6 +339,18 @@ def read_question(text: str) -> str:
     return text
 
 
+def read_statements(text: str) -> list[str]:
+    """The statements of a faithfulness reply (its `protocol` too), as promptfoo reads them: its non-blank
+    lines, untrimmed. A line ending in `:` is a preamble or a heading ("Here are the statements:"), which
+    the prompt forbids and promptfoo would judge as a statement: the reply is refused."""
+    lines = split_lines(text)
+    for i, line in enumerate(lines):
+        if js_trim(line).endswith(":"):
+            raise ReplyError(f"context-faithfulness: line {i + 1} of the grader's statements is a heading, not a "
+                             f"statement: {js_trim(line)[:80]!r}")
+    return lines
+
+
 def verdict_counts(text: str) -> tuple[int, int]:
     """(yes, no): the verdicts of a faithfulness reply, as promptfoo reads them: the entries after
     `Final verdict for each statement in order:` (one is yes if it contains "yes"), else the counts of
@@ -379,14 +396,17 @@ async def context_faithfulness(ctx: AssertionContext) -> GradingResult:
     messages = render_grading_prompt(statements_prompt, {**ctx.vars, "question": query, "answer": _answer_text(ctx)})
     reply = await grader.complete(spec, messages, reply=STATEMENTS_REPLY)
     tokens.add(reply.tokens)
-    if reply.error or not reply.text:
+    if (reply.error and not reply.refused) or not reply.text:  # refused: read below, as promptfoo reads it
         return grader_error(reply.error or "No output", reply.text, tokens, **meta)
-    statements = split_lines(reply.text)
+    try:
+        statements = read_statements(reply.text)
+    except ReplyError as exc:
+        return grader_error(str(exc), reply.text, tokens, **meta)
     meta["statements"] = statements
     reason_if_zero = f"Faithfulness 0.00 is < {_num(threshold)}"
     if not statements:
-        return _unreadable("context-faithfulness", reason_if_zero, threshold,
-                           "the grader wrote no statements for the output", reply.text, tokens, **meta)
+        return _unreadable("context-faithfulness", reason_if_zero, threshold, NO_STATEMENTS, reply.text, tokens,
+                           **meta)
     messages = render_grading_prompt(verdicts_prompt, {**ctx.vars, "context": _context_text(context),
                                                        "statements": statements})
     reply = await grader.complete(spec, messages, reply=VERDICTS_REPLY)
@@ -481,7 +501,8 @@ async def context_relevance(ctx: AssertionContext) -> GradingResult:
     meta: dict = {"context": context, "renderedGradingPrompt": json.dumps(messages, ensure_ascii=False),
                   "grader": spec.id}
     reply = await grader.complete(spec, messages, reply=RELEVANCE_REPLY)
-    if reply.error or not reply.text:
+    blank = reply.refused and not js_trim(reply.text or "")  # nothing extracted: read below as promptfoo
+    if (reply.error and not blank) or not reply.text:
         return grader_error(reply.error or "No output", reply.text, reply.tokens, **meta)
     counts = relevance_counts(reply.text, context)
     meta.update(counts)
