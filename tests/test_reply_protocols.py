@@ -58,10 +58,11 @@ def test_parity_cases_agree_row_for_row_with_a_server_that_ignores_response_form
 
 def test_rag_parity_case_agrees_but_prose_to_context_relevance_stays_a_grading_error(fake_openai, tmp_path,
                                                                                      monkeypatch):
-    """answer-relevance's question, context-faithfulness' statements and Yes/No verdicts, context-recall's
-    [Attributed] tags and conversation-relevance's JSON verdict are read as promptfoo reads them (1 of 26
-    rows was equal before issue 47); the sentences context-relevance copies out cannot be told from prose:
-    those rows are grading errors, except its exact `Insufficient Information`."""
+    """answer-relevance's question, context-recall's [Attributed] tags and conversation-relevance's JSON
+    verdict are read as promptfoo reads them (1 of 26 rows was equal before issue 47); the sentences
+    context-relevance copies out and the statements context-faithfulness asks for cannot be told from
+    prose: those rows are grading errors (context-relevance's exact `Insufficient Information` and a blank
+    reply apart, which read as promptfoo reads them)."""
     for pattern, reply, model in json.loads((PARITY / "rag" / "rules.json").read_text()):
         fake_openai.add_rule(pattern, reply, model=model)
     monkeypatch.setenv("OPENAI_API_KEY", "dummy")
@@ -74,14 +75,19 @@ def test_rag_parity_case_agrees_but_prose_to_context_relevance_stays_a_grading_e
     rows = {r["testIdx"]: r for r in ours["results"]["results"]}
     relevance = {i for i, r in rows.items()
                  if any(c["assertion"]["type"] == "context-relevance" for c in r["gradingResult"]["componentResults"])}
-    prose = {i for i in relevance if any("cannot be told from prose" in c["reason"]
-                                         for c in rows[i]["gradingResult"]["componentResults"])}
-    assert len(rows) == 26 and len(relevance) == 6 and len(prose) == 4  # and a blank reply, and the sentinel
-    assert sorted(d.split(":")[0] for d in diffs if d.startswith("row")) == [f"row ({i}, 0)" for i in sorted(prose)]
-    for i in prose:  # 22 of 26 rows equal; these four promptfoo scored from the judge's words
-        comp = next(c for c in rows[i]["gradingResult"]["componentResults"]
-                    if c["assertion"]["type"] == "context-relevance")
-        assert comp["metadata"]["graderError"] is True and comp["score"] == 0
+    faithfulness = {i for i, r in rows.items() if any(c["assertion"]["type"] == "context-faithfulness"
+                                                      for c in r["gradingResult"]["componentResults"])}
+    prose = {i for i in relevance | faithfulness if any(
+        "cannot be told from prose" in c["reason"] or "faithfulness_statements step's JSON schema" in c["reason"]
+        for c in rows[i]["gradingResult"]["componentResults"])}
+    assert len(rows) == 26 and len(relevance) == 6 and len(faithfulness) == 6
+    assert len(prose) == 4 + 6  # context-relevance's blank reply and its sentinel are read
+    # 16 of 26 rows equal; these ten promptfoo scored from the judge's words, factcli refuses them
+    assert {d.split(":")[0] for d in diffs if d.startswith("row")} == {f"row ({i}, 0)" for i in prose}
+    for i in prose:
+        comps = [c for c in rows[i]["gradingResult"]["componentResults"]
+                 if c["assertion"]["type"] in ("context-relevance", "context-faithfulness")]
+        assert comps and all(c["metadata"]["graderError"] is True and c["score"] == 0 for c in comps)
     every_judge_request_asked_for_its_schema(fake_openai)
 
 
@@ -278,8 +284,8 @@ def test_facts_grounding_reference_profile_reads_baseline_eligibility_without_re
 
 
 def test_the_steps_with_a_text_form():
-    """docs/judges.md lists these; every other step (claims, statements of a claim-level method, the
-    sentences context-relevance copies out) has none, so prose there is a grading error."""
+    """docs/judges.md lists these; every other step (claims and facts of the claim-level methods, the
+    statements context-faithfulness asks for) has none, so prose there is a grading error."""
     from factcli.scoring.registry import TYPES, lookup
 
     for name in TYPES:
@@ -287,7 +293,7 @@ def test_the_steps_with_a_text_form():
     with_form = sorted(name for name, r in replies.REPLIES.items() if r.protocol is not None)
     assert with_form == sorted([
         "factuality", "llm_rubric", "closedqa", "geval_steps", "geval_score", "select_best", "simpleqa_grade",
-        "answer_relevance_question", "faithfulness_statements", "faithfulness_verdicts", "context_recall",
+        "answer_relevance_question", "faithfulness_verdicts", "context_recall",
         "context_relevance", "conversation_relevance", "conversation_relevance_reason", "baseline_response",
         "eligibility", "grounding_labels", "grounding_sentences", "grounding_span", "grounding_response"])
     with pytest.raises(replies.ReplyError, match="no text form"):

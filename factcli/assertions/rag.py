@@ -68,15 +68,16 @@ def _line(text: str) -> str:
 
 # The replies each step asks for (scoring/replies.py). These steps read promptfoo's text forms, so a
 # structured reply is written back into that form (`as_text`) and read by the same code; `protocol` is
-# that reader, for a server that ignores the schema and answers in the prompt's form. The sentences
-# context-relevance copies out have no form prose could not take (their count is the score): only its
-# exact `Insufficient Information` is read as words, and prose there stays a grading error.
+# that reader, for a server that ignores the schema and answers in the prompt's form. The statements
+# context-faithfulness asks for and the sentences context-relevance copies out have no form prose could
+# not take (a line of prose is a "statement", and context-relevance's count of lines is its score):
+# statements declare none, context-relevance reads only its exact `Insufficient Information` as words,
+# and prose there stays a grading error.
 QUESTION_REPLY = Reply("answer_relevance_question", Obj(question=Text()), 256, types=("answer-relevance",),
                        calls=QUESTIONS, as_text=lambda v: v["question"], protocol=lambda t: read_question(t))
 STATEMENTS_REPLY = Reply("faithfulness_statements", Obj(statements=ListOf(Text(), 1)), 1024,
                          types=("context-faithfulness",),
-                         as_text=lambda v: "\n".join(_line(x) for x in v["statements"]),
-                         protocol=lambda t: read_statements(t) or _refuse(NO_STATEMENTS))
+                         as_text=lambda v: "\n".join(_line(x) for x in v["statements"]))
 VERDICTS_REPLY = Reply("faithfulness_verdicts", Obj(verdicts=ListOf(Obj(reason=Text(), verdict=Choice("Yes", "No")))),
                        1536, types=("context-faithfulness",),
                        as_text=lambda v: "\n".join(f"Verdict: {x['verdict']}." for x in v["verdicts"]),
@@ -339,18 +340,6 @@ def read_question(text: str) -> str:
     return text
 
 
-def read_statements(text: str) -> list[str]:
-    """The statements of a faithfulness reply (its `protocol` too), as promptfoo reads them: its non-blank
-    lines, untrimmed. A line ending in `:` is a preamble or a heading ("Here are the statements:"), which
-    the prompt forbids and promptfoo would judge as a statement: the reply is refused."""
-    lines = split_lines(text)
-    for i, line in enumerate(lines):
-        if js_trim(line).endswith(":"):
-            raise ReplyError(f"context-faithfulness: line {i + 1} of the grader's statements is a heading, not a "
-                             f"statement: {js_trim(line)[:80]!r}")
-    return lines
-
-
 def verdict_counts(text: str) -> tuple[int, int]:
     """(yes, no): the verdicts of a faithfulness reply, as promptfoo reads them: the entries after
     `Final verdict for each statement in order:` (one is yes if it contains "yes"), else the counts of
@@ -396,12 +385,9 @@ async def context_faithfulness(ctx: AssertionContext) -> GradingResult:
     messages = render_grading_prompt(statements_prompt, {**ctx.vars, "question": query, "answer": _answer_text(ctx)})
     reply = await grader.complete(spec, messages, reply=STATEMENTS_REPLY)
     tokens.add(reply.tokens)
-    if (reply.error and not reply.refused) or not reply.text:  # refused: read below, as promptfoo reads it
+    if reply.error or not reply.text:
         return grader_error(reply.error or "No output", reply.text, tokens, **meta)
-    try:
-        statements = read_statements(reply.text)
-    except ReplyError as exc:
-        return grader_error(str(exc), reply.text, tokens, **meta)
+    statements = split_lines(reply.text)
     meta["statements"] = statements
     reason_if_zero = f"Faithfulness 0.00 is < {_num(threshold)}"
     if not statements:
