@@ -125,10 +125,12 @@ def read_select_best(text: str) -> int:
     """The select-best reader (its `protocol` too): promptfoo takes the first whole number in the reply;
     factcli takes it when it is the only one ("The best one is 2"), and refuses a reply naming several
     ("2, not 1"), which promptfoo would read as its first."""
-    numbers = re.findall(r"\d+", text.strip())
+    numbers = re.findall(r"-?\d+", text.strip())
     if not numbers:
         raise ReplyError("Invalid select-best verdict: NaN")
     if len(numbers) > 1:
         raise ReplyError(f"Invalid select-best verdict: the reply names {len(numbers)} numbers "
                          f"({', '.join(numbers[:5])}), not one index")
+    if int(numbers[0]) < 0:  # a structured reply's -1 (promptfoo's \d+ would read it as 1)
+        raise ReplyError(f"Invalid select-best verdict: {numbers[0]}")
     return int(numbers[0])
