@@ -298,3 +298,18 @@ def test_the_steps_with_a_text_form():
         "eligibility", "grounding_labels", "grounding_sentences", "grounding_span", "grounding_response"])
     with pytest.raises(replies.ReplyError, match="no text form"):
         replies.REPLIES["claims"].read_protocol("Paris is big.")
+
+
+def test_through_litellm_a_route_that_ignores_the_schema_is_read_too(fake_openai, tmp_path):
+    """A litellm route whose server drops `response_format`: the schema is sent, the judge answers in
+    promptfoo's form, and the reply is read as promptfoo reads it."""
+    fake_openai.add_rule("2\\+2", "4", model="m")
+    fake_openai.add_rule(".", "The submission adds a detail.\n(B)", model="judge3")
+    judge = '{id: "litellm:openai/judge3", config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}", apiKey: sk-test}}'
+    out = tmp_path / "r.json"
+    result = run("-c", write(tmp_path / "c.yaml", ONE % ('{type: factuality, value: "4", provider: %s}' % judge)),
+                 "-o", out)
+    assert result.exit_code == 0, result.output
+    comp = json.loads(out.read_text())["results"]["results"][0]["gradingResult"]["componentResults"][0]
+    assert comp["metadata"]["category"] == "B" and comp["pass"] and comp["score"] == 1.0
+    every_judge_request_asked_for_its_schema(fake_openai, ("judge3",))
