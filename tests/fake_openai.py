@@ -41,6 +41,10 @@ the other rules never apply to embeddings.
 Structured output: requests are logged whole (``requests``); ``generations`` lists each generation
 request's ``response_format`` and ``max_tokens``; ``refuse_response_format("json_schema")`` makes the
 server answer 400 naming ``response_format`` to that form, as servers without structured output do.
+Otherwise (the default) the server takes ``response_format`` and ignores it: it answers by its rules
+whatever schema was asked, as servers and gateways that drop the parameter do (litellm routes without
+structured output, OpenAI-compatible servers without a grammar), so a judge's reply can be prose or
+promptfoo's text forms where a schema was sent (tests/test_reply_protocols.py).
 
 Determinism: ids are derived from a hash of the request body, ``created`` is the
 constant :data:`CREATED`, so identical requests get byte-identical responses.

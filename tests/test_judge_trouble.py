@@ -95,7 +95,8 @@ def test_rows_not_judged_are_left_out_of_the_pass_rate_and_the_metric_means(fake
     row = doc["results"]["results"][1]
     component = row["gradingResult"]["componentResults"][0]
     assert component["metadata"]["graderError"] is True
-    assert "does not fit the llm_rubric" in component["reason"]
+    # neither the step's schema nor its text form (promptfoo's JSON): refused in promptfoo's words
+    assert component["reason"] == "Could not extract JSON from llm-rubric response"
     assert doc["factcli"]["columns"][0]["namedNotJudged"] == {"quality": 1}
     footer = _said(runner.invoke(app, ["view", "latest"]))
     assert "1.000 (1 not judged)" in footer and "2/0/1 (1 not judged)" in footer
@@ -245,9 +246,13 @@ def test_no_step_keeps_an_unreadable_or_cut_off_reply_in_the_cache(step, fake_op
         finally:
             cache.close()
 
-    fake_openai.add_rule(".", "Sure, here is my analysis: it all looks fine to me.", model="judge")
+    # a baseline response is free text by design: its text form is any text but a blank one
+    prose = "   " if step == "baseline_response" else "Sure, here is my analysis: it all looks fine to me."
+    fake_openai.add_rule(".", prose, model="judge")
     first = asyncio.run(ask())
-    assert first.error and "does not fit" in first.error and first.parsed is None
+    assert first.error and first.refused and first.parsed is None
+    # a step with a text form (scoring/replies.py: `protocol`) refuses it in its own words
+    assert reply.protocol is not None or "does not fit" in first.error, first.error
     asyncio.run(ask())
     assert _judge_calls(fake_openai) == 2  # asked again: the prose was not kept
     fake_openai.clear_rules()

@@ -180,3 +180,33 @@ def test_caps_that_follow_the_input_stay_within_the_steps_cap(items):
         if items is None or not reply.per_item:
             assert cap == reply.cap
     assert replies.REPLIES["claims"].cap_for(50) == 64 + 150 and replies.REPLIES["claims"].cap_for(10**4) == 2048
+
+
+# the verdict a schema-valid reply carries, and what the step's text form (`protocol`) reads from its text
+VERDICTS = {
+    "closedqa": (lambda v: v["verdict"] == "Y", lambda read: read),
+    "simpleqa_grade": (lambda v: v["grade"], lambda read: {"CORRECT": "A", "INCORRECT": "B", "NOT_ATTEMPTED": "C"}[read[0]]),
+    "select_best": (lambda v: v["index"] if v["index"] >= 0 else None, lambda read: read),
+    "eligibility": (lambda v: v["Instruction Following"], lambda read: read),
+    "grounding_span": (lambda v: v["final_answer"] == "Accurate", lambda read: read[0]),
+    "grounding_response": (lambda v: v["final_answer"] == "Accurate", lambda read: read),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VERDICTS))
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_replys_text_form_is_read_by_the_steps_text_form_to_the_same_verdict(name, data):
+    """The schema and the step's text form agree: any reply the schema allows, written in the step's text
+    form (`as_text`, what a server without the schema would write), is read by the step's `protocol`
+    (promptfoo's or the reference's reader) to the verdict the structured reply carries."""
+    for kind in TYPES:
+        lookup(kind)
+    reply = replies.REPLIES[name]
+    value = data.draw(values_of(reply.json_schema()))
+    verdict, of = VERDICTS[name]
+    if verdict(value) is None:  # a negative index: no verdict, refused either way
+        with pytest.raises(replies.ReplyError):
+            reply.read_protocol(reply.text_of(value))
+        return
+    assert of(reply.read_protocol(reply.text_of(value))) == verdict(value)

@@ -64,15 +64,15 @@ async def select_best(assertion, rows: list[EvalResult], grader) -> list[Grading
     if reply.error or not reply.text:
         given.drop()
         return [_tag(grader_error(reply.error or "No output", reply.text, reply.tokens), assertion) for _ in rows]
-    import re
+    from factcli.scoring.replies import ReplyError
 
-    m = re.search(r"\d+", reply.text.strip())
-    verdict = int(m.group(0)) if m else None
-    if verdict is None or verdict >= len(rows):
+    try:
+        verdict = prompts.read_select_best(reply.text)
+        if verdict >= len(rows):
+            raise ReplyError(f"Invalid select-best verdict: {verdict}")
+    except ReplyError as exc:
         given.drop()
-        shown = "NaN" if verdict is None else str(verdict)
-        return [_tag(grader_error(f"Invalid select-best verdict: {shown}", reply.text, reply.tokens), assertion)
-                for _ in rows]
+        return [_tag(grader_error(str(exc), reply.text, reply.tokens), assertion) for _ in rows]
     return [_tag(GradingResult(i == verdict, 1.0 if i == verdict else 0.0,
                                f"Output selected as the best: {criteria}" if i == verdict
                                else f"Output not selected: {criteria}", tokens_used=reply.tokens,

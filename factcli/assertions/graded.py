@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 from factcli import templating
+from factcli.templating.jsvalues import to_number
 from factcli.assertions import prompts
 from factcli.scoring.abstention import ABSTAIN_MODES, detect_abstention
 from factcli.scoring.gather import gather_all
@@ -31,7 +33,7 @@ from factcli.scoring.grading import (
     parse_json_maybe,
     render_grading_prompt,
 )
-from factcli.scoring.replies import Choice, Flag, ListOf, Number, Obj, Reply, Text
+from factcli.scoring.replies import Choice, Flag, ListOf, Number, Obj, Reply, ReplyError, Text
 from factcli.scoring.panels import JudgeVerdict, PanelConfigError, aggregate, aggregate_mode, describe, judge_names
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion, lookup
 from factcli.types import GradingResult, TokenUsage
@@ -112,16 +114,21 @@ CATEGORY_DESCRIPTIONS = {
 }
 DEFAULT_WEIGHTS = {"A": 1.0, "B": 1.0, "C": 1.0, "D": 0.0, "E": 1.0}
 
-# The replies each step asks for (scoring/replies.py): the schema sent, the parser, the cap.
+# The replies each step asks for (scoring/replies.py): the schema sent, the cap, and the text form its
+# prompt asks for (`protocol`: the reader below, promptfoo's, that also reads a server's plain words).
 FACTUALITY_REPLY = Reply("factuality", Obj(category=Choice(*CATEGORY_KEYS), reason=Text()), 512,
-                         types=("factuality", "model-graded-factuality"))
-RUBRIC_REPLY = Reply("llm_rubric", Obj(reason=Text(), **{"pass": Flag()}, score=Number()), 512, types=("llm-rubric",))
+                         types=("factuality", "model-graded-factuality"), protocol=lambda t: read_factuality(t))
+RUBRIC_REPLY = Reply("llm_rubric", Obj(reason=Text(), **{"pass": Flag()}, score=Number()), 512, types=("llm-rubric",),
+                     protocol=lambda t: read_rubric_verdict(t))
 CLOSEDQA_REPLY = Reply("closedqa", Obj(reasoning=Text(), verdict=Choice("Y", "N")), 512,
                        types=("model-graded-closedqa",),
-                       as_text=lambda v: f"{v['reasoning'].rstrip()}\n{v['verdict']}")  # promptfoo reads the last letter
-GEVAL_STEPS_REPLY = Reply("geval_steps", Obj(steps=ListOf(Text(), 1)), 1024, types=("g-eval",))
+                       as_text=lambda v: f"{v['reasoning'].rstrip()}\n{v['verdict']}",  # promptfoo reads the last letter
+                       protocol=lambda t: read_closedqa(t))
+GEVAL_STEPS_REPLY = Reply("geval_steps", Obj(steps=ListOf(Text(), 1)), 1024, types=("g-eval",),
+                          protocol=lambda t: read_geval_steps(t))
 # no bounds in the schemas: not every provider's strict mode takes minimum/maximum; the steps check ranges
-GEVAL_SCORE_REPLY = Reply("geval_score", Obj(score=Number(), reason=Text()), 512, types=("g-eval",))
+GEVAL_SCORE_REPLY = Reply("geval_score", Obj(score=Number(), reason=Text()), 512, types=("g-eval",),
+                          protocol=lambda t: read_geval_result(t))
 
 
 def factuality_weights(options: dict) -> dict:
@@ -154,6 +161,17 @@ def parse_factuality(text: str) -> tuple[str, str, str] | None:
     letter = m.group(1).upper()
     after = text[text.index(")", m.start(1)) + 1:].strip()
     return letter, after or text, "legacy"
+
+
+def read_factuality(text: str) -> tuple[str, str, str]:
+    """The factuality step's reader (its `protocol` too): parse_factuality, with promptfoo's messages."""
+    try:
+        parsed = parse_factuality(text)
+    except _InvalidCategory as exc:
+        raise ReplyError(str(exc)) from None
+    if parsed is None:
+        raise ReplyError(f"Factuality checker output did not match expected format: {text}")
+    return parsed
 
 
 @assertion("factuality", "model-graded-factuality", model_graded=True, needs_value=True)
@@ -214,13 +232,9 @@ async def _factuality_one(ctx: AssertionContext, spec, weights: dict) -> Grading
     if reply.error or not reply.text:
         return grader_error(reply.error or "No output", reply.text, reply.tokens, **meta)
     try:
-        parsed = parse_factuality(reply.text)
-    except _InvalidCategory as exc:
+        letter, reason, how = read_factuality(reply.text)
+    except ReplyError as exc:
         return grader_error(str(exc), reply.text, reply.tokens, **meta)
-    if parsed is None:
-        return grader_error(f"Factuality checker output did not match expected format: {reply.text}",
-                            reply.text, reply.tokens, **meta)
-    letter, reason, how = parsed
     score = weights[letter]
     # promptfoo: pass iff the weight is > 0; not- is ignored for factuality in 0.121.20
     return GradingResult(score > 0, score, reason, tokens_used=reply.tokens,
@@ -232,7 +246,10 @@ async def _factuality_one(ctx: AssertionContext, spec, weights: dict) -> Grading
 
 
 def read_rubric_reply(reply_text: str | None, output, threshold, label: str = "llm-rubric"):
-    """-> (pass, score, reason) or an error string, with promptfoo's coercions."""
+    """-> (pass, score, reason) or an error string, with promptfoo's coercions (runJsonGradingPrompt):
+    the first JSON object; `pass` absent or null is true, any other non-boolean is true iff String(pass)
+    is exactly true/yes/pass/y (any case); a non-number `score` is Number(score) when finite (null and
+    "" are 0), else Number(pass)."""
     if isinstance(output, dict):
         parsed = output
     else:
@@ -244,14 +261,13 @@ def read_rubric_reply(reply_text: str | None, output, threshold, label: str = "l
     if passed is None:
         passed = True
     if not isinstance(passed, bool):
-        passed = str(passed).strip().lower() in ("true", "yes", "pass", "y")
+        passed = re.fullmatch(r"(?:true|yes|pass|y)", templating.js_string(passed), re.I) is not None
     score = parsed.get("score")
-    if isinstance(score, bool) or not isinstance(score, (int, float)):
-        try:
-            score = float(score)
-            if not math.isfinite(score):
-                raise ValueError
-        except (TypeError, ValueError):
+    if "score" not in parsed:  # undefined: Number(undefined) is NaN, so Number(pass)
+        score = 1.0 if passed else 0.0
+    elif isinstance(score, bool) or not isinstance(score, (int, float)):
+        score = to_number(score)
+        if not math.isfinite(score):
             score = 1.0 if passed else 0.0
     if isinstance(threshold, (int, float)) and math.isfinite(threshold):
         passed = passed and score >= threshold
@@ -260,6 +276,20 @@ def read_rubric_reply(reply_text: str | None, output, threshold, label: str = "l
         reason = "Grading passed" if passed else f"Score {templating.js_string(score)} below threshold " \
                                                  f"{templating.js_string(threshold) if threshold is not None else 'undefined'}"
     return passed, float(score), str(reason) if not isinstance(reason, str) else reason
+
+
+def read_rubric_verdict(text: str) -> tuple[bool, float, str]:
+    """The llm-rubric step's text form (its `protocol`): promptfoo's reading of the first JSON object
+    (`"pass": "true"` and a missing pass included), when that object holds a verdict, a `pass` or a
+    `score`. An object with neither (a reason alone) is no judgment: promptfoo would pass it, factcli
+    refuses it."""
+    objects = extract_json_objects(text)
+    if objects and "pass" not in objects[0] and "score" not in objects[0]:
+        raise ReplyError(f"llm-rubric: the judge's JSON has neither pass nor score: {json.dumps(objects[0])[:200]}")
+    read = read_rubric_reply(text, None, None)
+    if isinstance(read, str):
+        raise ReplyError(read)
+    return read
 
 
 def _rubric_preflight(a, base_dir: Path, test=None) -> list[str]:
@@ -297,7 +327,13 @@ async def _llm_rubric_one(ctx: AssertionContext, spec, rubric: str) -> GradingRe
     meta = {"renderedGradingPrompt": json.dumps(messages, ensure_ascii=False), "grader": spec.id}
     if reply.error or not (reply.text or reply.output):
         return grader_error(reply.error or "No output", reply.text, reply.tokens, **meta)
-    read = read_rubric_reply(reply.text, reply.parsed or reply.output, ctx.threshold)
+    given = reply.parsed or reply.output
+    if not isinstance(given, dict):  # the judge's words: the step's text form, which needs a verdict
+        try:
+            read_rubric_verdict(reply.text or "")
+        except ReplyError as exc:
+            return grader_error(str(exc), reply.text, reply.tokens, **meta)
+    read = read_rubric_reply(reply.text, given, ctx.threshold)
     if isinstance(read, str):
         return grader_error(read, reply.text, reply.tokens, **meta)
     passed, score, reason = read
@@ -328,22 +364,66 @@ async def _closedqa_one(ctx: AssertionContext, spec) -> GradingResult:
             "graderCost": reply.cost}
     if reply.error or not reply.text:
         return grader_error(reply.error or "No output", reply.text, reply.tokens, **meta)
-    text = reply.text.rstrip()
-    if text.endswith("Y"):
-        return GradingResult(True, 1.0, f"The submission meets the criterion:\n{reply.text}",
-                             tokens_used=reply.tokens, metadata={**meta, "graderRaw": reply.text})
-    if text.endswith("N"):
-        return GradingResult(False, 0.0, f"The submission does not meet the criterion:\n{reply.text}",
-                             tokens_used=reply.tokens, metadata={**meta, "graderRaw": reply.text})
-    return grader_error(f"Model grader produced a malformed response:\n{reply.text}", reply.text, reply.tokens, **meta)
+    try:
+        met = read_closedqa(reply.text)
+    except ReplyError as exc:
+        return grader_error(str(exc), reply.text, reply.tokens, **meta)
+    said = "meets" if met else "does not meet"
+    return GradingResult(met, 1.0 if met else 0.0, f"The submission {said} the criterion:\n{reply.text}",
+                         tokens_used=reply.tokens, metadata={**meta, "graderRaw": reply.text})
+
+
+def read_closedqa(text: str) -> bool:
+    """The closedqa step's reader (its `protocol` too), promptfoo's: the reply, trailing whitespace
+    removed, ends with Y (meets the criterion) or N (does not); anything else is malformed."""
+    end = text.rstrip()[-1:]
+    if end not in ("Y", "N"):
+        raise ReplyError(f"Model grader produced a malformed response:\n{text}")
+    return end == "Y"
 
 
 # ---------------------------------------------------------------- g-eval
 
 
-async def _geval_one(ctx: AssertionContext, spec, criteria: str, threshold: float):
-    import re
+def read_geval_steps(text: str) -> list[str]:
+    """The g-eval steps' reader (their `protocol` too), promptfoo's: the JSON from the first `{"steps"`
+    to the last `}`, whose `steps` are non-empty strings."""
+    m = re.search(r'\{"steps".+\}', text, re.S)
+    try:
+        steps = json.loads(m.group(0))["steps"] if m else None
+    except (ValueError, KeyError, TypeError):
+        steps = None
+    if not isinstance(steps, list) or not steps or not all(isinstance(s, str) and s.strip() for s in steps):
+        raise ReplyError(f"LLM-proposed evaluation steps are not in JSON format: {text}")
+    return steps
 
+
+def read_geval_result(text: str) -> tuple[float, str]:
+    """The g-eval score's reader (its `protocol` too), promptfoo's: the JSON from the first `{` to the
+    last `}`, a finite `score` within 0-10 (a numeric string is read as its number) and a reason."""
+    m = re.search(r"\{.+\}", text, re.S)
+    try:
+        result = json.loads(m.group(0)) if m else None
+    except ValueError:
+        result = None
+    if not isinstance(result, dict):
+        raise ReplyError(f"LLM-proposed evaluation result is not in JSON format: {text}")
+    raw = result.get("score")
+    try:
+        raw = float(raw) if not isinstance(raw, bool) and str(raw).strip() != "" else math.nan
+    except (TypeError, ValueError):
+        raw = math.nan
+    if not math.isfinite(raw):
+        raise ReplyError(f"G-Eval result has invalid or missing score: {json.dumps(result.get('score'))}")
+    if raw < 0 or raw > 10:
+        raise ReplyError(f"G-Eval result score {templating.js_string(raw)} is outside the expected 0-10 range")
+    reason = result.get("reason")
+    if not isinstance(reason, str) or not reason.strip():
+        raise ReplyError(f"G-Eval result has invalid or missing reason: {json.dumps(reason)}")
+    return raw, reason
+
+
+async def _geval_one(ctx: AssertionContext, spec, criteria: str, threshold: float):
     grader = ctx.need_grader()
     rubric = ctx.assertion.rubric_prompt if isinstance(ctx.assertion.rubric_prompt, dict) else \
         ctx.test.options.get("rubricPrompt") if isinstance(ctx.test.options.get("rubricPrompt"), dict) else {}
@@ -356,14 +436,10 @@ async def _geval_one(ctx: AssertionContext, spec, criteria: str, threshold: floa
     if steps_reply.error or not steps_reply.text:
         return grader_error(steps_reply.error or f"G-Eval step-generation call to {spec.id} returned no output",
                             steps_reply.text, tokens)
-    m = re.search(r'\{"steps".+\}', steps_reply.text, re.S)
     try:
-        steps = json.loads(m.group(0))["steps"] if m else None
-    except (ValueError, KeyError, TypeError):
-        steps = None
-    if not isinstance(steps, list) or not steps or not all(isinstance(s, str) and s.strip() for s in steps):
-        return grader_error(f"LLM-proposed evaluation steps are not in JSON format: {steps_reply.text}",
-                            steps_reply.text, tokens)
+        steps = read_geval_steps(steps_reply.text)
+    except ReplyError as exc:
+        return grader_error(str(exc), steps_reply.text, tokens)
     variables = {"criteria": criteria, "steps": "\n- ".join(steps), "maxScore": "10",
                  "input": as_template_text(parse_json_maybe(ctx.prompt)),
                  "output": as_template_text(parse_json_maybe(ctx.output_text))}
@@ -373,27 +449,10 @@ async def _geval_one(ctx: AssertionContext, spec, criteria: str, threshold: floa
     costs.append(reply.cost)
     if reply.error or not reply.text:
         return grader_error(reply.error or f"G-Eval evaluation call to {spec.id} returned no output", reply.text, tokens)
-    m = re.search(r"\{.+\}", reply.text, re.S)
     try:
-        result = json.loads(m.group(0)) if m else None
-    except ValueError:
-        result = None
-    if not isinstance(result, dict):
-        return grader_error(f"LLM-proposed evaluation result is not in JSON format: {reply.text}", reply.text, tokens)
-    raw = result.get("score")
-    try:
-        raw = float(raw) if not isinstance(raw, bool) and str(raw).strip() != "" else math.nan
-    except (TypeError, ValueError):
-        raw = math.nan
-    if not math.isfinite(raw):
-        return grader_error(f"G-Eval result has invalid or missing score: {json.dumps(result.get('score'))}",
-                            reply.text, tokens)
-    if raw < 0 or raw > 10:
-        return grader_error(f"G-Eval result score {templating.js_string(raw)} is outside the expected 0-10 range",
-                            reply.text, tokens)
-    reason = result.get("reason")
-    if not isinstance(reason, str) or not reason.strip():
-        return grader_error(f"G-Eval result has invalid or missing reason: {json.dumps(reason)}", reply.text, tokens)
+        raw, reason = read_geval_result(reply.text)
+    except ReplyError as exc:
+        return grader_error(str(exc), reply.text, tokens)
     cost = None if any(c is None for c in costs) else sum(costs)
     return GradingResult(raw / 10 >= threshold, raw / 10, reason, tokens_used=tokens,
                          metadata={"graderRaw": reply.text, "steps": steps, "graderCost": cost})

@@ -6,7 +6,9 @@ Variables: factuality `input`, `ideal`, `completion`; llm-rubric `output`, `rubr
 Data is fenced in tags so that an answer cannot pass for instructions.
 """
 
-from factcli.scoring.replies import Int, Obj, Reply
+import re
+
+from factcli.scoring.replies import Int, Obj, Reply, ReplyError
 
 FACTUALITY = [
     {
@@ -116,4 +118,19 @@ SELECT_BEST = [
 # prompt, so that it is registered when the type is (scoring/replies.caps_for): the 0-based index of the
 # best output, written back as the bare number promptfoo's reader takes.
 SELECT_BEST_REPLY = Reply("select_best", Obj(index=Int()), 64, types=("select-best",),
-                          as_text=lambda v: str(v["index"]))
+                          as_text=lambda v: str(v["index"]), protocol=lambda t: read_select_best(t))
+
+
+def read_select_best(text: str) -> int:
+    """The select-best reader (its `protocol` too): promptfoo takes the first whole number in the reply;
+    factcli takes it when it is the only one ("The best one is 2"), and refuses a reply naming several
+    ("2, not 1"), which promptfoo would read as its first."""
+    numbers = re.findall(r"-?\d+", text.strip())
+    if not numbers:
+        raise ReplyError("Invalid select-best verdict: NaN")
+    if len(numbers) > 1:
+        raise ReplyError(f"Invalid select-best verdict: the reply names {len(numbers)} numbers "
+                         f"({', '.join(numbers[:5])}), not one index")
+    if int(numbers[0]) < 0:  # a structured reply's -1 (promptfoo's \d+ would read it as 1)
+        raise ReplyError(f"Invalid select-best verdict: {numbers[0]}")
+    return int(numbers[0])

@@ -44,7 +44,7 @@ from factcli.scoring.grading import (
     parse_json_maybe,
     render_grading_prompt,
 )
-from factcli.scoring.replies import Choice, Flag, ListOf, Obj, Reply, Text
+from factcli.scoring.replies import Choice, Flag, ListOf, Obj, Reply, ReplyError, Text
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.types import GradingResult, TokenUsage
 
@@ -67,27 +67,50 @@ def _line(text: str) -> str:
 
 
 # The replies each step asks for (scoring/replies.py). These steps read promptfoo's text forms, so a
-# structured reply is written back into that form (`as_text`) and read by the same code.
+# structured reply is written back into that form (`as_text`) and read by the same code; `protocol` is
+# that reader, for a server that ignores the schema and answers in the prompt's form. The statements
+# context-faithfulness asks for and the sentences context-relevance copies out have no form prose could
+# not take (a line of prose is a "statement", and context-relevance's count of lines is its score):
+# statements declare none, context-relevance reads only its exact `Insufficient Information` as words,
+# and prose there stays a grading error.
 QUESTION_REPLY = Reply("answer_relevance_question", Obj(question=Text()), 256, types=("answer-relevance",),
-                       calls=QUESTIONS, as_text=lambda v: v["question"])
+                       calls=QUESTIONS, as_text=lambda v: v["question"], protocol=lambda t: read_question(t))
 STATEMENTS_REPLY = Reply("faithfulness_statements", Obj(statements=ListOf(Text(), 1)), 1024,
                          types=("context-faithfulness",),
                          as_text=lambda v: "\n".join(_line(x) for x in v["statements"]))
 VERDICTS_REPLY = Reply("faithfulness_verdicts", Obj(verdicts=ListOf(Obj(reason=Text(), verdict=Choice("Yes", "No")))),
                        1536, types=("context-faithfulness",),
-                       as_text=lambda v: "\n".join(f"Verdict: {x['verdict']}." for x in v["verdicts"]))
+                       as_text=lambda v: "\n".join(f"Verdict: {x['verdict']}." for x in v["verdicts"]),
+                       protocol=lambda t: verdict_counts(t))
 RECALL_REPLY = Reply("context_recall",
                      Obj(sentences=ListOf(Obj(sentence=Text(), reason=Text(), attributed=Flag()), 1)), 1536,
                      types=("context-recall",),
                      as_text=lambda v: "\n".join(
                          f"{i}. {_line(x['sentence']).replace('.', ' ').strip() or '-'}. "
                          f"{ATTRIBUTED if x['attributed'] else NOT_ATTRIBUTED}"
-                         for i, x in enumerate(v["sentences"], 1)))
+                         for i, x in enumerate(v["sentences"], 1)),
+                     protocol=lambda t: recall_attributions(t) or _refuse(UNTAGGED))
 RELEVANCE_REPLY = Reply("context_relevance", Obj(sentences=ListOf(Text())), 1536, types=("context-relevance",),
-                        as_text=lambda v: "\n".join(_line(x) for x in v["sentences"] if _line(x)) or INSUFFICIENT)
+                        as_text=lambda v: "\n".join(_line(x) for x in v["sentences"] if _line(x)) or INSUFFICIENT,
+                        protocol=lambda t: js_trim(t) == INSUFFICIENT or _refuse(
+                            "the judge's reply does not fit the context_relevance step's JSON schema, and its "
+                            f"copied sentences cannot be told from prose (only '{INSUFFICIENT}' is read as words)"))
 WINDOW_REPLY = Reply("conversation_relevance", Obj(verdict=Choice("yes", "no"), reason=Text()), 256,
-                     types=("conversation-relevance",))
-SUMMARY_REPLY = Reply("conversation_relevance_reason", Obj(reason=Text()), 512, types=("conversation-relevance",))
+                     types=("conversation-relevance",), protocol=lambda t: _refuse_str(read_verdict(t)))
+SUMMARY_REPLY = Reply("conversation_relevance_reason", Obj(reason=Text()), 512, types=("conversation-relevance",),
+                      protocol=lambda t: summary_reason(t) or _refuse("no JSON object with a reason"))
+UNTAGGED = f"no sentence in the grader's reply is tagged {ATTRIBUTED} or {NOT_ATTRIBUTED}"
+NO_VERDICTS = "the grader's reply has no Yes/No verdicts"
+NO_STATEMENTS = "the grader wrote no statements for the output"
+
+
+def _refuse(message: str):
+    raise ReplyError(message)
+
+
+def _refuse_str(read):
+    """A reader's result, or its error message (a string) raised."""
+    return _refuse(read) if isinstance(read, str) else read
 FINAL_VERDICTS = "final verdict for each statement in order:"
 NOT_RELEVANT = "Response is not relevant to the conversation context"
 CONTEXT_REQUIRED = ('Context is required for context-based assertions. Provide either a "context" variable '
@@ -255,6 +278,11 @@ async def answer_relevance(ctx: AssertionContext) -> GradingResult:
         tokens.add(reply.tokens)
         if reply.error or not reply.text or not js_trim(reply.text):
             return grader_error(reply.error or "No output", reply.text, tokens, **meta)
+        if reply.parsed is None:  # the judge's words: one question, on one line
+            try:
+                read_question(reply.text)
+            except ReplyError as exc:
+                return grader_error(str(exc), reply.text, tokens, **meta)
         questions.append(reply.text)
     query_vec, err, used = await grader.embed(embedder, query)
     tokens.add(used)
@@ -301,22 +329,44 @@ def _faithfulness_prompts(ctx: AssertionContext) -> tuple[Any, Any]:
     return (item(0, prompts.CONTEXT_FAITHFULNESS_STATEMENTS), item(1, prompts.CONTEXT_FAITHFULNESS_VERDICTS))
 
 
-def faithfulness_score(verdict_text: str, statements: int) -> float | None:
-    """Share of supported statements; None when the reply has no verdict to read."""
-    if statements <= 0:
-        return None
-    verdicts = js_trim(verdict_text.lower())
+def read_question(text: str) -> str:
+    """The answer-relevance step's text form (its `protocol`): one question alone, on one line ending
+    in `?` (the prompt asks for no preamble); promptfoo embeds whatever the judge wrote, so a sentence
+    of prose would be scored as a question."""
+    lines = split_lines(text)
+    if len(lines) != 1 or not js_trim(lines[0]).endswith("?"):
+        raise ReplyError(f"answer-relevance: the grader's reply is not one question on one line ending in '?': "
+                         f"{js_trim(text)[:120]!r}")
+    return text
+
+
+def verdict_counts(text: str) -> tuple[int, int]:
+    """(yes, no): the verdicts of a faithfulness reply, as promptfoo reads them: the entries after
+    `Final verdict for each statement in order:` (one is yes if it contains "yes"), else the counts of
+    `verdict: yes` and `verdict: no`. ReplyError when there are none (the step's `protocol` too)."""
+    verdicts = js_trim(text.lower())
     if FINAL_VERDICTS in verdicts:
         tail = verdicts[verdicts.index(FINAL_VERDICTS) + len(FINAL_VERDICTS):]
         parsed = [v for v in tail.split(".") if js_trim(v)]
-        if not parsed:
-            return None
-        unsupported = sum(1 for v in parsed if "yes" not in v) + max(0, statements - len(parsed))
+        yes = sum(1 for v in parsed if "yes" in v)
+        no = len(parsed) - yes
     else:
         no, yes = verdicts.count("verdict: no"), verdicts.count("verdict: yes")
-        if no + yes == 0:
-            return None
-        unsupported = no + max(0, statements - no - yes)
+    if yes + no == 0:
+        raise ReplyError(NO_VERDICTS)
+    return yes, no
+
+
+def faithfulness_score(verdict_text: str, statements: int) -> float | None:
+    """Share of supported statements (a missing verdict counts as unsupported); None when the reply
+    has no verdict to read."""
+    if statements <= 0:
+        return None
+    try:
+        yes, no = verdict_counts(verdict_text)
+    except ReplyError:
+        return None
+    unsupported = no + max(0, statements - no - yes)
     return min(1.0, max(0.0, 1 - unsupported / statements))
 
 
@@ -341,18 +391,17 @@ async def context_faithfulness(ctx: AssertionContext) -> GradingResult:
     meta["statements"] = statements
     reason_if_zero = f"Faithfulness 0.00 is < {_num(threshold)}"
     if not statements:
-        return _unreadable("context-faithfulness", reason_if_zero, threshold,
-                           "the grader wrote no statements for the output", reply.text, tokens, **meta)
+        return _unreadable("context-faithfulness", reason_if_zero, threshold, NO_STATEMENTS, reply.text, tokens,
+                           **meta)
     messages = render_grading_prompt(verdicts_prompt, {**ctx.vars, "context": _context_text(context),
                                                        "statements": statements})
     reply = await grader.complete(spec, messages, reply=VERDICTS_REPLY)
     tokens.add(reply.tokens)
-    if reply.error or not reply.text:
+    if (reply.error and not reply.refused) or not reply.text:  # refused: no verdicts, read below as promptfoo
         return grader_error(reply.error or "No output", reply.text, tokens, **meta)
     score = faithfulness_score(reply.text, len(statements))
     if score is None:
-        return _unreadable("context-faithfulness", reason_if_zero, threshold,
-                           "the grader's reply has no Yes/No verdicts", reply.text, tokens, **meta)
+        return _unreadable("context-faithfulness", reason_if_zero, threshold, NO_VERDICTS, reply.text, tokens, **meta)
     passed = score >= threshold - EPSILON
     meta["claims"] = faithfulness_claims(statements, reply.parsed, reply.text, context)  # which failed, and why
     return GradingResult(passed, score, f"Faithfulness {_fixed(score)} is {'>=' if passed else '<'} {_num(threshold)}",
@@ -391,7 +440,7 @@ async def context_recall(ctx: AssertionContext) -> GradingResult:
     meta: dict = {"context": context, "renderedGradingPrompt": json.dumps(messages, ensure_ascii=False),
                   "grader": spec.id}
     reply = await grader.complete(spec, messages, reply=RECALL_REPLY)
-    if reply.error or not reply.text:
+    if (reply.error and not reply.refused) or not reply.text:  # refused: no tags, read below as promptfoo
         return grader_error(reply.error or "No output", reply.text, reply.tokens, **meta)
     attributions = recall_attributions(reply.text)
     attributed = sum(1 for a in attributions if a["attributed"])
@@ -399,8 +448,7 @@ async def context_recall(ctx: AssertionContext) -> GradingResult:
     meta.update(sentenceAttributions=attributions, totalSentences=len(attributions),
                 attributedSentences=attributed, score=score)
     if not attributions:
-        return _unreadable("context-recall", f"Recall 0.00 is < {_num(threshold)}", threshold,
-                           f"no sentence in the grader's reply is tagged {ATTRIBUTED} or {NOT_ATTRIBUTED}",
+        return _unreadable("context-recall", f"Recall 0.00 is < {_num(threshold)}", threshold, UNTAGGED,
                            reply.text, reply.tokens, **meta)
     passed = score >= threshold - EPSILON
     meta["claims"] = recall_claims(attributions, reply.parsed, reply.text, context)
@@ -439,7 +487,8 @@ async def context_relevance(ctx: AssertionContext) -> GradingResult:
     meta: dict = {"context": context, "renderedGradingPrompt": json.dumps(messages, ensure_ascii=False),
                   "grader": spec.id}
     reply = await grader.complete(spec, messages, reply=RELEVANCE_REPLY)
-    if reply.error or not reply.text:
+    blank = reply.refused and not js_trim(reply.text or "")  # nothing extracted: read below as promptfoo
+    if (reply.error and not blank) or not reply.text:
         return grader_error(reply.error or "No output", reply.text, reply.tokens, **meta)
     counts = relevance_counts(reply.text, context)
     meta.update(counts)
@@ -486,6 +535,15 @@ def read_verdict(text: str) -> tuple[bool, Any] | str:
     if verdict not in ("yes", "no"):
         return "Error parsing output: Conversation relevance grader returned an invalid verdict"
     return verdict == "yes", objects[0].get("reason")
+
+
+def summary_reason(text: str) -> str | None:
+    """The reason of a conversation-relevance summary, as promptfoo reads it: the first JSON object's
+    `reason`, when truthy."""
+    objects = extract_json_objects(text)
+    if objects and _js_truthy(objects[0].get("reason")):
+        return templating.js_string(objects[0]["reason"])
+    return None
 
 
 async def _window_verdict(ctx: AssertionContext, grader, spec, window: list) -> GradingResult:
@@ -553,8 +611,6 @@ async def conversation_relevance(ctx: AssertionContext) -> GradingResult:
         reply = await grader.complete(spec, messages, reply=SUMMARY_REPLY)
         if not reply.error and reply.text:  # a failed summary only loses the summary
             tokens.add(reply.tokens)
-            objects = extract_json_objects(reply.text)
-            if objects and _js_truthy(objects[0].get("reason")):
-                reason = templating.js_string(objects[0]["reason"])
+            reason = summary_reason(reply.text) or reason
     return GradingResult(passed, 1 - score if ctx.inverse else score, reason, tokens_used=tokens,
                          metadata={"windows": windows, "windowSize": size, "grader": spec.id})

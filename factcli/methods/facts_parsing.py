@@ -14,7 +14,7 @@ import re
 from typing import Any, Iterable
 
 from factcli.methods.claims import JudgeError
-from factcli.scoring.replies import Choice, ListOf, Obj, Reply, Text
+from factcli.scoring.replies import Choice, ListOf, Maybe, Obj, Reply, ReplyError, Text
 
 MAJOR = "Major Issue(s)"
 JSON_LABELS = {"supported": "SUPPORTED", "unsupported": "UNSUPPORTED", "contradictory": "CONTRADICTORY",
@@ -282,7 +282,25 @@ def parse_span_level(text: str, step: str) -> tuple[bool, str, str | None]:
 # ---------------------------------------------------------------- the replies asked for
 
 # Each reply is constrained to a schema (scoring/replies.py) and written back into the text form the
-# parsers above read, so a judge that could only answer in plain text is read by the same code.
+# parsers above read, so a judge that could only answer in plain text is read by the same code. Each
+# step's `protocol` is that parser: a server that ignores the schema and answers in the prompt's own
+# form (JSON lines, `Final Answer:`, a ```json verdict without its reasoning) is read as the paper's
+# code reads it.
+
+
+def _protocol(parse):
+    def read(text: str):
+        try:
+            return parse(text)
+        except JudgeError as exc:
+            raise ReplyError(str(exc)) from None
+    return read
+
+
+def _response(text: str) -> str:
+    if not text.strip():
+        raise ReplyError("baseline: the reply is empty")
+    return text
 
 
 def _one_line(text: str) -> str:
@@ -300,25 +318,28 @@ def _sentence_lines(v: dict) -> str:
 
 _VERDICT = Choice("Accurate", "Inaccurate")
 BASELINE_REPLY = Reply("baseline_response", Obj(response=Text()), 2048, types=("facts-grounding",),
-                       as_text=lambda v: v["response"])
+                       as_text=lambda v: v["response"], protocol=_response)  # a response: its whole text
 ELIGIBILITY_REPLY = Reply("eligibility", Obj(reasoning=Text(), **{"Instruction Following": Choice(
     "No Issues", "Minor Issue(s)", MAJOR)}), 1024, types=("facts-grounding",),
     as_text=lambda v: f"{v['reasoning']}\n```json\n"
-                      f"{json.dumps({'Instruction Following': v['Instruction Following']})}\n```")
+                      f"{json.dumps({'Instruction Following': v['Instruction Following']})}\n```",
+    protocol=_protocol(parse_eligibility))
 GROUNDING_REPLIES = {
     "json": Reply("grounding_labels", Obj(sentences=ListOf(Obj(
         sentence=Text(), label=Choice("supported", "unsupported", "contradictory", "no_rad"), rationale=Text(),
-        excerpt=Text()), 1)), 2048, types=("facts-grounding",),
-        as_text=lambda v: json.dumps(v["sentences"], ensure_ascii=False)),
+        excerpt=Maybe(Text())), 1)), 2048, types=("facts-grounding",),  # the prompt asks for null: no excerpt
+        as_text=lambda v: json.dumps(v["sentences"], ensure_ascii=False), protocol=_protocol(parse_json_labels)),
     "implicit_span_level": Reply("grounding_sentences", Obj(sentences=ListOf(Obj(
         sentence=Text(), label=_VERDICT, reason=Text(), evidence=Text())), final_answer=_VERDICT), 2048,
-        types=("facts-grounding",), as_text=_sentence_lines),
+        types=("facts-grounding",), as_text=_sentence_lines, protocol=_protocol(parse_implicit_span_level)),
     "span_level": Reply("grounding_span", Obj(reasoning=Text(), evidence=Text(), final_answer=_VERDICT), 512,
                         types=("facts-grounding",),
                         as_text=lambda v: f"Reasoning: {_one_line(v['reasoning'])}\n"
                                           f"Evidence: {_one_line(v['evidence']) or 'None'}\n"
-                                          f"Final Answer: {v['final_answer']}"),
+                                          f"Final Answer: {v['final_answer']}",
+                        protocol=_protocol(lambda t: parse_span_level(t, "span_level"))),
     "response_level": Reply("grounding_response", Obj(reasoning=Text(), final_answer=_VERDICT), 1024,
                             types=("facts-grounding",),
-                            as_text=lambda v: f"{v['reasoning'].strip()}\nFinal Answer: {v['final_answer']}"),
+                            as_text=lambda v: f"{v['reasoning'].strip()}\nFinal Answer: {v['final_answer']}",
+                            protocol=_protocol(lambda t: read_final_answer(t, "response_level"))),
 }

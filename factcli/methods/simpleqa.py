@@ -31,7 +31,7 @@ from factcli.methods import reports as method_reports
 from factcli.methods.settings import MethodSettings
 from factcli.scoring.grading import extract_json_objects, grader_error, render_grading_prompt
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion, lookup
-from factcli.scoring.replies import Choice, Obj, Reply
+from factcli.scoring.replies import Choice, Obj, Reply, ReplyError
 from factcli.stats.intervals import wilson_interval
 from factcli.types import GradingResult
 
@@ -90,7 +90,10 @@ Predicted answer: {{output}}
 
 Grade the predicted answer: A for CORRECT, B for INCORRECT, C for NOT_ATTEMPTED. Reply with the letter only."""
 
-GRADE_REPLY = Reply("simpleqa_grade", Obj(grade=Choice(*GRADES)), 64, types=(METHOD,), as_text=lambda v: v["grade"])
+# the text form the prompt asks for (a bare A, B or C; the grade's name, or JSON with a `grade`, read too)
+GRADE_REPLY = Reply("simpleqa_grade", Obj(grade=Choice(*GRADES)), 64, types=(METHOD,), as_text=lambda v: v["grade"],
+                    protocol=lambda t: graded(t))
+NOT_A_GRADE = "the grader's reply is not a grade (A, B or C, or JSON with a 'grade')"
 _LETTER = re.compile(r"^\W*([ABC])\W*$")
 _WORD = re.compile(r"^\W*(CORRECT|INCORRECT|NOT[_ ]ATTEMPTED)\W*$", re.IGNORECASE)
 
@@ -112,6 +115,14 @@ def read_grade(text: str | None) -> tuple[str, str] | None:
             reason = objects[0].get("reason")
             return grade, reason if isinstance(reason, str) else ""
     return None
+
+
+def graded(text: str | None) -> tuple[str, str]:
+    """read_grade, refusing with the step's message what is none of the forms (the step's `protocol`)."""
+    read = read_grade(text)
+    if read is None:
+        raise ReplyError(NOT_A_GRADE)
+    return read
 
 
 def _question(ctx: AssertionContext) -> str:
@@ -159,10 +170,10 @@ async def simpleqa(ctx: AssertionContext) -> GradingResult:
         read = (grade, "no grade letter in the reply: counted as not attempted, as simple-evals does"
                 if unparsed else "")
     else:
-        read = read_grade(reply.text)
-    if read is None:
-        return grader_error("simpleqa: the grader's reply is not a grade (A, B or C, or JSON with a 'grade')",
-                            reply.text, reply.tokens, **meta)
+        try:
+            read = graded(reply.text)
+        except ReplyError as exc:
+            return grader_error(f"simpleqa: {exc}", reply.text, reply.tokens, **meta)
     grade, reason = read
     passed = (grade == "CORRECT") != ctx.inverse
     described = {"CORRECT": "correct", "INCORRECT": "incorrect", "NOT_ATTEMPTED": "not attempted"}[grade]

@@ -95,6 +95,10 @@ class GraderReply:
     # the schema, and the step reads `text`, the grader's own words, as promptfoo would
     parsed: dict | None = None
     raw: str | None = None  # what the grader sent, when `text` is the parsed reply's text form
+    # `error` is the step's reading rule refusing the reply (neither its schema nor its text form); a step
+    # that answers such a reply as promptfoo does (a score of 0 it fails with promptfoo's reason) reads
+    # `text` with its own reader, which refuses it too
+    refused: bool = False
 
 
 @dataclass
@@ -250,8 +254,9 @@ class Grader:
         held = getattr(self.caller, "sends_json", None)
 
         def schema_error(reply_text: str | None) -> str | None:
-            """Why the reply breaks the step's schema, when the request asked for it (None: it fits, or
-            the endpoint refused every structured form, and the step reads the grader's own words)."""
+            """Why the reply can be read neither by the step's schema nor in its text form, when the request
+            asked for the schema (None: it is read, or the endpoint refused every structured form, and the
+            step reads the grader's own words). The reading rule is the step's (scoring/replies.py)."""
             if not strict or reply is None or not reply_text or (held is not None and not held(provider, overrides)):
                 return None
             from factcli.scoring.replies import ReplyError
@@ -259,7 +264,12 @@ class Grader:
             try:
                 reply.read(reply_text)
             except ReplyError as exc:
-                return str(exc)
+                if reply.protocol is None:  # JSON was asked for and the step has no text form: prose is no verdict
+                    return f"the judge's reply does not fit the {reply.name} step's JSON schema: {exc}"
+                try:
+                    reply.read_protocol(reply_text)
+                except ReplyError as why:
+                    return str(why)
             return None
 
         def usable(resp) -> bool:  # the cache keeps and serves only this (run/calls.py)
@@ -303,9 +313,12 @@ class Grader:
 
             try:
                 out.parsed = reply.read(reply_text)
-            except ReplyError as exc:
-                if schema_error(reply_text) is not None:  # JSON was asked for: prose is no verdict (issue 44)
-                    out.error = f"the judge's reply does not fit the {reply.name} step's JSON schema: {exc}"
+            except ReplyError:
+                # not the schema: read in the step's text form (its `protocol`, the step's own reader, issue 47),
+                # else a grading error in the step's words; a step without one: JSON was asked for, and prose
+                # is no verdict (issue 44)
+                out.error = schema_error(reply_text)
+                out.refused = out.error is not None
             else:
                 out.raw, out.text = reply_text, reply.text_of(out.parsed)
         return out

@@ -19,6 +19,16 @@ MAX_CAP; a grader's own `max_tokens` still wins.
 Many steps were written for promptfoo's text replies (a letter, "Verdict: Yes.", "[Attributed]"
 tags). Their shape's `as_text` turns a parsed reply back into that text, so the step keeps one
 reader for a structured reply and for a server that could only answer in plain text.
+
+The reading rule, one per step (issue 47): a reply is read if it fits the schema; else if the step
+declares a `protocol` (the text form its own prompt asks for: a final `Y`, an `(A)` letter, JSON
+lines) and the reply is unambiguous in it, read exactly as promptfoo or the reference reads it; else
+it is a grading error. A server that ignores `response_format` answers in that text form, and is
+read as promptfoo would read it. A step whose text form cannot be told from prose (the sentences
+context-relevance copies out, statements, claims) declares none: prose there stays an error.
+`protocol` is the step's own reader (the caller reads the text with the same function), so the
+gate and the reading cannot disagree; it raises ReplyError with the step's own message (promptfoo's
+wording where promptfoo has one) when the text is not in its form.
 """
 
 from __future__ import annotations
@@ -194,6 +204,9 @@ class Reply:
     # then stops where a fitting reply would, not at 2,048 tokens
     per_item: int = 0
     base: int = 0
+    # the step's documented text form, read as promptfoo or the reference reads it: text -> its reading
+    # (never None); ReplyError (or ValueError) with the step's message when the text is not in that form
+    protocol: Callable[[str], Any] | None = None
 
     def __post_init__(self):
         if not _NAME.match(self.name):
@@ -247,6 +260,21 @@ class Reply:
         fence or after some words (a server that ignored the schema)."""
         value = _first_json(text or "")
         return self.shape.check(value, self.name)
+
+    def read_protocol(self, text: str | None) -> Any:
+        """The reply read in the step's text form (`protocol`); ReplyError when the step has none or the
+        text is not unambiguous in it (the message is then the step's own)."""
+        if self.protocol is None:
+            raise ReplyError(f"the {self.name} step has no text form to read instead")
+        try:
+            out = self.protocol(text or "")
+        except ReplyError:
+            raise
+        except ValueError as exc:
+            raise ReplyError(str(exc)) from None
+        if out is None:
+            raise ReplyError(f"the judge's reply is not in the {self.name} step's text form")
+        return out
 
     def text_of(self, value: dict) -> str:
         return self.as_text(value) if self.as_text else json.dumps(value, ensure_ascii=False)
