@@ -78,15 +78,14 @@ def test_rag_parity_case_agrees_but_prose_to_context_relevance_stays_a_grading_e
     faithfulness = {i for i, r in rows.items() if any(c["assertion"]["type"] == "context-faithfulness"
                                                       for c in r["gradingResult"]["componentResults"])}
     prose = {i for i in relevance | faithfulness if any(
-        "cannot be told from prose" in c["reason"] or "faithfulness_statements step's JSON schema" in c["reason"]
-        for c in rows[i]["gradingResult"]["componentResults"])}
+        "cannot be told from prose" in c["reason"] for c in rows[i]["gradingResult"]["componentResults"])}
     assert len(rows) == 26 and len(relevance) == 6 and len(faithfulness) == 6
-    assert len(prose) == 4 + 6  # context-relevance's blank reply and its sentinel are read
-    # 16 of 26 rows equal; these ten promptfoo scored from the judge's words, factcli refuses them
+    assert len(prose) == 4  # context-relevance's blank reply and its sentinel are read
+    # 22 of 26 rows equal; these four promptfoo scored from the judge's words, factcli refuses them
     assert {d.split(":")[0] for d in diffs if d.startswith("row")} == {f"row ({i}, 0)" for i in prose}
     for i in prose:
         comps = [c for c in rows[i]["gradingResult"]["componentResults"]
-                 if c["assertion"]["type"] in ("context-relevance", "context-faithfulness")]
+                 if c["assertion"]["type"] == "context-relevance"]
         assert comps and all(c["metadata"]["graderError"] is True and c["score"] == 0 for c in comps)
     every_judge_request_asked_for_its_schema(fake_openai)
 
@@ -284,8 +283,8 @@ def test_facts_grounding_reference_profile_reads_baseline_eligibility_without_re
 
 
 def test_the_steps_with_a_text_form():
-    """docs/judges.md lists these; every other step (claims and facts of the claim-level methods, the
-    statements context-faithfulness asks for) has none, so prose there is a grading error."""
+    """docs/judges.md lists these; every other step (claims and facts of the claim-level methods) has
+    none, so prose there is a grading error."""
     from factcli.scoring.registry import TYPES, lookup
 
     for name in TYPES:
@@ -293,7 +292,7 @@ def test_the_steps_with_a_text_form():
     with_form = sorted(name for name, r in replies.REPLIES.items() if r.protocol is not None)
     assert with_form == sorted([
         "factuality", "llm_rubric", "closedqa", "geval_steps", "geval_score", "select_best", "simpleqa_grade",
-        "answer_relevance_question", "faithfulness_verdicts", "context_recall",
+        "answer_relevance_question", "faithfulness_statements", "faithfulness_verdicts", "context_recall",
         "context_relevance", "conversation_relevance", "conversation_relevance_reason", "baseline_response",
         "eligibility", "grounding_labels", "grounding_sentences", "grounding_span", "grounding_response"])
     with pytest.raises(replies.ReplyError, match="no text form"):

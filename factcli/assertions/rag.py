@@ -69,15 +69,16 @@ def _line(text: str) -> str:
 # The replies each step asks for (scoring/replies.py). These steps read promptfoo's text forms, so a
 # structured reply is written back into that form (`as_text`) and read by the same code; `protocol` is
 # that reader, for a server that ignores the schema and answers in the prompt's form. The statements
-# context-faithfulness asks for and the sentences context-relevance copies out have no form prose could
-# not take (a line of prose is a "statement", and context-relevance's count of lines is its score):
-# statements declare none, context-relevance reads only its exact `Insufficient Information` as words,
-# and prose there stays a grading error.
+# step's prompt asks for one statement per line and nothing else, so its lines are its text form (as
+# promptfoo reads them). The sentences context-relevance copies out have no form prose could not take
+# (its count of lines is its score): it reads only its exact `Insufficient Information` as words, and
+# prose there stays a grading error.
 QUESTION_REPLY = Reply("answer_relevance_question", Obj(question=Text()), 256, types=("answer-relevance",),
                        calls=QUESTIONS, as_text=lambda v: v["question"], protocol=lambda t: read_question(t))
 STATEMENTS_REPLY = Reply("faithfulness_statements", Obj(statements=ListOf(Text(), 1)), 1024,
                          types=("context-faithfulness",),
-                         as_text=lambda v: "\n".join(_line(x) for x in v["statements"]))
+                         as_text=lambda v: "\n".join(_line(x) for x in v["statements"]),
+                         protocol=lambda t: split_lines(t) or _refuse(NO_STATEMENTS))
 VERDICTS_REPLY = Reply("faithfulness_verdicts", Obj(verdicts=ListOf(Obj(reason=Text(), verdict=Choice("Yes", "No")))),
                        1536, types=("context-faithfulness",),
                        as_text=lambda v: "\n".join(f"Verdict: {x['verdict']}." for x in v["verdicts"]),
