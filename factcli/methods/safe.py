@@ -36,7 +36,6 @@ wrong shape or a search that fails after its retries makes the row a grading err
 
 from __future__ import annotations
 
-import asyncio
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -48,6 +47,7 @@ from factcli.methods.claims import JudgeCall, JudgeError, ask_json, gather_calls
 from factcli.methods.settings import MethodSettings, Setting, anything, choice, whole
 from factcli.providers.search import create_backend, results_wanted
 from factcli.providers.search.base import SearchConfigError
+from factcli.scoring.gather import bound
 from factcli.scoring.grading import grader_error
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.scoring.replies import Choice, Flag, ListOf, Obj, Reply, Text
@@ -57,7 +57,7 @@ from factcli.types import GradingResult
 DEFAULT_K = 64  # the paper's median number of facts per response (§5)
 DEFAULT_MAX_SEARCHES = 5  # SAFE's max_steps
 DEFAULT_THRESHOLD = 0.5
-DEFAULT_CONCURRENCY = 8
+DEFAULT_CONCURRENCY = None  # no limit of its own: the run's -j bounds its calls (scoring/gather.bound)
 VERIFIABLE_RESULTS = 10  # VeriScore's search results per claim
 CONTEXT_BEFORE, CONTEXT_AFTER = 3, 1  # VeriScore's window around the sentence being extracted
 MODES = ("all", "verifiable")
@@ -158,7 +158,7 @@ async def _split(ctx, spec, s: dict, call: JudgeCall) -> list[dict]:
                              {**ctx.vars, "prompt": ctx.prompt, "response": response}, call, "split", FACTS_REPLY)
         return [{"text": f} for f in string_list(obj, "facts", "split", call.replies[-1]["reply"])]
     sentences = split_paragraph_sentences(response)
-    sem = asyncio.Semaphore(s["concurrency"])
+    sem = bound(s["concurrency"])
     if s["mode"] == "all":  # SAFE: one split call a sentence
         template = prompt_for(ctx, "splitPrompt", prompts.SPLIT_SENTENCE)
 
@@ -321,7 +321,7 @@ async def safe(ctx: AssertionContext) -> GradingResult:
 
     try:
         facts = await _split(ctx, spec, s, call)
-        sem = asyncio.Semaphore(s["concurrency"])
+        sem = bound(s["concurrency"])
 
         async def one(fact: dict, sub: JudgeCall) -> None:
             if s["mode"] == "all":
