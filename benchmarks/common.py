@@ -40,14 +40,16 @@ def free_port() -> int:
 class FakeServer:
     """tests/fake_openai.py in its own process, so its CPU is not charged to the client measured."""
 
-    def __init__(self, latency: float = 0.0, rate_limit: str | None = None):
+    def __init__(self, latency: float = 0.0, rate_limit: str | None = None, rules: str | Path | None = None):
         self.latency = latency
         self.rate_limit = rate_limit  # N[/SECONDS[/RETRY_AFTER]]: 429 beyond N requests per window
+        self.rules = rules  # a JSON file of [pattern, reply, model] rules (tests/fake_openai.py --rules)
         self.proc: subprocess.Popen | None = None
         self.url = ""
 
     def __enter__(self) -> "FakeServer":
         extra = ["--rate-limit", self.rate_limit] if self.rate_limit else []
+        extra += ["--rules", str(self.rules)] if self.rules else []
         self.proc = subprocess.Popen(
             [sys.executable, str(ROOT / "tests" / "fake_openai.py"), "--port", str(free_port()),
              "--latency", str(self.latency), *extra], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)

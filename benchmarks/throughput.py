@@ -9,17 +9,25 @@ reported with the ratio to the floor and the CPU milliseconds per row of each pr
 
     python benchmarks/throughput.py --n 500 2000 --j 4 64 --latency 0.1 --repeats 3
     python benchmarks/throughput.py --n 50 --j 1 --latency 0.1 --repeats 3   # -j 1: 2,000 rows would take 200 s
+    python benchmarks/throughput.py --n 40 --j 4 64 --graders 4 --repeats 3  # each row graded by 4 llm-rubrics
+
+`--graders K` adds K `llm-rubric` assertions to every row, graded on the same server (a second model
+name): N·(1+K) calls, each row's graders after its model call. The floor then sends the same N·(1+K)
+requests at the same concurrency, with no order between them: what `-j` alone allows.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import FakeServer, factcli, median, openai_config, run, spread, warm_home  # noqa: E402
+from common import FakeServer, factcli, median, openai_config, run, spread, warm_home, write_yaml  # noqa: E402
+
+VERDICT = '{"pass": true, "score": 1, "reason": "fine"}'
 
 FLOOR = """
 import asyncio, sys, time
@@ -46,6 +54,8 @@ def main() -> None:
     ap.add_argument("--j", type=int, nargs="+", default=[4, 64])
     ap.add_argument("--latency", type=float, default=0.1)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--graders", type=int, default=0, help="llm-rubric assertions per row, graded on the same "
+                    "server (default 0: the model's calls alone)")
     ap.add_argument("--src", action="append", help="run the factcli of this source tree (default: this "
                     "checkout); repeat to measure several trees in the same run, interleaved")
     args = ap.parse_args()
@@ -54,30 +64,52 @@ def main() -> None:
     print("| N | -j | tree | ideal (s) | floor (s) | factcli (s) | ratio to floor | floor CPU ms/row | "
           "factcli CPU ms/row |")
     print("|---|---|---|---|---|---|---|---|---|")
-    with FakeServer(args.latency) as server, tempfile.TemporaryDirectory() as tmp:
+    graders = args.graders
+    with tempfile.TemporaryDirectory() as tmp, \
+            FakeServer(args.latency, rules=_rules(Path(tmp)) if graders else None) as server:
         for n in args.n:
             cfg = openai_config(Path(tmp) / f"c{n}.yaml", server.url, n)
+            if graders:
+                _add_graders(cfg, server.url, graders)
             for j in args.j:
                 floors, fcpu = [], []
                 walls: dict = {s: [] for s in srcs}
                 cpus: dict = {s: [] for s in srcs}
                 for i in range(args.repeats):
-                    f = run([sys.executable, "-c", FLOOR, server.url, str(n), str(j)])
+                    f = run([sys.executable, "-c", FLOOR, server.url, str(n * (1 + graders)), str(j)])
                     floors.append(f.wall)
                     fcpu.append(f.cpu)
                     for k, src in enumerate(srcs):
                         m = factcli(["eval", "-c", cfg, "-j", j, "--no-cache", "--no-table", "--no-progress-bar"],
                                     warm_home(Path(tmp) / f"home{k}", src), src=src)
                         assert f"{n}/{n} rows" in m.stdout and "Errors: 0" in m.stdout, m.stdout[-1000:]
+                        assert "grading error" not in m.stdout, m.stdout[-1000:]
                         walls[src].append(m.wall)
                         cpus[src].append(m.cpu)
                 f = median(floors)
-                ideal = -(-n // j) * args.latency
+                ideal = -(-n * (1 + graders) // j) * args.latency
                 for src in srcs:
                     w = median(walls[src])
                     print(f"| {n} | {j} | {src or 'this checkout'} | {ideal:.2f} | {f:.2f} [{spread(floors)}] | "
                           f"{w:.2f} [{spread(walls[src])}] | {w / f:.2f} | {1000 * median(fcpu) / n:.2f} | "
                           f"{1000 * median(cpus[src]) / n:.2f} |", flush=True)
+
+
+def _rules(tmp: Path) -> Path:
+    path = tmp / "rules.json"
+    path.write_text(json.dumps([[".", VERDICT, "judge"]]))
+    return path
+
+
+def _add_graders(cfg: Path, url: str, k: int) -> None:
+    import yaml
+
+    doc = yaml.safe_load(cfg.read_text())
+    grader = {"id": "openai:chat:judge", "config": {"apiBaseUrl": url}}
+    doc["defaultTest"]["assert"] += [{"type": "llm-rubric", "value": f"criterion {i}", "provider": grader}
+                                     for i in range(k)]
+    write_yaml(cfg, doc)
+
 
 if __name__ == "__main__":
     main()

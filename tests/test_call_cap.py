@@ -166,3 +166,127 @@ def test_check_caps_its_calls_as_an_eval_at_its_default_j(two_servers):
     assert result.score > 0, result.reason  # graded (whether each step's reply fits matters less here)
     assert grader_server.request_count > 6  # the methods' inner calls
     assert grader_server.in_flight.most == 4
+
+
+# ---------------------------------------------------------------- every mix, measured at the servers
+
+FACT = "Paris is the capital of France. The Eiffel Tower was completed in 1889."
+MIXES = {
+    "rubric": ["llm-rubric"],
+    "rubric+fc+grounding": ["llm-rubric", "factual-correctness", "facts-grounding"],
+    "factscore+rubric": ["factscore", "llm-rubric"],
+    "all four": ["llm-rubric", "factual-correctness", "facts-grounding", "factscore"],
+}
+
+
+def any_judge(body):
+    """Every step of the four methods answered in its schema (factscore's: the facts of each sentence,
+    each fact supported), the rest as `judge` does."""
+    from test_factscore import _block, _numbered
+
+    text = body["messages"][-1]["content"]
+    if "<sentences>" in text:
+        return json.dumps({"facts": [s for s in _numbered(_block(text, "sentences"))]})
+    if "<passages>" in text:
+        return json.dumps({"verdicts": [{"fact": f, "verdict": True, "reason": "scripted", "evidence": 1}
+                                        for f in _numbered(_block(text, "facts"))]})
+    if text.startswith("Instruction-following check"):
+        return json.dumps({"reasoning": "asks about Paris", "Instruction Following": "No Issues"})
+    if text.startswith("Grounding check: label every sentence"):
+        from factcli.stats.text import split_sentences
+        from test_facts_grounding import _tag
+
+        return json.dumps({"sentences": [{"sentence": s, "label": "supported", "rationale": "in the document",
+                                          "excerpt": s} for s in split_sentences(_tag(text, "response"))]})
+    return judge(body)
+
+
+def _assertion(kind: str, grader: str) -> str:
+    provider = f'provider: {{id: "openai:chat:judge", config: {{apiBaseUrl: "{grader}"}}}}'
+    if kind == "llm-rubric":
+        return f'{{type: llm-rubric, value: "is about Paris", {provider}}}'
+    if kind == "factual-correctness":
+        return f'{{type: factual-correctness, value: "{FACT}", {provider}}}'
+    if kind == "factscore":
+        return f'{{type: factscore, value: Paris, config: {{knowledge: "%(kb)s", k: 1}}, {provider}}}'
+    return f"{{type: {kind}, {provider}}}"
+
+
+@pytest.mark.parametrize("endpoints", ["one", "two"])
+@pytest.mark.parametrize("mix", list(MIXES))
+@pytest.mark.parametrize("j", [1, 2, 4])
+def test_no_mix_of_model_graders_and_methods_passes_j(fake_openai, tmp_path, monkeypatch, j, mix, endpoints):
+    """The model and the graders on one server, or the graders split over a second one (llm-rubric and
+    factscore on the model's server, the other methods on the second): the calls both servers are
+    answering at once never pass -j, for every mix of model-graded assertions and claim-level methods."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    kb = tmp_path / "kb.jsonl"
+    kb.write_text(json.dumps({"title": "Paris", "text": FACT}) + "\n")
+    fake_openai.add_rule(".", FACT, model="m")
+    fake_openai.add_rule(".", any_judge, model="judge")
+    with FakeOpenAI() as second:
+        second.add_rule(".", any_judge, model="judge")
+        second.in_flight = fake_openai.in_flight  # one count for both servers
+        for server in (fake_openai, second):
+            server.latency = 0.05
+        near, far = fake_openai.url, (second.url if endpoints == "two" else fake_openai.url)
+        graders = [_assertion(kind, near if kind in ("llm-rubric", "factscore") else far) % {"kb": kb}
+                   for kind in MIXES[mix]]
+        tests = "".join(f"  - vars: {{n: '{i}'}}\n" for i in range(4))
+        cfg = write(tmp_path / "c.yaml", f"""
+prompts: ["Tell me about Paris ({{{{n}}}})."]
+providers: [{{id: "openai:chat:m", config: {{apiBaseUrl: "{{{{ env.FAKE_OPENAI_URL }}}}"}}}}]
+defaultTest:
+  vars: {{context: "{FACT}"}}
+  assert: [{", ".join(graders)}]
+tests:
+{tests}""")
+        out = tmp_path / "r.json"
+        result = CliRunner().invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "--no-cache", "--no-progress-bar",
+                                          "--no-table", "-j", str(j)])
+        rows = json.loads(out.read_text())["results"]["results"]
+        graded = [c for r in rows for c in r["gradingResult"]["componentResults"]]
+        assert len(rows) == 4 and len(graded) == 4 * len(MIXES[mix]), result.output
+        assert not [c["reason"] for c in graded if (c.get("metadata") or {}).get("graderError")]
+        calls = fake_openai.request_count + second.request_count
+        assert calls >= 4 * (1 + len(MIXES[mix]))
+        assert fake_openai.in_flight.most <= j, (fake_openai.in_flight.most, calls)
+        assert fake_openai.in_flight.now == 0
+
+
+@pytest.mark.parametrize("kind, own_limit, most", [
+    ("llm-rubric", None, 12),  # a row's assertions at once (promptfoo's limit of 3 a row is not factcli's)
+    ("factscore", None, 12),  # the sentences decomposed at once: no limit of the method's own (it was 8)
+    ("factscore", 3, 3),  # the method's config.maxConcurrency, when set, bounds one assertion's calls
+])
+def test_j_is_the_only_limit_a_row_and_its_methods_meet(fake_openai, tmp_path, monkeypatch, kind, own_limit, most):
+    """One row at -j 12: its grader calls fill every place -j gives, however they are made (13
+    assertions of the row, or 13 decompositions of one factscore; the endpoint's first structured
+    request goes alone, run/calls.FormatMemory, then 12 at once), unless the method's own
+    maxConcurrency says fewer."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    sentences = " ".join(f"Paris has sight number {i}." for i in range(13))
+    fake_openai.add_rule(".", sentences, model="m")
+    fake_openai.add_rule(".", any_judge, model="judge")
+    fake_openai.latency = 0.2
+    kb = tmp_path / "kb.jsonl"
+    kb.write_text(json.dumps({"title": "Paris", "text": sentences}) + "\n")
+    grader = f'provider: {{id: "openai:chat:judge", config: {{apiBaseUrl: "{fake_openai.url}"}}}}'
+    if kind == "llm-rubric":
+        asserts = ", ".join(f'{{type: llm-rubric, value: "criterion {i}", {grader}}}' for i in range(13))
+    else:
+        limit = f", maxConcurrency: {own_limit}" if own_limit else ""
+        asserts = f'{{type: factscore, value: Paris, config: {{knowledge: "{kb}", decompose: sentence{limit}}}, {grader}}}'
+    cfg = write(tmp_path / "c.yaml", f"""
+prompts: ["Tell me about Paris."]
+providers: [{{id: "openai:chat:m", config: {{apiBaseUrl: "{fake_openai.url}"}}}}]
+tests:
+  - assert: [{asserts}]
+""")
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "--no-cache", "--no-progress-bar",
+                                      "--no-table", "-j", "12"])
+    graded = json.loads(out.read_text())["results"]["results"][0]["gradingResult"]["componentResults"]
+    assert not [c["reason"] for c in graded if (c.get("metadata") or {}).get("graderError")], result.output
+    assert fake_openai.request_count >= 14
+    assert fake_openai.in_flight.most == most

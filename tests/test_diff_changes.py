@@ -5,6 +5,7 @@ both outputs side by side."""
 import json
 import warnings
 
+import pytest
 from conftest import write
 from typer.testing import CliRunner
 
@@ -148,3 +149,37 @@ def test_diff_of_two_unrelated_runs_says_so_first_and_asks_for_force_or_pairs(fa
     # a run and itself share everything: no warning, no flag needed
     same = runner.invoke(app, ["diff", "latest", "latest"])
     assert same.exit_code == 0 and "share nothing" not in same.output
+
+
+SCORED = """
+prompts: ["Say {{n}}"]
+providers: [echo]
+defaultTest:
+  assert: [{type: llm-rubric, value: "is fine", provider: {id: "openai:chat:judge", config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"}}}]
+tests:
+%s
+"""
+
+
+def test_a_row_judged_in_one_run_only_keeps_the_delta_inside_its_interval(fake_openai, tmp_path, monkeypatch):
+    """Row r0 scored 0.9 in A and not judged in B (its grader's reply is no verdict), the other nine 0.5
+    in both: A's mean is 0.54, B's 0.5, Δ −0.04. Pairing the nine rows judged in both gave the interval
+    [+0.000, +0.000] with Δ −0.04 outside it; the rows do not pair, so each run is resampled on its own,
+    around the same Δ the table prints."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    cfg = write(tmp_path / "c.yaml", SCORED % "".join(f"  - vars: {{n: r{i}}}\n" for i in range(10)))
+    ids = []
+    for first in ('{"pass": true, "score": 0.9, "reason": "good"}', "I cannot decide."):
+        fake_openai.clear_rules()
+        fake_openai.add_rule("r0", first)
+        fake_openai.add_rule(".", '{"pass": true, "score": 0.5, "reason": "fine"}')
+        result = runner.invoke(app, ["eval", "-c", str(cfg), "--no-progress-bar", "--no-table", "--no-cache"])
+        assert result.exit_code in (0, 4), result.output  # 4: B's row not judged
+        with Store.open(None) as store:
+            ids.append(store.resolve(None)["id"])
+    doc = json.loads(runner.invoke(app, ["diff", *ids, "--json"]).output)["columns"][0]
+    mean = doc["meanScore"]
+    assert mean["delta"] == pytest.approx(-0.04) and mean["method"] == "bootstrap"
+    assert mean["ci95"][0] <= mean["delta"] <= mean["ci95"][1] and mean["verdict"] == "within noise"
+    rate = doc["passRate"]  # 10/10 against 9/9: the two samples apart, around Δ 0
+    assert rate["delta"] == 0 and rate["method"] == "newcombe" and rate["ci95"][0] < 0 < rate["ci95"][1]

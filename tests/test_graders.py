@@ -196,3 +196,54 @@ tests:
     assert rows[2]["gradingResult"]["reason"] == "Output not selected: funniest"
     assert [p["metrics"]["testPassCount"] for p in doc["results"]["prompts"]] == [0, 1, 0]
     assert [p["metrics"]["score"] for p in doc["results"]["prompts"]] == [0, 1, 0]
+
+
+REASON_ORDER = """
+prompts: ["Say {{n}}"]
+providers: [echo]
+tests:
+  - description: two rubrics around a contains
+    vars: {n: "one"}
+    assert:
+      - {type: llm-rubric, value: "first", metric: first, provider: {id: "openai:chat:judge", config: {apiBaseUrl: "%(x)s"}}}
+      - {type: contains, value: "zzz", metric: middle}
+      - {type: llm-rubric, value: "last", metric: last, provider: {id: "openai:chat:judge", config: {apiBaseUrl: "%(y)s"}}}
+  - description: a rubric before a contains
+    vars: {n: "two"}
+    assert:
+      - {type: llm-rubric, value: "first", provider: {id: "openai:chat:judge", config: {apiBaseUrl: "%(x)s"}}}
+      - {type: contains, value: "zzz"}
+  - description: a contains before a rubric
+    vars: {n: "three"}
+    assert:
+      - {type: contains, value: "zzz"}
+      - {type: llm-rubric, value: "last", provider: {id: "openai:chat:judge", config: {apiBaseUrl: "%(x)s"}}}
+"""
+
+
+@pytest.mark.parametrize("slow", ["x", "y"])
+def test_a_rows_reason_is_the_last_failure_in_the_configs_order_whichever_grader_answers_last(tmp_path, monkeypatch,
+                                                                                                slow):
+    """Graders on two servers, one answering 300 ms later than the other, then the other way round: the
+    row's reason is its last failing assertion in the config's order, its components and named scores
+    come in that order, however long each took (promptfoo 0.121.20 keeps the last failure to finish:
+    with the slow grader first, its reason; see promptfoo-departures.md)."""
+    from fake_openai import FakeOpenAI
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with FakeOpenAI() as x, FakeOpenAI() as y:
+        for server, name in ((x, "x"), (y, "y")):
+            server.add_rule(".", json.dumps({"pass": False, "score": 0, "reason": f"judge {name} says no"}))
+            server.latency = 0.3 if name == slow else 0.0
+        cfg = write(tmp_path / "c.yaml", REASON_ORDER % {"x": x.url, "y": y.url})
+        out = tmp_path / "r.json"
+        result = run("-c", cfg, "-o", out, "--no-cache", "-j", "4")
+    assert result.exit_code == 100, result.output
+    rows = {r["testCase"]["description"]: r["gradingResult"] for r in json.loads(out.read_text())["results"]["results"]}
+    around = rows["two rubrics around a contains"]
+    assert around["reason"] == "judge y says no"
+    assert [c["reason"] for c in around["componentResults"]] == [
+        "judge x says no", 'Expected output to contain "zzz"', "judge y says no"]
+    assert list(around["namedScores"]) == ["first", "middle", "last"]
+    assert rows["a rubric before a contains"]["reason"] == 'Expected output to contain "zzz"'
+    assert rows["a contains before a rubric"]["reason"] == "judge x says no"

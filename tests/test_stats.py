@@ -97,6 +97,57 @@ def test_newcombe_differences_match_newcombes_worked_examples():
     assert stats.newcombe_difference(6, 6, 0, 6)["ci95"][1] < 0  # 6/6 → 0/6 is beyond noise
 
 
+def _newcombe_cells(a: int, b: int, c: int, d: int) -> list[tuple[int, int]]:
+    """Pairs for Newcombe's 2×2 table (a both positive, b first only, c second only, d neither), whose
+    difference is first − second: factcli's is B − A, so the first is B."""
+    return [(1, 1)] * a + [(0, 1)] * b + [(1, 0)] * c + [(0, 0)] * d
+
+
+@pytest.mark.parametrize("cells, delta, published, digits", [
+    # Newcombe 1998b (Stat Med 17:2635), method 10; 18/12/2/18 and 53/0/0/1 have eh > fg, where the
+    # continuity-corrected φ* widens the interval (uncorrected: [0.0618, 0.3239] and ±0.0640)
+    ((36, 12, 2, 0), 0.2, (0.0569, 0.3404), 4),
+    ((18, 12, 2, 18), 0.2, (0.0562, 0.3290), 4),
+    ((53, 0, 0, 1), 0.0, (-0.0729, 0.0729), 4),
+    # Newcombe's example as R's ratesci tests it (method 10: 0.0562, 0.3292; method 8 would be 0.3242)
+    ((20, 12, 2, 16), 0.2, (0.0562, 0.3292), 4),
+    # Fagerland, Lydersen & Laud 2014 (Stat Methods Med Res), Bentur et al's table, "MOVER Wilson"
+    # with Newcombe's corrected correlation: (−0.507, −0.026)
+    ((1, 1, 7, 12), -6 / 21, (-0.507, -0.026), 3),
+    # Tang, Li & Tang 2010's example, (−0.1574, 0.4136) as ratesci reproduces it
+    ((8, 3, 1, 2), 2 / 14, (-0.1574, 0.4136), 4),
+    # Chang et al. 2024's example (0.133, 0.318), Newcombe's correction applied, as ratesci reads it
+    ((7, 25, 2, 68), 23 / 102, (0.133, 0.318), 3),
+])
+def test_newcombe_paired_reproduces_published_intervals(cells, delta, published, digits):
+    r = stats.newcombe_paired(_newcombe_cells(*cells))
+    assert r["delta"] == pytest.approx(delta) and r["method"] == "newcombe paired"
+    assert r["ci95"] == pytest.approx(list(published), abs=0.5 * 10 ** -digits)  # as printed, rounded
+
+
+def test_newcombe_paired_correlation_is_corrected_only_when_eh_exceeds_fg():
+    # cells e, f, g, h as factcli counts them (both pass, A only, B only, neither)
+    assert stats.intervals.paired_correlation(18, 2, 12, 18) == pytest.approx((18 * 18 - 24 - 25) / 600)
+    assert stats.intervals.paired_correlation(53, 0, 0, 1) == pytest.approx(26 / 53)  # 53 − 54/2 = 26
+    # eh − fg between 0 and n/2: corrected to 0, the rates treated as uncorrelated
+    assert stats.intervals.paired_correlation(5, 2, 2, 1) == 0.0  # eh − fg = 1 ≤ 5
+    # eh < fg: φ as it is (Newcombe corrects only the positive side)
+    assert stats.intervals.paired_correlation(36, 2, 12, 0) == pytest.approx(-24 / (38 * 12 * 48 * 2) ** 0.5)
+    assert stats.intervals.paired_correlation(6, 0, 0, 0) == 0.0  # an empty margin
+
+
+def test_a_paired_difference_of_noise_is_within_noise():
+    """30 rows pass in both runs, 3 only in A, 10 only in B, 7 in neither (n = 50): +14 points with
+    [−0.32, +27.75]: within noise, so `diff --fail-on-regression` must not call it a change (the
+    uncorrected φ gave [+0.25, +27.28], beyond noise)."""
+    pairs = [(1, 1)] * 30 + [(1, 0)] * 3 + [(0, 1)] * 10 + [(0, 0)] * 7
+    r = stats.newcombe_paired(pairs)
+    assert r["delta"] == pytest.approx(0.14) and r["ci95"] == pytest.approx([-0.0032, 0.2775], abs=5e-5)
+    assert r["verdict"] == "within noise"
+    flipped = stats.newcombe_paired([(y, x) for x, y in pairs])  # the same runs the other way round
+    assert flipped["ci95"] == pytest.approx([-0.2775, 0.0032], abs=5e-5) and not flipped["beyondNoise"]
+
+
 def test_bootstrap_of_a_continuous_mean_covers_95_percent_of_the_time():
     """Scores from Beta(2, 5) (mean 2/7): every sample has more distinct values than the
     multinomial shortcut takes, so this checks the row-resampling path."""
@@ -451,6 +502,27 @@ def test_diff_says_whether_runs_differ_beyond_noise(tmp_path, monkeypatch):
     d = diff_json(all_pass, other)["passRate"]
     assert d["method"] == "newcombe" and d["delta"] == pytest.approx(40 / 41 - 1) and d["verdict"] == "within noise"
     assert diff_json(all_pass, other)["meanScore"]["verdict"] == "within noise"
+
+
+def test_diff_fail_on_regression_lets_noise_through_with_the_corrected_correlation(tmp_path, monkeypatch):
+    """Newcombe's φ* through the CLI: of 50 rows, 30 pass in both runs, 10 only in A, 3 only in B, 7 in
+    neither. B − A = −14 points, [−27.75, +0.32]: within noise, so --fail-on-regression exits 0 (the
+    uncorrected φ put the upper bound at −0.25 and failed the build)."""
+    texts = [f"ab{i}" for i in range(30)] + [f"a{i}" for i in range(10)] + [f"b{i}" for i in range(3)] + \
+        [f"z{i}" for i in range(7)]
+    cfg = write(tmp_path / "d.yaml", diff_config(texts))
+    ids = []
+    for want in ("a", "b"):  # A passes the rows holding an "a", B those holding a "b"
+        monkeypatch.setenv("WANT", want)
+        cli("eval", "-c", cfg, "--no-progress-bar", "--no-table")
+        ids.append(latest_id())
+    d = diff_json(*ids)["passRate"]
+    assert d["method"] == "newcombe paired" and d["delta"] == pytest.approx(-0.14)
+    assert d["ci95"] == pytest.approx([-0.2775, 0.0032], abs=5e-5) and d["verdict"] == "within noise"
+    result = cli("diff", *ids, "--fail-on-regression")
+    assert result.exit_code == 0, result.output
+    line = next(line for line in result.output.splitlines() if "pass rate" in line)
+    assert "-14.0 pts" in line and "[-27.7, +0.3]" in line and line.rstrip(" |").endswith("within")
 
 
 def test_stats_survive_an_export_of_the_stored_run(tmp_path):

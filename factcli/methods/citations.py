@@ -39,6 +39,7 @@ from factcli import templating
 from factcli.methods import reports as method_reports
 from factcli.methods.claims import JudgeCall, JudgeError, ask_json, gather_calls, prompt_for
 from factcli.methods.settings import MethodSettings, Setting, anything, whole
+from factcli.scoring.gather import bound
 from factcli.scoring.grading import grader_error
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.scoring.replies import Flag, Obj, Reply, Text
@@ -47,7 +48,7 @@ from factcli.types import GradingResult
 
 METHOD = "citations"
 DEFAULT_THRESHOLD = 0.5
-DEFAULT_CONCURRENCY = 8
+DEFAULT_CONCURRENCY = None  # no limit of its own: the run's -j bounds its calls (scoring/gather.bound)
 
 ENTAIL_REPLY = Reply("citation_entailment", Obj(entailed=Flag(), reason=Text()), 256, types=(METHOD,))
 
@@ -213,7 +214,7 @@ async def citations(ctx: AssertionContext) -> GradingResult:
         raise AssertionError_("citations grades with one judge: give `provider` one model")
     given = SETTINGS.read(ctx.assertion.config)
     passages = _passages(ctx)
-    sem = asyncio.Semaphore(given.get("maxConcurrency", DEFAULT_CONCURRENCY))
+    sem = bound(given.get("maxConcurrency", DEFAULT_CONCURRENCY))
     spec = grader.spec_for(ctx.assertion, ctx.test)
     threshold = ctx.threshold if ctx.threshold is not None else DEFAULT_THRESHOLD
     scored, unscored = first_line(ctx.output_text)

@@ -118,7 +118,7 @@ from factcli.methods.facts_parsing import (
     split_sentences,
 )
 from factcli.methods.settings import Bad, MethodSettings, Setting, choice, flag, number, whole
-from factcli.scoring.gather import gather_all
+from factcli.scoring.gather import bound, gather_all
 from factcli.scoring.grading import grader_error
 from factcli.scoring.panels import AGGREGATES, JudgeVerdict, aggregate, judge_names
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
@@ -130,7 +130,7 @@ TEMPLATES = ("json", "implicit_span_level", "span_level", "response_level")
 DEFAULT_TEMPLATE = "json"
 DEFAULT_THRESHOLD = 0.5
 DEFAULT_MIN_COVERAGE = 0.5
-DEFAULT_MAX_CONCURRENCY = 8
+DEFAULT_MAX_CONCURRENCY = None  # no limit of its own: the run's -j bounds its calls (scoring/gather.bound)
 TEMPLATE_PROMPT_KEYS = {"json": "jsonPrompt", "implicit_span_level": "implicitSpanLevelPrompt",
                         "span_level": "spanLevelPrompt", "response_level": "responseLevelPrompt"}
 GROUNDED = {"SUPPORTED", "NO_RAD", "ACCURATE"}
@@ -149,7 +149,7 @@ class Options:
     aggregate: str
     check_sentences: bool
     min_coverage: float
-    max_concurrency: int
+    max_concurrency: int | None
     threshold: float
     profile: str = "default"
     template_given: bool = True
@@ -411,7 +411,7 @@ async def facts_grounding(ctx: AssertionContext) -> GradingResult:
                 "judges": judges, "claims": []}
         return _finish(ctx, False, 0.0, "FACTS grounding 0.00: the response is empty", TokenUsage(), meta)
 
-    sem = asyncio.Semaphore(opts.max_concurrency)
+    sem = bound(opts.max_concurrency)
     results = await gather_all(_run_judge(ctx, s, n, t, inp, opts, sem) for s, n, t in zip(specs, names, templates))
     tokens, cost, cost_known = TokenUsage(), 0.0, True
     for r in results:

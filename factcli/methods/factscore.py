@@ -106,7 +106,7 @@ from factcli.methods.factscore_facts import decompose, judge_name, verify
 from factcli.methods.settings import MethodSettings, Setting, anything, choice, flag, number, strings, text, whole
 from factcli.providers.search.knowledge import KnowledgeError, KnowledgeSource, open_source, passage_source, text_source
 from factcli.scoring.abstention import ABSTAIN_MODES, detect_abstention
-from factcli.scoring.gather import gather_all
+from factcli.scoring.gather import bound, gather_all
 from factcli.scoring.grading import grader_error, load_rubric_prompt, pick
 from factcli.scoring.panels import AGGREGATES, JudgeVerdict, aggregate, judge_names
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
@@ -116,7 +116,7 @@ from factcli.types import GradingResult, ProviderSpec, TokenUsage
 DEFAULT_K = 5
 DEFAULT_GAMMA = 10
 DEFAULT_THRESHOLD = 0.5
-DEFAULT_CONCURRENCY = 8
+DEFAULT_CONCURRENCY = None  # no limit of its own: the run's -j bounds its calls (scoring/gather.bound)
 DEFAULT_BATCH = 10  # facts a verification call: its reply (about 96 tokens a verdict) stays inside the cap
 
 # the default profile also takes "Here is …" for a preamble; the reference, as FActScore, "Here are" only
@@ -157,7 +157,7 @@ class Settings:
     on_abstain: str = "fail"
     skip_preambles: bool = True
     aggregate: str = "mean"
-    concurrency: int = DEFAULT_CONCURRENCY
+    concurrency: int | None = DEFAULT_CONCURRENCY
     knowledge: str | None = None
     topic: str | None = None
     decomposer: Any = None
@@ -412,7 +412,7 @@ async def factscore(ctx: AssertionContext) -> GradingResult:
     if title is not None:
         meta["document"] = title
 
-    sem = asyncio.Semaphore(s.concurrency)
+    sem = bound(s.concurrency)
     decompose_call = JudgeCall()
     try:
         decompose_prompt = _step(ctx, "decompositionPrompt", prompts.DECOMPOSE)

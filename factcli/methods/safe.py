@@ -39,7 +39,6 @@ wrong shape or a search that fails after its retries makes the row a grading err
 
 from __future__ import annotations
 
-import asyncio
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -59,6 +58,7 @@ from factcli.methods.claims import (
 from factcli.methods.settings import MethodSettings, Setting, anything, choice, whole
 from factcli.providers.search import create_backend, results_wanted
 from factcli.providers.search.base import SearchConfigError
+from factcli.scoring.gather import bound
 from factcli.scoring.grading import grader_error
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.scoring.replies import Choice, Flag, ListOf, Obj, Reply, Text
@@ -70,7 +70,7 @@ DEFAULT_MAX_SEARCHES = 5  # SAFE's max_steps
 SAFE_RETRIES = 10  # SAFE's max_retries: a step is asked up to 11 times for a readable reply
 PIPELINE_TRIES = 3  # SAFE's _MAX_PIPELINE_RETRIES: a fact whose rating stays unreadable is checked anew, then dropped
 DEFAULT_THRESHOLD = 0.5
-DEFAULT_CONCURRENCY = 8
+DEFAULT_CONCURRENCY = None  # no limit of its own: the run's -j bounds its calls (scoring/gather.bound)
 VERIFIABLE_RESULTS = 10  # VeriScore's search results per claim
 CONTEXT_BEFORE, CONTEXT_AFTER = 3, 1  # VeriScore's window around the sentence being extracted
 MODES = ("all", "verifiable")
@@ -178,7 +178,7 @@ async def _split(ctx, spec, s: dict, call: JudgeCall) -> list[dict]:
                              {**ctx.vars, "prompt": ctx.prompt, "response": response}, call, "split", FACTS_REPLY)
         return [{"text": f} for f in string_list(obj, "facts", "split", call.replies[-1]["reply"])]
     sentences = split_paragraph_sentences(response)
-    sem = asyncio.Semaphore(s["concurrency"])
+    sem = bound(s["concurrency"])
     if s["mode"] == "all":  # SAFE: one split call a sentence, its preambles (FActScore's rules) giving no facts
         sentences = without_preambles(sentences)
         template = prompt_for(ctx, "splitPrompt", prompts.SPLIT_SENTENCE)
@@ -394,7 +394,7 @@ async def safe(ctx: AssertionContext) -> GradingResult:
                              "of the column's means", metadata={**meta, "abstained": True, "facts": []})
     try:
         facts = await _split(ctx, spec, s, call)
-        sem = asyncio.Semaphore(s["concurrency"])
+        sem = bound(s["concurrency"])
 
         async def one(fact: dict, sub: JudgeCall) -> None:
             if s["safe_flow"]:

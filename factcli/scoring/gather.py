@@ -2,13 +2,37 @@
 
 asyncio.gather leaves the others running when one raises: a row whose grading already failed, or a
 run the budget stopped, would go on calling models after the run closed its HTTP sessions (and open
-new ones nobody closes). Every place that runs a row's calls side by side goes through here."""
+new ones nobody closes). Every place that runs a row's calls side by side goes through here.
+
+How many of them are out at once is not decided here: every call takes a place under the run's cap
+(`-j`, run/calls.CallCap), whichever assertion or step makes it, so a row starts all its assertions and
+a method all its steps together. `bound` is for a limit a user set on one assertion (a method's
+`config.maxConcurrency`), under that cap."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Iterable
 from typing import Any
+
+
+class _Unbounded:
+    """A bound that never waits: no limit of the assertion's own, -j alone."""
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *exc) -> bool:
+        return False
+
+
+UNBOUNDED = _Unbounded()
+
+
+def bound(limit: int | None):
+    """`async with bound(n):` at most n of one assertion's calls in flight (its `config.maxConcurrency`),
+    under the run's cap; with no limit of its own (None), the run's cap alone."""
+    return asyncio.Semaphore(limit) if limit else UNBOUNDED
 
 
 async def gather_all(aws: Iterable[Awaitable[Any]]) -> list:

@@ -7,7 +7,6 @@ scores, and `assertScoringFunction`, which may replace the aggregate.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import math
 from pathlib import Path
@@ -20,8 +19,6 @@ from factcli.scoring.registry import (COMPARING, PASSED, AssertionContext, Asser
                                      worded)
 from factcli.types import (EMPTY_DICT, EMPTY_LIST, ZERO_TOKENS, Assertion, GradingResult,
                            ProviderResponse, TestCase, TokenUsage, grading_json)
-
-ASSERTIONS_MAX_CONCURRENCY = 3
 
 
 # One assertion's result as the aggregate counts it: (its place in the config's order, the result, its
@@ -350,15 +347,12 @@ async def run_assertions(test: TestCase, *, output: Any, variables: dict, prompt
             if res is not None:
                 parts.append((index, res, render_metric(a.metric, variables), a.weight))
     else:
-        sem = asyncio.Semaphore(ASSERTIONS_MAX_CONCURRENCY)
-
-        async def bounded(job):
-            async with sem:
-                return await graded(job[0])
-
-        # added in the config's order, not as they finish: the row's reason (the last failure, as promptfoo
-        # keeps it) and the order of its named scores never depend on which judge answered first
-        for (a, parts, index, _), res in zip(jobs, await gather_all(bounded(job) for job in jobs)):
+        # every assertion at once: their calls wait for a place under the run's cap (-j, run/calls.CallCap),
+        # the one limit on calls in flight (promptfoo runs 3 assertions of a row at a time; a limit here
+        # would only idle places -j leaves free). Added in the config's order, not as they finish: the
+        # row's reason (its last failure) and the order of its named scores never depend on which judge
+        # answered first
+        for (a, parts, index, _), res in zip(jobs, await gather_all(graded(job[0]) for job in jobs)):
             if res is not None:
                 parts.append((index, res, render_metric(a.metric, variables), a.weight))
     for index, s, members in sets:

@@ -168,11 +168,28 @@ def newcombe_difference(passes_a: float, n_a: int, passes_b: float, n_b: int) ->
     return _verdict(d, max(-1.0, low), min(1.0, high), "newcombe")
 
 
+def paired_correlation(e: int, f: int, g: int, h: int) -> float:
+    """Newcombe's (1998b) estimate of the correlation of the two paired rates, for the cells e (both
+    pass), f (A only), g (B only), h (neither) of n = e+f+g+h pairs: φ = (eh − fg)/√(margins product),
+    the margins being (e+f)(g+h)(e+g)(f+h). When eh > fg it is continuity-corrected to
+    φ* = max(eh − fg − n/2, 0)/√(…): the uncorrected φ makes the interval too narrow when the runs
+    agree (53 of 54 rows passing in both: ±0.064 where the paper's method 10 gives ±0.0729). 0 when a
+    margin is empty (one rate at 0 or 1: there is nothing to correlate)."""
+    margins = (e + f) * (g + h) * (e + g) * (f + h)
+    if not margins:
+        return 0.0
+    n = e + f + g + h
+    cross = e * h - f * g
+    if cross > 0:
+        cross = max(cross - n / 2, 0.0)
+    return cross / math.sqrt(margins)
+
+
 def newcombe_paired(pairs: Sequence[tuple[float, float]]) -> dict | None:
     """95% interval of (rate of B) − (rate of A) over rows that pair one to one, each (A passed, B
     passed) as 0/1: Newcombe's hybrid score interval for paired proportions (1998b, method 10). With
     the 2×2 counts e (both pass), f (A only), g (B only), h (neither), the Wilson intervals of both
-    rates and the correlation φ = (eh − fg)/√((e+f)(g+h)(e+g)(f+h)) (0 when a margin is empty):
+    rates and the corrected correlation φ of `paired_correlation`:
     [d − √(dl_B² − 2φ·dl_B·du_A + du_A²), d + √(du_B² − 2φ·du_B·dl_A + dl_A²)], where dl = p − l and
     du = u − p."""
     n = len(pairs)
@@ -184,8 +201,7 @@ def newcombe_paired(pairs: Sequence[tuple[float, float]]) -> dict | None:
     h = n - e - f - g
     a, b = wilson_interval(e + f, n), wilson_interval(e + g, n)
     pa, pb = a["value"], b["value"]
-    denominator = (e + f) * (g + h) * (e + g) * (f + h)
-    phi = (e * h - f * g) / math.sqrt(denominator) if denominator else 0.0
+    phi = paired_correlation(e, f, g, h)
     dl_a, du_a = pa - a["low"], a["high"] - pa
     dl_b, du_b = pb - b["low"], b["high"] - pb
     d = pb - pa
