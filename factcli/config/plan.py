@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 from factcli.config.loader import Suite
 from factcli.config.stream import TestFacts, combination_count, expands, facts_of, is_streamed, kept_whole
-from factcli.sources import Rows
 from factcli.types import EvalStep, Prompt, ProviderSpec
 
 
