@@ -8,13 +8,12 @@ import functools
 import io
 import itertools
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 from factcli import sources
-from factcli.config import remote
+from factcli.config import csv_text, remote
 from factcli.config.context import check_keys, load_warning, record
 from factcli.config.user_code import code_file
 from factcli.errors import ConfigError
@@ -261,30 +260,6 @@ def csv_tests(text: str, file: str, warnings: list[str]) -> list[dict]:
     return [t for _, t in rows]
 
 
-_CSV_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
-# what str.splitlines breaks lines at besides \r and \n (a CSV line does not end there)
-_OTHER_BREAKS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
-# a chunk's lines are held at once, each several times its text: a chunk small enough to add little memory
-CSV_CHUNK = 1 << 16
-
-
-def _csv_lines(text: str):
-    """The text's lines as io.StringIO(text, newline="") gives them (\r\n, \r or \n kept), made a
-    chunk of about CSV_CHUNK characters at a time (a cut after a newline splits no line): a
-    StringIO holds its text as 4 bytes a character, 68 MB for 1,000,000 short rows. A chunk without
-    the other line breaks str.splitlines knows is split by it, which is faster than _CSV_LINE."""
-    start = 0
-    while start < len(text):
-        end = text.find("\n", start + CSV_CHUNK)
-        end = len(text) if end < 0 else end + 1
-        chunk = text[start:end]
-        if _OTHER_BREAKS.search(chunk) is None:
-            yield from chunk.splitlines(keepends=True)
-        else:
-            yield from (m.group() for m in _CSV_LINE.finditer(chunk))
-        start = end
-
-
 class CsvRows:
     """The test mappings of a CSV text, converted a row at a time each time they are iterated: a
     100,000-row file is never held as 100,000 row mappings and test mappings at once (issue 30).
@@ -295,10 +270,8 @@ class CsvRows:
 
     def __init__(self, text: str, file: str, warnings: list[str]):
         self.text, self.file = text, file
-        self.delimiter = os.environ.get("FACTCLI_CSV_DELIMITER") or os.environ.get("PROMPTFOO_CSV_DELIMITER") or ","
-        strict_only = os.environ.get("FACTCLI_CSV_STRICT", os.environ.get("PROMPTFOO_CSV_STRICT", "")) == "true"
+        self.delimiter, strict_only = csv_text.settings()
         self.strict = True
-        sources.allow_large_csv_cells()
         try:
             self.count = self._scan()
         except csv.Error as exc:
@@ -315,7 +288,7 @@ class CsvRows:
             pass
 
     def _reader(self):
-        return csv.reader(_csv_lines(self.text), delimiter=self.delimiter, strict=self.strict)
+        return csv_text.reader(self.text, self.delimiter, self.strict)
 
     def _scan(self) -> int:
         """The number of rows (csv.DictReader's: blank lines are none), each row's cells checked."""
