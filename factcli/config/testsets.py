@@ -1,4 +1,5 @@
-"""Test loaders by file type (YAML, JSON, JSONL, CSV) and promptfoo's CSV `__expected` grammar."""
+"""Test loaders by file type (YAML, JSON, JSONL, CSV), and a CSV header's columns (the `__expected` cell
+grammar: config/expected_cells)."""
 
 from __future__ import annotations
 
@@ -14,80 +15,12 @@ from typing import Any
 
 from factcli import sources
 from factcli.config import csv_text, remote
+from factcli.config.expected_cells import assertion_from_string, cell_near_miss, parse_number
 from factcli.config.context import check_keys, load_warning, record
 from factcli.config.user_code import code_file
 from factcli.errors import ConfigError
 from factcli.sources import JS_SUFFIXES, PY_SUFFIXES, TS_SUFFIXES
-from factcli.scoring.registry import TYPES, AssertionError_
-
-
-@functools.cache
-def _cell_pattern() -> re.Pattern:
-    """The cell grammar's pattern, compiled at the first `__expected` cell rather than at import: an
-    alternation of every type's name is slow to compile, and most evals have no such cell (issue 30)."""
-    # promptfoo tries its enum's types in order, first match wins; only a name followed by `:` can match
-    # where a longer one does (`similar:cosine:x` is `similar` with value `cosine:x`), and sorting puts
-    # every name before the longer names it begins, as promptfoo's enum does
-    names = sorted(name for name, facts in TYPES.items() if facts.in_promptfoo)
-    return re.compile(
-        r"^(not-)?(" + "|".join(re.escape(t) for t in names) + r")(?:\((\d+(?:\.\d+)?)\))?(?::([\s\S]*))?$"
-    )
-
-
-_NUMBER = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$")
-# promptfoo's isJavascriptFile, which a `file://` cell of `__expected` is tested with: no `.tsx`
-_CELL_JS_SUFFIXES = JS_SUFFIXES + tuple(s for s in TS_SUFFIXES if s != ".tsx")
-
-
-def parse_number(value: str | None) -> float | None:
-    """promptfoo's parseFiniteNumber: a strict number, else None."""
-    text = (value or "").strip()
-    if not _NUMBER.match(text):
-        return None
-    n = float(text)
-    return n if n not in (float("inf"), float("-inf")) else None
-
-
-def _is_js_file(ref: str) -> bool:
-    path = ref.split(":", 1)[0] if re.search(r"\.(?:js|cjs|mjs|ts|cts|mts):", ref) else ref
-    return path.endswith(_CELL_JS_SUFFIXES)
-
-
-def assertion_from_string(cell: str) -> dict:
-    """One `__expected` cell -> an assertion mapping (promptfoo-semantics §7, first match wins)."""
-    for prefix in ("javascript:", "fn:", "eval:"):
-        if cell.startswith(prefix):
-            return {"type": "javascript", "value": cell[len(prefix):].strip()}
-    if cell.startswith("file://") and _is_js_file(cell[7:]):
-        return {"type": "javascript", "value": cell.strip()}
-    if cell.startswith("grade:"):
-        return {"type": "llm-rubric", "value": cell[6:]}
-    if cell.startswith("llm-rubric:"):
-        return {"type": "llm-rubric", "value": cell[11:]}
-    if cell.startswith("python:") or (cell.startswith("file://") and (cell.endswith(".py") or ".py:" in cell)):
-        return {"type": "python", "value": cell[7:].strip()}
-    m = _cell_pattern().match(cell)
-    if not m:
-        return {"type": "equals", "value": cell}
-    not_prefix, typ, threshold_text, value = m.groups()
-    full = f"not-{typ}" if not_prefix else typ
-    threshold = parse_number(threshold_text)
-    facts = TYPES[typ]
-    if facts.cell_value == "list":
-        from factcli.assertions.text import split_commas
-
-        return {"type": full, "value": split_commas(value) if value else value}
-    out = {"type": full}
-    if facts.cell_value == "json":
-        if value is not None:
-            out["value"] = value
-        return out
-    if facts.cell_threshold is not None:
-        out["threshold"] = facts.cell_threshold if threshold is None else threshold
-    if value is not None:
-        out["value"] = value.strip()
-    return out
-
+from factcli.scoring.registry import AssertionError_
 
 SPECIAL_COLUMNS = ("__expected", "__prefix", "__suffix", "__description", "__providerOutput", "__metric",
                    "__threshold", "__metadata", "__config")
@@ -286,6 +219,10 @@ class CsvRows:
                                   f"line {self._scanning.line_num}") from None
         for _ in zip(range(1), self._tests(warnings)):
             pass
+        for (column, written, meant), rows in self.near_misses.items():
+            warnings.append(f"{file}: row {rows[0]}{f' and {len(rows) - 1} more' if len(rows) > 1 else ''}, column "
+                            f"{column}: '{written}' is no assertion type, so the whole cell is an equals value (as "
+                            f"promptfoo reads it); did you mean '{meant}:'?")
 
     def _reader(self):
         return csv_text.reader(self.text, self.delimiter, self.strict)
@@ -295,11 +232,16 @@ class CsvRows:
         reader = self._scanning = self._reader()
         header = next(reader, None)
         count, wide = 0, None
+        self.near_misses = {}  # {(column, prefix written, type meant): rows}
         if header is not None:
             width = len(header)
+            expected = [(i, k.strip()) for i, k in enumerate(header) if k.strip().startswith("__expected")]
             for row in reader:
                 if row:
                     count += 1
+                    for i, column in expected:
+                        if i < len(row) and (miss := cell_near_miss(row[i])):
+                            self.near_misses.setdefault((column, *miss), []).append(count)
                     if len(row) > width and wide is None:
                         wide = ConfigError(f"row has {len(row)} cells but the header has {width}", self.file,
                                            f"row {count}")
