@@ -219,6 +219,12 @@ class CsvRows:
                                   f"line {self._scanning.line_num}") from None
         for _ in zip(range(1), self._tests(warnings)):
             pass
+        if self.empty:  # promptfoo runs them (with empty vars), so factcli does: said before they are paid for
+            shown = ", ".join(map(str, self.empty[:5])) + (f" and {len(self.empty) - 5} more" if len(self.empty) > 5 else "")
+            many = len(self.empty) > 1
+            warnings.append(f"{file}: row{'s' if many else ''} {shown}: every cell is empty or blank; promptfoo runs "
+                            f"such a row too (empty vars, a call each): delete {'them' if many else 'it'} to leave "
+                            f"{'them' if many else 'it'} out")
         for (column, written, meant), rows in self.near_misses.items():
             warnings.append(f"{file}: row {rows[0]}{f' and {len(rows) - 1} more' if len(rows) > 1 else ''}, column "
                             f"{column}: '{written}' is no assertion type, so the whole cell is an equals value (as "
@@ -232,13 +238,15 @@ class CsvRows:
         reader = self._scanning = self._reader()
         header = next(reader, None)
         count, wide = 0, None
-        self.near_misses = {}  # {(column, prefix written, type meant): rows}
+        self.empty, self.near_misses = [], {}  # rows of empty cells; {(column, prefix, type meant): rows}
         if header is not None:
             width = len(header)
             expected = [(i, k.strip()) for i, k in enumerate(header) if k.strip().startswith("__expected")]
             for row in reader:
                 if row:
                     count += 1
+                    if not any(row) or (len(row) == 1 and not row[0].strip()):  # (any() first: it is fast)
+                        self.empty.append(count)
                     for i, column in expected:
                         if i < len(row) and (miss := cell_near_miss(row[i])):
                             self.near_misses.setdefault((column, *miss), []).append(count)
