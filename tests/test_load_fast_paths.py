@@ -319,4 +319,6 @@ def test_a_csv_files_tests_are_its_rows_as_csv_dictreader_reads_them(header, row
     read_warnings: list = []
     read = [(n, testsets.test_from_csv_row(row, "t.csv", n, read_warnings))
             for n, row in enumerate(csv.DictReader(io.StringIO(text, newline="")), 1)]
-    assert json.dumps(made) == json.dumps(read) and made_warnings == read_warnings
+    # the file's own warnings (rows of empty cells, near-miss __expected prefixes) come from its whole text
+    headers = [w for w in made_warnings if "every cell is empty" not in w and "is no assertion type" not in w]
+    assert json.dumps(made) == json.dumps(read) and headers == read_warnings

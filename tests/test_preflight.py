@@ -77,6 +77,7 @@ def test_bad_outputs_are_all_named(server, tmp_path):
     locked.chmod(0o500)
     (tmp_path / "blocker").write_text("a file, not a folder")
     # a folder that does not exist yet is made (tests/test_user_configs.py); one under a file cannot be
+    # (/proc, /sys and the rest: tests/test_output_path.py)
     result = _eval(tmp_path, _config(_provider("gpt-4o-mini")), "-o", str(tmp_path / "blocker" / "sub" / "r.json"),
                    "-o", str(tmp_path / "r.docx"), "-o", str(locked / "r.json"))
     locked.chmod(0o700)
@@ -84,7 +85,7 @@ def test_bad_outputs_are_all_named(server, tmp_path):
     import os
 
     if os.geteuid() != 0:  # root writes anywhere
-        needles.append(f"-o {locked / 'r.json'}: not writable")
+        needles.append(f"-o {locked / 'r.json'}: cannot create {locked / 'r.json'}: Permission denied")
     _refused(result, server, "problems found", *needles)
 
 

@@ -191,6 +191,38 @@ def test_load_time_errors(tmp_path, entry, message):
     assert message in str(info.value) and "prompts[0]" in str(info.value)
 
 
+@pytest.mark.parametrize("file, code, entry, kind", [
+    ("prompts.py", 'GREETING = "Hello {{topic}}"\ndef fn(context):\n    return "x"\n', "prompts.py:GREETING", "a str"),
+    ("prompts.py", "TOPICS = ['a']\n", "prompts.py:TOPICS", "a list"),
+    pytest.param("prompts.js", 'module.exports.GREETING = "Hello {{topic}}";\nmodule.exports.fn = () => "x";\n',
+                 "prompts.js:GREETING", "a string", marks=needs_node),
+    pytest.param("prompts.mjs", "export const CONFIG = {t: 1};\nexport function fn() { return 'x'; }\n",
+                 "prompts.mjs:CONFIG", "an object", marks=needs_node),
+])
+def test_a_name_that_is_no_function_says_what_it_is_before_any_call(tmp_path, fake_openai, monkeypatch, file, code,
+                                                                      entry, kind):
+    """It said "has no function 'GREETING'" though the name is there (Python), or failed every row (JS)."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.url)
+    write(tmp_path / file, code)
+    cfg = write(tmp_path / "c.yaml", f"prompts: ['file://{entry}']\nproviders: [openai:chat:gpt-4o-mini]\n"
+                                     "tests: [{vars: {topic: cats}}]\n")
+    result = CliRunner().invoke(app, ["eval", "-c", str(cfg), "--no-progress-bar", "--no-cache", "--no-write"])
+    assert result.exit_code == 1, result.output
+    assert (f"prompts[0]: {entry} is {kind}, not a function: a prompt function takes a context ({{vars, provider, "
+            "config}) and returns the prompt (a string, chat messages, or {prompt, config})") in " ".join(
+                result.output.split())
+    assert fake_openai.request_count == 0
+
+
+@needs_node
+def test_a_missing_javascript_export_is_found_when_the_config_loads(tmp_path):
+    write(tmp_path / "prompts.js", "module.exports.fn = () => 'x';\n")
+    cfg = write(tmp_path / "c.yaml", "prompts: ['file://prompts.js:fnn']\nproviders: [echo]\n")
+    with pytest.raises(ConfigError, match='prompts.js does not export a function named "fnn"'):
+        load_suite([cfg])
+
+
 @needs_node
 def test_javascript_default_and_named_exports(tmp_path, fake_openai, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
@@ -208,7 +240,6 @@ prompts:
   - {id: file://prompt.js, config: {seed: 1}}
   - file://prompt.js:chat
   - file://prompt.js:nothing
-  - file://prompt.js:missing
   - file://esm.mjs:named
 providers: [{id: "openai:chat:m1", label: mine, config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"}}]
 tests: [{vars: {topic: cats}}]
@@ -217,10 +248,9 @@ tests: [{vars: {topic: cats}}]
     assert set(bodies) == {'JS cats mine {"seed":1}', "JS chat cats", "ESM cats"}
     assert bodies["JS chat cats"]["temperature"] == 0.3 and bodies['JS cats mine {"seed":1}']["seed"] == 1
     rows = _by_label(doc)
-    assert set(rows) == {"prompt.js", "prompt.js:chat", "prompt.js:nothing", "prompt.js:missing", "esm.mjs:named"}
+    assert set(rows) == {"prompt.js", "prompt.js:chat", "prompt.js:nothing", "esm.mjs:named"}
     assert "prompt.js:nothing returned undefined" in rows["prompt.js:nothing"]["error"]
-    assert "prompt.js:missing" in rows["prompt.js:missing"]["error"] and \
-        'must export a "missing" function' in rows["prompt.js:missing"]["error"]
+    # a missing named export: a config error when the config loads (the test below)
 
 
 def test_prompt_functions_example_runs_offline(tmp_path):

@@ -85,6 +85,24 @@ def test_every_prompt_form_reads_the_files_promptfoo_reads(tmp_path, monkeypatch
     assert outputs(ours) == outputs(golden)
 
 
+def test_prompt_csv_files_give_a_prompt_per_row_as_in_promptfoo(tmp_path, monkeypatch):
+    """`file://x.csv` as promptfoo reads it (src/prompts/processors/csv.ts): a `prompt,label` CSV (quoted
+    cells, a multi-line cell, trimmed cells, blank and whitespace lines and an empty prompt skipped, an
+    empty label `Prompt N - …`), a `prompt`-only file without a comma (its header line skipped), a file
+    without a header (each line, spaces kept), one column with commas in quoted cells, a file of rows of
+    another width (each line a prompt, the header too: factcli warns), another delimiter (each line), a
+    config label on every row without a `label` cell. Before: each file was one prompt, 16 rows of 50."""
+    _case("prompt_csv", tmp_path, monkeypatch)
+    result = _eval("-o", "ours.json", code=0)
+    assert ("prompts[4]: ragged.csv: line 3 has 3 cells but the header has 2, so each line is a prompt, as promptfoo "
+            "reads it") in " ".join(result.output.split())
+    ours, golden = _ours("ours.json"), _golden("prompt_csv")
+    assert [(p["label"], p["raw"]) for p in ours["prompts"]] == [(p["label"], p["raw"]) for p in golden["prompts"]]
+    assert len(golden["prompts"]) == 25 and len(golden["results"]) == 50
+    keys = ("testIdx", "promptIdx", "success", "score", "output")
+    assert [[r[k] for k in keys] for r in ours["results"]] == [[r[k] for k in keys] for r in golden["results"]]
+
+
 # ------------------------------------------------------------------ JavaScript providers
 
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from factcli.config import stream, testsets
+from factcli.config import csv_text, stream, testsets
 from factcli.config.loader import load_suite
 from factcli.config.plan import Plan, expand
 from factcli.config.stream import StreamedTests
@@ -179,7 +179,7 @@ def test_csv_lines_are_split_as_a_stringio_splits_them():
 
     @given(st.text(alphabet=st.sampled_from(["a", ",", '"', "\r", "\n", "\x0b", "\x85", "\u2028", "é"]), max_size=40))
     def same(text):
-        assert [m.group() for m in testsets._CSV_LINE.finditer(text)] == list(io.StringIO(text, newline=""))
+        assert [m.group() for m in csv_text.CSV_LINE.finditer(text)] == list(io.StringIO(text, newline=""))
 
     same()
 
@@ -193,8 +193,8 @@ def test_csv_lines_are_split_a_chunk_at_a_time_as_a_stringio_splits_them(monkeyp
     @given(st.text(alphabet=st.sampled_from(["a", ",", '"', "\r", "\n", "\x0b", "\x0c", "\x1c", "\x85", "\u2028",
                                              "\u2029", "é"]), max_size=40), st.integers(0, 12))
     def same(text, chunk):
-        monkeypatch.setattr(testsets, "CSV_CHUNK", chunk)
-        assert list(testsets._csv_lines(text)) == list(io.StringIO(text, newline=""))
+        monkeypatch.setattr(csv_text, "CSV_CHUNK", chunk)
+        assert list(csv_text.csv_lines(text)) == list(io.StringIO(text, newline=""))
 
     same()
 

@@ -44,8 +44,12 @@ def export_cmd(
     rating in force (the latest), with its output, its rendered prompt as `question`, `reference` and
     `context` from the test's vars, the other vars as extra fields, and `label` pass or fail."""
     from factcli.errors import FactcliError
-    from factcli.report.ratings import label_items, write_labels
+    from factcli.report.ratings import check_labels_file, label_items, write_labels
 
+    try:
+        check_labels_file(output)
+    except FactcliError as exc:
+        fail(str(exc), exc.exit_code)
     with _store(db) as store:
         run_id = store.resolve(run)["id"]
         items = label_items(store, run_id)

@@ -318,9 +318,13 @@ def export_cmd(
     """Write a stored run to files, in the formats `eval -o` writes."""
     from factcli.report.exports import FORMATS, write_export
 
-    for p in output:
+    from factcli.report.writable import creation_problem
+
+    for p in output:  # every file checked before the run is read or any file written
         if not p.name.lower().endswith(FORMATS):
             fail(f"-o {p}: unsupported output format (use {', '.join(FORMATS)})")
+        if problem := creation_problem(p):
+            fail(f"-o {p}: {problem}")
     with _store(db) as store:
         from factcli.run.stored import load_run
 

@@ -1,4 +1,5 @@
-"""The prompts of a config: inline text, chat messages, files and globs of files, and prompt functions
+"""The prompts of a config: inline text, chat messages, files and globs of files (a CSV file a prompt per
+row, as promptfoo reads it), and prompt functions
 (`file://prompts.py:fn`, a `.py` script, `file://prompts.js[:fn]`), and `{messages: [{role, content}]}` whose
 contents are templates, text files or prompt functions, each with its label, id and `config:`; every template is checked when it is read, every prompt function's file (and Python function) when the
 config is loaded."""
@@ -8,12 +9,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 from factcli import sources, templating
-from factcli.config.context import Ctx, as_list, check_keys, expect, read_label, record, unknown_key
-from factcli.config.user_code import code_file, python_function
+from factcli.config.context import Ctx, as_list, check_keys, expect, load_warning, read_label, record, unknown_key
+from factcli.config.user_code import check_js_export, code_file, python_function
 from factcli.errors import ConfigError
 from factcli.sources import JS_SUFFIXES, PY_SUFFIXES, SCRIPT_SUFFIXES, TS_SUFFIXES
 from factcli.types import Prompt
@@ -146,6 +148,10 @@ def _prompts_from_file(ref: str, label: str | None, ctx: Ctx, where: str) -> lis
     for p in sources.expand_glob(path, ctx.file, where):
         shown = os.path.relpath(p, ctx.base) if not Path(ref[7:]).is_absolute() else str(p)
         suffix = p.suffix.lower()
+        if suffix == ".csv":  # read with its line ends as written: a lone \r is no line end to promptfoo
+            text = sources.read_text(p, ctx.file, where, keep_newlines=True)
+            out.extend(_csv_prompts(text, label, p, shown, where, ctx))
+            continue
         text = sources.read_text(p, ctx.file, where)
         if suffix == ".json":
             try:
@@ -178,6 +184,62 @@ def _prompts_from_file(ref: str, label: str | None, ctx: Ctx, where: str) -> lis
                 _check_template(raw, str(p), "")
                 out.append(make_prompt(raw, f"{label}: {shown}: {raw}" if label else f"{shown}: {raw}"))
     return out
+
+
+# -------------------------------------------------------------------- prompt CSV files
+
+def _csv_prompts(text: str, label: str | None, path: Path, shown: str, where: str, ctx: Ctx) -> list[Prompt]:
+    """A prompt per row, as promptfoo 0.121.20 reads a prompt CSV (src/prompts/processors/csv.ts): a text
+    with the delimiter is a CSV whose `prompt` column is the prompt and `label` column its label (cells
+    trimmed, blank lines and rows without a prompt skipped); a text without it, or one that does not read
+    as a CSV (a row of another width, a quote left open), is a prompt per non-blank line, a first line
+    `prompt` skipped. A label given in the config labels each row (a `label` cell wins over it), else
+    `Prompt N - <prompt>`."""
+    from factcli.config import csv_text
+
+    delimiter, _ = csv_text.settings()
+    rows = _csv_rows(text, delimiter) if delimiter in text else None
+    if isinstance(rows, str):  # promptfoo reads such a file a line at a time, silently: said here
+        load_warning(f"{where}: {shown}: {rows}, so each line is a prompt, as promptfoo reads it "
+                     "(quote a cell that holds the delimiter)")
+    if isinstance(rows, list):
+        header, body = rows[0] if rows else [], rows[1:]
+        if "prompt" not in header:
+            raise ConfigError(f"{shown} has no 'prompt' column (its columns: {', '.join(header) or 'none'}): a "
+                              "prompt CSV has a 'prompt' column and optionally a 'label' column", ctx.file, where)
+        cells = [dict(zip(header, row)) for row in body]
+        found = [(c["prompt"], c.get("label") or label) for c in cells if c["prompt"]]
+    else:
+        lines = [ln for ln in re.split(r"\r?\n", text) if ln.strip()]
+        found = [(ln, label) for ln in lines[1 if lines and lines[0].strip().lower() == "prompt" else 0:]]
+    if not found:
+        raise ConfigError(f"no prompts in {shown}: every 'prompt' cell is empty" if isinstance(rows, list)
+                          else f"no prompts in {shown}", ctx.file, where)
+    out = []
+    for n, (raw, lab) in enumerate(found, 1):
+        _check_template(raw, str(path), f"prompt {n}")
+        out.append(make_prompt(raw, lab or f"Prompt {n} - {raw}"))
+    return out
+
+
+def _csv_rows(text: str, delimiter: str) -> list[list[str]] | str:
+    """The rows of a CSV text, header first, each cell trimmed and blank lines left out, as csv-parse
+    reads them for promptfoo (`trim`, `skip_empty_lines`, relaxed quotes); else what stops it."""
+    import csv
+
+    from factcli.config import csv_text
+
+    rows: list[list[str]] = []
+    reader = csv_text.reader(text, delimiter, strict=True, quote_after_spaces=True)
+    try:
+        for row in reader:
+            if row and (len(row) > 1 or row[0].strip()):
+                rows.append([cell.strip() for cell in row])
+                if len(row) != len(rows[0]):
+                    return f"line {reader.line_num} has {len(row)} cells but the header has {len(rows[0])}"
+    except csv.Error as exc:
+        return f"line {reader.line_num} does not read as CSV ({exc})"
+    return rows
 
 
 # -------------------------------------------------------------------- chat messages
@@ -249,6 +311,10 @@ def _message_file(ref: str, ctx: Ctx, at: str) -> tuple[str, str | None]:
 
 # -------------------------------------------------------------------- prompt functions
 
+# what a name in `file://prompts.py:NAME` must be, said when it names something else (a string constant)
+PROMPT_FUNCTION = ("a prompt function takes a context ({vars, provider, config}) and returns the prompt "
+                   "(a string, chat messages, or {prompt, config}); text itself goes inline, or in a .txt file")
+
 def _prompt_function(ref: str, path: Path, func: str | None, label: str | None, ctx: Ctx, where: str) -> Prompt:
     """A prompt function, promptfoo's labels and raw (promptfoo-features §2.7): `x.py:fn` / `x.js[:fn]` with
     the file as raw; a `.py` without `:fn` runs as a script and is labelled `x.py: <file>`."""
@@ -256,7 +322,10 @@ def _prompt_function(ref: str, path: Path, func: str | None, label: str | None, 
                        ctx.file, where)
     source = sources.read_text(path, ctx.file, where)
     if suffix in PY_SUFFIXES and func:
-        python_function(path, func, ctx.file, where)
+        python_function(path, func, ctx.file, where, expected=PROMPT_FUNCTION)
+    elif suffix in JS_SUFFIXES + TS_SUFFIXES and func:  # a named export: there, and a function
+        check_js_export(path, func, ctx.file, where, what="JavaScript prompt functions",
+                        instead="a Python prompt function (file://prompts.py:fn)", expected=PROMPT_FUNCTION)
     elif suffix in JS_SUFFIXES + TS_SUFFIXES:
         from factcli.scripting.node import NodeNotFound, require_node
 

@@ -1,4 +1,5 @@
-"""Test loaders by file type (YAML, JSON, JSONL, CSV) and promptfoo's CSV `__expected` grammar."""
+"""Test loaders by file type (YAML, JSON, JSONL, CSV), and a CSV header's columns (the `__expected` cell
+grammar: config/expected_cells)."""
 
 from __future__ import annotations
 
@@ -8,87 +9,18 @@ import functools
 import io
 import itertools
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 from factcli import sources
-from factcli.config import remote
+from factcli.config import csv_text, remote
+from factcli.config.expected_cells import assertion_from_string, cell_near_miss, parse_number
 from factcli.config.context import check_keys, load_warning, record
 from factcli.config.user_code import code_file
 from factcli.errors import ConfigError
 from factcli.sources import JS_SUFFIXES, PY_SUFFIXES, TS_SUFFIXES
-from factcli.scoring.registry import TYPES, AssertionError_
-
-
-@functools.cache
-def _cell_pattern() -> re.Pattern:
-    """The cell grammar's pattern, compiled at the first `__expected` cell rather than at import: an
-    alternation of every type's name is slow to compile, and most evals have no such cell (issue 30)."""
-    # promptfoo tries its enum's types in order, first match wins; only a name followed by `:` can match
-    # where a longer one does (`similar:cosine:x` is `similar` with value `cosine:x`), and sorting puts
-    # every name before the longer names it begins, as promptfoo's enum does
-    names = sorted(name for name, facts in TYPES.items() if facts.in_promptfoo)
-    return re.compile(
-        r"^(not-)?(" + "|".join(re.escape(t) for t in names) + r")(?:\((\d+(?:\.\d+)?)\))?(?::([\s\S]*))?$"
-    )
-
-
-_NUMBER = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$")
-# promptfoo's isJavascriptFile, which a `file://` cell of `__expected` is tested with: no `.tsx`
-_CELL_JS_SUFFIXES = JS_SUFFIXES + tuple(s for s in TS_SUFFIXES if s != ".tsx")
-
-
-def parse_number(value: str | None) -> float | None:
-    """promptfoo's parseFiniteNumber: a strict number, else None."""
-    text = (value or "").strip()
-    if not _NUMBER.match(text):
-        return None
-    n = float(text)
-    return n if n not in (float("inf"), float("-inf")) else None
-
-
-def _is_js_file(ref: str) -> bool:
-    path = ref.split(":", 1)[0] if re.search(r"\.(?:js|cjs|mjs|ts|cts|mts):", ref) else ref
-    return path.endswith(_CELL_JS_SUFFIXES)
-
-
-def assertion_from_string(cell: str) -> dict:
-    """One `__expected` cell -> an assertion mapping (promptfoo-semantics §7, first match wins)."""
-    for prefix in ("javascript:", "fn:", "eval:"):
-        if cell.startswith(prefix):
-            return {"type": "javascript", "value": cell[len(prefix):].strip()}
-    if cell.startswith("file://") and _is_js_file(cell[7:]):
-        return {"type": "javascript", "value": cell.strip()}
-    if cell.startswith("grade:"):
-        return {"type": "llm-rubric", "value": cell[6:]}
-    if cell.startswith("llm-rubric:"):
-        return {"type": "llm-rubric", "value": cell[11:]}
-    if cell.startswith("python:") or (cell.startswith("file://") and (cell.endswith(".py") or ".py:" in cell)):
-        return {"type": "python", "value": cell[7:].strip()}
-    m = _cell_pattern().match(cell)
-    if not m:
-        return {"type": "equals", "value": cell}
-    not_prefix, typ, threshold_text, value = m.groups()
-    full = f"not-{typ}" if not_prefix else typ
-    threshold = parse_number(threshold_text)
-    facts = TYPES[typ]
-    if facts.cell_value == "list":
-        from factcli.assertions.text import split_commas
-
-        return {"type": full, "value": split_commas(value) if value else value}
-    out = {"type": full}
-    if facts.cell_value == "json":
-        if value is not None:
-            out["value"] = value
-        return out
-    if facts.cell_threshold is not None:
-        out["threshold"] = facts.cell_threshold if threshold is None else threshold
-    if value is not None:
-        out["value"] = value.strip()
-    return out
-
+from factcli.scoring.registry import AssertionError_
 
 SPECIAL_COLUMNS = ("__expected", "__prefix", "__suffix", "__description", "__providerOutput", "__metric",
                    "__threshold", "__metadata", "__config")
@@ -261,30 +193,6 @@ def csv_tests(text: str, file: str, warnings: list[str]) -> list[dict]:
     return [t for _, t in rows]
 
 
-_CSV_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
-# what str.splitlines breaks lines at besides \r and \n (a CSV line does not end there)
-_OTHER_BREAKS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
-# a chunk's lines are held at once, each several times its text: a chunk small enough to add little memory
-CSV_CHUNK = 1 << 16
-
-
-def _csv_lines(text: str):
-    """The text's lines as io.StringIO(text, newline="") gives them (\r\n, \r or \n kept), made a
-    chunk of about CSV_CHUNK characters at a time (a cut after a newline splits no line): a
-    StringIO holds its text as 4 bytes a character, 68 MB for 1,000,000 short rows. A chunk without
-    the other line breaks str.splitlines knows is split by it, which is faster than _CSV_LINE."""
-    start = 0
-    while start < len(text):
-        end = text.find("\n", start + CSV_CHUNK)
-        end = len(text) if end < 0 else end + 1
-        chunk = text[start:end]
-        if _OTHER_BREAKS.search(chunk) is None:
-            yield from chunk.splitlines(keepends=True)
-        else:
-            yield from (m.group() for m in _CSV_LINE.finditer(chunk))
-        start = end
-
-
 class CsvRows:
     """The test mappings of a CSV text, converted a row at a time each time they are iterated: a
     100,000-row file is never held as 100,000 row mappings and test mappings at once (issue 30).
@@ -295,10 +203,8 @@ class CsvRows:
 
     def __init__(self, text: str, file: str, warnings: list[str]):
         self.text, self.file = text, file
-        self.delimiter = os.environ.get("FACTCLI_CSV_DELIMITER") or os.environ.get("PROMPTFOO_CSV_DELIMITER") or ","
-        strict_only = os.environ.get("FACTCLI_CSV_STRICT", os.environ.get("PROMPTFOO_CSV_STRICT", "")) == "true"
+        self.delimiter, strict_only = csv_text.settings()
         self.strict = True
-        sources.allow_large_csv_cells()
         try:
             self.count = self._scan()
         except csv.Error as exc:
@@ -313,20 +219,37 @@ class CsvRows:
                                   f"line {self._scanning.line_num}") from None
         for _ in zip(range(1), self._tests(warnings)):
             pass
+        if self.empty:  # promptfoo runs them (with empty vars), so factcli does: said before they are paid for
+            shown = ", ".join(map(str, self.empty[:5])) + (f" and {len(self.empty) - 5} more" if len(self.empty) > 5 else "")
+            many = len(self.empty) > 1
+            warnings.append(f"{file}: row{'s' if many else ''} {shown}: every cell is empty or blank; promptfoo runs "
+                            f"such a row too (empty vars, a call each): delete {'them' if many else 'it'} to leave "
+                            f"{'them' if many else 'it'} out")
+        for (column, written, meant), rows in self.near_misses.items():
+            warnings.append(f"{file}: row {rows[0]}{f' and {len(rows) - 1} more' if len(rows) > 1 else ''}, column "
+                            f"{column}: '{written}' is no assertion type, so the whole cell is an equals value (as "
+                            f"promptfoo reads it); did you mean '{meant}:'?")
 
     def _reader(self):
-        return csv.reader(_csv_lines(self.text), delimiter=self.delimiter, strict=self.strict)
+        return csv_text.reader(self.text, self.delimiter, self.strict)
 
     def _scan(self) -> int:
         """The number of rows (csv.DictReader's: blank lines are none), each row's cells checked."""
         reader = self._scanning = self._reader()
         header = next(reader, None)
         count, wide = 0, None
+        self.empty, self.near_misses = [], {}  # rows of empty cells; {(column, prefix, type meant): rows}
         if header is not None:
             width = len(header)
+            expected = [(i, k.strip()) for i, k in enumerate(header) if k.strip().startswith("__expected")]
             for row in reader:
                 if row:
                     count += 1
+                    if not any(row) or (len(row) == 1 and not row[0].strip()):  # (any() first: it is fast)
+                        self.empty.append(count)
+                    for i, column in expected:
+                        if i < len(row) and (miss := cell_near_miss(row[i])):
+                            self.near_misses.setdefault((column, *miss), []).append(count)
                     if len(row) > width and wide is None:
                         wide = ConfigError(f"row has {len(row)} cells but the header has {width}", self.file,
                                            f"row {count}")

@@ -32,9 +32,10 @@ def code_file(path: Path, wrong_kind: str, missing: str, file: str, where: str) 
     return suffix
 
 
-def python_function(path: Path, name: str, file: str, where: str, hint: str = "") -> Callable:
+def python_function(path: Path, name: str, file: str, where: str, hint: str = "", expected: str = "") -> Callable:
     """`name` (or `Class.method`) of the module at `path`, imported once; `hint` follows the error when
-    no function of a close name exists."""
+    no function of a close name exists, `expected` (what the function takes and returns) the error when
+    the name is there but is no function."""
     from factcli.scripting.python import load_module
 
     try:
@@ -45,6 +46,9 @@ def python_function(path: Path, name: str, file: str, where: str, hint: str = ""
     target = getattr(module, owner, None)
     if attr and target is not None:
         target = getattr(target, attr, None)
+    if target is not None and not callable(target):  # the name is there: say what it is, not that it is missing
+        raise ConfigError(f"{path.name}:{name} is a {type(target).__name__}, not a function"
+                          f"{': ' + expected if expected else ''}", file, where)
     if not callable(target):
         names = [n for n, v in vars(module).items() if callable(v) and not n.startswith("_")]
         raise ConfigError(f"{path.name} has no function '{name}'{did_you_mean(name, names) or hint}", file, where)
@@ -61,9 +65,11 @@ _PROBE = ("globalThis.__factcliNamespace({file}).then((ns) => {{ const d = ns.de
 
 
 def check_js_export(path: Path, fn: str | None, file: str, where: str, *, what: str, instead: str,
-                    unnamed: str = "m.default") -> None:
+                    unnamed: str = "m.default", expected: str = "") -> None:
     """The JavaScript module at `path` loads in the Node worker and exports `fn` (or, without one, a
-    function as module.exports or default export). `what`/`instead` word the error without Node."""
+    function as module.exports or default export). `what`/`instead` word the error without Node;
+    `expected` (what the function takes and returns) follows the error for a named export that is
+    there but is no function."""
     from factcli.scripting.node import JSError, NodeNotFound, NodeWorkerError, get_worker, require_node
 
     try:
@@ -77,6 +83,10 @@ def check_js_export(path: Path, fn: str | None, file: str, where: str, *, what: 
         raise ConfigError(f"{path.name} does not load: {exc.name}: {exc.js_message}", file, where) from None
     except NodeWorkerError as exc:
         raise ConfigError(f"cannot check {path.name}: {exc}", file, where) from None
-    if answer.get("value") != "function":
+    kind = answer.get("value")
+    if fn and kind not in ("function", "undefined"):
+        raise ConfigError(f"{path.name}:{fn} is {'an' if kind == 'object' else 'a'} {kind}, not a function"
+                          f"{': ' + expected if expected else ''}", file, where)
+    if kind != "function":
         wanted = f'a function named "{fn}"' if fn else "a function (module.exports = fn or export default fn)"
         raise ConfigError(f"{path.name} does not export {wanted}", file, where)

@@ -92,11 +92,20 @@ def _scalar(value) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
+def check_labels_file(path: Path) -> None:
+    """Raise unless `path` is a .jsonl or .csv file that can be created (report/writable)."""
+    from factcli.report.writable import creation_problem
+
+    if path.suffix.lower() not in (".jsonl", ".csv"):
+        raise FactcliError(f"-o {path}: ratings export writes .jsonl or .csv (the formats `factcli calibrate` reads)")
+    if problem := creation_problem(path):
+        raise FactcliError(f"-o {path}: {problem}")
+
+
 def write_labels(items: list[dict], path: Path) -> None:
     """`.jsonl` (one object a line) or `.csv` (a header row; lists and objects as JSON text)."""
+    check_labels_file(path)
     suffix = path.suffix.lower()
-    if suffix not in (".jsonl", ".csv"):
-        raise FactcliError(f"-o {path}: ratings export writes .jsonl or .csv (the formats `factcli calibrate` reads)")
     path.parent.mkdir(parents=True, exist_ok=True)
     if suffix == ".jsonl":
         text = "".join(json.dumps(it, ensure_ascii=False) + "\n" for it in items)

@@ -175,10 +175,7 @@ def ratings_command(args: dict) -> int:
              if args.get(key)]
     if clash:
         raise FactcliError(f"--ratings reads a stored run's ratings; it does not take {', '.join(clash)}")
-    outputs = [Path(o) for o in args.get("output") or []]
-    for o in outputs:
-        if o.suffix.lower() != ".json":
-            raise FactcliError(f"-o {o}: calibrate writes its metrics as JSON (use a .json file)")
+    outputs = _outputs(args)
     with Store.open(args.get("db")) as store:
         run_row = store.resolve(args["ratings"])
         rep = ratings_report(store, run_row)
@@ -193,6 +190,19 @@ def ratings_command(args: dict) -> int:
         write_json(rep, o)
         console.print(f"Wrote {o}", markup=False)
     return 0
+
+
+def _outputs(args: dict) -> list[Path]:
+    """The -o files, each a .json file that can be created, checked before any item is graded."""
+    from factcli.report.writable import creation_problem
+
+    outputs = [Path(o) for o in args.get("output") or []]
+    for o in outputs:
+        if o.suffix.lower() != ".json":
+            raise FactcliError(f"-o {o}: calibrate writes its metrics as JSON (use a .json file)")
+        if problem := creation_problem(o):
+            raise FactcliError(f"-o {o}: {problem}")
+    return outputs
 
 
 # ---------------------------------------------------------------- the command
@@ -226,10 +236,7 @@ def run_command(args: dict) -> int:
         return ratings_command(args)
     if args.get("env_file"):
         settings.load_env_file(str(args["env_file"]))
-    outputs = [Path(o) for o in args.get("output") or []]
-    for o in outputs:
-        if o.suffix.lower() != ".json":
-            raise FactcliError(f"-o {o}: calibrate writes its metrics as JSON (use a .json file)")
+    outputs = _outputs(args)
     p = plan(args.get("config"), args.get("labels"), list(args.get("assert_types") or []),
              list(args.get("graders") or []), args.get("description"))
     items = load_items(Path(p.labels))

@@ -252,7 +252,7 @@ class Flow:
 
         paths = []
         for p in getattr(suite or self.suite, "output_path", None) or []:
-            problem = output_problem(Path(p), "outputPath")
+            problem = output_problem(Path(p), "outputPath", probe=False)
             if problem and "unknown format" in problem:
                 if p not in self._told:
                     self._told.add(p)

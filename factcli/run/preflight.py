@@ -3,7 +3,7 @@ spending money, reported together (exit 1, no call made).
 
 - every model and grader: its vendor is known (with a did-you-mean), its credential is set, its
   script imports (Provider.preflight);
-- every `-o` file: a known extension and a folder that exists and is writable;
+- every `-o` file: a known extension, and it can be created (made and removed again: report/writable);
 - every assertion type's own checks (a factscore knowledge source exists and loads);
 - the filters keep at least one test;
 - and, first, what the load and the var check found and let pass (`run.problems`: unknown
@@ -13,7 +13,6 @@ spending money, reported together (exit 1, no call made).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from factcli.errors import ConfigProblems
@@ -24,21 +23,19 @@ class PreflightFailed(ConfigProblems):
     """Its message is the count; `problems` holds one line each."""
 
 
-def output_problem(path: Path, given: str = "-o") -> str | None:
-    """What stops `path` from being written, or None. A folder that does not exist yet is made when the
-    file is written (as promptfoo does), so its nearest existing folder must be one that is writable."""
+def output_problem(path: Path, given: str = "-o", probe: bool = True) -> str | None:
+    """What stops `path` from being written, or None: a format the exporter does not know, then (with
+    `probe`) what creating it finds. A folder that does not exist yet is made when the file is written (as
+    promptfoo does); the probe makes it and the file and removes both (report/writable)."""
     from factcli.report.exports import FORMATS as OUTPUT_FORMATS  # the exporter owns the list (imported for -o only)
 
     if not str(path).lower().endswith(OUTPUT_FORMATS):
         return f"{given} {path}: unknown format: name the file with one of {', '.join(OUTPUT_FORMATS)}"
-    folder = path.parent if str(path.parent) else Path(".")
-    existing = folder
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        return f"{given} {path}: {existing} is a file, not a folder: name another path"
-    if not os.access(existing, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        return f"{given} {path}: not writable"
+    if probe:
+        from factcli.report.writable import creation_problem
+
+        if problem := creation_problem(path):
+            return f"{given} {path}: {problem}"
     return None
 
 
