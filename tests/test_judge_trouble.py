@@ -246,8 +246,10 @@ def test_no_step_keeps_an_unreadable_or_cut_off_reply_in_the_cache(step, fake_op
         finally:
             cache.close()
 
-    # a baseline response is free text by design: its text form is any text but a blank one
-    prose = "   " if step == "baseline_response" else "Sure, here is my analysis: it all looks fine to me."
+    # a baseline response is free text by design, and the statements step's text form is its lines (its
+    # prompt asks for one statement a line): both read any text but a blank one
+    free = ("baseline_response", "faithfulness_statements")
+    prose = "   " if step in free else "Sure, here is my analysis: it all looks fine to me."
     fake_openai.add_rule(".", prose, model="judge")
     first = asyncio.run(ask())
     assert first.error and first.refused and first.parsed is None
