@@ -114,6 +114,8 @@ def dataset_rows(ref: str, file: str, where: str) -> list[dict]:
             if not isinstance(row, dict):
                 raise ConfigError(f"Hugging Face dataset {dataset}: a row of the server's answer is not a mapping",
                                   file, where)
+            if item.get("truncated_cells"):  # the server cuts long cells to keep a page small: ask for it alone
+                row = _whole_row(f"{server}/rows?{query}", len(rows), headers, dataset, file, where)
             rows.append(row)
         total = answer.get("num_rows_total") if isinstance(answer.get("num_rows_total"), int) else len(rows)
         if not page or len(rows) >= total:
@@ -123,6 +125,20 @@ def dataset_rows(ref: str, file: str, where: str) -> list[dict]:
     if store is not None:
         store.set(key, json.dumps(rows, ensure_ascii=False).encode())
     return rows
+
+
+def _whole_row(base: str, index: int, headers: dict, dataset: str, file: str, where: str) -> dict:
+    """Row `index` on a page of its own; a cell still cut short is an error, never a shortened value."""
+    answer = _get_json(f"{base}&offset={index}&length=1", headers, f"Hugging Face dataset {dataset}", file, where)
+    page = answer.get("rows") if isinstance(answer, dict) else None
+    item = page[0] if isinstance(page, list) and page and isinstance(page[0], dict) else {}
+    row = item.get("row")
+    if not isinstance(row, dict):
+        raise ConfigError(f"Hugging Face dataset {dataset}: row {index} is missing from the server's answer", file, where)
+    if item.get("truncated_cells"):
+        raise ConfigError(f"Hugging Face dataset {dataset}: row {index} has cells the server cuts short even alone "
+                          f"({', '.join(map(str, item['truncated_cells']))})", file, where)
+    return row
 
 
 def dataset_tests(ref: str, file: str, where: str) -> list[dict]:

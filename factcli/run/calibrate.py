@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from factcli.config.labels import GraderConfig, LabeledItem, build_suite, check_items, load_items, name_configs, plan
+from factcli.config.labels import GraderConfig, LabeledItem
 from factcli.errors import FactcliError
 from factcli.report.calibration import render, write_json
 from factcli.stats.agreement import binary_metrics
@@ -198,13 +198,13 @@ def ratings_command(args: dict) -> int:
 # ---------------------------------------------------------------- the command
 
 
-def _session_class():
+def session_class(suite):
+    """The session of a calibration: stored like any eval's run, marked as a calibration (mode
+    `calibrate`, with the calibrate arguments that rebuild it), so that `eval --resume` does not
+    mistake its labels file for a config; `calibrate --resume` hands it `suite`, rebuilt from them."""
     from factcli.run.session import EvalSession
 
     class CalibrationSession(EvalSession):
-        """Stores the run like any eval's, marked as a calibration (mode `calibrate`) so that
-        `eval --resume` does not mistake its labels file for a config."""
-
         calibration: dict = {}
 
         def _options_record(self, run) -> dict:
@@ -212,67 +212,18 @@ def _session_class():
             record.update(mode="calibrate", **self.calibration)
             return record
 
+        def _rebuild_suite(self, row: dict, opts: dict, options):
+            self.ui.note(f"Rebuilding the rows of calibration {row['id']} from its stored selection.")
+            return suite
+
     return CalibrationSession
 
 
 def run_command(args: dict) -> int:
-    """`factcli calibrate`, from parsed arguments to exit code (contract §2)."""
-    from factcli import settings
-    from factcli.report import summary as reporting
-    from factcli.run import runner
-    from factcli.scoring.grading import GraderSource
-
+    """`factcli calibrate`, from parsed arguments to exit code (contract §2): labels file or benchmark,
+    new or resumed (run/benchmark.py)."""
     if args.get("ratings"):
         return ratings_command(args)
-    if args.get("env_file"):
-        settings.load_env_file(str(args["env_file"]))
-    outputs = [Path(o) for o in args.get("output") or []]
-    for o in outputs:
-        if o.suffix.lower() != ".json":
-            raise FactcliError(f"-o {o}: calibrate writes its metrics as JSON (use a .json file)")
-    p = plan(args.get("config"), args.get("labels"), list(args.get("assert_types") or []),
-             list(args.get("graders") or []), args.get("description"))
-    items = load_items(Path(p.labels))
-    if args.get("filter_first_n") is not None:
-        items = items[: args["filter_first_n"]]
-        if not items:
-            raise FactcliError("--filter-first-n 0 leaves no items to grade")
-    name_configs(p.graders, GraderSource())
-    check_items(items, p.graders, str(p.labels))
-    suite, variants = build_suite(items, p.graders, p)
-    options = runner.RunOptions(max_concurrency=args.get("max_concurrency"),
-                                cache=False if args.get("no_cache") else None, description=p.description)
-    from factcli.run.options import EvalOptions
+    from factcli.run.benchmark import run_command as run
 
-    session = _session_class().open(EvalOptions(run=options, store=not args.get("no_write"), db=args.get("db")))
-    session.calibration = {"labels": str(Path(p.labels).resolve()),
-                           "calibrationConfig": str(p.config_file.resolve()) if p.config_file else None}
-    session.filter_suite(suite)
-    run = runner.prepare(suite, options)
-    session.begin(run)
-    assign_variants(run, variants)  # after begin: the stored options record the suite's tests
-    from factcli.run.session import drive
-
-    interrupted = drive(session, run, progress_bar=not args.get("no_progress_bar"))
-    rep = report(run, items, p.graders)
-    from factcli.report.view import console_for_stdout
-
-    console, _ = console_for_stdout()
-    render(console, rep, str(p.labels))
-    if session.writing:
-        console.print(f"Stored as run {run.run_id}: factcli view {run.run_id}")
-    if run.abort_reason:
-        from rich.markup import escape
-
-        console.print(f"[bold red]Aborted:[/] {escape(run.abort_reason)}")
-    for o in outputs:
-        write_json(rep, o)
-        console.print(f"Wrote {o}")
-    if interrupted:
-        reporting.stderr_console().print("[yellow]Interrupted:[/] the items graded so far are reported and kept.")
-        return 130
-    if run.status == runner.STATUS_ABORTED:
-        return 3
-    if any(e["gradingErrors"] or e.get("notRun") for e in rep["graders"]):
-        return int(settings.env_float("FACTCLI_FAILED_TEST_EXIT_CODE", 100))
-    return 0
+    return run(args)
