@@ -204,6 +204,11 @@ def test_halubench_rows_and_its_published_figure(hub, grader, tmp_path):
     # the question is the judge's user request; HaluBench's own ids name the rows
     assert any("What is 3?" in json.dumps(x["json"]) for x in grader.requests)
     assert "Lynx (70B)" in r.output and "accuracy (%) over all of HaluBench, not balanced accuracy" in r.output
+    # beside a published accuracy, this judge's accuracy over all its rows: (4 + 3 + 5 + 5) / 20
+    lo, hi = wilson(17, 20)
+    assert re.search(rf"85\.0\s+your judge: facts-grounding · openai:chat:gpt-4o-mini \(accuracy\)\s+"
+                     rf"\[{pct(lo)}, {pct(hi)}\]", r.output), r.output
+    assert re.search(r"87\.4\s+Lynx \(70B\)", r.output)
 
 
 # ---------------------------------------------------------------- sampling, dry run, kill and resume
@@ -345,3 +350,46 @@ def test_truthfulqa_set_as_a_benchmark_dry_run():
     assert r.exit_code == 0, r.output
     assert re.search(r"Misconceptions: 2 supported \+ 2 unsupported of \d+", r.output)
     assert "Dry run: 4 rows, no call made." in r.output
+
+
+# ---------------------------------------------------------------- --tune-threshold dev
+
+
+def rubric_judge(body: dict) -> str:
+    """An llm-rubric judge that passes everything, with the score the claim's [S:x] tag names."""
+    score = float(re.search(r"\[S:([0-9.]+)\]", json.dumps(body)).group(1))
+    return json.dumps({"reason": "scripted", "pass": True, "score": score})
+
+
+def test_threshold_tuned_on_dev_then_reported_on_test(hub, grader, monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    grader.clear_rules()
+    grader.add_rule(r"\[S:", rubric_judge)
+
+    def rows(pos, neg):
+        return [{"dataset": "Wice", "doc": f"Doc {i}.", "claim": f"Claim {i} [S:{s}]", "label": label,
+                 "contamination_identifier": "0" * 64}
+                for i, (s, label) in enumerate([(s, 1) for s in pos] + [(s, 0) for s in neg])]
+
+    # dev: every threshold in (0.5, 0.6] separates the classes; candidates are the scores seen: 0.6
+    hub.add_dataset(AGGREFACT, rows([0.9, 0.8, 0.7, 0.6], [0.5, 0.3, 0.2, 0.1]), split="dev", gated_token=TOKEN)
+    hub.add_dataset(AGGREFACT, rows([0.9, 0.55, 0.7], [0.58, 0.2, 0.65]), split="test", gated_token=TOKEN)
+    args = ("--benchmark", "llm-aggrefact", "--assert", "llm-rubric", "--grader", "openai:chat:gpt-4o-mini")
+    out = tmp_path / "t.json"
+    r = calibrate(*args, "--tune-threshold", "dev", "-o", out)
+    assert r.exit_code == 0, r.output
+    assert "dev Wice: 4 supported + 4 unsupported of 8" in r.output and "test Wice: 3 supported + 3 unsupported" in r.output
+    assert "Threshold tuned on the dev split: score >= 0.6 passes (dev mean BAcc 100.0); the figures below are " \
+           "the test split's with it." in r.output
+    # test with 0.6: supported 0.9, 0.7 pass and 0.55 fails; unsupported 0.65 passes, 0.58 and 0.2 fail
+    assert re.search(r"Wice\s+6\s+2 1 1 2\s+66\.7\s+66\.7\s+66\.7", r.output), r.output
+    g = json.loads(out.read_text())["graders"][0]
+    assert g["threshold"] == {"tunedOn": "dev", "threshold": 0.6, "bacc": 1.0}
+    # the judge's own verdicts (it passes everything) score 50 on the same test rows
+    plain = calibrate(*args, "--no-write")
+    assert re.search(r"Wice\s+6\s+3 0 3 0\s+100\.0\s+0\.0\s+50\.0", plain.output), plain.output
+    # the rubric the judge read holds the document
+    assert any("Doc 1." in json.dumps(x["json"]) for x in grader.requests)
+    assert calibrate(*args, "--tune-threshold", "test").exit_code == 1
+    bad = calibrate("--benchmark", "halubench", "--tune-threshold", "dev", "--grader", "openai:chat:gpt-4o-mini")
+    assert bad.exit_code == 1 and "halubench has no dev split" in bad.output

@@ -150,18 +150,31 @@ def _render_board(console, rep: dict) -> None:
         return
     console.print()
     console.print(escape(f"Published ({board['source']}, {board['date']}; {board['metric']}):"), soft_wrap=True)
-    mine = [(f"your judge: {g['label']}", g["mean"]) for g in rep["graders"] if g["mean"]]
+    if board.get("kind") == "accuracy":  # compared with what it publishes: accuracy over all rows
+        mine = [(f"your judge: {g['label']} (accuracy)", _accuracy(g["pooled"])) for g in rep["graders"]]
+        mine = [(label, m) for label, m in mine if m is not None]
+    else:
+        mine = [(f"your judge: {g['label']}", g["mean"]) for g in rep["graders"] if g["mean"]]
     rows = [(r["model"], r["value"], None) for r in board["rows"]]
     rows += [(label, m["value"] * 100, m) for label, m in mine]
     for model, value, m in sorted(rows, key=lambda r: -r[1]):
         extra = ""
         if m is not None:
-            extra = f"  [{_pct(m['low'])}, {_pct(m['high'])}] over {m['k']} dataset{'s' if m['k'] != 1 else ''}"
-            if m["k"] != board.get("datasets"):
+            extra = f"  [{_pct(m['low'])}, {_pct(m['high'])}]"
+            if "k" in m:
+                extra += f" over {m['k']} dataset{'s' if m['k'] != 1 else ''}"
+            if "k" in m and m["k"] != board.get("datasets"):
                 extra += f" (the published figure is over {board.get('datasets')})"
         console.print(escape(f"  {value:5.1f}  {model}{extra}"), soft_wrap=True)
     console.print("Model versions, prompts, thresholds and dates differ between these rows: see docs/judge-accuracy.md.",
                   soft_wrap=True)
+
+
+def _accuracy(pooled: dict) -> dict | None:
+    from factcli.stats.intervals import wilson_interval
+
+    c = pooled["confusion"]
+    return wilson_interval(c["tp"] + c["tn"], pooled["n"]) if pooled["n"] else None
 
 
 def _one_line(text: str, limit: int = 100) -> str:
