@@ -37,21 +37,28 @@ def calibrate(*args, env=None):
 
 # ---------------------------------------------------------------- the scripted judge
 
-def judge(body: dict) -> str:
-    """Reads the claim's tag: [J:no] -> unsupported, [J:bad] -> a reply that is no judgment, else
-    supported (every sentence of the response labelled alike); answers in the format asked
-    (structured output, or JSON lines without it)."""
-    users = [m["content"] for m in body["messages"] if m["role"] == "user"]
-    prompt = users[-1]
-    m = re.search(r"<(?:test_)?response>\n(.*?)\n</(?:test_)?response>", prompt, re.S)
-    response = m.group(1)
-    if "[J:bad]" in response:
-        return "I would rather not say."
-    label = "unsupported" if "[J:no]" in response else "supported"
-    items = [{"sentence": s, "label": label, "rationale": "scripted", "excerpt": ""} for s in split_sentences(response)]
-    if body.get("response_format"):
-        return json.dumps({"sentences": items})
-    return "\n".join(json.dumps(x) for x in items)
+def make_judge(tag: str = "J"):
+    """A judge that reads the claim's tag: [J:no] -> unsupported, [J:bad] -> a reply that is no
+    judgment, else supported (every sentence of the response labelled alike); it answers in the
+    format asked (structured output, or JSON lines without it)."""
+
+    def judge(body: dict) -> str:
+        users = [m["content"] for m in body["messages"] if m["role"] == "user"]
+        m = re.search(r"<(?:test_)?response>\n(.*?)\n</(?:test_)?response>", users[-1], re.S)
+        response = m.group(1)
+        if f"[{tag}:bad]" in response:
+            return "I would rather not say."
+        label = "unsupported" if f"[{tag}:no]" in response else "supported"
+        items = [{"sentence": s, "label": label, "rationale": "scripted", "excerpt": ""}
+                 for s in split_sentences(response)]
+        if body.get("response_format"):
+            return json.dumps({"sentences": items})
+        return "\n".join(json.dumps(x) for x in items)
+
+    return judge
+
+
+judge = make_judge("J")
 
 
 @pytest.fixture
@@ -393,3 +400,67 @@ def test_threshold_tuned_on_dev_then_reported_on_test(hub, grader, monkeypatch, 
     assert calibrate(*args, "--tune-threshold", "test").exit_code == 1
     bad = calibrate("--benchmark", "halubench", "--tune-threshold", "dev", "--grader", "openai:chat:gpt-4o-mini")
     assert bad.exit_code == 1 and "halubench has no dev split" in bad.output
+
+
+# ---------------------------------------------------------------- two judges diffed
+
+
+def test_two_judges_diffed_paired_by_row(hub, fake_openai, monkeypatch, tmp_path):
+    from factcli.stats.intervals import newcombe_paired
+
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    fake_openai.add_rule(".", make_judge("J"), model="gpt-4o-mini")  # judge A
+    fake_openai.add_rule(".", make_judge("K"), model="gpt-4o")  # judge B
+    # per dataset, (A's verdict, B's verdict) -> count, on gold-supported and gold-unsupported rows
+    plan = {"Wice": {1: {("yes", "yes"): 6, ("yes", "no"): 2, ("no", "yes"): 1, ("no", "no"): 1},
+                     0: {("yes", "yes"): 1, ("yes", "no"): 3, ("no", "no"): 6}},
+            "ExpertQA": {1: {("yes", "yes"): 5, ("no", "yes"): 3, ("no", "no"): 2},
+                         0: {("yes", "yes"): 2, ("yes", "no"): 1, ("no", "yes"): 1, ("no", "no"): 6}}}
+    rows = []
+    for ds, by_label in plan.items():
+        for label, cells in by_label.items():
+            for (va, vb), count in cells.items():
+                for _ in range(count):
+                    rows.append({"dataset": ds, "doc": f"Doc {len(rows)}.", "claim": f"Claim {len(rows)} [J:{va}] [K:{vb}]",
+                                 "label": label, "contamination_identifier": "0" * 64})
+    rows.append({"dataset": "Wice", "doc": "Doc x.", "claim": "Claim x [J:yes] [K:bad]", "label": 1,
+                 "contamination_identifier": "0" * 64})  # B cannot grade it
+    hub.add_dataset(AGGREFACT, rows, split="test", gated_token=TOKEN)
+    ids = []
+    for model in ("gpt-4o-mini", "gpt-4o"):
+        r = calibrate("--benchmark", "llm-aggrefact", "--grader", f"openai:chat:{model}")
+        assert r.exit_code in (0, 100), r.output
+        ids.append(re.search(r"Stored as run (\S+):", r.output).group(1))
+    r = cli("diff", ids[0], ids[1], "--json")
+    assert r.exit_code in (0, 1), r.output
+    (j,) = json.loads(r.output)["judges"]
+    expected = []
+    for ds, by_label in plan.items():
+        pos = [(va == "yes", vb == "yes") for (va, vb), n in by_label[1].items() for _ in range(n)]
+        neg = [(va == "no", vb == "no") for (va, vb), n in by_label[0].items() for _ in range(n)]  # right = fails it
+        d1, d2 = newcombe_paired(pos), newcombe_paired(neg)
+        (l1, u1), (l2, u2) = d1["ci95"], d2["ci95"]
+        d = (d1["delta"] + d2["delta"]) / 2
+        lo = d - math.sqrt((d1["delta"] - l1) ** 2 + (d2["delta"] - l2) ** 2) / 2
+        hi = d + math.sqrt((u1 - d1["delta"]) ** 2 + (u2 - d2["delta"]) ** 2) / 2
+        got = next(x for x in j["datasets"] if x["dataset"] == ds)
+        assert got["n"] == len(pos) + len(neg)
+        assert (got["delta"], got["ci95"][0], got["ci95"][1]) == (pytest.approx(d), pytest.approx(lo), pytest.approx(hi))
+        expected.append((d, lo, hi))
+    # Wice by hand: A's TPR 8/10, TNR 6/10 -> 70.0; B's TPR 7/10, TNR 9/10 -> 80.0; B − A = +10.0
+    wice = next(x for x in j["datasets"] if x["dataset"] == "Wice")
+    assert (wice["baccA"], wice["baccB"], wice["delta"]) == (pytest.approx(0.7), pytest.approx(0.8), pytest.approx(0.1))
+    m = sum(d for d, _, _ in expected) / 2
+    m_lo = m - math.sqrt(sum((d - lo) ** 2 for d, lo, _ in expected)) / 2
+    m_hi = m + math.sqrt(sum((hi - d) ** 2 for d, _, hi in expected)) / 2
+    assert (j["mean"]["delta"], j["mean"]["ci95"][0], j["mean"]["ci95"][1]) == (
+        pytest.approx(m), pytest.approx(m_lo), pytest.approx(m_hi))
+    # the row B could not grade is apart, in neither side's figures
+    assert j["gradingErrors"] == {"a": 0, "b": 1}
+    text = cli("diff", ids[0], ids[1], env={"COLUMNS": "200"}).output
+    assert re.search(r"Wice\s+20\s+70\.0\s+80\.0\s+\+10\.0\s+\[", text), text
+    assert re.search(rf"mean of 2\s+{re.escape(f'{m * 100:+.1f}')}\s+"
+                     + re.escape(f"[{m_lo * 100:+.1f}, {m_hi * 100:+.1f}]"), text), text
+    assert "Grading errors, left out of the pairing (not counted as wrong): A 0, B 1 (Wice/" in text
