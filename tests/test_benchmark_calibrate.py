@@ -464,3 +464,19 @@ def test_two_judges_diffed_paired_by_row(hub, fake_openai, monkeypatch, tmp_path
     assert re.search(rf"mean of 2\s+{re.escape(f'{m * 100:+.1f}')}\s+"
                      + re.escape(f"[{m_lo * 100:+.1f}, {m_hi * 100:+.1f}]"), text), text
     assert "Grading errors, left out of the pairing (not counted as wrong): A 0, B 1 (Wice/" in text
+
+
+def test_cells_the_server_cuts_short_are_read_whole(hub, grader, monkeypatch, tmp_path):
+    """The datasets-server truncates long cells to keep a page small: such a row is asked for alone."""
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    rows = aggrefact_rows({"Wice": [(1, "[J:yes]", 3), (0, "[J:no]", 3)]})
+    hub.add_dataset(AGGREFACT, rows, split="test", gated_token=TOKEN)
+    hub.page_bytes = 1000
+    out = tmp_path / "m.json"
+    r = calibrate("--benchmark", "llm-aggrefact", "--grader", "openai:chat:gpt-4o-mini", "-o", out, "--no-write")
+    assert r.exit_code == 0, r.output
+    pages = [q.query for q in hub.rows_requests() if q.headers.get("Authorization")]
+    assert [q["length"] for q in pages] == ["100"] + ["1"] * 6
+    sent = " ".join(json.dumps(x["json"]) for x in grader.requests)
+    assert all(row["doc"] in sent for row in rows)  # every document whole
+    assert json.loads(out.read_text())["graders"][0]["datasets"][0]["bacc"] == 1.0
