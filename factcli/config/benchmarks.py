@@ -274,8 +274,8 @@ def sample(groups: dict, per_dataset: int | None, seed: int) -> tuple[list[Label
             want_neg = per_dataset // 2
             want_pos = per_dataset - want_neg
             chosen = sorted(rng.sample(pos, min(want_pos, len(pos))) + rng.sample(neg, min(want_neg, len(neg))))
-            short = [f"only {len(c)} {w}" for c, w, want in ((pos, "supported", want_pos), (neg, "unsupported", want_neg))
-                     if len(c) < want]
+            short = [f"only {len(c)} {w}" for c, w, want in
+                     ((pos, "supported", want_pos), (neg, "unsupported", want_neg)) if len(c) < want]
             note = f" ({', '.join(short)})" if short else ""
         kept = [group[i] for i in chosen]
         p = sum(it.gold for it in kept)

@@ -134,7 +134,8 @@ def _whole_row(base: str, index: int, headers: dict, dataset: str, file: str, wh
     item = page[0] if isinstance(page, list) and page and isinstance(page[0], dict) else {}
     row = item.get("row")
     if not isinstance(row, dict):
-        raise ConfigError(f"Hugging Face dataset {dataset}: row {index} is missing from the server's answer", file, where)
+        raise ConfigError(f"Hugging Face dataset {dataset}: row {index} is missing from the server's answer",
+                          file, where)
     if item.get("truncated_cells"):
         raise ConfigError(f"Hugging Face dataset {dataset}: row {index} has cells the server cuts short even alone "
                           f"({', '.join(map(str, item['truncated_cells']))})", file, where)

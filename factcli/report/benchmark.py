@@ -166,8 +166,8 @@ def _render_board(console, rep: dict) -> None:
             if "k" in m and m["k"] != board.get("datasets"):
                 extra += f" (the published figure is over {board.get('datasets')})"
         console.print(escape(f"  {value:5.1f}  {model}{extra}"), soft_wrap=True)
-    console.print("Model versions, prompts, thresholds and dates differ between these rows: see docs/judge-accuracy.md.",
-                  soft_wrap=True)
+    console.print("Model versions, prompts, thresholds and dates differ between these rows: see "
+                  "docs/judge-accuracy.md.", soft_wrap=True)
 
 
 def _accuracy(pooled: dict) -> dict | None:

@@ -219,11 +219,149 @@ def session_class(suite):
     return CalibrationSession
 
 
+def _cells(run, n_configs: int) -> list[dict]:
+    cells: list[dict] = [{} for _ in range(n_configs)]
+    for r in run.all_rows():
+        pred, why = verdict(r)
+        cells[r.step.prompt_idx][r.step.test_idx] = (pred, why, r.score)
+    return cells
+
+
+
 def run_command(args: dict) -> int:
-    """`factcli calibrate`, from parsed arguments to exit code (contract §2): labels file or benchmark,
-    new or resumed (run/benchmark.py)."""
+    """`factcli calibrate`, from parsed arguments to exit code (contract §2): a labels file or a
+    benchmark (run/benchmark.py), new or resumed."""
     if args.get("ratings"):
         return ratings_command(args)
-    from factcli.run.benchmark import run_command as run
+    from factcli import settings
+    from factcli.config.benchmarks import Selection, load
+    from factcli.config.labels import build_suite, check_items, load_items, name_configs, plan
+    from factcli.report import benchmark as bench_report
+    from factcli.report.view import console_for_stdout
+    from factcli.run import runner
+    from factcli.run.benchmark import grader_usage, record_args, resolve_args
+    from factcli.run.options import EvalOptions
+    from factcli.scoring.grading import GraderSource
 
-    return run(args)
+    if args.get("env_file"):
+        settings.load_env_file(str(args["env_file"]))
+    args = resolve_args(args)
+    outputs = [Path(o) for o in args.get("output") or []]
+    for o in outputs:
+        if o.suffix.lower() != ".json":
+            raise FactcliError(f"-o {o}: calibrate writes its metrics as JSON (use a .json file)")
+    tune = args.get("tune_threshold")
+    if tune is not None and tune != "dev":
+        raise FactcliError(f"--tune-threshold {tune}: the threshold is tuned on the dev split (--tune-threshold dev)")
+    is_bench = bool(args.get("benchmark"))
+    if not is_bench and tune:
+        raise FactcliError("--tune-threshold needs --benchmark (a dev split to tune on)")
+    options = runner.RunOptions(max_concurrency=args.get("max_concurrency"),
+                                cache=False if args.get("no_cache") else None, description=args.get("description"),
+                                max_cost=args.get("max_cost"))
+    p = plan(Path(args["config"]) if args.get("config") else None,
+             Path(args["labels"]) if args.get("labels") else None, list(args.get("assert_types") or []),
+             list(args.get("graders") or []), args.get("description"), benchmark=is_bench)
+    console, _ = console_for_stdout()
+    loaded = None
+    if is_bench:
+        sel = Selection(args["benchmark"], args.get("split"), args.get("columns"), args.get("per_dataset"),
+                        args.get("seed") or 0, args.get("datasets"))
+        from factcli.config.benchmarks import BENCHMARKS
+
+        splits = None
+        if tune:
+            known = BENCHMARKS.get(sel.name)
+            if known is not None and "dev" not in known.splits:
+                raise FactcliError(f"--tune-threshold dev: {known.name} has no dev split (splits: "
+                                   f"{', '.join(known.splits)})")
+            test = sel.split or "test"
+            if test == "dev":
+                raise FactcliError("--tune-threshold dev tunes on dev and reports another split: give --split test")
+            splits = ["dev", test]
+        with runner.downloads(options):
+            loaded = load(sel, splits)
+        items = loaded.items
+        p.source, p.benchmark = loaded.source, {**sel.record(), "tuneThreshold": tune}
+        for line in loaded.counts:
+            console.print(line, markup=False, highlight=False)
+    else:
+        if p.labels is None:
+            raise FactcliError("no labels file: give one (factcli calibrate LABELS.jsonl) or name it in the config's "
+                               "'labels:'")
+        items = load_items(Path(p.labels))
+    if args.get("filter_first_n") is not None:
+        items = items[: args["filter_first_n"]]
+        if not items:
+            raise FactcliError("--filter-first-n 0 leaves no items to grade")
+    name_configs(p.graders, GraderSource())
+    check_items(items, p.graders, str(p.labels) if p.labels else p.source)
+    suite, variants = build_suite(items, p.graders, p)
+    if args.get("dry_run"):
+        from factcli.run.estimate import describe
+
+        run = runner.prepare(suite, options)
+        assign_variants(run, variants)
+        for line in describe(run):
+            print(line)
+        return 0
+    cls = session_class(suite)
+    session = cls.open(EvalOptions(run=options, store=not args.get("no_write"), db=args.get("db"),
+                                   resume=args.get("resume")))
+    session.calibration = {"labels": str(Path(p.labels).resolve()) if p.labels else None,
+                           "calibrationConfig": str(p.config_file.resolve()) if p.config_file else None,
+                           "calibrate": record_args(args)}
+    session.filter_suite(suite)
+    run = runner.prepare(suite, session.options.run)
+    session.begin(run)
+    assign_variants(run, variants)
+    from factcli.run.session import drive
+
+    interrupted = drive(session, run, progress_bar=not args.get("no_progress_bar"))
+    if is_bench:
+        meta = {"factcli": {"version": settings.VERSION, "runId": run.run_id, "status": run.status},
+                "benchmark": loaded.benchmark, "source": loaded.source, "split": loaded.split,
+                "selection": p.benchmark, "counts": loaded.counts, "tune": bool(tune)}
+        n = len(p.graders)
+        rep = bench_report.build(items, p.graders, _cells(run, n), meta, grader_usage(run, n))
+        bench_report.render(console, rep)
+        failed = any(g["gradingErrors"] or g.get("notRun") for g in rep["graders"])
+    else:
+        from factcli.report.calibration import render
+
+        rep = report(run, items, p.graders)
+        render(console, rep, str(p.labels))
+        failed = any(e["gradingErrors"] or e.get("notRun") for e in rep["graders"])
+    return _finish(console, session, run, rep, outputs, interrupted, failed)
+
+
+def _finish(console, session, run, rep, outputs, interrupted, failed) -> int:
+    from factcli import settings
+    from factcli.report import summary as reporting
+    from factcli.run import runner
+
+    if session.writing:
+        console.print(f"Stored as run {run.run_id}: factcli view {run.run_id}")
+    if run.abort_reason and run.status == runner.STATUS_ABORTED:
+        from rich.markup import escape
+
+        console.print(f"[bold red]Aborted:[/] {escape(run.abort_reason)}")
+    for o in outputs:
+        write_json(rep, o)
+        console.print(f"Wrote {o}")
+    if interrupted:
+        reporting.stderr_console().print("[yellow]Interrupted:[/] the items graded so far are reported and kept; "
+                                         f"go on with factcli calibrate --resume {run.run_id}")
+        return 130
+    if run.status == runner.STATUS_INTERRUPTED:  # the budget: no more calls started
+        from rich.markup import escape
+
+        reporting.stderr_console().print(f"[yellow]Stopped:[/] {escape(run.abort_reason or '')}. Go on with a larger "
+                                         f"budget: factcli calibrate --resume {run.run_id} --max-cost USD",
+                                         soft_wrap=True)
+        return 130
+    if run.status == runner.STATUS_ABORTED:
+        return 3
+    if failed:
+        return int(settings.env_float("FACTCLI_FAILED_TEST_EXIT_CODE", 100))
+    return 0
