@@ -1,6 +1,7 @@
 """`factcli calibrate --benchmark NAME` and `--resume RUN` (the flow is run/calibrate.run_command):
-score the user's own judge (an assertion type, its grader, prompt and threshold) on a labeled grounding benchmark read from where it lives (config/benchmarks.py),
-and report balanced accuracy per dataset beside the published leaderboard (report/benchmark.py).
+score the user's own judge (an assertion type, its grader, prompt and threshold) on a labeled
+grounding benchmark read from where it lives (config/benchmarks.py), and report balanced accuracy per
+dataset beside the published leaderboard (report/benchmark.py).
 
 The run is an ordinary calibration run (run/calibrate.py builds its suite: one test per row, the
 claim given as the output, one column per judge configuration), so it is stored, priced by

@@ -11,9 +11,13 @@ the backend's price per search; the cost range starts at $0, since none may be n
 Grader calls: one text call per model-graded assertion per judge and row; answer-relevance's
 embedding calls (the query and its three questions, EMBEDDED_TOKENS each) on their embedder's line,
 priced as --max-cost prices them (`similar`'s are left out: a handful of tokens). The claim-level methods (factual-correctness, factscore, facts-grounding) call once
-per claim, which no one knows before the model answers: their rows are counted, not priced.
+per claim, which no one knows before the model answers: their rows are counted, not priced, except
+facts-grounding with a one-call template (all but span_level), which is one call per judge and row
+plus its eligibility call unless `config.eligibility: false`.
 A grader call's input is its rubric (GRADER_RUBRIC_TOKENS, a typical built-in rubric) plus the
-graded output: nothing of it at the low end, the model's reply cap at the high end; its reply runs
+graded output: nothing of it at the low end, the model's reply cap at the high end, or, when the
+output is known before the run (calibrate's), its tokens exactly; plus the test's `context` document
+for a type that shows it to the grader (SHOWS_CONTEXT, or a rubric that names `{{context}}`); its reply runs
 to the cap it will be sent with: the grader's own max_tokens if its config sets one, else the step's
 cap (scoring/replies.py: 512 for a factuality verdict, 1,024 for g-eval's steps, …), plus a reasoning
 grader's reasoning budget (providers/reasoning.py: 2,048 at gpt-5's low effort). A type whose
