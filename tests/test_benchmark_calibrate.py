@@ -473,10 +473,19 @@ def test_cells_the_server_cuts_short_are_read_whole(hub, grader, monkeypatch, tm
     hub.add_dataset(AGGREFACT, rows, split="test", gated_token=TOKEN)
     hub.page_bytes = 1000
     out = tmp_path / "m.json"
-    r = calibrate("--benchmark", "llm-aggrefact", "--grader", "openai:chat:gpt-4o-mini", "-o", out, "--no-write")
+    args = ("--benchmark", "llm-aggrefact", "--grader", "openai:chat:gpt-4o-mini", "--no-write")
+    r = calibrate(*args, "--per-dataset", "2", "-o", out)
+    assert r.exit_code == 0, r.output
+    # one page, then only the two sampled rows (every row's document was cut), each on its own
+    pages = [q.query for q in hub.rows_requests() if q.headers.get("Authorization")]
+    assert [q["length"] for q in pages] == ["100", "1", "1"]
+    sent = " ".join(json.dumps(x["json"]) for x in grader.requests)
+    assert sum(row["doc"] in sent for row in rows) == 2 and "The sky is blue. " * 20 in sent  # whole documents
+    assert json.loads(out.read_text())["graders"][0]["datasets"][0]["bacc"] == 1.0
+    # all rows: the other four are read whole too; the ones read before come from the download cache
+    r = calibrate(*args)
     assert r.exit_code == 0, r.output
     pages = [q.query for q in hub.rows_requests() if q.headers.get("Authorization")]
-    assert [q["length"] for q in pages] == ["100"] + ["1"] * 6
+    assert [q["length"] for q in pages] == ["100", "1", "1", "1", "1", "1", "1"]
     sent = " ".join(json.dumps(x["json"]) for x in grader.requests)
-    assert all(row["doc"] in sent for row in rows)  # every document whole
-    assert json.loads(out.read_text())["graders"][0]["datasets"][0]["bacc"] == 1.0
+    assert all(row["doc"] in sent for row in rows)

@@ -120,10 +120,23 @@ def _split(sel: Selection, bench: Benchmark | None) -> str:
     return split
 
 
+class HubRows(list):
+    """A Hub split's rows as its pages gave them; `cut`: the indices of rows whose long cells the
+    server cut short, read whole (`whole`) only if the sample keeps them."""
+
+    def __init__(self, rows: list, ref: str, cut: list[int], what: str):
+        super().__init__(rows)
+        self.ref, self.cut, self.what = ref, set(cut), what
+
+    def whole(self, index: int) -> dict:
+        return remote.whole_row(self.ref, index, self.what, "")
+
+
 def _hub_rows(repo: str, split: str, name: str, gated_terms: str | None) -> list[dict]:
     ref = f"{remote.HF_PREFIX}{repo}?split={split}"
     try:
-        return remote.dataset_rows(ref, _what(name), "")
+        rows, cut = remote.dataset_pages(ref, _what(name), "")
+        return HubRows(rows, ref, cut, _what(name))
     except ConfigError as exc:
         if gated_terms and ("HTTP 401" in exc.detail or "HTTP 403" in exc.detail):
             token = "the token in HF_TOKEN has no access: accept" if remote.hf_token() else "set HF_TOKEN and accept"
@@ -217,29 +230,37 @@ def _text(row: dict, role: str, columns: dict, source: str, where: str, required
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def to_items(rows: list[dict], columns: dict, source: str, default_dataset: str) -> dict[str, list[LabeledItem]]:
-    """Rows -> items grouped by dataset (in the order datasets first appear)."""
+def to_items(rows: list[dict], columns: dict, source: str, default_dataset: str,
+             numbers: dict | None = None) -> dict[str, list[LabeledItem]]:
+    """Rows -> items grouped by dataset (in the order datasets first appear); `numbers` gets
+    id(item) -> the row's index."""
     groups: dict[str, list[LabeledItem]] = {}
     for n, row in enumerate(rows):
-        where = f"row {n + 1}"
-        if not isinstance(row, dict):
-            raise ConfigError(f"expected a mapping of columns, got {type(row).__name__}", source, where)
-        doc = _text(row, "doc", columns, source, where, True)
-        claim = _text(row, "claim", columns, source, where, True)
-        if columns["label"] not in row:
-            _text(row, "label", columns, source, where, True)  # says which column is missing
-        raw_label = row[columns["label"]]
-        gold = parse_label(raw_label)
-        if gold is None:
-            raise ConfigError(f"label {raw_label!r} in '{columns['label']}' is not one of {LABEL_HELP}", source, where)
-        dataset = _text(row, "dataset", columns, source, where, False) or default_dataset
-        question = _text(row, "question", columns, source, where, False)
-        row_id = _text(row, "id", columns, source, where, False)
-        extra = {"dataset": dataset, "query": question or REQUEST, "label": "supported" if gold else "unsupported"}
-        groups.setdefault(dataset, []).append(LabeledItem(
-            id=f"{dataset}/{row_id or n}", output=claim, gold=gold, where=where, question=question or REQUEST,
-            context=doc, extra=extra))
+        item = _item(row, n, columns, source, default_dataset)
+        groups.setdefault(item.extra["dataset"], []).append(item)
+        if numbers is not None:
+            numbers[id(item)] = n
     return groups
+
+
+def _item(row: dict, n: int, columns: dict, source: str, default_dataset: str) -> LabeledItem:
+    where = f"row {n + 1}"
+    if not isinstance(row, dict):
+        raise ConfigError(f"expected a mapping of columns, got {type(row).__name__}", source, where)
+    doc = _text(row, "doc", columns, source, where, True)
+    claim = _text(row, "claim", columns, source, where, True)
+    if columns["label"] not in row:
+        _text(row, "label", columns, source, where, True)  # says which column is missing
+    raw_label = row[columns["label"]]
+    gold = parse_label(raw_label)
+    if gold is None:
+        raise ConfigError(f"label {raw_label!r} in '{columns['label']}' is not one of {LABEL_HELP}", source, where)
+    dataset = _text(row, "dataset", columns, source, where, False) or default_dataset
+    question = _text(row, "question", columns, source, where, False)
+    row_id = _text(row, "id", columns, source, where, False)
+    extra = {"dataset": dataset, "query": question or REQUEST, "label": "supported" if gold else "unsupported"}
+    return LabeledItem(id=f"{dataset}/{row_id or n}", output=claim, gold=gold, where=where,
+                       question=question or REQUEST, context=doc, extra=extra)
 
 
 def pick_datasets(groups: dict, names: str | None) -> dict:
@@ -294,8 +315,12 @@ def load(sel: Selection, splits: list[str] | None = None) -> Loaded:
         this = Selection(sel.name, split or sel.split, sel.columns, sel.per_dataset, sel.seed, sel.datasets)
         rows, columns, source, bench, used = read_rows(this)
         default = Path(sel.name).stem if bench is None else bench.name
-        groups = pick_datasets(to_items(rows, columns, source, default), sel.datasets)
+        numbers: dict = {}
+        groups = pick_datasets(to_items(rows, columns, source, default, numbers), sel.datasets)
         items, counts = sample(groups, sel.per_dataset, sel.seed)
+        if isinstance(rows, HubRows) and rows.cut:  # the sample's rows whose documents a page cut short
+            items = [_item(rows.whole(numbers[id(it)]), numbers[id(it)], columns, source, default)
+                     if numbers[id(it)] in rows.cut else it for it in items]
         if splits:
             for it in items:
                 it.id = f"{used}:{it.id}"
