@@ -261,6 +261,10 @@ def test_per_dataset_sample_is_stratified_and_seeded(hub, grader, monkeypatch, t
     bad = calibrate(*args, "--datasets", "wice,RagTruht", "--dry-run")
     assert bad.exit_code == 1
     assert "--datasets: no dataset 'RagTruht' (did you mean 'RAGTruth'?)" in bad.output
+    # --json: the report alone on stdout (the table on stderr), the same figures as -o
+    as_json = runner.invoke(app, ["calibrate", "--no-progress-bar", *args, "--json", "--no-write"])
+    assert as_json.exit_code == 0
+    assert json.loads(as_json.stdout)["graders"][0]["datasets"] == json.loads(out.read_text())["graders"][0]["datasets"]
     picked = calibrate(*args, "--datasets", "wice", "--dry-run")
     assert "Wice: 10 supported + 10 unsupported of 55" in picked.output and "RAGTruth" not in picked.output
 

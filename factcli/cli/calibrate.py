@@ -24,6 +24,8 @@ def calibrate_cmd(
                                            "type (repeatable); factuality when neither -c nor --assert is given."),
     graders: List[str] = typer.Option(None, "--grader", metavar="PROVIDER", help="Run every configuration "
                                       "without its own provider once with this grader (repeatable)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON on stdout (the table and "
+                                 "the other lines go to stderr)."),
     output: List[Path] = typer.Option(None, "-o", "--output", metavar="FILE.json",
                                       help="Write the metrics as JSON (.json). Repeatable."),
     max_concurrency: Optional[int] = typer.Option(None, "-j", "--max-concurrency", metavar="N", min=1,

@@ -262,7 +262,12 @@ def run_command(args: dict) -> int:
     p = plan(Path(args["config"]) if args.get("config") else None,
              Path(args["labels"]) if args.get("labels") else None, list(args.get("assert_types") or []),
              list(args.get("graders") or []), args.get("description"), benchmark=is_bench)
-    console, _ = console_for_stdout()
+    if args.get("as_json"):  # stdout holds the report alone; what a person reads goes to stderr
+        from factcli.report.summary import stderr_console
+
+        console = stderr_console()
+    else:
+        console, _ = console_for_stdout()
     loaded = None
     if is_bench:
         sel = Selection(args["benchmark"], args.get("split"), args.get("columns"), args.get("per_dataset"),
@@ -332,6 +337,11 @@ def run_command(args: dict) -> int:
         rep = report(run, items, p.graders)
         render(console, rep, str(p.labels))
         failed = any(e["gradingErrors"] or e.get("notRun") for e in rep["graders"])
+    if args.get("as_json"):
+        from factcli.report.view import print_json
+        from factcli.store.encode import finite
+
+        print_json(finite(rep))
     return _finish(console, session, run, rep, outputs, interrupted, failed)
 
 
