@@ -68,7 +68,9 @@ def calibrate_cmd(
     no_write: bool = typer.Option(False, "--no-write", help="Do not store this run."),
 ) -> None:
     """Measure grader configurations against human labels: macro-F1, accuracy, FPR, FNR, F1 of
-    each class, Cohen's kappa, the confusion matrix and FActScore's error rate, side by side."""
+    each class, Cohen's kappa, the confusion matrix and FActScore's error rate, side by side; or,
+    with --benchmark, a judge's balanced accuracy per dataset on LLM-AggreFact, HaluBench or your own
+    labeled set, beside the published leaderboard."""
     from factcli.errors import FactcliError
     from factcli.run.calibrate import run_command
 

@@ -132,7 +132,7 @@ class HubRows(list):
         return remote.whole_row(self.ref, index, self.what, "")
 
 
-def _hub_rows(repo: str, split: str, name: str, gated_terms: str | None) -> list[dict]:
+def _hub_rows(repo: str, split: str, name: str, gated_terms: str | None, known: bool = True) -> list[dict]:
     ref = f"{remote.HF_PREFIX}{repo}?split={split}"
     try:
         rows, cut = remote.dataset_pages(ref, _what(name), "")
@@ -140,7 +140,8 @@ def _hub_rows(repo: str, split: str, name: str, gated_terms: str | None) -> list
     except ConfigError as exc:
         if gated_terms and ("HTTP 401" in exc.detail or "HTTP 403" in exc.detail):
             token = "the token in HF_TOKEN has no access: accept" if remote.hf_token() else "set HF_TOKEN and accept"
-            raise ConfigError(f"{repo} is gated on the Hugging Face Hub: {token} its terms at {gated_terms} "
+            what = "gated" if known else "gated, private or not there"
+            raise ConfigError(f"{repo} is {what} on the Hugging Face Hub: {token} its terms at {gated_terms} "
                               "(no model was called)", _what(name)) from None
         raise
 
@@ -187,7 +188,7 @@ def read_rows(sel: Selection) -> tuple[list[dict], dict, str, Benchmark | None, 
     if name.startswith(remote.HF_PREFIX):
         repo, params, _ = remote.parse_dataset(name, _what(name), "")
         split = sel.split or params.get("split", "test")
-        rows = _hub_rows(repo, split, name, f"https://huggingface.co/datasets/{repo}")
+        rows = _hub_rows(repo, split, name, f"https://huggingface.co/datasets/{repo}", known=False)
         source = f"{repo} ({split})"
     elif name.startswith(("http://", "https://")):
         rows = _file_rows(remote.download(name, _what(name), ""), remote.url_suffix(name), remote.shown(name))

@@ -360,8 +360,8 @@ def _finish(console, session, run, rep, outputs, interrupted, failed) -> int:
         write_json(rep, o)
         console.print(f"Wrote {o}")
     if interrupted:
-        reporting.stderr_console().print("[yellow]Interrupted:[/] the items graded so far are reported and kept; "
-                                         f"go on with factcli calibrate --resume {run.run_id}")
+        again = f"; go on with factcli calibrate --resume {run.run_id}" if session.writing else ""
+        reporting.stderr_console().print(f"[yellow]Interrupted:[/] the items graded so far are reported and kept{again}.")
         return 130
     if run.status == runner.STATUS_INTERRUPTED:  # the budget: no more calls started
         from rich.markup import escape
