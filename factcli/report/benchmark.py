@@ -114,18 +114,22 @@ def render(console, rep: dict) -> None:
                 console.print(escape(f"Threshold tuned on the dev split: score >= {t['threshold']:g} passes (dev mean "
                                      f"BAcc {_pct(t['bacc'])}); the figures below are the test split's with it."),
                               soft_wrap=True)
+        published = _published_ranges(rep.get("leaderboard"))
         table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
         for h, right in (("dataset", False), ("N", True), ("TP FN FP TN", True), ("TPR", True), ("TNR", True),
-                         ("BAcc", True), ("95% CI", True), ("errors", True)):
+                         ("BAcc", True), ("95% CI", True), ("errors", True)) + ((("published", True),) if published
+                                                                                 else ()):
             table.add_column(h, justify="right" if right else "left", no_wrap=True)
         for d in g["datasets"]:
             c = d["confusion"]
+            extra = [published.get(d["dataset"], "")] if published else []
             table.add_row(escape(d["dataset"]), str(d["n"]), f"{c['tp']} {c['fn']} {c['fp']} {c['tn']}",
-                          _pct(d["tpr"]), _pct(d["tnr"]), _pct(d["bacc"]), _ci(d), str(d["gradingErrors"]))
+                          _pct(d["tpr"]), _pct(d["tnr"]), _pct(d["bacc"]), _ci(d), str(d["gradingErrors"]), *extra)
         m = g["mean"]
         if m is not None and len(g["datasets"]) > 1:
+            extra = [published.get("", "")] if published else []
             table.add_row(f"mean of {m['k']}", "", "", "", "", _pct(m["value"]),
-                          f"[{_pct(m['low'])}, {_pct(m['high'])}]", str(g["gradingErrors"]))
+                          f"[{_pct(m['low'])}, {_pct(m['high'])}]", str(g["gradingErrors"]), *extra)
         console.print(table)
         tok = g.get("tokens") or {}
         cost = g.get("cost")
@@ -142,6 +146,21 @@ def render(console, rep: dict) -> None:
     _render_board(console, rep)
 
 
+def _published_ranges(board: dict | None) -> dict:
+    """dataset -> "low–high" of the published rows' BAcc on it ("" -> of their means); {} when the
+    snapshot has no per-dataset figures."""
+    if not board or not any(r.get("datasets") for r in board["rows"]):
+        return {}
+    out = {}
+    names = {k for r in board["rows"] for k in (r.get("datasets") or {})}
+    for name in names:
+        vals = [r["datasets"][name] for r in board["rows"] if name in (r.get("datasets") or {})]
+        out[name] = f"{min(vals):.1f}–{max(vals):.1f}"
+    means = [r["value"] for r in board["rows"]]
+    out[""] = f"{min(means):.1f}–{max(means):.1f}"
+    return out
+
+
 def _render_board(console, rep: dict) -> None:
     from rich.markup import escape
 
@@ -155,19 +174,39 @@ def _render_board(console, rep: dict) -> None:
         mine = [(label, m) for label, m in mine if m is not None]
     else:
         mine = [(f"your judge: {g['label']}", g["mean"]) for g in rep["graders"] if g["mean"]]
-    rows = [(r["model"], r["value"], None) for r in board["rows"]]
-    rows += [(label, m["value"] * 100, m) for label, m in mine]
-    for model, value, m in sorted(rows, key=lambda r: -r[1]):
-        extra = ""
+    same = _same_datasets(board, rep["graders"])
+    if same:  # a subset measured: the published rows' mean over those datasets is the comparable figure
+        console.print(escape(f"(each published row as its mean over the {len(same)} datasets measured here, "
+                             "from its per-dataset figures; its published mean after it)"), soft_wrap=True)
+        rows = [(r["model"], sum(r["datasets"][d] for d in same) / len(same), None, f"  ({r['value']:.1f} over "
+                 f"{board.get('datasets')})") for r in board["rows"]]
+    else:
+        rows = [(r["model"], r["value"], None, "") for r in board["rows"]]
+    rows += [(label, m["value"] * 100, m, "") for label, m in mine]
+    for model, value, m, extra in sorted(rows, key=lambda r: -r[1]):
         if m is not None:
             extra = f"  [{_pct(m['low'])}, {_pct(m['high'])}]"
             if "k" in m:
                 extra += f" over {m['k']} dataset{'s' if m['k'] != 1 else ''}"
-            if "k" in m and m["k"] != board.get("datasets"):
+            if "k" in m and m["k"] != board.get("datasets") and not same:
                 extra += f" (the published figure is over {board.get('datasets')})"
         console.print(escape(f"  {value:5.1f}  {model}{extra}"), soft_wrap=True)
+    if _published_ranges(board):
+        console.print(escape(f"'published' is the range of these rows on each dataset; per dataset: "
+                             f"{board.get('perDatasetSource')}; -o writes every figure."), soft_wrap=True)
     console.print("Model versions, prompts, thresholds and dates differ between these rows: see "
                   "docs/judge-accuracy.md.", soft_wrap=True)
+
+
+def _same_datasets(board: dict, graders: list[dict]) -> list[str]:
+    """The datasets measured here, when they are fewer than the published mean covers and every
+    published row has a figure for each; else []."""
+    measured = sorted({d["dataset"] for g in graders for d in g["datasets"] if d["bacc"] is not None})
+    if not measured or len(measured) >= (board.get("datasets") or 0):
+        return []
+    if all(all(name in (r.get("datasets") or {}) for name in measured) for r in board["rows"]):
+        return measured
+    return []
 
 
 def _accuracy(pooled: dict) -> dict | None:
