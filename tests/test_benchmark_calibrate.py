@@ -319,7 +319,28 @@ def test_max_cost_stops_before_a_call_that_could_pass_it(hub, grader, monkeypatc
                   "--max-cost", "0.0000001", "-j", "1")
     assert r.exit_code == 130, r.output
     assert len(grader.requests) == 0
-    assert "calibrate --resume" in r.output
+    run_id = re.search(r"calibrate --resume (\S+) --max-cost USD", r.output).group(1)
+    # a larger budget goes on from where it stopped: the 12 rows, each asked once
+    r = calibrate("--resume", run_id, "--max-cost", "1")
+    assert r.exit_code == 0, r.output
+    assert len(grader.requests) == 12 and len({json.dumps(x["json"]) for x in grader.requests}) == 12
+    assert re.search(r"RAGTruth\s+4\s+", r.output)
+
+
+def test_a_labels_file_calibration_resumes_too(grader, tmp_path):
+    labels = write(tmp_path / "l.jsonl", "".join(
+        json.dumps({"id": f"q{i}", "question": f"Q{i}?", "output": f"A{i}", "reference": f"R{i}",
+                    "context": f"Doc {i}.", "label": "pass"}) + "\n" for i in range(4)))
+    grader.clear_rules()
+    grader.add_rule(".", json.dumps({"reason": "ok", "pass": True, "score": 1}))
+    r = calibrate(labels, "--assert", "llm-rubric", "--grader", "openai:chat:gpt-4o-mini", "--max-cost", "0.0000001")
+    assert r.exit_code == 130 and len(grader.requests) == 0, r.output
+    run_id = re.search(r"calibrate --resume (\S+)", r.output).group(1)
+    again = calibrate("--resume", run_id)  # the run keeps its budget: stopped again, nothing called
+    assert again.exit_code == 130 and len(grader.requests) == 0
+    r = calibrate("--resume", run_id, "--max-cost", "1")
+    assert r.exit_code == 0, r.output
+    assert len(grader.requests) == 4 and "Calibration on" in r.output
 
 
 # ---------------------------------------------------------------- a local labeled file, offline
