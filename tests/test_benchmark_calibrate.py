@@ -534,3 +534,20 @@ def test_the_shipped_leaderboard_snapshot():
     halu = leaderboard("halubench")
     assert halu["rows"] == [{"model": "Lynx (70B)", "value": 87.4}] and "not balanced accuracy" in halu["metric"]
     assert leaderboard("my-own-set") is None
+
+
+@pytest.mark.parametrize("args, says", [
+    (["l.jsonl", "--benchmark", "halubench"], "--benchmark reads its rows from NAME; drop LABELS"),
+    (["l.jsonl", "--per-dataset", "4"], "--per-dataset select rows of a benchmark: add --benchmark NAME"),
+    (["l.jsonl", "--tune-threshold", "dev"], "--tune-threshold needs --benchmark"),
+    (["--ratings", "r1", "--benchmark", "halubench"], "it does not take --benchmark"),
+    (["--benchmark", "halubench", "--columns", "doc=a,text"], "--columns: expected ROLE=COLUMN, got 'text'"),
+    (["--benchmark", "halubench", "--columns", "clam=a"], "unknown role 'clam' (did you mean 'claim'?)"),
+    (["--benchmark", "halubench", "--split", "train"], "--split: halubench has no split 'train' (splits: test)"),
+])
+def test_options_that_do_not_go_together_are_one_line(args, says, tmp_path, monkeypatch, fake_openai):
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "l.jsonl", '{"output": "a", "label": "pass"}\n')
+    r = calibrate(*args)
+    assert r.exit_code == 1 and says in r.output, r.output
+    assert len(r.output.strip().splitlines()) == 1 and fake_openai.requests == []

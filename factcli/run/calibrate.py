@@ -171,8 +171,10 @@ def ratings_command(args: dict) -> int:
     from factcli.store.database import Store
 
     clash = [flag for flag, key in (("LABELS", "labels"), ("-c", "config"), ("--assert", "assert_types"),
-                                    ("--grader", "graders"), ("--filter-first-n", "filter_first_n"))
-             if args.get(key)]
+                                    ("--grader", "graders"), ("--filter-first-n", "filter_first_n"),
+                                    ("--benchmark", "benchmark"), ("--resume", "resume"), ("--dry-run", "dry_run"),
+                                    ("--max-cost", "max_cost"))
+             if args.get(key) not in (None, [], False)]
     if clash:
         raise FactcliError(f"--ratings reads a stored run's ratings; it does not take {', '.join(clash)}")
     outputs = [Path(o) for o in args.get("output") or []]
@@ -254,6 +256,12 @@ def run_command(args: dict) -> int:
     if tune is not None and tune != "dev":
         raise FactcliError(f"--tune-threshold {tune}: the threshold is tuned on the dev split (--tune-threshold dev)")
     is_bench = bool(args.get("benchmark"))
+    if is_bench and args.get("labels"):
+        raise FactcliError("--benchmark reads its rows from NAME; drop LABELS (or drop --benchmark)")
+    given = [flag for flag, key in (("--split", "split"), ("--columns", "columns"), ("--per-dataset", "per_dataset"),
+                                    ("--seed", "seed"), ("--datasets", "datasets")) if args.get(key) is not None]
+    if given and not is_bench:
+        raise FactcliError(f"{', '.join(given)} select rows of a benchmark: add --benchmark NAME")
     if not is_bench and tune:
         raise FactcliError("--tune-threshold needs --benchmark (a dev split to tune on)")
     options = runner.RunOptions(max_concurrency=args.get("max_concurrency"),
