@@ -68,6 +68,35 @@ def resolve_args(args: dict) -> dict:
     return {**args, **rec, "resume": run_id, "description": rec.get("description") or args.get("description")}
 
 
+def check_args(args: dict) -> None:
+    """Options that do not go together: one line each, before anything is read."""
+    tune = args.get("tune_threshold")
+    if tune is not None and tune != "dev":
+        raise FactcliError(f"--tune-threshold {tune}: the threshold is tuned on the dev split (--tune-threshold dev)")
+    is_bench = bool(args.get("benchmark"))
+    if is_bench and args.get("labels"):
+        raise FactcliError("--benchmark reads its rows from NAME; drop LABELS (or drop --benchmark)")
+    given = [flag for flag, key in (("--split", "split"), ("--columns", "columns"), ("--per-dataset", "per_dataset"),
+                                    ("--seed", "seed"), ("--datasets", "datasets")) if args.get(key) is not None]
+    if given and not is_bench:
+        raise FactcliError(f"{', '.join(given)} select rows of a benchmark: add --benchmark NAME")
+    if tune and not is_bench:
+        raise FactcliError("--tune-threshold needs --benchmark (a dev split to tune on)")
+
+
+def tune_splits(sel) -> list[str]:
+    """--tune-threshold dev: the dev split, then the one reported."""
+    from factcli.config.benchmarks import BENCHMARKS
+
+    known = BENCHMARKS.get(sel.name)
+    if known is not None and "dev" not in known.splits:
+        raise FactcliError(f"--tune-threshold dev: {known.name} has no dev split (splits: {', '.join(known.splits)})")
+    test = sel.split or "test"
+    if test == "dev":
+        raise FactcliError("--tune-threshold dev tunes on dev and reports another split: give --split test")
+    return ["dev", test]
+
+
 def grader_usage(run, n: int) -> list[dict]:
     out = []
     for j in range(n):

@@ -229,7 +229,6 @@ def _cells(run, n_configs: int) -> list[dict]:
     return cells
 
 
-
 def run_command(args: dict) -> int:
     """`factcli calibrate`, from parsed arguments to exit code (contract §2): a labels file or a
     benchmark (run/benchmark.py), new or resumed."""
@@ -241,7 +240,7 @@ def run_command(args: dict) -> int:
     from factcli.report import benchmark as bench_report
     from factcli.report.view import console_for_stdout
     from factcli.run import runner
-    from factcli.run.benchmark import grader_usage, record_args, resolve_args
+    from factcli.run.benchmark import check_args, grader_usage, record_args, resolve_args, tune_splits
     from factcli.run.options import EvalOptions
     from factcli.scoring.grading import GraderSource
 
@@ -252,18 +251,9 @@ def run_command(args: dict) -> int:
     for o in outputs:
         if o.suffix.lower() != ".json":
             raise FactcliError(f"-o {o}: calibrate writes its metrics as JSON (use a .json file)")
+    check_args(args)
     tune = args.get("tune_threshold")
-    if tune is not None and tune != "dev":
-        raise FactcliError(f"--tune-threshold {tune}: the threshold is tuned on the dev split (--tune-threshold dev)")
     is_bench = bool(args.get("benchmark"))
-    if is_bench and args.get("labels"):
-        raise FactcliError("--benchmark reads its rows from NAME; drop LABELS (or drop --benchmark)")
-    given = [flag for flag, key in (("--split", "split"), ("--columns", "columns"), ("--per-dataset", "per_dataset"),
-                                    ("--seed", "seed"), ("--datasets", "datasets")) if args.get(key) is not None]
-    if given and not is_bench:
-        raise FactcliError(f"{', '.join(given)} select rows of a benchmark: add --benchmark NAME")
-    if not is_bench and tune:
-        raise FactcliError("--tune-threshold needs --benchmark (a dev split to tune on)")
     options = runner.RunOptions(max_concurrency=args.get("max_concurrency"),
                                 cache=False if args.get("no_cache") else None, description=args.get("description"),
                                 max_cost=args.get("max_cost"))
@@ -280,20 +270,8 @@ def run_command(args: dict) -> int:
     if is_bench:
         sel = Selection(args["benchmark"], args.get("split"), args.get("columns"), args.get("per_dataset"),
                         args.get("seed") or 0, args.get("datasets"))
-        from factcli.config.benchmarks import BENCHMARKS
-
-        splits = None
-        if tune:
-            known = BENCHMARKS.get(sel.name)
-            if known is not None and "dev" not in known.splits:
-                raise FactcliError(f"--tune-threshold dev: {known.name} has no dev split (splits: "
-                                   f"{', '.join(known.splits)})")
-            test = sel.split or "test"
-            if test == "dev":
-                raise FactcliError("--tune-threshold dev tunes on dev and reports another split: give --split test")
-            splits = ["dev", test]
         with runner.downloads(options):
-            loaded = load(sel, splits)
+            loaded = load(sel, tune_splits(sel) if tune else None)
         items = loaded.items
         p.source, p.benchmark = loaded.source, {**sel.record(), "tuneThreshold": tune}
         for line in loaded.counts:
