@@ -551,3 +551,27 @@ def test_options_that_do_not_go_together_are_one_line(args, says, tmp_path, monk
     r = calibrate(*args)
     assert r.exit_code == 1 and says in r.output, r.output
     assert len(r.output.strip().splitlines()) == 1 and fake_openai.requests == []
+
+
+def test_any_hub_dataset_or_url_with_columns(hub, grader, tmp_path):
+    rows = [{"premise": f"Doc {i}.", "hypothesis": f"Claim h{i} [J:{'yes' if i % 2 else 'no'}]", "gold": i % 2}
+            for i in range(6)]
+    hub.add_dataset("acme/grounding", rows, split="validation")
+    cols = "doc=premise,claim=hypothesis,label=gold"
+    out = tmp_path / "h.json"
+    r = calibrate("--benchmark", "huggingface://datasets/acme/grounding", "--split", "validation", "--columns", cols,
+                  "--grader", "openai:chat:gpt-4o-mini", "-o", out, "--no-write")
+    assert r.exit_code == 0, r.output
+    assert "grounding: 3 supported + 3 unsupported of 6" in r.output
+    assert json.loads(out.read_text())["graders"][0]["datasets"][0]["bacc"] == 1.0
+    # the same rows as a JSONL file at a URL
+    hub.add_file("set.jsonl", "".join(json.dumps(x) + "\n" for x in rows).encode())
+    r = calibrate("--benchmark", hub.file_url("set.jsonl"), "--columns", cols, "--grader", "openai:chat:gpt-4o-mini",
+                  "--no-write")
+    assert r.exit_code == 0 and "set: 3 supported + 3 unsupported of 6" in r.output, r.output
+    # a Hub dataset that is not there (or private) is one line naming its page, before any call
+    before = len(grader.requests)
+    r = calibrate("--benchmark", "huggingface://datasets/acme/nothing", "--columns", cols,
+                  "--grader", "openai:chat:gpt-4o-mini")
+    assert r.exit_code == 1 and len(r.output.strip().splitlines()) == 1, r.output
+    assert "acme/nothing" in r.output and len(grader.requests) == before
