@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MAX_PAGE = 100  # the real server's most rows per answer
+CUT_CHARS = 100
 
 
 @dataclass
@@ -39,6 +40,9 @@ class FakeHub:
     datasets: dict = field(default_factory=dict)  # (name, config, split) -> Dataset
     files: dict = field(default_factory=dict)  # name -> (bytes, content type)
     requests: list = field(default_factory=list)
+    # Like the real server, cut long string cells (to CUT_CHARS, listed in `truncated_cells`) when a
+    # page of more than one row would be larger than this many bytes; None: never.
+    page_bytes: int | None = None
 
     def add_dataset(self, name: str, rows: list[dict], *, split: str = "test", config: str = "default",
                     gated_token: str | None = None) -> None:
@@ -90,9 +94,14 @@ class FakeHub:
                 page = ds.rows[offset:offset + length]
                 features = [{"feature_idx": i, "name": n, "type": {"dtype": "string", "_type": "Value"}}
                             for i, n in enumerate(ds.rows[0] if ds.rows else {})]
+                items = [{"row_idx": offset + i, "row": r, "truncated_cells": []} for i, r in enumerate(page)]
+                if hub.page_bytes is not None and len(page) > 1 and len(json.dumps(page)) > hub.page_bytes:
+                    for item in items:
+                        long = [k for k, v in item["row"].items() if isinstance(v, str) and len(v) > CUT_CHARS]
+                        item["row"] = {k: (v[:CUT_CHARS] if k in long else v) for k, v in item["row"].items()}
+                        item["truncated_cells"] = long
                 self._json(200, {"features": features,
-                                 "rows": [{"row_idx": offset + i, "row": r, "truncated_cells": []}
-                                          for i, r in enumerate(page)],
+                                 "rows": items,
                                  "num_rows_total": len(ds.rows), "num_rows_per_page": MAX_PAGE, "partial": False})
 
             def _json(self, status: int, body: dict):

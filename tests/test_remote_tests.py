@@ -240,3 +240,16 @@ tests: [{vars: {question: hi}}]
                                  "-r", "openai:chat:b", "--no-cache"], env=fake_openai_env)
     assert result.exit_code == 0
     assert sorted(r["json"]["model"] for r in fake_openai.requests[1:]) == ["a", "b"]
+
+
+def test_cells_the_server_cuts_short_are_read_whole(tmp_path, hub, fake_openai):
+    """The datasets-server cuts long cells when a page is big (`truncated_cells`): such rows are read
+    alone, so no test gets a shortened var."""
+    long = [{"question": f"q{i} " + "long text " * 30, "answer": f"a{i}"} for i in range(5)]
+    hub.add_dataset("acme/long", long)
+    hub.page_bytes = 500
+    out = tmp_path / "r.json"
+    result = run("-c", config(tmp_path, "huggingface://datasets/acme/long"), "-o", out)
+    assert result.exit_code == 0, result.output
+    assert sorted(r["vars"]["question"] for r in results(out)) == sorted(x["question"] for x in long)
+    assert [q.query["length"] for q in hub.rows_requests()] == ["100"] + ["1"] * 5

@@ -25,19 +25,26 @@ from factcli.types import Assertion, ProviderSpec, TestCase
 ITEM_FIELDS = ("id", "question", "output", "reference", "context", "label")
 
 
-POSITIVE = {"pass", "true", "yes", "1"}
+POSITIVE = {"pass", "true", "yes", "1", "supported"}
 
 
-NEGATIVE = {"fail", "false", "no", "0"}
+NEGATIVE = {"fail", "false", "no", "0", "unsupported"}
 
 
-LABEL_HELP = "pass/fail, true/false, yes/no or 1/0"
+LABEL_HELP = "pass/fail, true/false, yes/no, supported/unsupported or 1/0"
 
 
 # llm-rubric shows its grader only the output and the rubric, so the rubric it gets when a graders
 # entry gives none carries the item's question and reference (never an empty rubric).
 DEFAULT_RUBRIC = ("The output is a correct answer to this question: {{question}}\n"
                   "It agrees with the reference answer: {{reference}}")
+
+
+# The same for a benchmark (`calibrate --benchmark`): the item's document is the context, and the
+# rubric asks what grounding benchmarks label, whether the claim is supported by it.
+GROUNDING_RUBRIC = ("Every statement in the output is supported by the document below: nothing in the output "
+                    "contradicts the document or adds information the document does not give.\n\n"
+                    "Document:\n{{context}}")
 
 
 GRADER_KEYS = {"label", "options", "type", "value", "threshold", "weight", "provider", "rubricPrompt", "metric",
@@ -191,6 +198,8 @@ class Plan:
     labels: Path | None
     graders: list[GraderConfig]
     config_file: Path | None = None
+    source: str | None = None  # a benchmark's items: what they were read from (calibrate --benchmark)
+    benchmark: dict | None = None  # its selection (config/benchmarks.Selection.record), stored with the run
 
 
 def read_config(path: Path) -> tuple[dict, dict]:
@@ -219,7 +228,25 @@ def _grader_entries(data: dict, file: str) -> list[tuple[dict, dict, str]]:
     return out
 
 
-def _build_config(raw: dict, entry: dict, file: str, where: str, base: Path, grader: str | None) -> GraderConfig:
+def _benchmark_defaults(entry: dict, base_type) -> None:
+    """A benchmark's item is a document and a claim: what a type reads as the reference is the
+    document; facts-grounding judges grounding alone (the claim answers no request, so its
+    eligibility phase would judge nothing the labels say); context-faithfulness passes a claim only
+    when every statement of it is supported (its own default threshold, 0, passes everything)."""
+    if base_type in TYPES and TYPES[base_type].value_is_reference and entry.get("value") is None:
+        entry["value"] = "{{context}}"
+    if base_type == "llm-rubric" and entry.get("value") is None and "rubricPrompt" not in entry:
+        entry["value"] = GROUNDING_RUBRIC
+    if base_type == "facts-grounding":
+        config = dict(entry.get("config") or {})
+        config.setdefault("eligibility", False)
+        entry["config"] = config
+    if base_type == "context-faithfulness" and entry.get("threshold") is None:
+        entry["threshold"] = 1
+
+
+def _build_config(raw: dict, entry: dict, file: str, where: str, base: Path, grader: str | None,
+                  benchmark: bool = False) -> GraderConfig:
     entry = dict(entry)
     label = entry.pop("label", None)
     if label is not None and (not isinstance(label, str) or not label.strip()):
@@ -233,6 +260,8 @@ def _build_config(raw: dict, entry: dict, file: str, where: str, base: Path, gra
     if base_type in COMPARING:  # they pick among a test's columns: here the columns are graders, not candidates
         raise ConfigError(f"'{typ}' compares several outputs of one test; it cannot be calibrated against "
                           "per-item labels", file, f"{where}.type")
+    if benchmark:
+        _benchmark_defaults(entry, base_type)
     # a type whose value is the reference answer: without one, it is the item's `reference`
     if base_type in TYPES and TYPES[base_type].value_is_reference and entry.get("value") is None:
         entry["value"] = "{{reference}}"
@@ -242,13 +271,14 @@ def _build_config(raw: dict, entry: dict, file: str, where: str, base: Path, gra
         entry["provider"] = grader
     assertion = parse_assertion(entry, Ctx(file, base, {}), where)
     stored = {k: v for k, v in raw.items() if k not in ("label", "options")}
-    stored.update({k: entry[k] for k in ("value", "provider") if k in entry and k not in stored})
+    stored.update({k: entry[k] for k in ("value", "provider", "threshold", "config")
+                   if k in entry and k not in stored})
     return GraderConfig(label=(label or "").strip(), assertion=assertion, options=dict(options), raw=stored,
                         file=file, where=where)
 
 
 def plan(config: Path | None, labels: Path | None, asserts: list[str], graders: list[str],
-         description: str | None) -> Plan:
+         description: str | None, benchmark: bool = False) -> Plan:
     """The grader configurations: the file's `graders`, then one per `--assert TYPE` (only
     `factuality` when neither is given); each configuration without a `provider` of its own runs
     once per `--grader` (with none, the default grader)."""
@@ -265,7 +295,7 @@ def plan(config: Path | None, labels: Path | None, asserts: list[str], graders: 
                 raise ConfigError("expected the path of a labels file", file, "labels")
             p, _ = sources.ref_path(ref, config.parent) if sources.is_file_ref(ref) else (Path(ref), None)
             file_labels = p if p.is_absolute() else config.parent / p
-    for typ in asserts or ([] if config is not None else ["factuality"]):
+    for typ in asserts or ([] if config is not None else ["facts-grounding" if benchmark else "factuality"]):
         e = {"type": typ}
         entries.append((e, e, "the command line", f"--assert {typ}", Path.cwd()))
     built: list[GraderConfig] = []
@@ -273,9 +303,9 @@ def plan(config: Path | None, labels: Path | None, asserts: list[str], graders: 
         own = isinstance(entry, dict) and entry.get("provider") is not None
         for g in ([None] if own or not graders else graders):
             w = where if g is None else f"{where} (--grader {g})"
-            built.append(_build_config(raw, entry, file, w, base, g))
+            built.append(_build_config(raw, entry, file, w, base, g, benchmark))
     labels_path = labels if labels is not None else file_labels
-    if labels_path is None:
+    if labels_path is None and not benchmark:
         raise FactcliError("no labels file: give one (factcli calibrate LABELS.jsonl) or name it in the config's "
                            "'labels:'")
     return Plan(description=description or file_description, labels=labels_path, graders=built,
@@ -358,7 +388,7 @@ def check_items(items: list[LabeledItem], configs: list[GraderConfig], labels_fi
 def build_suite(items: list[LabeledItem], configs: list[GraderConfig], p: Plan) -> tuple[Suite, list[list[TestCase]]]:
     """-> (suite, variants): suite.tests hold every configuration's assertion (so the runner
     checks every grader before any call); variants[i][j] is item i's test for configuration j."""
-    labels_file = str(p.labels)
+    labels_file = str(p.labels) if p.labels is not None else (p.source or "")
     tests, variants = [], []
     for it in items:
         gold = "pass" if it.gold else "fail"
@@ -377,12 +407,14 @@ def build_suite(items: list[LabeledItem], configs: list[GraderConfig], p: Plan) 
                                 raw={"description": desc, "vars": vars_, "assert": [gc.assertion.raw],
                                      "options": o, "metadata": meta}, **common))
         variants.append(row)
-    raw_config = {"description": p.description, "labels": str(p.labels),
+    raw_config = {"description": p.description,
+                  **({"benchmark": p.benchmark} if p.benchmark else {"labels": str(p.labels)}),
                   "graders": [{"label": gc.label, **gc.raw, **({"options": gc.options} if gc.options else {})}
                               for gc in configs]}
-    files = [str(p.labels)] + ([str(p.config_file)] if p.config_file else [])
+    files = ([str(p.labels)] if p.labels is not None else []) + ([str(p.config_file)] if p.config_file else [])
+    named = p.labels.name if p.labels is not None else p.source
     suite = Suite(
-        description=p.description or f"calibrate {p.labels.name}: {len(items)} items, {len(configs)} "
+        description=p.description or f"calibrate {named}: {len(items)} items, {len(configs)} "
                                      f"grader configuration{'s' if len(configs) != 1 else ''}",
         prompts=[make_prompt("{{question}}", "")],  # the question is what graders see as the prompt
         providers=[ProviderSpec(id="echo", label=gc.label) for gc in configs],

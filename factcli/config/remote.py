@@ -86,23 +86,32 @@ def hf_token() -> str | None:
     return next((os.environ[n] for n in TOKEN_VARIABLES if os.environ.get(n)), None)
 
 
-def dataset_rows(ref: str, file: str, where: str) -> list[dict]:
-    """Every row of the dataset (up to its limit), each a mapping of column -> value, in order."""
+def _endpoint(ref: str, file: str, where: str) -> tuple[str, str, str, dict, int | None]:
+    """-> (dataset, the /rows URL without paging, its cache key, the token header, the row limit)."""
     dataset, params, limit = parse_dataset(ref, file, where)
     server = (os.environ.get("FACTCLI_HF_DATASETS_SERVER") or DEFAULT_DATASETS_SERVER).rstrip("/")
-    query = urllib.parse.urlencode({"dataset": dataset, **params})
-    key = f"{server}/rows?{query}" + (f"&limit={limit}" if limit else "")
-    store = _STORE.get()
-    cached = store.get(key) if store is not None else None
-    if cached is not None:
-        return json.loads(cached)
-    rows: list[dict] = []
-    total: int | None = None
-    name = f"{dataset} ({params['split']})"
+    base = f"{server}/rows?{urllib.parse.urlencode({'dataset': dataset, **params})}"
     headers = {"Authorization": f"Bearer {t}"} if (t := hf_token()) else {}
+    return dataset, base, base + (f"&limit={limit}" if limit else ""), headers, limit
+
+
+def dataset_pages(ref: str, file: str, where: str, *, keep: bool = True) -> tuple[list[dict], list[int]]:
+    """Every row as the pages give it, and the indices of the rows whose cells the server cut short
+    (it does so to keep a page small); `whole_row` reads one of those whole. A caller that needs a
+    few rows (calibrate --benchmark's sample) asks for those alone. `keep`: kept in the download store."""
+    dataset, base, key, headers, limit = _endpoint(ref, file, where)
+    store = _STORE.get() if keep else None
+    cached = store.get(key + "&pages=1") if store is not None else None
+    if cached is not None:
+        kept = json.loads(cached)
+        return kept["rows"], kept["cut"]
+    rows: list[dict] = []
+    cut: list[int] = []
+    total: int | None = None
+    name = f"{dataset} ({dict(urllib.parse.parse_qsl(base.partition('?')[2]))['split']})"
     while limit is None or len(rows) < limit:
         length = PAGE_ROWS if limit is None else min(PAGE_ROWS, limit - len(rows))
-        url = f"{server}/rows?{query}&offset={len(rows)}&length={length}"
+        url = f"{base}&offset={len(rows)}&length={length}"
         of = f" of {total:,}" if total is not None else ""
         with activity(f"Downloading {name}: {len(rows):,}{of} rows"):
             answer = _get_json(url, headers, f"Hugging Face dataset {dataset}", file, where)
@@ -114,15 +123,58 @@ def dataset_rows(ref: str, file: str, where: str) -> list[dict]:
             if not isinstance(row, dict):
                 raise ConfigError(f"Hugging Face dataset {dataset}: a row of the server's answer is not a mapping",
                                   file, where)
+            if item.get("truncated_cells"):
+                cut.append(len(rows))
             rows.append(row)
         total = answer.get("num_rows_total") if isinstance(answer.get("num_rows_total"), int) else len(rows)
         if not page or len(rows) >= total:
             break
     if limit is not None:
         rows = rows[:limit]
+        cut = [i for i in cut if i < limit]
+    if store is not None:
+        store.set(key + "&pages=1", json.dumps({"rows": rows, "cut": cut}, ensure_ascii=False).encode())
+    return rows, cut
+
+
+def dataset_rows(ref: str, file: str, where: str) -> list[dict]:
+    """Every row of the dataset (up to its limit), each a mapping of column -> value, in order; a row
+    whose cells a page cut short is read whole on a page of its own."""
+    _, _, key, _, _ = _endpoint(ref, file, where)
+    store = _STORE.get()
+    cached = store.get(key) if store is not None else None
+    if cached is not None:
+        return json.loads(cached)
+    rows, cut = dataset_pages(ref, file, where, keep=False)
+    for i in cut:
+        rows[i] = whole_row(ref, i, file, where)
     if store is not None:
         store.set(key, json.dumps(rows, ensure_ascii=False).encode())
     return rows
+
+
+def whole_row(ref: str, index: int, file: str, where: str) -> dict:
+    """Row `index` on a page of its own (kept in the download store); a cell still cut short is an
+    error, never a shortened value."""
+    dataset, base, _, headers, _ = _endpoint(ref, file, where)
+    url = f"{base}&offset={index}&length=1"
+    store = _STORE.get()
+    cached = store.get(url) if store is not None else None
+    if cached is not None:
+        return json.loads(cached)
+    answer = _get_json(url, headers, f"Hugging Face dataset {dataset}", file, where)
+    page = answer.get("rows") if isinstance(answer, dict) else None
+    item = page[0] if isinstance(page, list) and page and isinstance(page[0], dict) else {}
+    row = item.get("row")
+    if not isinstance(row, dict):
+        raise ConfigError(f"Hugging Face dataset {dataset}: row {index} is missing from the server's answer",
+                          file, where)
+    if item.get("truncated_cells"):
+        raise ConfigError(f"Hugging Face dataset {dataset}: row {index} has cells the server cuts short even alone "
+                          f"({', '.join(map(str, item['truncated_cells']))})", file, where)
+    if store is not None:
+        store.set(url, json.dumps(row, ensure_ascii=False).encode())
+    return row
 
 
 def dataset_tests(ref: str, file: str, where: str) -> list[dict]:

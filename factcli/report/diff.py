@@ -225,6 +225,11 @@ def diff_doc(store: Store, a: dict, b: dict, explicit: list[tuple[int, int]] | N
            "unpairedB": [column_label(c) for c in cols_b if c["prompt_idx"] not in paired_b],
            "regressions": sum(1 for f in flips if f["kind"] == "regression"),
            "fixes": sum(1 for f in flips if f["kind"] == "fix")}
+    from factcli.report.judge_diff import judge_doc
+
+    judges = judge_doc(store, a, b, pairs)  # two calibrations: the judges' balanced accuracy, paired by row
+    if judges is not None:
+        doc["judges"] = judges
     return doc
 
 
@@ -358,3 +363,7 @@ def _render_diff(doc: dict, a: dict, b: dict, paired_by_hand: bool = False) -> N
         if names:
             console.print(Text(f"Only in {side} (no column of the other run to compare with): "
                            + "; ".join(names), style="dim"))
+    if doc.get("judges"):
+        from factcli.report.judge_diff import render
+
+        render(console, doc["judges"], a["id"], b["id"])

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from factcli.config.labels import GraderConfig, LabeledItem, build_suite, check_items, load_items, name_configs, plan
+from factcli.config.labels import GraderConfig, LabeledItem
 from factcli.errors import FactcliError
 from factcli.report.calibration import render, write_json
 from factcli.stats.agreement import binary_metrics
@@ -171,8 +171,10 @@ def ratings_command(args: dict) -> int:
     from factcli.store.database import Store
 
     clash = [flag for flag, key in (("LABELS", "labels"), ("-c", "config"), ("--assert", "assert_types"),
-                                    ("--grader", "graders"), ("--filter-first-n", "filter_first_n"))
-             if args.get(key)]
+                                    ("--grader", "graders"), ("--filter-first-n", "filter_first_n"),
+                                    ("--benchmark", "benchmark"), ("--resume", "resume"), ("--dry-run", "dry_run"),
+                                    ("--max-cost", "max_cost"))
+             if args.get(key) not in (None, [], False)]
     if clash:
         raise FactcliError(f"--ratings reads a stored run's ratings; it does not take {', '.join(clash)}")
     outputs = _outputs(args)
@@ -208,13 +210,13 @@ def _outputs(args: dict) -> list[Path]:
 # ---------------------------------------------------------------- the command
 
 
-def _session_class():
+def session_class(suite):
+    """The session of a calibration: stored like any eval's run, marked as a calibration (mode
+    `calibrate`, with the calibrate arguments that rebuild it), so that `eval --resume` does not
+    mistake its labels file for a config; `calibrate --resume` hands it `suite`, rebuilt from them."""
     from factcli.run.session import EvalSession
 
     class CalibrationSession(EvalSession):
-        """Stores the run like any eval's, marked as a calibration (mode `calibrate`) so that
-        `eval --resume` does not mistake its labels file for a config."""
-
         calibration: dict = {}
 
         def _options_record(self, run) -> dict:
@@ -222,53 +224,128 @@ def _session_class():
             record.update(mode="calibrate", **self.calibration)
             return record
 
+        def _rebuild_suite(self, row: dict, opts: dict, options):
+            self.ui.note(f"Rebuilding the rows of calibration {row['id']} from its stored selection.")
+            return suite
+
     return CalibrationSession
 
 
-def run_command(args: dict) -> int:
-    """`factcli calibrate`, from parsed arguments to exit code (contract §2)."""
-    from factcli import settings
-    from factcli.report import summary as reporting
-    from factcli.run import runner
-    from factcli.scoring.grading import GraderSource
+def _cells(run, n_configs: int) -> list[dict]:
+    cells: list[dict] = [{} for _ in range(n_configs)]
+    for r in run.all_rows():
+        pred, why = verdict(r)
+        cells[r.step.prompt_idx][r.step.test_idx] = (pred, why, r.score)
+    return cells
 
+
+def run_command(args: dict) -> int:
+    """`factcli calibrate`, from parsed arguments to exit code (contract §2): a labels file or a
+    benchmark (run/benchmark.py), new or resumed."""
     if args.get("ratings"):
         return ratings_command(args)
+    from factcli import settings
+    from factcli.config.benchmarks import Selection, load
+    from factcli.config.labels import build_suite, check_items, load_items, name_configs, plan
+    from factcli.report import benchmark as bench_report
+    from factcli.report.view import console_for_stdout
+    from factcli.run import runner
+    from factcli.run.benchmark import check_args, grader_usage, record_args, resolve_args, tune_splits
+    from factcli.run.options import EvalOptions
+    from factcli.scoring.grading import GraderSource
+
     if args.get("env_file"):
         settings.load_env_file(str(args["env_file"]))
+    args = resolve_args(args)
     outputs = _outputs(args)
-    p = plan(args.get("config"), args.get("labels"), list(args.get("assert_types") or []),
-             list(args.get("graders") or []), args.get("description"))
-    items = load_items(Path(p.labels))
+    check_args(args)
+    tune = args.get("tune_threshold")
+    is_bench = bool(args.get("benchmark"))
+    options = runner.RunOptions(max_concurrency=args.get("max_concurrency"),
+                                cache=False if args.get("no_cache") else None, description=args.get("description"),
+                                max_cost=args.get("max_cost"))
+    p = plan(Path(args["config"]) if args.get("config") else None,
+             Path(args["labels"]) if args.get("labels") else None, list(args.get("assert_types") or []),
+             list(args.get("graders") or []), args.get("description"), benchmark=is_bench)
+    if args.get("as_json"):  # stdout holds the report alone; what a person reads goes to stderr
+        from factcli.report.summary import stderr_console
+
+        console = stderr_console()
+    else:
+        console, _ = console_for_stdout()
+    loaded = None
+    if is_bench:
+        sel = Selection(args["benchmark"], args.get("split"), args.get("columns"), args.get("per_dataset"),
+                        args.get("seed") or 0, args.get("datasets"))
+        with runner.downloads(options):
+            loaded = load(sel, tune_splits(sel) if tune else None)
+        items = loaded.items
+        p.source, p.benchmark = loaded.source, {**sel.record(), "tuneThreshold": tune}
+        for line in loaded.counts:
+            console.print(line, markup=False, highlight=False)
+    else:
+        if p.labels is None:
+            raise FactcliError("no labels file: give one (factcli calibrate LABELS.jsonl) or name it in the config's "
+                               "'labels:'")
+        items = load_items(Path(p.labels))
     if args.get("filter_first_n") is not None:
         items = items[: args["filter_first_n"]]
         if not items:
             raise FactcliError("--filter-first-n 0 leaves no items to grade")
     name_configs(p.graders, GraderSource())
-    check_items(items, p.graders, str(p.labels))
+    check_items(items, p.graders, str(p.labels) if p.labels else p.source)
     suite, variants = build_suite(items, p.graders, p)
-    options = runner.RunOptions(max_concurrency=args.get("max_concurrency"),
-                                cache=False if args.get("no_cache") else None, description=p.description)
-    from factcli.run.options import EvalOptions
+    if args.get("dry_run"):
+        from factcli.run.estimate import describe
 
-    session = _session_class().open(EvalOptions(run=options, store=not args.get("no_write"), db=args.get("db")))
-    session.calibration = {"labels": str(Path(p.labels).resolve()),
-                           "calibrationConfig": str(p.config_file.resolve()) if p.config_file else None}
+        run = runner.prepare(suite, options)
+        assign_variants(run, variants)
+        for line in describe(run):
+            print(line)
+        return 0
+    cls = session_class(suite)
+    session = cls.open(EvalOptions(run=options, store=not args.get("no_write"), db=args.get("db"),
+                                   resume=args.get("resume")))
+    session.calibration = {"labels": str(Path(p.labels).resolve()) if p.labels else None,
+                           "calibrationConfig": str(p.config_file.resolve()) if p.config_file else None,
+                           "calibrate": record_args(args)}
     session.filter_suite(suite)
-    run = runner.prepare(suite, options)
+    run = runner.prepare(suite, session.options.run)
     session.begin(run)
-    assign_variants(run, variants)  # after begin: the stored options record the suite's tests
+    assign_variants(run, variants)
     from factcli.run.session import drive
 
     interrupted = drive(session, run, progress_bar=not args.get("no_progress_bar"))
-    rep = report(run, items, p.graders)
-    from factcli.report.view import console_for_stdout
+    if is_bench:
+        meta = {"factcli": {"version": settings.VERSION, "runId": run.run_id, "status": run.status},
+                "benchmark": loaded.benchmark, "source": loaded.source, "split": loaded.split,
+                "selection": p.benchmark, "counts": loaded.counts, "tune": bool(tune)}
+        n = len(p.graders)
+        rep = bench_report.build(items, p.graders, _cells(run, n), meta, grader_usage(run, n))
+        bench_report.render(console, rep)
+        failed = any(g["gradingErrors"] or g.get("notRun") for g in rep["graders"])
+    else:
+        from factcli.report.calibration import render
 
-    console, _ = console_for_stdout()
-    render(console, rep, str(p.labels))
+        rep = report(run, items, p.graders)
+        render(console, rep, str(p.labels))
+        failed = any(e["gradingErrors"] or e.get("notRun") for e in rep["graders"])
+    if args.get("as_json"):
+        from factcli.report.view import print_json
+        from factcli.store.encode import finite
+
+        print_json(finite(rep))
+    return _finish(console, session, run, rep, outputs, interrupted, failed)
+
+
+def _finish(console, session, run, rep, outputs, interrupted, failed) -> int:
+    from factcli import settings
+    from factcli.report import summary as reporting
+    from factcli.run import runner
+
     if session.writing:
         console.print(f"Stored as run {run.run_id}: factcli view {run.run_id}")
-    if run.abort_reason:
+    if run.abort_reason and run.status == runner.STATUS_ABORTED:
         from rich.markup import escape
 
         console.print(f"[bold red]Aborted:[/] {escape(run.abort_reason)}")
@@ -276,10 +353,18 @@ def run_command(args: dict) -> int:
         write_json(rep, o)
         console.print(f"Wrote {o}")
     if interrupted:
-        reporting.stderr_console().print("[yellow]Interrupted:[/] the items graded so far are reported and kept.")
+        again = f"; go on with factcli calibrate --resume {run.run_id}" if session.writing else ""
+        reporting.stderr_console().print(f"[yellow]Interrupted:[/] the items graded so far are reported and kept{again}.")
+        return 130
+    if run.status == runner.STATUS_INTERRUPTED:  # the budget: no more calls started
+        from rich.markup import escape
+
+        reporting.stderr_console().print(f"[yellow]Stopped:[/] {escape(run.abort_reason or '')}. Go on with a larger "
+                                         f"budget: factcli calibrate --resume {run.run_id} --max-cost USD",
+                                         soft_wrap=True)
         return 130
     if run.status == runner.STATUS_ABORTED:
         return 3
-    if any(e["gradingErrors"] or e.get("notRun") for e in rep["graders"]):
+    if failed:
         return int(settings.env_float("FACTCLI_FAILED_TEST_EXIT_CODE", 100))
     return 0

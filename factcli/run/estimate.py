@@ -11,9 +11,13 @@ the backend's price per search; the cost range starts at $0, since none may be n
 Grader calls: one text call per model-graded assertion per judge and row; answer-relevance's
 embedding calls (the query and its three questions, EMBEDDED_TOKENS each) on their embedder's line,
 priced as --max-cost prices them (`similar`'s are left out: a handful of tokens). The claim-level methods (factual-correctness, factscore, facts-grounding) call once
-per claim, which no one knows before the model answers: their rows are counted, not priced.
+per claim, which no one knows before the model answers: their rows are counted, not priced, except
+facts-grounding with a one-call template (all but span_level), which is one call per judge and row
+plus its eligibility call unless `config.eligibility: false`.
 A grader call's input is its rubric (GRADER_RUBRIC_TOKENS, a typical built-in rubric) plus the
-graded output: nothing of it at the low end, the model's reply cap at the high end; its reply runs
+graded output: nothing of it at the low end, the model's reply cap at the high end, or, when the
+output is known before the run (calibrate's), its tokens exactly; plus the test's `context` document
+for a type that shows it to the grader (SHOWS_CONTEXT, or a rubric that names `{{context}}`); its reply runs
 to the cap it will be sent with: the grader's own max_tokens if its config sets one, else the step's
 cap (scoring/replies.py: 512 for a factuality verdict, 1,024 for g-eval's steps, …), plus a reasoning
 grader's reasoning budget (providers/reasoning.py: 2,048 at gpt-5's low effort). A type whose
@@ -132,20 +136,52 @@ def _plan_grading(run, step, model_cap: int, graders: dict, caps: dict, models: 
             _plan_searches(run, a, graders)
         if kind.name == "answer-relevance":
             _plan_embeddings(run, step, a, graders, models)
+        fixed = fixed_calls(kind.name, a) if claim_method else None
         for gid in ids:
             line = graders.setdefault(gid, Line(gid))
-            if claim_method:
+            if claim_method and fixed is None:
                 line.claim_rows += 1
                 continue
             provider = models.get(gid)
+            shown, output_cap = shown_tokens(step, a, provider, model_cap)
             # a reasoning grader is sent its reasoning budget on top of each step's cap (providers/reasoning.py)
             hidden = reasoning.allowance(provider) if provider is not None and not caps.get(gid) else 0
-            for step_cap in caps_for(kind.name) or [GRADER_MAX_TOKENS]:
+            for step_cap in [GRADER_MAX_TOKENS] * fixed if fixed else caps_for(kind.name) or [GRADER_MAX_TOKENS]:
                 cap = caps.get(gid) or step_cap + hidden  # the grader's own max_tokens wins
                 line.calls += 1
                 line.output_cap = max(line.output_cap, cap)
-                line.input_tokens += GRADER_RUBRIC_TOKENS
-                line.add_cost(provider, GRADER_RUBRIC_TOKENS + model_cap, GRADER_RUBRIC_TOKENS, cap)
+                line.input_tokens += GRADER_RUBRIC_TOKENS + shown
+                line.add_cost(provider, GRADER_RUBRIC_TOKENS + shown + output_cap, GRADER_RUBRIC_TOKENS + shown, cap)
+
+
+# Types that show their grader the test's `context` var (a document): its tokens are in every call's input.
+SHOWS_CONTEXT = ("facts-grounding", "context-faithfulness", "context-recall", "context-relevance")
+
+
+def fixed_calls(kind: str, a) -> int | None:
+    """Calls per judge and row of a claim-level method whose count does not follow the output:
+    facts-grounding with a one-call template (all but span_level), plus its eligibility call
+    unless `config.eligibility: false`. None: one call per claim, not known before the model answers."""
+    if kind != "facts-grounding":
+        return None
+    cfg = a.config or {}
+    if cfg.get("templates") or cfg.get("template", "json") == "span_level":
+        return None
+    return 1 + (cfg.get("eligibility", True) is not False)
+
+
+def shown_tokens(step, a, provider, model_cap: int) -> tuple[int, int]:
+    """-> (tokens the grader is shown besides its rubric: a document it reads, and an output already
+    known (calibrate's), exactly; the output's share still unknown: the model's reply cap, else 0)."""
+    model = getattr(provider, "price_model", None) or ""
+    known = step.test.provider_output if isinstance(step.test.provider_output, str) else None
+    shown = count_messages([{"role": "user", "content": known}], model) or 0 if known is not None else 0
+    context = (step.test.vars or {}).get("context")
+    if isinstance(context, list):
+        context = "\n\n".join(map(str, context))
+    if isinstance(context, str) and context and (a.base_type in SHOWS_CONTEXT or "{{context}}" in str(a.value or "")):
+        shown += count_messages([{"role": "user", "content": context}], model) or 0
+    return shown, 0 if known is not None else model_cap
 
 
 def _plan_embeddings(run, step, a, lines: dict, models: dict) -> None:

@@ -171,8 +171,7 @@ class EvalSession:
         run_id = row["id"]
         files = loads(row.get("config_files_json"), []) or []
         if opts.get("mode") == "calibrate":  # its steps are built by factcli.run.calibrate, not from a config
-            raise FactcliError(f"run {run_id} is a calibration: run factcli calibrate again instead "
-                               "(grader replies it already got come from the cache)")
+            raise FactcliError(f"run {run_id} is a calibration: resume it with factcli calibrate --resume {run_id}")
         if opts.get("mode") == "model_outputs":
             from factcli.config.model_outputs import suite_from_outputs
 
