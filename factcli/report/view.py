@@ -149,8 +149,8 @@ def column_summaries(store: Store, run: dict, derived_names: set[str] | None = N
             grading_errors = m.grading_errors
             methods = {k: v.get("line", "") for k, v in (m.methods or {}).items() if isinstance(v, dict)}
             judged = [e for e in m.judge_corrected or [] if isinstance(e, dict)]
-            score_mean = (m.judged_score / (m.rows - m.test_unjudged)) if m.rows > m.test_unjudged else None
-            named_unjudged = {k: m.not_judged(k) for k in m.named_unjudged or {}}
+            score_mean = (m.judged_score / m.scored) if m.scored else None
+            named_unjudged = {k: m.judged_of(k) for k in m.named_unjudged or {} if m.not_judged(k)}
         rate = stats.wilson_interval(cnt["pass"], n)
         if final and m is not None and m.stats:
             column_stats = m.stats
@@ -345,12 +345,13 @@ def render_header(console, h: dict, *, page_info: dict | None = None) -> None:
                           f"(page {page_info['page']}/{page_info['pages']})[/]")
 
 
-def metric_cell(value: float | None, weight_zero: bool = False, not_judged: int = 0) -> str:
+def metric_cell(value: float | None, weight_zero: bool = False, judged: tuple | list | None = None) -> str:
     """A named metric's mean; one whose assertions all have weight 0 says so, since its mean is 0
-    by construction and would read as a failure; the rows left out of it (not judged) beside it."""
+    by construction and would read as a failure; its coverage beside it when some rows were not
+    judged on it (`judged`: rows judged, rows that have it)."""
     text = "—" if value is None else f"{value:.3f}"
-    if not_judged:
-        text += f" ({not_judged} not judged)"
+    if judged:
+        text += f" ({judged[0]} of {judged[1]} judged)"
     return f"{text} (weight 0)" if weight_zero else text
 
 
@@ -385,7 +386,7 @@ def footer_fields(summaries: list[dict]) -> list:
             fields.append(Field(name, [c[i] for c in cells]))
     for n in names:
         fields.append(Field(f"{n} (mean)", [metric_cell(s["namedMeans"].get(n), n in s.get("weightZero", ()),
-                                                        (s.get("namedNotJudged") or {}).get(n, 0))
+                                                        (s.get("namedNotJudged") or {}).get(n))
                                             for s in summaries]))
     for n in derived:
         fields.append(Field(f"{n} (derived)", [num(s["derived"].get(n)) for s in summaries]))

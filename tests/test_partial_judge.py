@@ -1,0 +1,122 @@
+"""A judge that fails partly (issue 52): each metric over the assertions it judged, with its judged
+count; a gate on a metric not judged on every row is "not judged" (exit 4), never passed or failed;
+--retry-errors re-runs every errored assertion; diff never fails open; provider errors and critical
+tests fail a gated run; thresholds and gates out of a metric's range are refused before any call."""
+
+import json
+
+from aiohttp import web
+from conftest import write
+from test_facts_grounding import scripted_judge
+from typer.testing import CliRunner
+
+from factcli.cli import app
+
+runner = CliRunner()
+JUDGE = '{id: "openai:chat:judge", config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"}}'
+PASSAGES = ["Alpha is red.", "Beta is blue.", "Delta is yellow."]
+# an unchanged bot: the same answer and passages for every question; row 4's answer holds a sentence no
+# passage supports (it fails facts-grounding on the judge's verdict, as in the release)
+BOT = f'''
+def call_api(prompt, options, context):
+    answer = "Alpha is red. Gamma is green." if "q4" in prompt else "Alpha is red. Beta is blue."
+    return {{"output": answer, "metadata": {{"contexts": {PASSAGES!r}}}}}
+'''
+CONFIG = f"""
+prompts: ["Request: {{{{query}}}}"]
+providers: [file://bot.py]
+defaultTest:
+  options: {{provider: {JUDGE}}}
+  assert:
+    - {{type: facts-grounding, metric: grounding, contextTransform: "file://t.py:passages"}}
+    - {{type: context-relevance, metric: ctx_relevance, threshold: 0.3, contextTransform: "file://t.py:passages"}}
+tests:
+""" + "".join(f"  - vars: {{query: q{i}}}\n" for i in range(5)) + """
+gates:
+  - {metric: grounding, min: 0.5}
+  - {metric: ctx_relevance, min: 0.3}
+  - {metric: pass-rate, min: 0.6}
+"""
+
+
+def _eval(*args):
+    return runner.invoke(app, ["eval", "--no-progress-bar", "--no-table", *map(str, args)])
+
+
+def _said(result) -> str:
+    return " ".join(result.output.split())
+
+
+def _judge(fake_openai, relevance_down: bool):
+    facts = scripted_judge({"Gamma": ("No Issues", ["supported", "unsupported"]),
+                            "Beta": ("No Issues", ["supported", "supported"])})
+
+    def reply(body):
+        user = body["messages"][-1]["content"]
+        if "<query>" in user:  # context-relevance's step
+            if relevance_down:
+                raise web.HTTPInternalServerError()
+            return json.dumps({"sentences": ["Alpha is red."]})
+        return facts(body)
+
+    fake_openai.clear_rules()
+    fake_openai.refuse_response_format("json_schema", "json_object")
+    fake_openai.add_rule(".", reply, model="judge")
+
+
+def _setup(tmp_path):
+    write(tmp_path / "bot.py", BOT)
+    write(tmp_path / "t.py", "def passages(output, context):\n    return context['metadata']['contexts']\n")
+    return write(tmp_path / "c.yaml", CONFIG)
+
+
+def _figures(path) -> dict:
+    doc = json.loads(path.read_text())
+    col = doc["factcli"]["columns"][0]
+    return {"passRate": doc["factcli"]["passRate"], "named": col.get("namedScores"),
+            "gates": [(g["gate"], g["value"], g["passed"]) for g in doc["factcli"]["gates"]],
+            "methods": col.get("methods"), "stats": doc["results"]["stats"]["notJudged"]}
+
+
+def test_one_judge_step_down_is_not_judged_and_retry_errors_gives_a_clean_runs_figures(
+        fake_openai, tmp_path, monkeypatch):
+    monkeypatch.setenv("FACTCLI_MAX_RETRIES", "0")
+    cfg = _setup(tmp_path)
+    _judge(fake_openai, relevance_down=False)
+    clean = tmp_path / "clean.json"
+    first = _eval("-c", cfg, "-o", clean)
+    assert first.exit_code == 0, first.output
+
+    _judge(fake_openai, relevance_down=True)
+    partial = tmp_path / "partial.json"
+    result = _eval("-c", cfg, "-o", partial, "--no-cache")
+    said = _said(result)
+    print(result.output)
+    assert result.exit_code == 4, result.output
+    assert "FAILED" not in said
+    fig = _figures(partial)
+    print(fig)
+
+    # the figures: each metric over the rows judged on it; grounding judged on every row
+    assert "ctx_relevance (mean) | — (0 of 5 judged)" in result.output.replace("  ", " ") or \
+        "— (0 of 5 judged)" in said
+    assert fig["named"] == {"grounding": 0.8, "ctx_relevance": None}
+    assert fig["gates"] == [("grounding >= 0.5", 0.8, True), ("ctx_relevance >= 0.3", None, None),
+                            ("pass-rate >= 0.6", 0.0, None)]
+    assert "Gate ctx_relevance >= 0.3 not judged: ctx_relevance has 0 of 5 rows judged" in said
+    assert "Gate pass-rate >= 0.6 not judged: pass-rate has 1 of 5 rows judged" in said
+    doc = json.loads(partial.read_text())
+    # promptfoo's layout keeps its count; factcli's beside it, for a script
+    assert doc["results"]["stats"]["failures"] == 5 and doc["results"]["stats"]["notJudged"] == 4
+    assert doc["factcli"]["columns"][0]["namedJudged"] == {"grounding": [5, 5], "ctx_relevance": [0, 5]}
+
+    # the judge is back: --retry-errors re-runs the 4 rows not judged and row 4 (it failed facts-grounding,
+    # its context-relevance errored): every figure is the clean run's
+    _judge(fake_openai, relevance_down=False)
+    run_id = doc["factcli"]["runId"]
+    retried = tmp_path / "retried.json"
+    again = _eval("--retry-errors", run_id, "-o", retried)
+    assert again.exit_code == 0, again.output
+    assert "0 of 5 rows kept, 5 to run" in _said(again)
+    assert _figures(retried) == _figures(clean)
+    assert _figures(clean)["named"] == {"grounding": 0.8, "ctx_relevance": 1 / 3}
