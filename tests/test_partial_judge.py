@@ -91,11 +91,11 @@ def test_one_judge_step_down_is_not_judged_and_retry_errors_gives_a_clean_runs_f
     partial = tmp_path / "partial.json"
     result = _eval("-c", cfg, "-o", partial, "--no-cache")
     said = _said(result)
-    print(result.output)
+
     assert result.exit_code == 4, result.output
     assert "FAILED" not in said
     fig = _figures(partial)
-    print(fig)
+
 
     # the figures: each metric over the rows judged on it; grounding judged on every row
     assert "ctx_relevance (mean) | — (0 of 5 judged)" in result.output.replace("  ", " ") or \
@@ -114,9 +114,55 @@ def test_one_judge_step_down_is_not_judged_and_retry_errors_gives_a_clean_runs_f
     # its context-relevance errored): every figure is the clean run's
     _judge(fake_openai, relevance_down=False)
     run_id = doc["factcli"]["runId"]
+    kept = tmp_path / "candidate.json"  # (the retry writes the run's -o files again)
+    kept.write_text(partial.read_text())
     retried = tmp_path / "retried.json"
     again = _eval("--retry-errors", run_id, "-o", retried)
     assert again.exit_code == 0, again.output
     assert "0 of 5 rows kept, 5 to run" in _said(again)
     assert _figures(retried) == _figures(clean)
     assert _figures(clean)["named"] == {"grounding": 0.8, "ctx_relevance": 1 / 3}
+
+    # diff: the release against the half-judged candidate names what is missing and never passes
+    cmp = runner.invoke(app, ["diff", str(clean), str(kept), "--fail-on-regression"])
+    said = _said(cmp)
+    assert cmp.exit_code == 4, cmp.output
+    assert "run B" in said and "was not judged for pass rate on 4 of 5 rows" in said
+    assert "ctx_relevance on 5 of 5 rows" in said and "--allow-partial" in said
+    assert runner.invoke(app, ["diff", str(clean), str(kept), "--fail-on-regression",
+                               "--allow-partial"]).exit_code == 0
+    assert runner.invoke(app, ["diff", str(clean), str(retried), "--fail-on-regression"]).exit_code == 0
+
+
+RUBRIC = f"""
+prompts: ["Q: {{{{q}}}}"]
+providers: [echo]
+defaultTest:
+  options: {{provider: {JUDGE}}}
+  assert: [{{type: llm-rubric, value: polite, metric: polite}}]
+tests:
+""" + "".join(f"  - vars: {{q: item {i}}}\n" for i in range(10))
+
+
+def test_a_never_judged_candidate_makes_diff_fail_on_regression_exit_4(fake_openai, tmp_path, monkeypatch):
+    monkeypatch.setenv("FACTCLI_MAX_RETRIES", "0")
+    cfg = write(tmp_path / "c.yaml", RUBRIC)
+    fake_openai.add_rule(".", '{"reason": "fine", "pass": true, "score": 1}', model="judge")
+    release = tmp_path / "release.json"
+    assert _eval("-c", cfg, "-o", release).exit_code == 0
+    fake_openai.clear_rules()
+    fake_openai.enqueue_fault(500, times=10)  # the judge is down for the candidate's whole run
+    candidate = tmp_path / "candidate.json"
+    assert _eval("-c", cfg, "-o", candidate, "--no-cache").exit_code == 4
+    result = runner.invoke(app, ["diff", str(release), str(candidate), "--fail-on-regression"])
+    said = _said(result)
+    assert result.exit_code == 4, result.output
+    assert "10 rows flipped (0 regressions, 0 fixes, 10 not judged)" in said
+    assert "was not judged for pass rate on 10 of 10 rows, mean score on 10 of 10 rows, polite on 10 of 10 rows" in said
+    doc = json.loads(runner.invoke(app, ["diff", str(release), str(candidate), "--json"]).output)
+    assert doc["columns"][0]["notJudged"]["b"] == {"rows": 10, "figures": {"passRate": 10, "meanScore": 10,
+                                                                          "polite": 10}}
+    assert doc["columns"][0]["notJudged"]["a"] == {"rows": 10, "figures": {}}
+    # without the flag diff is a report: it says what is missing and exits 0
+    plain = runner.invoke(app, ["diff", str(release), str(candidate)])
+    assert plain.exit_code == 0 and "Not judged:" in _said(plain)
