@@ -5,6 +5,8 @@ tests fail a gated run; thresholds and gates out of a metric's range are refused
 
 import json
 
+import pytest
+
 from aiohttp import web
 from conftest import write
 from test_facts_grounding import scripted_judge
@@ -166,3 +168,121 @@ def test_a_never_judged_candidate_makes_diff_fail_on_regression_exit_4(fake_open
     # without the flag diff is a report: it says what is missing and exits 0
     plain = runner.invoke(app, ["diff", str(release), str(candidate)])
     assert plain.exit_code == 0 and "Not judged:" in _said(plain)
+
+
+# ---------------------------------------------------------------- errors and critical tests in gates
+
+CRASHY = """
+def call_api(prompt, options, context):
+    if "crash" in prompt:
+        raise RuntimeError("the bot crashed")
+    return {"output": prompt}
+"""
+FIVE = """
+prompts: ["Q: {{q}}"]
+providers: [file://bot.py]
+tests:
+  - {vars: {q: one}, assert: [{type: contains, value: one}]}
+  - {vars: {q: two}, assert: [{type: contains, value: two}]}
+  - {vars: {q: three}, assert: [{type: contains, value: three}]}
+  - {vars: {q: four}, assert: [{type: contains, value: four}]}
+  - {vars: {q: five}, assert: [{type: contains, value: "LAST"}]}
+"""
+
+
+def test_a_bot_crash_fails_a_gated_run_unless_an_errors_gate_allows_it(tmp_path):
+    write(tmp_path / "bot.py", CRASHY)
+    cfg = write(tmp_path / "c.yaml", FIVE.replace("q: four", "q: crash four")
+                + "gates: [{metric: pass-rate, min: 0.5}]\n")
+    out = tmp_path / "r.json"
+    result = _eval("-c", cfg, "-o", out)
+    said = _said(result)
+    assert result.exit_code == 100, result.output  # the pass rate (3 of 5) holds; the crash does not pass
+    assert "Gate pass-rate >= 0.5 passed" in said
+    assert ("Gate errors <= 0 FAILED: 1 row ended in a provider error; a gated run fails on them unless a gate "
+            "allows some (errors<=N)") in said
+    allowed = _eval("-c", cfg, "--gate", "errors<=1")
+    assert allowed.exit_code == 0, allowed.output
+    assert "Gate errors <= 1 passed: errors 1 ≤ 1 (by 0)" in _said(allowed)
+    assert _eval("-c", cfg, "--gate", "errors<=0").exit_code == 100
+    refused = _eval("-c", cfg, "--gate", "errors>=1")
+    assert refused.exit_code == 1 and "an errors gate is a most" in _said(refused)
+
+
+def test_the_pass_rate_gate_passes_at_its_bound_exactly_and_fails_just_above_it(tmp_path):
+    write(tmp_path / "bot.py", CRASHY)
+    cfg = write(tmp_path / "c.yaml", FIVE)  # 4 of 5 pass: 80.00%
+    at = _eval("-c", cfg, "--gate", "pass-rate>=0.8")
+    assert at.exit_code == 0 and "pass-rate 80.00% ≥ 80.00% (by 0.00%)" in _said(at), at.output
+    assert _eval("-c", cfg, "--gate", "pass-rate>=80%").exit_code == 0
+    above = _eval("-c", cfg, "--gate", "pass-rate>=0.8001")
+    assert above.exit_code == 100 and "pass-rate 80.00% < 80.01%" in _said(above), above.output
+
+
+def test_a_critical_test_that_fails_fails_the_gates_whatever_the_means(tmp_path):
+    write(tmp_path / "bot.py", CRASHY)
+    text = FIVE.replace('''  - {vars: {q: five}, assert: [{type: contains, value: "LAST"}]}''',
+                        '''  - {description: refund policy, critical: true, vars: {q: five}, assert: [{type: contains, value: "LAST"}]}''')
+    cfg = write(tmp_path / "c.yaml", text + "gates: [{metric: pass-rate, min: 0.8}]\n")
+    out = tmp_path / "r.json"
+    result = _eval("-c", cfg, "-o", out)
+    said = _said(result)
+    assert result.exit_code == 100, result.output
+    assert "Gate pass-rate >= 0.8 passed" in said
+    assert "Gate critical tests FAILED: 1 critical test failed: test 4 (refund policy)" in said
+    gates = json.loads(out.read_text())["factcli"]["gates"]
+    assert [(g["metric"], g["passed"]) for g in gates] == [("pass-rate", True), ("critical", False)]
+    # without gates, with a lower pass-rate threshold, the critical test still fails the run
+    assert runner.invoke(app, ["eval", "--no-progress-bar", "--no-table", "-c",
+                               str(write(tmp_path / "n.yaml", text))],
+                         env={"FACTCLI_PASS_RATE_THRESHOLD": "50"}).exit_code == 100
+    bad = _eval("-c", write(tmp_path / "b.yaml", text.replace("critical: true", "critical: yes please")))
+    assert bad.exit_code == 1 and "tests[4].critical: expected true or false" in _said(bad), bad.output
+
+
+# ---------------------------------------------------------------- bounds out of a metric's range
+
+FC = f"""
+prompts: ["Tell me about Paris."]
+providers: [{{id: "openai:chat:m", config: {{apiBaseUrl: "{{{{ env.FAKE_OPENAI_URL }}}}"}}}}]
+defaultTest: {{options: {{provider: {JUDGE}}}}}
+tests:
+  - assert: [{{type: factual-correctness, value: "Paris is in France.", metric: fc, threshold: THRESHOLD}}]
+"""
+
+
+@pytest.mark.parametrize("threshold, args, message", [
+    ("80", [], "tests[0].assert[0].threshold: a threshold on factual-correctness's score is between 0 and 1, "
+               "got 80; did you mean 0.8?"),
+    ("80%", [], "tests[0].assert[0].threshold: expected a number, got '80%' (did you mean 0.8?)"),
+    ("0.5", ["--gate", "fc>=80"], "--gate 'fc>=80': fc (a score) is between 0 and 1, got 80; did you mean 0.8?"),
+    ("0.5", ["--gate", "pass-rate>=90"], "a pass rate is between 0 and 1, got 90; did you mean 0.9?"),
+])
+def test_bounds_out_of_the_metrics_range_are_refused_before_any_call(fake_openai, tmp_path, threshold, args,
+                                                                    message):
+    cfg = write(tmp_path / "c.yaml", FC.replace("THRESHOLD", threshold))
+    result = _eval("-c", cfg, *args)
+    assert result.exit_code == 1 and message in _said(result), result.output
+    assert not fake_openai.requests  # nothing was called
+
+
+@pytest.mark.parametrize("gate, message", [
+    ("{metric: fc, min: 80}", "gates[0].min: fc (a score) is between 0 and 1, got 80; did you mean 0.8?"),
+    ("{metric: fc, min: 80%}", "gates[0].min: expected a number, got '80%' (did you mean 0.8?)"),
+    ("{metric: fc, min: 0.8, min_judged: 90}", "gates[0].min_judged: expected the share of rows"),
+])
+def test_config_gates_out_of_range_are_refused_before_any_call(fake_openai, tmp_path, gate, message):
+    cfg = write(tmp_path / "c.yaml", FC.replace("THRESHOLD", "0.5") + f"gates: [{gate}]\n")
+    result = _eval("-c", cfg)
+    assert result.exit_code == 1 and message in _said(result), result.output
+    assert not fake_openai.requests
+
+
+def test_the_python_api_gives_each_named_metrics_mean_and_its_judged_count():
+    import factcli
+
+    run = factcli.evaluate({"prompts": ["Q: {{q}}"], "providers": ["echo"],
+                            "tests": [{"vars": {"q": q}, "assert": [{"type": "contains", "value": "yes", "metric": "fc"}]}
+                                      for q in ("yes", "no", "yes", "no", "no")]})
+    (summary,) = run.column_summaries
+    assert summary["namedScores"] == {"fc": 0.4} and summary["namedJudged"] == {"fc": [5, 5]}
