@@ -112,6 +112,21 @@ def test_one_judge_step_down_is_not_judged_and_retry_errors_gives_a_clean_runs_f
     assert doc["results"]["stats"]["failures"] == 5 and doc["results"]["stats"]["notJudged"] == 4
     assert doc["factcli"]["columns"][0]["namedJudged"] == {"grounding": [5, 5], "ctx_relevance": [0, 5]}
 
+    # one figure per metric on every screen: view, the HTML report, the web view
+    run_id = doc["factcli"]["runId"]
+    view = _said(runner.invoke(app, ["view", run_id]))
+    assert "— (0 of 5 judged)" in view and "0.800" in view and "n/a (0 of 5 judged)" not in view, view
+    html = tmp_path / "r.html"
+    assert runner.invoke(app, ["export", run_id, "-o", str(html)]).exit_code == 0
+    assert "— (0 of 5 judged)" in html.read_text()
+    from starlette.testclient import TestClient
+
+    from factcli.store.database import default_target
+    from factcli.web.app import create_app
+
+    page = TestClient(create_app(default_target())).get(f"/runs/{run_id}").text
+    assert "(0 of 5 judged)" in page
+
     # the judge is back: --retry-errors re-runs the 4 rows not judged and row 4 (it failed facts-grounding,
     # its context-relevance errored): every figure is the clean run's
     _judge(fake_openai, relevance_down=False)

@@ -137,8 +137,8 @@ class EvalSession:
         opts = loads(row.get("options_json"), {}) or {}
         if (self.mode != "resume" and status == "complete" and not row.get("errors") and opts.get("mode") != "calibrate"
                 and not self.store.errored_assertion_keys(row["id"])):
-            raise FactcliError(f"run {row['id']} has no ERROR rows and no assertion whose grading errored: "
-                               "nothing to retry")
+            raise FactcliError(f"run {row['id']} has no ERROR rows: nothing to retry (and no assertion whose "
+                               "grading errored)")
         self.source_options = opts
         from factcli.sources import expand_env
 
