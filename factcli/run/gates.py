@@ -175,23 +175,9 @@ def _coverage(g: Gate, m, derived: set) -> tuple[int, int]:
 
 
 def _critical_rows(run) -> dict:
-    """column -> [(test_idx, description, failed: True | None for not judged, reason)] of the rows of
-    `critical: true` tests that did not pass."""
-    from factcli.types import FAILURE_GRADING
-
-    try:
-        if not any(t.raw.get("critical") for t in run.suite.tests):
-            return {}
-    except (AttributeError, TypeError):  # a stored run read back: its tests are not held
-        return {}
-    out: dict = {}
-    for r in run.all_rows():
-        if r.success or not r.step.test.raw.get("critical"):
-            continue
-        failed = None if r.failure_reason == FAILURE_GRADING else True
-        out.setdefault(r.step.prompt_idx, []).append((r.step.test_idx, r.step.test.description, failed,
-                                                     r.error or (r.grading.reason if r.grading else "")))
-    return out
+    """column -> [(test_idx, description, failed: True | False for not judged, reason)] of the rows of
+    `critical: true` tests that did not pass (counted as rows finished: ColumnMetrics.critical)."""
+    return {i: [tuple(x) for x in m.critical] for i, m in enumerate(run.metrics) if getattr(m, "critical", None)}
 
 
 def _critical_result(label: str, rows: list) -> GateResult:
