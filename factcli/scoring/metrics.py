@@ -322,8 +322,9 @@ class ColumnMetrics:
 
     @property
     def scored(self) -> int:
-        """The rows in the score's mean (judged_score): those whose every assertion was judged."""
-        return self.rows - self.unscored
+        """The rows in the score's mean (judged_score): those whose every assertion was judged (a row not
+        judged is among `unscored`; metrics stored before it was counted have only test_unjudged)."""
+        return self.rows - max(self.unscored, self.test_unjudged)
 
     def judged_of(self, name: str) -> tuple[int, int]:
         """(rows judged on the named metric, rows that have it): the metric's coverage, said beside its
