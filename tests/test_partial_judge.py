@@ -301,3 +301,37 @@ def test_the_python_api_gives_each_named_metrics_mean_and_its_judged_count():
                                       for q in ("yes", "no", "yes", "no", "no")]})
     (summary,) = run.column_summaries
     assert summary["namedScores"] == {"fc": 0.4} and summary["namedJudged"] == {"fc": [5, 5]}
+
+
+def test_retry_errors_runs_a_failed_row_again_for_its_errored_assertion(fake_openai, tmp_path, monkeypatch):
+    """A row that failed on `contains` whatever the judge says is a failure, not an error; its llm-rubric
+    was still not judged: out of `polite`'s mean, exit 100 (a failure wins over 4), and --retry-errors
+    runs it again though the run has no ERROR row."""
+    monkeypatch.setenv("FACTCLI_MAX_RETRIES", "0")
+    cfg = write(tmp_path / "c.yaml", f"""
+prompts: ["Q: {{{{q}}}}"]
+providers: [echo]
+defaultTest: {{options: {{provider: {JUDGE}}}}}
+tests:
+  - vars: {{q: one}}
+    assert: [{{type: contains, value: nowhere}}, {{type: llm-rubric, value: polite, metric: polite}}]
+  - vars: {{q: two}}
+    assert: [{{type: llm-rubric, value: polite, metric: polite}}]
+""")
+    fake_openai.add_rule("one", "", model="judge")  # an empty reply: not a judgment
+    fake_openai.add_rule(".", '{"reason": "fine", "pass": true, "score": 1}', model="judge")
+    out = tmp_path / "r.json"
+    first = _eval("-c", cfg, "-o", out)
+    said = _said(first)
+    assert first.exit_code == 100, first.output
+    assert "Successes: 1 Failures: 1 Errors: 0" in said and "1.000 (1 of 2 judged)" in said
+    doc = json.loads(out.read_text())
+    assert doc["factcli"]["columns"][0]["namedScores"] == {"polite": 1.0}  # not (1 + 0) / 2
+    fake_openai.clear_rules()
+    fake_openai.add_rule(".", '{"reason": "fine", "pass": true, "score": 1}', model="judge")
+    again = _eval("--retry-errors", doc["factcli"]["runId"])
+    assert again.exit_code == 100 and "1 of 2 rows kept, 1 to run" in _said(again), again.output
+    assert "judged)" not in _said(again)
+    column = json.loads(out.read_text())["factcli"]["columns"][0]  # (the retry writes the run's -o files again)
+    assert column["namedScores"] == {"polite": 1.0} and column["namedJudged"] == {"polite": [2, 2]}
+    assert column["gradingErrors"] == 0
