@@ -335,3 +335,19 @@ tests:
     column = json.loads(out.read_text())["factcli"]["columns"][0]  # (the retry writes the run's -o files again)
     assert column["namedScores"] == {"polite": 1.0} and column["namedJudged"] == {"polite": [2, 2]}
     assert column["gradingErrors"] == 0
+
+
+@pytest.mark.parametrize("min_judged, line", [
+    (0.8, "Gate polite >= 0.9 passed: polite 1 ≥ 0.9 (by 0.1)"),
+    (0.9, "Gate polite >= 0.9 not judged: polite has 8 of 10 rows judged (polite 1 over them); the gate needs "
+          "90% judged (min_judged)"),
+])
+def test_min_judged_says_how_much_of_a_figure_must_be_judged_to_hold_its_gate(fake_openai, tmp_path, monkeypatch,
+                                                                            min_judged, line):
+    monkeypatch.setenv("FACTCLI_MAX_RETRIES", "0")
+    fake_openai.add_rule(r"item [01]\b", "", model="judge")  # two rows' judgings are not judgments
+    fake_openai.add_rule(".", '{"reason": "fine", "pass": true, "score": 1}', model="judge")
+    cfg = write(tmp_path / "c.yaml", RUBRIC + f"gates: [{{metric: polite, min: 0.9, min_judged: {min_judged}}}]\n")
+    result = _eval("-c", cfg)
+    assert result.exit_code == 4, result.output  # held or not, two assertions were not judged
+    assert line in _said(result)
