@@ -241,7 +241,7 @@ def diff_doc(store: Store, a: dict, b: dict, explicit: list[tuple[int, int]] | N
            "unpairedB": [column_label(c) for c in cols_b if c["prompt_idx"] not in paired_b],
            "regressions": sum(1 for f in flips if f["kind"] == "regression"),
            "fixes": sum(1 for f in flips if f["kind"] == "fix"),
-           "notJudgedFlips": sum(1 for f in flips if f["kind"] == "not judged")}
+           "notJudgedFlips": sum(1 for f in flips if f["kind"] == "not-judged")}
     doc["notJudged"] = not_judged_lines(doc)
     return doc
 
@@ -250,7 +250,7 @@ def _flip_kind(ra: dict, rb: dict) -> str:
     """A row the judge could not judge on either side has no verdict to compare: neither a regression nor
     a fix."""
     if not (ra["judged"] and rb["judged"]):
-        return "not judged"
+        return "not-judged"
     return "regression" if ra["status"] == "PASS" else ("fix" if rb["status"] == "PASS" else "change")
 
 
