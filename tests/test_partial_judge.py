@@ -214,8 +214,8 @@ def test_a_bot_crash_fails_a_gated_run_unless_an_errors_gate_allows_it(tmp_path)
     said = _said(result)
     assert result.exit_code == 100, result.output  # the pass rate (3 of 5) holds; the crash does not pass
     assert "Gate pass-rate >= 0.5 passed" in said
-    assert ("Gate errors <= 0 FAILED: 1 row ended in a provider error; a gated run fails on them unless a gate "
-            "allows some (errors<=N)") in said
+    assert ("Gate errors <= 0 FAILED: 1 row ended in an error (a provider's, or an assertion that could not run); "
+            "a gated run fails on them unless a gate allows some (errors<=N)") in said
     allowed = _eval("-c", cfg, "--gate", "errors<=1")
     assert allowed.exit_code == 0, allowed.output
     assert "Gate errors <= 1 passed: errors 1 ≤ 1 (by 0)" in _said(allowed)

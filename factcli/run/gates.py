@@ -7,7 +7,8 @@ never counts as 0), and a gate is held only when enough of its figure's rows wer
 the run ends with exit 4 (contract §2). A metric no row has fails (a gate with nothing to check). A
 cost gate on a column with rows of unknown price fails: the sum is only a floor.
 
-Two gates are added to a gated run's own: rows a provider error ended fail it unless an `errors` gate
+Two gates are added to a gated run's own: ERROR rows the judge had no part in (a provider error, an
+assertion that could not run) fail it unless an `errors` gate
 allows them (`errors<=N`), and a failed test marked `critical: true` fails it whatever the means
 (also without `gates:`).
 """
@@ -62,7 +63,8 @@ class GateResult:
             return f"gate {g}{where} FAILED: {what} has no value ({self.note or NO_METRIC})"
         if g is IMPLICIT_ERRORS:
             return (f"gate errors <= 0{where} FAILED: {int(self.value)} row{'s' if self.value != 1 else ''} ended in "
-                    "a provider error; a gated run fails on them unless a gate allows some (errors<=N)")
+                    "an error (a provider's, or an assertion that could not run); a gated run fails on them unless "
+                    "a gate allows some (errors<=N)")
         verb = "passed" if self.passed else "FAILED"
         side = ("≥" if self.passed else "<") if g.at_least else ("≤" if self.passed else ">")
         by = abs(self.margin or 0.0)
