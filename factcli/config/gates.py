@@ -7,7 +7,7 @@ A gate names a figure of each column of the run and a bound it must keep:
       - {metric: pass-rate, min: 0.9, bound: lower}    # the lower end of the pass rate's 95% interval
       - {metric: latency, max: 2000}                   # mean latency per row, ms
       - {metric: cost, max: 0.01}                      # mean cost per row (model and grader calls), USD
-      - {metric: errors, max: 2}                       # ERROR rows not the judge's (default: none)  
+      - {metric: errors, max: 2}                       # ERROR rows not the judge's (default: none)
       - {metric: recall, min: 0.9, min_judged: 0.9}    # held when at least 90% of its rows were judged
 
     factcli eval --gate 'faithfulness>=0.85' --gate 'pass-rate[lower]>=0.9' --gate 'latency<=2000'
