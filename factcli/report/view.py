@@ -134,6 +134,7 @@ def column_summaries(store: Store, run: dict, derived_names: set[str] | None = N
             cnt = {"pass": m.test_pass, "fail": m.test_fail, "error": m.test_error, "notJudged": m.test_unjudged}
         n = cnt["pass"] + cnt["fail"] + cnt["error"] - cnt["notJudged"]  # the rows judged
         means, derived, categories, grading_errors, score_mean, methods, judged = {}, {}, {}, 0, None, {}, []
+        score_judged = None  # (rows in the score's mean, rows) when some row's score was not judged
         named_unjudged: dict = {}
         weight_zero: list[str] = []
         if m is not None:
@@ -150,6 +151,7 @@ def column_summaries(store: Store, run: dict, derived_names: set[str] | None = N
             methods = {k: v.get("line", "") for k, v in (m.methods or {}).items() if isinstance(v, dict)}
             judged = [e for e in m.judge_corrected or [] if isinstance(e, dict)]
             score_mean = (m.judged_score / m.scored) if m.scored else None
+            score_judged = [m.scored, m.rows] if m.scored < m.rows else None
             named_unjudged = {k: m.judged_of(k) for k in m.named_unjudged or {} if m.not_judged(k)}
         rate = stats.wilson_interval(cnt["pass"], n)
         if final and m is not None and m.stats:
@@ -165,7 +167,7 @@ def column_summaries(store: Store, run: dict, derived_names: set[str] | None = N
             "notJudged": cnt["notJudged"], "namedNotJudged": named_unjudged,
             "passRate": (cnt["pass"] / n) if n else None,
             "passRateCi95": [rate["low"], rate["high"]] if rate else None,
-            "meanScore": score_mean, "namedMeans": means,
+            "meanScore": score_mean, "scoreJudged": score_judged, "namedMeans": means,
             "derived": derived, "categories": categories, "gradingErrors": grading_errors,
             "methods": methods, "judgeCorrected": judged, "stats": column_stats,
         })
@@ -372,6 +374,8 @@ def footer_fields(summaries: list[dict]) -> list:
     scores = []
     for s, st in zip(summaries, col_stats):
         score = num(s["meanScore"])
+        if s.get("scoreJudged"):
+            score += f" ({s['scoreJudged'][0]} of {s['scoreJudged'][1]} judged)"
         if st.get("scoreBinary") is False:
             score += (" " + figures.fmt_interval(st.get("scoreCi95"), 2)).rstrip()
         scores.append(score)
