@@ -116,9 +116,11 @@ def check_before_run(gates: list[Gate], suite) -> None:
                 (unit if facts is not None and facts.unit_score and not a.children else other).add(a.metric)
             if (facts is not None and facts.user_code) or a.base_type.startswith("file"):
                 templated = True  # a script may return namedScores of its own
+        if templated:  # names known only per row: neither check can be made now (nor read every test for it)
+            break
     derived = {d.get("name") for d in suite.derived_metrics or () if isinstance(d, dict)}
     named.update(derived)
-    check_metrics(gates, named, templated, unit - other - derived)
+    check_metrics(gates, named, templated, set() if templated else unit - other - derived)
 
 
 def evaluate(run, gates: list[Gate]) -> list[GateResult]:
