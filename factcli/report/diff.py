@@ -134,7 +134,7 @@ def diff_runs(store: Store, a: dict, b: dict, as_json: bool, *, force: bool = Fa
     nothing are refused unless `force` or explicit `pairs` say the comparison is meant. Returns the
     regressions beyond noise (`--fail-on-regression` fails on any) and what was not judged on either
     side (`--fail-on-regression` exits 4 on any, unless --allow-partial)."""
-    doc = diff_doc(store, a, b, pairs)
+    doc = with_not_judged(diff_doc(store, a, b, pairs))
     if doc["unrelated"] and not force and pairs is None:
         raise Unrelated(f"{a['id']} and {b['id']} {UNRELATED}. Compare them anyway with --force, or pair "
                         "columns yourself with --pair A=B (column indices from 0, in the order `factcli show RUN` lists the columns)")
@@ -240,8 +240,14 @@ def diff_doc(store: Store, a: dict, b: dict, explicit: list[tuple[int, int]] | N
            "unpairedA": [column_label(c) for c in cols_a if c["prompt_idx"] not in paired_a],
            "unpairedB": [column_label(c) for c in cols_b if c["prompt_idx"] not in paired_b],
            "regressions": sum(1 for f in flips if f["kind"] == "regression"),
-           "fixes": sum(1 for f in flips if f["kind"] == "fix"),
-           "notJudgedFlips": sum(1 for f in flips if f["kind"] == "not-judged")}
+           "fixes": sum(1 for f in flips if f["kind"] == "fix")}
+    return doc
+
+
+def with_not_judged(doc: dict) -> dict:
+    """`doc` with what neither side judged: the flips not judged counted, and one line per column and side
+    whose compared figures have rows not judged (not_judged_lines)."""
+    doc["notJudgedFlips"] = sum(1 for f in doc["flips"] if f["kind"] == "not-judged")
     doc["notJudged"] = not_judged_lines(doc)
     return doc
 
