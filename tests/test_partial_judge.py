@@ -327,6 +327,8 @@ tests:
     assert "Successes: 1 Failures: 1 Errors: 0" in said and "1.000 (1 of 2 judged)" in said
     doc = json.loads(out.read_text())
     assert doc["factcli"]["columns"][0]["namedScores"] == {"polite": 1.0}  # not (1 + 0) / 2
+    listed = json.loads(runner.invoke(app, ["view", doc["factcli"]["runId"], "--errors", "--json"]).output)
+    assert [t["testIdx"] for t in listed["tests"]] == [0], listed  # what --retry-errors will run again
     fake_openai.clear_rules()
     fake_openai.add_rule(".", '{"reason": "fine", "pass": true, "score": 1}', model="judge")
     again = _eval("--retry-errors", doc["factcli"]["runId"])

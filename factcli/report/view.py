@@ -192,10 +192,12 @@ def _filters(store: Store, failures: bool, errors: bool, text: str | None, colum
     status = []
     if failures:
         status.append("failure_reason = 1")
-    if errors:
-        status.append("failure_reason IN (2, 3)")  # types.ERROR_REASONS
+    if errors:  # types.ERROR_REASONS, and a row with an assertion not judged: what --retry-errors runs again
+        status.append("failure_reason IN (2, 3) OR grading_json LIKE ?")
     if status:
         conds.append("(" + " OR ".join(status) + ")")
+        if errors:
+            params.append(store.GRADER_ERROR_MARK)
     if text:
         pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         fields = ("output", "error", "description", "vars_json")
