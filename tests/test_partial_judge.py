@@ -236,15 +236,15 @@ def test_the_pass_rate_gate_passes_at_its_bound_exactly_and_fails_just_above_it(
 
 def test_a_critical_test_that_fails_fails_the_gates_whatever_the_means(tmp_path):
     write(tmp_path / "bot.py", CRASHY)
-    text = FIVE.replace('''  - {vars: {q: five}, assert: [{type: contains, value: "LAST"}]}''',
-                        '''  - {description: refund policy, critical: true, vars: {q: five}, assert: [{type: contains, value: "LAST"}]}''')
+    text = FIVE.replace("  - {vars: {q: five},", "  - {description: refund policy, critical: true, vars: {q: five},")
     cfg = write(tmp_path / "c.yaml", text + "gates: [{metric: pass-rate, min: 0.8}]\n")
     out = tmp_path / "r.json"
     result = _eval("-c", cfg, "-o", out)
     said = _said(result)
     assert result.exit_code == 100, result.output
     assert "Gate pass-rate >= 0.8 passed" in said
-    assert "Gate critical tests FAILED: 1 critical test failed: test 4 (refund policy)" in said
+    assert ("Gate critical tests FAILED: 1 critical test failed: test 4 (refund policy) (factcli show RUN TEST_IDX "
+            "says why)") in said
     gates = json.loads(out.read_text())["factcli"]["gates"]
     assert [(g["metric"], g["passed"]) for g in gates] == [("pass-rate", True), ("critical", False)]
     # without gates, with a lower pass-rate threshold, the critical test still fails the run
@@ -297,7 +297,8 @@ def test_the_python_api_gives_each_named_metrics_mean_and_its_judged_count():
     import factcli
 
     run = factcli.evaluate({"prompts": ["Q: {{q}}"], "providers": ["echo"],
-                            "tests": [{"vars": {"q": q}, "assert": [{"type": "contains", "value": "yes", "metric": "fc"}]}
+                            "tests": [{"vars": {"q": q},
+                                       "assert": [{"type": "contains", "value": "yes", "metric": "fc"}]}
                                       for q in ("yes", "no", "yes", "no", "no")]})
     (summary,) = run.column_summaries
     assert summary["namedScores"] == {"fc": 0.4} and summary["namedJudged"] == {"fc": [5, 5]}

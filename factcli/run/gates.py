@@ -179,19 +179,20 @@ def _coverage(g: Gate, m, derived: set) -> tuple[int, int]:
 
 
 def _critical_rows(run) -> dict:
-    """column -> [(test_idx, description, failed: True | False for not judged, reason)] of the rows of
+    """column -> [(test_idx, description, failed: True, or False for not judged)] of the rows of
     `critical: true` tests that did not pass (counted as rows finished: ColumnMetrics.critical)."""
-    return {i: [tuple(x) for x in m.critical] for i, m in enumerate(run.metrics) if getattr(m, "critical", None)}
+    return {i: [tuple(x[:3]) for x in m.critical] for i, m in enumerate(run.metrics) if getattr(m, "critical", None)}
 
 
 def _critical_result(label: str, rows: list) -> GateResult:
     failed = [x for x in rows if x[2]]
     shown = failed or rows
-    names = "; ".join(f"test {i}" + (f" ({d})" if d else "") + (f": {' '.join(str(why).split())[:160]}" if why else "")
-                      for i, d, _, why in shown[:3]) + (f"; and {len(shown) - 3} more" if len(shown) > 3 else "")
+    names = ", ".join(f"test {i}" + (f" ({' '.join(str(d).split())[:80]})" if d else "") for i, d, _ in shown[:5]) \
+        + (f" and {len(shown) - 5} more" if len(shown) > 5 else "")
     if failed:
         return GateResult(CRITICAL_GATE, label, float(len(failed)), False,
-                          f"{len(failed)} critical test{'s' if len(failed) != 1 else ''} failed: {names}")
+                          f"{len(failed)} critical test{'s' if len(failed) != 1 else ''} failed: {names} "
+                          "(factcli show RUN TEST_IDX says why)")
     return GateResult(CRITICAL_GATE, label, None, None, f"{len(rows)} critical test{'s' if len(rows) != 1 else ''} "
                       f"could not be judged: {names}")
 

@@ -468,7 +468,8 @@ class EvalSession:
             self.store.write_results(group)
             if time.monotonic() - self._metrics_at >= METRICS_EVERY_S:
                 self._metrics_at = time.monotonic()
-                self.store.set_column_metrics(self.run.run_id, [metrics_to_json(m) for m in self.run.metrics],
+                self.store.set_column_metrics(self.run.run_id,
+                                              [metrics_to_json(m, self.scrub) for m in self.run.metrics],
                                               commit=False)
                 tokens, cost = self._totals(self.run)
                 self.store.update_run(self.run.run_id, {"updated_at": now(), "tokens_json": json.dumps(tokens),
@@ -606,7 +607,7 @@ class EvalSession:
             "abort_reason": self.scrub.text(run.abort_reason), "graders_json": json.dumps(run.graders),
             "warnings_json": self.scrub.dumps(warnings) if warnings else None,
         }, commit=False)
-        store.set_column_metrics(run_id, [metrics_to_json(m) for m in run.metrics], commit=False)
+        store.set_column_metrics(run_id, [metrics_to_json(m, self.scrub) for m in run.metrics], commit=False)
         store.commit()
 
 

@@ -200,7 +200,7 @@ class ColumnMetrics:
     unscored: int = 0
     named_rows: dict = field(default_factory=dict)  # metric -> rows that have it (judged or not)
     # the rows of `critical: true` tests that did not pass: [test_idx, description, failed (False: not
-    # judged), reason], for the critical gate (run/gates.py)
+    # judged)], for the critical gate (run/gates.py); `show` has each one's reason
     critical: list = field(default_factory=list)
     rows: int = 0
     cached: int = 0
@@ -262,8 +262,7 @@ class ColumnMetrics:
                 self.named_scores[metric_name] = value
                 names[metric_name] = value
         if not row.success and row.step.test.raw.get("critical"):
-            self.critical.append([row.step.test_idx, row.step.test.description, not unjudged,
-                                  row.error or (grading.reason if grading is not None else "")])
+            self.critical.append([row.step.test_idx, row.step.test.description, not unjudged])
         if row.success:
             self.test_pass += 1
         elif row.failure_reason in ERROR_REASONS:

@@ -292,7 +292,8 @@ class BaseStore:
         out = set()
         for t, p, r, graded in self.execute(
                 "SELECT test_idx, prompt_idx, repeat_idx, grading_json FROM results WHERE run_id = ? AND "
-                "failure_reason NOT IN (?, ?) AND grading_json LIKE ?", (run_id, *ERROR_REASONS, self.GRADER_ERROR_MARK)):
+                "failure_reason NOT IN (?, ?) AND grading_json LIKE ?",
+                (run_id, *ERROR_REASONS, self.GRADER_ERROR_MARK)):
             grading = loads(graded, None)
             if isinstance(grading, dict) and has_grader_error(grading_from_json(grading)):
                 out.add((t, p, r))
