@@ -32,6 +32,25 @@ def judged(failure_reason) -> bool:
     return failure_reason != FAILURE_GRADING
 
 
+def grader_errored(result) -> bool:
+    """Whether one assertion's grading errored (its judge failed or could not be read): not judged
+    (scoring/outcome.py tells the rule)."""
+    meta = result.metadata
+    return bool(meta) and bool(meta.get("graderError"))
+
+
+def has_grader_error(grading) -> bool:
+    """Whether a row's grading holds an assertion not judged, in an assert-set too."""
+    if grading is None:
+        return False
+    if grader_errored(grading):
+        return True
+    for c in grading.component_results:
+        if grader_errored(c) or (c.component_results and has_grader_error(c)):
+            return True
+    return False
+
+
 @dataclass(slots=True)
 class Prompt:
     """A prompt of the config: its template (or chat messages, or a prompt function) and the label and id it

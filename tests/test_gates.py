@@ -101,7 +101,7 @@ def test_bad_config_gates_are_config_errors(tmp_path, gates, message):
     assert result.exit_code == 1 and message in _said(result), result.output
 
 
-def test_a_gate_no_row_was_judged_on_is_unknown_and_the_run_exits_4(fake_openai, tmp_path, monkeypatch):
+def test_a_gate_no_row_was_judged_on_is_not_judged_and_the_run_exits_4(fake_openai, tmp_path, monkeypatch):
     monkeypatch.setenv("FACTCLI_MAX_RETRIES", "0")
     fake_openai.enqueue_fault(500, times=2)
     cfg = write(tmp_path / "c.yaml", """
@@ -115,7 +115,8 @@ gates: [{metric: polite, min: 0.9}]
 """)
     result = _eval("-c", cfg)
     assert result.exit_code == 4, result.output
-    assert "Gate polite >= 0.9 unknown: polite has no value (no row was judged on it)" in _said(result)
+    assert ("Gate polite >= 0.9 not judged: polite has 0 of 1 rows judged; the gate needs every row judged "
+            "(min_judged)") in _said(result)
 
 
 # ---------------------------------------------------------------- diff --fail-on-regression

@@ -90,7 +90,7 @@ def test_rows_not_judged_are_left_out_of_the_pass_rate_and_the_metric_means(fake
     assert result.exit_code == 4, result.output  # every row judged passed; one could not be judged
     assert "Successes: 2 Failures: 0 Errors: 1 (1 not judged) Pass rate: 100.00%" in said
     assert "over the 2 rows judged" in said
-    assert "1.000 (1 not judged)" in said  # quality's mean, over the rows judged
+    assert "1.000 (2 of 3 judged)" in said  # quality's mean, over the rows judged
     doc = json.loads(out.read_text())
     row = doc["results"]["results"][1]
     component = row["gradingResult"]["componentResults"][0]
@@ -99,7 +99,7 @@ def test_rows_not_judged_are_left_out_of_the_pass_rate_and_the_metric_means(fake
     assert component["reason"] == "Could not extract JSON from llm-rubric response"
     assert doc["factcli"]["columns"][0]["namedNotJudged"] == {"quality": 1}
     footer = _said(runner.invoke(app, ["view", "latest"]))
-    assert "1.000 (1 not judged)" in footer and "2/0/1 (1 not judged)" in footer
+    assert "1.000 (2 of 3 judged)" in footer and "2/0/1 (1 not judged)" in footer
 
 
 MIXED = HEAD + """\

@@ -192,6 +192,7 @@ def _update_stats(run, row: EvalResult, res: GradingResult, was_success: bool, w
             m.test_error += 1
             m.test_unjudged += 1
             m.unjudged_score += row.score
+            m.unscored += 1
         else:
             row.failure_reason = FAILURE_ASSERT
             m.test_fail += 1

@@ -254,8 +254,10 @@ EXIT_NOT_JUDGED = 4  # contract §2: passed on the rows judged, but some rows co
 
 def exit_code_for(run) -> int:
     """100 when the pass rate of the rows judged is below FACTCLI_PASS_RATE_THRESHOLD (percent, default
-    100, or none when the run has gates and the variable is not set), or a gate failed (run/gates.py); else 4 when some rows could not be judged (the judge failed them: --retry-errors re-runs
-    them); else 0. 100 wins over 4: a release that is worse on the rows judged is worse."""
+    100, or none when the run has gates and the variable is not set), or a gate failed (run/gates.py:
+    a provider error in a gated run, a failed critical test included); else 4 when some assertions could
+    not be judged (the judge failed them: --retry-errors re-runs them) or a gate was not judged; else 0.
+    100 wins over 4: a release that is worse on the rows judged is worse."""
     import os
 
     from factcli.settings import env_float
@@ -269,4 +271,8 @@ def exit_code_for(run) -> int:
         return failed_code
     if any(g.passed is False for g in run.gate_results):
         return failed_code
-    return EXIT_NOT_JUDGED if run.unjudged else 0
+    # an assertion not judged on a row its others decided counts too, as does a gate too few rows were
+    # judged for (contract §2: such a gate is "not judged", never passed or failed)
+    unjudged = run.unjudged or any(m.grading_errors for m in run.metrics) or any(
+        g.passed is None for g in run.gate_results)
+    return EXIT_NOT_JUDGED if unjudged else 0

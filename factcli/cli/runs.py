@@ -248,6 +248,9 @@ def diff_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the differences as JSON."),
     fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="Exit 100 when the pass rate, "
                                             "the mean score or a named metric of a column dropped beyond noise."),
+    allow_partial: bool = typer.Option(False, "--allow-partial", help="With --fail-on-regression: compare what "
+                                       "was judged even when either side has rows not judged for a compared figure "
+                                       "(otherwise exit 4, naming what is missing)."),
     force: bool = typer.Option(False, "--force", help="Compare runs that share no config, prompt, test or provider."),
     pair: List[str] = typer.Option([], "--pair", metavar="A=B", help="Compare column A of RUN_A with column B of "
                                    "RUN_B (indices from 0), and only the columns paired so. Repeatable."),
@@ -267,24 +270,32 @@ def diff_cmd(
         with _store(db) as store:
             pairs = parse_pairs(pair)
             a, b = store.resolve(run_a), store.resolve(run_b)
-            dropped = diff_runs(store, a, b, as_json, force=force, pairs=pairs)
+            dropped, unjudged = diff_runs(store, a, b, as_json, force=force, pairs=pairs)
     else:
         from factcli.errors import FactcliError
 
         try:
-            dropped = _diff_with_files(run_a, run_b, db, as_json, force, parse_pairs(pair))
+            dropped, unjudged = _diff_with_files(run_a, run_b, db, as_json, force, parse_pairs(pair))
         except FactcliError as exc:  # a file that is no results JSON, runs that share nothing: one line, exit 1
             fail(str(exc), exc.exit_code)
-    if dropped and fail_on_regression:
-        from rich.markup import escape
+    if not fail_on_regression or not (dropped or (unjudged and not allow_partial)):
+        return
+    from rich.markup import escape
 
-        from factcli.report.summary import stderr_console
-        from factcli.settings import env_float
+    from factcli.report.summary import stderr_console
+    from factcli.settings import env_float
 
-        console = stderr_console()
-        for line in dropped:
-            console.print(f"[bold red]Regression:[/] {escape(line)}", soft_wrap=True)
+    console = stderr_console()
+    for line in dropped:  # a drop beyond noise over what was judged on both sides: worse, whatever is missing
+        console.print(f"[bold red]Regression:[/] {escape(line)}", soft_wrap=True)
+    if dropped:
         raise typer.Exit(int(env_float("FACTCLI_FAILED_TEST_EXIT_CODE", 100)))
+    # never a pass on figures the judge did not give (contract §2): exit 4, what is missing said
+    for line in unjudged:
+        console.print(f"[yellow]Not judged:[/] {escape(line)}", soft_wrap=True)
+    console.print("The comparison is incomplete: retry the errors of that run (factcli eval --retry-errors RUN), "
+                  "or compare what was judged with --allow-partial.", markup=False, soft_wrap=True)
+    raise typer.Exit(4)
 
 
 def _diff_with_files(run_a: str, run_b: str, db: Optional[str], as_json: bool, force: bool, pairs) -> list[str]:

@@ -244,8 +244,28 @@ def number(value: Any, file: str, path: str) -> float:
                 return float(value)
             except ValueError:
                 pass
-        raise ConfigError(f"expected a number, got {value!r}", file, path)
+        raise ConfigError(f"expected a number, got {value!r}{percent_hint(value)}", file, path)
     return value
+
+
+def percent_hint(value: Any) -> str:
+    """" (did you mean 0.8?)" for a percentage written where a config takes a fraction (`80%`): the
+    percent form is the command line's alone (`--gate 'pass-rate>=80%'`); a config's numbers are numbers."""
+    if isinstance(value, str) and value.strip().endswith("%"):
+        try:
+            return f" (did you mean {float(value.strip()[:-1]) / 100:g}?)"
+        except ValueError:
+            return ""
+    return ""
+
+
+def unit_range(value: float, file: str, path: str, what: str) -> None:
+    """A threshold or a gate's bound on a score between 0 and 1: one outside it can never be met, or is
+    always met (`threshold: 80` where 0.8 was meant fails every row); refused with the fraction it may mean."""
+    if 0 <= value <= 1:
+        return
+    hint = f"; did you mean {value / 100:g}?" if 1 < value <= 100 else ""
+    raise ConfigError(f"{what} is between 0 and 1, got {value:g}{hint}", file, path)
 
 
 def read_label(value: Any, file: str, path: str) -> str | None:

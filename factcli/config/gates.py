@@ -7,13 +7,19 @@ A gate names a figure of each column of the run and a bound it must keep:
       - {metric: pass-rate, min: 0.9, bound: lower}    # the lower end of the pass rate's 95% interval
       - {metric: latency, max: 2000}                   # mean latency per row, ms
       - {metric: cost, max: 0.01}                      # mean cost per row (model and grader calls), USD
+      - {metric: errors, max: 2}                       # ERROR rows not the judge's (default: none)
+      - {metric: recall, min: 0.9, min_judged: 0.9}    # held when at least 90% of its rows were judged
 
     factcli eval --gate 'faithfulness>=0.85' --gate 'pass-rate[lower]>=0.9' --gate 'latency<=2000'
 
-`min` passes at the value itself and above, `max` at the value and below. `bound` (default `mean`)
-is `lower` or `upper` to hold the 95% interval's end to the bound instead of the mean (pass-rate,
-score and named metrics). run/gates.py checks them once the run has finished; a gate that fails
-makes exit 100 and is named with its margin.
+`min` passes at the value itself and above (0.8 >= 0.8 passes: the figure is compared as computed,
+not as printed), `max` at the value and below. `bound` (default `mean`) is `lower` or `upper` to hold
+the 95% interval's end to the bound instead of the mean (pass-rate, score and named metrics).
+`min_judged` (default 1: every row) is the share of the figure's rows that must have been judged for
+the gate to be held at all; under it the gate is "not judged" (exit 4), neither passed nor failed.
+A bound outside the figure's range (a pass rate, or a metric that only 0-to-1 scores name) is refused
+before any call. run/gates.py checks them once the run has finished; a gate that fails makes exit 100
+and is named with its margin.
 """
 
 from __future__ import annotations
@@ -22,14 +28,14 @@ import math
 import re
 from dataclasses import dataclass
 
-from factcli.config.context import check_keys, expect
+from factcli.config.context import check_keys, expect, percent_hint, unit_range
 from factcli.errors import ConfigError
 
 # figures of a column that are not named metrics
-PASS_RATE, SCORE, COST, LATENCY = "pass-rate", "score", "cost", "latency"
-BUILT_IN = (PASS_RATE, SCORE, COST, LATENCY)
+PASS_RATE, SCORE, COST, LATENCY, ERRORS = "pass-rate", "score", "cost", "latency", "errors"
+BUILT_IN = (PASS_RATE, SCORE, COST, LATENCY, ERRORS)
 BOUNDS = ("mean", "lower", "upper")
-_KEYS = {"metric", "min", "max", "bound"}
+_KEYS = {"metric", "min", "max", "bound", "min_judged"}
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,8 @@ class Gate:
     at_least: bool  # min (>=) or max (<=)
     bound: str = "mean"
     source: str = ""  # where it was written: `gates[0]` of a file, or `--gate 'x>=1'`
+    min_judged: float = 1.0  # the share of the figure's rows that must be judged for it to be held
+    file: str = ""  # the config file it was written in ("" on the command line)
 
     def __str__(self) -> str:
         name = self.metric if self.bound == "mean" else f"{self.metric}[{self.bound}]"
@@ -52,19 +60,26 @@ def _num(x: float) -> str:
     return f"{x:g}"
 
 
-def _check(metric: str, limit, bound: str, at_least: bool, file: str, where: str) -> Gate:
+def _check(metric: str, limit, bound: str, at_least: bool, file: str, where: str, min_judged=1.0) -> Gate:
+    key = where + (".min" if at_least else ".max")
     expect(isinstance(metric, str) and metric.strip() != "", "a gate needs a metric name (a named metric, "
-           "pass-rate, score, cost or latency)", file, where + ".metric")
+           "pass-rate, score, cost, latency or errors)", file, where + ".metric")
     expect(isinstance(limit, (int, float)) and not isinstance(limit, bool) and math.isfinite(limit),
-           f"expected a number, got {limit!r}", file, where + (".min" if at_least else ".max"))
+           f"expected a number, got {limit!r}{percent_hint(limit)}", file, key)
     expect(bound in BOUNDS, f"expected one of {', '.join(BOUNDS)}, got {bound!r}", file, where + ".bound")
+    metric = metric.strip()
     if bound != "mean":
-        expect(metric not in (COST, LATENCY), f"{metric} has no interval: its gate takes bound: mean",
+        expect(metric not in (COST, LATENCY, ERRORS), f"{metric} has no interval: its gate takes bound: mean",
                file, where + ".bound")
     if metric == PASS_RATE:
-        expect(0 <= limit <= 1, f"a pass rate is between 0 and 1 (0.9 for 90%), got {limit!r}", file,
-               where + (".min" if at_least else ".max"))
-    return Gate(metric.strip(), float(limit), at_least, bound, where)
+        unit_range(limit, file, key, "a pass rate")
+    if metric == ERRORS:
+        expect(not at_least and limit >= 0 and limit == int(limit), "an errors gate is a most, in rows "
+               "(errors<=2, or max: 2)", file, key)
+    expect(isinstance(min_judged, (int, float)) and not isinstance(min_judged, bool) and 0 <= min_judged <= 1,
+           f"expected the share of rows that must be judged, between 0 and 1 (0.9 for 90%), got "
+           f"{min_judged!r}{percent_hint(min_judged)}", file, where + ".min_judged")
+    return Gate(metric, float(limit), at_least, bound, where, float(min_judged), file)
 
 
 def parse_gates(value, file: str) -> list[Gate]:
@@ -80,7 +95,7 @@ def parse_gates(value, file: str) -> list[Gate]:
         has_min, has_max = "min" in g, "max" in g
         expect(has_min != has_max, "a gate takes one of min or max", file, where)
         out.append(_check(g.get("metric"), g["min"] if has_min else g["max"], g.get("bound", "mean"), has_min,
-                          file, where))
+                          file, where, g.get("min_judged", 1.0)))
     return out
 
 
@@ -99,10 +114,15 @@ def parse_cli_gate(text: str) -> Gate:
     return _check(m["metric"], value, (m["bound"] or "mean").lower(), m["op"] == ">=", "", where)
 
 
-def check_metrics(gates: list[Gate], named: set[str], templated: bool) -> None:
+def check_metrics(gates: list[Gate], named, templated: bool, unit: set[str] = frozenset()) -> None:
     """A gate on a metric no assertion of the config names is refused before any call (a typo would
     otherwise pass every release: a gate with nothing to check). `templated`: some metric name is a
-    template, known only per row; the check is then left to the end of the run."""
+    template, known only per row; the check is then left to the end of the run. `unit`: the metrics
+    only 0-to-1 scores name (scoring/registry's `unit_score`): a bound outside that range is refused."""
+    for g in gates:
+        if g.metric in unit:
+            unit_range(g.limit, g.file, g.source + (".min" if g.at_least else ".max") if g.file else g.source,
+                       f"{g.metric} (a score)")
     if templated:
         return
     for g in gates:
@@ -115,4 +135,4 @@ def check_metrics(gates: list[Gate], named: set[str], templated: bool) -> None:
             f" (the metrics of this config: {', '.join(sorted(named))})" if named else
             " (no assertion of this config has a `metric:`)")
         raise ConfigError(f"{g.source}: no assertion names the metric {g.metric!r}{hint}; a gate takes a named "
-                          "metric, pass-rate, score, cost or latency")
+                          "metric, pass-rate, score, cost, latency or errors")

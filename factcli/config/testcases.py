@@ -7,14 +7,14 @@ from collections.abc import Callable
 from typing import Any
 
 from factcli import sources
-from factcli.config.context import Ctx, check_keys, check_method_keys, expect, number, record
+from factcli.config.context import Ctx, check_keys, check_method_keys, expect, number, record, unit_range
 from factcli.config.judge_calibration import read_calibration
 from factcli.errors import ConfigError, did_you_mean
 from factcli.scoring import registry
 from factcli.types import EMPTY_DICT, EMPTY_LIST, Assertion, TestCase
 
 TEST_KEYS = {"description", "vars", "assert", "options", "threshold", "metadata", "providerOutput",
-             "assertScoringFunction"}
+             "assertScoringFunction", "critical"}
 # promptfoo test keys factcli does not run: ignoring them would run the test against other columns
 TEST_UNSUPPORTED = {
     "provider": "a test's own provider is not supported; give the providers at the top level",
@@ -123,6 +123,10 @@ def parse_test(t: Any, ctx: Ctx, where: str, is_default: bool = False, from_conf
     threshold = t.get("threshold")
     if threshold is not None:
         threshold = number(threshold, ctx.file, where + ".threshold")
+    # factcli's own: a test whose failure fails the run's gates whatever the means (run/gates.py)
+    expect(isinstance(t.get("critical", False), bool), "expected true or false", ctx.file, where + ".critical")
+    expect(not (is_default and "critical" in t), "critical is a test's own key: set it on the tests that must "
+           "pass", ctx.file, where + ".critical")
     metadata = t.get("metadata")
     if not metadata:
         metadata = {}
@@ -314,6 +318,8 @@ def _parse_assertion(a: dict, ctx: Ctx, where: str, in_set: bool, via: str = "")
     elif sources.is_file_ref(value):
         value = _assertion_value_file(value, typ, ctx, where + ".value")
     threshold, weight = _opt_num(a, "threshold", ctx, where), _opt_num(a, "weight", ctx, where, 1.0)
+    if threshold is not None and registry.TYPES[base].unit_score:
+        unit_range(threshold, ctx.file, where + ".threshold", f"a threshold on {base}'s score")
     rubric, transform, context_transform = a.get("rubricPrompt"), a.get("transform"), a.get("contextTransform")
     if rubric is not None:
         from factcli.scoring.grading import load_rubric_prompt

@@ -8,8 +8,9 @@ from factcli.report.figures import plural
 from factcli.report.labels import column_label, provider_name, short_prompt
 from factcli.report.view import column_summaries, console_for_stdout, one_line, print_json
 from factcli.store.database import Store, shown_status
+from factcli.scoring.outcome import errored_metrics, has_grader_error
 from factcli.store.encode import loads
-from factcli.types import judged, status_word
+from factcli.types import grading_from_json, judged, status_word
 
 
 def pair_columns(cols_a: list[dict], cols_b: list[dict],
@@ -73,6 +74,8 @@ def _rows_for_diff(store: Store, run: dict, pair_of: dict[int, int]) -> dict:
                            fields="test_idx, prompt_idx, repeat_idx, test_key, description, success, failure_reason, "
                                   "score, named_scores_json, substr(vars_json, 1, 300) AS vars, "
                                   "substr(error, 1, 300) AS error, "
+                                  # a grading is read only when it may hold an assertion not judged
+                                  "CASE WHEN grading_json LIKE '%graderError%' THEN grading_json END AS errored, "
                                   f"substr(output, 1, {OUTPUT_CHARS}) AS output"):
         pair = pair_of.get(r["prompt_idx"], (run["id"], r["prompt_idx"]))
         base = (r["test_key"], r["repeat_idx"], pair)
@@ -80,8 +83,18 @@ def _rows_for_diff(store: Store, run: dict, pair_of: dict[int, int]) -> dict:
         seen[base] = n + 1
         r["status"] = status_word(r["success"], r["failure_reason"])
         r["judged"] = judged(r["failure_reason"])
+        _unjudged(r)
         out[base + (n,)] = r
     return out
+
+
+def _unjudged(r: dict) -> None:
+    """The row's figures not judged, as the eval counted them (scoring/outcome.py): `unjudged` the named
+    metrics an errored assertion feeds, `scored` whether its score is known (no assertion errored)."""
+    errored = r.pop("errored", None)
+    grading = grading_from_json(loads(errored, None)) if errored else None
+    r["unjudged"] = errored_metrics(grading, lambda metric: metric) if grading is not None else set()
+    r["scored"] = r["judged"] and not has_grader_error(grading)
 
 
 # what the Δ 95% CI column is, under diff's tables and the web view's Compare page
@@ -116,11 +129,12 @@ UNRELATED = ("share nothing: no config file, prompt, test or provider in common,
 
 
 def diff_runs(store: Store, a: dict, b: dict, as_json: bool, *, force: bool = False,
-              pairs: list[tuple[int, int]] | None = None) -> list[str]:
+              pairs: list[tuple[int, int]] | None = None) -> tuple[list[str], list[str]]:
     """`factcli diff`: the figures of `diff_doc`, printed as JSON or as tables. Runs that share
     nothing are refused unless `force` or explicit `pairs` say the comparison is meant. Returns the
-    regressions beyond noise (`--fail-on-regression` fails on any)."""
-    doc = diff_doc(store, a, b, pairs)
+    regressions beyond noise (`--fail-on-regression` fails on any) and what was not judged on either
+    side (`--fail-on-regression` exits 4 on any, unless --allow-partial)."""
+    doc = with_not_judged(diff_doc(store, a, b, pairs))
     if doc["unrelated"] and not force and pairs is None:
         raise Unrelated(f"{a['id']} and {b['id']} {UNRELATED}. Compare them anyway with --force, or pair "
                         "columns yourself with --pair A=B (column indices from 0, in the order `factcli show RUN` lists the columns)")
@@ -128,7 +142,7 @@ def diff_runs(store: Store, a: dict, b: dict, as_json: bool, *, force: bool = Fa
         print_json(doc)
     else:
         _render_diff(doc, a, b, pairs is not None)
-    return regressions(doc)
+    return regressions(doc), doc["notJudged"]
 
 
 def regressions(doc: dict) -> list[str]:
@@ -192,7 +206,7 @@ def diff_doc(store: Store, a: dict, b: dict, explicit: list[tuple[int, int]] | N
                       "reasonA": ra["error"] if ra["status"] != "PASS" else None,
                       "reasonB": rb["error"] if rb["status"] != "PASS" else None,
                       "outputA": ra["output"], "outputB": rb["output"],
-                      "kind": "regression" if ra["status"] == "PASS" else ("fix" if rb["status"] == "PASS" else "change")})
+                      "kind": _flip_kind(ra, rb)})
     only_a = sum(1 for k in rows_a if k not in rows_b)
     only_b = sum(1 for k in rows_b if k not in rows_a)
     sa = {c["prompt_idx"]: s for c, s in zip(cols_a, column_summaries(store, a))}
@@ -209,7 +223,9 @@ def diff_doc(store: Store, a: dict, b: dict, explicit: list[tuple[int, int]] | N
         for kind in ("namedMeans", "derived"):
             for name in sorted(set(s1[kind]) | set(s2[kind])):
                 entry["metrics"][name] = _delta(s1[kind].get(name), s2[kind].get(name))
+        named = [n for n in entry["metrics"] if n in s1["namedMeans"] or n in s2["namedMeans"]]
         _noise(entry, i, rows_a, rows_b, [n for n in entry["metrics"] if n in s1["namedMeans"]])
+        entry["notJudged"] = {"a": _side_gaps(rows_a, i, named), "b": _side_gaps(rows_b, i, named)}
         corrected_a = {e["assertion"]: e for e in s1.get("judgeCorrected") or []}
         corrected_b = {e["assertion"]: e for e in s2.get("judgeCorrected") or []}
         entry["judgeCorrected"] = {name: _delta(corrected_a[name].get("correctedPassRate"),
@@ -233,6 +249,46 @@ def diff_doc(store: Store, a: dict, b: dict, explicit: list[tuple[int, int]] | N
     return doc
 
 
+def with_not_judged(doc: dict) -> dict:
+    """`doc` with what neither side judged: the flips not judged counted, and one line per column and side
+    whose compared figures have rows not judged (not_judged_lines)."""
+    doc["notJudgedFlips"] = sum(1 for f in doc["flips"] if f["kind"] == "not-judged")
+    doc["notJudged"] = not_judged_lines(doc)
+    return doc
+
+
+def _flip_kind(ra: dict, rb: dict) -> str:
+    """A row the judge could not judge on either side has no verdict to compare: neither a regression nor
+    a fix."""
+    if not (ra["judged"] and rb["judged"]):
+        return "not-judged"
+    return "regression" if ra["status"] == "PASS" else ("fix" if rb["status"] == "PASS" else "change")
+
+
+def _side_gaps(rows: dict, column: int, metrics: list[str]) -> dict:  # {"rows": n, "figures": {figure: n}}
+    """figure -> rows of one side's column not judged on it: the pass rate's, the score's, each metric's."""
+    mine = [r for k, r in rows.items() if k[2] == column]
+    out = {"passRate": sum(1 for r in mine if not r["judged"]),
+           "meanScore": sum(1 for r in mine if not r["scored"])}
+    for name in metrics:
+        out[name] = sum(1 for r in mine if name in r["unjudged"])
+    return {"rows": len(mine), "figures": {k: v for k, v in out.items() if v}}
+
+
+def not_judged_lines(doc: dict) -> list[str]:
+    """One line per column and side whose compared figures have rows not judged: what is missing (diff
+    --fail-on-regression exits 4 on any, unless --allow-partial)."""
+    names = {"passRate": "pass rate", "meanScore": "mean score"}
+    out = []
+    for c in doc["columns"]:
+        for side in ("a", "b"):
+            gaps, rows = c["notJudged"][side]["figures"], c["notJudged"][side]["rows"]
+            if gaps:
+                what = ", ".join(f"{names.get(k, k)} on {v} of {rows} rows" for k, v in gaps.items())
+                out.append(f"{c['column']}: run {side.upper()} ({doc[side]}) was not judged for {what}")
+    return out
+
+
 def changes_line(c: dict) -> str | None:
     """What differs between a pair of columns, e.g. `prompt changed: "Q: {{q}}" → "Q: {{q}} Be brief."`."""
     parts = []
@@ -246,7 +302,7 @@ def changes_line(c: dict) -> str | None:
 def _named(r: dict, name: str):
     if "named" not in r:
         r["named"] = loads(r.get("named_scores_json"), {}) or {}
-    value = r["named"].get(name) if r["judged"] else None
+    value = r["named"].get(name) if name not in r["unjudged"] else None
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
@@ -265,7 +321,7 @@ def _noise(entry: dict, column: tuple, rows_a: dict, rows_b: dict, metrics: list
     keys_b = {k for k in rows_b if k[2] == column}
     paired = bool(keys_a) and keys_a == keys_b
     figures = [("passRate", lambda r: (1.0 if r["status"] == "PASS" else 0.0) if r["judged"] else None),
-               ("meanScore", lambda r: r["score"] if r["judged"] else None)]
+               ("meanScore", lambda r: r["score"] if r["scored"] else None)]
     figures += [(name, lambda r, name=name: _named(r, name)) for name in metrics]
     for name, value in figures:
         target = entry[name] if name in ("passRate", "meanScore") else entry["metrics"][name]
@@ -315,8 +371,9 @@ def _render_diff(doc: dict, a: dict, b: dict, paired_by_hand: bool = False) -> N
         console.print(Text(f"These runs {UNRELATED.split(', so ')[0]}: "
                            f"{how}; no row matches, so nothing can flip and every difference is between different "
                            "tests", style="yellow"), soft_wrap=True)
+    unjudged = f", {doc['notJudgedFlips']} not judged" if doc.get("notJudgedFlips") else ""
     console.print(Text(f"{plural(len(doc['flips']), 'row')} flipped ({plural(doc['regressions'], 'regression')}, "
-                       f"{plural(doc['fixes'], 'fix', 'fixes')}), "
+                       f"{plural(doc['fixes'], 'fix', 'fixes')}{unjudged}), "
                        f"{doc['unchanged']} unchanged, {doc['onlyInA']} only in A, {doc['onlyInB']} only in B"))
     styles = {"PASS": "green", "FAIL": "red", "ERROR": "yellow"}
     if doc["flips"]:
@@ -359,6 +416,8 @@ def _render_diff(doc: dict, a: dict, b: dict, paired_by_hand: bool = False) -> N
                 table.add_row(name, num(d["a"], pct), num(d["b"], pct), Text(dtext, style=style), ci_text, verdict)
             console.print(table)
         console.print(Text(NOISE_LEGEND, style="dim"))
+    for line in doc.get("notJudged") or ():
+        console.print(Text(f"Not judged: {line}", style="yellow"), soft_wrap=True)
     for side, names in (("A", doc.get("unpairedA")), ("B", doc.get("unpairedB"))):
         if names:
             console.print(Text(f"Only in {side} (no column of the other run to compare with): "

@@ -160,6 +160,9 @@ def to_promptfoo_json(run, rows: bool = True) -> dict:
                 "successes": run.successes,
                 "failures": run.failures + run.unjudged,  # promptfoo's: factcli.notJudged are among them
                 "errors": run.errors - run.unjudged,
+                # factcli's, beside promptfoo's layout: the rows among `failures` the judge could not judge
+                # (issue 52: a script reads it without knowing factcli's own object)
+                "notJudged": run.unjudged,
                 "tokenUsage": tokens_json(total_tokens, grader_tokens),
                 "durationMs": run.duration_ms,
             },
@@ -184,6 +187,10 @@ def to_promptfoo_json(run, rows: bool = True) -> dict:
             "columns": [{"gradingErrors": m.grading_errors, "notJudged": m.test_unjudged,
                          **({"namedNotJudged": {k: v[0] for k, v in m.named_unjudged.items()}}
                             if m.named_unjudged else {}),
+                         # each named metric over the rows judged on it, with (rows judged, rows that have it)
+                         "namedScores": m.named_means(),  # (a derived metric: its value)
+                         "namedJudged": {k: list(m.judged_of(k)) for k in m.named_scores if k in m.named_rows},
+                         "scoreJudged": [m.scored, m.rows],
                          "categories": dict(m.categories),
                          "cached": m.cached, "graderCost": m.grader_cost,
                          "costUnpricedRows": m.cost_unpriced, "graderCostUnpricedRows": m.grader_unpriced,

@@ -218,9 +218,12 @@ def summary_fields(run, nonbinary: bool, repeat: int) -> list:
     derived = {d["name"] for d in run.suite.derived_metrics}
     passes, rates, scores, repeats = [], [], [], []
     for m in run.metrics:
-        n = m.judged  # the rows not judged are out of the pass rate and the score (said beside them)
+        n = m.judged  # the rows not judged are out of the pass rate (said beside it)
         st = m.stats
-        score = f"{m.judged_score / n:.3f}" if n else "n/a"
+        # the score: over the rows whose every assertion was judged (ColumnMetrics.scored)
+        score = f"{m.judged_score / m.scored:.3f}" if m.scored else "n/a"
+        if m.scored < m.rows:
+            score += f" ({m.scored} of {m.rows} judged)"
         if st.get("scoreBinary") is False:
             score += (" " + figures.fmt_interval(st.get("scoreCi95"), 2)).rstrip()
         passes.append(f"{m.test_pass}/{n}")
@@ -236,8 +239,8 @@ def summary_fields(run, nonbinary: bool, repeat: int) -> list:
         for m in run.metrics:
             value = m.named_scores.get(name) if name in derived else m.named_means().get(name)
             text = "—" if value is None else f"{value:.3f}"
-            if name not in derived and m.not_judged(name):
-                text += f" ({m.not_judged(name)} not judged)"
+            if name not in derived:
+                text += m.judged_note(name)
             # all of the metric's weights were 0: its mean is 0 by construction, not a failure
             if name not in derived and name in m.named_weights and not m.named_weights[name]:
                 text += " " + WEIGHT_ZERO
@@ -347,5 +350,7 @@ def next_steps_for(run, *, stored: bool, interrupted: bool = False, db: str | No
                 first = store.first_failed_test(run.run_id)
         except (FactcliError, *store_errors()):
             first = None
-    return next_steps(run.run_id, run.status, failures=run.failures, errors=run.errors, first_failed=first,
+    # an assertion not judged on a row its others decided is retried too (scoring/outcome.needs_retry)
+    errors = run.errors or sum(m.grading_errors for m in run.metrics)
+    return next_steps(run.run_id, run.status, failures=run.failures, errors=errors, first_failed=first,
                       interrupted=interrupted, db=db, stored=stored)

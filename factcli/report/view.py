@@ -134,6 +134,7 @@ def column_summaries(store: Store, run: dict, derived_names: set[str] | None = N
             cnt = {"pass": m.test_pass, "fail": m.test_fail, "error": m.test_error, "notJudged": m.test_unjudged}
         n = cnt["pass"] + cnt["fail"] + cnt["error"] - cnt["notJudged"]  # the rows judged
         means, derived, categories, grading_errors, score_mean, methods, judged = {}, {}, {}, 0, None, {}, []
+        score_judged = None  # (rows in the score's mean, rows) when some row's score was not judged
         named_unjudged: dict = {}
         weight_zero: list[str] = []
         if m is not None:
@@ -149,8 +150,9 @@ def column_summaries(store: Store, run: dict, derived_names: set[str] | None = N
             grading_errors = m.grading_errors
             methods = {k: v.get("line", "") for k, v in (m.methods or {}).items() if isinstance(v, dict)}
             judged = [e for e in m.judge_corrected or [] if isinstance(e, dict)]
-            score_mean = (m.judged_score / (m.rows - m.test_unjudged)) if m.rows > m.test_unjudged else None
-            named_unjudged = {k: m.not_judged(k) for k in m.named_unjudged or {}}
+            score_mean = (m.judged_score / m.scored) if m.scored else None
+            score_judged = [m.scored, m.rows] if m.scored < m.rows else None
+            named_unjudged = {k: m.judged_of(k) for k in m.named_unjudged or {} if m.not_judged(k)}
         rate = stats.wilson_interval(cnt["pass"], n)
         if final and m is not None and m.stats:
             column_stats = m.stats
@@ -165,7 +167,7 @@ def column_summaries(store: Store, run: dict, derived_names: set[str] | None = N
             "notJudged": cnt["notJudged"], "namedNotJudged": named_unjudged,
             "passRate": (cnt["pass"] / n) if n else None,
             "passRateCi95": [rate["low"], rate["high"]] if rate else None,
-            "meanScore": score_mean, "namedMeans": means,
+            "meanScore": score_mean, "scoreJudged": score_judged, "namedMeans": means,
             "derived": derived, "categories": categories, "gradingErrors": grading_errors,
             "methods": methods, "judgeCorrected": judged, "stats": column_stats,
         })
@@ -190,10 +192,12 @@ def _filters(store: Store, failures: bool, errors: bool, text: str | None, colum
     status = []
     if failures:
         status.append("failure_reason = 1")
-    if errors:
-        status.append("failure_reason IN (2, 3)")  # types.ERROR_REASONS
+    if errors:  # types.ERROR_REASONS, and a row with an assertion not judged: what --retry-errors runs again
+        status.append("failure_reason IN (2, 3) OR grading_json LIKE ?")
     if status:
         conds.append("(" + " OR ".join(status) + ")")
+        if errors:
+            params.append(store.GRADER_ERROR_MARK)
     if text:
         pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         fields = ("output", "error", "description", "vars_json")
@@ -345,12 +349,13 @@ def render_header(console, h: dict, *, page_info: dict | None = None) -> None:
                           f"(page {page_info['page']}/{page_info['pages']})[/]")
 
 
-def metric_cell(value: float | None, weight_zero: bool = False, not_judged: int = 0) -> str:
+def metric_cell(value: float | None, weight_zero: bool = False, judged: tuple | list | None = None) -> str:
     """A named metric's mean; one whose assertions all have weight 0 says so, since its mean is 0
-    by construction and would read as a failure; the rows left out of it (not judged) beside it."""
+    by construction and would read as a failure; its coverage beside it when some rows were not
+    judged on it (`judged`: rows judged, rows that have it)."""
     text = "—" if value is None else f"{value:.3f}"
-    if not_judged:
-        text += f" ({not_judged} not judged)"
+    if judged:
+        text += f" ({judged[0]} of {judged[1]} judged)"
     return f"{text} (weight 0)" if weight_zero else text
 
 
@@ -371,6 +376,8 @@ def footer_fields(summaries: list[dict]) -> list:
     scores = []
     for s, st in zip(summaries, col_stats):
         score = num(s["meanScore"])
+        if s.get("scoreJudged"):
+            score += f" ({s['scoreJudged'][0]} of {s['scoreJudged'][1]} judged)"
         if st.get("scoreBinary") is False:
             score += (" " + figures.fmt_interval(st.get("scoreCi95"), 2)).rstrip()
         scores.append(score)
@@ -385,7 +392,7 @@ def footer_fields(summaries: list[dict]) -> list:
             fields.append(Field(name, [c[i] for c in cells]))
     for n in names:
         fields.append(Field(f"{n} (mean)", [metric_cell(s["namedMeans"].get(n), n in s.get("weightZero", ()),
-                                                        (s.get("namedNotJudged") or {}).get(n, 0))
+                                                        (s.get("namedNotJudged") or {}).get(n))
                                             for s in summaries]))
     for n in derived:
         fields.append(Field(f"{n} (derived)", [num(s["derived"].get(n)) for s in summaries]))

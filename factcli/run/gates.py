@@ -1,20 +1,29 @@
 """The release gates of a finished run (config/gates.py says what a gate is): each gate against each
 column of the run, with the figure it read and its margin.
 
-A figure that cannot be read fails nothing by itself: a metric no row was judged on (the judge was
-down) leaves the gate unknown, and the run then ends with exit 4 if rows were not judged (contract
-§2: "passed every threshold and gate on the rows that were judged"). A cost gate on a column with
-rows of unknown price fails: the sum is only a floor.
+Each figure is read over the assertions that were judged (scoring/outcome.py: an errored assertion
+never counts as 0), and a gate is held only when enough of its figure's rows were judged (the gate's
+`min_judged`, default every row): under it the gate is "not judged", neither passed nor failed, and
+the run ends with exit 4 (contract §2). A metric no row has fails (a gate with nothing to check). A
+cost gate on a column with rows of unknown price fails: the sum is only a floor.
+
+Two gates are added to a gated run's own: ERROR rows the judge had no part in (a provider error, an
+assertion that could not run) fail it unless an `errors` gate
+allows them (`errors<=N`), and a failed test marked `critical: true` fails it whatever the means
+(also without `gates:`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from factcli.config.gates import COST, LATENCY, PASS_RATE, SCORE, Gate, check_metrics
+from factcli.config.gates import COST, ERRORS, LATENCY, PASS_RATE, SCORE, Gate, check_metrics
 
 
 NO_METRIC = "no row of this column has the metric"
+CRITICAL = "critical"  # the gate a failed `critical: true` test fails
+IMPLICIT_ERRORS = Gate(ERRORS, 0.0, False, source="provider errors (no errors gate allows them)")
+CRITICAL_GATE = Gate(CRITICAL, 0.0, False, source="tests with critical: true")
 
 
 @dataclass
@@ -24,8 +33,9 @@ class GateResult:
     gate: Gate
     column: str  # the column's label, "" when the run has one column
     value: float | None  # the figure read (None: nothing to read)
-    passed: bool | None  # None: unknown (no row judged on it)
+    passed: bool | None  # None: not judged (too few of its rows were judged to hold it)
     note: str = ""
+    judged: tuple[int, int] | None = None  # (rows judged, rows) of the figure, when some were not judged
 
     @property
     def margin(self) -> float | None:
@@ -38,9 +48,23 @@ class GateResult:
         g = self.gate
         where = f" ({self.column})" if self.column else ""
         what = g.metric if g.bound == "mean" else f"{g.metric} ({g.bound} end of its 95% interval)"
+        if g.metric == CRITICAL:
+            if self.passed is None:
+                return f"gate critical tests{where} not judged: {self.note}"
+            return (f"gate critical tests{where} {'passed' if self.passed else 'FAILED'}"
+                    + (f": {self.note}" if self.note else ""))
+        if self.passed is None:
+            judged = f"{self.judged[0]} of {self.judged[1]} rows judged" if self.judged else "no row judged"
+            need = f"{g.min_judged:.0%}" if g.min_judged < 1 else "every row"
+            figure = "" if self.value is None else f" ({what} {_fmt(g.metric, self.value)} over them)"
+            return (f"gate {g}{where} not judged: {what} has {judged}{figure}; the gate needs {need} judged "
+                    "(min_judged)")
         if self.value is None:
-            state = "FAILED" if self.passed is False else "unknown"
-            return f"gate {g}{where} {state}: {what} has no value ({self.note or 'no row was judged on it'})"
+            return f"gate {g}{where} FAILED: {what} has no value ({self.note or NO_METRIC})"
+        if g is IMPLICIT_ERRORS:
+            return (f"gate errors <= 0{where} FAILED: {int(self.value)} row{'s' if self.value != 1 else ''} ended in "
+                    "an error (a provider's, or an assertion that could not run); a gated run fails on them unless "
+                    "a gate allows some (errors<=N)")
         verb = "passed" if self.passed else "FAILED"
         side = ("≥" if self.passed else "<") if g.at_least else ("≤" if self.passed else ">")
         by = abs(self.margin or 0.0)
@@ -51,7 +75,10 @@ class GateResult:
     def to_json(self) -> dict:
         return {"gate": str(self.gate), "metric": self.gate.metric, "bound": self.gate.bound,
                 ("min" if self.gate.at_least else "max"): self.gate.limit, "column": self.column,
-                "value": self.value, "passed": self.passed, "margin": self.margin, "note": self.note or None}
+                "value": self.value, "passed": self.passed, "margin": self.margin, "note": self.note or None,
+                "minJudged": self.gate.min_judged,
+                "judged": list(self.judged) if self.judged else None,
+                "notJudged": self.passed is None}
 
 
 def _fmt(metric: str, x: float) -> str:
@@ -61,6 +88,8 @@ def _fmt(metric: str, x: float) -> str:
         return f"${x:.6f}"
     if metric == LATENCY:
         return f"{x:.0f} ms"
+    if metric == ERRORS:
+        return f"{x:.0f}"
     return f"{x:.4f}".rstrip("0").rstrip(".") if x != int(x) else f"{x:.0f}"
 
 
@@ -72,28 +101,33 @@ def check_before_run(gates: list[Gate], suite) -> None:
     from factcli.scoring.registry import TYPES
 
     named, templated = set(), False
+    unit, other = set(), set()  # metrics a 0-to-1 score names, and those something else names
     stack = []
     for test in suite.tests:
         stack.extend(test.assertions)
         while stack:
             a = stack.pop()
             stack.extend(a.children or ())
+            facts = TYPES.get(a.base_type)
             if a.metric:
                 if templating.has_template(a.metric):
                     templated = True
                 named.add(a.metric)
-            facts = TYPES.get(a.base_type)
+                (unit if facts is not None and facts.unit_score and not a.children else other).add(a.metric)
             if (facts is not None and facts.user_code) or a.base_type.startswith("file"):
                 templated = True  # a script may return namedScores of its own
-        if templated:
+        if templated:  # names known only per row: neither check can be made now (nor read every test for it)
             break
-    named.update(d.get("name") for d in suite.derived_metrics or () if isinstance(d, dict))
-    check_metrics(gates, named, templated)
+    derived = {d.get("name") for d in suite.derived_metrics or () if isinstance(d, dict)}
+    named.update(derived)
+    check_metrics(gates, named, templated, set() if templated else unit - other - derived)
 
 
 def evaluate(run, gates: list[Gate]) -> list[GateResult]:
-    """Every gate against every column of `run` (statistics filled: EvalRun.finalize, stats.fill)."""
-    if not gates:
+    """Every gate against every column of `run` (statistics filled: EvalRun.finalize, stats.fill), then
+    the implicit ones: provider errors (when `run` has gates and none is on errors) and critical tests."""
+    critical = _critical_rows(run)
+    if not gates and not critical:
         return []
     from factcli import stats
     from factcli.report.labels import column_label_of
@@ -103,28 +137,71 @@ def evaluate(run, gates: list[Gate]) -> list[GateResult]:
     several = len(run.columns) > 1
     one_prompt = len({(c.prompt.label, c.prompt.raw) for c in run.columns}) == 1  # name columns by provider
     per_row = _row_values(run, {g.metric for g in gates if g.bound != "mean"
-                                and g.metric not in (PASS_RATE, SCORE, COST, LATENCY)})
+                                and g.metric not in (PASS_RATE, SCORE, COST, LATENCY, ERRORS)})
+    errors_gated = any(g.metric == ERRORS for g in gates)
     out = []
     for col, m in zip(run.columns, run.metrics):
         label = "" if not several else (f"[{col.provider.display}]" if one_prompt
                                          else column_label_of(col.provider.display, col.prompt.label, col.prompt.raw))
         for g in gates:
             value, note = _figure(g, m, derived, per_row.get((col.index, g.metric)))
+            judged, total = _coverage(g, m, derived)
+            partial = (judged, total) if judged < total else None
+            if total and judged < g.min_judged * total - 1e-9:
+                out.append(GateResult(g, label, value, None, note, (judged, total)))
+                continue
             if value is None:
                 # a metric no row has fails (nothing to hold the release to); one no row was judged on
-                # is unknown, and the rows not judged make the exit code 4
-                out.append(GateResult(g, label, None, False if note == NO_METRIC else None, note))
+                # is not judged (above), and the rows not judged make the exit code 4
+                out.append(GateResult(g, label, None, False if note == NO_METRIC else None, note, partial))
                 continue
             passed = value >= g.limit if g.at_least else value <= g.limit
             if g.metric == COST and m.cost_unpriced + m.grader_unpriced:
                 passed, note = False, "some calls have no known price: the cost is only a floor"
-            out.append(GateResult(g, label, value, passed, note))
+            out.append(GateResult(g, label, value, passed, note, partial))
+        errors = m.test_error - m.test_unjudged
+        if gates and not errors_gated and errors:
+            out.append(GateResult(IMPLICIT_ERRORS, label, float(errors), False))
+        if critical.get(col.index):
+            out.append(_critical_result(label, critical[col.index]))
     return out
+
+
+def _coverage(g: Gate, m, derived: set) -> tuple[int, int]:
+    """(rows judged, rows) of the figure a gate reads in one column."""
+    if g.metric in (COST, LATENCY, ERRORS):
+        return m.rows, m.rows
+    if g.metric == PASS_RATE:
+        return m.judged, m.rows
+    if g.metric == SCORE or g.metric in derived:  # a derived metric reads every named metric's sums
+        return m.scored, m.rows
+    return m.judged_of(g.metric)
+
+
+def _critical_rows(run) -> dict:
+    """column -> [(test_idx, description, failed: True, or False for not judged)] of the rows of
+    `critical: true` tests that did not pass (counted as rows finished: ColumnMetrics.critical)."""
+    return {i: [tuple(x[:3]) for x in m.critical] for i, m in enumerate(run.metrics) if getattr(m, "critical", None)}
+
+
+def _critical_result(label: str, rows: list) -> GateResult:
+    failed = [x for x in rows if x[2]]
+    shown = failed or rows
+    names = ", ".join(f"test {i}" + (f" ({' '.join(str(d).split())[:80]})" if d else "") for i, d, _ in shown[:5]) \
+        + (f" and {len(shown) - 5} more" if len(shown) > 5 else "")
+    if failed:
+        return GateResult(CRITICAL_GATE, label, float(len(failed)), False,
+                          f"{len(failed)} critical test{'s' if len(failed) != 1 else ''} failed: {names} "
+                          "(factcli show RUN TEST_IDX says why)")
+    return GateResult(CRITICAL_GATE, label, None, None, f"{len(rows)} critical test{'s' if len(rows) != 1 else ''} "
+                      f"could not be judged: {names}")
 
 
 def _figure(g: Gate, m, derived: set, values: list | None) -> tuple[float | None, str]:
     st = m.stats or {}
     end = {"lower": 0, "upper": 1}.get(g.bound)
+    if g.metric == ERRORS:
+        return float(m.test_error - m.test_unjudged), ""
     if g.metric == PASS_RATE:
         if end is None:
             return st.get("passRate"), ""
@@ -158,11 +235,13 @@ def _row_values(run, names: set) -> dict:
     out: dict = {}
     if not names:
         return out
-    from factcli.types import FAILURE_GRADING
+    from factcli.scoring.outcome import errored_metrics
+    from factcli.scoring.scorer import render_metric
 
     for r in run.all_rows():
-        if r.failure_reason == FAILURE_GRADING:
-            continue
-        for name in names & set(r.named_scores):
+        mine = names & set(r.named_scores)
+        if mine:
+            mine -= errored_metrics(r.grading, lambda metric: render_metric(metric, r.step.vars))
+        for name in mine:
             out.setdefault((r.step.prompt_idx, name), []).append(r.named_scores[name])
     return out

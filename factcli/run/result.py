@@ -29,7 +29,8 @@ class Run:
     @property
     def column_summaries(self) -> list[dict]:
         """One dict per column (prompt x provider): counts, pass rate and mean score, each with its
-        95% interval, as `factcli.columns` of the results JSON has them."""
+        95% interval, and the named metrics' means with their judged counts, as `factcli.columns` of the
+        results JSON has them."""
         from factcli import stats
 
         stats.fill(self._run)
@@ -41,7 +42,11 @@ class Run:
                 "pass": m.test_pass, "fail": m.test_fail, "error": m.test_error, "notJudged": m.test_unjudged,
                 "passRate": s.get("passRate"), "passRateCi95": s.get("passRateCi95"),
                 "scoreMean": s.get("scoreMean"), "scoreCi95": s.get("scoreCi95"),
-                "namedScores": dict(m.named_scores), "cost": m.cost, "graderCost": m.grader_cost,
+                # each named metric's mean over the rows judged on it, as the CLI shows it (promptfoo's sums
+                # are `to_promptfoo()`'s), with (rows judged, rows that have it)
+                "namedScores": m.named_means(),
+                "namedJudged": {k: list(m.judged_of(k)) for k in m.named_scores if k in m.named_rows},
+                "cost": m.cost, "graderCost": m.grader_cost,
                 **{k: v for k, v in s.items() if k.startswith(("passAt", "passHat", "repeat"))},
             })
         return out

@@ -135,8 +135,10 @@ class EvalSession:
                                "(--retry-errors re-runs its ERROR rows)")
         self.source = row
         opts = loads(row.get("options_json"), {}) or {}
-        if self.mode != "resume" and status == "complete" and not row.get("errors") and opts.get("mode") != "calibrate":
-            raise FactcliError(f"run {row['id']} has no ERROR rows: nothing to retry")
+        if (self.mode != "resume" and status == "complete" and not row.get("errors") and opts.get("mode") != "calibrate"
+                and not self.store.errored_assertion_keys(row["id"])):
+            raise FactcliError(f"run {row['id']} has no ERROR rows: nothing to retry (and no assertion whose "
+                               "grading errored)")
         self.source_options = opts
         from factcli.sources import expand_env
 
@@ -352,7 +354,9 @@ class EvalSession:
             if step is None or (test_key(step.test.description, step.vars) != stored_key and not hooked):
                 raise FactcliError(f"test {key[0]} of run {run_id} no longer matches the config "
                                    "(the tests changed since the run started); it cannot be resumed")
-        keep = set(done) if self.mode == "resume" else {k for k, (fr, _) in done.items() if fr not in ERROR_REASONS}
+        # --retry-errors: the ERROR rows, and every row with an assertion not judged (scoring/outcome.needs_retry)
+        keep = set(done) if self.mode == "resume" else {k for k, (fr, _) in done.items() if fr not in ERROR_REASONS} \
+            - store.errored_assertion_keys(run_id)
         keep = _settle(keep, plan, run._conversations)
         run.run_id, run.created_at = run_id, src["created_at"]
         self._stream_rows(run)
@@ -463,7 +467,8 @@ class EvalSession:
             self.store.write_results(group)
             if time.monotonic() - self._metrics_at >= METRICS_EVERY_S:
                 self._metrics_at = time.monotonic()
-                self.store.set_column_metrics(self.run.run_id, [metrics_to_json(m) for m in self.run.metrics],
+                self.store.set_column_metrics(self.run.run_id,
+                                              [metrics_to_json(m, self.scrub) for m in self.run.metrics],
                                               commit=False)
                 tokens, cost = self._totals(self.run)
                 self.store.update_run(self.run.run_id, {"updated_at": now(), "tokens_json": json.dumps(tokens),
@@ -601,7 +606,7 @@ class EvalSession:
             "abort_reason": self.scrub.text(run.abort_reason), "graders_json": json.dumps(run.graders),
             "warnings_json": self.scrub.dumps(warnings) if warnings else None,
         }, commit=False)
-        store.set_column_metrics(run_id, [metrics_to_json(m) for m in run.metrics], commit=False)
+        store.set_column_metrics(run_id, [metrics_to_json(m, self.scrub) for m in run.metrics], commit=False)
         store.commit()
 
 

@@ -12,6 +12,7 @@ import operator
 import re
 from dataclasses import dataclass, field
 
+from factcli.scoring.outcome import errored_metrics, has_grader_error
 from factcli.types import ERROR_REASONS, FAILURE_GRADING, EvalResult, TokenUsage
 
 
@@ -190,10 +191,17 @@ class ColumnMetrics:
     named_scores: dict = field(default_factory=dict)
     named_count: dict = field(default_factory=dict)
     named_weights: dict = field(default_factory=dict)
-    # promptfoo's sums above hold every row; what the rows not judged put in them, taken out of factcli's
-    # means (named_means, judged_score): metric -> [rows, weighted score, weight], and the rows' score
+    # promptfoo's sums above hold every row; what the assertions not judged put in them, taken out of
+    # factcli's means (named_means, judged_score): metric -> [rows, weighted score, weight] for every row
+    # with an errored assertion feeding the metric (scoring/outcome.errored_metrics, whatever the row's
+    # outcome), and the score of the rows with any errored assertion (`unscored` of them)
     named_unjudged: dict = field(default_factory=dict)
     unjudged_score: float = 0.0
+    unscored: int = 0
+    named_rows: dict = field(default_factory=dict)  # metric -> rows that have it (judged or not)
+    # the rows of `critical: true` tests that did not pass: [test_idx, description, failed (False: not
+    # judged)], for the critical gate (run/gates.py); `show` has each one's reason
+    critical: list = field(default_factory=list)
     rows: int = 0
     cached: int = 0
     grading_errors: int = 0  # assertions whose grader failed or could not be read
@@ -212,11 +220,14 @@ class ColumnMetrics:
         self.score += row.score
         grading = row.grading
         left_out = ()
-        if unjudged:
+        if unjudged or has_grader_error(grading):
             self.unjudged_score += row.score
+            self.unscored += 1
             left_out = _unjudged_metrics(row)
             for name in left_out:
                 self.named_unjudged.setdefault(name, [0, 0.0, 0.0])[0] += 1
+        for name in row.named_scores:
+            self.named_rows[name] = self.named_rows.get(name, 0) + 1
         for name, value in row.named_scores.items():
             count = 0
             weight_total = None
@@ -250,6 +261,8 @@ class ColumnMetrics:
                     continue  # a metric not seen yet: keep the previous value, as promptfoo does
                 self.named_scores[metric_name] = value
                 names[metric_name] = value
+        if not row.success and row.step.test.raw.get("critical"):
+            self.critical.append([row.step.test_idx, row.step.test.description, not unjudged])
         if row.success:
             self.test_pass += 1
         elif row.failure_reason in ERROR_REASONS:
@@ -302,8 +315,29 @@ class ColumnMetrics:
 
     @property
     def judged_score(self) -> float:
-        """The sum of the scores of the rows judged (`score` is promptfoo's, over every row)."""
+        """The sum of the scores of the rows whose every assertion was judged (`score` is promptfoo's, over
+        every row): a row's score is its assertions' weighted mean, unknown while one of them is."""
         return self.score - self.unjudged_score
+
+    @property
+    def scored(self) -> int:
+        """The rows in the score's mean (judged_score): those whose every assertion was judged (a row not
+        judged is among `unscored`; metrics stored before it was counted have only test_unjudged)."""
+        return self.rows - max(self.unscored, self.test_unjudged)
+
+    def judged_of(self, name: str) -> tuple[int, int]:
+        """(rows judged on the named metric, rows that have it): the metric's coverage, said beside its
+        figure and held against a gate's `min_judged`."""
+        total = self.named_rows.get(name)
+        left = self.not_judged(name)
+        if total is None:  # stored before named_rows was counted
+            total = self.named_count.get(name, 0) or left
+        return max(total - left, 0), total
+
+    def judged_note(self, name: str) -> str:
+        """" (28 of 30 judged)" beside a named metric's figure when some of its rows were not judged."""
+        judged, total = self.judged_of(name)
+        return f" ({judged} of {total} judged)" if judged < total else ""
 
     def named_means(self) -> dict:
         """Each named metric's mean over the rows judged (None when none was); a derived metric's value."""
@@ -326,16 +360,10 @@ class ColumnMetrics:
 
 
 def _unjudged_metrics(row: EvalResult) -> set:
-    """The named metrics of a row not judged that an errored assertion feeds: left out of their means."""
+    """The named metrics of a row that an errored assertion feeds: left out of their means."""
     from factcli.scoring.scorer import render_metric
 
-    names: set = set()
-    for c in row.grading.component_results if row.grading is not None else ():
-        if c.metadata and c.metadata.get("graderError"):
-            if c.assertion is not None and c.assertion.metric:
-                names.add(render_metric(c.assertion.metric, row.step.vars))
-            names.update(c.named_scores)
-    return names
+    return errored_metrics(row.grading, lambda metric: render_metric(metric, row.step.vars))
 
 
 def compile_derived(derived_metrics: list[dict]) -> list[tuple[str, object]]:

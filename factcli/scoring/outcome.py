@@ -8,27 +8,46 @@ judge would have said:
   judge says;
 - it failed on an assertion that was judged (no grader error), with nothing that could make up for it
   (no test threshold, no assert-set threshold, no scoring function): it fails whatever the judge says.
+
+An assertion's outcome follows the same rule one level down (issue 52): an assertion whose grading
+errored was not judged, whatever its row's outcome. It never feeds a metric's mean or a gate
+(`errored_metrics`), and `--retry-errors` re-runs every row that holds one (`needs_retry`), a row that
+passed or failed on its other assertions included.
 """
 
 from __future__ import annotations
 
-from factcli.types import FAILURE_ASSERT, FAILURE_GRADING, FAILURE_NONE, GradingResult, TestCase
+from factcli.types import (ERROR_REASONS, FAILURE_ASSERT, FAILURE_GRADING, FAILURE_NONE, GradingResult, TestCase,
+                           grader_errored, has_grader_error)
+
+# grader_errored (one assertion) and has_grader_error (a grading, its assert-sets included) are written in
+# factcli/types.py, beside `judged`, so that stats/ (below scoring/) reads the same rule; this module is
+# where the rule is told and where every layer above takes them from.
+__all__ = ["errored_metrics", "failure_of", "grader_errored", "has_grader_error", "needs_retry"]
 
 
-def grader_errored(result: GradingResult) -> bool:
-    meta = result.metadata
-    return bool(meta) and bool(meta.get("graderError"))
+
+def needs_retry(failure_reason, grading: GradingResult | None) -> bool:
+    """Whether `--retry-errors` runs the row again: an ERROR row (a provider error, or not judged), or a
+    row with any assertion whose grading errored, whatever its other assertions decided."""
+    return failure_reason in ERROR_REASONS or has_grader_error(grading)
 
 
-def has_grader_error(grading: GradingResult | None) -> bool:
+def errored_metrics(grading: GradingResult | None, metric_of) -> set:
+    """The named metrics an errored assertion of this row feeds (`metric_of(assertion)`: its metric's
+    name as rendered for the row): not judged on this row, so left out of their means and gates."""
+    names: set = set()
     if grading is None:
-        return False
-    if grader_errored(grading):
-        return True
-    for c in grading.component_results:
-        if grader_errored(c) or (c.component_results and has_grader_error(c)):
-            return True
-    return False
+        return names
+    stack = list(grading.component_results)
+    while stack:
+        c = stack.pop()
+        if grader_errored(c) or (c.component_results and has_grader_error(c)):  # an assert-set holding one too
+            if c.assertion is not None and c.assertion.metric:
+                names.add(metric_of(c.assertion.metric))
+            names.update(c.named_scores)
+            stack.extend(c.component_results)
+    return names
 
 
 def _decided_without_judge(grading: GradingResult, test: TestCase) -> bool:

@@ -71,13 +71,16 @@ class TypeFacts:
     # a var it takes as a list by design, never expanded into a row per item (config/plan): (the config
     # key that names the var, the var read when that key is not given), either None
     list_var: tuple[str | None, str | None] | None = None
+    # its score is between 0 and 1: a threshold, and a gate on a metric only such types name, outside that
+    # range is refused before any call ("did you mean 0.8?"); None of it says nothing of the range
+    unit_score: bool = False
 
 
 def _all(family: str | None, names: str, **facts) -> dict[str, TypeFacts]:
     return dict.fromkeys(names.split(), TypeFacts(family, **facts))
 
 
-_METHOD = {"model_graded": True, "in_promptfoo": False}
+_METHOD = {"model_graded": True, "in_promptfoo": False, "unit_score": True}
 _JUDGES = {**_METHOD, "panel": True, "models_alias": True, "claim_method": True}
 _TRACE = "trace assertions need promptfoo's OpenTelemetry tracing"
 
@@ -93,27 +96,33 @@ TYPES: dict[str, TypeFacts] = {
     **_all("assertions.sql_output", "contains-sql is-sql"),
     **_all("assertions.function_calls",
            "is-valid-function-call is-valid-openai-function-call is-valid-openai-tools-call"),
-    **_all("assertions.similarity", "bleu gleu meteor word-count"),
-    **_all("assertions.similarity", "levenshtein rouge-n", cell_threshold=0.75),
+    **_all("assertions.similarity", "bleu gleu meteor", unit_score=True),
+    "word-count": TypeFacts("assertions.similarity"),
+    "levenshtein": TypeFacts("assertions.similarity", cell_threshold=0.75),
+    "rouge-n": TypeFacts("assertions.similarity", cell_threshold=0.75, unit_score=True),
     **_all("assertions.operational", "finish-reason is-refusal webhook"),
     **_all("assertions.operational", "cost latency perplexity perplexity-score", cell_threshold=0.75),
     **_all("assertions.graded", "factuality model-graded-factuality", model_graded=True, panel=True,
-           value_is_reference=True, needs_question=True),
-    "model-graded-closedqa": TypeFacts("assertions.graded", model_graded=True, panel=True, needs_question=True),
-    **_all("assertions.graded", "llm-rubric g-eval", model_graded=True, panel=True),
+           value_is_reference=True, needs_question=True, unit_score=True),
+    "model-graded-closedqa": TypeFacts("assertions.graded", model_graded=True, panel=True, needs_question=True,
+                                       unit_score=True),
+    # llm-rubric's score is the judge's number, on whatever scale its rubric asks for
+    "llm-rubric": TypeFacts("assertions.graded", model_graded=True, panel=True),
+    "g-eval": TypeFacts("assertions.graded", model_graded=True, panel=True, unit_score=True),
     "select-best": TypeFacts("assertions.graded", model_graded=True, in_promptfoo=False, compares=True),
     "max-score": TypeFacts("assertions.graded", in_promptfoo=False, compares=True),
-    "similar": TypeFacts("assertions.graded", model_graded=True, graders=("embedding",), cell_threshold=0.8),
+    "similar": TypeFacts("assertions.graded", model_graded=True, graders=("embedding",), cell_threshold=0.8,
+                         unit_score=True),
     **_all("assertions.graded", "similar:cosine similar:dot similar:euclidean", model_graded=True,
            graders=("embedding",)),
     **_all("assertions.scripts", "javascript python", code=True, user_code=True),
     "python-function": TypeFacts("assertions.scripts", in_promptfoo=False, user_code=True),
     # answer-relevance writes questions with a text model and compares them with an embedding model
     "answer-relevance": TypeFacts("assertions.rag", model_graded=True, graders=("text", "embedding"),
-                                  cell_threshold=0.75),
+                                  cell_threshold=0.75, unit_score=True),
     **_all("assertions.rag", "context-faithfulness context-recall context-relevance", model_graded=True,
-           cell_threshold=0.75),
-    "conversation-relevance": TypeFacts("assertions.rag", model_graded=True),
+           cell_threshold=0.75, unit_score=True),
+    "conversation-relevance": TypeFacts("assertions.rag", model_graded=True, unit_score=True),
     "factual-correctness": TypeFacts("methods.factual_correctness", **_JUDGES, value_is_reference=True),
     "factscore": TypeFacts("methods.factscore", **_JUDGES, list_var=(None, "context")),
     "facts-grounding": TypeFacts("methods.facts_grounding", **_JUDGES, list_var=("contextVar", "context")),

@@ -11,7 +11,7 @@ from typing import Any, Iterable, Sequence
 from factcli.stats.intervals import bootstrap_cluster_mean, wilson_interval
 from factcli.stats.judge import JudgeTally
 from factcli.stats.passk import repeat_stats
-from factcli.types import FAILURE_GRADING
+from factcli.types import FAILURE_GRADING, has_grader_error
 
 
 def _finite(score: Any) -> bool:
@@ -101,17 +101,20 @@ class ColumnSample:
     def add(self, row) -> None:
         if row.failure_reason == FAILURE_GRADING:  # not judged: out of the pass rate and the score
             return
+        # a row with an assertion not judged (decided by the others) counts in the pass rate; its score,
+        # a weighted mean over its assertions, is unknown: out of the score's mean
+        score = None if has_grader_error(row.grading) else row.score
         if self.repeat > 1:
             from factcli.types import test_key
 
             # a test's repeats share the store's test key, so `view` groups them alike
             key = test_key(row.step.test.description, row.step.vars)
-            self.clusters.setdefault(key, Cluster()).add(row.success, row.score)
+            self.clusters.setdefault(key, Cluster()).add(row.success, score)
             return
         self.rows += 1
         self.passes += bool(row.success)
-        if _finite(row.score):
-            self.scores.append(row.score)
+        if _finite(score):
+            self.scores.append(score)
 
     def stats(self) -> dict:
         if self.repeat > 1:

@@ -277,6 +277,28 @@ class BaseStore:
             "SELECT test_idx, prompt_idx, repeat_idx, failure_reason, test_key FROM results WHERE run_id = ?",
             (run_id,))}
 
+    # how a stored grading says an assertion was not judged (its metadata as json.dumps writes it: a quote
+    # inside a string is escaped, so no text a model or a judge wrote matches), for a LIKE
+    GRADER_ERROR_MARK = '%"graderError": true%'
+
+    def errored_assertion_keys(self, run_id: str) -> set[tuple[int, int, int]]:
+        """The rows, among those that passed or failed, holding an assertion whose grading errored
+        (scoring/outcome.needs_retry: --retry-errors runs them again, whatever their other assertions
+        decided). The text match narrows the rows read; each grading is read to decide."""
+        from factcli.store.encode import loads
+        from factcli.scoring.outcome import has_grader_error
+        from factcli.types import grading_from_json
+
+        out = set()
+        for t, p, r, graded in self.execute(
+                "SELECT test_idx, prompt_idx, repeat_idx, grading_json FROM results WHERE run_id = ? AND "
+                "failure_reason NOT IN (?, ?) AND grading_json LIKE ?",
+                (run_id, *ERROR_REASONS, self.GRADER_ERROR_MARK)):
+            grading = loads(graded, None)
+            if isinstance(grading, dict) and has_grader_error(grading_from_json(grading)):
+                out.add((t, p, r))
+        return out
+
     def not_judged(self, run_id: str) -> int:
         """The run's rows the judge could not judge (ERROR rows, out of its pass rate); an index's count."""
         return self.execute("SELECT COUNT(*) FROM results WHERE run_id = ? AND failure_reason = ?",

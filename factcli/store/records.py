@@ -215,10 +215,16 @@ def columns_from_records(rows: list[dict]):
             for c in rows]
 
 
-def metrics_to_json(m) -> str:
+def metrics_to_json(m, scrub=None) -> str:
+    """A column's metrics as stored; `scrub` (the run's store/redact.Scrubber) over the critical tests'
+    descriptions, as over every row's."""
     from factcli.store.encode import finite
 
-    return json.dumps(finite(dataclasses.asdict(m)), ensure_ascii=False, default=str)
+    d = dataclasses.asdict(m)
+    if scrub is not None and d.get("critical"):
+        d["critical"] = [[i, scrub.text(desc) if isinstance(desc, str) else desc, *rest]
+                         for i, desc, *rest in d["critical"]]
+    return json.dumps(finite(d), ensure_ascii=False, default=str)
 
 
 def metrics_from_json(text: str | None):
