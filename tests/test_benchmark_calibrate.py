@@ -360,6 +360,13 @@ def test_local_file_with_columns(grader, tmp_path):
     geo, sci = json.loads(out.read_text())["graders"][0]["datasets"]
     assert geo["bacc"] == 1.0 and sci["confusion"] == {"tp": 1, "fn": 0, "fp": 1, "tn": 0} and sci["bacc"] == 0.5
     assert "Published" not in r.output  # no leaderboard for a file of one's own
+    # unless asked for: then printed for scale, marked as measured on other data, with no per-dataset range
+    r = calibrate("--benchmark", data, "--columns", "doc=passage,claim=statement,label=verdict,dataset=topic",
+                  "--grader", "openai:chat:gpt-4o-mini", "--no-write", "--leaderboard", "llm-aggrefact")
+    assert r.exit_code == 0, r.output
+    assert "(measured on llm-aggrefact, not on the rows judged here: for scale only, not a comparison)" in r.output
+    assert "77.2  Claude-3.5 Sonnet" in r.output and "published" not in r.output.split("Published")[0]
+    assert "75.0  your judge: factuality" not in r.output and "over 2 datasets\n" in r.output
     # a missing column map, an unknown column, an unreadable label: one line each, no call
     before = len(grader.requests)
     r = calibrate("--benchmark", data, "--grader", "openai:chat:gpt-4o-mini")
@@ -544,6 +551,8 @@ def test_the_shipped_leaderboard_snapshot():
     (["--benchmark", "halubench", "--columns", "doc=a,text"], "--columns: expected ROLE=COLUMN, got 'text'"),
     (["--benchmark", "halubench", "--columns", "clam=a"], "unknown role 'clam' (did you mean 'claim'?)"),
     (["--benchmark", "halubench", "--split", "train"], "--split: halubench has no split 'train' (splits: test)"),
+    (["--benchmark", "l.jsonl", "--leaderboard", "aggrefact"], "--leaderboard aggrefact: no such leaderboard"),
+    (["l.jsonl", "--leaderboard", "halubench"], "--leaderboard prints published rows beside a benchmark's figures"),
 ])
 def test_options_that_do_not_go_together_are_one_line(args, says, tmp_path, monkeypatch, fake_openai):
     monkeypatch.chdir(tmp_path)

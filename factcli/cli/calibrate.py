@@ -58,6 +58,9 @@ def calibrate_cmd(
     tune_threshold: Optional[str] = typer.Option(None, "--tune-threshold", metavar="dev", help="Pick the score "
                                                  "threshold with the best balanced accuracy on the dev split, then "
                                                  "report the test split with it."),
+    leaderboard: Optional[str] = typer.Option(None, "--leaderboard", metavar="NAME", help="Print this "
+                                              "benchmark's published rows (llm-aggrefact, halubench) beside a "
+                                              "labeled set of your own, marked as measured on other data."),
     resume: Optional[str] = typer.Option(None, "--resume", metavar="RUN", help="Go on with a stopped calibration: "
                                          "the rows it stored are kept, the others judged."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Load and check everything, print the grader calls and "

@@ -15,11 +15,24 @@ from importlib import resources
 from factcli.stats.balanced import balanced_accuracy, best_threshold, mover_mean
 
 
-def leaderboard(name: str | None) -> dict | None:
-    if not name:
-        return None
-    data = json.loads(resources.files("factcli.report").joinpath("leaderboards.json").read_text(encoding="utf-8"))
-    return data.get(name)
+def _boards() -> dict:
+    return json.loads(resources.files("factcli.report").joinpath("leaderboards.json").read_text(encoding="utf-8"))
+
+
+def leaderboard_names() -> list[str]:
+    return sorted(_boards())
+
+
+def leaderboard(name: str | None, asked: str | None = None) -> dict | None:
+    """The published rows of benchmark `name`; or of `asked` (--leaderboard) when the rows judged are
+    another set (a labeled set of the user's own): then marked `otherData`, so they are printed for
+    scale only, never as the same measurement."""
+    boards = _boards()
+    if name and name in boards:
+        return boards[name]
+    if asked and asked in boards:
+        return {**boards[asked], "otherData": asked}
+    return None
 
 
 def _pct(v: float | None, digits: int = 1) -> str:
@@ -78,7 +91,7 @@ def grader_figures(items: list, cells: dict, tune: bool) -> dict:
 def build(items: list, configs: list, cells: list[dict], meta: dict, usage: list[dict]) -> dict:
     """The report: meta has factcli/benchmark/source/split/counts/tune; usage[j] the tokens and cost of
     configuration j."""
-    board = leaderboard(meta.get("benchmark"))
+    board = leaderboard(meta.get("benchmark"), meta.get("leaderboard"))
     graders = []
     for j, gc in enumerate(configs):
         figures = grader_figures(items, cells[j], meta.get("tune", False))
@@ -149,7 +162,7 @@ def render(console, rep: dict) -> None:
 def _published_ranges(board: dict | None) -> dict:
     """dataset -> "low–high" of the published rows' BAcc on it ("" -> of their means); {} when the
     snapshot has no per-dataset figures."""
-    if not board or not any(r.get("datasets") for r in board["rows"]):
+    if not board or board.get("otherData") or not any(r.get("datasets") for r in board["rows"]):
         return {}
     out = {}
     names = {k for r in board["rows"] for k in (r.get("datasets") or {})}
@@ -169,6 +182,9 @@ def _render_board(console, rep: dict) -> None:
         return
     console.print()
     console.print(escape(f"Published ({board['source']}, {board['date']}; {board['metric']}):"), soft_wrap=True)
+    if board.get("otherData"):
+        console.print(escape(f"(measured on {board['otherData']}, not on the rows judged here: for scale only, "
+                             "not a comparison)"), soft_wrap=True)
     if board.get("kind") == "accuracy":  # compared with what it publishes: accuracy over all rows
         mine = [(f"your judge: {g['label']} (accuracy)", _accuracy(g["pooled"])) for g in rep["graders"]]
         mine = [(label, m) for label, m in mine if m is not None]
@@ -188,7 +204,7 @@ def _render_board(console, rep: dict) -> None:
             extra = f"  [{_pct(m['low'])}, {_pct(m['high'])}]"
             if "k" in m:
                 extra += f" over {m['k']} dataset{'s' if m['k'] != 1 else ''}"
-            if "k" in m and m["k"] != board.get("datasets") and not same:
+            if "k" in m and m["k"] != board.get("datasets") and not same and not board.get("otherData"):
                 extra += f" (the published figure is over {board.get('datasets')})"
         console.print(escape(f"  {value:5.1f}  {model}{extra}"), soft_wrap=True)
     if _published_ranges(board):
@@ -202,7 +218,7 @@ def _same_datasets(board: dict, graders: list[dict]) -> list[str]:
     """The datasets measured here, when they are fewer than the published mean covers and every
     published row has a figure for each; else []."""
     measured = sorted({d["dataset"] for g in graders for d in g["datasets"] if d["bacc"] is not None})
-    if not measured or len(measured) >= (board.get("datasets") or 0):
+    if board.get("otherData") or not measured or len(measured) >= (board.get("datasets") or 0):
         return []
     if all(all(name in (r.get("datasets") or {}) for name in measured) for r in board["rows"]):
         return measured

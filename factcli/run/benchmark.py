@@ -21,7 +21,8 @@ from factcli.errors import FactcliError
 SUITE_FLAGS = (("--benchmark", "benchmark"), ("LABELS", "labels"), ("-c", "config"), ("--assert", "assert_types"),
                ("--grader", "graders"), ("--split", "split"), ("--columns", "columns"),
                ("--per-dataset", "per_dataset"), ("--seed", "seed"), ("--datasets", "datasets"),
-               ("--tune-threshold", "tune_threshold"), ("--filter-first-n", "filter_first_n"))
+               ("--tune-threshold", "tune_threshold"), ("--filter-first-n", "filter_first_n"),
+               ("--leaderboard", "leaderboard"))
 
 
 def stored_args(ref: str, db) -> tuple[str, dict]:
@@ -82,6 +83,15 @@ def check_args(args: dict) -> None:
         raise FactcliError(f"{', '.join(given)} select rows of a benchmark: add --benchmark NAME")
     if tune and not is_bench:
         raise FactcliError("--tune-threshold needs --benchmark (a dev split to tune on)")
+    board = args.get("leaderboard")
+    if board is not None:
+        from factcli.report.benchmark import leaderboard_names
+
+        names = leaderboard_names()
+        if board not in names:
+            raise FactcliError(f"--leaderboard {board}: no such leaderboard (factcli ships {', '.join(names)})")
+        if not is_bench:
+            raise FactcliError("--leaderboard prints published rows beside a benchmark's figures: add --benchmark")
 
 
 def tune_splits(sel) -> list[str]:

@@ -319,7 +319,8 @@ def run_command(args: dict) -> int:
     if is_bench:
         meta = {"factcli": {"version": settings.VERSION, "runId": run.run_id, "status": run.status},
                 "benchmark": loaded.benchmark, "source": loaded.source, "split": loaded.split,
-                "selection": p.benchmark, "counts": loaded.counts, "tune": bool(tune)}
+                "selection": p.benchmark, "counts": loaded.counts, "tune": bool(tune),
+                "leaderboard": args.get("leaderboard")}
         n = len(p.graders)
         rep = bench_report.build(items, p.graders, _cells(run, n), meta, grader_usage(run, n))
         bench_report.render(console, rep)
