@@ -75,12 +75,16 @@ def step_prompt(ctx, key: str, default: Any) -> Any:
 
 
 async def ask_json(ctx, spec: ProviderSpec, template: Any, variables: dict, call: JudgeCall,
-                   step: str, reply_shape: Any = None, items: int | None = None, attempt: int = 0) -> dict:
+                   step: str, reply_shape: Any = None, items: int | None = None, attempt: int = 0,
+                   sent: Any = None) -> dict:
     """Render the step prompt, call the judge (its reply constrained to `reply_shape`, a
     scoring.replies.Reply), return the first JSON object of its reply. `attempt` > 0: the step asks
-    again (grading.Grader.complete)."""
+    again (grading.Grader.complete). `sent` (a scoring.content.Sent): what the reply's content must
+    judge; the prompt's variables are the texts filled into it."""
     messages = render_grading_prompt(template, variables)
     again = {"attempt": attempt} if attempt else {}
+    if sent is not None:
+        again["sent"] = sent.with_inputs(variables)
     reply = await ctx.grader.complete(spec, messages, reply=reply_shape, json_mode=reply_shape is None, items=items,
                                       **again)
     call.tokens.add(reply.tokens)
