@@ -109,7 +109,6 @@ from factcli.methods.facts_parsing import (
     GROUNDING_REPLIES,
     MAJOR,
     check_sentences,
-    normalize,
     parse_eligibility,
     parse_implicit_span_level,
     parse_json_labels,
@@ -118,6 +117,7 @@ from factcli.methods.facts_parsing import (
     split_sentences,
 )
 from factcli.methods.settings import Bad, MethodSettings, Setting, choice, flag, number, whole
+from factcli.scoring.content import normalize
 from factcli.scoring.gather import bound, gather_all
 from factcli.scoring.grading import grader_error
 from factcli.scoring.panels import AGGREGATES, JudgeVerdict, aggregate, judge_names

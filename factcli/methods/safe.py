@@ -60,6 +60,7 @@ from factcli.providers.search import create_backend, results_wanted
 from factcli.providers.search.base import SearchConfigError
 from factcli.scoring.gather import bound
 from factcli.scoring.grading import grader_error
+from factcli.scoring.content import RESTATED, Sent, listed
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.scoring.replies import Choice, Flag, ListOf, Obj, Reply, Text
 from factcli.stats.text import split_paragraph_sentences
@@ -85,15 +86,19 @@ VERISCORE_ABSTAIN = ("I'm sorry, I cannot fulfill that request.", "I'm sorry, I 
 
 # Each step's reply (scoring/replies.py): its schema goes with the request, its cap is the call's
 # max_tokens. A long answer's split is the one step that may need the most (about 15 tokens a fact);
-# the rating gets room to reason before its verdict, as SAFE's rater does.
-FACTS_REPLY = Reply("safe_facts", Obj(facts=ListOf(Text())), 2048, types=("safe",))
+# the rating gets room to reason before its verdict, as SAFE's rater does. The facts and claims listed must
+# come from the response (or the prompt it answers) (scoring/content.py).
+FACTS_REPLY = Reply("safe_facts", Obj(facts=ListOf(Text())), 2048, types=("safe",),
+                    content=listed("facts", "fact", RESTATED))
 REVISION_REPLY = Reply("safe_revision", Obj(fact=Text(), relevant=Flag()), 512, types=("safe",))
 QUERY_REPLY = Reply("safe_query", Obj(query=Text()), 256, types=("safe",))
 RATING_REPLY = Reply("safe_rating", Obj(reason=Text(), verdict=Choice(SUPPORTED, NOT_SUPPORTED)), 1024,
                      types=("safe",))
-CLAIMS_REPLY = Reply("safe_claims", Obj(claims=ListOf(Text())), 1024, types=("safe",))
+CLAIMS_REPLY = Reply("safe_claims", Obj(claims=ListOf(Text())), 1024, types=("safe",),
+                     content=listed("claims", "claim", RESTATED))
 # profile: reference (SAFE's separate steps, VeriScore's three labels)
-SENTENCE_FACTS_REPLY = Reply("safe_sentence_facts", Obj(facts=ListOf(Text())), 512, types=("safe",))
+SENTENCE_FACTS_REPLY = Reply("safe_sentence_facts", Obj(facts=ListOf(Text())), 512, types=("safe",),
+                             content=listed("facts", "fact", RESTATED))
 REVISED_REPLY = Reply("safe_revised", Obj(fact=Text()), 512, types=("safe",))
 RELEVANCE_REPLY = Reply("safe_relevance", Obj(relevant=Flag()), 64, types=("safe",))
 TERNARY_REPLY = Reply("veriscore_rating", Obj(reason=Text(), verdict=Choice(*TERNARY)), 1024, types=("safe",))
@@ -175,7 +180,8 @@ async def _split(ctx, spec, s: dict, call: JudgeCall) -> list[dict]:
         return []
     if s["mode"] == "all" and not s["reference"]:
         obj = await ask_json(ctx, spec, prompt_for(ctx, "splitPrompt", prompts.SPLIT),
-                             {**ctx.vars, "prompt": ctx.prompt, "response": response}, call, "split", FACTS_REPLY)
+                             {**ctx.vars, "prompt": ctx.prompt, "response": response}, call, "split", FACTS_REPLY,
+                             sent=Sent.of("response", response, ctx.prompt or ""))
         return [{"text": f} for f in string_list(obj, "facts", "split", call.replies[-1]["reply"])]
     sentences = split_paragraph_sentences(response)
     sem = bound(s["concurrency"])
@@ -187,7 +193,8 @@ async def _split(ctx, spec, s: dict, call: JudgeCall) -> list[dict]:
             step = f"split sentence {i + 1}"
             async with sem:
                 obj = await ask_json(ctx, spec, template, {**ctx.vars, "prompt": ctx.prompt, "response": response,
-                                                           "sentence": sentences[i]}, sub, step, SENTENCE_FACTS_REPLY)
+                                                           "sentence": sentences[i]}, sub, step, SENTENCE_FACTS_REPLY,
+                                 sent=Sent.of("response", response, ctx.prompt or ""))
             return string_list(obj, "facts", step, sub.replies[-1]["reply"])
 
         groups = await gather_calls(call, *(partial(split, i) for i in range(len(sentences))))
@@ -200,7 +207,8 @@ async def _split(ctx, spec, s: dict, call: JudgeCall) -> list[dict]:
         async with sem:
             obj = await ask_json(ctx, spec, prompt_for(ctx, "extractPrompt", prompts.EXTRACT),
                                  {**ctx.vars, "prompt": ctx.prompt, "sentence": sentences[i], "context": context},
-                                 sub, f"extract sentence {i + 1}", CLAIMS_REPLY)
+                                 sub, f"extract sentence {i + 1}", CLAIMS_REPLY,
+                                 sent=Sent.of("response", context, ctx.prompt or ""))
         return string_list(obj, "claims", f"extract sentence {i + 1}", sub.replies[-1]["reply"])
 
     groups = await gather_calls(call, *(partial(extract, i) for i in range(len(sentences))))

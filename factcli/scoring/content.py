@@ -207,11 +207,21 @@ def echoed(key: str, field_name: str, what: str) -> Callable[[dict, Sent], None]
             echo = entry.get(field_name) if isinstance(entry, dict) else None
             if not isinstance(echo, str):
                 continue
-            if not (_bare(echo) == _bare(item) or (Source(item).holds(echo, COPIED) and Source(echo).holds(item, COPIED))):
-                raise ReplyError(f"verdict {i + 1} is about {_shown(echo)}, not the {what} it was sent "
-                                 f"({_shown(item)}): its verdict cannot be told to be about that {what}")
+            if _same(echo, item):
+                continue
+            other = next((j for j, o in enumerate(sent.items) if j != i and _bare(echo) == _bare(o)), None)
+            if other is not None:
+                raise ReplyError(f"verdict {i + 1} is about {what} {other + 1} ({_shown(sent.items[other])}), not "
+                                 f"{what} {i + 1}: the verdicts are out of order")
+            raise ReplyError(f"verdict {i + 1} is about {_shown(echo)}, not the {what} it was sent "
+                             f"({_shown(item)}): its verdict cannot be told to be about that {what}")
 
     return check
+
+
+def _same(echo: str, item: str) -> bool:
+    """An echo of the item: word for word, or COPIED of the content words either way."""
+    return _bare(echo) == _bare(item) or (Source(item).holds(echo, COPIED) and Source(echo).holds(item, COPIED))
 
 
 def checks(*parts: Callable[[dict, Sent], None]) -> Callable[[dict, Sent], None]:
