@@ -15,9 +15,9 @@ import math
 import re
 from typing import Any
 
-# JavaScript's string lengths live with the other JavaScript values (templating/jsvalues), below the
-# stemmer in stats that needs them; the families import them from here
-from factcli.templating.jsvalues import utf16_len, utf16_units  # noqa: F401
+# JavaScript's UTF-16 strings live with the other JavaScript values (templating/jsvalues), below the
+# Porter stemmer in stats that needs them too
+from factcli.templating.jsvalues import utf16_units
 
 # decimal (number printing) and factcli.templating (jinja2) are imported where they are used: the
 # families that share this module without printing numbers should not pay for them at start-up.
