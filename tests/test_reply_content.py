@@ -121,6 +121,27 @@ def test_statements_in_words_from_a_server_without_the_schema_are_checked_too(tm
     assert "statement 2 ('Bananas are rich in potassium.') is not from the answer" in c["reason"]
 
 
+def test_context_recall_sentences_must_be_the_expected_answers(tmp_path, fake_openai):
+    tests = """  - vars: {ask: "Where is Paris?", context: "Paris is the capital of France."}
+    assert: [{type: context-recall, value: "Paris is the capital of France. It lies on the Seine."}]
+"""
+
+    def judge(sentences):
+        return json.dumps({"sentences": [{"sentence": x, "reason": "The context says so.", "attributed": True}
+                                         for x in sentences]})
+
+    code, (row,) = run(tmp_path, fake_openai, "Paris.", tests,
+                       [(".", judge(["Paris is the capital of France.", "It lies on the Seine."]))])
+    assert code == 0 and first(row)["score"] == 1.0 and not first(row)["metadata"].get("graderError")
+    fake_openai.clear_rules()
+    # the recall prompt's own example sentence, then a sentence of nothing sent
+    code, (row,) = run(tmp_path, fake_openai, "Paris.", tests,
+                       [(".", judge(["Marie Curie was born in 1867.", "Rome is in Italy."]))])
+    c = first(row)
+    assert code == 4 and c["metadata"]["graderError"] is True
+    assert "sentence 1 ('Marie Curie was born in 1867.') is the prompt's own example" in c["reason"]
+
+
 # ---------------------------------------------------------------- factual-correctness
 
 FC = """  - vars: {ask: "When was the Eiffel Tower completed?"}

@@ -94,7 +94,8 @@ RECALL_REPLY = Reply("context_recall",
                          f"{i}. {_line(x['sentence']).replace('.', ' ').strip() or '-'}. "
                          f"{ATTRIBUTED if x['attributed'] else NOT_ATTRIBUTED}"
                          for i, x in enumerate(v["sentences"], 1)),
-                     protocol=lambda t: recall_attributions(t) or _refuse(UNTAGGED))
+                     protocol=lambda t: recall_attributions(t) or _refuse(UNTAGGED),
+                     content=listed("sentences", "sentence", COPIED, "sentence"))
 RELEVANCE_REPLY = Reply("context_relevance", Obj(sentences=ListOf(Text())), 1536, types=("context-relevance",),
                         as_text=lambda v: "\n".join(_line(x) for x in v["sentences"] if _line(x)) or INSUFFICIENT,
                         protocol=lambda t: js_trim(t) == INSUFFICIENT or _refuse(
@@ -447,7 +448,8 @@ async def context_recall(ctx: AssertionContext) -> GradingResult:
                                      {**ctx.vars, "context": _context_text(context), "groundTruth": ctx.value})
     meta: dict = {"context": context, "renderedGradingPrompt": json.dumps(messages, ensure_ascii=False),
                   "grader": spec.id}
-    reply = await grader.complete(spec, messages, reply=RECALL_REPLY)
+    reply = await grader.complete(spec, messages, reply=RECALL_REPLY,
+                                  sent=Sent.of("expected answer", ctx.value, inputs=[ctx.vars, _context_text(context)]))
     if (reply.error and not reply.refused) or not reply.text:  # refused: no tags, read below as promptfoo
         return grader_error(reply.error or "No output", reply.text, reply.tokens, **meta)
     attributions = recall_attributions(reply.text)

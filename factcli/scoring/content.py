@@ -174,12 +174,15 @@ def _shown(text: str) -> str:
     return repr(text if len(text) <= 80 else text[:79] + "…")
 
 
-def listed(key: str, what: str, share: float) -> Callable[[dict, Sent], None]:
-    """A content check: every text of the reply's list `key` (each a `what`: "sentence", "claim") comes
-    from what the step sent (at `share`: COPIED or RESTATED) and is not the prompt's own example."""
+def listed(key: str, what: str, share: float, field_name: str | None = None) -> Callable[[dict, Sent], None]:
+    """A content check: every text of the reply's list `key` (each a `what`: "sentence", "claim"; the
+    entries' `field_name` for a list of objects) comes from what the step sent (at `share`: COPIED or
+    RESTATED) and is not the prompt's own example."""
 
     def check(value: dict, sent: Sent) -> None:
-        for i, text in enumerate(value.get(key) or []):
+        entries = value.get(key) or []
+        texts = [e.get(field_name) if isinstance(e, dict) else None for e in entries] if field_name else entries
+        for i, text in enumerate(texts):
             if not isinstance(text, str) or not text.strip():
                 continue
             if sent.copied(text):
