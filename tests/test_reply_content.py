@@ -76,7 +76,8 @@ def test_context_relevance_copied_sentences_are_read_and_an_empty_list_is_nothin
 
 # ---------------------------------------------------------------- context-faithfulness
 
-FAITHFULNESS = """  - vars: {ask: "Where is Paris?", query: "Where is Paris?", context: "Paris is the capital of France."}
+FAITHFULNESS = """  - vars: {ask: "Where is Paris?", query: "Where is Paris?",
+            context: "Paris is the capital of France."}
     assert: [{type: context-faithfulness}]
 """
 VERDICTS = json.dumps({"verdicts": [{"reason": "The context says Paris is in France.", "verdict": "Yes"},
@@ -100,7 +101,8 @@ def test_fabricated_statements_and_the_prompts_example_are_grading_errors(tmp_pa
     c = first(row)
     assert code == 4 and c["metadata"]["graderError"] is True
     assert "statement 2 ('The moon is made of green cheese.') is not from the answer" in c["reason"]
-    assert not any("<statements>" in b["messages"][-1]["content"] for b in judge_calls(fake_openai))  # no verdicts asked
+    # no verdicts were asked for statements that are no judgment
+    assert not any("<statements>" in b["messages"][-1]["content"] for b in judge_calls(fake_openai))
     # the statements prompt's own example, copied word for word
     fake_openai.clear_rules()
     example = json.dumps({"statements": ["The Danube flows through Vienna."]})
@@ -275,7 +277,7 @@ def test_factscore_reads_facts_from_the_response_and_refuses_fabricated_ones(tmp
     code, (row,) = run(tmp_path, fake_openai, CURIE, FACTSCORE, [(".", factscore_judge(bad))])
     c = first(row)
     assert code == 4 and c["metadata"]["graderError"] is True
-    assert "fact 2 ('Isaac Newton formulated the laws of motion.') is not from the sentences it was asked" in c["reason"]
+    assert "fact 2 ('Isaac Newton formulated the laws of motion.') is not from the sentences it was" in c["reason"]
 
 
 def test_factscore_verdicts_must_echo_the_fact_sent(tmp_path, fake_openai):

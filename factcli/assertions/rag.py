@@ -81,7 +81,7 @@ QUESTION_REPLY = Reply("answer_relevance_question", Obj(question=Text()), 256, t
 STATEMENTS_REPLY = Reply("faithfulness_statements", Obj(statements=ListOf(Text(), 1)), 1024,
                          types=("context-faithfulness",),
                          as_text=lambda v: "\n".join(_line(x) for x in v["statements"]),
-                         protocol=lambda t: {"statements": split_lines(t)} if split_lines(t) else _refuse(NO_STATEMENTS),
+                         protocol=lambda t: {"statements": split_lines(t) or _refuse(NO_STATEMENTS)},
                          content=listed("statements", "statement", RESTATED))
 VERDICTS_REPLY = Reply("faithfulness_verdicts", Obj(verdicts=ListOf(Obj(reason=Text(), verdict=Choice("Yes", "No")))),
                        1536, types=("context-faithfulness",),

@@ -62,8 +62,8 @@ unknown label, a sentence label other than Accurate/Inaccurate, sentence numbers
 an eligibility reply without a readable verdict (the starter notebook counts that as eligible) or
 with conflicting verdicts. With `config.checkSentences` (default true), judged sentences must come
 from the response (scoring/content's rule: word for word after normalising case, spacing and markup,
-or with at least 60% of their content words, by stem, in it) and must cover at least `config.minCoverage` (default 0.5) of the
-response's words: a judge that labels the few-shot example or skips most of the response is a
+or with at least 60% of their content words, by stem, in it) and must cover at least
+`config.minCoverage` (default 0.5) of the response's words: a judge that labels the few-shot example or skips most of the response is a
 grading error of that judge. A judge that fails (HTTP error, unusable reply) is left out of the row
 and reported, as for every judge panel (factcli.scoring.panels): eligibility and the score are computed
 over the judges that answered, the row lists the missing judge in `judgesFailed`, and
