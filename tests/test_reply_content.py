@@ -306,3 +306,33 @@ def test_the_comes_from_rule_by_hand():
         [{"role": "system", "content": 'Reply {"claims": ["<claim>"]}. Example: The Danube flows through Vienna.'},
          {"role": "user", "content": "<text>\nIt was completed in 1889.\n</text>"}])
     assert sent.copied("The Danube flows through Vienna.") and not sent.copied("It was completed in 1889.")
+
+
+# ---------------------------------------------------------------- SAFE and VeriScore
+
+
+def test_safe_facts_and_veriscore_claims_must_come_from_the_response(tmp_path, fake_openai, monkeypatch):
+    from fake_search import KEY, FakeSearch
+
+    monkeypatch.setenv("SERPER_API_KEY", KEY)
+    answer = "Marie Curie was born in Warsaw in 1867."
+    with FakeSearch([]) as search:
+        for mode, pattern, reply, said in [
+            ("all", "<response>", {"facts": ["<fact>"]},
+             "safe_facts.facts[0] is '<fact>', the prompt's own placeholder"),
+            ("all", "<response>", {"facts": ["Marie Curie was born in Warsaw.", "Gold is a chemical element."]},
+             "split: fact 2 ('Gold is a chemical element.') is not from the response"),
+            ("verifiable", "<SOS>", {"claims": ["The Great Wall of China is visible from space."]},
+             "extract sentence 1: claim 1 ('The Great Wall of China is visible from space.') is not from the response"),
+        ]:
+            fake_openai.clear_rules()
+            tests = f"""  - vars: {{ask: "Tell me about Marie Curie."}}
+    assert:
+      - type: safe
+        config: {{claims: {mode}, search: {{provider: serper, apiBaseUrl: "{search.url}/serper"}}}}
+"""
+            code, (row,) = run(tmp_path, fake_openai, answer, tests, [(pattern, json.dumps(reply))])
+            c = first(row)
+            assert code == 4 and c["metadata"]["graderError"] is True, c["reason"]
+            assert said in c["reason"], c["reason"]
+        assert search.requests == []  # nothing searched for facts that are no judgment
