@@ -317,12 +317,17 @@ def test_safe_facts_and_veriscore_claims_must_come_from_the_response(tmp_path, f
     monkeypatch.setenv("SERPER_API_KEY", KEY)
     answer = "Marie Curie was born in Warsaw in 1867."
     with FakeSearch([]) as search:
-        for mode, pattern, reply, said in [
-            ("all", "<response>", {"facts": ["<fact>"]},
+        split = ("<response>", json.dumps({"facts": ["Marie Curie was born in Warsaw."]}))
+        for mode, judge, said in [
+            ("all", [("<response>", json.dumps({"facts": ["<fact>"]}))],
              "safe_facts.facts[0] is '<fact>', the prompt's own placeholder"),
-            ("all", "<response>", {"facts": ["Marie Curie was born in Warsaw.", "Gold is a chemical element."]},
+            ("all", [("<response>", json.dumps({"facts": ["Marie Curie was born in Warsaw.",
+                                                          "Gold is a chemical element."]}))],
              "split: fact 2 ('Gold is a chemical element.') is not from the response"),
-            ("verifiable", "<SOS>", {"claims": ["The Great Wall of China is visible from space."]},
+            ("all", [("<fact>", json.dumps({"fact": "Mount Everest is the highest mountain.", "relevant": True})),
+                     split],
+             "revise: revised fact 1 ('Mount Everest is the highest mountain.') is not from the fact, the response"),
+            ("verifiable", [("<SOS>", json.dumps({"claims": ["The Great Wall of China is visible from space."]}))],
              "extract sentence 1: claim 1 ('The Great Wall of China is visible from space.') is not from the response"),
         ]:
             fake_openai.clear_rules()
@@ -331,7 +336,7 @@ def test_safe_facts_and_veriscore_claims_must_come_from_the_response(tmp_path, f
       - type: safe
         config: {{claims: {mode}, search: {{provider: serper, apiBaseUrl: "{search.url}/serper"}}}}
 """
-            code, (row,) = run(tmp_path, fake_openai, answer, tests, [(pattern, json.dumps(reply))])
+            code, (row,) = run(tmp_path, fake_openai, answer, tests, judge)
             c = first(row)
             assert code == 4 and c["metadata"]["graderError"] is True, c["reason"]
             assert said in c["reason"], c["reason"]

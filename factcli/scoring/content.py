@@ -181,6 +181,8 @@ def listed(key: str, what: str, share: float, field_name: str | None = None) -> 
 
     def check(value: dict, sent: Sent) -> None:
         entries = value.get(key) or []
+        if isinstance(entries, str):  # one text (a revised fact)
+            entries = [entries]
         texts = [e.get(field_name) if isinstance(e, dict) else None for e in entries] if field_name else entries
         for i, text in enumerate(texts):
             if not isinstance(text, str) or not text.strip():
