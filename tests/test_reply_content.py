@@ -302,6 +302,9 @@ def test_the_comes_from_rule_by_hand():
     context = Source("Paris is in France. It is big.")
     assert context.holds("Paris is in France", COPIED) and not context.holds("N/A", COPIED)
     assert context.share("N/A") is None  # no content words: only word for word
+    # a script without spaces: its characters are its words (a decontextualised claim is read, another is not)
+    chinese = Source("它建于1889年。", "埃菲尔铁塔是什么时候建成的？")
+    assert chinese.share("埃菲尔铁塔建于1889年") == 1.0 and chinese.share("爱因斯坦出生于乌尔姆") == 0.2
     sent = Sent.of("answer", "It was completed in 1889.").about(
         [{"role": "system", "content": 'Reply {"claims": ["<claim>"]}. Example: The Danube flows through Vienna.'},
          {"role": "user", "content": "<text>\nIt was completed in 1889.\n</text>"}])

@@ -14,7 +14,7 @@ about.
 after normalising case, spacing, quotes, dashes and markdown markup, the text occurs word for word in
 the source; or at least a share of its content words do (words of two or more letters, or numbers,
 outside the stop-word list of stats/text.py, compared by their Porter stems, so that "founded" matches
-"founding"). The share is per kind of step:
+"founding"; in Chinese, Japanese and Korean, each character is a word). The share is per kind of step:
 - COPIED (0.6): a sentence the step copies out (context-relevance's sentences, FACTS Grounding's
   judged sentences, a verdict's echo of its claim);
 - RESTATED (0.5): a statement, claim or atomic fact the step writes (decomposition rewrites the text:
@@ -41,6 +41,10 @@ _MARKUP = re.compile(r"[*_`#>|]+")
 _SPACES = re.compile(r"\s+")
 _QUOTES = str.maketrans({"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'", "\u2013": "-", "\u2014": "-"})
 _WORD = re.compile(r"\w+")
+# a script written without spaces (Chinese, Japanese, Korean syllables): each character is a word, so that a
+# paraphrase shares its characters rather than needing the whole run word for word
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_TOKEN = re.compile(f"[{_CJK}]|[^\\W{_CJK}]+")
 _LIST_MARK = re.compile(r"^\s*(?:[-*+\u2022]|\d+[.)])\s+")
 _PLACEHOLDER = re.compile(r"^<[^<>\n]{1,80}>$")
 _STEMS: dict[str, str] = {}
@@ -55,8 +59,8 @@ def normalize(text: str) -> str:
 def content_words(text: str) -> list[str]:
     """The stems of the words that carry content: no stop words, no single letters (numbers kept)."""
     out = []
-    for word in _WORD.findall(text.lower()):
-        if word in STOPWORDS or (len(word) == 1 and not word.isdigit()):
+    for word in _TOKEN.findall(text.lower()):
+        if word in STOPWORDS or (len(word) == 1 and word.isascii() and not word.isdigit()):
             continue
         stem = _STEMS.get(word)
         if stem is None:
