@@ -5,10 +5,10 @@ template (every claim `<claim>`, every reason `<one sentence>`), lists sentences
 context, or echoes claims it was not sent. A step declares, beside its reply (scoring/replies.Reply's
 `content`), which of the checks below its reply must pass; the grader call (scoring/grading.complete)
 runs them with `Sent`, what the step sent, and a reply that fails one is a grading error with the
-check's reason, never kept in the cache. Every step that declares a content check also gets the two
-checks no judgment can fail: no text of the reply is one of the prompt's placeholders (`<claim>`), and
-no listed item is a passage of the prompt's own words (its examples) that is not in the text it was
-about.
+check's reason, never kept in the cache. Every call given a Sent (every JSON step of the claim-level
+methods, through claims.ask_json, and the RAG types' listing and verdict steps) is checked for the
+prompt's placeholders: no text of the reply may be one (`<claim>`, `<one sentence>`); and `listed` items
+may not be a passage of the prompt's own words (its examples) that is not in the text they were about.
 
 "Comes from" (`Source.holds`), the one rule for every step (FACTS Grounding's judged sentences too):
 after normalising case, spacing, quotes, dashes and markdown markup, the text occurs word for word in
