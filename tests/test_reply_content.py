@@ -330,6 +330,12 @@ def test_safe_facts_and_veriscore_claims_must_come_from_the_response(tmp_path, f
             ("all", [("<fact>", json.dumps({"fact": "Mount Everest is the highest mountain.", "relevant": True})),
                      split],
              "revise: revised fact 1 ('Mount Everest is the highest mountain.') is not from the fact, the response"),
+            # a rating that copies its prompt's placeholder for a reason: no judgment, whatever its verdict
+            ("all", [("This is search", json.dumps({"query": ""})),
+                     ("<statement>", json.dumps({"reason": "<what the results you relied on say, with their numbers>",
+                                                 "verdict": "supported"})),
+                     ("<fact>", json.dumps({"fact": "Marie Curie was born in Warsaw.", "relevant": True})), split],
+             "safe_rating.reason is '<what the results you relied on say, with their numbers>', the prompt's own"),
             ("verifiable", [("<SOS>", json.dumps({"claims": ["The Great Wall of China is visible from space."]}))],
              "extract sentence 1: claim 1 ('The Great Wall of China is visible from space.') is not from the response"),
         ]:
