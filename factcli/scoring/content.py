@@ -40,9 +40,8 @@ RESTATED = 0.5
 _MARKUP = re.compile(r"[*_`#>|]+")
 _SPACES = re.compile(r"\s+")
 _QUOTES = str.maketrans({"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'", "\u2013": "-", "\u2014": "-"})
-_WORD = re.compile(r"\w+")
-# a script written without spaces (Chinese, Japanese, Korean syllables): each character is a word, so that a
-# paraphrase shares its characters rather than needing the whole run word for word
+# Chinese and Japanese are written without spaces (Korean syllables are matched alike): each character is a
+# word, so that a paraphrase shares its characters rather than needing the whole run word for word
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _TOKEN = re.compile(f"[{_CJK}]|[^\\W{_CJK}]+")
 _LIST_MARK = re.compile(r"^\s*(?:[-*+\u2022]|\d+[.)])\s+")
