@@ -24,7 +24,7 @@ import factcli.assertions  # noqa: F401  (registers the handlers)
 from factcli.scoring.registry import AssertionError_
 from factcli.scoring.scorer import run_assertion
 from factcli.assertions.js_semantics import js_number, js_to_fixed, js_to_precision
-from factcli.assertions.porter_stemmer import porter_stem
+from factcli.stats.porter_stemmer import porter_stem
 from factcli.assertions.similarity import treebank_tokenize
 from factcli.cli import app
 from factcli.types import Assertion, ProviderResponse

@@ -142,8 +142,10 @@ def test_mismatched_verdicts_are_a_grading_error(tmp_path, fake_openai):
     def short_judge(body):
         text = body["messages"][-1]["content"]
         if text.startswith("<text>"):
-            return json.dumps({"claims": ["a", "b"]})
-        return json.dumps({"verdicts": [{"claim": "a", "verdict": "SUPPORTED", "reason": ""}]})
+            source = text.split("<text>\n", 1)[1].rsplit("\n</text>", 1)[0]
+            return json.dumps({"claims": CLAIMS[source]})  # claims of the text (issue 52: not "a", "b")
+        first = text.split("<claims>\n1. ", 1)[1].split("\n", 1)[0]
+        return json.dumps({"verdicts": [{"claim": first, "verdict": "SUPPORTED", "reason": ""}]})
 
     fake_openai.add_rule(".", short_judge, model="judge")
     _, (bad, _good) = run_config(tmp_path, fake_openai)
@@ -158,7 +160,9 @@ def test_zero_claims_is_reported_not_scored(tmp_path, fake_openai):
             return json.dumps({"claims": ["The Eiffel Tower was completed in 1889"]})
         if text.startswith("<text>"):
             return json.dumps({"claims": []})
-        return json.dumps({"verdicts": [{"claim": "x", "verdict": "NEUTRAL", "reason": ""}]})
+        # the verdict echoes the claim it was sent (issue 52: an echo of "x" is a grading error now)
+        return json.dumps({"verdicts": [{"claim": "The Eiffel Tower was completed in 1889", "verdict": "NEUTRAL",
+                                         "reason": ""}]})
 
     fake_openai.add_rule(".", empty_judge, model="judge")
     result, (bad, _good) = run_config(tmp_path, fake_openai)
@@ -266,7 +270,7 @@ def test_atomicity_and_coverage_choose_the_examples(tmp_path, fake_openai):
 
 
 def test_verification_is_batched_ten_claims_a_call(tmp_path, fake_openai, monkeypatch):
-    many = [f"Claim number {i}" for i in range(23)]
+    many = [f"Einstein born {i}" for i in range(23)]  # claims of the answer (issue 52: not "Claim number i")
 
     def judge(body):
         text = body["messages"][-1]["content"]
@@ -281,7 +285,7 @@ def test_verification_is_batched_ten_claims_a_call(tmp_path, fake_openai, monkey
     monkeypatch.setattr(me, "ragas_judge", judge)
     c = run_einstein(tmp_path, fake_openai, "{mode: precision}")
     assert c["score"] == 1.0 and len(c["metadata"]["claims"]) == 23
-    sizes = sorted(r["json"]["messages"][-1]["content"].count("Claim number") for r in fake_openai.requests
+    sizes = sorted(r["json"]["messages"][-1]["content"].count("Einstein born") for r in fake_openai.requests
                    if r["json"]["model"] == "judge" and "<claims>" in r["json"]["messages"][-1]["content"])
     assert sizes == [3, 10, 10]
 

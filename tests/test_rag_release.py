@@ -132,8 +132,9 @@ def test_each_statement_keeps_its_verdict_reason_and_passage(fake_openai, tmp_pa
                                           "attributed": True}]})
 
     fake_openai.add_rule(".", judge, model="judge")
+    # the echo provider answers the statements the judge lists (issue 52: statements must be the answer's)
     cfg = write(tmp_path / "c.yaml", f"""
-prompts: ["Q: {{{{query}}}}"]
+prompts: ["Beta is blue. Gamma is green. Q: {{{{query}}}}"]
 providers: [echo]
 defaultTest: {{options: {{provider: {JUDGE}, disableVarExpansion: true}}}}
 tests:

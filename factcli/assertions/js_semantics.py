@@ -15,6 +15,10 @@ import math
 import re
 from typing import Any
 
+# JavaScript's UTF-16 strings live with the other JavaScript values (templating/jsvalues), below the
+# Porter stemmer in stats that needs them too
+from factcli.templating.jsvalues import utf16_units
+
 # decimal (number printing) and factcli.templating (jinja2) are imported where they are used: the
 # families that share this module without printing numbers should not pay for them at start-up.
 
@@ -37,17 +41,6 @@ def is_js_space(ch: str) -> bool:
 def js_split_ws(text: str) -> list[str]:
     """``text.split(/\\s+/)``: empty strings at the ends are kept, as in JavaScript."""
     return _JS_WS_RUN.split(text)
-
-
-def utf16_len(text: str) -> int:
-    """JavaScript's ``string.length``."""
-    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
-
-
-def utf16_units(text: str) -> list[int]:
-    """The UTF-16 code units of ``text`` (what JavaScript indexes and compares)."""
-    data = text.encode("utf-16-le", "surrogatepass")
-    return [int.from_bytes(data[i:i + 2], "little") for i in range(0, len(data), 2)]
 
 
 # ------------------------------------------------------------------------------------ numbers

@@ -44,6 +44,7 @@ from factcli.scoring.grading import (
     parse_json_maybe,
     render_grading_prompt,
 )
+from factcli.scoring.content import COPIED, RESTATED, Sent, listed
 from factcli.scoring.replies import Choice, Flag, ListOf, Obj, Reply, ReplyError, Text
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.types import GradingResult, TokenUsage
@@ -72,13 +73,16 @@ def _line(text: str) -> str:
 # step's prompt asks for one statement per line and nothing else, so its lines are its text form (as
 # promptfoo reads them). The sentences context-relevance copies out have no form prose could not take
 # (its count of lines is its score): it reads only its exact `Insufficient Information` as words, and
-# prose there stays a grading error.
+# prose there stays a grading error. What the lists must contain (scoring/content.py): statements that come
+# from the answer (or the question it answers), sentences copied from the context; an empty list of
+# sentences is the judge's "Insufficient Information" (docs/scoring.md).
 QUESTION_REPLY = Reply("answer_relevance_question", Obj(question=Text()), 256, types=("answer-relevance",),
                        calls=QUESTIONS, as_text=lambda v: v["question"], protocol=lambda t: read_question(t))
 STATEMENTS_REPLY = Reply("faithfulness_statements", Obj(statements=ListOf(Text(), 1)), 1024,
                          types=("context-faithfulness",),
                          as_text=lambda v: "\n".join(_line(x) for x in v["statements"]),
-                         protocol=lambda t: split_lines(t) or _refuse(NO_STATEMENTS))
+                         protocol=lambda t: {"statements": split_lines(t) or _refuse(NO_STATEMENTS)},
+                         content=listed("statements", "statement", RESTATED))
 VERDICTS_REPLY = Reply("faithfulness_verdicts", Obj(verdicts=ListOf(Obj(reason=Text(), verdict=Choice("Yes", "No")))),
                        1536, types=("context-faithfulness",),
                        as_text=lambda v: "\n".join(f"Verdict: {x['verdict']}." for x in v["verdicts"]),
@@ -90,12 +94,14 @@ RECALL_REPLY = Reply("context_recall",
                          f"{i}. {_line(x['sentence']).replace('.', ' ').strip() or '-'}. "
                          f"{ATTRIBUTED if x['attributed'] else NOT_ATTRIBUTED}"
                          for i, x in enumerate(v["sentences"], 1)),
-                     protocol=lambda t: recall_attributions(t) or _refuse(UNTAGGED))
+                     protocol=lambda t: recall_attributions(t) or _refuse(UNTAGGED),
+                     content=listed("sentences", "sentence", COPIED, "sentence"))
 RELEVANCE_REPLY = Reply("context_relevance", Obj(sentences=ListOf(Text())), 1536, types=("context-relevance",),
                         as_text=lambda v: "\n".join(_line(x) for x in v["sentences"] if _line(x)) or INSUFFICIENT,
                         protocol=lambda t: js_trim(t) == INSUFFICIENT or _refuse(
                             "the judge's reply does not fit the context_relevance step's JSON schema, and its "
-                            f"copied sentences cannot be told from prose (only '{INSUFFICIENT}' is read as words)"))
+                            f"copied sentences cannot be told from prose (only '{INSUFFICIENT}' is read as words)"),
+                        content=listed("sentences", "sentence", COPIED))
 WINDOW_REPLY = Reply("conversation_relevance", Obj(verdict=Choice("yes", "no"), reason=Text()), 256,
                      types=("conversation-relevance",), protocol=lambda t: _refuse_str(read_verdict(t)))
 SUMMARY_REPLY = Reply("conversation_relevance_reason", Obj(reason=Text()), 512, types=("conversation-relevance",),
@@ -384,7 +390,8 @@ async def context_faithfulness(ctx: AssertionContext) -> GradingResult:
     tokens = TokenUsage()
     meta: dict = {"context": context, "grader": spec.id}
     messages = render_grading_prompt(statements_prompt, {**ctx.vars, "question": query, "answer": _answer_text(ctx)})
-    reply = await grader.complete(spec, messages, reply=STATEMENTS_REPLY)
+    reply = await grader.complete(spec, messages, reply=STATEMENTS_REPLY,
+                                  sent=Sent.of("answer", _answer_text(ctx), query, inputs=[ctx.vars]))
     tokens.add(reply.tokens)
     if reply.error or not reply.text:
         return grader_error(reply.error or "No output", reply.text, tokens, **meta)
@@ -396,7 +403,8 @@ async def context_faithfulness(ctx: AssertionContext) -> GradingResult:
                            **meta)
     messages = render_grading_prompt(verdicts_prompt, {**ctx.vars, "context": _context_text(context),
                                                        "statements": statements})
-    reply = await grader.complete(spec, messages, reply=VERDICTS_REPLY)
+    reply = await grader.complete(spec, messages, reply=VERDICTS_REPLY,  # (its reasons: no placeholders)
+                                  sent=Sent.of("context", _context_text(context), inputs=[ctx.vars, statements]))
     tokens.add(reply.tokens)
     if (reply.error and not reply.refused) or not reply.text:  # refused: no verdicts, read below as promptfoo
         return grader_error(reply.error or "No output", reply.text, tokens, **meta)
@@ -440,7 +448,8 @@ async def context_recall(ctx: AssertionContext) -> GradingResult:
                                      {**ctx.vars, "context": _context_text(context), "groundTruth": ctx.value})
     meta: dict = {"context": context, "renderedGradingPrompt": json.dumps(messages, ensure_ascii=False),
                   "grader": spec.id}
-    reply = await grader.complete(spec, messages, reply=RECALL_REPLY)
+    reply = await grader.complete(spec, messages, reply=RECALL_REPLY,
+                                  sent=Sent.of("expected answer", ctx.value, inputs=[ctx.vars, _context_text(context)]))
     if (reply.error and not reply.refused) or not reply.text:  # refused: no tags, read below as promptfoo
         return grader_error(reply.error or "No output", reply.text, reply.tokens, **meta)
     attributions = recall_attributions(reply.text)
@@ -487,7 +496,8 @@ async def context_relevance(ctx: AssertionContext) -> GradingResult:
                                      {"context": _context_text(context), "query": query})
     meta: dict = {"context": context, "renderedGradingPrompt": json.dumps(messages, ensure_ascii=False),
                   "grader": spec.id}
-    reply = await grader.complete(spec, messages, reply=RELEVANCE_REPLY)
+    reply = await grader.complete(spec, messages, reply=RELEVANCE_REPLY,
+                                  sent=Sent.of("context", _context_text(context), inputs=[query]))
     blank = reply.refused and not js_trim(reply.text or "")  # nothing extracted: read below as promptfoo
     if (reply.error and not blank) or not reply.text:
         return grader_error(reply.error or "No output", reply.text, reply.tokens, **meta)

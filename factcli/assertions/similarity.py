@@ -42,7 +42,8 @@ Where the numbers come from:
 
 Text handling follows JavaScript where it changes a number or a reason: its whitespace set for
 trim and split, UTF-16 lengths, ``toFixed``/``toPrecision``, and how it prints numbers (all from
-js_semantics). The Porter stemmer meteor matches with is in porter_stemmer.
+js_semantics). The Porter stemmer meteor matches with is in stats/porter_stemmer (the content checks
+of graders' replies stem with it too).
 """
 
 from __future__ import annotations
@@ -64,11 +65,10 @@ from factcli.assertions.js_semantics import (
     js_to_fixed,
     js_to_number,
     js_trim,
-    utf16_len,
-    utf16_units,
 )
-from factcli.assertions.porter_stemmer import porter_stem
 from factcli.scoring.registry import PASSED, AssertionContext, AssertionError_, assertion
+from factcli.stats.porter_stemmer import porter_stem
+from factcli.templating.jsvalues import utf16_len, utf16_units
 from factcli.types import GradingResult
 
 _TRAILING_DOTS = re.compile(r"\.+\Z")

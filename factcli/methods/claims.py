@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from factcli.scoring.content import Sent
 from factcli.scoring.gather import gather_all
 from factcli.scoring.grading import extract_json_objects, pick, render_grading_prompt
 from factcli.types import ProviderSpec, TokenUsage
@@ -75,12 +76,17 @@ def step_prompt(ctx, key: str, default: Any) -> Any:
 
 
 async def ask_json(ctx, spec: ProviderSpec, template: Any, variables: dict, call: JudgeCall,
-                   step: str, reply_shape: Any = None, items: int | None = None, attempt: int = 0) -> dict:
+                   step: str, reply_shape: Any = None, items: int | None = None, attempt: int = 0,
+                   sent: Any = None) -> dict:
     """Render the step prompt, call the judge (its reply constrained to `reply_shape`, a
     scoring.replies.Reply), return the first JSON object of its reply. `attempt` > 0: the step asks
-    again (grading.Grader.complete)."""
+    again (grading.Grader.complete). `sent` (a scoring.content.Sent): what the reply's content must
+    judge; the prompt's variables are the texts filled into it. Without one, the reply is still checked
+    for the prompt's placeholders (a reason `<why>` copied from the template is no judgment)."""
     messages = render_grading_prompt(template, variables)
-    again = {"attempt": attempt} if attempt else {}
+    again: dict = {"attempt": attempt} if attempt else {}
+    if reply_shape is not None:
+        again["sent"] = (sent or Sent.of("prompt")).with_inputs(variables)
     reply = await ctx.grader.complete(spec, messages, reply=reply_shape, json_mode=reply_shape is None, items=items,
                                       **again)
     call.tokens.add(reply.tokens)

@@ -61,9 +61,9 @@ unknown label, a sentence label other than Accurate/Inaccurate, sentence numbers
 1..n with one label each, a final answer that contradicts the sentence labels, no final answer,
 an eligibility reply without a readable verdict (the starter notebook counts that as eligible) or
 with conflicting verdicts. With `config.checkSentences` (default true), judged sentences must come
-from the response (word for word after normalising case, spacing and markup, or with at least 60%
-of their words in it) and must cover at least `config.minCoverage` (default 0.5) of the
-response's words: a judge that labels the few-shot example or skips most of the response is a
+from the response (scoring/content's rule: word for word after normalising case, spacing and markup,
+or with at least 60% of their content words, by stem, in it) and must cover at least
+`config.minCoverage` (default 0.5) of the response's words: a judge that labels the few-shot example or skips most of the response is a
 grading error of that judge. A judge that fails (HTTP error, unusable reply) is left out of the row
 and reported, as for every judge panel (factcli.scoring.panels): eligibility and the score are computed
 over the judges that answered, the row lists the missing judge in `judgesFailed`, and
@@ -109,7 +109,6 @@ from factcli.methods.facts_parsing import (
     GROUNDING_REPLIES,
     MAJOR,
     check_sentences,
-    normalize,
     parse_eligibility,
     parse_implicit_span_level,
     parse_json_labels,
@@ -118,6 +117,7 @@ from factcli.methods.facts_parsing import (
     split_sentences,
 )
 from factcli.methods.settings import Bad, MethodSettings, Setting, choice, flag, number, whole
+from factcli.scoring.content import normalize
 from factcli.scoring.gather import bound, gather_all
 from factcli.scoring.grading import grader_error
 from factcli.scoring.panels import AGGREGATES, JudgeVerdict, aggregate, judge_names

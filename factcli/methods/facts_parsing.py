@@ -14,6 +14,7 @@ import re
 from typing import Any, Iterable
 
 from factcli.methods.claims import JudgeError
+from factcli.scoring.content import COPIED, Source, normalize
 from factcli.scoring.replies import Choice, ListOf, Maybe, Obj, Reply, ReplyError, Text
 
 MAJOR = "Major Issue(s)"
@@ -23,16 +24,8 @@ JSON_LABELS = {"supported": "SUPPORTED", "unsupported": "UNSUPPORTED", "contradi
 
 # ---------------------------------------------------------------- text helpers
 
-_MARKUP = re.compile(r"[*_`#>|]+")
 _SPACES = re.compile(r"\s+")
-_QUOTES = str.maketrans({"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'", "\u2013": "-", "\u2014": "-"})
 _WORD = re.compile(r"\w+")
-
-
-def normalize(text: str) -> str:
-    """Case, spacing, curly quotes and dashes, and markdown markup do not count when a judge's quote is
-    matched against the document or the response."""
-    return _SPACES.sub(" ", _MARKUP.sub(" ", text.translate(_QUOTES).lower())).strip()
 
 
 _ABBREVIATIONS = {
@@ -76,19 +69,15 @@ def split_sentences(text: str) -> list[str]:
 
 
 def check_sentences(judge: str, sentences: list[str], response: str, min_coverage: float, step: str) -> float:
-    """Judged sentences must come from the response and cover enough of it; returns the coverage."""
-    norm_response = normalize(response)
-    response_words = _WORD.findall(norm_response)
-    vocabulary = set(response_words)
+    """Judged sentences must come from the response (scoring/content's rule for a copied sentence) and cover
+    enough of it; returns the coverage."""
+    source = Source(response)
+    response_words = _WORD.findall(normalize(response))
     judged: set[str] = set()
     for i, sentence in enumerate(sentences):
-        norm = normalize(_LIST_MARK.sub("", sentence))
-        words = _WORD.findall(norm)
+        words = _WORD.findall(normalize(_LIST_MARK.sub("", sentence)))
         judged.update(words)
-        if not words or norm.rstrip(".!?") in norm_response:
-            continue
-        inside = sum(1 for w in words if w in vocabulary)
-        if inside / len(words) < 0.6:
+        if words and not source.holds(sentence, COPIED):
             raise JudgeError(f"{step}: sentence {i + 1} ({sentence[:80]!r}) is not from the response")
     if not response_words:
         return 1.0

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from typing import Any
 
 from factcli.methods.claims import (
@@ -22,6 +21,7 @@ from factcli.methods.claims import (
     numbered,
     string_list,
 )
+from factcli.scoring.content import RESTATED, Sent, echoed, listed
 from factcli.scoring.replies import Flag, Int, ListOf, Maybe, Obj, Reply, Text
 from factcli.stats.text import Passage
 from factcli.types import ProviderSpec
@@ -30,11 +30,14 @@ SUPPORTED, NOT_SUPPORTED = "SUPPORTED", "NOT_SUPPORTED"
 VERDICTS = {"TRUE": SUPPORTED, "FALSE": NOT_SUPPORTED, "SUPPORTED": SUPPORTED, "NOT_SUPPORTED": NOT_SUPPORTED,
             "NOT SUPPORTED": NOT_SUPPORTED, "NOT-SUPPORTED": NOT_SUPPORTED, "UNSUPPORTED": NOT_SUPPORTED,
             "1": SUPPORTED, "0": NOT_SUPPORTED}
-# caps that follow the input, as factual-correctness's (methods/factual_correctness.py)
-FACTS_REPLY = Reply("facts", Obj(facts=ListOf(Text())), 2048, types=("factscore",), per_item=3, base=64)
+# caps that follow the input, as factual-correctness's (methods/factual_correctness.py); what they must
+# contain (scoring/content.py): facts that come from the sentences decomposed (or the topic and question), and
+# verdicts that echo the facts sent, in order (a verdict naming another fact: the list is out of order)
+FACTS_REPLY = Reply("facts", Obj(facts=ListOf(Text())), 2048, types=("factscore",), per_item=3, base=64,
+                    content=listed("facts", "fact", RESTATED))
 FACT_VERDICTS_REPLY = Reply("fact_verdicts", Obj(verdicts=ListOf(Obj(
     fact=Text(), verdict=Flag(), reason=Text(), evidence=Maybe(Int())))), 2048, types=("factscore",),
-    per_item=96, base=32)
+    per_item=96, base=32, content=echoed("verdicts", "fact", "fact"))
 
 
 CHUNK_WORDS = 400  # words of response a decomposition call: 3·400 + 64 tokens stays inside the 2,048 cap
@@ -56,7 +59,8 @@ async def decompose(ctx, spec: ProviderSpec, template: Any, sentences: list[str]
                      "sentence": sentence}
         async with sem:
             obj = await ask_json(ctx, spec, template, variables, sub, step, FACTS_REPLY,
-                                 sum(len(s.split()) for s in batch))
+                                 sum(len(s.split()) for s in batch),
+                                 sent=Sent.of("sentences it was asked to decompose", *batch, topic, ctx.prompt or ""))
         return string_list(obj, "facts", step, sub.replies[-1]["reply"])
 
     if mode == "sentence":
@@ -88,10 +92,6 @@ def _chunks(sentences: list[str], words: int) -> list[list[str]]:
     return out
 
 
-def _norm(text: str) -> str:
-    return " ".join(re.findall(r"\w+", str(text).lower()))
-
-
 def _evidence_numbers(raw: Any, n_passages: int, i: int, step: str) -> list[int]:
     """The passage numbers a verdict cites; none is fine, a number that was not shown is not."""
     if raw is None or raw is False or raw == "" or raw == []:
@@ -118,22 +118,6 @@ def _evidence_numbers(raw: Any, n_passages: int, i: int, step: str) -> list[int]
             raise JudgeError(f"{step}: verdict {i + 1} cites passage {item}, but passages 1-{n_passages} were shown")
         out.append(item)
     return out
-
-
-def _check_order(verdicts: list, facts: list[str], step: str) -> None:
-    """A verdict that names another fact of the list word for word means the list is out of order."""
-    normed = [_norm(f) for f in facts]
-    positions: dict[str, int] = {}
-    for j, n in enumerate(normed):
-        positions.setdefault(n, j)
-    for i, v in enumerate(verdicts):
-        named = v.get("fact") if isinstance(v, dict) else None
-        if not isinstance(named, str):
-            continue
-        n = _norm(named)
-        if n != normed[i] and n in positions:
-            raise JudgeError(f"{step}: verdict {i + 1} is about fact {positions[n] + 1} "
-                             f"({facts[positions[n]]!r}), not fact {i + 1}: the verdicts are out of order")
 
 
 def _passage_block(passages: list[Passage]) -> tuple[str, str]:
@@ -177,11 +161,11 @@ async def verify(ctx, spec: ProviderSpec, template: Any, facts: list[dict], retr
         variables = {**ctx.vars, "topic": topic, "passages": block, "passages_json": as_json,
                      "facts": json.dumps(texts, ensure_ascii=False), "facts_numbered": numbered(texts)}
         async with sem:
-            obj = await ask_json(ctx, spec, template, variables, call, step, FACT_VERDICTS_REPLY, len(texts))
+            obj = await ask_json(ctx, spec, template, variables, call, step, FACT_VERDICTS_REPLY, len(texts),
+                                 sent=Sent.of("passages", block, items=texts))
         raw = call.replies[-1]["reply"]  # (the batch's own JudgeCall)
         try:
             verdicts = aligned_verdicts(obj, texts, VERDICTS, step)
-            _check_order(obj["verdicts"], texts, step)
             cited = [_evidence_numbers(v.get("evidence"), len(shown), i, step)
                      for i, v in enumerate(obj["verdicts"])]
         except JudgeError as exc:

@@ -52,6 +52,7 @@ from factcli.methods.settings import MethodSettings, Setting, choice, number
 from factcli.scoring.gather import gather_all
 from factcli.scoring.grading import grader_error
 from factcli.scoring.panels import JudgeVerdict, PanelConfigError, aggregate, aggregate_mode, judge_names
+from factcli.scoring.content import RESTATED, Sent, echoed, listed
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.scoring.replies import Choice, ListOf, Obj, Reply, Text
 from factcli.types import GradingResult, ProviderSpec, TokenUsage
@@ -61,12 +62,14 @@ VERDICTS = {"SUPPORTED": "SUPPORTED", "CONTRADICTED": "CONTRADICTED", "NEUTRAL":
             "CONTRADICTION": "CONTRADICTED"}
 
 # caps that follow the input: claims restate a text's words (3 tokens a word, with the JSON); a
-# verdict copies its claim and gives one sentence (96 tokens a claim)
+# verdict copies its claim and gives one sentence (96 tokens a claim). What they must contain
+# (scoring/content.py): claims that come from the text decomposed (or the question it answers: a claim is
+# decontextualised), verdicts that echo the claims sent
 CLAIMS_REPLY = Reply("claims", Obj(claims=ListOf(Text())), 2048, types=("factual-correctness",), calls=2,
-                     per_item=3, base=64)
+                     per_item=3, base=64, content=listed("claims", "claim", RESTATED))
 VERDICTS_REPLY = Reply("claim_verdicts", Obj(verdicts=ListOf(Obj(
     claim=Text(), verdict=Choice("SUPPORTED", "CONTRADICTED", "NEUTRAL"), reason=Text()))), 2048,
-    types=("factual-correctness",), calls=2, per_item=96, base=32)
+    types=("factual-correctness",), calls=2, per_item=96, base=32, content=echoed("verdicts", "claim", "claim"))
 
 DECOMPOSE = [
     {
@@ -115,7 +118,9 @@ async def _decompose(ctx, spec: ProviderSpec, text: str, call: JudgeCall, step: 
     if not text.strip():
         return []
     template = prompt_for(ctx, "decompositionPrompt", s["decompose"])
-    obj = await ask_json(ctx, spec, template, {**ctx.vars, "text": text}, call, step, CLAIMS_REPLY, len(text.split()))
+    sent = Sent.of("text it was asked to decompose", text, ctx.prompt or "")
+    obj = await ask_json(ctx, spec, template, {**ctx.vars, "text": text}, call, step, CLAIMS_REPLY, len(text.split()),
+                         sent=sent)
     return string_list(obj, "claims", step, call.replies[-1]["reply"])
 
 
@@ -131,7 +136,8 @@ async def _verify(ctx, spec: ProviderSpec, claims: list[str], premise: str, call
         name = step if len(batches) == 1 else f"{step} (batch {b + 1}/{len(batches)})"
         variables = {**ctx.vars, "premise": premise, "claims": json.dumps(batch, ensure_ascii=False),
                      "claims_numbered": numbered(batch)}
-        obj = await ask_json(ctx, spec, template, variables, sub, name, VERDICTS_REPLY, len(batch))
+        obj = await ask_json(ctx, spec, template, variables, sub, name, VERDICTS_REPLY, len(batch),
+                             sent=Sent.of("premise", premise, items=batch))
         try:
             return aligned_verdicts(obj, batch, VERDICTS, name)
         except JudgeError as exc:

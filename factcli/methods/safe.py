@@ -60,6 +60,7 @@ from factcli.providers.search import create_backend, results_wanted
 from factcli.providers.search.base import SearchConfigError
 from factcli.scoring.gather import bound
 from factcli.scoring.grading import grader_error
+from factcli.scoring.content import RESTATED, Sent, listed
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.scoring.replies import Choice, Flag, ListOf, Obj, Reply, Text
 from factcli.stats.text import split_paragraph_sentences
@@ -85,16 +86,22 @@ VERISCORE_ABSTAIN = ("I'm sorry, I cannot fulfill that request.", "I'm sorry, I 
 
 # Each step's reply (scoring/replies.py): its schema goes with the request, its cap is the call's
 # max_tokens. A long answer's split is the one step that may need the most (about 15 tokens a fact);
-# the rating gets room to reason before its verdict, as SAFE's rater does.
-FACTS_REPLY = Reply("safe_facts", Obj(facts=ListOf(Text())), 2048, types=("safe",))
-REVISION_REPLY = Reply("safe_revision", Obj(fact=Text(), relevant=Flag()), 512, types=("safe",))
+# the rating gets room to reason before its verdict, as SAFE's rater does. The facts and claims listed must
+# come from the response (or the prompt it answers) (scoring/content.py).
+FACTS_REPLY = Reply("safe_facts", Obj(facts=ListOf(Text())), 2048, types=("safe",),
+                    content=listed("facts", "fact", RESTATED))
+REVISION_REPLY = Reply("safe_revision", Obj(fact=Text(), relevant=Flag()), 512, types=("safe",),
+                       content=listed("fact", "revised fact", RESTATED))
 QUERY_REPLY = Reply("safe_query", Obj(query=Text()), 256, types=("safe",))
 RATING_REPLY = Reply("safe_rating", Obj(reason=Text(), verdict=Choice(SUPPORTED, NOT_SUPPORTED)), 1024,
                      types=("safe",))
-CLAIMS_REPLY = Reply("safe_claims", Obj(claims=ListOf(Text())), 1024, types=("safe",))
+CLAIMS_REPLY = Reply("safe_claims", Obj(claims=ListOf(Text())), 1024, types=("safe",),
+                     content=listed("claims", "claim", RESTATED))
 # profile: reference (SAFE's separate steps, VeriScore's three labels)
-SENTENCE_FACTS_REPLY = Reply("safe_sentence_facts", Obj(facts=ListOf(Text())), 512, types=("safe",))
-REVISED_REPLY = Reply("safe_revised", Obj(fact=Text()), 512, types=("safe",))
+SENTENCE_FACTS_REPLY = Reply("safe_sentence_facts", Obj(facts=ListOf(Text())), 512, types=("safe",),
+                             content=listed("facts", "fact", RESTATED))
+REVISED_REPLY = Reply("safe_revised", Obj(fact=Text()), 512, types=("safe",),
+                      content=listed("fact", "revised fact", RESTATED))
 RELEVANCE_REPLY = Reply("safe_relevance", Obj(relevant=Flag()), 64, types=("safe",))
 TERNARY_REPLY = Reply("veriscore_rating", Obj(reason=Text(), verdict=Choice(*TERNARY)), 1024, types=("safe",))
 
@@ -175,7 +182,8 @@ async def _split(ctx, spec, s: dict, call: JudgeCall) -> list[dict]:
         return []
     if s["mode"] == "all" and not s["reference"]:
         obj = await ask_json(ctx, spec, prompt_for(ctx, "splitPrompt", prompts.SPLIT),
-                             {**ctx.vars, "prompt": ctx.prompt, "response": response}, call, "split", FACTS_REPLY)
+                             {**ctx.vars, "prompt": ctx.prompt, "response": response}, call, "split", FACTS_REPLY,
+                             sent=Sent.of("response", response, ctx.prompt or ""))
         return [{"text": f} for f in string_list(obj, "facts", "split", call.replies[-1]["reply"])]
     sentences = split_paragraph_sentences(response)
     sem = bound(s["concurrency"])
@@ -187,7 +195,8 @@ async def _split(ctx, spec, s: dict, call: JudgeCall) -> list[dict]:
             step = f"split sentence {i + 1}"
             async with sem:
                 obj = await ask_json(ctx, spec, template, {**ctx.vars, "prompt": ctx.prompt, "response": response,
-                                                           "sentence": sentences[i]}, sub, step, SENTENCE_FACTS_REPLY)
+                                                           "sentence": sentences[i]}, sub, step, SENTENCE_FACTS_REPLY,
+                                 sent=Sent.of("response", response, ctx.prompt or ""))
             return string_list(obj, "facts", step, sub.replies[-1]["reply"])
 
         groups = await gather_calls(call, *(partial(split, i) for i in range(len(sentences))))
@@ -200,7 +209,8 @@ async def _split(ctx, spec, s: dict, call: JudgeCall) -> list[dict]:
         async with sem:
             obj = await ask_json(ctx, spec, prompt_for(ctx, "extractPrompt", prompts.EXTRACT),
                                  {**ctx.vars, "prompt": ctx.prompt, "sentence": sentences[i], "context": context},
-                                 sub, f"extract sentence {i + 1}", CLAIMS_REPLY)
+                                 sub, f"extract sentence {i + 1}", CLAIMS_REPLY,
+                                 sent=Sent.of("response", context, ctx.prompt or ""))
         return string_list(obj, "claims", f"extract sentence {i + 1}", sub.replies[-1]["reply"])
 
     groups = await gather_calls(call, *(partial(extract, i) for i in range(len(sentences))))
@@ -209,14 +219,15 @@ async def _split(ctx, spec, s: dict, call: JudgeCall) -> list[dict]:
 
 
 async def _ask_until_read(ctx, spec, template: Any, variables: dict, call: JudgeCall, step: str, shape: Reply,
-                          s: dict, read, offset: int = 0) -> Any:
+                          s: dict, read, offset: int = 0, sent: Sent | None = None) -> Any:
     """SAFE's retry loop: the step asked up to `tries` times (1 + `retries`, SAFE's 11) until `read(reply)`
-    gives a value; None when no reply could be read. A call that gets no reply at all (the endpoint
-    failed after run/calls' retries) is still a JudgeError: it is no judgment to fall back from."""
+    gives a value; None when no reply could be read (a reply that is no judgment of what was `sent` is not
+    read either). A call that gets no reply at all (the endpoint failed after run/calls' retries) is still a
+    JudgeError: it is no judgment to fall back from."""
     for attempt in range(s["tries"]):
         try:
             obj = await ask_json(ctx, spec, template, variables, call, step if not attempt else f"{step} (try {attempt + 1})",
-                                 shape, attempt=offset + attempt)
+                                 shape, attempt=offset + attempt, sent=sent)
         except JudgeError as exc:
             if not (exc.raw or "").strip():
                 raise
@@ -244,7 +255,7 @@ async def _revise_then_relevance(ctx, spec, fact: dict, call: JudgeCall, s: dict
     revised = await _ask_until_read(
         ctx, spec, prompt_for(ctx, "revisePrompt", prompts.REVISE_ONLY),
         {**ctx.vars, "prompt": ctx.prompt, "response": ctx.output_text, "fact": fact["text"]}, call, "revise",
-        REVISED_REPLY, s, lambda obj: _text(obj.get("fact")), offset)
+        REVISED_REPLY, s, lambda obj: _text(obj.get("fact")), offset, _revising(ctx, fact))
     fact["revised"] = revised or fact["text"]
     if revised is None:
         fact["unread"] = fact.get("unread", []) + ["revise: kept the fact as written"]
@@ -257,10 +268,15 @@ async def _revise_then_relevance(ctx, spec, fact: dict, call: JudgeCall, s: dict
         fact["unread"] = fact.get("unread", []) + ["relevance: counted as relevant"]
 
 
+def _revising(ctx, fact: dict) -> Sent:
+    """What a revision is about: a revised fact must come from the fact, the response or the prompt."""
+    return Sent.of("fact, the response or the prompt", fact["text"], ctx.output_text, ctx.prompt or "")
+
+
 async def _revise(ctx, spec, fact: dict, call: JudgeCall) -> None:
     obj = await ask_json(ctx, spec, prompt_for(ctx, "revisePrompt", prompts.REVISE),
                          {**ctx.vars, "prompt": ctx.prompt, "response": ctx.output_text, "fact": fact["text"]},
-                         call, "revise", REVISION_REPLY)
+                         call, "revise", REVISION_REPLY, sent=_revising(ctx, fact))
     revised, relevant = obj.get("fact"), obj.get("relevant")
     if isinstance(relevant, str) and relevant.strip().lower() in ("true", "false"):
         relevant = relevant.strip().lower() == "true"

@@ -212,14 +212,17 @@ class Grader:
 
     async def complete(self, spec: ProviderSpec, messages: list[dict], *, reply: Any = None,
                        json_mode: bool = False, items: int | None = None, strict: bool = True,
-                       attempt: int = 0) -> GraderReply:
+                       attempt: int = 0, sent: Any = None) -> GraderReply:
         """One grader call. `reply` (a scoring.replies.Reply) is the step's answer: its JSON schema goes
         with the request as `response_format` and its cap as `max_tokens`, unless the grader's config
         sets them (`items`: how many things the reply is about, for a step whose cap follows them);
         `json_mode` (no Reply) asks for any JSON object. A reply outside the schema is a grading error
         (`error` set) unless `strict` is False: a step that reads the reply as a reference implementation
         does (`profile: reference`) reads the grader's words whatever they are. `attempt`: the same request
-        asked again (a step that retries an unreadable reply, as SAFE does): its own cache entry."""
+        asked again (a step that retries an unreadable reply, as SAFE does): its own cache entry. `sent` (a
+        scoring.content.Sent): what the step sent, against which a read reply's content is checked (the
+        step's Reply declares what it must contain); a reply that fails is a grading error too, with the
+        check's reason."""
         from factcli.providers.base import RenderedPrompt
 
         from factcli.providers import reasoning
@@ -272,8 +275,27 @@ class Grader:
                     return str(why)
             return None
 
+        if sent is not None:
+            sent = sent.about(messages)
+
+        def content_error(reply_text: str | None) -> str | None:
+            """Why a reply that can be read is no judgment of what the step sent (scoring/content.py)."""
+            if sent is None or reply is None or not strict or not reply_text:
+                return None
+            from factcli.scoring.replies import ReplyError
+
+            try:
+                value = reply.read(reply_text)
+            except ReplyError:
+                try:
+                    value = reply.read_protocol(reply_text)
+                except ReplyError:
+                    return None  # unreadable: schema_error's to say
+            return reply.content_error(value, sent)
+
         def usable(resp) -> bool:  # the cache keeps and serves only this (run/calls.py)
-            return resp.finish_reason != "length" and schema_error(_text_of(resp.output)) is None
+            text = _text_of(resp.output)
+            return resp.finish_reason != "length" and schema_error(text) is None and content_error(text) is None
 
         context["overrides"] = overrides
         context["accept"] = usable
@@ -321,6 +343,9 @@ class Grader:
                 out.refused = out.error is not None
             else:
                 out.raw, out.text = reply_text, reply.text_of(out.parsed)
+            if out.error is None:
+                # read, but not a judgment of what was sent: a grading error that no step reads on from
+                out.error = content_error(reply_text)
         return out
 
     def given_replies(self):

@@ -207,6 +207,9 @@ class Reply:
     # the step's documented text form, read as promptfoo or the reference reads it: text -> its reading
     # (never None); ReplyError (or ValueError) with the step's message when the text is not in that form
     protocol: Callable[[str], Any] | None = None
+    # what the reply must contain to judge what the step sent (scoring/content.py, issue 52): the step's
+    # check of a read reply (a dict of the schema's shape) against a content.Sent; ReplyError with the reason
+    content: Callable[[dict, Any], None] | None = None
 
     def __post_init__(self):
         if not _NAME.match(self.name):
@@ -275,6 +278,18 @@ class Reply:
         if out is None:
             raise ReplyError(f"the judge's reply is not in the {self.name} step's text form")
         return out
+
+    def content_error(self, value: Any, sent: Any) -> str | None:
+        """Why a read reply is no judgment of what was sent (`sent`, a scoring.content.Sent): the
+        placeholder check and the step's `content` check; None when it is one, or when nothing was said
+        about what was sent, or the reply was read in a text form that is not the schema's shape."""
+        if sent is None or not isinstance(value, dict):
+            return None
+        try:
+            sent.check(self.name, value, self.content)
+        except ReplyError as exc:
+            return str(exc)
+        return None
 
     def text_of(self, value: dict) -> str:
         return self.as_text(value) if self.as_text else json.dumps(value, ensure_ascii=False)

@@ -30,9 +30,10 @@ def aggregate(parts: list[Part], threshold: float | None, assertion_set: Asserti
     """promptfoo's AssertionsResult, the one aggregation of a row's assertions (and of an assert-set's
     members), whichever path scored them: a weighted mean with named scores, the reason of the last
     failure in the order `parts` come (the config's: never which judge answered first), and an
-    optional threshold that decides pass and reason instead."""
+    optional threshold that decides pass and reason instead. The reason is that of the last failure that
+    was judged, when one was (issue 52): a grading error beside it did not decide the row."""
     total_score = total_weight = 0.0
-    failed_reason = None
+    failed_reason = judged_reason = None
     named: dict[str, float] = {}
     named_weights: dict[str, float] = {}
     tokens = TokenUsage()
@@ -54,12 +55,14 @@ def aggregate(parts: list[Part], threshold: float | None, assertion_set: Asserti
             tokens.add(result.tokens_used)
         if not result.passed:
             failed_reason = result.reason
+            if not has_grader_error(result):
+                judged_reason = result.reason
         if index < last or result.component_results:
             flat = False
         last = index
     score = total_score / total_weight if total_weight > 0 else 0.0
     passed = not failed_reason
-    reason = failed_reason or "All assertions passed"
+    reason = judged_reason or failed_reason or "All assertions passed"
     if threshold is not None and not _isnan(threshold):
         passed = score >= threshold
         reason = (f"Aggregate score {templating.to_fixed(score)} {'≥' if passed else '<'} "

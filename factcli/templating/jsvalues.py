@@ -416,3 +416,14 @@ def _remainder(x: float, y: float) -> float:
 def unop(op: str, value: Any) -> Any:
     n = to_number(value)
     return _num(-n) if op == "-" and isinstance(n, float) else (-n if op == "-" else n)
+
+
+def utf16_len(text: str) -> int:
+    """JavaScript's ``string.length``."""
+    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+
+
+def utf16_units(text: str) -> list[int]:
+    """The UTF-16 code units of ``text`` (what JavaScript indexes and compares)."""
+    data = text.encode("utf-16-le", "surrogatepass")
+    return [int.from_bytes(data[i:i + 2], "little") for i in range(0, len(data), 2)]

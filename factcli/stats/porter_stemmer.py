@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from factcli.assertions.js_semantics import utf16_len, utf16_units
+from factcli.templating.jsvalues import utf16_len, utf16_units
 
 
 def _groups(token: str) -> str:
