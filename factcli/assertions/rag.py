@@ -44,7 +44,7 @@ from factcli.scoring.grading import (
     parse_json_maybe,
     render_grading_prompt,
 )
-from factcli.scoring.replies import Choice, Flag, ListOf, Obj, Reply, ReplyError, Text
+from factcli.scoring.replies import Choice, Flag, Int, ListOf, Obj, Reply, ReplyError, Text
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.types import GradingResult, TokenUsage
 
@@ -96,6 +96,10 @@ RELEVANCE_REPLY = Reply("context_relevance", Obj(sentences=ListOf(Text())), 1536
                         protocol=lambda t: js_trim(t) == INSUFFICIENT or _refuse(
                             "the judge's reply does not fit the context_relevance step's JSON schema, and its "
                             f"copied sentences cannot be told from prose (only '{INSUFFICIENT}' is read as words)"))
+# RAGAS's ResponseRelevancy (answer-relevance with `config.noncommittal: true`): the question and whether the
+# answer commits to anything, as JSON (its prompt asks for nothing else: no text form). Counted under
+# QUESTION_REPLY's calls (`types` left empty): the same three calls, one or the other
+NONCOMMITTAL_REPLY = Reply("answer_relevance_noncommittal", Obj(question=Text(), noncommittal=Int()), 256)
 WINDOW_REPLY = Reply("conversation_relevance", Obj(verdict=Choice("yes", "no"), reason=Text()), 256,
                      types=("conversation-relevance",), protocol=lambda t: _refuse_str(read_verdict(t)))
 SUMMARY_REPLY = Reply("conversation_relevance_reason", Obj(reason=Text()), 512, types=("conversation-relevance",),
@@ -266,19 +270,30 @@ async def answer_relevance(ctx: AssertionContext) -> GradingResult:
     query = ctx.vars.get("query")
     query = query if isinstance(query, str) else ctx.prompt
     threshold = _threshold(ctx)
+    ragas = _noncommittal_mode(ctx)
     grader = ctx.need_grader()
     spec = grader.spec_for(ctx.assertion, ctx.test)
     embedder = grader.spec_for(ctx.assertion, ctx.test, kind="embedding")
     tokens = TokenUsage()
-    messages = render_grading_prompt(ctx.rubric(prompts.ANSWER_RELEVANCE), {"answer": _answer_text(ctx)})
+    default = prompts.ANSWER_RELEVANCE_NONCOMMITTAL if ragas else prompts.ANSWER_RELEVANCE
+    messages = render_grading_prompt(ctx.rubric(default), {"answer": _answer_text(ctx)})
     meta = {"renderedGradingPrompt": json.dumps(messages, ensure_ascii=False), "grader": spec.id,
             "embedder": embedder.id}
     questions: list[str] = []
+    flags: list[int] = []
     for _ in range(QUESTIONS):
-        reply = await grader.complete(spec, messages, reply=QUESTION_REPLY)
+        reply = await grader.complete(spec, messages, reply=NONCOMMITTAL_REPLY if ragas else QUESTION_REPLY)
         tokens.add(reply.tokens)
         if reply.error or not reply.text or not js_trim(reply.text):
-            return grader_error(reply.error or "No output", reply.text, tokens, **meta)
+            return grader_error(reply.error or "No output", reply.raw or reply.text, tokens, **meta)
+        if ragas:
+            try:
+                question, flag = read_noncommittal(reply.parsed, reply.text)
+            except ReplyError as exc:
+                return grader_error(f"answer-relevance: {exc}", reply.text, tokens, **meta)
+            questions.append(question)
+            flags.append(flag)
+            continue
         if reply.parsed is None:  # the judge's words: one question, on one line
             try:
                 read_question(reply.text)
@@ -300,12 +315,39 @@ async def answer_relevance(ctx: AssertionContext) -> GradingResult:
         scored.append({"question": question, "similarity": similarity})
         total += similarity
     similarity = total / len(scored)
-    passed = similarity >= threshold - EPSILON
+    extra: dict = {}
+    score = similarity
+    if ragas:  # RAGAS: cosine mean × int(not all noncommittal), so one committal question keeps the mean
+        for q, flag in zip(scored, flags):
+            q["noncommittal"] = flag
+        extra["noncommittal"] = all(flags)
+        score = 0.0 if all(flags) else similarity
+    passed = score >= threshold - EPSILON
     relation = "greater" if passed else "less"
-    return GradingResult(passed, similarity, f"Relevance {_fixed(similarity)} is {relation} than threshold "
-                                             f"{_num(threshold)}", tokens_used=tokens,
+    said = " (the answer is noncommittal: RAGAS scores it 0)" if extra.get("noncommittal") else ""
+    return GradingResult(passed, score, f"Relevance {_fixed(score)} is {relation} than threshold "
+                                        f"{_num(threshold)}{said}", tokens_used=tokens,
                          metadata={**meta, "generatedQuestions": scored, "averageSimilarity": similarity,
-                                   "threshold": threshold})
+                                   "threshold": threshold, **extra})
+
+
+def _noncommittal_mode(ctx: AssertionContext) -> bool:
+    """`config.noncommittal: true` asks for RAGAS's ResponseRelevancy; without it, promptfoo's answer-relevance."""
+    flag = (ctx.assertion.config or {}).get("noncommittal", False)
+    if not isinstance(flag, bool):
+        raise AssertionError_(f"answer-relevance: config.noncommittal must be true or false, got {flag!r}")
+    return flag
+
+
+def read_noncommittal(parsed: dict | None, text: str) -> tuple[str, int]:
+    """(question, noncommittal 0/1) of a RAGAS-mode reply: the schema's reading, else (a server that refused
+    the schema outright) the same reader over the judge's words; ReplyError otherwise."""
+    got = parsed if parsed is not None else NONCOMMITTAL_REPLY.read(text)
+    if got["noncommittal"] not in (0, 1):
+        raise ReplyError(f"noncommittal must be 0 or 1, got {got['noncommittal']}")
+    if not js_trim(got["question"]):
+        raise ReplyError("the judge wrote no question")
+    return got["question"], got["noncommittal"]
 
 
 # ---------------------------------------------------------------- context-faithfulness
