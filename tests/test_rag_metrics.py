@@ -203,6 +203,12 @@ def test_a_noncommittal_flag_outside_0_1_is_a_grading_error(tmp_path, fake_opena
     assert comp["metadata"]["graderError"] and "noncommittal must be 0 or 1, got 7" in comp["reason"]
 
 
+def test_a_noncommittal_option_that_is_not_a_boolean_is_refused_before_any_call(tmp_path, fake_openai):
+    result, _ = _relevance(tmp_path, fake_openai, [0, 0, 0], config=', config: {noncommittal: "yes"}')
+    assert result.exit_code == 1 and "config.noncommittal must be true or false, got 'yes'" in result.output
+    assert fake_openai.request_count == 0
+
+
 # ---------------------------------------------------------------- noise-sensitivity: RAGAS's own example
 
 LIC_Q = "What is the Life Insurance Corporation of India (LIC) known for?"

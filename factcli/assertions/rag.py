@@ -261,7 +261,12 @@ def _answer_text(ctx: AssertionContext) -> str:
 
 # ---------------------------------------------------------------- answer-relevance
 
-@assertion("answer-relevance", model_graded=True)
+def _relevance_preflight(a, base_dir, test=None) -> list[str]:
+    flag = (a.config or {}).get("noncommittal", False)
+    return [] if isinstance(flag, bool) else [f"answer-relevance: config.noncommittal must be true or false, got {flag!r}"]
+
+
+@assertion("answer-relevance", model_graded=True, preflight=_relevance_preflight)
 async def answer_relevance(ctx: AssertionContext) -> GradingResult:
     if not isinstance(ctx.output, str):
         raise AssertionError_("answer-relevance assertion type must evaluate a string output")
@@ -354,9 +359,15 @@ def read_noncommittal(parsed: dict | None, text: str) -> tuple[str, int]:
 
 
 def _faithfulness_prompts(ctx: AssertionContext) -> tuple[Any, Any]:
+    return step_prompts(ctx, prompts.CONTEXT_FAITHFULNESS_STATEMENTS, prompts.CONTEXT_FAITHFULNESS_VERDICTS)
+
+
+def step_prompts(ctx: AssertionContext, statements_default: Any, verdicts_default: Any) -> tuple[Any, Any]:
+    """A two-step type's prompts (statements, then verdicts): `rubricPrompt` is the list of the two, as
+    promptfoo's context-faithfulness reads it (an item left out or empty keeps the default)."""
     custom = ctx.rubric(None)
     if custom is None:
-        return prompts.CONTEXT_FAITHFULNESS_STATEMENTS, prompts.CONTEXT_FAITHFULNESS_VERDICTS
+        return statements_default, verdicts_default
     if not isinstance(custom, list):
         raise AssertionError_("rubricPrompt must be an array")
 
@@ -369,7 +380,7 @@ def _faithfulness_prompts(ctx: AssertionContext) -> tuple[Any, Any]:
             value = load_rubric_prompt(value, base_dir, where=f"rubricPrompt[{i}]")
         return value if value else default
 
-    return (item(0, prompts.CONTEXT_FAITHFULNESS_STATEMENTS), item(1, prompts.CONTEXT_FAITHFULNESS_VERDICTS))
+    return item(0, statements_default), item(1, verdicts_default)
 
 
 def read_question(text: str) -> str:

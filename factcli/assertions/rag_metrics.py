@@ -28,7 +28,8 @@ answer statement is incorrect when the reference does not support it. Then
 (every assertion's score is higher-better: it sits in the row's weighted score, a metric's mean and a
 `min` gate), the figure itself in `metadata.noiseSensitivity`.
 
-Both: threshold default 0 (as promptfoo's RAG types), `not-` inverts. Every passage's verdict and
+Prompts: context-precision's is `rubricPrompt`; noise-sensitivity's two are `rubricPrompt` as a list
+(statements, then verdicts), as context-faithfulness reads it. Both: threshold default 0 (as promptfoo's RAG types), `not-` inverts. Every passage's verdict and
 reason is kept in `metadata.passageVerdicts` ({passage, text, relevant, reason}), which `show`, the
 web cell page and the HTML report list. A call that failed, or a reply outside its step's schema (a
 verdict other than 0/1, a verdict list whose length is not the statements'), is a grading error, never
@@ -42,7 +43,7 @@ from typing import Any
 
 from factcli import templating
 from factcli.assertions import rag_prompts as prompts
-from factcli.assertions.rag import EPSILON, _answer_text, resolve_context
+from factcli.assertions.rag import EPSILON, _answer_text, resolve_context, step_prompts
 from factcli.scoring.gather import gather_all
 from factcli.scoring.grading import grader_error, render_grading_prompt
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
@@ -216,9 +217,10 @@ async def noise_sensitivity_assertion(ctx: AssertionContext) -> GradingResult:
     spec = grader.spec_for(ctx.assertion, ctx.test)
     tokens = TokenUsage()
     meta: dict = {"context": passages, "grader": spec.id, "mode": mode}
+    statements_prompt, verdicts_prompt = step_prompts(ctx, prompts.NOISE_STATEMENTS, prompts.NOISE_VERDICTS)
 
     async def statements(text: str, step: str) -> list[str]:
-        got = await _ask(grader, spec, prompts.NOISE_STATEMENTS, {**ctx.vars, "question": question, "answer": text},
+        got = await _ask(grader, spec, statements_prompt, {**ctx.vars, "question": question, "answer": text},
                          STATEMENTS_REPLY, tokens, step)
         out = [s.strip() for s in got["statements"] if s.strip()]
         if not out:  # RAGAS: an empty mean, NaN
@@ -226,7 +228,7 @@ async def noise_sensitivity_assertion(ctx: AssertionContext) -> GradingResult:
         return out
 
     async def verdicts(items: list[str], context: str, step: str) -> list[dict]:
-        got = await _ask(grader, spec, prompts.NOISE_VERDICTS, {**ctx.vars, "context": context, "statements": items},
+        got = await _ask(grader, spec, verdicts_prompt, {**ctx.vars, "context": context, "statements": items},
                          VERDICTS_REPLY, tokens, step)
         listed = got["statements"]
         if len(listed) != len(items):
