@@ -287,7 +287,8 @@ def test_noise_sensitivity_by_hand_on_ragas_own_example(tmp_path, fake_openai):
     meta = relevant["metadata"]
     assert [(r["passage"], r["relevant"]) for r in meta["passageVerdicts"]] == [(1, True), (2, True), (3, True),
                                                                                (4, False)]
-    assert meta["passageVerdicts"][1]["reason"] == "supports reference statement(s) 1, 3"
+    assert meta["passageVerdicts"][1]["reason"] == "supports reference statement(s) 1, 3 (1: in the text; 3: in the text)"
+    assert meta["passageVerdicts"][3]["reason"] == "supports no statement of the reference"
     assert [(c["text"], c["supported"], c["evidenceId"]) for c in meta["claims"]] == [
         (A1, True, "passage 2"), (A2, True, "passage 2"), (A3, False, "passage 3")]
     # 2 statement calls + 2 per passage + the answer against the reference, for each assertion
@@ -363,3 +364,29 @@ def test_show_the_web_cell_page_and_the_html_report_list_each_passages_verdict(t
         assert "4 passages (2 relevant)" in html
         assert f'<span class="bad">[not relevant]</span> {PASSAGES[1]}' in html
         assert "does not name the capital: Lyon is know" in html
+
+
+# ---------------------------------------------------------------- CI: retry its own run by the evalId (docs/rag.md)
+
+
+def test_ci_retries_its_own_run_by_the_evalid_of_its_output_file(tmp_path, fake_openai, monkeypatch):
+    """docs/rag.md's CI job: exit 4 when the judge failed some rows, then `--retry-errors <evalId of the -o
+    file>` (not `latest`, which another job's run may be by then) judges them and writes the file again."""
+    monkeypatch.setenv("FACTCLI_MAX_RETRIES", "0")
+    fake_openai.add_rule(".", "Paris.", model="m")
+    cfg = PRECISION.split("  - vars")
+    config = write(tmp_path / "c.yaml", (cfg[0] + "  - vars" + cfg[1]) % (JUDGE, json.dumps(PASSAGES)))
+    fake_openai.enqueue("Paris.")  # the model's answer, then the judge is down for the first passage
+    fake_openai.enqueue_fault(500)
+    fake_openai.add_rule(".", precision_judge, model="judge")
+    out = tmp_path / "candidate.json"
+    first = runner.invoke(app, ["eval", "-c", str(config), "-o", str(out), "--no-progress-bar", "--no-table"])
+    assert first.exit_code == 4, first.output
+    run = json.loads(out.read_text())["evalId"]
+    # another job's run lands in the shared store meanwhile: `latest` is no longer this job's
+    runner.invoke(app, ["eval", "-c", str(config), "--no-progress-bar", "--no-table"])
+    second = runner.invoke(app, ["eval", "--retry-errors", run, "--no-progress-bar", "--no-table"])
+    assert second.exit_code == 0, second.output
+    doc = json.loads(out.read_text())
+    assert doc["evalId"] == run
+    assert _components(doc)[0][0]["score"] == pytest.approx(5 / 6)

@@ -257,10 +257,11 @@ async def noise_sensitivity_assertion(ctx: AssertionContext) -> GradingResult:
     relevant = [any(row) for row in ref_by_passage]
     rows = []
     for j, passage in enumerate(passages):
-        held = [i + 1 for i, v in enumerate(ref_by_passage[j]) if v]
+        held = [(i + 1, v["reason"]) for i, v in enumerate(per_passage[2 * j]) if v["verdict"]]
+        why = "; ".join(f"{i}: {r}" for i, r in held if r)
         rows.append({"passage": j + 1, "text": passage, "relevant": relevant[j],
-                     "reason": (f"supports reference statement(s) {', '.join(map(str, held))}" if held else
-                                "supports no statement of the reference")})
+                     "reason": (f"supports reference statement(s) {', '.join(str(i) for i, _ in held)}"
+                                + (f" ({why})" if why else "") if held else "supports no statement of the reference")})
     claims = []
     for i, text in enumerate(ans_statements):
         rel = [j + 1 for j in range(len(passages)) if relevant[j] and ans_by_passage[j][i]]

@@ -114,11 +114,12 @@ TYPES: dict[str, TypeFacts] = {
     **_all("assertions.rag", "context-faithfulness context-recall context-relevance", model_graded=True,
            cell_threshold=0.75),
     "conversation-relevance": TypeFacts("assertions.rag", model_graded=True),
-    # RAGAS's retrieval metrics (factcli's own types): the `context` var is the ranked passages, one value
+    # RAGAS's retrieval metrics (factcli's own types): the `context` var is the ranked passages, one value;
+    # their calls follow the passages and statements, known once the model answered (claim_method)
     "context-precision": TypeFacts("assertions.rag_metrics", model_graded=True, in_promptfoo=False,
-                                   list_var=(None, "context")),
+                                   claim_method=True, list_var=(None, "context")),
     "noise-sensitivity": TypeFacts("assertions.rag_metrics", model_graded=True, in_promptfoo=False,
-                                   value_is_reference=True, list_var=(None, "context")),
+                                   claim_method=True, value_is_reference=True, list_var=(None, "context")),
     "factual-correctness": TypeFacts("methods.factual_correctness", **_JUDGES, value_is_reference=True),
     "factscore": TypeFacts("methods.factscore", **_JUDGES, list_var=(None, "context")),
     "facts-grounding": TypeFacts("methods.facts_grounding", **_JUDGES, list_var=("contextVar", "context")),
