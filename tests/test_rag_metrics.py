@@ -124,6 +124,7 @@ def test_context_precision_unreadable_verdicts_are_grading_errors(tmp_path, fake
     result, data = _eval(tmp_path, (cfg[0] + "  - vars" + cfg[1]) % (JUDGE, json.dumps(PASSAGES[:1])))
     comp = _components(data)[0][0]
     assert comp["metadata"]["graderError"] and comp["pass"] is False and detail in comp["reason"]
+    assert comp["metadata"]["graderRaw"] == reply  # what the judge sent, kept to read
     assert result.exit_code == 4, result.output  # not judged, never a 0 that a threshold of 0 passes
 
 

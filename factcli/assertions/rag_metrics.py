@@ -74,18 +74,24 @@ def _binary(value: int, where: str) -> int:
     return value
 
 
-async def _ask(grader, spec, template: Any, variables: dict, reply: Reply, tokens: TokenUsage, step: str) -> dict:
+async def _ask(grader, spec, template: Any, variables: dict, reply: Reply, tokens: TokenUsage, step: str,
+               check=None) -> dict:
     """One step's reply read by its shape: the schema's reading, else (a server that refused the schema
-    outright) the same reader over its words; anything else is _Unjudged."""
+    outright) the same reader over its words; then `check` (what the schema cannot say: a verdict 0 or 1,
+    a verdict per statement), raising ReplyError. Anything else is _Unjudged, keeping what the judge sent."""
     got = await grader.complete(spec, render_grading_prompt(template, variables), reply=reply)
     tokens.add(got.tokens)
     if got.error or not got.text:
         raise _Unjudged(f"{step}: {got.error or 'No output'}", got.raw or got.text)
     try:
-        return got.parsed if got.parsed is not None else reply.read(got.text)
+        parsed = got.parsed if got.parsed is not None else reply.read(got.text)
     except ReplyError as exc:
         raise _Unjudged(f"{step}: the judge's reply does not fit the {reply.name} step's JSON schema: {exc}",
                         got.text) from None
+    try:
+        return check(parsed) if check else parsed
+    except ReplyError as exc:
+        raise _Unjudged(f"{step}: {exc}", got.raw or got.text) from None
 
 
 def _passages(context: str | list[str]) -> list[str]:
@@ -134,12 +140,9 @@ async def context_precision(ctx: AssertionContext) -> GradingResult:
     meta: dict = {"context": passages, "grader": spec.id, "answerFrom": "reference" if with_reference else "output"}
 
     async def judge(k: int, passage: str) -> dict:
-        got = await _ask(grader, spec, template, {**ctx.vars, "question": question, "context": passage,
-                                                  "answer": answer}, PRECISION_REPLY, tokens, f"passage {k + 1}")
-        try:
-            return {**got, "verdict": _binary(got["verdict"], f"passage {k + 1}: verdict")}
-        except ReplyError as exc:
-            raise _Unjudged(str(exc), None) from None
+        return await _ask(grader, spec, template, {**ctx.vars, "question": question, "context": passage,
+                                                   "answer": answer}, PRECISION_REPLY, tokens, f"passage {k + 1}",
+                          lambda got: {**got, "verdict": _binary(got["verdict"], "verdict")})
 
     try:
         replies = await gather_all(judge(k, p) for k, p in enumerate(passages))
@@ -227,17 +230,18 @@ async def noise_sensitivity_assertion(ctx: AssertionContext) -> GradingResult:
             raise _Unjudged(f"{step}: the judge found no statement, so noise sensitivity is undefined", None)
         return out
 
-    async def verdicts(items: list[str], context: str, step: str) -> list[dict]:
-        got = await _ask(grader, spec, verdicts_prompt, {**ctx.vars, "context": context, "statements": items},
-                         VERDICTS_REPLY, tokens, step)
-        listed = got["statements"]
-        if len(listed) != len(items):
-            raise _Unjudged(f"{step}: {len(listed)} verdicts for {len(items)} statements", None)
-        try:
-            return [{"reason": v["reason"].strip(), "verdict": _binary(v["verdict"], f"{step}: verdict {i + 1}")}
+    def one_per_statement(items: list[str]):
+        def check(got: dict) -> list[dict]:
+            listed = got["statements"]
+            if len(listed) != len(items):
+                raise ReplyError(f"{len(listed)} verdicts for {len(items)} statements")
+            return [{"reason": v["reason"].strip(), "verdict": _binary(v["verdict"], f"verdict {i + 1}")}
                     for i, v in enumerate(listed)]
-        except ReplyError as exc:
-            raise _Unjudged(str(exc), None) from None
+        return check
+
+    async def verdicts(items: list[str], context: str, step: str) -> list[dict]:
+        return await _ask(grader, spec, verdicts_prompt, {**ctx.vars, "context": context, "statements": items},
+                          VERDICTS_REPLY, tokens, step, one_per_statement(items))
 
     try:
         ref_statements, ans_statements = await gather_all([statements(reference, "reference statements"),
