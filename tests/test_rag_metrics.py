@@ -178,7 +178,8 @@ def test_answer_relevance_noncommittal_by_hand(tmp_path, fake_openai):
     _, data = _relevance(tmp_path, fake_openai, [1, 1, 1])
     comp = _components(data)[0][0]
     assert comp["score"] == 0 and comp["metadata"]["averageSimilarity"] == pytest.approx(0.8)
-    assert comp["reason"] == "Relevance 0.00 is greater than threshold 0 (the answer is noncommittal: RAGAS scores it 0)"
+    assert comp["reason"] == ("Relevance 0.00 is greater than threshold 0 (the answer is noncommittal: RAGAS "
+                              "scores it 0)")
     asked = _judged(fake_openai)[-1]
     assert asked["response_format"]["json_schema"]["name"] == "answer_relevance_noncommittal"
 
@@ -288,7 +289,8 @@ def test_noise_sensitivity_by_hand_on_ragas_own_example(tmp_path, fake_openai):
     meta = relevant["metadata"]
     assert [(r["passage"], r["relevant"]) for r in meta["passageVerdicts"]] == [(1, True), (2, True), (3, True),
                                                                                (4, False)]
-    assert meta["passageVerdicts"][1]["reason"] == "supports reference statement(s) 1, 3 (1: in the text; 3: in the text)"
+    assert meta["passageVerdicts"][1]["reason"] == ("supports reference statement(s) 1, 3 (1: in the text; "
+                                                    "3: in the text)")
     assert meta["passageVerdicts"][3]["reason"] == "supports no statement of the reference"
     assert [(c["text"], c["supported"], c["evidenceId"]) for c in meta["claims"]] == [
         (A1, True, "passage 2"), (A2, True, "passage 2"), (A3, False, "passage 3")]

@@ -5,7 +5,8 @@ Pass, score and reasons follow promptfoo 0.121.20:
 
 - answer-relevance: the grader writes a question for the output three times; the score is the mean
   cosine similarity between the embedding of each question and of the `query` var (else the
-  prompt). Threshold default 0.
+  prompt). Threshold default 0. factcli's `config.noncommittal: true` is RAGAS's ResponseRelevancy:
+  each call also flags the answer noncommittal (0/1), and when all three do the score is 0.
 - context-faithfulness: the grader splits the output into statements (one per line), then gives a
   Yes/No verdict per statement against the context; score = share of supported statements, with
   missing verdicts counted as unsupported. Needs a `query` var. Threshold default 0.
@@ -36,6 +37,8 @@ from typing import Any
 from factcli import templating
 from factcli.assertions import rag_prompts as prompts
 from factcli.assertions.rag_attribution import faithfulness_claims, recall_claims
+from factcli.assertions.rag_noncommittal import NONCOMMITTAL_REPLY, noncommittal_mode, read_noncommittal
+from factcli.assertions.rag_noncommittal import preflight as noncommittal_preflight
 from factcli.scoring.grading import (
     as_template_text,
     extract_json_objects,
@@ -44,7 +47,7 @@ from factcli.scoring.grading import (
     parse_json_maybe,
     render_grading_prompt,
 )
-from factcli.scoring.replies import Choice, Flag, Int, ListOf, Obj, Reply, ReplyError, Text
+from factcli.scoring.replies import Choice, Flag, ListOf, Obj, Reply, ReplyError, Text
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.types import GradingResult, TokenUsage
 
@@ -96,10 +99,6 @@ RELEVANCE_REPLY = Reply("context_relevance", Obj(sentences=ListOf(Text())), 1536
                         protocol=lambda t: js_trim(t) == INSUFFICIENT or _refuse(
                             "the judge's reply does not fit the context_relevance step's JSON schema, and its "
                             f"copied sentences cannot be told from prose (only '{INSUFFICIENT}' is read as words)"))
-# RAGAS's ResponseRelevancy (answer-relevance with `config.noncommittal: true`): the question and whether the
-# answer commits to anything, as JSON (its prompt asks for nothing else: no text form). Counted under
-# QUESTION_REPLY's calls (`types` left empty): the same three calls, one or the other
-NONCOMMITTAL_REPLY = Reply("answer_relevance_noncommittal", Obj(question=Text(), noncommittal=Int()), 256)
 WINDOW_REPLY = Reply("conversation_relevance", Obj(verdict=Choice("yes", "no"), reason=Text()), 256,
                      types=("conversation-relevance",), protocol=lambda t: _refuse_str(read_verdict(t)))
 SUMMARY_REPLY = Reply("conversation_relevance_reason", Obj(reason=Text()), 512, types=("conversation-relevance",),
@@ -261,12 +260,7 @@ def _answer_text(ctx: AssertionContext) -> str:
 
 # ---------------------------------------------------------------- answer-relevance
 
-def _relevance_preflight(a, base_dir, test=None) -> list[str]:
-    flag = (a.config or {}).get("noncommittal", False)
-    return [] if isinstance(flag, bool) else [f"answer-relevance: config.noncommittal must be true or false, got {flag!r}"]
-
-
-@assertion("answer-relevance", model_graded=True, preflight=_relevance_preflight)
+@assertion("answer-relevance", model_graded=True, preflight=noncommittal_preflight)
 async def answer_relevance(ctx: AssertionContext) -> GradingResult:
     if not isinstance(ctx.output, str):
         raise AssertionError_("answer-relevance assertion type must evaluate a string output")
@@ -275,7 +269,7 @@ async def answer_relevance(ctx: AssertionContext) -> GradingResult:
     query = ctx.vars.get("query")
     query = query if isinstance(query, str) else ctx.prompt
     threshold = _threshold(ctx)
-    ragas = _noncommittal_mode(ctx)
+    ragas = noncommittal_mode(ctx)
     grader = ctx.need_grader()
     spec = grader.spec_for(ctx.assertion, ctx.test)
     embedder = grader.spec_for(ctx.assertion, ctx.test, kind="embedding")
@@ -290,7 +284,7 @@ async def answer_relevance(ctx: AssertionContext) -> GradingResult:
         reply = await grader.complete(spec, messages, reply=NONCOMMITTAL_REPLY if ragas else QUESTION_REPLY)
         tokens.add(reply.tokens)
         if reply.error or not reply.text or not js_trim(reply.text):
-            return grader_error(reply.error or "No output", reply.raw or reply.text, tokens, **meta)
+            return grader_error(reply.error or "No output", reply.text, tokens, **meta)
         if ragas:
             try:
                 question, flag = read_noncommittal(reply.parsed, reply.text)
@@ -334,25 +328,6 @@ async def answer_relevance(ctx: AssertionContext) -> GradingResult:
                                         f"{_num(threshold)}{said}", tokens_used=tokens,
                          metadata={**meta, "generatedQuestions": scored, "averageSimilarity": similarity,
                                    "threshold": threshold, **extra})
-
-
-def _noncommittal_mode(ctx: AssertionContext) -> bool:
-    """`config.noncommittal: true` asks for RAGAS's ResponseRelevancy; without it, promptfoo's answer-relevance."""
-    flag = (ctx.assertion.config or {}).get("noncommittal", False)
-    if not isinstance(flag, bool):
-        raise AssertionError_(f"answer-relevance: config.noncommittal must be true or false, got {flag!r}")
-    return flag
-
-
-def read_noncommittal(parsed: dict | None, text: str) -> tuple[str, int]:
-    """(question, noncommittal 0/1) of a RAGAS-mode reply: the schema's reading, else (a server that refused
-    the schema outright) the same reader over the judge's words; ReplyError otherwise."""
-    got = parsed if parsed is not None else NONCOMMITTAL_REPLY.read(text)
-    if got["noncommittal"] not in (0, 1):
-        raise ReplyError(f"noncommittal must be 0 or 1, got {got['noncommittal']}")
-    if not js_trim(got["question"]):
-        raise ReplyError("the judge wrote no question")
-    return got["question"], got["noncommittal"]
 
 
 # ---------------------------------------------------------------- context-faithfulness

@@ -29,7 +29,8 @@ answer statement is incorrect when the reference does not support it. Then
 `min` gate), the figure itself in `metadata.noiseSensitivity`.
 
 Prompts: context-precision's is `rubricPrompt`; noise-sensitivity's two are `rubricPrompt` as a list
-(statements, then verdicts), as context-faithfulness reads it. Both: threshold default 0 (as promptfoo's RAG types), `not-` inverts. Every passage's verdict and
+(statements, then verdicts), as context-faithfulness reads it. Both: threshold default 0 (as
+promptfoo's RAG types), `not-` inverts. Every passage's verdict and
 reason is kept in `metadata.passageVerdicts` ({passage, text, relevant, reason}), which `show`, the
 web cell page and the HTML report list. A call that failed, or a reply outside its step's schema (a
 verdict other than 0/1, a verdict list whose length is not the statements'), is a grading error, never
