@@ -257,3 +257,62 @@ def test_passages_as_json_text_in_a_csv_cell(tmp_path, fake_openai):
     CliRunner().invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "--no-progress-bar", "--no-cache"])
     meta = _component(json.loads(out.read_text()))["metadata"]
     assert meta["passages"] == [P1, P2, P3] and meta["citationRecall"] == pytest.approx(2 / 3)
+
+
+# ---------------------------------------------------------------- the passages the bot retrieved (issue 52)
+
+BOT = f'''
+def call_api(prompt, options, context):
+    return {{"output": {ANSWER!r}, "metadata": {{"contexts": {[P1, P2, P3]!r}}}}}
+'''
+TRANSFORMED = """
+prompts: ["Who was Marie Curie? Cite the passages."]
+providers: [file://bot.py]
+defaultTest:
+  options:
+    provider: {id: "openai:chat:judge", config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"}}
+tests:
+  - assert: [{type: citations, contextTransform: "%s"}]
+"""
+
+
+@pytest.mark.parametrize("transform", [
+    "file://t.py:passages",
+    pytest.param("context.metadata.contexts", marks=pytest.mark.skipif(
+        __import__("shutil").which("node") is None, reason="Node.js is not installed"))])
+def test_citations_reads_the_passages_from_the_providers_metadata(tmp_path, fake_openai, transform):
+    """A contextTransform on citations gives it the passages the bot returned beside its answer, as every
+    context-taking type reads them: the Marie Curie figures, without config.passages."""
+    write(tmp_path / "bot.py", BOT)
+    write(tmp_path / "t.py", "def passages(output, context):\n    return context['metadata']['contexts']\n")
+    fake_openai.add_rule(".", entail_judge, model="judge")
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(app, ["eval", "-c", str(write(tmp_path / "c.yaml", TRANSFORMED % transform)),
+                                      "-o", str(out), "--no-progress-bar", "--no-cache"])
+    assert result.exit_code == 0, result.output
+    meta = _component(json.loads(out.read_text()))["metadata"]
+    assert meta["passages"] == [P1, P2, P3]
+    assert meta["citationRecall"] == pytest.approx(2 / 3) and meta["citationPrecision"] == pytest.approx(2 / 3)
+    text = CliRunner().invoke(app, ["show", "latest", "0"]).output
+    assert f"[2] {P2}" in text
+
+
+def test_citations_without_passages_is_refused_before_any_call(tmp_path, fake_openai):
+    write(tmp_path / "bot.py", BOT)
+    cfg = write(tmp_path / "c.yaml", TRANSFORMED.replace(', contextTransform: "%s"', ""))
+    result = CliRunner().invoke(app, ["eval", "-c", str(cfg), "--no-progress-bar", "--no-cache"])
+    assert result.exit_code == 1
+    assert "citations: config.passages is required" in result.output and "contextTransform" in result.output
+    assert fake_openai.request_count == 0
+
+
+def test_a_transform_that_returns_no_passages_is_an_error_row(tmp_path, fake_openai):
+    write(tmp_path / "bot.py", BOT)
+    write(tmp_path / "t.py", "def passages(output, context):\n    return {'not': 'a list'}\n")
+    out = tmp_path / "r.json"
+    CliRunner().invoke(app, ["eval", "-c", str(write(tmp_path / "c.yaml", TRANSFORMED % "file://t.py:passages")),
+                             "-o", str(out), "--no-progress-bar", "--no-cache"])
+    row = json.loads(out.read_text())["results"]["results"][0]
+    assert row["error"] == ("citations: its contextTransform must return a text or a list of texts (the passages), "
+                            "got dict")
+    assert not [r for r in fake_openai.requests if r["json"]["model"] == "judge"]

@@ -198,7 +198,8 @@ def test_a_reply_that_fits_its_schema_but_cannot_be_used_leaves_the_cache(fake_o
 
 
 CLAIM_LEVEL = ("factual-correctness", "factscore", "safe", "facts-grounding", "simpleqa", "context-faithfulness",
-               "context-recall", "context-relevance", "answer-relevance", "citations")
+               "context-recall", "context-relevance", "answer-relevance", "citations", "context-precision",
+               "noise-sensitivity")
 
 
 def _claim_level_steps():

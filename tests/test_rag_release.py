@@ -348,7 +348,24 @@ tests:
 """)
     assert _eval("-c", cfg).exit_code == 100
     shown = _said(runner.invoke(app, ["show", "latest", "0"]))
-    assert "factscore: the contextTransform's result must be a text or a list of texts" in shown
+    # the one rule every context-taking type follows (registry.transformed_passages), in its words
+    assert "factscore: its contextTransform must return a text or a list of texts (the passages), got dict" in shown
     assert not fake_openai.requests  # refused before any grader call
+
+
+@pytest.mark.parametrize("kind", ["facts-grounding", "factual-correctness", "citations"])
+def test_every_context_taking_type_refuses_a_transform_that_returns_no_texts_alike(fake_openai, tmp_path, kind):
+    write(tmp_path / "app.py", RAG_APP)
+    write(tmp_path / "t.py", "def passages(output, context):\n    return {'not': 'a list'}\n")
+    cfg = write(tmp_path / "c.yaml", f"""
+prompts: ["Request: which colours?"]
+providers: [file://app.py]
+tests:
+  - assert: [{{type: {kind}, value: "Alpha is red.", provider: {JUDGE}, contextTransform: "file://t.py:passages"}}]
+""")
+    assert _eval("-c", cfg).exit_code == 100
+    shown = _said(runner.invoke(app, ["show", "latest", "0"]))
+    assert f"{kind}: its contextTransform must return a text or a list of texts (the passages), got dict" in shown
+    assert not fake_openai.requests
 
 

@@ -5,7 +5,8 @@ Pass, score and reasons follow promptfoo 0.121.20:
 
 - answer-relevance: the grader writes a question for the output three times; the score is the mean
   cosine similarity between the embedding of each question and of the `query` var (else the
-  prompt). Threshold default 0.
+  prompt). Threshold default 0. factcli's `config.noncommittal: true` is RAGAS's ResponseRelevancy:
+  each call also flags the answer noncommittal (0/1), and when all three do the score is 0.
 - context-faithfulness: the grader splits the output into statements (one per line), then gives a
   Yes/No verdict per statement against the context; score = share of supported statements, with
   missing verdicts counted as unsupported. Needs a `query` var. Threshold default 0.
@@ -36,6 +37,8 @@ from typing import Any
 from factcli import templating
 from factcli.assertions import rag_prompts as prompts
 from factcli.assertions.rag_attribution import faithfulness_claims, recall_claims
+from factcli.assertions.rag_noncommittal import NONCOMMITTAL_REPLY, noncommittal_mode, read_noncommittal
+from factcli.assertions.rag_noncommittal import preflight as noncommittal_preflight
 from factcli.scoring.grading import (
     as_template_text,
     extract_json_objects,
@@ -263,7 +266,7 @@ def _answer_text(ctx: AssertionContext) -> str:
 
 # ---------------------------------------------------------------- answer-relevance
 
-@assertion("answer-relevance", model_graded=True)
+@assertion("answer-relevance", model_graded=True, preflight=noncommittal_preflight)
 async def answer_relevance(ctx: AssertionContext) -> GradingResult:
     if not isinstance(ctx.output, str):
         raise AssertionError_("answer-relevance assertion type must evaluate a string output")
@@ -272,19 +275,30 @@ async def answer_relevance(ctx: AssertionContext) -> GradingResult:
     query = ctx.vars.get("query")
     query = query if isinstance(query, str) else ctx.prompt
     threshold = _threshold(ctx)
+    ragas = noncommittal_mode(ctx)
     grader = ctx.need_grader()
     spec = grader.spec_for(ctx.assertion, ctx.test)
     embedder = grader.spec_for(ctx.assertion, ctx.test, kind="embedding")
     tokens = TokenUsage()
-    messages = render_grading_prompt(ctx.rubric(prompts.ANSWER_RELEVANCE), {"answer": _answer_text(ctx)})
+    default = prompts.ANSWER_RELEVANCE_NONCOMMITTAL if ragas else prompts.ANSWER_RELEVANCE
+    messages = render_grading_prompt(ctx.rubric(default), {"answer": _answer_text(ctx)})
     meta = {"renderedGradingPrompt": json.dumps(messages, ensure_ascii=False), "grader": spec.id,
             "embedder": embedder.id}
     questions: list[str] = []
+    flags: list[int] = []
     for _ in range(QUESTIONS):
-        reply = await grader.complete(spec, messages, reply=QUESTION_REPLY)
+        reply = await grader.complete(spec, messages, reply=NONCOMMITTAL_REPLY if ragas else QUESTION_REPLY)
         tokens.add(reply.tokens)
         if reply.error or not reply.text or not js_trim(reply.text):
             return grader_error(reply.error or "No output", reply.text, tokens, **meta)
+        if ragas:
+            try:
+                question, flag = read_noncommittal(reply.parsed, reply.text)
+            except ReplyError as exc:
+                return grader_error(f"answer-relevance: {exc}", reply.text, tokens, **meta)
+            questions.append(question)
+            flags.append(flag)
+            continue
         if reply.parsed is None:  # the judge's words: one question, on one line
             try:
                 read_question(reply.text)
@@ -306,21 +320,35 @@ async def answer_relevance(ctx: AssertionContext) -> GradingResult:
         scored.append({"question": question, "similarity": similarity})
         total += similarity
     similarity = total / len(scored)
-    passed = similarity >= threshold - EPSILON
+    extra: dict = {}
+    score = similarity
+    if ragas:  # RAGAS: cosine mean × int(not all noncommittal), so one committal question keeps the mean
+        for q, flag in zip(scored, flags):
+            q["noncommittal"] = flag
+        extra["noncommittal"] = all(flags)
+        score = 0.0 if all(flags) else similarity
+    passed = score >= threshold - EPSILON
     relation = "greater" if passed else "less"
-    return GradingResult(passed, similarity, f"Relevance {_fixed(similarity)} is {relation} than threshold "
-                                             f"{_num(threshold)}", tokens_used=tokens,
+    said = " (the answer is noncommittal: RAGAS scores it 0)" if extra.get("noncommittal") else ""
+    return GradingResult(passed, score, f"Relevance {_fixed(score)} is {relation} than threshold "
+                                        f"{_num(threshold)}{said}", tokens_used=tokens,
                          metadata={**meta, "generatedQuestions": scored, "averageSimilarity": similarity,
-                                   "threshold": threshold})
+                                   "threshold": threshold, **extra})
 
 
 # ---------------------------------------------------------------- context-faithfulness
 
 
 def _faithfulness_prompts(ctx: AssertionContext) -> tuple[Any, Any]:
+    return step_prompts(ctx, prompts.CONTEXT_FAITHFULNESS_STATEMENTS, prompts.CONTEXT_FAITHFULNESS_VERDICTS)
+
+
+def step_prompts(ctx: AssertionContext, statements_default: Any, verdicts_default: Any) -> tuple[Any, Any]:
+    """A two-step type's prompts (statements, then verdicts): `rubricPrompt` is the list of the two, as
+    promptfoo's context-faithfulness reads it (an item left out or empty keeps the default)."""
     custom = ctx.rubric(None)
     if custom is None:
-        return prompts.CONTEXT_FAITHFULNESS_STATEMENTS, prompts.CONTEXT_FAITHFULNESS_VERDICTS
+        return statements_default, verdicts_default
     if not isinstance(custom, list):
         raise AssertionError_("rubricPrompt must be an array")
 
@@ -333,7 +361,7 @@ def _faithfulness_prompts(ctx: AssertionContext) -> tuple[Any, Any]:
             value = load_rubric_prompt(value, base_dir, where=f"rubricPrompt[{i}]")
         return value if value else default
 
-    return (item(0, prompts.CONTEXT_FAITHFULNESS_STATEMENTS), item(1, prompts.CONTEXT_FAITHFULNESS_VERDICTS))
+    return item(0, statements_default), item(1, verdicts_default)
 
 
 def read_question(text: str) -> str:

@@ -2,9 +2,11 @@ r"""`citations`: do an answer's citations support what they are cited for? ALCE'
 precision (Gao et al., 2023, "Enabling Large Language Models to Generate Text with Citations", §3.3;
 princeton-nlp/ALCE), with a judge in place of ALCE's TRUE NLI model.
 
-`config.passages` names the documents the answer cites: a var holding a list of strings (or the
-list itself), cited 1-based as `[1]`, `[2]`, `[1][3]`. The var is one value, never expanded into a row
-per passage (registry.TYPES' `list_var`). The answer is read as ALCE's `eval.py` reads it: up to its
+The passages the answer cites, cited 1-based as `[1]`, `[2]`, `[1][3]`, come from the assertion's
+`contextTransform` (the provider's response: what the retriever returned, `context.metadata.contexts`)
+when it has one, as for every context-taking type (registry.AssertionContext.transformed_passages);
+else from `config.passages`: a var holding a list of strings (or the list itself), one value, never
+expanded into a row per passage (registry.TYPES' `list_var`). The answer is read as ALCE's `eval.py` reads it: up to its
 first newline (the lines after it are not scored, and the reason says so), citations found by
 `\[\d+` (so `[1, 3]` cites [1] only), at most 3 a statement, duplicates included (ALCE's
 `at_most_citations`). It is split into statements without a model (split_statements). Then, for
@@ -112,11 +114,15 @@ def split_statements(answer: str) -> list[dict]:
     return statements
 
 
-def _passages(ctx: AssertionContext) -> list[str]:
+async def _passages(ctx: AssertionContext) -> list[str]:
+    transformed = await ctx.transformed_passages(METHOD)
+    if transformed is not None:
+        return transformed
     spec = (ctx.assertion.config or {}).get("passages")
     if spec is None:
         raise AssertionError_("citations: config.passages is required: the name of a var holding the cited "
-                              "passages as a list of strings (cited 1-based as [1], [2], …)")
+                              "passages as a list of strings (cited 1-based as [1], [2], …), or a "
+                              "contextTransform that reads them from the provider's response")
     if isinstance(spec, str):
         if spec not in ctx.vars:
             raise AssertionError_(f"citations: config.passages names the var {spec!r}, which this test does not "
@@ -137,6 +143,14 @@ def _passages(ctx: AssertionContext) -> list[str]:
         raise AssertionError_(f"citations: {where} must be a list of strings (the passages, cited as [1], [2], …), "
                               f"got {type(value).__name__}")
     return value
+
+
+def preflight(a, base_dir, test=None) -> list[str]:
+    """Passages from somewhere, found before any call: a contextTransform or config.passages."""
+    if a.context_transform or (a.config or {}).get("passages") is not None:
+        return []
+    return ["citations: config.passages is required (the var holding the cited passages, a list of strings), "
+            "or a contextTransform that reads them from the provider's response (context.metadata.contexts)"]
 
 
 SETTINGS = MethodSettings(METHOD, Setting("passages", anything), Setting("maxConcurrency", whole(1), ("concurrency",)),
@@ -207,13 +221,13 @@ def _fmt(x: float | None) -> str:
     return "n/a" if x is None else templating.to_fixed(x, 2)
 
 
-@assertion(METHOD, model_graded=True, settings=SETTINGS)
+@assertion(METHOD, model_graded=True, preflight=preflight, settings=SETTINGS)
 async def citations(ctx: AssertionContext) -> GradingResult:
     grader = ctx.need_grader()
     if isinstance(ctx.assertion.provider, list) or isinstance((ctx.assertion.config or {}).get("models"), list):
         raise AssertionError_("citations grades with one judge: give `provider` one model")
     given = SETTINGS.read(ctx.assertion.config)
-    passages = _passages(ctx)
+    passages = await _passages(ctx)
     sem = bound(given.get("maxConcurrency", DEFAULT_CONCURRENCY))
     spec = grader.spec_for(ctx.assertion, ctx.test)
     threshold = ctx.threshold if ctx.threshold is not None else DEFAULT_THRESHOLD

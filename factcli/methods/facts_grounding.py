@@ -244,7 +244,7 @@ async def _inputs(ctx: AssertionContext) -> Inputs:
     given = SETTINGS.read(ctx.assertion.config)
     if ctx.assertion.context_transform:
         # the provider's output and metadata, as the RAG types see them (retrieved passages)
-        context = _as_text(await ctx.transformed_context("facts-grounding"))
+        context = "\n\n".join(await ctx.transformed_passages("facts-grounding"))
     else:
         name = given.get("contextVar", "context")
         context = _as_text(ctx.vars.get(name))

@@ -264,9 +264,7 @@ async def _transformed_knowledge(ctx: AssertionContext) -> KnowledgeSource:
     """The row's own passages: the `contextTransform`'s result (a text or a list of texts, each one
     passage), in place of config.knowledge, the value or the `context` var (a RAG answer is checked
     against what its retriever returned)."""
-    texts = _texts(await ctx.transformed_context("factscore"), "the contextTransform's result")
-    if not texts:
-        raise AssertionError_("factscore: the contextTransform returned no passages")
+    texts = [t for t in await ctx.transformed_passages("factscore") if t.strip()]
     return passage_source(texts, name="contextTransform")
 
 

@@ -239,9 +239,7 @@ SETTINGS = MethodSettings(
 async def factual_correctness(ctx: AssertionContext) -> GradingResult:
     reference = ctx.value
     if ctx.assertion.context_transform:  # the reference from the provider's response (a RAG answer's passages)
-        reference = await ctx.transformed_context("factual-correctness")
-        if isinstance(reference, list) and all(isinstance(x, str) for x in reference):
-            reference = "\n\n".join(reference)
+        reference = "\n\n".join(await ctx.transformed_passages("factual-correctness"))
     if not isinstance(reference, str) or not reference.strip():
         raise AssertionError_("factual-correctness needs the reference answer as a string value")
     cfg = ctx.assertion.config

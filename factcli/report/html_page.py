@@ -336,6 +336,8 @@ def assertion_list(components: list[dict]) -> str:
                 body.append(claims_list(meta[key], key))
         if isinstance(meta.get("statements"), list) and meta["statements"]:
             body.append(statements_list(meta["statements"], meta.get("passages")))
+        if isinstance(meta.get("passageVerdicts"), list) and meta["passageVerdicts"]:
+            body.append(passage_verdicts_list(meta["passageVerdicts"]))
         if isinstance(meta.get("judges"), list) and meta["judges"]:
             body.append(_judges(meta["judges"]))
         if meta.get("graderRaw"):
@@ -413,6 +415,24 @@ def statements_list(statements: list, passages: Any) -> str:
         rows.append(f"<li>{''.join(line)}</li>")
     return (f'<details class="claims"><summary>{len(rows)} statements ({unsupported} not supported by their '
             f'citations)</summary><ol class="claims">{"".join(rows)}</ol></details>')
+
+
+def passage_verdicts_list(rows: list) -> str:
+    """A metric that judged the passages one by one (context-precision, noise-sensitivity): each passage in
+    the retriever's order, relevant or not, with the reason, folded under a count."""
+    items, relevant = [], 0
+    for r in rows:
+        if not isinstance(r, dict):
+            continue
+        ok = bool(r.get("relevant"))
+        relevant += ok
+        line = [f'<span class="{"ok" if ok else "bad"}">[{"relevant" if ok else "not relevant"}]</span> '
+                f'{_e(_text(r.get("text") or ""))}']
+        if r.get("reason"):
+            line.append(f'<div class="why dim">{_e(_text(r["reason"]))}</div>')
+        items.append(f"<li>{''.join(line)}</li>")
+    return (f'<details class="claims"><summary>{len(items)} passages ({relevant} relevant)</summary>'
+            f'<ol class="claims">{"".join(items)}</ol></details>')
 
 
 def _searched(item: dict) -> str:

@@ -284,6 +284,7 @@ def _print_component(console, c: dict, depth: int) -> None:
                     source = f" ({item['evidenceId']})" if item.get("evidenceId") else ""
                     console.print(Text(f"{pad}        evidence{source}: {ev}", style="dim"))
     _print_statements(console, meta, pad)
+    _print_passage_verdicts(console, meta, pad)
     judges = meta.get("judges")
     if isinstance(judges, list) and judges:
         console.print(Text(f"{pad}    judges:", style="bold"))
@@ -330,6 +331,25 @@ def _print_statements(console, meta: dict, pad: str) -> None:
         for n in cites:
             if 1 <= n <= len(passages):
                 console.print(Text(f"{pad}        [{n}] {one_line(str(passages[n - 1]), 200)}", style="dim"))
+
+
+def _print_passage_verdicts(console, meta: dict, pad: str) -> None:
+    """A metric that judged the passages one by one (context-precision, noise-sensitivity): each passage in
+    the retriever's order, relevant or not, and why."""
+    from rich.text import Text
+
+    rows = [r for r in meta.get("passageVerdicts") or [] if isinstance(r, dict)]
+    if not rows:
+        return
+    console.print(Text(f"{pad}    passages:", style="bold"))
+    for r in rows:
+        ok = bool(r.get("relevant"))
+        t = Text(f"{pad}      {r.get('passage')}. ")
+        t.append("[relevant] " if ok else "[not relevant] ", style="green" if ok else "red")
+        t.append(one_line(str(r.get("text") or ""), 200))
+        console.print(t)
+        if r.get("reason"):
+            console.print(Text(f"{pad}        reason: {r['reason']}", style="dim"))
 
 
 def _print_searched(console, item: dict, pad: str) -> bool:

@@ -138,7 +138,7 @@ def _assertion_problems(suite) -> list[str]:
             continue
         for a, kind in checked:
             key = (f"{kind.name}:{sorted((a.config or {}).items())!r}:{a.value!r}:{a.rubric_prompt is None}:"
-                   f"{bool((test.options or {}).get('rubricPrompt'))}")
+                   f"{bool((test.options or {}).get('rubricPrompt'))}:{a.context_transform!r}")
             if getattr(kind.preflight, "per_test", False):  # its checks read the test's vars
                 key += f":{i}"
             if key not in memo:  # a factscore knowledge source is loaded once, not per test

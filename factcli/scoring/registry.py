@@ -123,6 +123,13 @@ TYPES: dict[str, TypeFacts] = {
     **_all("assertions.rag", "context-faithfulness context-recall context-relevance", model_graded=True,
            cell_threshold=0.75, unit_score=True),
     "conversation-relevance": TypeFacts("assertions.rag", model_graded=True, unit_score=True),
+    # RAGAS's retrieval metrics (factcli's own types): the `context` var is the ranked passages, one value;
+    # their calls follow the passages and statements, known once the model answered (claim_method)
+    "context-precision": TypeFacts("assertions.rag_metrics", model_graded=True, in_promptfoo=False,
+                                   claim_method=True, list_var=(None, "context"), unit_score=True),
+    "noise-sensitivity": TypeFacts("assertions.rag_metrics", model_graded=True, in_promptfoo=False,
+                                   claim_method=True, value_is_reference=True, list_var=(None, "context"),
+                                   unit_score=True),
     "factual-correctness": TypeFacts("methods.factual_correctness", **_JUDGES, value_is_reference=True),
     "factscore": TypeFacts("methods.factscore", **_JUDGES, list_var=(None, "context")),
     "facts-grounding": TypeFacts("methods.facts_grounding", **_JUDGES, list_var=("contextVar", "context")),
@@ -317,6 +324,26 @@ class AssertionContext:
             if owner is None:
                 raise
             raise AssertionError_(f"{owner}: its contextTransform failed: {exc}") from exc
+
+    async def transformed_passages(self, owner: str) -> list[str] | None:
+        """Where a context-taking type gets its context, the one rule: its `contextTransform`, when it has
+        one, over the type's own source (the `context` var, `config.contextVar`, `config.passages`, the
+        value), which it then never reads. The result is the passages in the retriever's order: a text is
+        one passage, a list of texts one each. None when the assertion has no contextTransform; an
+        AssertionError_ naming `owner` when the transform gives anything else or nothing."""
+        if not self.assertion.context_transform:
+            return None
+        got = await self.transformed_context(owner)
+        if isinstance(got, str):
+            got = [got]
+        if not isinstance(got, list) or not all(isinstance(p, str) for p in got):
+            kind = "a list holding " + type(next(p for p in got if not isinstance(p, str))).__name__ \
+                if isinstance(got, list) else type(got).__name__
+            raise AssertionError_(f"{owner}: its contextTransform must return a text or a list of texts (the "
+                                  f"passages), got {kind}")
+        if not any(p.strip() for p in got):
+            raise AssertionError_(f"{owner}: its contextTransform returned no passages")
+        return got
 
     def rubric(self, default):
         """The rubric prompt: the assertion's, else the test's options.rubricPrompt, else the default."""
