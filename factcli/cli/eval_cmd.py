@@ -51,10 +51,12 @@ def eval_cmd(
                                          "(id, prefix or 'latest') with its stored config; finished rows are kept."),
     retry_errors: str | None = typer.Option(None, "--retry-errors", metavar="RUN", help="Re-run only the "
                                                "ERROR rows of a stored run (id, prefix or 'latest')."),
-    trust_stored_code: bool = typer.Option(False, "--trust-stored-code", help="With --resume or --retry-errors "
-                                           "of a run whose config files are gone: run the code its stored config "
-                                           "holds (refused otherwise, since anyone who can write the store may "
-                                           "have put it there)."),
+    trust_stored_config: bool = typer.Option(False, "--trust-stored-config", "--trust-stored-code",
+                                             help="With --resume or --retry-errors: take what the store says "
+                                             "(a stored config that is not your config file, its code, files, "
+                                             "endpoints, output paths, --var/--providers/--grader), once factcli "
+                                             "has listed it (refused otherwise, since anyone who can write the "
+                                             "store may have put it there). --trust-stored-code is its older name."),
     filter_failing: str | None = typer.Option(None, "--filter-failing", metavar="RUN", help="Only the tests "
                                                  "that failed or errored in a stored run (id, prefix or 'latest')."),
     max_cost: float | None = typer.Option(None, "--max-cost", min=0, metavar="USD", help="A hard budget: start "
@@ -86,7 +88,7 @@ def eval_cmd(
             outputs=list(output or []), store=not no_write, db=db, resume=resume, retry_errors=retry_errors,
             filter_failing=filter_failing, assertions=assertions, model_outputs=model_outputs, strict=strict,
             dry_run=dry_run, env_files=[env_file] if env_file else [], gates=list(gate or []),
-            trust_stored_code=trust_stored_code, table=not no_table, progress_bar=not no_progress_bar)
+            trust_stored_config=trust_stored_config, table=not no_table, progress_bar=not no_progress_bar)
         code = _run_eval(options)
     except FactcliError as exc:
         fail(str(exc), exc.exit_code, getattr(exc, "problems", ()), exc.excerpt)

@@ -22,6 +22,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from factcli.config import keys
 from factcli.config.context import check_keys, expect
 from factcli.errors import ConfigError
 
@@ -29,7 +30,7 @@ from factcli.errors import ConfigError
 PASS_RATE, SCORE, COST, LATENCY = "pass-rate", "score", "cost", "latency"
 BUILT_IN = (PASS_RATE, SCORE, COST, LATENCY)
 BOUNDS = ("mean", "lower", "upper")
-_KEYS = {"metric", "min", "max", "bound"}
+_KEYS = keys.names("gate")
 
 
 @dataclass(frozen=True)
