@@ -85,8 +85,22 @@ LEVELS: dict[str, dict[str, Key]] = {
         "type": D, "value": Key(Kind.READ, script_value=True), "threshold": D, "weight": D,
         "provider": Key(Kind.PROVIDER, "provider"), "rubricPrompt": Key(Kind.READ), "metric": D,
         "transform": Key(Kind.CODE), "contextTransform": Key(Kind.CODE),
-        "config": D,  # a claim-level method's settings: methods/settings.MethodSettings owns their keys
+        "config": Key(Kind.DATA, "method.config"),
         "assert": Key(Kind.DATA, "assert", LIST), "$ref": D,
+    },
+    # a claim-level method's settings (an assertion's `config`): methods/settings.MethodSettings declares
+    # their names and checks their values; these are the ones that are more than data
+    "method.config": {
+        "search": Key(Kind.DATA, "search"), "knowledge": Key(Kind.READ), "calibration": Key(Kind.READ),
+        "embeddingProvider": Key(Kind.PROVIDER, "provider"), "models": Key(Kind.PROVIDER, shape=LIST),
+        "decomposer": Key(Kind.PROVIDER, "provider"),
+        "template": Key(Kind.READ), "templates": Key(Kind.READ, shape=MAP),
+    },
+    # a method's web or local search backend (providers/search)
+    "search": {
+        "provider": D, "apiBaseUrl": Key(Kind.ENDPOINT), "apiKey": Key(Kind.SECRET), "apiKeyEnvar": Key(Kind.ENV),
+        "results": D, "costPerSearch": D, "cx": D, "gl": D, "lr": D, "search_depth": D,
+        "knowledge": Key(Kind.READ), "passage_words": D,
     },
     "scenario": {"description": D, "config": Key(Kind.DATA, "test", LIST), "tests": Key(Kind.READ, "test", LIST)},
     "testGenerator": {"path": Key(Kind.CODE), "config": D},  # a `tests:` item {path: file://gen.py:fn, config}

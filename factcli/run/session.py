@@ -151,7 +151,7 @@ class EvalSession:
         from factcli.run.trust import StoredTrust
 
         self.trust = StoredTrust(row["id"], self.options.trust_stored_config, self.ui)
-        self.trust.options(taken)
+        self.trust.options(taken, opts.get("vars"))
         self.trust.outputs(opts.get("outputs") or [], self.options.outputs)
         self.suite = self._rebuild_suite(row, opts, options)
         self.selected = opts.get("tests")

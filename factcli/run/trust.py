@@ -28,9 +28,10 @@ class StoredTrust:
         self.reasons: list[str] = []
         self.lines: list[str] = []
 
-    def options(self, taken: dict) -> None:
-        """Stored --var / --providers / --grader a resume takes back (not given again now)."""
-        given = {flag: value for flag, value in taken.items() if value}
+    def options(self, taken: dict, stored_vars) -> None:
+        """Stored --var / --providers / --grader a resume takes back (not given again now). `stored_vars`:
+        the vars as stored, before their ${NAME} were expanded (what is listed is never a secret)."""
+        given = {flag: (stored_vars if flag == "--var" else value) for flag, value in taken.items() if value}
         for flag, value in given.items():
             level, key = _OPTION_KEYS[flag]
             shown = " ".join(f"{k}={v}" for k, v in value.items()) if isinstance(value, dict) else (
