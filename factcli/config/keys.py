@@ -36,6 +36,7 @@ class Key:
     shape: str = VALUE
     # for an assertion's value: code only when its assertion's type is a script (python, javascript)
     script_value: bool = False
+    file: bool = False  # always a file's path, written with or without file:// (not text that may name one)
 
 
 D = Key()
@@ -46,11 +47,11 @@ LEVELS: dict[str, dict[str, Key]] = {
         "description": D, "prompts": Key(Kind.READ, "prompt", LIST),
         "providers": Key(Kind.PROVIDER, "provider", LIST), "targets": Key(Kind.PROVIDER, "provider", LIST),
         "tests": Key(Kind.READ, "test", LIST), "defaultTest": _TEST_OR_FILE,
-        "scenarios": Key(Kind.DATA, "scenario", LIST), "evaluateOptions": Key(Kind.DATA, "evaluateOptions"),
+        "scenarios": Key(Kind.READ, "scenario", LIST), "evaluateOptions": Key(Kind.DATA, "evaluateOptions"),
         "derivedMetrics": Key(Kind.DATA, "derivedMetric", LIST),
         "assertionTemplates": Key(Kind.DATA, "assert", MAP), "env": Key(Kind.ENV, shape=MAP),
         "outputPath": Key(Kind.WRITE, shape=LIST), "metadata": D, "tags": D, "sharing": D,
-        "nunjucksFilters": Key(Kind.CODE, shape=MAP), "extensions": Key(Kind.CODE, shape=LIST),
+        "nunjucksFilters": Key(Kind.CODE, shape=MAP, file=True), "extensions": Key(Kind.CODE, shape=LIST, file=True),
         "commandLineOptions": Key(Kind.DATA, "commandLineOptions"), "gates": Key(Kind.DATA, "gate", LIST),
     },
     "evaluateOptions": {k: D for k in ("maxConcurrency", "repeat", "delay", "showProgressBar", "cache", "timeoutMs",
@@ -68,12 +69,12 @@ LEVELS: dict[str, dict[str, Key]] = {
         "headers": Key(Kind.SECRET), "extra_headers": Key(Kind.SECRET),
         "apiVersion": D, "organization": D, "timeout": D, "maxConcurrency": D, "rpm": D, "tpm": D, "models": D,
         "max_retries": D, "cost": D, "inputCost": D, "outputCost": D, "reasoning": D, "reasoningBudget": D,
-        "grammar": D, "knowledge": Key(Kind.READ),  # a knowledge search backend's file (providers/search)
+        "grammar": D, "knowledge": Key(Kind.READ, file=True),  # a knowledge search backend's file (providers/search)
     },
     "test": {
         "description": D, "vars": Key(Kind.READ, shape=MAP), "assert": Key(Kind.DATA, "assert", LIST),
         "options": Key(Kind.DATA, "test.options"), "threshold": D, "metadata": D, "providerOutput": D,
-        "assertScoringFunction": Key(Kind.CODE),
+        "assertScoringFunction": Key(Kind.CODE, file=True),
     },
     "test.options": {
         "provider": Key(Kind.PROVIDER, "provider"), "rubricPrompt": Key(Kind.READ), "factuality": D, "prefix": D,
@@ -91,7 +92,7 @@ LEVELS: dict[str, dict[str, Key]] = {
     # a claim-level method's settings (an assertion's `config`): methods/settings.MethodSettings declares
     # their names and checks their values; these are the ones that are more than data
     "method.config": {
-        "search": Key(Kind.DATA, "search"), "knowledge": Key(Kind.READ), "calibration": Key(Kind.READ),
+        "search": Key(Kind.DATA, "search"), "knowledge": Key(Kind.READ, file=True), "calibration": Key(Kind.READ, file=True),
         "embeddingProvider": Key(Kind.PROVIDER, "provider"), "models": Key(Kind.PROVIDER, shape=LIST),
         "decomposer": Key(Kind.PROVIDER, "provider"),
         "template": Key(Kind.READ), "templates": Key(Kind.READ, shape=MAP),
@@ -100,17 +101,17 @@ LEVELS: dict[str, dict[str, Key]] = {
     "search": {
         "provider": D, "apiBaseUrl": Key(Kind.ENDPOINT), "apiKey": Key(Kind.SECRET), "apiKeyEnvar": Key(Kind.ENV),
         "results": D, "costPerSearch": D, "cx": D, "gl": D, "lr": D, "search_depth": D,
-        "knowledge": Key(Kind.READ), "passage_words": D,
+        "knowledge": Key(Kind.READ, file=True), "passage_words": D,
     },
     "scenario": {"description": D, "config": Key(Kind.DATA, "test", LIST), "tests": Key(Kind.READ, "test", LIST)},
-    "testGenerator": {"path": Key(Kind.CODE), "config": D},  # a `tests:` item {path: file://gen.py:fn, config}
+    "testGenerator": {"path": Key(Kind.CODE, file=True), "config": D},  # a `tests:` item {path: file://gen.py:fn, config}
     "derivedMetric": {"name": D, "value": Key(Kind.CODE, script_value=True)},  # JavaScript, or a formula (data)
     "gate": {"metric": D, "min": D, "max": D, "bound": D},
     # promptfoo's options factcli takes (config/cli_options.HONOURED converts them)
     "commandLineOptions": {
         "maxConcurrency": D, "repeat": D, "delay": D, "cache": D, "table": D, "progressBar": D, "write": D,
         "grader": Key(Kind.PROVIDER), "description": D, "filterPattern": D, "filterFirstN": D, "filterSample": D,
-        "filterFailing": D, "var": Key(Kind.READ, shape=MAP), "envPath": Key(Kind.READ, shape=LIST),
+        "filterFailing": D, "var": Key(Kind.READ, shape=MAP), "envPath": Key(Kind.READ, shape=LIST, file=True),
         "output": Key(Kind.WRITE, shape=LIST), "providers": Key(Kind.PROVIDER, shape=LIST),
     },
 }

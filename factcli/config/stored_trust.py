@@ -116,14 +116,14 @@ class _Walk:
         if spec.script_value:
             kind = Kind.CODE if _script(parent, level, value) else (Kind.DATA if level == "derivedMetric" else kind)
         if kind is Kind.CODE:
-            if sources.is_file_ref(text) or key in _FILE_ONLY:
+            if sources.is_file_ref(text) or spec.file:
                 self.add(CODE, where, f"code file {text}")
             else:
-                what = (f"{str(parent.get('type')).removeprefix('not-')} assertion" if level == "assert"
+                what = (f"{str(parent.get('type')).removeprefix('not-')} assertion" if level == "assert" and key == "value"
                         else "javascript derived metric" if level == "derivedMetric" else key)
                 self.add(CODE, where, f"inline {what}: {first_line(value)}")
         elif kind is Kind.READ:
-            self.read(text, where, key)
+            self.read(text, where, key, spec.file)
         elif kind is Kind.PROVIDER:
             self.provider(text, where)
         elif kind is Kind.ENDPOINT:
@@ -133,9 +133,9 @@ class _Walk:
         elif kind is Kind.ENV:
             self.add(ENV, where, f"reads {text}")
 
-    def read(self, text: str, where: str, key: str) -> None:
+    def read(self, text: str, where: str, key: str, path: bool = False) -> None:
         holds = " (more config: it may hold code)" if key in _HOLDS_CONFIG else ""
-        if sources.is_file_ref(text):
+        if sources.is_file_ref(text) or (path and text):
             if _script_file(text):
                 self.add(CODE, where, f"code file {text}")
             else:
@@ -166,10 +166,6 @@ class _Walk:
                 self.data(v, _join(where, k))
 
 
-# code keys whose value is always a file (written with or without file://)
-_FILE_ONLY = {"nunjucksFilters", "extensions", "assertScoringFunction", "path"}
-
-
 def _script(parent: dict, level: str, value: str) -> bool:
     """Whether a `script_value` key holds code: an assertion's value when its type is a script
     (scoring/registry.CODE), a derived metric's when it reads as JavaScript (scoring/metrics)."""
@@ -186,7 +182,7 @@ def _script(parent: dict, level: str, value: str) -> bool:
 def _script_file(ref: str) -> bool:
     from pathlib import Path
 
-    path, _ = sources.ref_path(ref, Path("."))
+    path, _ = sources.ref_path(ref if sources.is_file_ref(ref) else "file://" + ref, Path("."))
     return path.suffix.lower() in sources.SCRIPT_SUFFIXES
 
 
