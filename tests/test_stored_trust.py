@@ -428,3 +428,21 @@ def test_every_code_key_is_listed_as_code():
             assert any(line.startswith("runs code:") for line in found), (level, key, found)
             checked += 1
     assert checked >= 10
+
+
+def test_a_dry_run_lists_what_the_config_would_do(fake_openai, tmp_path, monkeypatch):
+    """Preflight's --dry-run reads the same table: what a resume would ask trust for, the user sees first."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.chdir(tmp_path)
+    cfg = write(tmp_path / "c.yaml", "prompts: ['Say {{w}}']\n"
+                "providers: [{id: 'openai:chat:m1', config: {apiBaseUrl: '" + fake_openai.url + "'}}]\n"
+                "outputPath: out.json\ntests:\n" + _tests("{type: python, value: 'output.py'}"))
+    result = cli("eval", "-c", cfg, "--dry-run", "--no-progress-bar")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    start = lines.index("Besides its calls, the config would (what a resume from the store would need trusted for):")
+    assert lines[start + 1:start + 4] == [
+        f"  - sends your credential to: providers[0].config.apiBaseUrl: {fake_openai.url}",
+        "  - writes: outputPath: out.json",
+        "  - runs code: tests[3].assert[0].value: inline python assertion: output.py"]
+    assert fake_openai.request_count == 0

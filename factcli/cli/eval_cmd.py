@@ -144,6 +144,13 @@ def _print_eval(flow, run) -> int:
 
         for line in describe(run):
             print(line)
+        from factcli.config.stored_trust import what_it_would_do
+
+        does = what_it_would_do(flow.suite.raw)  # by the config-key table, as a resume from the store lists it
+        if does:
+            print("Besides its calls, the config would (what a resume from the store would need trusted for):")
+            for line in does:
+                print(f"  - {line}")
         if flow.suite.extensions:
             print("Extension hooks are not called in a dry run (a beforeAll hook may change the tests).")
         return 0
