@@ -382,6 +382,43 @@ def test_every_key_the_config_package_reads_is_in_the_table():
     assert problems == []
 
 
+PROVIDERS_PACKAGE = CONFIG_PACKAGE.parent / "providers"
+
+
+def config_reads(source: str) -> dict[str, int]:
+    """The string keys `source` reads from a provider's config (`config`, `self.config`, `x.config`)."""
+    def is_config(e):
+        return (isinstance(e, ast.Name) and e.id in ("config", "cfg")) or (
+            isinstance(e, ast.Attribute) and e.attr == "config")
+
+    found: dict[str, int] = {}
+    for node in ast.walk(ast.parse(source)):
+        key = None
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("get", "pop") \
+                and is_config(node.func.value) and node.args:
+            key = node.args[0]
+        elif isinstance(node, ast.Subscript) and is_config(node.value):
+            key = node.slice
+        elif isinstance(node, ast.Compare) and any(is_config(c) for c in node.comparators):
+            key = node.left
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            found.setdefault(key.value, node.lineno)
+    return found
+
+
+def test_every_provider_config_key_a_provider_reads_is_in_the_table():
+    """A provider reading a new key of its config (an endpoint, a file) must declare it: the request
+    parameters sent as they are (litellm_provider.PASSTHROUGH) are data."""
+    from factcli.config.keys import names
+    from factcli.providers.litellm_provider import PASSTHROUGH
+
+    known = names("provider.config") | names("search") | PASSTHROUGH
+    problems = [f"{f.relative_to(PROVIDERS_PACKAGE)}:{line}: '{key}'" for f in sorted(PROVIDERS_PACKAGE.rglob("*.py"))
+                for key, line in config_reads(f.read_text()).items() if key not in known]
+    assert problems == []
+    assert config_reads("x = self.config.get('baseUrl')\n") == {"baseUrl": 1}  # what a new one looks like
+
+
 def test_the_table_test_catches_a_new_key():
     """What a new key the loader reads looks like to the test: each spelling of a read is caught."""
     source = (CONFIG_PACKAGE / "loader.py").read_text()

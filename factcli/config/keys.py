@@ -37,17 +37,19 @@ class Key:
     # for an assertion's value: code only when its assertion's type is a script (python, javascript)
     script_value: bool = False
     file: bool = False  # always a file's path, written with or without file:// (not text that may name one)
+    more_config: bool = False  # a file or URL it names holds more config (tests, providers): code, too
 
 
 D = Key()
-_TEST_OR_FILE = Key(Kind.READ, "test")
+_TEST_OR_FILE = Key(Kind.READ, "test", more_config=True)
 
 LEVELS: dict[str, dict[str, Key]] = {
     "top": {
         "description": D, "prompts": Key(Kind.READ, "prompt", LIST),
-        "providers": Key(Kind.PROVIDER, "provider", LIST), "targets": Key(Kind.PROVIDER, "provider", LIST),
-        "tests": Key(Kind.READ, "test", LIST), "defaultTest": _TEST_OR_FILE,
-        "scenarios": Key(Kind.READ, "scenario", LIST), "evaluateOptions": Key(Kind.DATA, "evaluateOptions"),
+        "providers": Key(Kind.PROVIDER, "provider", LIST, more_config=True),
+        "targets": Key(Kind.PROVIDER, "provider", LIST, more_config=True),
+        "tests": Key(Kind.READ, "test", LIST, more_config=True), "defaultTest": _TEST_OR_FILE,
+        "scenarios": Key(Kind.READ, "scenario", LIST, more_config=True), "evaluateOptions": Key(Kind.DATA, "evaluateOptions"),
         "derivedMetrics": Key(Kind.DATA, "derivedMetric", LIST),
         "assertionTemplates": Key(Kind.DATA, "assert", MAP), "env": Key(Kind.ENV, shape=MAP),
         "outputPath": Key(Kind.WRITE, shape=LIST), "metadata": D, "tags": D, "sharing": D,
@@ -68,7 +70,7 @@ LEVELS: dict[str, dict[str, Key]] = {
         "apiKey": Key(Kind.SECRET), "api_key": Key(Kind.SECRET), "apiKeyEnvar": Key(Kind.ENV),
         "headers": Key(Kind.SECRET), "extra_headers": Key(Kind.SECRET),
         "apiVersion": D, "organization": D, "timeout": D, "maxConcurrency": D, "rpm": D, "tpm": D, "models": D,
-        "max_retries": D, "cost": D, "inputCost": D, "outputCost": D, "reasoning": D, "reasoningBudget": D,
+        "max_retries": D, "base_model": D, "cost": D, "inputCost": D, "outputCost": D, "reasoning": D, "reasoningBudget": D,
         "grammar": D, "knowledge": Key(Kind.READ, file=True),  # a knowledge search backend's file (providers/search)
     },
     "test": {
@@ -103,7 +105,8 @@ LEVELS: dict[str, dict[str, Key]] = {
         "results": D, "costPerSearch": D, "cx": D, "gl": D, "lr": D, "search_depth": D,
         "knowledge": Key(Kind.READ, file=True), "passage_words": D,
     },
-    "scenario": {"description": D, "config": Key(Kind.DATA, "test", LIST), "tests": Key(Kind.READ, "test", LIST)},
+    "scenario": {"description": D, "config": Key(Kind.DATA, "test", LIST),
+                 "tests": Key(Kind.READ, "test", LIST, more_config=True)},
     "testGenerator": {"path": Key(Kind.CODE, file=True), "config": D},  # a `tests:` item {path: file://gen.py:fn, config}
     "derivedMetric": {"name": D, "value": Key(Kind.CODE, script_value=True)},  # JavaScript, or a formula (data)
     "gate": {"metric": D, "min": D, "max": D, "bound": D},
@@ -112,7 +115,7 @@ LEVELS: dict[str, dict[str, Key]] = {
         "maxConcurrency": D, "repeat": D, "delay": D, "cache": D, "table": D, "progressBar": D, "write": D,
         "grader": Key(Kind.PROVIDER), "description": D, "filterPattern": D, "filterFirstN": D, "filterSample": D,
         "filterFailing": D, "var": Key(Kind.READ, shape=MAP), "envPath": Key(Kind.READ, shape=LIST, file=True),
-        "output": Key(Kind.WRITE, shape=LIST), "providers": Key(Kind.PROVIDER, shape=LIST),
+        "output": Key(Kind.WRITE, shape=LIST), "providers": Key(Kind.PROVIDER, shape=LIST, more_config=True),
     },
 }
 

@@ -23,8 +23,6 @@ _URL = re.compile(r"^(?:https?|huggingface|hf)://", re.IGNORECASE)
 _BLOCK = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.DOTALL)
 _ENV_NAME = re.compile(r"\benv\s*(?:\.\s*([A-Za-z_]\w*)|\[\s*['\"]([^'\"]+)['\"]\s*\])|\benv\b")
 _DOLLAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-# a file these keys name holds more config (tests, providers, scenarios): any of it may be code
-_HOLDS_CONFIG = {"tests", "defaultTest", "scenarios", "providers", "targets"}
 
 
 def what_it_would_do(config: Any, where: str = "", level: str = "top") -> list[str]:
@@ -123,9 +121,9 @@ class _Walk:
                         else "javascript derived metric" if level == "derivedMetric" else key)
                 self.add(CODE, where, f"inline {what}: {first_line(value)}")
         elif kind is Kind.READ:
-            self.read(text, where, key, spec.file)
+            self.read(text, where, spec)
         elif kind is Kind.PROVIDER:
-            self.provider(text, where)
+            self.provider(text, where, spec)
         elif kind is Kind.ENDPOINT:
             self.add(SENDS, where, text)
         elif kind is Kind.WRITE:
@@ -133,9 +131,9 @@ class _Walk:
         elif kind is Kind.ENV:
             self.add(ENV, where, f"reads {text}")
 
-    def read(self, text: str, where: str, key: str, path: bool = False) -> None:
-        holds = " (more config: it may hold code)" if key in _HOLDS_CONFIG else ""
-        if sources.is_file_ref(text) or (path and text):
+    def read(self, text: str, where: str, spec: Key) -> None:
+        holds = " (more config: it may hold code)" if spec.more_config else ""
+        if sources.is_file_ref(text) or (spec.file and text):
             if _script_file(text):
                 self.add(CODE, where, f"code file {text}")
             else:
@@ -143,11 +141,11 @@ class _Walk:
         elif _URL.match(text):
             self.add(READ, where, f"{text}{holds}")
 
-    def provider(self, pid: Any, where: str) -> None:
+    def provider(self, pid: Any, where: str, spec: Key | None = None) -> None:
         if not isinstance(pid, str):
             return self.data(pid, where)
         if sources.is_file_ref(pid) and not _script_file(pid):
-            self.add(READ, where, f"{pid} (more config: it may hold code)")
+            self.read(pid, where, spec or Key(Kind.READ, more_config=True))
         elif runs_user_code(pid):
             self.add(CODE, where, f"provider {first_line(pid)}")
         elif _URL.match(pid.strip()):
