@@ -165,6 +165,7 @@ def test_what_else_a_config_would_do_is_found():
         "commandLineOptions": {"output": "/tmp/x.csv", "envPath": ".env.other", "grader": "exec: judge"},
         "env": {"X": "1"},
         "derivedMetrics": [{"name": "m", "value": "a / 2"}],
+        "assertionTemplates": {"judge": {"type": "webhook", "value": "http://10.0.0.9/judge"}},
     }
     assert what_it_would_do(config) == [
         "reads: prompts[0]: file://p.txt",
@@ -180,4 +181,5 @@ def test_what_else_a_config_would_do_is_found():
         "writes: commandLineOptions.output: /tmp/x.csv", "reads: commandLineOptions.envPath: .env.other",
         "runs code: commandLineOptions.grader: provider exec: judge",
         "env: env.X: sets X",
+        "sends outputs and vars to: assertionTemplates.judge.value: http://10.0.0.9/judge",
     ]

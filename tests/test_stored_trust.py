@@ -224,6 +224,31 @@ def test_a_planted_config_file_list_is_not_the_users_config(victim, fake_openai,
     assert (tmp_path / "PWNED_C").read_text() == "ran"
 
 
+def test_a_model_outputs_run_names_its_files_from_the_store(tmp_path, monkeypatch):
+    """--assertions and --model-outputs are re-read from the paths the store names: an attacker points
+    them at an assertions file with code; they are listed and read only once trusted."""
+    monkeypatch.chdir(tmp_path)
+    asserts = write(tmp_path / "asserts.yaml", "- type: icontains\n  value: paris\n")
+    outputs = write(tmp_path / "outputs.json", json.dumps(["Paris", "Paris again"]))
+    first = cli("eval", "--no-progress-bar", "--no-table", "--assertions", asserts, "--model-outputs", outputs)
+    assert first.exit_code == 0, first.output
+    evil = write(tmp_path / "shared" / "asserts.yaml",
+                 "- type: python\n  value: \"__import__('pathlib').Path('PWNED_M').write_text('ran') > 0\"\n")
+    db = tmp_path / "factcli-home" / "factcli.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE runs SET status = 'interrupted', finished_at = NULL")
+        conn.execute("DELETE FROM results WHERE test_idx = 1")
+        run_id = conn.execute("SELECT id FROM runs").fetchone()[0]
+    plant(db, options=lambda opts: {**opts, "assertions": str(evil)})
+    result = cli("eval", "--resume", run_id, "--no-progress-bar", "--no-table")
+    assert result.exit_code == 1 and "the files it scored are named by the store" in result.output, result.output
+    assert f"  - reads: --assertions/--model-outputs: {evil} (named by the store: it may hold code)" in result.output
+    assert not (tmp_path / "PWNED_M").exists()
+    result = cli("eval", "--resume", run_id, "--no-progress-bar", "--no-table", "--trust-stored-config")
+    assert result.exit_code in (0, 100), result.output
+    assert (tmp_path / "PWNED_M").read_text() == "ran"
+
+
 # ---------------------------------------------------------------- paths it writes
 
 def test_a_stored_output_path_is_not_written_without_trust(victim, fake_openai, tmp_path):

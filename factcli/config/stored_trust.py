@@ -18,7 +18,8 @@ from typing import Any
 from factcli import sources
 from factcli.config.keys import LEVELS, LIST, MAP, Key, Kind
 
-CODE, READ, SENDS, WRITES, ENV = ("runs code", "reads", "sends your credential to", "writes", "env")
+CODE, READ, SENDS, POSTS, WRITES, ENV = ("runs code", "reads", "sends your credential to", "sends outputs and vars to",
+                                        "writes", "env")
 _URL = re.compile(r"^(?:https?|huggingface|hf)://", re.IGNORECASE)
 _BLOCK = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.DOTALL)
 _ENV_NAME = re.compile(r"\benv\s*(?:\.\s*([A-Za-z_]\w*)|\[\s*['\"]([^'\"]+)['\"]\s*\])|\benv\b")
@@ -111,6 +112,8 @@ class _Walk:
         for name in env_reads(value):
             self.add(ENV, where, "reads every env var ({{ env }})" if name == "*" else f"reads {name}")
         kind = spec.kind
+        if spec.script_value and level == "assert" and str(parent.get("type")).removeprefix("not-") == "webhook":
+            return self.add(POSTS, where, text)  # an outside judge (assertions/operational.py)
         if spec.script_value:
             kind = Kind.CODE if _script(parent, level, value) else (Kind.DATA if level == "derivedMetric" else kind)
         if kind is Kind.CODE:

@@ -60,6 +60,7 @@ class EvalSession:
         self.mode: str | None = None  # "resume" | "retry"
         self.suite = None  # rebuilt from the stored run
         self.source_options: dict = {}
+        self.trust = None  # run/trust.StoredTrust: what a resumed run takes from the store
         self.failing: tuple[str, set[str]] | None = None
         self.all_tests: list | None = None
         self.selected: list | None = None  # a resumed run's tests, waiting for its beforeAll hook
