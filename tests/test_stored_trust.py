@@ -249,6 +249,20 @@ def test_a_model_outputs_run_names_its_files_from_the_store(tmp_path, monkeypatc
     assert (tmp_path / "PWNED_M").read_text() == "ran"
 
 
+def test_the_list_never_shows_a_secret(victim, fake_openai, tmp_path):
+    """The list quotes code and URLs: a secret in them (the environment's, a config's literal key)
+    is shown as the store would keep it."""
+    db, run_id, _ = victim
+    other = write(tmp_path / "elsewhere" / "other.yaml", "prompts: ['Say {{w}}']\n"
+                  "providers: [{id: 'openai:chat:m1', config: {apiKey: 'sk-literal-0987654321abcdef'}}]\n"
+                  "tests:\n  - vars: {w: w0}\n    assert: [{type: python, value: \"'" + KEY
+                  + "' != 'sk-literal-0987654321abcdef'\"}]\n")
+    plant(db, files=[other])
+    result = refused(run_id, fake_openai)
+    assert KEY not in result.output and "sk-literal-0987654321abcdef" not in result.output
+    assert "inline python assertion: '${OPENAI_API_KEY}' != '[redacted]'" in result.output, result.output
+
+
 # ---------------------------------------------------------------- paths it writes
 
 def test_a_stored_output_path_is_not_written_without_trust(victim, fake_openai, tmp_path):

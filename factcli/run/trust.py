@@ -27,6 +27,7 @@ class StoredTrust:
         self.run_id, self.trusted, self.ui = run_id, trusted, ui
         self.reasons: list[str] = []
         self.lines: list[str] = []
+        self.configs: list = []  # the configs walked: their literal secrets are redacted from the list
 
     def options(self, taken: dict, stored_vars) -> None:
         """Stored --var / --providers / --grader a resume takes back (not given again now). `stored_vars`:
@@ -56,13 +57,17 @@ class StoredTrust:
         self.reasons.append(why)
 
     def config(self, cfg, why: str) -> None:
+        self.configs.append(cfg)
         self.lines += what_it_would_do(cfg)
         self.reasons.append(why)
 
     def settle(self) -> None:
-        lines = list(dict.fromkeys(self.lines))
-        if not lines:
+        if not self.lines:
             return
+        from factcli.store.redact import Scrubber
+
+        scrub = Scrubber(self.configs)  # secrets are never printed (a local file's, the environment's)
+        lines = list(dict.fromkeys(scrub.text(line) for line in self.lines))
         why = "; ".join(self.reasons)
         if self.trusted:
             self.ui.note(f"--trust-stored-config: run {self.run_id} takes from the store ({why}):")
