@@ -138,8 +138,10 @@ def test_a_stored_config_lists_its_javascript_providers_and_derived_metrics_as_c
               "derivedMetrics": [{"name": "acc", "value": "return namedScores.c / namedScores.__count"},
                                  {"name": "plain", "value": "c / __count"}]}
     assert what_it_would_do(config) == [
-        "runs code: providers[0]: provider file://p.mjs:Classifier", "runs code: providers[1].id: provider file://agent.ts",
-        "runs code: derivedMetrics[0].value: inline javascript derived metric: return namedScores.c / namedScores.__count"]
+        "runs code: providers[0]: provider file://p.mjs:Classifier",
+        "runs code: providers[1].id: provider file://agent.ts",
+        "runs code: derivedMetrics[0].value: inline javascript derived metric: "
+        "return namedScores.c / namedScores.__count"]
 
 
 def test_every_javascript_and_typescript_suffix_names_a_javascript_provider():

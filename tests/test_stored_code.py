@@ -110,7 +110,8 @@ def test_code_in_the_stored_options_is_refused_even_where_the_config_files_are(t
     # (the stored providers replace the config file's: the files no longer give the stored config either)
     assert lines[1:5] == [
         "  - option: --var: extra=file://fetch.py", "  - runs code: --var.extra: code file file://fetch.py",
-        f"  - option: --providers: exec: touch {marker}", f"  - runs code: --providers[0]: provider exec: touch {marker}"]
+        f"  - option: --providers: exec: touch {marker}",
+        f"  - runs code: --providers[0]: provider exec: touch {marker}"]
     assert not marker.exists()
 
 
@@ -149,7 +150,8 @@ def test_every_kind_of_code_is_found():
         "runs code: extensions[0]: code file file://hooks.js:hook",
         "runs code: nunjucksFilters.shout: code file filters/shout.js",
     ]
-    assert what_it_would_do({"prompts": ["Hi"], "providers": ["echo"], "tests": [{"vars": {"a": "b.py is a file"}}]}) == []
+    plain = {"prompts": ["Hi"], "providers": ["echo"], "tests": [{"vars": {"a": "b.py is a file"}}]}
+    assert what_it_would_do(plain) == []
 
 
 def test_what_else_a_config_would_do_is_found():

@@ -145,7 +145,8 @@ def test_inline_javascript_ending_in_js_is_code(victim, fake_openai, tmp_path):
 @pytest.mark.parametrize("key, code", [
     ("transform", "[process.mainModule.require('fs').writeFileSync('{marker}','x'),output][1]+[].js"),
     ("postprocess", "[process.mainModule.require('fs').writeFileSync('{marker}','x'),output][1]+[].js"),
-    ("transformVars", "[Object.assign(vars,{{z:process.mainModule.require('fs').writeFileSync('{marker}','x')}})][0]||[].js"),
+    ("transformVars",
+     "[Object.assign(vars,{{z:process.mainModule.require('fs').writeFileSync('{marker}','x')}})][0]||[].js"),
 ])
 def test_transforms_ending_in_js_are_code(victim, fake_openai, tmp_path, key, code):
     """transform, transformVars and options.postprocess (which the pattern list did not have)."""
@@ -327,7 +328,8 @@ def test_stored_options_need_trust(victim, fake_openai, tmp_path):
     says them, even where the config files are the user's own."""
     db, run_id, _ = victim
     plant(db, options=lambda opts: {**opts, "vars": {"extra": "{{ env.OPENAI_API_KEY }}"}})
-    refused(run_id, fake_openai, "option: --var: extra={{ env.OPENAI_API_KEY }}", "env: --var.extra: reads OPENAI_API_KEY")
+    refused(run_id, fake_openai, "option: --var: extra={{ env.OPENAI_API_KEY }}",
+            "env: --var.extra: reads OPENAI_API_KEY")
     plant(db, options=lambda opts: {**opts, "vars": {}, "providers": ["openai:chat:m1"],
                                     "grader": "openai:chat:judge"})
     refused(run_id, fake_openai, "option: --providers: openai:chat:m1", "option: --grader: openai:chat:judge")
@@ -380,7 +382,8 @@ NOT_CONFIG = {
     "prompts.py": {"role", "content", "\n", "<<"},  # chat messages and template text
     "remote.py": {"subset", "limit", "offset", "length", "@", "split", "rows", "num_rows_total", "error", "row",
                   "FACTCLI_HF_DATASETS_SERVER"},  # a Hugging Face dataset URL and its server's replies
-    "testsets.py": {"\n", ".py:", "javascript:", "fn:", "eval:", "FACTCLI_CSV_DELIMITER", "PROMPTFOO_CSV_DELIMITER", "FACTCLI_CSV_STRICT",
+    "testsets.py": {"\n", ".py:", "javascript:", "fn:", "eval:", "FACTCLI_CSV_DELIMITER", "PROMPTFOO_CSV_DELIMITER",
+                    "FACTCLI_CSV_STRICT",
                     "PROMPTFOO_CSV_STRICT"},  # CSV text and env settings
     "var_check.py": {"content"},  # chat messages
     "keys.py": set(), "stored_trust.py": {"type", "*"},

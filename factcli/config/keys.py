@@ -49,7 +49,8 @@ LEVELS: dict[str, dict[str, Key]] = {
         "providers": Key(Kind.PROVIDER, "provider", LIST, more_config=True),
         "targets": Key(Kind.PROVIDER, "provider", LIST, more_config=True),
         "tests": Key(Kind.READ, "test", LIST, more_config=True), "defaultTest": _TEST_OR_FILE,
-        "scenarios": Key(Kind.READ, "scenario", LIST, more_config=True), "evaluateOptions": Key(Kind.DATA, "evaluateOptions"),
+        "scenarios": Key(Kind.READ, "scenario", LIST, more_config=True),
+        "evaluateOptions": Key(Kind.DATA, "evaluateOptions"),
         "derivedMetrics": Key(Kind.DATA, "derivedMetric", LIST),
         "assertionTemplates": Key(Kind.DATA, "assert", MAP), "env": Key(Kind.ENV, shape=MAP),
         "outputPath": Key(Kind.WRITE, shape=LIST), "metadata": D, "tags": D, "sharing": D,
@@ -70,7 +71,8 @@ LEVELS: dict[str, dict[str, Key]] = {
         "apiKey": Key(Kind.SECRET), "api_key": Key(Kind.SECRET), "apiKeyEnvar": Key(Kind.ENV),
         "headers": Key(Kind.SECRET), "extra_headers": Key(Kind.SECRET),
         "apiVersion": D, "organization": D, "timeout": D, "maxConcurrency": D, "rpm": D, "tpm": D, "models": D,
-        "max_retries": D, "base_model": D, "cost": D, "inputCost": D, "outputCost": D, "reasoning": D, "reasoningBudget": D,
+        "max_retries": D, "base_model": D, "cost": D, "inputCost": D, "outputCost": D, "reasoning": D,
+        "reasoningBudget": D,
         "grammar": D, "knowledge": Key(Kind.READ, file=True),  # a knowledge search backend's file (providers/search)
     },
     "test": {
@@ -94,7 +96,8 @@ LEVELS: dict[str, dict[str, Key]] = {
     # a claim-level method's settings (an assertion's `config`): methods/settings.MethodSettings declares
     # their names and checks their values; these are the ones that are more than data
     "method.config": {
-        "search": Key(Kind.DATA, "search"), "knowledge": Key(Kind.READ, file=True), "calibration": Key(Kind.READ, file=True),
+        "search": Key(Kind.DATA, "search"), "knowledge": Key(Kind.READ, file=True),
+        "calibration": Key(Kind.READ, file=True),
         "embeddingProvider": Key(Kind.PROVIDER, "provider"), "models": Key(Kind.PROVIDER, shape=LIST),
         "decomposer": Key(Kind.PROVIDER, "provider"),
         "template": Key(Kind.READ), "templates": Key(Kind.READ, shape=MAP),
@@ -107,7 +110,7 @@ LEVELS: dict[str, dict[str, Key]] = {
     },
     "scenario": {"description": D, "config": Key(Kind.DATA, "test", LIST),
                  "tests": Key(Kind.READ, "test", LIST, more_config=True)},
-    "testGenerator": {"path": Key(Kind.CODE, file=True), "config": D},  # a `tests:` item {path: file://gen.py:fn, config}
+    "testGenerator": {"path": Key(Kind.CODE, file=True), "config": D},  # a tests: item {path: file://gen.py:fn}
     "derivedMetric": {"name": D, "value": Key(Kind.CODE, script_value=True)},  # JavaScript, or a formula (data)
     "gate": {"metric": D, "min": D, "max": D, "bound": D},
     # promptfoo's options factcli takes (config/cli_options.HONOURED converts them)

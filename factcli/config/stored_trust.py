@@ -120,7 +120,8 @@ class _Walk:
             if sources.is_file_ref(text) or spec.file:
                 self.add(CODE, where, f"code file {text}")
             else:
-                what = (f"{str(parent.get('type')).removeprefix('not-')} assertion" if level == "assert" and key == "value"
+                kind_of = str(parent.get("type")).removeprefix("not-")
+                what = (f"{kind_of} assertion" if level == "assert" and key == "value"
                         else "javascript derived metric" if level == "derivedMetric" else key)
                 self.add(CODE, where, f"inline {what}: {first_line(value)}")
         elif kind is Kind.READ:
