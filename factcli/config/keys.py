@@ -23,7 +23,7 @@ class Kind(str, Enum):
     ENDPOINT = "endpoint"  # a URL that receives the provider's credential
     WRITE = "path to write"
     SECRET = "secret"  # never stored (store/redact), never listed
-    ENV = "env var"  # names env vars: an `env:` block sets them, `apiKeyEnvar` reads one
+    ENV = "env var"  # names env vars: a mapping of them (an `env:` block) sets them, a name (`apiKeyEnvar`) reads one
 
 
 VALUE, LIST, MAP = "value", "list", "map"  # Key.shape: the value itself, each item of a list, each value of a map

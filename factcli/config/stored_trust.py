@@ -103,7 +103,7 @@ class _Walk:
             return
         if isinstance(value, dict) and spec.level:
             return self.level(value, where, spec.level)
-        if spec.kind is Kind.ENV and key in ("env",):
+        if spec.kind is Kind.ENV and spec.shape == MAP:  # an `env:` block: the names it sets
             self.add(ENV, where, f"sets {where.rsplit('.', 1)[-1]}")
             return self.data(value, where)
         if not isinstance(value, str):
