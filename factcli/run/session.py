@@ -200,7 +200,7 @@ class EvalSession:
             if Scrubber(raw).dumps(raw) != stored_text:
                 trust.files("config file", files, f"the config files it names are not the config it stored "
                             f"(changed since run {run_id} started, or not its files)")
-                trust.config(raw, "")
+                trust.config(raw)
             trust.settle()
             self.ui.note(f"Re-loading the config from {', '.join(files)} (the files still exist).")
             return runner.load(files, options)

@@ -56,10 +56,12 @@ class StoredTrust:
         self.lines += [f"reads: {what}: {p} (named by the store: it may hold code)" for p in paths]
         self.reasons.append(why)
 
-    def config(self, cfg, why: str) -> None:
+    def config(self, cfg, why: str = "") -> None:
+        """What the config the resume would load does; `why`: why it is not the user's own (if not said)."""
         self.configs.append(cfg)
         self.lines += what_it_would_do(cfg)
-        self.reasons.append(why)
+        if why:
+            self.reasons.append(why)
 
     def settle(self) -> None:
         if not self.lines:
