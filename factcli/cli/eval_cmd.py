@@ -169,7 +169,8 @@ def _print_eval(flow, run) -> int:
     budget_stop = run.status == runner.STATUS_INTERRUPTED and not interrupted  # says its own resume line
     from rich.text import Text
 
-    for line in report.next_steps_for(run, stored=flow.stored, interrupted=interrupted, db=options.db):
+    for line in report.next_steps_for(run, stored=flow.stored, interrupted=interrupted, db=options.db,
+                                      outputs=options.outputs):
         if not (budget_stop and line.startswith("Resume")):
             console.print(Text(line, style="dim"), soft_wrap=True)
     unstored = flow.session.unstored if flow.session is not None else None
@@ -179,11 +180,14 @@ def _print_eval(flow, run) -> int:
         report.stderr_console().print("[yellow]Interrupted:[/] finished rows were kept.")
         return 130
     if run.status == runner.STATUS_INTERRUPTED:  # the budget: calls in flight finished, no more started
+        import shlex
+
         from rich.markup import escape
 
         report.stderr_console().print(f"[yellow]Stopped:[/] {escape(run.abort_reason or '')}. {run.row_count} of "
                                       f"{run.total_steps} row{'s' if run.total_steps != 1 else ''} finished and were kept; go on with a larger budget: "
-                                      f"factcli eval --resume {run.run_id} --max-cost USD", soft_wrap=True)
+                                      f"factcli eval --resume {run.run_id} --max-cost USD"
+                                      + "".join(f" -o {shlex.quote(str(p))}" for p in options.outputs), soft_wrap=True)
         return 130
     if run.status == runner.STATUS_ABORTED:
         code = run.abort_exit_code
