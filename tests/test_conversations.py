@@ -284,7 +284,7 @@ def test_retry_errors_reruns_the_later_turns_of_a_rerun_turn(tmp_path, fake_open
     assert got[(1, 0)]["failureReason"] == 2, result.output
     assert got[(2, 0)]["success"]  # its history had turn 2's answer
     fake_openai.reset()
-    runner.invoke(app, ["eval", "--retry-errors", "latest", "--no-progress-bar", "--no-cache"])
+    runner.invoke(app, ["eval", "--retry-errors", "latest", "--no-progress-bar", "--no-cache", "-o", out])
     assert [m[-1][1] for m in sent(fake_openai)] == ["T2", "T3"]
 
 

@@ -147,7 +147,8 @@ def test_rows_error_only_when_retries_are_exhausted(tmp_path, fake_openai, monke
     # the ERROR rows are what --retry-errors would re-run; with the faults gone they pass
     fake_openai.set_fault_rate(0)
     fake_openai.reset()
-    again = runner.invoke(app, ["eval", "--retry-errors", "latest", "--no-progress-bar", "--no-table"])
+    again = runner.invoke(app, ["eval", "--retry-errors", "latest", "--no-progress-bar", "--no-table",
+                                "-o", str(tmp_path / "r.json")])  # (-o again: the store's list is not trusted)
     assert again.exit_code == 0, again.output
     assert fake_openai.request_count == errors
     stored, runs = store_rows(isolated_home)

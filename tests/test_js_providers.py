@@ -123,7 +123,7 @@ def test_its_config_is_its_own(tmp_path):
 
 
 def test_script_providers_are_marked_as_user_code():
-    """What --trust-stored-code lists: code a stored run would run again."""
+    """What --trust-stored-config lists: code a stored run would run again."""
     for pid in ("file://p.js", "file://p.mjs:Name", "file://p.ts", "file://p.py", "python:p.py", "exec: ./run"):
         assert provider_class(pid).user_code is True, pid
     for pid in ("echo", "openai:gpt-4o-mini"):
@@ -131,15 +131,17 @@ def test_script_providers_are_marked_as_user_code():
 
 
 def test_a_stored_config_lists_its_javascript_providers_and_derived_metrics_as_code():
-    """What a resumed run rebuilt from the store would run (config/stored_code.py, --trust-stored-code)."""
-    from factcli.config.stored_code import code_in
+    """What a resumed run rebuilt from the store would run (config/stored_trust.py, --trust-stored-config)."""
+    from factcli.config.stored_trust import what_it_would_do
 
     config = {"providers": ["file://p.mjs:Classifier", {"id": "file://agent.ts", "label": "a"}],
               "derivedMetrics": [{"name": "acc", "value": "return namedScores.c / namedScores.__count"},
                                  {"name": "plain", "value": "c / __count"}]}
-    assert code_in(config) == [
-        "providers[0]: code file file://p.mjs:Classifier", "providers[1].id: code file file://agent.ts",
-        "derivedMetrics[0].value: inline javascript derived metric: return namedScores.c / namedScores.__count"]
+    assert what_it_would_do(config) == [
+        "runs code: providers[0]: provider file://p.mjs:Classifier",
+        "runs code: providers[1].id: provider file://agent.ts",
+        "runs code: derivedMetrics[0].value: inline javascript derived metric: "
+        "return namedScores.c / namedScores.__count"]
 
 
 def test_every_javascript_and_typescript_suffix_names_a_javascript_provider():

@@ -71,7 +71,7 @@ def test_a_judge_outage_is_not_judged_exits_4_and_retry_errors_judges_the_rows(f
     assert (shown["failureReason"], shown["notJudged"]) == (1, True)
 
     fake_openai.add_rule(".", PASS, model="judge")  # the judge is back
-    second = _eval("--retry-errors", "latest")
+    second = _eval("--retry-errors", "latest", "-o", out)  # (-o again: the store's list is not trusted)
     said = _said(second)
     assert second.exit_code == 0, second.output
     assert "0 of 3 rows kept, 3 to run" in said

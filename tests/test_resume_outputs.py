@@ -1,4 +1,5 @@
-"""A resumed run rewrites the -o files it was started with, and a provider's apiKeyEnvar (a variable's
+"""A resumed run rewrites the -o files it was started with when they are given again (the store's
+list of them is not trusted: run/trust.py), and a provider's apiKeyEnvar (a variable's
 name, not a secret) survives in the stored config so that the resumed run finds its key again."""
 
 import json
@@ -32,7 +33,12 @@ def test_resume_rewrites_the_original_outputs_and_keeps_the_key_variable_name(fa
     later = tmp_path / "later"
     later.mkdir()
     monkeypatch.chdir(later)  # the stored paths are absolute: resuming from elsewhere writes the same files
-    resumed = runner.invoke(app, ["eval", "--resume", "latest", "--max-cost", "1", "--no-progress-bar", "--no-table"])
+    before = out.read_text()
+    refused = runner.invoke(app, ["eval", "--resume", "latest", "--max-cost", "1", "--no-progress-bar", "--no-table"])
+    assert refused.exit_code == 1 and "give -o again" in refused.output, refused.output
+    assert f"writes: -o: {out}" in refused.output and out.read_text() == before
+    resumed = runner.invoke(app, ["eval", "--resume", "latest", "--max-cost", "1", "--no-progress-bar", "--no-table",
+                                  "-o", str(out), "-o", str(csv)])
     assert resumed.exit_code == 0, resumed.output
     doc = json.loads(out.read_text())
     assert len(doc["results"]["results"]) == N and doc["factcli"]["status"] == "complete"
@@ -67,7 +73,7 @@ def test_a_grader_rejecting_its_key_mid_run_keeps_the_finished_rows(fake_openai,
     assert len(kept) == 2 and doc["factcli"]["status"] == "aborted"
     fake_openai.reset()
     fake_openai.add_rule("a number", verdict)
-    again = runner.invoke(app, ["eval", "--resume", "latest", "--no-progress-bar", "--no-table"])
+    again = runner.invoke(app, ["eval", "--resume", "latest", "--no-progress-bar", "--no-table", "-o", str(out)])
     assert again.exit_code == 0, again.output
     assert len(json.loads(out.read_text())["results"]["results"]) == 4
     models = [r for r in fake_openai.requests if r["json"]["model"] != "judge"]

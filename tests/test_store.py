@@ -408,7 +408,13 @@ tests: [{vars: {n: '1'}}, {vars: {n: '2'}}]
     assert evaluate("-c", cfg, "--no-cache", "-j", "1").exit_code == 100
     cfg.unlink()
     fake_openai.reset()
-    result = evaluate("--retry-errors", "latest")
+    refused = evaluate("--retry-errors", "latest")  # the stored config's endpoint and env vars: listed
+    assert refused.exit_code == 1 and fake_openai.request_count == 0, refused.output
+    assert refused.output.strip().splitlines()[1:] == [
+        "  - env: providers[0].config.apiBaseUrl: reads FAKE_OPENAI_URL",
+        "  - sends your credential to: providers[0].config.apiBaseUrl: {{ env.FAKE_OPENAI_URL }}",
+        "  - env: providers[0].config.apiKey: reads PLANTED_SERVICE_KEY"]
+    result = evaluate("--retry-errors", "latest", "--trust-stored-config")
     assert result.exit_code == 0, result.output
     assert "using the config stored with the run" in result.output
     # ${NAME} references resolve at resume time: the key reached the server, and was never stored

@@ -97,7 +97,7 @@ def test_a_server_down_to_the_end_keeps_every_row_and_resume_writes_them_free(pg
 
     asked = fake_openai.request_count
     out.unlink()
-    again = _eval(tmp_path, pg_url, "2", "--resume", run_id)
+    again = _eval(tmp_path, pg_url, "2", "--resume", run_id, "-o", out)  # (-o again: the store's list is not trusted)
     stdout, stderr = again.communicate(timeout=120)
     assert again.returncode == 0, stdout + stderr
     assert fake_openai.request_count == asked  # every reply from the response cache

@@ -99,13 +99,15 @@ def test_killed_on_one_home_resumed_from_another_and_a_second_resumer_refused(pg
 
     fake_openai.latency = 0.15
     resumer = subprocess.Popen([sys.executable, "-m", "factcli", "eval", "--resume", run["id"], "--db", pg_url,
-                                "-j", "1", "--no-cache", "--no-progress-bar", "--no-table"],
+                                "-j", "1", "--no-cache", "--no-progress-bar", "--no-table",
+                                # (its config files are gone: the stored config, with its endpoint)
+                                "--trust-stored-config"],
                                env=_env(tmp_path / "home-b"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.time() + 60
     while time.time() < deadline and _count(pg_url, "SELECT pid FROM runs WHERE id = ?", (run["id"],)) != resumer.pid:
         time.sleep(0.02)
     monkeypatch.setenv("FACTCLI_HOME", str(tmp_path / "home-c"))
-    second = cli("eval", "--resume", run["id"], "--db", pg_url, "--no-progress-bar")
+    second = cli("eval", "--resume", run["id"], "--db", pg_url, "--no-progress-bar", "--trust-stored-config")
     assert second.exit_code == 1, second.output
     line = second.output.strip()
     assert len(line.splitlines()) == 1 and f"is being run by pid {resumer.pid} on {socket.gethostname()}" in line
@@ -199,12 +201,12 @@ def test_resuming_elsewhere_names_a_code_file_that_is_missing_there(tmp_path, mo
         store.execute("DELETE FROM results WHERE run_id = ? AND test_idx = 2", (run["id"],))
         store.update_run(run["id"], {"status": "interrupted", "finished_at": None})
     shutil.rmtree(cfg_dir)
-    result = cli("eval", "--resume", "latest", "--db", db, "--no-progress-bar", "--trust-stored-code")
+    result = cli("eval", "--resume", "latest", "--db", db, "--no-progress-bar", "--trust-stored-config")
     lines = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert result.exit_code == 1 and len(lines) == 1 and "check.py" in lines[0], result.output
     assert "Traceback" not in result.output
     write(cfg_dir / "check.py", "def get_assert(output, context):\n    return True\n")  # there again: it resumes
-    result = cli("eval", "--resume", "latest", "--db", db, "--no-progress-bar", "--no-table", "--trust-stored-code")
+    result = cli("eval", "--resume", "latest", "--db", db, "--no-progress-bar", "--no-table", "--trust-stored-config")
     assert result.exit_code == 0 and "2 of 3 rows kept" in result.output, result.output
 
 

@@ -303,6 +303,9 @@ def test_next_steps():
     assert next_steps(rid, "complete", interrupted=True)[-1] == f"Resume: factcli eval --resume {rid}"
     assert next_steps(rid, "complete", db="my runs.db") == [f"View it: factcli view {rid} --db 'my runs.db'"]
     assert next_steps(rid, "complete", stored=False) == []
+    # a resume writes the -o files given to it (not those the store names): the hint gives them again
+    assert next_steps(rid, "interrupted", outputs=["r.json", "my out.csv"])[-1] == \
+        f"Resume: factcli eval --resume {rid} -o r.json -o 'my out.csv'"
 
 
 def test_first_failed_test_is_read_from_the_store(tmp_path):

@@ -37,7 +37,7 @@ from factcli.errors import ConfigError
 from factcli.scoring.registry import PASSED, AssertionContext, AssertionError_, assertion
 from factcli.scripting.python import ScriptError, run_python_file, run_python_inline
 from factcli.scripting.values import is_grading_result, is_number, numbers_of, plain, tokens_of
-from factcli.sources import JS_SUFFIXES, PY_SUFFIXES, TS_SUFFIXES
+from factcli.sources import JS_SUFFIXES, PY_SUFFIXES, TS_SUFFIXES, is_file_ref
 from factcli.types import Assertion, GradingResult
 
 # ---------------------------------------------------------------- config-time checks
@@ -81,7 +81,7 @@ def check_script_value(typ: str, value: Any, base: Path, file: str, where: str) 
                           f"got {type(value).__name__}", file, where)
     if kind == "javascript":
         _need_node("javascript assertions", "a python assertion", file, where)
-    if value.startswith("file://"):
+    if is_file_ref(value):  # the one rule of file or inline code (config/stored_trust.py reads it too)
         if kind == "javascript":
             return _resolve_file(value, base, file, where, ("js",), "a javascript assertion file")
         return _resolve_file(value, base, file, where, ("py",), "a python assertion file")
@@ -236,7 +236,7 @@ def _raw_value(ctx: AssertionContext) -> Any:
 @assertion("javascript", needs_value=True)
 async def javascript(ctx: AssertionContext) -> GradingResult:
     from factcli.scripting.node import JSError, NodeWorkerError, get_worker, js_value
-    from factcli.sources import is_file_ref, ref_path
+    from factcli.sources import ref_path
 
     value = ctx.value
     if not isinstance(value, str):
@@ -339,7 +339,7 @@ def _script_result(ctx: AssertionContext, result: Any, suffix: Any, code_label: 
 
 @assertion("python", needs_value=True)
 async def python(ctx: AssertionContext) -> GradingResult:
-    from factcli.sources import is_file_ref, ref_path
+    from factcli.sources import ref_path
 
     value = ctx.value
     if not isinstance(value, str):

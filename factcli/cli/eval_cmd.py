@@ -51,10 +51,12 @@ def eval_cmd(
                                          "(id, prefix or 'latest') with its stored config; finished rows are kept."),
     retry_errors: str | None = typer.Option(None, "--retry-errors", metavar="RUN", help="Re-run only the "
                                                "ERROR rows of a stored run (id, prefix or 'latest')."),
-    trust_stored_code: bool = typer.Option(False, "--trust-stored-code", help="With --resume or --retry-errors "
-                                           "of a run whose config files are gone: run the code its stored config "
-                                           "holds (refused otherwise, since anyone who can write the store may "
-                                           "have put it there)."),
+    trust_stored_config: bool = typer.Option(False, "--trust-stored-config", "--trust-stored-code",
+                                             help="With --resume or --retry-errors: take what the store says "
+                                             "(a stored config that is not your config file, its code, files, "
+                                             "endpoints, output paths, --var/--providers/--grader), once factcli "
+                                             "has listed it (refused otherwise, since anyone who can write the "
+                                             "store may have put it there). --trust-stored-code is its older name."),
     filter_failing: str | None = typer.Option(None, "--filter-failing", metavar="RUN", help="Only the tests "
                                                  "that failed or errored in a stored run (id, prefix or 'latest')."),
     max_cost: float | None = typer.Option(None, "--max-cost", min=0, metavar="USD", help="A hard budget: start "
@@ -86,7 +88,7 @@ def eval_cmd(
             outputs=list(output or []), store=not no_write, db=db, resume=resume, retry_errors=retry_errors,
             filter_failing=filter_failing, assertions=assertions, model_outputs=model_outputs, strict=strict,
             dry_run=dry_run, env_files=[env_file] if env_file else [], gates=list(gate or []),
-            trust_stored_code=trust_stored_code, table=not no_table, progress_bar=not no_progress_bar)
+            trust_stored_config=trust_stored_config, table=not no_table, progress_bar=not no_progress_bar)
         code = _run_eval(options)
     except FactcliError as exc:
         fail(str(exc), exc.exit_code, getattr(exc, "problems", ()), exc.excerpt)
@@ -142,6 +144,13 @@ def _print_eval(flow, run) -> int:
 
         for line in describe(run):
             print(line)
+        from factcli.config.stored_trust import what_it_would_do
+
+        does = what_it_would_do(flow.suite.raw)  # by the config-key table, as a resume from the store lists it
+        if does:
+            print("Besides its calls, the config would (what a resume from the store would need trusted for):")
+            for line in does:
+                print(f"  - {line}")
         if flow.suite.extensions:
             print("Extension hooks are not called in a dry run (a beforeAll hook may change the tests).")
         return 0
@@ -160,7 +169,8 @@ def _print_eval(flow, run) -> int:
     budget_stop = run.status == runner.STATUS_INTERRUPTED and not interrupted  # says its own resume line
     from rich.text import Text
 
-    for line in report.next_steps_for(run, stored=flow.stored, interrupted=interrupted, db=options.db):
+    for line in report.next_steps_for(run, stored=flow.stored, interrupted=interrupted, db=options.db,
+                                      outputs=options.outputs):
         if not (budget_stop and line.startswith("Resume")):
             console.print(Text(line, style="dim"), soft_wrap=True)
     unstored = flow.session.unstored if flow.session is not None else None
@@ -170,11 +180,14 @@ def _print_eval(flow, run) -> int:
         report.stderr_console().print("[yellow]Interrupted:[/] finished rows were kept.")
         return 130
     if run.status == runner.STATUS_INTERRUPTED:  # the budget: calls in flight finished, no more started
+        import shlex
+
         from rich.markup import escape
 
         report.stderr_console().print(f"[yellow]Stopped:[/] {escape(run.abort_reason or '')}. {run.row_count} of "
                                       f"{run.total_steps} row{'s' if run.total_steps != 1 else ''} finished and were kept; go on with a larger budget: "
-                                      f"factcli eval --resume {run.run_id} --max-cost USD", soft_wrap=True)
+                                      f"factcli eval --resume {run.run_id} --max-cost USD"
+                                      + "".join(f" -o {shlex.quote(str(p))}" for p in options.outputs), soft_wrap=True)
         return 130
     if run.status == runner.STATUS_ABORTED:
         code = run.abort_exit_code

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from factcli import sources
+from factcli.config import keys
 from factcli.config.context import Ctx, as_list, check_keys, expect, unknown_key_lines, unknown_keys_collected
 from factcli.config.user_code import check_js_export, code_file, python_function
 from factcli.errors import ConfigError, did_you_mean
@@ -291,7 +292,7 @@ def _derived(value: Any, ctx: Ctx) -> list:
     for i, d in enumerate(value):
         where = f"derivedMetrics[{i}]"
         expect(isinstance(d, dict), "expected {name, value}", ctx.file, where)
-        check_keys(d, {"name", "value"}, ctx.file, where)
+        check_keys(d, keys.names("derivedMetric"), ctx.file, where)
         expect(isinstance(d.get("name"), str) and bool(d["name"]), "a derived metric needs a name", ctx.file,
                where + ".name")
         expect(isinstance(d.get("value"), str) and bool(d["value"]), "a derived metric needs a value expression",

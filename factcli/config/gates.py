@@ -28,6 +28,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from factcli.config import keys
 from factcli.config.context import check_keys, expect, percent_hint, unit_range
 from factcli.errors import ConfigError
 
@@ -35,7 +36,7 @@ from factcli.errors import ConfigError
 PASS_RATE, SCORE, COST, LATENCY, ERRORS = "pass-rate", "score", "cost", "latency", "errors"
 BUILT_IN = (PASS_RATE, SCORE, COST, LATENCY, ERRORS)
 BOUNDS = ("mean", "lower", "upper")
-_KEYS = {"metric", "min", "max", "bound", "min_judged"}
+_KEYS = keys.names("gate")
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from factcli import sources, templating
+from factcli.config import keys
 from factcli.config.context import (
     Ctx,
     as_list,
@@ -32,11 +33,7 @@ from factcli.config.testcases import ASSERT_KEYS, parse_test, test_maker
 from factcli.errors import ConfigError
 from factcli.types import Prompt, ProviderSpec, TestCase
 
-TOP_KEYS = {
-    "description", "prompts", "providers", "targets", "tests", "defaultTest", "scenarios",
-    "evaluateOptions", "derivedMetrics", "assertionTemplates", "env", "outputPath", "metadata",
-    "tags", "sharing", "nunjucksFilters", "extensions", "commandLineOptions", "gates",
-}
+TOP_KEYS = keys.names("top")
 UNSUPPORTED_TOP = {
     "redteam": "red teaming is not part of factcli",
     "tracing": "OpenTelemetry tracing is not supported",
@@ -44,8 +41,7 @@ UNSUPPORTED_TOP = {
     "plugins": "red teaming is not part of factcli",  # promptfoo moves these two under redteam
     "strategies": "red teaming is not part of factcli",
 }
-EVAL_OPTION_KEYS = {"maxConcurrency", "repeat", "delay", "showProgressBar", "cache", "timeoutMs",
-                    "maxEvalTimeMs", "generateSuggestions", "maxCost"}
+EVAL_OPTION_KEYS = keys.names("evaluateOptions")
 # promptfoo evaluateOptions that change what runs: ignoring them would run (and pay for) the wrong rows
 EVAL_OPTION_UNSUPPORTED = {
     "filterRange": "use --filter-first-n, --filter-sample or --filter-pattern",
@@ -149,9 +145,20 @@ def load_suite(paths: list[str | Path], cli_vars: dict | None = None, providers:
     return suite
 
 
+def _read_configs(paths: list[str | Path], providers: list[str] | None) -> list[tuple[Path, dict]]:
+    return [(p, with_providers(read_config_file(p), providers, i == 0)) for i, p in enumerate(map(Path, paths))]
+
+
+def raw_config(paths: list[str | Path], providers: list[str] | None = None) -> dict:
+    """The config `load_suite(paths, …, providers)` would have as `Suite.raw`, read without loading it
+    (nothing imported, no file it names read): what a run stores, and a resume compares with."""
+    configs = _read_configs(paths, providers)
+    return configs[0][1] if len(configs) == 1 else merge_configs(configs)
+
+
 def _load_suite(paths: list[str | Path], cli_vars: dict | None, providers: list[str] | None) -> Suite:
     files = [Path(p) for p in paths]
-    configs = [(p, with_providers(read_config_file(p), providers, i == 0)) for i, p in enumerate(files)]
+    configs = _read_configs(files, providers)
     with unknown_keys_collected():  # only the errors here: build_suite reports the unknown keys
         for p, cfg in configs:
             check_keys(cfg, TOP_KEYS, str(p), "", UNSUPPORTED_TOP)
@@ -320,7 +327,7 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
     for i, d in enumerate(derived):
         where = f"derivedMetrics[{i}]"
         expect(isinstance(d, dict), "expected {name, value}", file, where)
-        check_keys(d, {"name", "value"}, file, where)
+        check_keys(d, keys.names("derivedMetric"), file, where)
         expect(isinstance(d.get("name"), str) and d["name"], "a derived metric needs a name", file, where + ".name")
         expect(isinstance(d.get("value"), str) and d["value"], "a derived metric needs a value expression",
                 file, where + ".value")
@@ -451,7 +458,7 @@ def _scenario_tests(value: Any, ctx: Ctx) -> list[tuple[dict, Ctx, str]]:
             p, _ = sources.ref_path(sc, ctx.base)
             sc = sources.load_structured(p)
         expect(isinstance(sc, dict), "expected a scenario mapping", ctx.file, where)
-        check_keys(sc, {"description", "config", "tests"}, ctx.file, where)
+        check_keys(sc, keys.names("scenario"), ctx.file, where)
         configs = sc.get("config") or [{}]
         expect(isinstance(configs, list), "expected a list", ctx.file, where + ".config")
         tests = load_tests(sc.get("tests"), ctx, where + ".tests")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from factcli import sources, templating
+from factcli.config import keys
 from factcli.config.context import Ctx, as_list, check_keys, expect, load_warning, read_label, record, unknown_key
 from factcli.config.user_code import check_js_export, code_file, python_function
 from factcli.errors import ConfigError
@@ -71,7 +72,7 @@ def _parse_prompt(item: Any, label: str | None, where: str, ctx: Ctx, out: list[
     """One entry of `prompts:`, appended to `out` (a file or a glob may give several)."""
     config: dict = {}
     if isinstance(item, dict):
-        check_keys(item, {"id", "raw", "label", "config", "messages"}, ctx.file, where)
+        check_keys(item, keys.names("prompt"), ctx.file, where)
         label = read_label(item.get("label"), ctx.file, where + ".label")
         config = item.get("config") or {}
         expect(isinstance(config, dict), "expected a mapping of request parameters", ctx.file, where + ".config")

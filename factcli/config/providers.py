@@ -7,12 +7,13 @@ import sys
 from typing import Any
 
 from factcli import sources
+from factcli.config import keys
 from factcli.config.context import (Ctx, as_list, check_keys, expect, join, near_miss, number, read_label, record,
                                     unknown_key)
 from factcli.errors import ConfigError
 from factcli.types import ProviderSpec
 
-PROVIDER_KEYS = {"id", "label", "config", "prompts", "delay", "transform", "env"}
+PROVIDER_KEYS = keys.names("provider")
 PROVIDER_UNSUPPORTED = {"inputs": "a provider's inputs serve promptfoo's red teaming, which factcli does not have"}
 
 
@@ -81,12 +82,9 @@ def parse_provider(item: Any, ctx: Ctx, where: str) -> ProviderSpec:
 # The config keys factcli reads itself besides the request parameters (litellm_provider.PASSTHROUGH).
 # A near miss of one of these is a typo (`temprature`), an error; any other key of an API model's
 # config is sent nowhere and gets a warning (contract §4).
-KNOWN_CONFIG_KEYS = {
-    "apiBaseUrl", "apiHost", "apiKey", "apiKeyEnvar", "apiVersion", "organization", "headers", "timeout",
-    "maxConcurrency", "rpm", "tpm", "models", "max_retries", "api_base", "api_key", "extra_headers",
-    "cost", "inputCost", "outputCost",  # prices by hand (providers/pricing.CONFIG_KEYS): read, never sent
-    "reasoning", "reasoningBudget", "grammar",  # a grader's reasoning and schema (docs/judges.md)
-}
+# (config/keys.py, level provider.config: prices by hand are providers/pricing.CONFIG_KEYS, read, never
+# sent; reasoning and grammar a grader's, docs/judges.md)
+KNOWN_CONFIG_KEYS = keys.names("provider.config")
 
 
 def _runs_user_code(pid: str) -> bool:

@@ -7,14 +7,14 @@ from collections.abc import Callable
 from typing import Any
 
 from factcli import sources
+from factcli.config import keys
 from factcli.config.context import Ctx, check_keys, check_method_keys, expect, number, record, unit_range
 from factcli.config.judge_calibration import read_calibration
 from factcli.errors import ConfigError, did_you_mean
 from factcli.scoring import registry
 from factcli.types import EMPTY_DICT, EMPTY_LIST, Assertion, TestCase
 
-TEST_KEYS = {"description", "vars", "assert", "options", "threshold", "metadata", "providerOutput",
-             "assertScoringFunction", "critical"}
+TEST_KEYS = keys.names("test")
 # promptfoo test keys factcli does not run: ignoring them would run the test against other columns
 TEST_UNSUPPORTED = {
     "provider": "a test's own provider is not supported; give the providers at the top level",
@@ -28,13 +28,10 @@ TEST_UNSUPPORTED = {
 RUNNABLE_TEST_KEYS = ("vars", "assert", "options", "metadata", "provider", "providerOutput", "threshold")
 
 
-ASSERT_KEYS = {"type", "value", "threshold", "weight", "provider", "rubricPrompt", "metric",
-               "transform", "contextTransform", "config", "assert", "$ref"}
+ASSERT_KEYS = keys.names("assert")
 
 
-OPTION_KEYS = {"provider", "rubricPrompt", "factuality", "prefix", "suffix", "transform",
-               "postprocess", "disableDefaultAsserts", "disableVarExpansion", "runSerially",
-               "storeOutputAs", "transformVars", "disableConversationVar"}
+OPTION_KEYS = keys.names("test.options")
 # promptfoo test options factcli does not run (any other key of `options` is a request parameter)
 OPTION_UNSUPPORTED = {
     "repeat": "a test's own repeat is not supported; use --repeat or evaluateOptions.repeat",

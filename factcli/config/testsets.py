@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from factcli import sources
-from factcli.config import csv_text, remote
+from factcli.config import csv_text, keys, remote
 from factcli.config.expected_cells import assertion_from_string, cell_near_miss, parse_number
 from factcli.config.context import check_keys, load_warning, record
 from factcli.config.user_code import code_file
@@ -424,7 +424,7 @@ def load_tests(value: Any, ctx, key: str) -> Entries:
     for i, item in enumerate(items):
         where = f"{key}[{i}]" if isinstance(value, list) else key
         if isinstance(item, dict) and "path" in item:  # {path: file://gen.py:fn, config: {...}}
-            check_keys(item, {"path", "config"}, ctx.file, where)
+            check_keys(item, keys.names("testGenerator"), ctx.file, where)
             ref = item["path"]
             if not isinstance(ref, str) or not _GENERATOR_REF.search(ref):
                 raise ConfigError("expected a test generator, e.g. file://tests.py:generate", ctx.file, where + ".path")

@@ -311,18 +311,20 @@ def summary(run, console: Console) -> None:
 
 
 def next_steps(run_id: str, status: str, *, failures: int = 0, errors: int = 0, first_failed: int | None = None,
-               interrupted: bool = False, db: str | None = None, stored: bool = True) -> list[str]:
+               interrupted: bool = False, db: str | None = None, stored: bool = True, outputs=()) -> list[str]:
     """The commands worth typing after an eval, one a line: look at the run, open its first failed
     row, and after an interruption or ERROR rows, resume or retry. Nothing for a run not stored
     (--no-write): there is nothing to view. `db`: the --db the run was stored with, repeated in
     every command so that each works when pasted (a URL's password shows as ***: give it again, or
-    set FACTCLI_DB)."""
+    set FACTCLI_DB). `outputs`: the -o files, given again by a resume or retry (a resume writes only the
+    -o files given to it, not those the store names: run/trust.py)."""
     if not stored or not run_id:
         return []
+    import shlex
+
+    again = "".join(f" -o {shlex.quote(str(p))}" for p in outputs)
     on = ""
     if db:
-        import shlex
-
         from factcli.store.database import shown
 
         on = f" --db {shlex.quote(shown(db))}"
@@ -330,13 +332,13 @@ def next_steps(run_id: str, status: str, *, failures: int = 0, errors: int = 0, 
     if failures and first_failed is not None:
         lines.append(f"Open a failed row: factcli show {run_id} {first_failed}{on}")
     if interrupted or status in ("interrupted", "aborted"):
-        lines.append(f"Resume: factcli eval --resume {run_id}{on}")
+        lines.append(f"Resume: factcli eval --resume {run_id}{on}{again}")
     elif errors:
-        lines.append(f"Retry errors: factcli eval --retry-errors {run_id}{on}")
+        lines.append(f"Retry errors: factcli eval --retry-errors {run_id}{on}{again}")
     return lines
 
 
-def next_steps_for(run, *, stored: bool, interrupted: bool = False, db: str | None = None) -> list[str]:
+def next_steps_for(run, *, stored: bool, interrupted: bool = False, db: str | None = None, outputs=()) -> list[str]:
     """next_steps for a finished EvalRun: the first failed test is read back from the store (the
     session has closed it by then; rows are not all held in memory), and is left out if the store
     cannot be read, since a hint is not worth an error."""
@@ -353,4 +355,4 @@ def next_steps_for(run, *, stored: bool, interrupted: bool = False, db: str | No
     # an assertion not judged on a row its others decided is retried too (scoring/outcome.needs_retry)
     errors = run.errors or sum(m.grading_errors for m in run.metrics)
     return next_steps(run.run_id, run.status, failures=run.failures, errors=errors, first_failed=first,
-                      interrupted=interrupted, db=db, stored=stored)
+                      interrupted=interrupted, db=db, stored=stored, outputs=outputs)

@@ -31,7 +31,7 @@ class Option:
     camel: tuple[str, ...] = ()  # promptfoo's evaluate() spellings of that keyword
     record: str | None = None  # its key in a stored run's options record (runs.options_json)
     resume: str | None = None  # REFUSE, RESTORE or KEEP; None: --resume leaves it as given
-    code: bool = False  # may name code: taken from the store, refused without --trust-stored-code
+    code: bool = False  # may name code, files or endpoints: taken from the store, refused without --trust-stored-config
     to_record: Callable[[Any], Any] | None = None  # how the record holds its value (default: as is)
     from_record: Callable[[Any], Any] | None = None  # and how it is read back
 
@@ -101,7 +101,8 @@ class EvalOptions:
     dry_run: bool = option(False, flag="--dry-run")
     env_files: list[Path] = option(factory=list, flag="--env-file")  # a later file wins; variables already set win
     gates: list = option(factory=list, flag="--gate")  # 'METRIC>=X' (config/gates.parse_cli_gate), over the config's
-    trust_stored_code: bool = option(False, flag="--trust-stored-code")  # run code a resumed run's stored config holds
+    # take what a resumed run's store says (run/trust.py); --trust-stored-code is its older name
+    trust_stored_config: bool = option(False, flag="--trust-stored-config")
     table: bool = option(True, flag="--no-table")  # the CLI prints the results table
     progress_bar: bool = option(True, flag="--no-progress-bar")
     keep_rows: bool = option(False, flag=None)  # hold every row in memory after the run (the API's Run)

@@ -60,6 +60,7 @@ class EvalSession:
         self.mode: str | None = None  # "resume" | "retry"
         self.suite = None  # rebuilt from the stored run
         self.source_options: dict = {}
+        self.trust = None  # run/trust.StoredTrust: what a resumed run takes from the store
         self.failing: tuple[str, set[str]] | None = None
         self.all_tests: list | None = None
         self.selected: list | None = None  # a resumed run's tests, waiting for its beforeAll hook
@@ -150,7 +151,11 @@ class EvalSession:
         # the stored options, changed by those given now; those taken from the store may name code too
         options, taken = resumed({**opts, "vars": stored_vars}, self.options.run)
         self.options = dataclasses.replace(self.options, run=options)
-        self._refuse_stored_code(row["id"], taken, "its stored options")
+        from factcli.run.trust import StoredTrust
+
+        self.trust = StoredTrust(row["id"], self.options.trust_stored_config, self.ui)
+        self.trust.options(taken, opts.get("vars"))
+        self.trust.outputs(opts.get("outputs") or [], self.options.outputs)
         self.suite = self._rebuild_suite(row, opts, options)
         self.selected = opts.get("tests")
         if not any(e.runs_for("beforeAll") for e in self.suite.extensions):  # else: the tests beforeAll gives
@@ -174,26 +179,38 @@ class EvalSession:
         files = loads(row.get("config_files_json"), []) or []
         if opts.get("mode") == "calibrate":  # its steps are built by factcli.run.calibrate, not from a config
             raise FactcliError(f"run {run_id} is a calibration: resume it with factcli calibrate --resume {run_id}")
+        trust = self.trust
         if opts.get("mode") == "model_outputs":
             from factcli.config.model_outputs import suite_from_outputs
 
             a, o = Path(opts.get("assertions") or ""), Path(opts.get("model_outputs") or "")
             if not (a.is_file() and o.is_file()):
                 raise FactcliError(f"run {run_id} scored {a} and {o}, which are gone; it cannot be resumed")
+            trust.files("--assertions/--model-outputs", [a, o], "the files it scored are named by the store")
+            trust.settle()
             self.ui.note(f"Re-loading {a} and {o} (they still exist).")
             return suite_from_outputs(a, o, options.vars)
-        stored = loads(row.get("config_json"), {}) or {}
+        stored_text = row.get("config_json") or "{}"
+        stored = loads(stored_text, {}) or {}
         if files and all(Path(f).is_file() for f in files):
+            from factcli.config.loader import raw_config
+
+            # the user's own config only when their files give, byte for byte, the one stored (the same
+            # encoding the run stored it with); else the store chose which files to load
+            raw = raw_config(files, options.providers)
+            if Scrubber(raw).dumps(raw) != stored_text:
+                trust.files("config file", files, f"the config files it names are not the config it stored "
+                            f"(changed since run {run_id} started, or not its files)")
+                trust.config(raw)
+            trust.settle()
             self.ui.note(f"Re-loading the config from {', '.join(files)} (the files still exist).")
-            suite = runner.load(files, options)
-            if Scrubber(suite.raw).dumps(suite.raw) != json.dumps(stored, ensure_ascii=False):
-                self.ui.warn(f"the config files changed since run {run_id} started")
-            return suite
+            return runner.load(files, options)
         from factcli.config.loader import build_suite
 
         cfg = dict(stored) if isinstance(stored, dict) else {}
         gone = ", ".join(files) or "the config files"
-        self._refuse_stored_code(run_id, cfg, f"{gone} {'is' if len(files) == 1 else 'are'} not here")
+        trust.config(cfg, f"{gone} {'is' if len(files) == 1 else 'are'} not here: the config stored with the run")
+        trust.settle()
         self.ui.note(f"The config files of run {run_id} are gone; using the config stored with the run.")
         if REDACTED in json.dumps(cfg):
             self.ui.warn("the stored config had secrets that were never stored; they stay '[redacted]' "
@@ -212,21 +229,6 @@ class EvalSession:
         base = Path(row.get("base_dir") or ".")
         with runner.downloads(options):
             return build_suite(cfg, base / "stored-config.yaml", options.vars)
-
-    def _refuse_stored_code(self, run_id: str, cfg: dict, why: str) -> None:
-        """Code in a config (or options) read from the store runs only with --trust-stored-code: whoever
-        can write the database could have put it there (docs/team.md). `why`: why the store's copy is used."""
-        from factcli.config.stored_code import code_in
-
-        code = code_in(cfg)
-        if not code or self.options.trust_stored_code:
-            return
-        err = FactcliError(f"run {run_id} would run code taken from the store, not from your files ({why}): "
-                           f"{len(code)} piece"
-                           f"{'s' if len(code) != 1 else ''} of code, listed below. Resume it where its config "
-                           "files are, or, if you trust everyone who can write this database, add --trust-stored-code")
-        err.problems = code
-        raise err
 
     def filter_suite(self, suite) -> None:
         """--filter-failing RUN: keep the tests (by description and vars) that failed or errored there."""

@@ -22,7 +22,7 @@ from typing import Any
 from factcli.scripting.python import wait_for
 from factcli.scripting.transforms import TransformError, js_transform_failures, js_transform_value, transform_label
 from factcli.scripting.values import plain
-from factcli.sources import PY_SUFFIXES
+from factcli.sources import PY_SUFFIXES, is_file_ref
 
 
 class RowCodeError(Exception):
@@ -150,7 +150,7 @@ def transform_vars(spec: str, variables: dict) -> dict:
     the run is planned, before the test's var arrays are expanded into rows."""
     label = transform_label(spec)
     context = {"prompt": {}, "uuid": str(uuid.uuid4())}
-    if spec.startswith("file://"):
+    if is_file_ref(spec):
         path, func = split_ref(spec)
         if path.suffix.lower() in PY_SUFFIXES:
             result = _python_transform_vars(path, func, variables, context, label)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from factcli.errors import ConfigError
-from factcli.sources import JS_SUFFIXES, PY_SUFFIXES, SCRIPT_SUFFIXES, TS_SUFFIXES
+from factcli.sources import JS_SUFFIXES, PY_SUFFIXES, SCRIPT_SUFFIXES, TS_SUFFIXES, is_file_ref
 
 NODE_FOR = ("javascript transforms", "a Python transform (file://transforms.py:fn)")
 
@@ -32,7 +32,7 @@ class TransformError(Exception):
 
 def transform_label(spec: str) -> str:
     """promptfoo's label for a transform in error messages."""
-    if spec.startswith("file://"):
+    if is_file_ref(spec):
         return "[file transform]"
     single = " ".join(spec.split())
     return f"[inline transform]: {single if len(single) <= 80 else single[:79] + '…'}"
@@ -44,7 +44,7 @@ def check_transform(spec: Any, file: str, where: str, base_dir: Path) -> str | N
         return None
     if not isinstance(spec, str):
         raise ConfigError("a transform must be a string", file, where)
-    if spec.startswith("file://"):
+    if is_file_ref(spec):  # the one rule of file or inline code (config/stored_trust.py reads it too)
         from factcli.sources import ref_path
 
         path, func = ref_path(spec, base_dir)
@@ -94,7 +94,7 @@ async def apply_transform(spec: str, output: Any, context: dict, base_dir: Path 
     from factcli.sources import ref_path
 
     label = transform_label(spec)
-    if spec.startswith("file://"):
+    if is_file_ref(spec):
         path, func = ref_path(spec, base_dir or Path.cwd())
         if path.suffix.lower() in PY_SUFFIXES:
             result = await _python_transform(path, func, output, context, label)
