@@ -15,6 +15,7 @@ from typing import Any
 
 from factcli import sources
 from factcli.config import remote
+from factcli.config.lines import csv_lines, jsonl_lines, text_chunks
 from factcli.config.context import check_keys, load_warning, record
 from factcli.config.user_code import code_file
 from factcli.errors import ConfigError
@@ -261,30 +262,6 @@ def csv_tests(text: str, file: str, warnings: list[str]) -> list[dict]:
     return [t for _, t in rows]
 
 
-_CSV_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
-# what str.splitlines breaks lines at besides \r and \n (a CSV line does not end there)
-_OTHER_BREAKS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
-# a chunk's lines are held at once, each several times its text: a chunk small enough to add little memory
-CSV_CHUNK = 1 << 16
-
-
-def _csv_lines(text: str):
-    """The text's lines as io.StringIO(text, newline="") gives them (\r\n, \r or \n kept), made a
-    chunk of about CSV_CHUNK characters at a time (a cut after a newline splits no line): a
-    StringIO holds its text as 4 bytes a character, 68 MB for 1,000,000 short rows. A chunk without
-    the other line breaks str.splitlines knows is split by it, which is faster than _CSV_LINE."""
-    start = 0
-    while start < len(text):
-        end = text.find("\n", start + CSV_CHUNK)
-        end = len(text) if end < 0 else end + 1
-        chunk = text[start:end]
-        if _OTHER_BREAKS.search(chunk) is None:
-            yield from chunk.splitlines(keepends=True)
-        else:
-            yield from (m.group() for m in _CSV_LINE.finditer(chunk))
-        start = end
-
-
 class CsvRows:
     """The test mappings of a CSV text, converted a row at a time each time they are iterated: a
     100,000-row file is never held as 100,000 row mappings and test mappings at once (issue 30).
@@ -293,8 +270,9 @@ class CsvRows:
     retry when strict parsing fails) and every row's cell count; the first row is converted then too,
     since the column warnings (a header's business) are said while the config loads."""
 
-    def __init__(self, text: str, file: str, warnings: list[str]):
-        self.text, self.file = text, file
+    def __init__(self, source: str | Path, file: str, warnings: list[str]):
+        """`source`: the CSV's text (a downloaded file's), or its path, read again each time it is iterated."""
+        self.source, self.file = source, file
         self.delimiter = os.environ.get("FACTCLI_CSV_DELIMITER") or os.environ.get("PROMPTFOO_CSV_DELIMITER") or ","
         strict_only = os.environ.get("FACTCLI_CSV_STRICT", os.environ.get("PROMPTFOO_CSV_STRICT", "")) == "true"
         self.strict = True
@@ -302,20 +280,21 @@ class CsvRows:
         try:
             self.count = self._scan()
         except csv.Error as exc:
-            if strict_only:
-                raise ConfigError(f"invalid CSV: {exc}", file, f"line {self._scanning.line_num}") from None
+            if strict_only or "field limit" in str(exc):
+                raise ConfigError(_csv_error(exc, "invalid CSV"), file, f"line {self._scanning.line_num}") from None
             # promptfoo retries with relaxed quoting; Python's non-strict reader is the same idea
             self.strict = False
             try:
                 self.count = self._scan()
             except csv.Error as again:
-                raise ConfigError(f"not a readable CSV file: {again}", file,
-                                  f"line {self._scanning.line_num}") from None
+                raise ConfigError(_csv_error(again), file, f"line {self._scanning.line_num}") from None
         for _ in zip(range(1), self._tests(warnings)):
             pass
 
     def _reader(self):
-        return csv.reader(_csv_lines(self.text), delimiter=self.delimiter, strict=self.strict)
+        chunks = (text_chunks(self.source) if isinstance(self.source, str)
+                  else sources.read_chunks(self.source, self.file, ""))
+        return csv.reader(csv_lines(chunks), delimiter=self.delimiter, strict=self.strict)
 
     def _scan(self) -> int:
         """The number of rows (csv.DictReader's: blank lines are none), each row's cells checked."""
@@ -372,6 +351,12 @@ class CsvRows:
             yield n, row_mapping(vars_, n)
 
 
+def _csv_error(exc: csv.Error, what: str = "not a readable CSV file") -> str:
+    if "field limit" in str(exc):  # csv.field_size_limit: sources.VALUE_LIMIT
+        return f"a cell is larger than the {sources.VALUE_LIMIT_TEXT} a value may hold"
+    return f"{what}: {exc}"
+
+
 def _cells(reader, keys: list[str], missing: str | None):
     """(row number, {key: cell}) per row of `reader` under the header `keys`, as csv.DictReader reads
     them: blank lines are no row, a short row's missing cells are `missing`."""
@@ -392,8 +377,9 @@ class JsonlRows:
     when made, as when the file was read into a list (each line's JSON, its depth); `plain` says
     whether every line is a test itself, not a test file or a URL to read in its place."""
 
-    def __init__(self, text: str, file: str):
-        self.text, self.file = text, file
+    def __init__(self, source: str | Path, file: str):
+        """`source`: the JSONL's text, or its path, read again each time it is iterated."""
+        self.source, self.file = source, file
         self.count, self.plain = 0, True
         for n, line in self._lines():
             try:
@@ -407,16 +393,10 @@ class JsonlRows:
 
     def _lines(self):
         """(line number, line) of the text's non-blank lines, as str.splitlines() numbers them, a
-        megabyte of text at a time (a cut after a newline splits no line)."""
-        text, start, n = self.text, 0, 0
-        while start < len(text):
-            end = text.find("\n", start + (1 << 20))
-            end = len(text) if end < 0 else end + 1
-            for line in text[start:end].splitlines():
-                n += 1
-                if line.strip():
-                    yield n, line
-            start = end
+        piece of the text at a time (a cut after a newline splits no line)."""
+        chunks = (text_chunks(self.source, 1 << 20) if isinstance(self.source, str)
+                  else sources.read_chunks(self.source, self.file, ""))
+        return jsonl_lines(chunks, self.file)
 
     def __len__(self) -> int:
         return self.count
@@ -593,12 +573,12 @@ def _tests_from_file(p: Path, ctx, where: str) -> Entries | list[tuple[dict, Any
     if suffix == ".csv":
         warnings: list[str] = []
         # the cells keep their bytes: a CRLF inside a quoted cell reaches the model as CRLF, as in promptfoo
-        rows = CsvRows(sources.read_text(p, str(p), "", keep_newlines=True), str(p), warnings)
+        rows = CsvRows(p, str(p), warnings)  # read as a stream, each time it is iterated
         for msg in warnings:
             load_warning(msg)
         return Entries([FileEntries(rows, sub, "row {}")])
     if suffix == ".jsonl":
-        lines = JsonlRows(sources.read_text(p, str(p), ""), str(p))
+        lines = JsonlRows(p, str(p))
         if lines.plain:  # every line a test: made as it is iterated
             return Entries([FileEntries(lines, sub, "[{}]")])
         data = [t for _, t in lines]
