@@ -118,5 +118,5 @@ def test_an_impossible_csv_file_is_one_line_naming_it(tmp_path, monkeypatch):
         sources.allow_large_csv_cells()
     assert result.exit_code == 1, result.output
     lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and "tests.csv" in lines[0] and "field larger than field limit" in lines[0], result.output
+    assert len(lines) == 1 and "tests.csv" in lines[0] and "a cell is larger than the 64 MiB" in lines[0], result.output
     assert "internal error" not in result.output
