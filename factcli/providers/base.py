@@ -266,3 +266,10 @@ def key_problem(config: dict, default_vars: tuple[str, ...]) -> str | None:
     if any(os.environ.get(v) for v in default_vars):
         return None
     return f"no API key: set {' or '.join(default_vars)} (or apiKey / apiKeyEnvar in its config)"
+
+
+def has_userinfo(url: str) -> bool:
+    """Whether a URL carries a user name or password before its host (`http://user:pw@host`): the HTTP
+    client refuses it beside the Authorization header factcli sends, and it would send a password to
+    whoever the URL names; a provider's endpoint never has one (config/providers, the preflight)."""
+    return isinstance(url, str) and re.match(r"(?i)\s*[a-z][a-z0-9+.-]*://[^/?#\s]*@", url) is not None

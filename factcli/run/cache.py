@@ -125,7 +125,8 @@ class ResponseCache(_DiskCache):
         data["cached"] = False
         data["retries"] = 0
         data["metadata"] = {}
-        self._open().set(key, data, expire=self.ttl)
+        # the secrets rule (store/redact): a reply that quotes a key keeps none on disk
+        self._open().set(key, redact.redact(data), expire=self.ttl)
 
     def delete(self, key: str) -> None:
         self._open().delete(key)

@@ -64,7 +64,8 @@ def check_url(target: str) -> str:
                        "(postgresql://, postgres://, postgresql+psycopg://, postgresql+psycopg2://)")
 
 
-_PASSWORD = re.compile(r"(?i)([a-z][a-z0-9+.-]*://[^:/@\s]*:)([^@\s]*)(@)")
+# the password runs to the authority's last `@`: a raw `@` in it (`user:p@ss@host`) is not its end
+_PASSWORD = re.compile(r"(?i)([a-z][a-z0-9+.-]*://[^:/@\s]*:)([^/?#\s]*)(@)")
 _KEYWORD_PASSWORD = re.compile(r"(?i)(\bpassword\s*=\s*)('[^']*'|\S+)")
 
 
