@@ -69,7 +69,7 @@ class EvalSession:
         self.seq = 0
         self.loaded = 0  # rows kept from the stored run (resume, retry)
         self.finished = False
-        self.heartbeat = None  # store/leases.py: refreshes the run's lease on a shared store
+        self.heartbeat = None  # store/leases.py: refreshes the run's lease (every store)
         self._metrics_at = 0.0
         self._derived: list = []
         # rows written but not yet committed (write / flush), as the store takes them: a group's

@@ -72,7 +72,7 @@ def is_secret_key(key: str) -> bool:
 # (`eyJ….eyJ….…`), a URL's userinfo password (`scheme://user:PASSWORD@host`, the user kept) and the
 # value of a secret-named query parameter (`?key=`, `&token=`, `api_key`, `access_token`, `secret`,
 # `password`, `sig`). Each is replaced by `[redacted]` (a prefix and a URL's user kept for reading).
-_USERINFO = r"(?P<userinfo>://[^:/@\s\"'<>]*:)[^/?#\s\"'<>]+@"
+_USERINFO = r"(?P<userinfo>://[^:/@\s\"'<>]*:)(?!\*\*\*@|\[redacted\]@)[^/?#\s\"'<>]+@"
 _QUERY = (r"(?P<query>[?&;](?i:api[_-]?key|key|access[_-]?token|auth[_-]?token|token|secret|password|passwd|sig"
           r"|signature)=)(?!\[redacted\])[^&#\s\"'<>\\]+")
 _SHAPES = re.compile(
