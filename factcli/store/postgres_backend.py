@@ -145,6 +145,7 @@ class PostgresStore(BaseStore):
             import psycopg
         except ImportError:
             raise FactcliError(f"{redact(url)}: {INSTALL_HINT}") from None
+        _quiet_pipeline_noise()
         try:
             conn = psycopg.connect(url, autocommit=False, connect_timeout=10, row_factory=_row_factory,
                                    application_name="factcli")
@@ -249,3 +250,17 @@ class PostgresStore(BaseStore):
             for row in cur:
                 yield dict(row)
 
+
+def _drop_terminating_noise(record) -> bool:
+    """psycopg logs `error ignored terminating <Pipeline …>` when a pipeline's connection breaks inside
+    executemany: the error itself is raised and reported once (run/outage.py); the log line repeated
+    it in front of the user on every outage (issue 48)."""
+    return not str(record.msg).startswith("error ignored terminating")
+
+
+def _quiet_pipeline_noise() -> None:
+    import logging
+
+    logger = logging.getLogger("psycopg")
+    if _drop_terminating_noise not in logger.filters:
+        logger.addFilter(_drop_terminating_noise)
