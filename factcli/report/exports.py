@@ -31,7 +31,9 @@ def write_export(run, path: Path, scrub=None) -> None:
     if not name.endswith(FORMATS):
         raise FactcliError(f"{path}: unsupported output format (use {', '.join(FORMATS)})")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        from factcli.settings import private_file
+
+        private_file(path)  # owner-only (0600) when new; an existing file keeps its mode
         if name.endswith((".json", ".jsonl", ".yaml", ".yml", ".txt")):
             write_document(run, path)
         elif name.endswith("junit.xml"):

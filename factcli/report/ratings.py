@@ -100,7 +100,9 @@ def write_labels(items: list[dict], path: Path) -> None:
     suffix = path.suffix.lower()
     if suffix not in (".jsonl", ".csv"):
         raise FactcliError(f"-o {path}: ratings export writes .jsonl or .csv (the formats `factcli calibrate` reads)")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from factcli.settings import private_file
+
+    private_file(path)  # owner-only (0600) when new
     if suffix == ".jsonl":
         text = "".join(json.dumps(it, ensure_ascii=False) + "\n" for it in items)
     else:
