@@ -124,6 +124,14 @@ def test_an_api_key_is_one_string(tmp_path, value, message):
     assert "sk-a" not in result.output
 
 
+def test_a_graders_api_key_is_one_string_too(tmp_path):
+    cfg = write(tmp_path / "c.yaml", "prompts: ['Q']\nproviders: [echo]\ntests: [{assert: [{type: llm-rubric, value: ok, "
+                "provider: {id: 'openai:chat:j', config: {apiKey: [sk-aaa, sk-bbb]}}}]}]\n")
+    result = cli("eval", "-c", cfg, "--no-progress-bar")
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 1 and len(lines) == 1 and "apiKey must be one string, got list" in lines[0], result.output
+
+
 def test_userinfo_in_an_endpoint_is_one_clear_error_never_a_crash(tmp_path, fake_openai, monkeypatch):
     url = fake_openai.url.replace("http://", "http://user:UserInfoPw1@")
     cfg = write(tmp_path / "c.yaml", f"prompts: ['Q']\nproviders: [{{id: 'openai:chat:m1', config: {{apiBaseUrl: "

@@ -258,7 +258,10 @@ def key_problem(config: dict, default_vars: tuple[str, ...]) -> str | None:
     variable its `apiKeyEnvar` names, else any of `default_vars`."""
     import os
 
-    if config.get("apiKey"):
+    key = config.get("apiKey")
+    if key is not None and not isinstance(key, str):  # a list or a mapping would be sent as its repr
+        return f"apiKey must be one string, got {type(key).__name__}"
+    if key:
         return None
     named = config.get("apiKeyEnvar")
     if named:
