@@ -115,29 +115,89 @@ def _shape_replacement(m: re.Match) -> str:
     return keep + REDACTED
 
 
-# has_shape's first look, in C: each shape but a Slack token, a JWT or a URL's holds a run of at least
-# 20 of these characters (the text's UTF-8 bytes mapped to `a` for them, a space for any other)
-_TOKEN_BYTES = bytes(0x61 if chr(i).isascii() and (chr(i).isalnum() or chr(i) in "_-") else 0x20 for i in range(256))
-_TOKEN_RUN = b"a" * 20
+# Where a shape can be, found in C (str.translate, bytes.translate, find) rather than by running the
+# expression over every character: each token shape but a Slack token or a JWT holds a run of at least
+# 20 letters, digits, `_` and `-`; those two start with `xox` and `eyJ`; a URL's userinfo and a query
+# value have expressions of their own that start at a literal (`://`, `?`/`&`/`;`) and are fast.
+_TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+_TOKEN_STR = {i: (0x61 if chr(i) in _TOKEN_CHARS else 0x20) for i in range(128)}  # other characters kept
+# UTF-32: a character is 4 bytes, its first one mapped (a character that is not ASCII may map to `a`
+# too: a window to look at, never a miss)
+_TOKEN_BYTES = bytes(0x61 if chr(i) in _TOKEN_CHARS else 0x20 for i in range(256))
+_RUN = 20
+_NOT_TOKEN = re.compile("[^a]")
+_LITERAL_END = re.compile(r"[\s\"'<>]")
+
+
+def _token_windows(text: str) -> list[tuple[int, int]]:
+    """(start, end) of every stretch of `text` a token shape may be in (with a character either side
+    for the expression's look-arounds), merged, in order."""
+    spans = []
+    if text.isascii():
+        mapped = text.translate(_TOKEN_STR)
+        i = mapped.find("a" * _RUN)
+        while i >= 0:
+            m = _NOT_TOKEN.search(mapped, i)
+            end = m.start() if m else len(text)
+            spans.append((max(0, i - 1), min(len(text), end + 1)))
+            i = mapped.find("a" * _RUN, end)
+    else:
+        mapped = text.encode("utf-32-le", "surrogatepass").translate(_TOKEN_BYTES)
+        run, step = b"a   " * _RUN, b"a   "
+        i = mapped.find(run)
+        while i >= 0:
+            end = i
+            while mapped.startswith(step, end):
+                end += 4
+            spans.append((max(0, i // 4 - 1), min(len(text), end // 4 + 1)))
+            i = mapped.find(run, end)
+    for literal in ("xox", "eyJ"):
+        i = text.find(literal)
+        while i >= 0:
+            m = _LITERAL_END.search(text, i, i + 4096)
+            end = m.start() if m else min(len(text), i + 4096)
+            spans.append((max(0, i - 1), min(len(text), end + 1)))
+            i = text.find(literal, end)
+    spans.sort()
+    merged: list[list[int]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [(a, b) for a, b in merged]
 
 
 def has_shape(text: str) -> bool:
-    """Whether scrub_shapes changes `text`. Every stored row's texts are looked at: a regular expression
+    """Whether scrub_shapes changes `text`. Every stored row's texts are looked at: the expression run
     over each would cost more than the rest of the row's way to the store (measured: 30,000 echo rows
-    3.5 s -> 17.8 s), so the expression runs only on a text the cheap look cannot clear."""
+    3.5 s -> 17.8 s), so it runs only where _token_windows finds a place a shape may be."""
     if ("=" in text and _QUERY_RE.search(text)) or ("://" in text and _USERINFO_RE.search(text)):
         return True
-    if not (_TOKEN_RUN in text.encode("utf-8", "surrogatepass").translate(_TOKEN_BYTES)
-            or "xox" in text or "eyJ" in text):
-        return False
-    return any(_shape_replacement(m) != m.group() for m in _SHAPES.finditer(text))
+    for start, end in _token_windows(text):
+        if any(_shape_replacement(m) != m.group() for m in _SHAPES.finditer(text, start, end)):
+            return True
+    return False
 
 
 def scrub_shapes(text: str) -> str:
-    """`text` with every secret known by its shape replaced (_SHAPES)."""
-    if not has_shape(text):
+    """`text` with every secret known by its shape replaced (_SHAPES), looked for where it may be."""
+    if not text:
         return text
-    return _SHAPES.sub(_shape_replacement, text)
+    windows = _token_windows(text)
+    if windows:
+        pieces, at = [], 0
+        for start, end in windows:
+            pieces.append(text[at:start])
+            pieces.append(_SHAPES.sub(_shape_replacement, text[start:end]))
+            at = end
+        pieces.append(text[at:])
+        text = "".join(pieces)
+    if "=" in text:
+        text = _QUERY_RE.sub(lambda m: m.group("query") + REDACTED, text)
+    if "://" in text:
+        text = _USERINFO_RE.sub(lambda m: m.group("userinfo") + REDACTED + "@", text)
+    return text
 
 
 def redact(value: Any, env_values: dict[str, str] | None = None, _key: str = "") -> Any:
