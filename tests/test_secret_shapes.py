@@ -153,5 +153,15 @@ def test_userinfo_in_an_endpoint_is_one_clear_error_never_a_crash(tmp_path, fake
 def test_a_raw_at_in_a_db_password_shows_no_tail():
     from factcli.store.base import redact
 
+    from psycopg.conninfo import conninfo_to_dict
+
+    from factcli.store.postgres_backend import _userinfo_at_escaped
+
+    sent = conninfo_to_dict(_userinfo_at_escaped("postgresql://bob:p@ss@w0rd@db.example.com:5432/app?sslmode=off"))
+    assert (sent["user"], sent["password"], sent["host"], sent["dbname"]) == ("bob", "p@ss@w0rd", "db.example.com", "app")
+    result = cli("list", "--db", "postgresql://bob:p@ssTailW0rd@127.0.0.1:9/x")  # nothing listens on port 9
+    assert result.exit_code == 1 and "ssTailW0rd" not in result.output and "bob:***@127.0.0.1" in result.output, \
+        result.output
+
     assert redact("postgresql://bob:p@ss@w0rd@db.example.com:5432/app") == "postgresql://bob:***@db.example.com:5432/app"
     assert scrub_text("postgresql://bob:p@ss@w0rd@db.example.com/app", {}) == "postgresql://bob:[redacted]@db.example.com/app"
