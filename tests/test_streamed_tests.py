@@ -325,8 +325,8 @@ def test_a_cell_a_line_or_a_var_file_past_the_limit_is_one_line(tmp_path, monkey
     monkeypatch.setattr(lines, "VALUE_LIMIT", 1000)
     monkeypatch.setattr(sources, "CSV_FIELD_LIMIT", 1000)
     import csv
-    monkeypatch.setattr(csv, "field_size_limit", csv.field_size_limit)  # restored afterwards
-    old = csv.field_size_limit()
+
+    old = csv.field_size_limit()  # allow_large_csv_cells sets the module's limit: restored below
     try:
         rows = tmp_path / "rows.csv"
         rows.write_text('q,r\n"' + "x\n" * 600 + '",short\n')  # a quoted cell of 1,200 characters over lines
