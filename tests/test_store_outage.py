@@ -63,6 +63,7 @@ def test_a_server_stopped_mid_run_and_started_again_gets_every_row(pg_cluster, p
     assert proc.returncode == 0, stdout + stderr
     assert "trying again for up to 60 s" in stderr and "rows held meanwhile are stored" in stderr, stderr
     assert "Traceback" not in stderr + stdout
+    assert "error ignored terminating" not in stderr  # psycopg's log line on a broken pipeline (issue 48)
     with Store.open(pg_url) as store:
         run = store.resolve("latest")
         keys = sorted((r["test_idx"], r["prompt_idx"]) for r in store.results(run["id"]))
@@ -92,6 +93,10 @@ def test_a_server_down_to_the_end_keeps_every_row_and_resume_writes_them_free(pg
     assert 20 <= stored < 100
     line = [ln for ln in stderr.splitlines() if ln.startswith("error:")]
     assert len(line) == 1 and f"did not take {100 - stored} of this run's 100 rows" in line[0], stderr
+    assert "error ignored terminating" not in stderr
+    # --no-table: no "table above"; the -o file is named; the cache will answer the resume
+    assert "table above" not in line[0] and "Every row is in the -o files" in line[0]
+    assert "come from the response cache" in line[0]
     run_id = json.loads(out.read_text())["factcli"]["runId"]
     assert f"factcli eval --resume {run_id} --db 'postgresql://factcli_test:***@" in line[0]
 
@@ -108,3 +113,69 @@ def test_a_server_down_to_the_end_keeps_every_row_and_resume_writes_them_free(pg
     assert keys == list(range(100))
     rows, stats = _results(out)  # the run's -o file, written again by the resume
     assert len(rows) == 100 and stats["successes"] == 100
+
+
+def test_the_outage_message_says_what_this_runs_options_make_true():
+    """--no-cache: no cached reply to promise; --no-table and no -o: no table or file to point at."""
+    from types import SimpleNamespace
+
+    from factcli.cli import eval_cmd
+
+    lines = []
+
+    class Console:
+        def print(self, text, **_):
+            lines.append(text)
+
+    import factcli.report.summary as summary
+
+    real = summary.stderr_console
+    summary.stderr_console = lambda: Console()
+    try:
+        run = SimpleNamespace(run_id="eval-x-abc123", total_steps=10, cache=False)
+        options = SimpleNamespace(db=None, table=False, outputs=[])
+        assert eval_cmd._unstored(run, (3, "tests 1, 2, 3", "gone"), options) == 1
+        run.cache, options.table, options.outputs = True, True, ["out.json"]
+        eval_cmd._unstored(run, (3, "tests 1, 2, 3", "gone"), options)
+    finally:
+        summary.stderr_console = real
+    assert "--no-cache kept no reply, so their models are called again" in lines[0]
+    assert "response cache" not in lines[0] and "table above" not in lines[0]
+    assert "The rows are in no table or file (--no-table, no -o)" in lines[0]
+    assert "Every row is in the table above and the -o files" in lines[1] and "from the response cache" in lines[1]
+
+
+def test_a_row_the_store_cannot_take_is_reported_and_its_neighbours_stored(tmp_path, monkeypatch):
+    """`string or blob too big` is the row's, not the store's: no outage (no minute of retries), the
+    row named, every other row stored."""
+    import sqlite3
+
+    from typer.testing import CliRunner
+
+    from factcli.cli import app
+
+    real_connect = sqlite3.connect
+
+    def connect(*args, **kwargs):
+        conn = real_connect(*args, **kwargs)
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 200_000)  # a value over 200 KB is `string or blob too big`
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", connect)
+    monkeypatch.setenv("FACTCLI_STORE_TIMEOUT", "30")
+    write(tmp_path / "big.txt", "x" * 300_000)  # read when the config loads: the stored config names the file
+    cfg = write(tmp_path / "c.yaml", "prompts: ['{{w}}']\nproviders: [echo]\ntests:\n" + "".join(
+        f"  - vars: {{w: '{'file://big.txt' if i == 3 else f'row {i}'}'}}\n" for i in range(8)))
+    db = tmp_path / "runs.db"
+    started = time.monotonic()
+    result = CliRunner().invoke(app, ["eval", "-c", str(cfg), "--db", str(db), "--no-progress-bar", "--no-table"])
+    assert time.monotonic() - started < 20  # not 30 s of an outage's retries
+    assert "trying again" not in result.output and "Traceback" not in result.output, result.output
+    assert "cannot store the row of test 3 (prompt 0, repeat 0): string or blob too big" in result.output
+    monkeypatch.setattr(sqlite3, "connect", real_connect)
+    with Store.open(db) as store:
+        run = store.resolve("latest")
+        keys = sorted(r["test_idx"] for r in store.results(run["id"]))
+    # the store lacks a row: the run is not complete there, and the eval says so (exit 1)
+    assert keys == [0, 1, 2, 4, 5, 6, 7] and run["status"] == "interrupted"
+    assert result.exit_code == 1 and "error: the store refused 1 row (test 3 (prompt 0, repeat 0))" in result.output

@@ -7,7 +7,9 @@ import json
 
 import pytest
 
-from factcli.config import csv_text, stream, testsets
+from factcli import sources
+from factcli.config import csv_text, lines, stream, testsets
+from factcli.errors import ConfigError
 from factcli.config.loader import load_suite
 from factcli.config.plan import Plan, expand
 from factcli.config.stream import StreamedTests
@@ -179,7 +181,7 @@ def test_csv_lines_are_split_as_a_stringio_splits_them():
 
     @given(st.text(alphabet=st.sampled_from(["a", ",", '"', "\r", "\n", "\x0b", "\x85", "\u2028", "é"]), max_size=40))
     def same(text):
-        assert [m.group() for m in csv_text.CSV_LINE.finditer(text)] == list(io.StringIO(text, newline=""))
+        assert [m.group() for m in lines.CSV_LINE.finditer(text)] == list(io.StringIO(text, newline=""))
 
     same()
 
@@ -193,7 +195,7 @@ def test_csv_lines_are_split_a_chunk_at_a_time_as_a_stringio_splits_them(monkeyp
     @given(st.text(alphabet=st.sampled_from(["a", ",", '"', "\r", "\n", "\x0b", "\x0c", "\x1c", "\x85", "\u2028",
                                              "\u2029", "é"]), max_size=40), st.integers(0, 12))
     def same(text, chunk):
-        monkeypatch.setattr(csv_text, "CSV_CHUNK", chunk)
+        monkeypatch.setattr(lines, "CSV_CHUNK", chunk)
         assert list(csv_text.csv_lines(text)) == list(io.StringIO(text, newline=""))
 
     same()
@@ -264,3 +266,85 @@ def test_filter_sample_on_a_streamed_suite_holds_only_its_sample_and_picks_as_a_
     asyncio.run(flow.execute())
     assert flow.run.row_count == 6 and len(records[0]["tests"]) == 6
     assert records[0]["tests"] == sorted(records[0]["tests"])
+
+
+def test_a_tests_file_is_read_a_piece_at_a_time_into_the_lines_a_stringio_gives(monkeypatch, tmp_path):
+    """sources.read_chunks: the file's pieces, each cut after a newline, make the same lines (CRLF, a
+    lone CR, a BOM, a character of several bytes split across two reads) as the whole text."""
+    import io
+
+    from hypothesis import given, settings, strategies as st
+
+    path = tmp_path / "t.csv"
+
+    @settings(max_examples=200)
+    @given(st.text(alphabet=st.sampled_from(["a", ",", '"', "\r", "\n", "\x85", "\u2028", "é", "😀"]), max_size=40),
+           st.integers(1, 7), st.booleans())
+    def same(text, chunk, bom):
+        monkeypatch.setattr(sources, "READ_CHUNK", chunk)
+        path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.encode())
+        pieces = list(sources.read_chunks(path, str(path), ""))
+        assert all(p.endswith("\n") for p in pieces[:-1])
+        assert list(lines.csv_lines(pieces)) == list(io.StringIO(text, newline=""))
+
+    same()
+
+
+def test_a_filter_keeps_a_few_rows_of_a_file_read_as_a_stream(tmp_path, monkeypatch):
+    """The CSV's text is never held: CsvRows keeps its path and reads it a piece at a time."""
+    cfg = _config(tmp_path, 50)
+    reads = []
+    real = sources.read_chunks
+    monkeypatch.setattr(sources, "read_chunks", lambda *a: reads.append(a[0]) or real(*a))
+    suite = load_suite([cfg])
+    assert len(suite.tests) == 50 and reads and all(str(p).endswith("rows.csv") for p in reads)
+    assert [t.vars["q"] for t in list(suite.tests)[:2]] == ["question 0", "question 1"]
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl", ".yaml"])
+def test_a_tests_file_that_never_ends_is_refused_in_one_line(tmp_path, suffix):
+    """A tests file symlinked to /dev/zero: refused before a byte is read, not read until memory runs out."""
+    (tmp_path / f"rows{suffix}").symlink_to("/dev/zero")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(json.dumps({"prompts": ["{{q}}"], "providers": ["echo"], "tests": f"file://rows{suffix}"}))
+    with pytest.raises(ConfigError) as info:
+        load_suite([str(cfg)])
+    assert "is a device, not a file (it never ends)" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_var_file_that_never_ends_is_refused(tmp_path):
+    (tmp_path / "doc.txt").symlink_to("/dev/zero")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(json.dumps({"prompts": ["{{q}}"], "providers": ["echo"], "tests": [{"vars": {"q": "file://doc.txt"}}]}))
+    with pytest.raises(ConfigError, match="is a device, not a file"):
+        load_suite([str(cfg)])
+
+
+def test_a_cell_a_line_or_a_var_file_past_the_limit_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(sources, "VALUE_LIMIT", 1000)
+    monkeypatch.setattr(lines, "VALUE_LIMIT", 1000)
+    monkeypatch.setattr(sources, "CSV_FIELD_LIMIT", 1000)
+    import csv
+
+    old = csv.field_size_limit()  # allow_large_csv_cells sets the module's limit: restored below
+    try:
+        rows = tmp_path / "rows.csv"
+        rows.write_text('q,r\n"' + "x\n" * 600 + '",short\n')  # a quoted cell of 1,200 characters over lines
+        cfg = tmp_path / "c.yaml"
+        cfg.write_text(json.dumps({"prompts": ["{{q}}"], "providers": ["echo"], "tests": "file://rows.csv"}))
+        with pytest.raises(ConfigError, match=r"rows.csv.*line \d+.*a cell is larger than the 64 MiB"):
+            load_suite([str(cfg)])
+        monkeypatch.setattr(sources, "READ_CHUNK", 100)  # the line is refused as it is read, never held whole
+        rows.write_text("q\n" + "y" * 1500 + "\n")  # a line past the limit
+        with pytest.raises(ConfigError, match="has a line longer than"):
+            load_suite([str(cfg)])
+        (tmp_path / "rows.jsonl").write_text('{"vars": {"q": "' + "z" * 1500 + '"}}\n')
+        cfg.write_text(json.dumps({"prompts": ["{{q}}"], "providers": ["echo"], "tests": "file://rows.jsonl"}))
+        with pytest.raises(ConfigError, match="has a line longer than"):
+            load_suite([str(cfg)])
+        (tmp_path / "doc.txt").write_text("w" * 1500)
+        cfg.write_text(json.dumps({"prompts": ["{{q}}"], "providers": ["echo"], "tests": [{"vars": {"q": "file://doc.txt"}}]}))
+        with pytest.raises(ConfigError, match="larger than the 64 MiB a value may hold"):
+            load_suite([str(cfg)])
+    finally:
+        csv.field_size_limit(old)

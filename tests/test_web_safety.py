@@ -214,3 +214,25 @@ def test_a_store_that_is_down_is_a_503(tmp_path):
                                 json={"test_idx": 0, "prompt_idx": 0, "verdict": "pass"})):
             assert response.status_code == 503, (response.request.url, response.text)
             assert "pw-s3cret" not in response.text
+
+
+def test_a_lone_surrogate_and_an_id_past_the_stores_integers_are_400s_not_500s(stored):
+    """Issue 48: JSON's `"\\ud800"` in a comment or a rater, and a rating id of 2^63, reached the store and
+    gave 500s."""
+    with _client(stored) as c:
+        run_id = c.get("/api/runs/latest/status").json()["id"]
+        url = f"/api/runs/{run_id}/ratings"
+        h = {"X-Factcli-Token": FORM, "Content-Type": "application/json"}
+        for field in ("comment", "rater"):
+            body = ('{"test_idx": 0, "prompt_idx": 0, "verdict": "pass", "%s": "bad \\ud800 text"}' % field).encode()
+            r = c.post(url, headers=h, content=body)
+            assert r.status_code == 400 and "lone surrogate" in r.json()["error"], r.text
+        form = c.post(url, headers={"X-Factcli-Token": FORM, "Content-Type": "application/x-www-form-urlencoded"},
+                      content=b"test_idx=0&prompt_idx=0&verdict=pass&comment=%ED%A0%80")
+        assert form.status_code == 303, form.text  # a form's bytes that are not UTF-8 are read as U+FFFD
+        for rid in (2**63, 2**64, 10**30):
+            r = c.post(f"/api/ratings/{rid}/retract", headers=h, content=b"{}")
+            assert r.status_code == 400 and "rating id" in r.json()["error"], (rid, r.text)
+        assert c.post(f"/api/ratings/{2**63 - 1}/retract", headers=h, content=b"{}").status_code == 404
+        ok = c.post(url, headers=h, content='{"test_idx": 0, "prompt_idx": 0, "verdict": "pass", "comment": "ok é"}'.encode())
+        assert ok.status_code == 201 and ok.json()["comment"] == "ok é"

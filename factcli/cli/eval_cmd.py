@@ -175,7 +175,14 @@ def _print_eval(flow, run) -> int:
             console.print(Text(line, style="dim"), soft_wrap=True)
     unstored = flow.session.unstored if flow.session is not None else None
     if unstored is not None:  # the store went away and did not come back: exit 1 (docs/commands.md)
-        return _unstored(run, unstored, options.db)
+        return _unstored(run, unstored, options)
+    refused = flow.session.unstorable if flow.session is not None else []
+    if refused:  # rows the store refused for good (run/outage.permanent): the run is stored without them
+        places = ", ".join(p for p, _ in refused[:5]) + (", …" if len(refused) > 5 else "")
+        report.stderr_console().print(f"error: the store refused {len(refused)} row{'s' if len(refused) != 1 else ''} "
+                                      f"({places}): {one_line(refused[0][1])}; every other row is stored",
+                                      markup=False, soft_wrap=True)
+        return 1
     if interrupted:
         report.stderr_console().print("[yellow]Interrupted:[/] finished rows were kept.")
         return 130
@@ -199,18 +206,25 @@ def _print_eval(flow, run) -> int:
     return exit_code_for(run)
 
 
-def _unstored(run, unstored: tuple, db) -> int:
+def _unstored(run, unstored: tuple, options) -> int:
     """The store was gone at the end of the run: every row is in the table and the -o files; say
-    which rows the store lacks and how to write them there."""
+    which rows the store lacks and how to write them there, as this run's options make it true (no
+    table under --no-table, no cached replies under --no-cache)."""
     from factcli.report.summary import stderr_console
     from factcli.store.database import shown
 
+    db = options.db
     n, tests, error = unstored
     again = f"factcli eval --resume {run.run_id}" + (f" --db '{shown(db)}'" if db else "")
+    kept = [where for where, shown_there in (("the table above", options.table), ("the -o files", options.outputs))
+            if shown_there]
+    where = (f"Every row is in {' and '.join(kept)}. " if kept
+             else "The rows are in no table or file (--no-table, no -o). ")
+    paid = ("their replies come from the response cache, so no model is paid again" if run.cache else
+            "--no-cache kept no reply, so their models are called again")
     stderr_console().print(
         f"error: {shown(db)} did not take {n} of this run's {run.total_steps} rows ({tests}): "
-        f"{one_line(str(error))}. Every row is in the table above and the -o files. Once the store is back, "
-        f"`{again}` stores them (their replies come from the response cache, so no model is paid again).",
+        f"{one_line(str(error))}. {where}Once the store is back, `{again}` stores them ({paid}).",
         markup=False, soft_wrap=True)
     return 1
 

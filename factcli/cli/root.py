@@ -41,8 +41,12 @@ def _root(
 def fail(message: str, code: int = 1, problems: tuple | list = (), excerpt: tuple | list = ()) -> None:
     """Print an error (and, for a check that found several, one line per problem; for a syntax
     error, the lines it points at) and exit. A database URL's password never reaches the terminal
-    (shown as ***)."""
-    from factcli.store.database import redact
+    (shown as ***), nor any other secret (store/redact.scrub_text: by value and by shape)."""
+    from factcli.store.database import redact as redact_url
+    from factcli.store.redact import scrub_text
+
+    def redact(text) -> str:
+        return scrub_text(redact_url(text))
 
     typer.echo(f"error: {one_line(redact(message))}", err=True)
     for problem in problems:

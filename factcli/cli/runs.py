@@ -94,12 +94,10 @@ def view_cmd(
         fail(f"page {page_no} is past the end: this run has {pages} page{'s' if pages != 1 else ''} of "
              f"{total} {'matching ' if filtered else ''}test{'s' if total != 1 else ''} ({limit} a page)")
     if as_json:
-        import json
-
         doc = {"run": header, "columns": summaries, **info}
         for t in doc["tests"]:
             t["cells"] = [t["cells"][k] for k in sorted(t["cells"])]
-        typer.echo(json.dumps(doc, ensure_ascii=False, indent=2))
+        viewer.print_json(doc)
         return
     from rich.text import Text
 
@@ -213,7 +211,7 @@ def list_cmd(
                         "totalRows": r["total_steps"], "successes": r["successes"], "failures": r["failures"],
                         "errors": r["errors"], "notJudged": not_judged[r["id"]], "durationMs": r["duration_ms"],
                         "configFiles": json.loads(r["config_files_json"] or "[]")})
-        typer.echo(json.dumps(out, ensure_ascii=False, indent=2))
+        viewer.print_json(out)
         return
     if not runs:
         typer.echo(f"No runs stored yet ({store.path}).")

@@ -165,7 +165,7 @@ def load_items(path: Path) -> list[LabeledItem]:
             for n, row in enumerate(reader, 1):
                 if None in row:
                     raise ConfigError(f"the row has more cells than the header ({len(header)})", file, f"row {n}")
-                rec = {k: v for k, v in row.items() if v is not None}
+                rec = {k: sources.cell_read_back(v) for k, v in row.items() if v is not None}
                 items.append(_item(rec, file, f"row {n}", n))
         except csv.Error as exc:
             raise ConfigError(f"invalid CSV: {exc}", file, f"line {reader.line_num}") from None

@@ -63,6 +63,7 @@ def parse_provider(item: Any, ctx: Ctx, where: str) -> ProviderSpec:
     config = item.get("config") or {}
     expect(isinstance(config, dict), "expected a mapping", ctx.file, where + ".config")
     _check_limits(config, ctx, where + ".config")
+    _check_credentials(config, ctx, where + ".config")
     if not _runs_user_code(pid.strip()):  # a script provider's config is its own: every key is passed to it
         _check_near_misses(config, ctx, where + ".config")
     prompts = item.get("prompts")
@@ -163,6 +164,27 @@ def request_params(options: dict, option_keys: set, unsupported: dict, ctx: Ctx,
         unknown_key(ctx.file, join(where, key), f"'{key}' is neither a test option nor a request parameter "
                     "(ignored)", key, option_keys | PASSTHROUGH)
     return params
+
+
+def _check_credentials(config: dict, ctx: Ctx, where: str) -> None:
+    """A key is one string; an endpoint carries no user name or password: the HTTP client refuses a URL's
+    userinfo beside the Authorization header it sends (a crash, issue 48), and a password there would
+    be sent to whoever the URL names."""
+    for key in ("apiKey", "api_key"):
+        value = config.get(key)
+        expect(value is None or isinstance(value, str),
+               f"expected the API key as a string, got {type(value).__name__}", ctx.file, f"{where}.{key}")
+    for key in ("apiBaseUrl", "api_base", "apiHost"):
+        value = config.get(key)
+        if value is None:
+            continue
+        expect(isinstance(value, str), f"expected a URL, got {type(value).__name__}", ctx.file, f"{where}.{key}")
+        from factcli.providers.base import has_userinfo
+
+        if has_userinfo(value):
+            raise ConfigError("the URL holds a user name or password before its host, which factcli does not "
+                              "send: put the key in apiKey or apiKeyEnvar (sent as a Bearer token), or a header "
+                              "under headers", ctx.file, f"{where}.{key}")
 
 
 def _check_limits(config: dict, ctx: Ctx, where: str) -> None:

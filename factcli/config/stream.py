@@ -204,6 +204,9 @@ def facts_of(tests) -> TestFacts | None:
 # A suite this small is held as the list its load parsed: parsing every test again as it runs costs
 # more time than holding the list costs memory (benchmarks/README.md, issue 30).
 HOLD_MAX = 20_000
+# ... and whose vars' texts hold at most this many characters: 20,000 rows of 10 KB documents would
+# hold 200 MB (issue 48)
+HOLD_CHARS = 16 * 2**20
 
 
 def load(entries: Entries, parse: Callable[[tuple], TestCase],
@@ -215,12 +218,14 @@ def load(entries: Entries, parse: Callable[[tuple], TestCase],
         return [parse(e) for e in entries]
     facts = TestFacts()
     held: list | None = []
+    chars = 0
     for test in _parsed(entries, parse, plain_row):  # every test parsed once: bad input stops the load here
         if not facts.add(test):  # (defaultTest's options or assertions: found at the first test)
             return [parse(e) for e in entries]  # from the start again: the tests before were let go
         if held is not None:
             held.append(test)
-            if len(held) > HOLD_MAX:
+            chars += sum(len(v) for v in test.vars.values() if isinstance(v, str))
+            if len(held) > HOLD_MAX or chars > HOLD_CHARS:
                 held = None
     return HeldTests(held, facts) if held is not None else StreamedTests(entries, parse, facts, plain_row)
 

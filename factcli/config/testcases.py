@@ -358,7 +358,7 @@ def _assertion_value_file(ref: str, typ: str, ctx: Ctx, where: str):
     if suffix in (".json", ".yaml", ".yml"):
         return sources.load_structured(path, ctx.file, where)
     if suffix == ".txt":
-        return sources.read_text(path, ctx.file, where).strip()
+        return sources.read_text(path, ctx.file, where, limit=sources.VALUE_LIMIT).strip()
     raise ConfigError(f"unsupported file type for an assertion value: {path.name} (use .txt, .json or .yaml)",
                       ctx.file, where)
 

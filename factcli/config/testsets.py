@@ -16,6 +16,7 @@ from typing import Any
 from factcli import sources
 from factcli.config import csv_text, keys, remote
 from factcli.config.expected_cells import assertion_from_string, cell_near_miss, parse_number
+from factcli.config.lines import jsonl_lines, text_chunks
 from factcli.config.context import check_keys, load_warning, record
 from factcli.config.user_code import code_file
 from factcli.errors import ConfigError
@@ -201,22 +202,22 @@ class CsvRows:
     retry when strict parsing fails) and every row's cell count; the first row is converted then too,
     since the column warnings (a header's business) are said while the config loads."""
 
-    def __init__(self, text: str, file: str, warnings: list[str]):
-        self.text, self.file = text, file
+    def __init__(self, source: str | Path, file: str, warnings: list[str]):
+        """`source`: the CSV's text (a downloaded file's), or its path, read again each time it is iterated."""
+        self.source, self.file = source, file
         self.delimiter, strict_only = csv_text.settings()
         self.strict = True
         try:
             self.count = self._scan()
         except csv.Error as exc:
-            if strict_only:
-                raise ConfigError(f"invalid CSV: {exc}", file, f"line {self._scanning.line_num}") from None
+            if strict_only or "field limit" in str(exc):
+                raise ConfigError(_csv_error(exc, "invalid CSV"), file, f"line {self._scanning.line_num}") from None
             # promptfoo retries with relaxed quoting; Python's non-strict reader is the same idea
             self.strict = False
             try:
                 self.count = self._scan()
             except csv.Error as again:
-                raise ConfigError(f"not a readable CSV file: {again}", file,
-                                  f"line {self._scanning.line_num}") from None
+                raise ConfigError(_csv_error(again), file, f"line {self._scanning.line_num}") from None
         for _ in zip(range(1), self._tests(warnings)):
             pass
         if self.empty:  # promptfoo runs them (with empty vars), so factcli does: said before they are paid for
@@ -231,7 +232,9 @@ class CsvRows:
                             f"promptfoo reads it); did you mean '{meant}:'?")
 
     def _reader(self):
-        return csv_text.reader(self.text, self.delimiter, self.strict)
+        chunks = (text_chunks(self.source) if isinstance(self.source, str)
+                  else sources.read_chunks(self.source, self.file, ""))
+        return csv_text.reader(chunks, self.delimiter, self.strict)
 
     def _scan(self) -> int:
         """The number of rows (csv.DictReader's: blank lines are none), each row's cells checked."""
@@ -295,6 +298,12 @@ class CsvRows:
             yield n, row_mapping(vars_, n)
 
 
+def _csv_error(exc: csv.Error, what: str = "not a readable CSV file") -> str:
+    if "field limit" in str(exc):  # csv.field_size_limit: sources.VALUE_LIMIT
+        return f"a cell is larger than the {sources.VALUE_LIMIT_TEXT} a value may hold"
+    return f"{what}: {exc}"
+
+
 def _cells(reader, keys: list[str], missing: str | None):
     """(row number, {key: cell}) per row of `reader` under the header `keys`, as csv.DictReader reads
     them: blank lines are no row, a short row's missing cells are `missing`."""
@@ -315,8 +324,9 @@ class JsonlRows:
     when made, as when the file was read into a list (each line's JSON, its depth); `plain` says
     whether every line is a test itself, not a test file or a URL to read in its place."""
 
-    def __init__(self, text: str, file: str):
-        self.text, self.file = text, file
+    def __init__(self, source: str | Path, file: str):
+        """`source`: the JSONL's text, or its path, read again each time it is iterated."""
+        self.source, self.file = source, file
         self.count, self.plain = 0, True
         for n, line in self._lines():
             try:
@@ -330,16 +340,10 @@ class JsonlRows:
 
     def _lines(self):
         """(line number, line) of the text's non-blank lines, as str.splitlines() numbers them, a
-        megabyte of text at a time (a cut after a newline splits no line)."""
-        text, start, n = self.text, 0, 0
-        while start < len(text):
-            end = text.find("\n", start + (1 << 20))
-            end = len(text) if end < 0 else end + 1
-            for line in text[start:end].splitlines():
-                n += 1
-                if line.strip():
-                    yield n, line
-            start = end
+        piece of the text at a time (a cut after a newline splits no line)."""
+        chunks = (text_chunks(self.source, 1 << 20) if isinstance(self.source, str)
+                  else sources.read_chunks(self.source, self.file, ""))
+        return jsonl_lines(chunks, self.file)
 
     def __len__(self) -> int:
         return self.count
@@ -516,12 +520,12 @@ def _tests_from_file(p: Path, ctx, where: str) -> Entries | list[tuple[dict, Any
     if suffix == ".csv":
         warnings: list[str] = []
         # the cells keep their bytes: a CRLF inside a quoted cell reaches the model as CRLF, as in promptfoo
-        rows = CsvRows(sources.read_text(p, str(p), "", keep_newlines=True), str(p), warnings)
+        rows = CsvRows(p, str(p), warnings)  # read as a stream, each time it is iterated
         for msg in warnings:
             load_warning(msg)
         return Entries([FileEntries(rows, sub, "row {}")])
     if suffix == ".jsonl":
-        lines = JsonlRows(sources.read_text(p, str(p), ""), str(p))
+        lines = JsonlRows(p, str(p))
         if lines.plain:  # every line a test: made as it is iterated
             return Entries([FileEntries(lines, sub, "[{}]")])
         data = [t for _, t in lines]

@@ -258,7 +258,10 @@ def key_problem(config: dict, default_vars: tuple[str, ...]) -> str | None:
     variable its `apiKeyEnvar` names, else any of `default_vars`."""
     import os
 
-    if config.get("apiKey"):
+    key = config.get("apiKey")
+    if key is not None and not isinstance(key, str):  # a list or a mapping would be sent as its repr
+        return f"apiKey must be one string, got {type(key).__name__}"
+    if key:
         return None
     named = config.get("apiKeyEnvar")
     if named:
@@ -266,3 +269,10 @@ def key_problem(config: dict, default_vars: tuple[str, ...]) -> str | None:
     if any(os.environ.get(v) for v in default_vars):
         return None
     return f"no API key: set {' or '.join(default_vars)} (or apiKey / apiKeyEnvar in its config)"
+
+
+def has_userinfo(url: str) -> bool:
+    """Whether a URL carries a user name or password before its host (`http://user:pw@host`): the HTTP
+    client refuses it beside the Authorization header factcli sends, and it would send a password to
+    whoever the URL names; a provider's endpoint never has one (config/providers, the preflight)."""
+    return isinstance(url, str) and re.match(r"(?i)\s*[a-z][a-z0-9+.-]*://[^/?#\s]*@", url) is not None

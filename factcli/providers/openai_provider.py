@@ -26,6 +26,7 @@ from factcli.providers.base import (
     ProviderCallError,
     RenderedPrompt,
     adapt,
+    has_userinfo,
     is_context_exceeded,
     key_problem,
     names_response_format,
@@ -71,7 +72,11 @@ class OpenAIProvider(Provider):
             raise ConfigError(f"provider id '{spec.id}' needs a model name, e.g. openai:chat:gpt-5-mini")
 
     def preflight(self) -> list[str]:
-        if self.base_url() and not self.config.get("apiKeyEnvar"):
+        base = self.base_url()
+        if has_userinfo(base):  # OPENAI_BASE_URL's (the config's is refused at load: config/providers)
+            return [f"{self.id}: its base URL holds a user name or password before its host, which factcli does "
+                    "not send: put the key in OPENAI_API_KEY, apiKey or apiKeyEnvar"]
+        if base and not self.config.get("apiKeyEnvar"):
             return []  # a local OpenAI-compatible server: a key is sent only if there is one
         problem = key_problem(self.config, ("OPENAI_API_KEY",))
         return [problem] if problem else []

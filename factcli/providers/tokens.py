@@ -70,7 +70,28 @@ def count_text(text: str, model: str) -> int | None:
     enc = _encoding(encoding_name(model))
     if enc is None:
         return None
-    return len(enc.encode(text or "", disallowed_special=()))
+    text = text or ""
+    if len(text) <= COUNT_PIECE:
+        return len(enc.encode(text, disallowed_special=()))
+    # A long text is counted a piece at a time: encoding 50 MB at once holds a list of ~10,000,000
+    # ints (hundreds of MB, issue 48). Each cut is before a single space between two words, where
+    # the encodings' pre-tokenizer splits anyway, so the sum is the whole text's count (or within
+    # a token a cut where no such space is found).
+    total, start = 0, 0
+    while start < len(text):
+        end = min(len(text), start + COUNT_PIECE)
+        if end < len(text):
+            cut = end
+            while cut > start + COUNT_PIECE // 2 and not (text[cut] == " " and not text[cut - 1].isspace()
+                                                           and not text[cut + 1:cut + 2].isspace()):
+                cut -= 1
+            end = cut if cut > start + COUNT_PIECE // 2 else end
+        total += len(enc.encode(text[start:end], disallowed_special=()))
+        start = end
+    return total
+
+
+COUNT_PIECE = 1 << 20  # characters count_text encodes at a time
 
 
 def count_messages(messages: list[dict], model: str) -> int | None:

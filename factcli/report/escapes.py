@@ -4,6 +4,10 @@ title, writes the clipboard with OSC 52 or hides a link with OSC 8; C1 controls;
 overrides that reorder what is read). `visible` shows each as an escape (`\\x1b`, `\\u202e`), so the
 terminal prints it instead of obeying it.
 
+`json_visible` is the same rule for JSON printed on a terminal (`view --json`, `show --json`, `list
+--json`, `diff --json`): each such character inside a string is written as its JSON escape (`\\u202e`), so
+the document is read back with the same values and the terminal obeys none of them.
+
 It is the one rule for every terminal view: factcli's Console (report/summary.py) applies it to
 every text it renders, before layout (render_str) and once more to every segment it writes (a
 rich Text made directly), so the table, `view`, `show`, `diff`, the summaries, the progress bar
@@ -32,3 +36,15 @@ def visible(text: str) -> str:
     if _CONTROL.search(text) is None:
         return text
     return _CONTROL.sub(_escape, text)
+
+
+def _json_escape(m: re.Match) -> str:
+    return f"\\u{ord(m.group()):04x}"
+
+
+def json_visible(text: str) -> str:
+    """A JSON text with every control character `visible` escapes written as a JSON `\\uXXXX` escape
+    (raw ones can only be inside strings: JSON's own syntax has none), the same document once parsed."""
+    if _CONTROL.search(text) is None:
+        return text
+    return _CONTROL.sub(_json_escape, text)

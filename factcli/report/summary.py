@@ -52,12 +52,16 @@ def stderr_console() -> Console:
 
 
 def print_note(message: str) -> None:
-    """A line for the user on stderr, as the text says (no markup)."""
-    stderr_console().print(escape(message), soft_wrap=True)
+    """A line for the user on stderr, as the text says (no markup), through the secrets rule."""
+    from factcli.store.redact import scrub_text
+
+    stderr_console().print(escape(scrub_text(message)), soft_wrap=True)
 
 
 def print_warning(message: str) -> None:
-    stderr_console().print(f"[yellow]warning:[/] {escape(message)}", soft_wrap=True)
+    from factcli.store.redact import scrub_text
+
+    stderr_console().print(f"[yellow]warning:[/] {escape(scrub_text(message))}", soft_wrap=True)
 
 
 class Progress:

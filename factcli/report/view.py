@@ -473,6 +473,9 @@ def render_runs(console, runs: list[dict], terminal: bool, counts: dict[str, int
 
 
 def print_json(doc: Any) -> None:
+    """A `--json` document on stdout, its control characters escaped as the terminal views' (report/escapes)."""
     import typer
 
-    typer.echo(json.dumps(doc, ensure_ascii=False, indent=2, default=str))
+    from factcli.report.escapes import json_visible
+
+    typer.echo(json_visible(json.dumps(doc, ensure_ascii=False, indent=2, default=str)))

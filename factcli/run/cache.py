@@ -42,8 +42,14 @@ def cache_key(identity: dict, messages: list[dict], repeat_idx: int, extra: dict
         "repeat": repeat_idx,
         "extra": extra or {},
     }
-    blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()
+    encoder = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str)
+    if sum(len(m.get("content") or "") if isinstance(m.get("content"), str) else 0 for m in messages) < 1 << 20:
+        return hashlib.sha256(encoder.encode(payload).encode()).hexdigest()
+    # a prompt of megabytes: the same text hashed a piece at a time, never joined and encoded whole
+    digest = hashlib.sha256()
+    for piece in encoder.iterencode(payload):
+        digest.update(piece.encode())
+    return digest.hexdigest()
 
 
 def _private_disk():
@@ -119,7 +125,8 @@ class ResponseCache(_DiskCache):
         data["cached"] = False
         data["retries"] = 0
         data["metadata"] = {}
-        self._open().set(key, data, expire=self.ttl)
+        # the secrets rule (store/redact): a reply that quotes a key keeps none on disk
+        self._open().set(key, redact.redact(data), expire=self.ttl)
 
     def delete(self, key: str) -> None:
         self._open().delete(key)

@@ -100,6 +100,29 @@ class Spool:
             self._file = None
 
 
+def permanent(error: BaseException) -> bool:
+    """Whether a store error is the row's, not the store's: a value the store cannot take (`string or
+    blob too big`, a NUL in PostgreSQL text, a number out of range) or a constraint it breaks. Trying
+    again cannot help, so it is no outage: the row is reported and its neighbours stored. Anything else
+    (a connection lost, a locked or full database) is an outage."""
+    import sqlite3
+
+    if isinstance(error, (sqlite3.DataError, sqlite3.IntegrityError)):
+        return True
+    if isinstance(error, sqlite3.OperationalError):  # "too big" is an OperationalError on some builds
+        return "too big" in str(error)
+    import sys
+
+    psycopg = sys.modules.get("psycopg")
+    return psycopg is not None and isinstance(error, (psycopg.DataError, psycopg.IntegrityError))
+
+
+def place(row: tuple) -> str:
+    """`test 3 (prompt 0, repeat 0)`: a stored row's place, for a message."""
+    t, p, r = (row[i] for i in _KEY)
+    return f"test {t} (prompt {p}, repeat {r})"
+
+
 def missing_tests(rows: list[tuple]) -> str:
     """`tests 3, 4, 9 (…)`: the tests whose rows the store lacks, for the message."""
     tests = sorted({row[_KEY[0]] for row in rows})

@@ -70,7 +70,7 @@ class EvalSession:
         self.seq = 0
         self.loaded = 0  # rows kept from the stored run (resume, retry)
         self.finished = False
-        self.heartbeat = None  # store/leases.py: refreshes the run's lease on a shared store
+        self.heartbeat = None  # store/leases.py: refreshes the run's lease (every store)
         self._metrics_at = 0.0
         self._derived: list = []
         # rows written but not yet committed (write / flush), as the store takes them: a group's
@@ -81,6 +81,7 @@ class EvalSession:
         self._timer = None  # the event loop's call to flush(), GROUP_S after a group's first row
         self.options = None  # run/options.EvalOptions: as given, or as a resumed run had them
         self._outage = None  # run/outage.Outage while the store does not take rows
+        self.unstorable: list[tuple[str, str]] = []  # (row's place, why): rows the store refused for good
         # the rows a store that may vanish (a server) took, to show them if it is gone at the end
         self._kept = None  # run/outage.Spool for a server store
         self.unstored: tuple | None = None  # (rows, tests, error): the store was gone at the end
@@ -477,11 +478,48 @@ class EvalSession:
                                                         "cost": cost}, commit=False)
             self.store.commit()
         except store_errors() as exc:
-            self._lost(exc, group)
+            from factcli.run.outage import permanent
+
+            if permanent(exc):
+                self._one_by_one(group)
+            else:
+                self._lost(exc, group)
         else:
             if self._kept is not None:
                 self._kept.add(group)
         self._group = []
+
+    def _one_by_one(self, group: list[tuple]) -> list[tuple]:
+        """A group the store refused for a row's sake (outage.permanent): each row written alone, the
+        rows it cannot take reported and left out, the others stored; a failure that is the store's
+        holds the rest as an outage. Returns the rows left out."""
+        from factcli.run.outage import describe, permanent, place
+
+        refused = []
+        try:
+            self.store.rollback()
+        except store_errors():
+            pass
+        for i, row in enumerate(group):
+            try:
+                self.store.write_results([row])
+                self.store.commit()
+            except store_errors() as exc:
+                try:
+                    self.store.rollback()
+                except store_errors():
+                    pass
+                if not permanent(exc):
+                    self._lost(exc, group[i:])
+                    break
+                refused.append(row)
+                self.unstorable.append((place(row), describe(exc)))
+                self.ui.warn(f"{self.store.path} cannot store the row of {place(row)}: {describe(exc)}; the "
+                             "run's other rows are stored")
+            else:
+                if self._kept is not None:
+                    self._kept.add([row])
+        return refused
 
     def _lost(self, exc: BaseException, group: list[tuple]) -> None:
         """The store failed to take `group`: hold it, and go on holding rows until the store takes them
@@ -502,8 +540,17 @@ class EvalSession:
             self.store.write_results(rows)
             self.store.commit()
         except store_errors() as exc:
-            outage.failed(exc)
-            return False
+            from factcli.run.outage import permanent
+
+            if not permanent(exc):
+                outage.failed(exc)
+                return False
+            self._outage = None  # the store is back; a row of those held is what it refuses
+            self._one_by_one(rows)
+            if self._outage is not None:
+                return False
+            self.ui.note(f"{self.store.path} is back: the rows held meanwhile are stored.")
+            return True
         if self._kept is not None:
             self._kept.add(rows)
         self._outage = None

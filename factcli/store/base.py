@@ -64,7 +64,8 @@ def check_url(target: str) -> str:
                        "(postgresql://, postgres://, postgresql+psycopg://, postgresql+psycopg2://)")
 
 
-_PASSWORD = re.compile(r"(?i)([a-z][a-z0-9+.-]*://[^:/@\s]*:)([^@\s]*)(@)")
+# the password runs to the authority's last `@`: a raw `@` in it (`user:p@ss@host`) is not its end
+_PASSWORD = re.compile(r"(?i)([a-z][a-z0-9+.-]*://[^:/@\s]*:)([^/?#\s]*)(@)")
 _KEYWORD_PASSWORD = re.compile(r"(?i)(\bpassword\s*=\s*)('[^']*'|\S+)")
 
 
@@ -317,7 +318,10 @@ class BaseStore:
         return out
 
 
-def pid_alive(pid: int | None, host: str | None) -> bool:
+def pid_alive(pid: int | None, host: str | None, since: str | None = None) -> bool:
+    """Whether process `pid` on this machine is alive and could be the one that wrote a lease at
+    `since` (an ISO time): a zombie (exited, not yet reaped) is not, nor a process that started after
+    `since` (its pid was reused since the lease's holder died: a holder starts before its heartbeats)."""
     import socket
 
     if not pid or host != socket.gethostname():
@@ -329,22 +333,48 @@ def pid_alive(pid: int | None, host: str | None) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass
     except OSError:
         return False
+    started, state = _process_start(pid)
+    if state in ("Z", "X", "x"):
+        return False
+    if started is not None and since:
+        written = _epoch(since)
+        # /proc gives the start to a clock tick past a boot time in whole seconds: 2 s of slack
+        if written is not None and started > written + 2.0:
+            return False
     return True
 
 
-def seconds_since(iso: str | None) -> float | None:
-    if not iso:
-        return None
+def _process_start(pid: int) -> tuple[float | None, str | None]:
+    """(start time as a Unix time, state letter) of a process, from Linux's /proc; (None, None) elsewhere."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            stat = f.read()
+        with open("/proc/stat", encoding="ascii", errors="replace") as f:
+            boot = next((float(line.split()[1]) for line in f if line.startswith("btime ")), None)
+    except OSError:
+        return None, None
+    fields = stat[stat.rfind(")") + 2:].split()  # after the command name, which may hold spaces
+    if len(fields) < 20 or boot is None:
+        return None, fields[0] if fields else None
+    return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK"), fields[0]
+
+
+def _epoch(iso: str) -> float | None:
     try:
         then = datetime.fromisoformat(iso)
     except ValueError:
         return None
     if then.tzinfo is None:
         then = then.replace(tzinfo=timezone.utc)
-    return (datetime.now(timezone.utc) - then).total_seconds()
+    return then.timestamp()
+
+
+def seconds_since(iso: str | None) -> float | None:
+    then = _epoch(iso) if iso else None
+    return None if then is None else datetime.now(timezone.utc).timestamp() - then
 
 
 def lease_timeout() -> float:
@@ -355,14 +385,18 @@ def lease_timeout() -> float:
 
 
 def holder_alive(run: dict) -> bool:
-    """Whether the process that holds a started run is still at it: on this machine, its pid is
-    alive; on another, its heartbeat (`updated_at`) is younger than the lease timeout."""
+    """Whether the process that holds a started run is still at it: its heartbeat (`updated_at`) is
+    younger than the lease timeout, and, on this machine, its pid is alive and the process there could
+    have written that heartbeat (pid_alive: not a zombie, not a pid reused since). A heartbeat older
+    than the timeout frees the run whatever the pid says (store/leases.Heartbeat beats on every store)."""
     import socket
 
-    if run.get("host") == socket.gethostname():
-        return pid_alive(run.get("pid"), run.get("host"))
     age = seconds_since(run.get("updated_at"))
-    return age is not None and age < lease_timeout()
+    if age is None or age >= lease_timeout():
+        return False
+    if run.get("host") == socket.gethostname():
+        return pid_alive(run.get("pid"), run.get("host"), run.get("updated_at"))
+    return True
 
 
 def shown_status(run: dict) -> str:

@@ -4,12 +4,14 @@
 - Taking a stored run over (`take`, for --resume and --retry-errors) is one compare-and-set UPDATE on
   the values read before: of two machines resuming at once, one wins and the other is refused with
   one line naming the holder.
-- The holder is alive while, on its own machine, its pid is; seen from another machine, while its
-  heartbeat is younger than the lease timeout (FACTCLI_LEASE_TIMEOUT seconds, 60 by default:
-  database.holder_alive). A run whose machine died is taken over once that time has passed.
-- On a shared store (PostgreSQL) a `Heartbeat` thread refreshes `updated_at` every timeout/6 seconds
-  through its own connection, also while no row finishes (a slow model). SQLite is one machine's
-  file: there the pid is the lease and no thread runs.
+- The holder is alive while its heartbeat is younger than the lease timeout (FACTCLI_LEASE_TIMEOUT
+  seconds, 60 by default: database.holder_alive), whatever its pid says; on its own machine, also
+  only while its pid is alive and could have written that heartbeat (not a zombie, not a pid reused
+  by a process started since: base.pid_alive). A run whose process or machine died is taken over
+  once that time has passed, or at once when its pid is plainly not its holder's any more.
+- A `Heartbeat` thread refreshes `updated_at` every timeout/6 seconds through its own connection,
+  also while no row finishes (a slow model), on every store (SQLite too: a pid alone never holds a
+  run, issue 48).
 
 Machines are assumed to keep their clocks within a few seconds of each other (NTP); a clock far
 ahead makes its heartbeats look fresh for longer.
@@ -32,8 +34,19 @@ def holder(run: dict) -> str:
 
 
 def refusal(run: dict) -> FactcliError:
-    return FactcliError(f"run {run['id']} is being run by {holder(run)}; wait for it or stop it (a run whose "
-                        f"heartbeat stops for {lease_timeout():.0f} s can be taken over)")
+    """One line: who holds the run, and exactly when it can be taken over if its heartbeat stops now."""
+    timeout = lease_timeout()
+    age = seconds_since(run.get("updated_at"))
+    if age is None:
+        when = f"once its heartbeat is {timeout:.0f} s old"
+    else:
+        from datetime import datetime, timedelta, timezone
+
+        left = max(0.0, timeout - age)
+        at = datetime.now(timezone.utc) + timedelta(seconds=left)
+        when = f"at {at.strftime('%H:%M:%S')} UTC (in {left:.0f} s) if no heartbeat comes before"
+    return FactcliError(f"run {run['id']} is being run by {holder(run)}; wait for it or stop it: it can be "
+                        f"taken over {when} (each heartbeat moves that {timeout:.0f} s on)")
 
 
 def take(store: Store, run: dict) -> dict:
@@ -100,8 +113,6 @@ class Heartbeat:
             self._thread.join(timeout=10)
 
 
-def heartbeat(store: Store, run_id: str) -> Heartbeat | None:
-    """A started heartbeat for a run held in a shared store; None for SQLite (the pid is the lease)."""
-    if store.kind == "sqlite":
-        return None
+def heartbeat(store: Store, run_id: str) -> Heartbeat:
+    """A started heartbeat for a run held in `store` (any kind: a pid alone never holds a run)."""
     return Heartbeat(store.target, run_id).start()

@@ -105,11 +105,26 @@ def _message(exc: BaseException, url: str) -> str:
     return redact(text)
 
 
+def _userinfo_at_escaped(url: str) -> str:
+    """`postgresql://bob:p@ss@host/db` as its writer meant it: libpq ends the password at the first `@`
+    and took `ss@host` for the host, quoting it (the password's tail) in its error. Every `@` of the
+    userinfo but the last is sent as `%40`."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    authority_end = min([i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0] or [len(rest)])
+    authority = rest[:authority_end]
+    if authority.count("@") < 2:
+        return url
+    userinfo, host = authority.rsplit("@", 1)
+    return f"{scheme}://{userinfo.replace('@', '%40')}@{host}{rest[authority_end:]}"
+
+
 def _password(url: str) -> str | None:
     try:
         from psycopg.conninfo import conninfo_to_dict
 
-        return conninfo_to_dict(url).get("password") or None
+        return conninfo_to_dict(_userinfo_at_escaped(url)).get("password") or None
     except Exception:  # a malformed URL: the driver says so when connecting
         return None
 
@@ -145,9 +160,10 @@ class PostgresStore(BaseStore):
             import psycopg
         except ImportError:
             raise FactcliError(f"{redact(url)}: {INSTALL_HINT}") from None
+        _quiet_pipeline_noise()
         try:
-            conn = psycopg.connect(url, autocommit=False, connect_timeout=10, row_factory=_row_factory,
-                                   application_name="factcli")
+            conn = psycopg.connect(_userinfo_at_escaped(url), autocommit=False, connect_timeout=10,
+                                   row_factory=_row_factory, application_name="factcli")
         except psycopg.OperationalError as exc:
             raise StoreUnavailable(f"{redact(url)}: cannot connect: {_message(exc, url)}") from None
         except psycopg.Error as exc:
@@ -212,8 +228,8 @@ class PostgresStore(BaseStore):
             self.conn.close()
         except psycopg.Error:
             pass
-        self.conn = psycopg.connect(self.target, autocommit=False, connect_timeout=3, row_factory=_row_factory,
-                                    application_name="factcli")
+        self.conn = psycopg.connect(_userinfo_at_escaped(self.target), autocommit=False, connect_timeout=3,
+                                    row_factory=_row_factory, application_name="factcli")
         self.conn.adapters.register_loader("numeric", _number_loader())
 
     # -- the interface
@@ -249,3 +265,17 @@ class PostgresStore(BaseStore):
             for row in cur:
                 yield dict(row)
 
+
+def _drop_terminating_noise(record) -> bool:
+    """psycopg logs `error ignored terminating <Pipeline …>` when a pipeline's connection breaks inside
+    executemany: the error itself is raised and reported once (run/outage.py); the log line repeated
+    it in front of the user on every outage (issue 48)."""
+    return not str(record.msg).startswith("error ignored terminating")
+
+
+def _quiet_pipeline_noise() -> None:
+    import logging
+
+    logger = logging.getLogger("psycopg")
+    if _drop_terminating_noise not in logger.filters:
+        logger.addFilter(_drop_terminating_noise)

@@ -15,7 +15,11 @@ SECRET_KEY = re.compile(
     r"api[_-]?key|secret|password|passwd|authorization|access[_-]?token|auth[_-]?token|bearer",
     re.IGNORECASE,
 )
-SECRET_ENV = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
+SECRET_ENV = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|PRIVATE|(?:^|_)(?:PAT|DSN|AUTH)(?:$|_)", re.IGNORECASE)
+# a key named like a token or credential (`token:`, `GH_TOKEN`, `refreshToken`, `DB_PASSWD`), besides
+# SECRET_KEY's; `max_tokens`, `tokenUsage` and `tokenizer` are not
+_TOKEN_KEY = re.compile(r"(?i:(?:^|[_-])(?:token|pat|dsn|credentials?|private[_-]?key|passwd|pwd))$"
+                        r"|[a-z](?:Token|Credentials?|Pat)$")
 HEADER_KEYS = {"headers", "extra_headers"}
 REDACTED = "[redacted]"
 
@@ -30,7 +34,8 @@ def secret_env_values() -> dict[str, str]:
 _ENV_NAME_KEY = re.compile(r"env[_-]?var|envar", re.IGNORECASE)  # its value names a variable
 
 
-_URL_PASSWORD = re.compile(r"(?i)[a-z][a-z0-9+.-]*://[^:/@\s]*:([^@\s]+)@")
+# the password of a URL's userinfo runs to the authority's LAST `@` (a raw `@` in it is not its end)
+_URL_PASSWORD = re.compile(r"(?i)[a-z][a-z0-9+.-]*://[^:/@\s]*:([^/?#\s]+)@")
 # secrets the command line gave, value -> what replaces it: a --db URL and its password (note_store_url)
 _NOTED: dict[str, str] = {}
 
@@ -57,8 +62,142 @@ def note_store_url(url: str) -> None:
 def is_secret_key(key: str) -> bool:
     """A key whose value is a secret. `apiKeyEnvar` holds the name of a variable, not its value:
     a name is never a secret, and redacting it would keep a resumed run from finding its key."""
-    return (bool(SECRET_KEY.search(key)) and key.lower() not in ("max_tokens", "maxtokens")
+    return (bool(SECRET_KEY.search(key) or _TOKEN_KEY.search(key)) and key.lower() not in ("max_tokens", "maxtokens")
             and not _ENV_NAME_KEY.search(key))
+
+
+# Secrets known by their shape, whatever key, variable or text holds them (issue 48): provider keys
+# (OpenAI `sk-…`, `sk-proj-…`, Anthropic `sk-ant-…`), GitHub tokens (`ghp_…`, `gho_`, `ghu_`, `ghs_`,
+# `ghr_`, `github_pat_…`), Slack tokens (`xox?-…`), AWS access key ids (`AKIA…`/`ASIA…`), JWTs
+# (`eyJ….eyJ….…`), a URL's userinfo password (`scheme://user:PASSWORD@host`, the user kept) and the
+# value of a secret-named query parameter (`?key=`, `&token=`, `api_key`, `access_token`, `secret`,
+# `password`, `sig`). Each is replaced by `[redacted]` (a prefix and a URL's user kept for reading).
+_USERINFO = r"(?P<userinfo>://[^:/@\s\"'<>]*:)(?!\*\*\*@|\[redacted\]@)[^/?#\s\"'<>]+@"
+_QUERY = (r"(?P<query>[?&;](?i:api[_-]?key|key|access[_-]?token|auth[_-]?token|token|secret|password|passwd|sig"
+          r"|signature)=)(?!\[redacted\])[^&#\s\"'<>\\]+")
+_SHAPES = re.compile(
+    r"(?<![A-Za-z0-9_-])(?P<sk>sk-(?:ant-|proj-)?)[A-Za-z0-9_-]{20,}"
+    r"|(?<![A-Za-z0-9_])(?P<gh>gh[pousr]_)[A-Za-z0-9]{30,}|(?<![A-Za-z0-9_])(?P<ghpat>github_pat_)[A-Za-z0-9_]{40,}"
+    r"|(?<![A-Za-z0-9_-])(?P<xox>xox[abposre]-)[A-Za-z0-9-]{10,}"
+    r"|(?<![A-Za-z0-9])(?P<aws>AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Za-z])"
+    r"|(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
+    rf"|{_USERINFO}|{_QUERY}"
+    r"|(?<![A-Za-z0-9_+/=.-])(?P<long>[A-Za-z0-9_-]{32,512})(?![A-Za-z0-9_+/=.-])"
+)
+_USERINFO_RE, _QUERY_RE = re.compile(_USERINFO), re.compile(_QUERY)  # has_shape's looks for these two alone
+# `long` above: a token of 32 to 512 letters, digits, `_` and `-` standing alone (not inside a
+# base64 blob, a path or a dotted name) is a secret only if it has an upper-case letter, a lower-case
+# letter and a digit and its characters' Shannon entropy is at least LONG_ENTROPY bits: random keys
+# (40 characters of 62 symbols: ~5 bits) are, while hex hashes and UUIDs (no upper case), run ids
+# (`eval-20261124T193000-9a84d9`, 27 characters), words and camelCase names are left as they are.
+LONG_ENTROPY = 4.3
+
+
+def _entropy(text: str) -> float:
+    import math
+
+    n = len(text)
+    return -sum(c / n * math.log2(c / n) for c in (text.count(ch) for ch in set(text)))
+
+
+def _shape_replacement(m: re.Match) -> str:
+    long = m.group("long")
+    if long is not None:
+        if (long.lower() == long or long.upper() == long or not any(ch.isdigit() for ch in long)
+                or _entropy(long) < LONG_ENTROPY):
+            return long
+        return REDACTED
+    keep = m.group("sk") or m.group("gh") or m.group("ghpat") or m.group("xox") or m.group("aws") or ""
+    if m.group("userinfo"):
+        return m.group("userinfo") + REDACTED + "@"
+    if m.group("query"):
+        return m.group("query") + REDACTED
+    return keep + REDACTED
+
+
+# Where a shape can be, found in C (str.translate, bytes.translate, find) rather than by running the
+# expression over every character: each token shape but a Slack token or a JWT holds a run of at least
+# 20 letters, digits, `_` and `-`; those two start with `xox` and `eyJ`; a URL's userinfo and a query
+# value have expressions of their own that start at a literal (`://`, `?`/`&`/`;`) and are fast.
+_TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+_TOKEN_STR = {i: (0x61 if chr(i) in _TOKEN_CHARS else 0x20) for i in range(128)}  # other characters kept
+# UTF-32: a character is 4 bytes, its first one mapped (a character that is not ASCII may map to `a`
+# too: a window to look at, never a miss)
+_TOKEN_BYTES = bytes(0x61 if chr(i) in _TOKEN_CHARS else 0x20 for i in range(256))
+_RUN = 20
+_NOT_TOKEN = re.compile("[^a]")
+_LITERAL_END = re.compile(r"[\s\"'<>]")
+
+
+def _token_windows(text: str) -> list[tuple[int, int]]:
+    """(start, end) of every stretch of `text` a token shape may be in (with a character either side
+    for the expression's look-arounds), merged, in order."""
+    spans = []
+    if text.isascii():
+        mapped = text.translate(_TOKEN_STR)
+        i = mapped.find("a" * _RUN)
+        while i >= 0:
+            m = _NOT_TOKEN.search(mapped, i)
+            end = m.start() if m else len(text)
+            spans.append((max(0, i - 1), min(len(text), end + 1)))
+            i = mapped.find("a" * _RUN, end)
+    else:
+        mapped = text.encode("utf-32-le", "surrogatepass").translate(_TOKEN_BYTES)
+        run, step = b"a   " * _RUN, b"a   "
+        i = mapped.find(run)
+        while i >= 0:
+            end = i
+            while mapped.startswith(step, end):
+                end += 4
+            spans.append((max(0, i // 4 - 1), min(len(text), end // 4 + 1)))
+            i = mapped.find(run, end)
+    for literal in ("xox", "eyJ"):
+        i = text.find(literal)
+        while i >= 0:
+            m = _LITERAL_END.search(text, i, i + 4096)
+            end = m.start() if m else min(len(text), i + 4096)
+            spans.append((max(0, i - 1), min(len(text), end + 1)))
+            i = text.find(literal, end)
+    spans.sort()
+    merged: list[list[int]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [(a, b) for a, b in merged]
+
+
+def has_shape(text: str) -> bool:
+    """Whether scrub_shapes changes `text`. Every stored row's texts are looked at: the expression run
+    over each would cost more than the rest of the row's way to the store (measured: 30,000 echo rows
+    3.5 s -> 17.8 s), so it runs only where _token_windows finds a place a shape may be."""
+    if ("=" in text and _QUERY_RE.search(text)) or ("://" in text and _USERINFO_RE.search(text)):
+        return True
+    for start, end in _token_windows(text):
+        if any(_shape_replacement(m) != m.group() for m in _SHAPES.finditer(text, start, end)):
+            return True
+    return False
+
+
+def scrub_shapes(text: str) -> str:
+    """`text` with every secret known by its shape replaced (_SHAPES), looked for where it may be."""
+    if not text:
+        return text
+    windows = _token_windows(text)
+    if windows:
+        pieces, at = [], 0
+        for start, end in windows:
+            pieces.append(text[at:start])
+            pieces.append(_SHAPES.sub(_shape_replacement, text[start:end]))
+            at = end
+        pieces.append(text[at:])
+        text = "".join(pieces)
+    if "=" in text:
+        text = _QUERY_RE.sub(lambda m: m.group("query") + REDACTED, text)
+    if "://" in text:
+        text = _USERINFO_RE.sub(lambda m: m.group("userinfo") + REDACTED + "@", text)
+    return text
 
 
 def redact(value: Any, env_values: dict[str, str] | None = None, _key: str = "") -> Any:
@@ -92,7 +231,8 @@ def _secret_placeholder(value: Any, env_values: dict[str, str]) -> str:
 
 
 def scrub_text(text: str, env_values: dict[str, str] | None = None) -> str:
-    """Replace any secret environment value that appears inside free text (errors, outputs)."""
+    """Replace any secret environment value, and any secret known by its shape, that appears inside
+    free text (errors, outputs)."""
     if env_values is None:
         env_values = secret_env_values()
     for value, name in env_values.items():
@@ -101,7 +241,7 @@ def scrub_text(text: str, env_values: dict[str, str] | None = None) -> str:
     for value, replacement in _NOTED.items():
         if value in text:
             text = text.replace(value, replacement)
-    return text
+    return scrub_shapes(text)
 
 
 _SECRET_KEY_LOWER = re.compile(SECRET_KEY.pattern)  # the pattern is lower case
@@ -134,12 +274,12 @@ class Scrubber:
         self._json_forms = [f for f in {json.dumps(v, ensure_ascii=False)[1:-1] for v, _ in self.pairs} if f]
 
     def text(self, text: str | None) -> str | None:
-        if not text or not self.pairs:
+        if not text:
             return text
         for value, replacement in self.pairs:
             if value in text:
                 text = text.replace(value, replacement)
-        return text
+        return scrub_shapes(text)
 
     def holds_any(self, text: str) -> bool:
         """Whether text() could change any part of `text` (a few texts joined: a secret in one of them
@@ -147,10 +287,10 @@ class Scrubber:
         for value, _ in self.pairs:
             if value in text:
                 return True
-        return False
+        return has_shape(text)
 
     def data(self, value: Any) -> Any:
-        """A redacted copy (secret keys, headers, env values) with literal secrets scrubbed."""
+        """A redacted copy (secret keys, headers, env values, shapes) with literal secrets scrubbed."""
         out = redact(value, self.env)
         if any(v not in self.env for v, _ in self.pairs):
             out = self._walk(out)
@@ -208,14 +348,13 @@ class Scrubber:
         (store/row_text.RowTexts), joined by "\x00"; secret values are looked for in the whole texts."""
         if not keys_clean(residue):
             return False
-        for form in self._json_forms:
-            for text in texts:
-                if text is not None and form in text:
-                    return False
+        for text in texts:
+            if text is not None and (has_shape(text) or any(form in text for form in self._json_forms)):
+                return False
         return True
 
     def _may_redact(self, text: str) -> bool:
-        return not keys_clean(text) or any(form in text for form in self._json_forms)
+        return not keys_clean(text) or any(form in text for form in self._json_forms) or has_shape(text)
 
     FILE_CHUNK = 1 << 20  # characters read at a time by file()
 
@@ -224,11 +363,11 @@ class Scrubber:
         file is read a chunk at a time (an export of a large run is hundreds of MB); each chunk
         keeps the last len(longest secret) - 1 characters for the next, so a secret split across
         two chunks is still found. The file is replaced only if something changed."""
-        if not self.variants:
-            return
         import tempfile
 
-        carry_len = max(len(v) for v, _ in self.variants) - 1
+        # a shape is never longer than this, and never holds a space or a quote: the part of a chunk
+        # written is cut before the run of token characters the carried tail starts in
+        carry_len = max([len(v) for v, _ in self.variants] + [4096]) - 1
         changed = False
         fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
         try:
@@ -242,12 +381,16 @@ class Scrubber:
                         if value in buffer:
                             buffer = buffer.replace(value, replacement)
                             changed = True
+                    cut = len(buffer) - min(carry_len, len(buffer)) if chunk else len(buffer)
+                    while 0 < cut < len(buffer) and len(buffer) - cut < 2 * carry_len and not buffer[cut - 1].isspace() \
+                            and buffer[cut - 1] not in "\"'<>,":
+                        cut -= 1
+                    done = scrub_shapes(buffer[:cut])
+                    changed = changed or done != buffer[:cut]
+                    out.write(done)
+                    buffer = buffer[cut:]
                     if not chunk:
-                        out.write(buffer)
                         break
-                    keep = min(carry_len, len(buffer))
-                    out.write(buffer[:len(buffer) - keep])
-                    buffer = buffer[len(buffer) - keep:]
             if changed:
                 import shutil
 
@@ -264,6 +407,8 @@ def keys_clean(text: str) -> bool:
     pieces joined by other characters is clean whole."""
     if "headers" in text:
         return False
+    if 'token"' in text or "Token\"" in text or "credential" in text or "passwd" in text or "_pat\"" in text:
+        return False  # _TOKEN_KEY's keys, as a JSON text has them
     # The secret-key pattern is slow to scan a row with; every key it matches holds one of these
     # words, which `in` finds far sooner. re.IGNORECASE on lowered ASCII text is much cheaper
     # than on the text (non-ASCII keeps IGNORECASE: it also folds e.g. the Kelvin sign onto k).

@@ -63,7 +63,9 @@ class SQLiteStore(BaseStore):
             if not create:
                 raise FactcliError(f"no runs stored yet: {p} does not exist (run `factcli eval` first)")
             try:
-                p.parent.mkdir(parents=True, exist_ok=True)
+                from factcli.settings import private_file
+
+                private_file(p)  # 0600 in a new folder 0700: SQLite gives its -wal and -shm the same mode
             except OSError as exc:
                 raise FactcliError(f"{p}: cannot create the database: {exc.strerror or exc} "
                                    "(--db FILE stores runs elsewhere; --no-write does not store them)") from None

@@ -274,6 +274,11 @@ def _simple(template: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
     return tuple(pieces), tuple(names)
 
 
+# The most a template with control flow may render (a loop printing a large var many times): past it
+# an error, not gigabytes. Each template function's own cap is jsvalues.MAX_TEXT.
+OUTPUT_LIMIT = 256 * 2**20
+
+
 def render(template: str, variables: dict, missing: list | None = None, *, name: str | None = None) -> str:
     """Render one template string. Names that were undefined are appended to `missing`.
     `name` (e.g. "prompt 'greeting'") is how a TemplateError names the template."""
@@ -296,7 +301,13 @@ def render(template: str, variables: dict, missing: list | None = None, *, name:
     compiled = _compiled(template, name)
     token = _missing.set(missing if missing is not None else [])
     try:
-        return compiled.render(variables)
+        out, size = [], 0
+        for piece in compiled.generate(variables):
+            size += len(piece)
+            if size > OUTPUT_LIMIT:  # (a loop printing a large var: each function's own cap is MAX_TEXT)
+                raise TemplateError(f"renders more than {OUTPUT_LIMIT:,} characters", name=name)
+            out.append(piece)
+        return "".join(out)
     except TemplateError:
         raise
     except Exception as exc:  # noqa: BLE001 - a filter, a sandbox refusal or a type error in a user's template

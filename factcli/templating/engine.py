@@ -138,9 +138,32 @@ def _substring(s: str, start: Any = 0, end: Any = None) -> str:
 
 def _repeat(s: str, count: Any) -> str:
     n = int(js.to_number(count))
-    if n < 0 or len(s) * n > 10_000_000:
+    if n < 0 or len(s) * n > js.MAX_TEXT:
         raise ValueError("Invalid count value for repeat")
     return s * n
+
+
+def _pad(s: str, length: Any, fill: Any, start: bool, what: str) -> str:
+    """String.prototype.padStart/padEnd: the fill string repeated and cut to the length."""
+    n = js.to_number(length)
+    n = 0 if js.isnan(n) else n
+    fill = " " if js.is_undefined(fill) else js.js_string(fill)
+    if n <= len(s) or fill == "":
+        return s
+    js.check_text_size(n - len(s), what)
+    n = int(n)
+    pad = (fill * ((n - len(s)) // len(fill) + 1))[:n - len(s)]
+    return pad + s if start else s + pad
+
+
+def _replace(s: str, old: Any, new: Any, count: int) -> str:
+    old, new = js.js_string(old), js.js_string(new)
+    if len(new) > len(old):
+        found = (len(s) + 1 if old == "" else s.count(old)) if count < 0 else 1
+        js.check_text_size(found * (len(new) - len(old)), "replace")
+    return s.replace(old, new, count)
+
+
 
 
 def _index_of(seq, item: Any, start: Any = 0) -> int:
@@ -170,12 +193,12 @@ def _string_member(s: str, name: str) -> Any:
         "slice": lambda start=0, end=None: _slice(s, start, end),
         "substring": lambda start=0, end=None: _substring(s, start, end),
         "charAt": lambda i=0: s[int(js.to_number(i))] if 0 <= js.to_number(i) < len(s) else "",
-        "replace": lambda old, new: s.replace(js.js_string(old), js.js_string(new), 1),
-        "replaceAll": lambda old, new: s.replace(js.js_string(old), js.js_string(new)),
+        "replace": lambda old, new: _replace(s, old, new, 1),
+        "replaceAll": lambda old, new: _replace(s, old, new, -1),
         "concat": lambda *more: s + "".join(js.js_string(x) for x in more),
         "repeat": lambda n: _repeat(s, n),
-        "padStart": lambda n, fill=" ": s.rjust(int(js.to_number(n)), (js.js_string(fill) or " ")[0]),
-        "padEnd": lambda n, fill=" ": s.ljust(int(js.to_number(n)), (js.js_string(fill) or " ")[0]),
+        "padStart": lambda n, fill=" ": _pad(s, n, fill, True, "padStart"),
+        "padEnd": lambda n, fill=" ": _pad(s, n, fill, False, "padEnd"),
     }
     return methods.get(name, _NO_MEMBER)
 

@@ -84,6 +84,7 @@ def f_batch(value: Any, linecount: Any, fill_with: Any = None) -> list:
         raise ValueError("batch: the line count must be a positive number")
     out = [items[i:i + size] for i in range(0, len(items), size)]
     if out and js.truthy(fill_with) and len(out[-1]) < size:
+        js.check_text_size(size - len(out[-1]), "batch")
         out[-1] = out[-1] + [fill_with] * (size - len(out[-1]))
     return out
 
@@ -98,6 +99,7 @@ def f_center(value: Any, width: Any = 80) -> str:
     width = int(js.to_number(width)) or 80
     if len(s) >= width:
         return s
+    js.check_text_size(width - len(s), "center")
     spaces = width - len(s)
     pre = math.ceil(spaces / 2 - spaces % 2)  # lib.repeat(' ', n) repeats ceil(n) times
     post = math.ceil(spaces / 2)
@@ -158,6 +160,7 @@ def f_indent(value: Any, width: Any = 4, indentfirst: Any = False, first: Any = 
         return ""
     pad = " " * (int(js.to_number(width)) or 4) if not isinstance(width, str) else width
     first_too = js.truthy(indentfirst) or js.truthy(first)
+    js.check_text_size(len(pad) * (s.count("\n") + 1), "indent")
     return "\n".join(line if i == 0 and not first_too else pad + line for i, line in enumerate(s.split("\n")))
 
 
@@ -253,8 +256,12 @@ def f_replace(value: Any, old: Any, new: Any, count: Any = None) -> Any:
         return value
     new = js.js_string(new)
     if old == "":
+        js.check_text_size(len(new) * (len(value) + 1), "replace")
         return new + new.join(value) + new
     limit = -1 if count is None or js.is_undefined(count) else int(js.to_number(count))
+    if len(new) > len(old):
+        found = value.count(old) if limit < 0 else min(limit, value.count(old))
+        js.check_text_size(found * (len(new) - len(old)), "replace")
     return value.replace(old, new, limit if limit >= 0 else -1)
 
 

@@ -22,6 +22,19 @@ class Undefined:
     """Stands for jinja2.Undefined until templating/engine.py loads Jinja and puts it here: no value is
     a Jinja Undefined before then, and a command whose templates need no Jinja never imports it."""
 
+# The most text one template function may add to what it was given (repeat, padStart/padEnd, center,
+# indent, replace, batch's fill): past it the template fails, as `repeat` always did, instead of taking
+# gigabytes (a stored `'a'.padStart(300000000)`: issue 48). docs/configuration.md says it.
+MAX_TEXT = 10_000_000
+
+
+def check_text_size(n: float, what: str) -> None:
+    """`n`: how many characters (or items) the function would add."""
+    if n > MAX_TEXT:
+        raise ValueError(f"{what}: would add {int(n):,} characters, over the {MAX_TEXT:,} a template function "
+                         "may add")
+
+
 _INF = float("inf")
 _NAN = float("nan")
 _MAX_SAFE = 2 ** 53

@@ -33,6 +33,7 @@ from factcli.store.database import Store
 
 MAX_BODY = 64 * 1024
 MAX_INDEX = 2**31 - 1  # far beyond any run, and within every store's integers
+MAX_ID = 2**63 - 1  # a rating's id: the stores' largest integer
 
 
 class _Refused(Exception):
@@ -111,7 +112,17 @@ def _optional_text(fields: dict, name: str) -> str | None:
         raise _Refused(400, f"{name} must be text")
     if value is not None and "\x00" in value:
         raise _Refused(400, f"{name} must not contain a NUL character")
+    if value is not None and not _encodable(value):  # JSON's "\ud800": no store can keep it
+        raise _Refused(400, f"{name} must be Unicode text (it holds a lone surrogate)")
     return value
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _next(fields: dict, fallback: str) -> str:
@@ -172,6 +183,8 @@ async def retract(request: Request) -> Response:
             rating_id = int(request.path_params["rating_id"])
         except ValueError:
             raise _Refused(404, f"no rating '{request.path_params['rating_id']}'") from None
+        if not 0 <= rating_id <= MAX_ID:
+            raise _Refused(400, f"a rating id is a whole number from 0 to {MAX_ID}")
         with _store(request) as store:
             rating = store_ratings.get_rating(store, rating_id)
             if rating is None:
