@@ -371,20 +371,26 @@ def test_the_older_flag_still_trusts(victim, fake_openai, tmp_path):
 CONFIG_PACKAGE = Path(__file__).resolve().parent.parent / "factcli" / "config"
 # String keys the config package reads that are not config keys, by module: what each is.
 NOT_CONFIG = {
+    "benchmarks.py": {"split", "columns", "perDataset", "datasets", "seed", "HTTP 401", "HTTP 403",
+                      "dataset"},  # a calibrate --benchmark selection as stored, a benchmark's rows, HTTP errors
+    "csv_text.py": {"FACTCLI_CSV_DELIMITER", "PROMPTFOO_CSV_DELIMITER", "FACTCLI_CSV_STRICT",
+                    "PROMPTFOO_CSV_STRICT"},  # env settings
+    "expected_cells.py": {"javascript:", ".py:", "fn:", "eval:"},  # an __expected cell's text
     "extensions.py": {":", "providerPromptMap", "redteam", "derived_metrics", "default_test"},  # a hook's suite
     "filters.py": {"undefined"},  # a JavaScript filter's reply
     "gates.py": {"pct", "op"},  # a parsed --gate
     "judge_calibration.py": {"confusion", "calibration", "calibrationLabel", "assertion", "graders"},  # its report
-    "labels.py": {"context", "graders", "labels", "reference", "context_var"},  # calibrate's label files
+    "labels.py": {"context", "graders", "labels", "reference", "context_var",
+                  "eligibility"},  # calibrate's label files and its benchmark defaults
     "loader.py": {"prompt", "promptfooconfig.yaml", "promptfooconfig.yml", "promptfooconfig.json"},  # a var, file names
     "model_outputs.py": {"system"},  # a --model-outputs entry
     "plan.py": {"context"},  # a row's vars
-    "prompts.py": {"role", "content", "\n", "<<"},  # chat messages and template text
+    "prompts.py": {"role", "content", "\n", "<<", "prompt"},  # chat messages, template text, a prompt CSV's column
     "remote.py": {"subset", "limit", "offset", "length", "@", "split", "rows", "num_rows_total", "error", "row",
-                  "FACTCLI_HF_DATASETS_SERVER"},  # a Hugging Face dataset URL and its server's replies
+                  "FACTCLI_HF_DATASETS_SERVER", "truncated_cells", "cut"},  # a Hugging Face dataset URL and its server's replies
     "testsets.py": {"\n", ".py:", "javascript:", "fn:", "eval:", "FACTCLI_CSV_DELIMITER", "PROMPTFOO_CSV_DELIMITER",
-                    "FACTCLI_CSV_STRICT",
-                    "PROMPTFOO_CSV_STRICT"},  # CSV text and env settings
+                    "FACTCLI_CSV_STRICT", "PROMPTFOO_CSV_STRICT",
+                    "field limit"},  # CSV text, env settings and the csv module's error text
     "var_check.py": {"content"},  # chat messages
     "keys.py": set(), "stored_trust.py": {"type", "*"},
 }

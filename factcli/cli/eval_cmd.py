@@ -187,14 +187,12 @@ def _print_eval(flow, run) -> int:
         report.stderr_console().print("[yellow]Interrupted:[/] finished rows were kept.")
         return 130
     if run.status == runner.STATUS_INTERRUPTED:  # the budget: calls in flight finished, no more started
-        import shlex
-
         from rich.markup import escape
 
+        again = report.resume_command(run.run_id, db=options.db, outputs=options.outputs) + " --max-cost USD"
         report.stderr_console().print(f"[yellow]Stopped:[/] {escape(run.abort_reason or '')}. {run.row_count} of "
-                                      f"{run.total_steps} row{'s' if run.total_steps != 1 else ''} finished and were kept; go on with a larger budget: "
-                                      f"factcli eval --resume {run.run_id} --max-cost USD"
-                                      + "".join(f" -o {shlex.quote(str(p))}" for p in options.outputs), soft_wrap=True)
+                                      f"{run.total_steps} row{'s' if run.total_steps != 1 else ''} finished and were "
+                                      f"kept; go on with a larger budget: {escape(again)}", soft_wrap=True)
         return 130
     if run.status == runner.STATUS_ABORTED:
         code = run.abort_exit_code
@@ -210,12 +208,12 @@ def _unstored(run, unstored: tuple, options) -> int:
     """The store was gone at the end of the run: every row is in the table and the -o files; say
     which rows the store lacks and how to write them there, as this run's options make it true (no
     table under --no-table, no cached replies under --no-cache)."""
-    from factcli.report.summary import stderr_console
+    from factcli.report.summary import resume_command, stderr_console
     from factcli.store.database import shown
 
     db = options.db
     n, tests, error = unstored
-    again = f"factcli eval --resume {run.run_id}" + (f" --db '{shown(db)}'" if db else "")
+    again = resume_command(run.run_id, db=db, outputs=options.outputs or ())
     kept = [where for where, shown_there in (("the table above", options.table), ("the -o files", options.outputs))
             if shown_there]
     where = (f"Every row is in {' and '.join(kept)}. " if kept

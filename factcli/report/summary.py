@@ -324,22 +324,34 @@ def next_steps(run_id: str, status: str, *, failures: int = 0, errors: int = 0, 
     -o files given to it, not those the store names: run/trust.py)."""
     if not stored or not run_id:
         return []
-    import shlex
-
-    again = "".join(f" -o {shlex.quote(str(p))}" for p in outputs)
-    on = ""
-    if db:
-        from factcli.store.database import shown
-
-        on = f" --db {shlex.quote(shown(db))}"
+    on = _on(db)
     lines = [f"View it: factcli view {run_id}{on}"]
     if failures and first_failed is not None:
         lines.append(f"Open a failed row: factcli show {run_id} {first_failed}{on}")
     if interrupted or status in ("interrupted", "aborted"):
-        lines.append(f"Resume: factcli eval --resume {run_id}{on}{again}")
+        lines.append(f"Resume: {resume_command(run_id, db=db, outputs=outputs)}")
     elif errors:
-        lines.append(f"Retry errors: factcli eval --retry-errors {run_id}{on}{again}")
+        lines.append(f"Retry errors: {resume_command(run_id, db=db, outputs=outputs, retry=True)}")
     return lines
+
+
+def _on(db: str | None) -> str:
+    import shlex
+
+    if not db:
+        return ""
+    from factcli.store.database import shown
+
+    return f" --db {shlex.quote(shown(db))}"
+
+
+def resume_command(run_id: str, *, db: str | None = None, outputs=(), retry: bool = False) -> str:
+    """The command that goes on with a stored run, as pasted: its --db, and its -o files given again (a
+    resume writes only the -o files given to it, never those the store names: run/trust.py)."""
+    import shlex
+
+    again = "".join(f" -o {shlex.quote(str(p))}" for p in outputs)
+    return f"factcli eval {'--retry-errors' if retry else '--resume'} {run_id}{_on(db)}{again}"
 
 
 def next_steps_for(run, *, stored: bool, interrupted: bool = False, db: str | None = None, outputs=()) -> list[str]:
