@@ -45,7 +45,7 @@ UNSUPPORTED_TOP = {
     "strategies": "red teaming is not part of factcli",
 }
 EVAL_OPTION_KEYS = {"maxConcurrency", "repeat", "delay", "showProgressBar", "cache", "timeoutMs",
-                    "maxEvalTimeMs", "generateSuggestions", "maxCost"}
+                    "maxEvalTimeMs", "generateSuggestions", "maxCost", "breakerFailures", "breakerSeconds"}
 # promptfoo evaluateOptions that change what runs: ignoring them would run (and pay for) the wrong rows
 EVAL_OPTION_UNSUPPORTED = {
     "filterRange": "use --filter-first-n, --filter-sample or --filter-pattern",
@@ -437,6 +437,15 @@ def _check_evaluate_options(options: dict, file: str) -> None:
     if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool)
                                   and 0 <= value < float("inf")):
         raise ConfigError(f"expected a budget in USD (0 or more), got {value!r}", file, "evaluateOptions.maxCost")
+    value = options.get("breakerFailures")  # run/breaker.py: 0 turns that rule off
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise ConfigError(f"expected a whole number of calls (0 or more), got {value!r}", file,
+                          "evaluateOptions.breakerFailures")
+    value = options.get("breakerSeconds")
+    if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool)
+                                  and 0 <= value < float("inf")):
+        raise ConfigError(f"expected a number of seconds (0 or more), got {value!r}", file,
+                          "evaluateOptions.breakerSeconds")
 
 
 def _scenario_tests(value: Any, ctx: Ctx) -> list[tuple[dict, Ctx, str]]:

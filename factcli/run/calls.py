@@ -4,7 +4,9 @@ This is the one owner of: the response cache, de-duplication of identical in-fli
 the run's cap on calls in flight (`-j`: CallCap), the per-endpoint limits under it (run/limits.py:
 maxConcurrency, rpm, tpm, adaptive concurrency), the per-attempt timeout, and retries (capped
 exponential backoff with jitter, honouring Retry-After).
-401/403 abort the run; other failures come back as a response with `error` set.
+401/403 abort the run; other failures come back as a response with `error` set. Each endpoint's
+circuit breaker (run/breaker.py) is told what every attempt and call came to; once it is open, calls to
+that endpoint end at once (a retry's backoff included) with its error, and none is sent.
 
 A call that timed out is retried once, not max_retries times: without streaming there is no telling
 a queued request from a long generation, and a generation that outlived the timeout once will
@@ -43,6 +45,8 @@ from factcli.providers.base import (
     ProviderCallError,
     RenderedPrompt,
 )
+from factcli.run import clock
+from factcli.run.breaker import Breaker, Breakers
 from factcli.run.budget import Budget, budget_cap, output_cap, worst_cost
 from factcli.run.cache import ResponseCache, cache_key
 from factcli.run.limits import Limiters, estimate_tokens
@@ -204,8 +208,10 @@ class CallCap(asyncio.Semaphore):
 
 class Caller:
     def __init__(self, cache: ResponseCache | None, policy: RetryPolicy | None = None,
-                 limiters: Limiters | None = None, budget: Budget | None = None, cap: int | None = None):
+                 limiters: Limiters | None = None, budget: Budget | None = None, cap: int | None = None,
+                 breakers: Breakers | None = None):
         self.cache = cache
+        self.breakers = breakers
         self.cap = CallCap(cap) if cap else None
         self.policy = policy or RetryPolicy()
         self.limiters = limiters
@@ -343,6 +349,19 @@ class Caller:
                          prompt.config)
 
     async def _attempts(self, provider: Provider, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
+        if self.breakers is None or provider.in_process:  # an in-process provider has no endpoint to lose
+            return await self._tries(provider, prompt, context, None)
+        breaker = self.breakers.of(provider)
+        if breaker.trip is not None:
+            return ProviderResponse(error=scrub_text(breaker.trip.error()))
+        breaker.pending += 1
+        try:
+            return await self._tries(provider, prompt, context, breaker)
+        finally:
+            breaker.pending -= 1
+
+    async def _tries(self, provider: Provider, prompt: RenderedPrompt, context: dict,
+                     breaker: Breaker | None) -> ProviderResponse:
         policy = self.policy
         timeouts = 0
         limiter = self.limiters.for_provider(provider) if self.limiters is not None else None
@@ -374,6 +393,8 @@ class Caller:
                             resp = await provider.call(prompt, context)
                 if paced:
                     await limiter.succeeded()
+                if breaker is not None:
+                    breaker.answered()
                 if worst is not None:
                     self.budget.settle(worst, resp.cost)
                     worst = None
@@ -387,6 +408,11 @@ class Caller:
                     self.budget.settle(worst, 0.0)
             if limiter is not None and (err.kind == RATE_LIMIT or (err.status == 503 and err.retry_after is not None)):
                 await limiter.throttled()
+            outage = breaker is not None and err.kind in (RATE_LIMIT, TRANSIENT)  # what the breaker counts
+            if outage:
+                breaker.attempt_failed(scrub_text(str(err)), err.unreachable)
+            elif breaker is not None and err.kind not in (TIMEOUT,):
+                breaker.answered()  # a reply (a 400, a refusal): the endpoint is there
             if err.kind == FORMAT and FormatMemory.form_of(context.get("overrides") or {}) is not None:
                 return _REFUSED  # not a failure of the call: _structured asks again in a simpler form
             if err.kind == PARAM:
@@ -413,8 +439,14 @@ class Caller:
                     delay = policy.backoff(attempt)
                 attempt += 1
                 self.retries += 1
-                await asyncio.sleep(delay)
+                if breaker is None:
+                    await clock.sleep(delay)
+                elif await breaker.sleep(delay) or breaker.trip is not None:
+                    return ProviderResponse(error=scrub_text(breaker.trip.error()), retries=attempt,
+                                            latency_ms=round((time.perf_counter() - start) * 1000))
                 continue
+            if outage:
+                breaker.call_failed()
             suffix = f" (after {attempt} retries)" if attempt else ""
             return ProviderResponse(error=scrub_text(str(err)) + suffix, retries=attempt,
                                     latency_ms=round((time.perf_counter() - start) * 1000))
