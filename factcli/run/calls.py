@@ -47,7 +47,7 @@ from factcli.providers.base import (
 )
 from factcli.run import clock
 from factcli.run.breaker import Breaker, Breakers
-from factcli.run.budget import Budget, budget_cap, output_cap, worst_cost
+from factcli.run.budget import Budget, budget_cap, output_cap, reply_reserved, worst_cost
 from factcli.run.cache import ResponseCache, cache_key
 from factcli.run.limits import Limiters, estimate_tokens
 from factcli.store.redact import scrub_text
@@ -378,7 +378,8 @@ class Caller:
             worst = None
             if self.budget is not None:
                 worst = worst_cost(provider, prompt.messages, context.get("overrides") or {}) or 0.0
-                await self.budget.reserve(worst)  # BudgetReached: this call does not start
+                await self.budget.reserve(  # BudgetReached: this call does not start
+                    worst, lambda: reply_reserved(provider, context.get("overrides") or {}))
             try:
                 paced = limiter is not None and not limiter.idle
                 if limiter is not None and not paced:
