@@ -189,7 +189,7 @@ async def reach(breakers, providers: list, timeout_s: float = CONNECT_TIMEOUT_S)
         if problem is not None:
             for provider in servers[(host, port)]:
                 breakers.of(provider).open(f"could not connect to {host}:{port} before any call ({problem}); "
-                                           "is the server running, and is that its address?")
+                                           "check that its server runs at that address")
 
 
 async def _connect(host: str, port: int, timeout_s: float) -> str | None:
