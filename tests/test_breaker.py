@@ -188,3 +188,64 @@ def test_a_closed_port_for_the_model_under_test_exits_1_at_once_with_the_resume_
             f"could not connect to 127.0.0.1:{port} before any call") in said, said
     assert "once it answers again: factcli eval --resume" in said
     assert fake_openai.request_count == 0
+
+
+def test_the_rules_count_calls_after_their_retries_and_any_answer_resets_them():
+    from factcli.run.breaker import Breakers
+
+    class P:
+        id, label = "openai:chat:judge", None
+
+        @staticmethod
+        def endpoint():
+            return "http://127.0.0.1:1/v1 judge"
+
+    breakers = Breakers(failures=3, seconds=0)
+    b = breakers.of(P)
+    for _ in range(20):  # a burst of 429s answered together: attempts, not calls that gave up
+        b.attempt_failed("HTTP 429", unreachable=False)
+    b.call_failed()
+    b.call_failed()
+    b.answered()  # one reply: the failures before it were no outage
+    b.call_failed()
+    b.call_failed()
+    assert b.trip is None
+    b.call_failed()
+    assert b.trip is not None and breakers.trip is b.trip and b.trip.judge and b.trip.exit_code == 4
+    assert b.trip.why.startswith("3 calls in a row failed after their retries")
+
+    c = Breakers().of(P)
+    c.attempt_failed("refused", unreachable=True)
+    c.attempt_failed("HTTP 500", unreachable=False)  # it connected in between
+    c.attempt_failed("refused", unreachable=True)
+    c.attempt_failed("refused", unreachable=True)
+    assert c.trip is None
+    c.attempt_failed("refused", unreachable=True)
+    assert c.trip is not None and c.trip.why.startswith(f"{CONNECT_FAILURES} attempts in a row could not connect")
+
+
+def test_the_time_rule_needs_calls_under_way():
+    import asyncio
+
+    from factcli.run.breaker import Breakers
+
+    class P:
+        id, label = "openai:chat:bot", None
+
+        @staticmethod
+        def endpoint():
+            return "http://127.0.0.1:1/v1 bot"
+
+    async def scenario(pending: int):
+        breakers = Breakers(failures=0, seconds=0.05)
+        breakers.models = {P.endpoint()}
+        b = breakers.of(P)
+        b.pending = pending
+        b.attempt_failed("HTTP 503", unreachable=False)
+        await asyncio.sleep(0.2)
+        return b
+
+    waiting = asyncio.run(scenario(1))
+    assert waiting.trip is not None and not waiting.trip.judge and waiting.trip.exit_code == 1
+    idle = asyncio.run(scenario(0))  # the call gave up and none came after: no outage to time
+    assert idle.trip is None and idle.since is None

@@ -134,9 +134,13 @@ class Breaker:
 
     def _timed_out(self) -> None:
         self._timer = None
-        if self.trip is None and self.since is not None and self.pending > 0:
-            seconds = self.owner.clock() - self.since
-            self.open(f"no call answered for {seconds:.0f} s, every attempt failed (last: {self.last_error})")
+        if self.trip is not None or self.since is None:
+            return
+        if self.pending == 0:  # nothing was waiting on it meanwhile: time without calls is not an outage
+            self.since = None
+            return
+        seconds = self.owner.clock() - self.since
+        self.open(f"no call answered for {seconds:.0f} s, every attempt failed (last: {self.last_error})")
 
 
 class Breakers:

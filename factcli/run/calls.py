@@ -374,6 +374,8 @@ class Caller:
             tokens = estimate_tokens(prompt, {**(provider.config or {}), **(context.get("overrides") or {})})
         attempt = 0
         while True:
+            if breaker is not None and breaker.trip is not None:  # opened while this call waited its turn
+                return ProviderResponse(error=scrub_text(breaker.trip.error()), retries=attempt)
             start = time.perf_counter()
             worst = None
             if self.budget is not None:
@@ -389,6 +391,8 @@ class Caller:
                         if paced:
                             await limiter.started(tokens)
                         start = time.perf_counter()  # the wait for a slot is not the call's latency
+                        if breaker is not None and breaker.trip is not None:  # opened while it waited
+                            return ProviderResponse(error=scrub_text(breaker.trip.error()), retries=attempt)
                         self.calls += 1
                         async with asyncio.timeout(policy.timeout_s):
                             resp = await provider.call(prompt, context)
