@@ -123,6 +123,32 @@ class Breaker:
                 pass
         return self.trip is not None
 
+    async def unless_open(self, send, sending: list):
+        """Await `send` (a request waiting for its endpoint's turn, then sent); None, with `send` cancelled,
+        if the breaker opens before it is sent (`sending` still empty). A request already sent is awaited:
+        it may be a long generation about to be answered and billed."""
+        task = asyncio.ensure_future(send)
+        if self.trip is None and self._opened is None:
+            self._opened = asyncio.Event()
+        opened = asyncio.ensure_future(self._opened.wait()) if self.trip is None else None
+        try:
+            if opened is not None:
+                await asyncio.wait({task, opened}, return_when=asyncio.FIRST_COMPLETED)
+            if task.done() or sending:
+                return await task
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+            return None
+        except BaseException:
+            task.cancel()
+            raise
+        finally:
+            if opened is not None:
+                opened.cancel()
+
     def _arm(self) -> None:
         if not self.owner.seconds:
             return

@@ -281,6 +281,20 @@ class Caller:
             self.cache.set(key, resp)
         return resp
 
+    async def _send(self, limiter, tokens: int, cap, provider: Provider, prompt: RenderedPrompt, context: dict,
+                    sending: list) -> tuple[float, ProviderResponse]:
+        """One request: its endpoint's turn (`limiter`: a paced endpoint's slot and spacing), its place under
+        the run's cap, then the request (`sending` gets an item once it is sent) -> (when it was sent, reply)."""
+        async with limiter.slot(tokens) if limiter is not None else contextlib.nullcontext():
+            async with cap if cap is not None else contextlib.nullcontext():
+                if limiter is not None:
+                    await limiter.started(tokens)
+                start = time.perf_counter()  # the wait for a slot is not the call's latency
+                sending.append(start)
+                self.calls += 1
+                async with asyncio.timeout(self.policy.timeout_s):
+                    return start, await provider.call(prompt, context)
+
     def sends_json(self, provider: Provider, overrides: dict) -> bool:
         """Whether a request with these overrides goes out asking for JSON (its endpoint has not refused
         every structured form this run): its reply is then held to its schema."""
@@ -386,16 +400,15 @@ class Caller:
                 paced = limiter is not None and not limiter.idle
                 if limiter is not None and not paced:
                     limiter.note_start()
-                async with limiter.slot(tokens) if paced else contextlib.nullcontext():
-                    async with cap if cap is not None else contextlib.nullcontext():
-                        if paced:
-                            await limiter.started(tokens)
-                        start = time.perf_counter()  # the wait for a slot is not the call's latency
-                        if breaker is not None and breaker.trip is not None:  # opened while it waited
-                            return ProviderResponse(error=scrub_text(breaker.trip.error()), retries=attempt)
-                        self.calls += 1
-                        async with asyncio.timeout(policy.timeout_s):
-                            resp = await provider.call(prompt, context)
+                sending: list = []
+                send = self._send(limiter if paced else None, tokens, cap, provider, prompt, context, sending)
+                if paced and breaker is not None:  # a paced wait for its turn may be long: it ends if the breaker opens
+                    sent = await breaker.unless_open(send, sending)
+                    if sent is None:
+                        return ProviderResponse(error=scrub_text(breaker.trip.error()), retries=attempt)
+                else:
+                    sent = await send
+                start, resp = sent
                 if paced:
                     await limiter.succeeded()
                 if breaker is not None:
