@@ -249,3 +249,28 @@ def test_the_time_rule_needs_calls_under_way():
     assert waiting.trip is not None and not waiting.trip.judge and waiting.trip.exit_code == 1
     idle = asyncio.run(scenario(0))  # the call gave up and none came after: no outage to time
     assert idle.trip is None and idle.since is None
+
+
+def test_a_model_under_test_failing_every_call_ends_its_rows_as_errors_exit_1_and_resume_runs_them(
+        tmp_path, fake_openai, monkeypatch):
+    monkeypatch.setenv("FACTCLI_BREAKER_FAILURES", "2")  # the documented setting, small for a short test
+    fake_openai.set_fault_rate(1.0, ("503",))
+    tests = "".join(f"  - vars: {{q: 'question {i}'}}\n" for i in range(ROWS))
+    cfg = write(tmp_path / "c.yaml", f'prompts: ["Q: {{{{q}}}}"]\nproviders: [{{id: openai:chat:bot, config: '
+                                     f'{{apiBaseUrl: "{fake_openai.url}"}}}}]\n'
+                                     f'defaultTest: {{assert: [{{type: contains, value: "Q:"}}]}}\ntests:\n{tests}')
+    out = tmp_path / "r.json"
+    first = _eval("-c", cfg, "-o", out)
+    said = _said(first)
+    assert first.exit_code == 1, first.output
+    assert ("the model under test openai:chat:bot at " + fake_openai.url + " was stopped by the circuit breaker: "
+            "2 calls in a row failed after their retries") in said, said
+    rows = json.loads(out.read_text())["results"]["results"]
+    # provider errors: the rows under way when the second call gave up, and at most one started meanwhile
+    assert 2 <= len(rows) <= JOBS + 1 and all(r["error"] for r in rows)
+    assert fake_openai.request_count <= (JOBS + 1) * 5  # each call with at most its 4 retries
+
+    fake_openai.set_fault_rate(0)  # the server is back
+    second = _eval("--resume", json.loads(out.read_text())["evalId"])
+    assert second.exit_code == 0, second.output
+    assert f"Successes: {ROWS} Failures: 0 Errors: 0" in _said(second)
