@@ -23,9 +23,11 @@ def _run(tmp_path):
     cfg = write(tmp_path / "c.yaml", 'prompts: ["{{q}}"]\nproviders: [echo]\ntests: file://t.csv\n')
     out = tmp_path / "r.json"
     html = tmp_path / "r.html"
-    result = runner.invoke(app, ["eval", "-c", str(cfg), "--no-progress-bar", "-o", str(out), "-o", str(html)])
+    junit = tmp_path / "r.junit.xml"
+    result = runner.invoke(app, ["eval", "-c", str(cfg), "--no-progress-bar", "-o", str(out), "-o", str(html),
+                                 "-o", str(junit)])
     assert result.exit_code == 100, result.output
-    return result, json.loads(out.read_text()), html.read_text()
+    return result, json.loads(out.read_text()), html.read_text() + junit.read_text()
 
 
 def test_every_screen_numbers_a_row_by_the_test_index_show_takes(tmp_path):
@@ -52,6 +54,7 @@ def test_every_screen_numbers_a_row_by_the_test_index_show_takes(tmp_path):
     assert named.splitlines()[0].endswith("· test 2 · named three"), named
 
     assert "Row #" not in html and ">named three<" in html
+    assert 'name="q=two [test 1]"' in html and 'name="named three [test 2]"' in html  # the JUnit file
 
 
 def test_the_web_view_numbers_rows_as_the_cli_does(tmp_path, isolated_home):
