@@ -413,3 +413,14 @@ def test_key_of(description: str | None, variables: dict, vars_text: str) -> str
             blob = f'{{"d": {_basestring(description or "")}, "v": {vars_text}}}'
             return hashlib.sha256(blob.encode()).hexdigest()[:16]
     return test_key(description, variables)
+
+
+def row_description(n: int) -> str:
+    """promptfoo's description of a test read from a CSV file (or a single JSON file) without one: `Row #n`,
+    counted from 1 in its file. factcli numbers rows by their test index, from 0 (what `factcli show RUN N`
+    takes), so its screens show such a row by its vars, never as a second number (report/labels.test_label)."""
+    return f"Row #{n}"
+
+
+def is_row_description(text) -> bool:
+    return isinstance(text, str) and text.startswith("Row #") and text[5:].isdigit()

@@ -222,3 +222,27 @@ tests: [{vars: {q: hi}}]
     assert "model ollama:chat:llama3.2: 1 call;" in out and out.split("ollama:chat:llama3.2:")[1].split(
         "Estimated")[0].strip().endswith("cost $0")
     assert fake_openai.request_count == 0
+
+
+def test_the_stop_message_names_the_reply_reservation_and_max_tokens(priced, tmp_path):
+    """5 rows of gpt-4o-mini without max_tokens under --max-cost 0.009: each reply is reserved at the model's
+    output limit, 16,384 tokens ($0.60 per million output tokens: about $0.0098 a call), so the run stops
+    before its first call though the whole run costs about $0.00001; the message says why and what to set.
+    With max_tokens: 1024 (about $0.0006 a call at worst), the same budget runs every row."""
+    tests = "".join(f"  - vars: {{n: '{i}'}}\n" for i in range(5))
+    cfg = write(tmp_path / "c.yaml", f'prompts: ["Q: <<n>>"]\nproviders: [{{id: "openai:chat:{MODEL}", config: '
+                                     f'{{apiBaseUrl: "{{{{ env.FAKE_OPENAI_URL }}}}"}}}}]\ntests:\n{tests}')
+    result = runner.invoke(app, ["eval", "-c", str(cfg), "--max-cost", "0.009", "-j", "1", "--no-progress-bar",
+                                 "--no-table"])
+    assert result.exit_code == 130, result.output
+    err = " ".join(result.stderr.split())
+    assert (f"(each reply of {MODEL} is reserved at 16,384 tokens, the model's output limit, as max_tokens is not "
+            "set; set max_tokens in the provider's config (e.g. max_tokens: 1024) to reserve less)") in err, err
+    assert len(priced.requests) == 0
+
+    priced.reset()
+    capped = write(tmp_path / "d.yaml", cfg.read_text().replace('"}}]', '", max_tokens: 1024}}]'))
+    result = runner.invoke(app, ["eval", "-c", str(capped), "--max-cost", "0.009", "-j", "1", "--no-progress-bar",
+                                 "--no-table"])
+    assert result.exit_code == 0, result.output
+    assert len(priced.requests) == 5

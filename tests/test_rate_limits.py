@@ -89,7 +89,7 @@ def test_the_limiter_halves_on_throttling_and_grows_back_by_one_per_round(monkey
     import factcli.run.limits as limits
 
     clock = [1000.0]
-    monkeypatch.setattr(limits.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(limits.clock, "now", lambda: clock[0])  # the run's clock (run/clock.py)
 
     async def scenario():
         lim = Limiter(8)
@@ -142,7 +142,7 @@ def test_rate_spacing_reserves_evenly_spaced_starts(monkeypatch):
     import factcli.run.limits as limits
 
     clock = [100.0]
-    monkeypatch.setattr(limits.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(limits.clock, "now", lambda: clock[0])  # the run's clock (run/clock.py)
     slept = []
 
     async def fake_sleep(seconds):

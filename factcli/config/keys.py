@@ -58,7 +58,8 @@ LEVELS: dict[str, dict[str, Key]] = {
         "commandLineOptions": Key(Kind.DATA, "commandLineOptions"), "gates": Key(Kind.DATA, "gate", LIST),
     },
     "evaluateOptions": {k: D for k in ("maxConcurrency", "repeat", "delay", "showProgressBar", "cache", "timeoutMs",
-                                       "maxEvalTimeMs", "generateSuggestions", "maxCost")},
+                                       "maxEvalTimeMs", "generateSuggestions", "maxCost", "breakerFailures",
+                                       "breakerSeconds")},
     "prompt": {"id": Key(Kind.READ), "raw": D, "label": D, "config": D, "messages": D},
     "provider": {
         "id": Key(Kind.PROVIDER), "label": D, "config": Key(Kind.DATA, "provider.config"), "prompts": D, "delay": D,

@@ -444,6 +444,15 @@ def _check_evaluate_options(options: dict, file: str) -> None:
     if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool)
                                   and 0 <= value < float("inf")):
         raise ConfigError(f"expected a budget in USD (0 or more), got {value!r}", file, "evaluateOptions.maxCost")
+    value = options.get("breakerFailures")  # run/breaker.py: 0 turns that rule off
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise ConfigError(f"expected a whole number of calls (0 or more), got {value!r}", file,
+                          "evaluateOptions.breakerFailures")
+    value = options.get("breakerSeconds")
+    if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool)
+                                  and 0 <= value < float("inf")):
+        raise ConfigError(f"expected a number of seconds (0 or more), got {value!r}", file,
+                          "evaluateOptions.breakerSeconds")
 
 
 def _scenario_tests(value: Any, ctx: Ctx) -> list[tuple[dict, Ctx, str]]:

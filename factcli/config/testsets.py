@@ -22,6 +22,7 @@ from factcli.config.user_code import code_file
 from factcli.errors import ConfigError
 from factcli.sources import JS_SUFFIXES, PY_SUFFIXES, TS_SUFFIXES
 from factcli.scoring.registry import AssertionError_
+from factcli.types import row_description
 
 SPECIAL_COLUMNS = ("__expected", "__prefix", "__suffix", "__description", "__providerOutput", "__metric",
                    "__threshold", "__metadata", "__config")
@@ -169,7 +170,7 @@ def row_mapping(vars_: dict, rownum: int, asserts: list | None = None, options: 
     """A CSV row's test mapping, as promptfoo makes it (its keys in promptfoo's order)."""
     test: dict[str, Any] = {"vars": vars_, "assert": [] if asserts is None else asserts,
                             "options": {} if options is None else options,
-                            "description": description or f"Row #{rownum}"}
+                            "description": description or row_description(rownum)}
     if provider_output:
         test["providerOutput"] = provider_output
     if threshold is not None:

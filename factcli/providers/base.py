@@ -45,12 +45,13 @@ def is_context_exceeded(text: str | None) -> bool:
 
 class ProviderCallError(Exception):
     def __init__(self, message: str, kind: str = ERROR, status: int | None = None,
-                 retry_after: float | None = None, refusal: tuple | None = None):
+                 retry_after: float | None = None, refusal: tuple | None = None, unreachable: bool = False):
         super().__init__(message)
         self.kind = kind
         self.status = status
         self.retry_after = retry_after
         self.refusal = refusal  # PARAM: (parameter, "drop" | "rename" | "value", the new name or value)
+        self.unreachable = unreachable  # no connection at all (refused, no such host): run/breaker.py counts it
 
 
 # Parameters a refusal may adapt; never the prompt, the model, or the structured-output form (FORMAT's)
@@ -202,6 +203,12 @@ class Provider:
         """The server and model a call reaches, for what is remembered per endpoint during a run (the
         form of structured output it accepts)."""
         return self.id
+
+    def server_url(self) -> str | None:
+        """The URL of the server its calls go to when that is a local or configured one (an apiBaseUrl, a
+        base URL from the environment, Ollama's default): the preflight connects to it before any call
+        (run/preflight.reach). None: nothing to connect to (in-process, or a vendor's own API)."""
+        return None
 
     def preflight(self) -> list[str]:
         """What would make this provider's first call fail, found without making it (a missing

@@ -7,6 +7,7 @@ and promptfoo's provider config keys onto litellm's arguments. Retries are ours 
 from __future__ import annotations
 
 import os
+import re
 
 from factcli.activity import activity
 from factcli.errors import ConfigError
@@ -168,6 +169,12 @@ class LiteLLMProvider(Provider):
     def endpoint(self) -> str:
         return f"{self.call_kwargs(with_secrets=False).get('api_base') or ''} {self.model}"
 
+    def server_url(self) -> str | None:
+        base = self.call_kwargs(with_secrets=False).get("api_base")
+        if not base and self.model.startswith(("ollama/", "ollama_chat/")):
+            return "http://localhost:11434"  # litellm's default for Ollama
+        return base or None
+
     def call_kwargs(self, with_secrets: bool = True, request: dict | None = None) -> dict:
         """litellm's arguments: the provider's config with this call's request parameters over it (a
         test's options, a prompt function's config; body parameters only, never the endpoint or key)."""
@@ -254,8 +261,14 @@ def classify(exc: Exception) -> ProviderCallError:
     if name in ("APIConnectionError", "ServiceUnavailableError", "InternalServerError") or (
         isinstance(status, int) and (status >= 500 or status in (408, 409))
     ):
-        return ProviderCallError(message, TRANSIENT, status, _retry_after(exc))
+        return ProviderCallError(message, TRANSIENT, status, _retry_after(exc), unreachable=name == "APIConnectionError"
+                                 and _NO_CONNECTION.search(message) is not None)
     return ProviderCallError(message, ERROR, status)
+
+
+# what litellm's APIConnectionError says when no connection was made at all (httpx's and aiohttp's words)
+_NO_CONNECTION = re.compile(r"connection refused|connect call failed|name or service not known|"
+                            r"nodename nor servname|getaddrinfo failed|cannot connect to host", re.IGNORECASE)
 
 
 def to_response(resp, litellm, sent=None, model: str = "") -> ProviderResponse:

@@ -88,6 +88,9 @@ class OpenAIProvider(Provider):
     def cache_identity(self) -> dict:
         return {"id": self.id, "model": self.model, "config": self.config, "base_url": self.base_url()}
 
+    def server_url(self) -> str | None:
+        return self.base_url()
+
     def endpoint(self) -> str:
         return f"{self.base_url() or 'https://api.openai.com/v1'} {self.model}"
 
@@ -206,7 +209,8 @@ async def _post(url: str, body: dict, headers: dict):
             text = await resp.text()
             status, resp_headers = resp.status, dict(resp.headers)
     except aiohttp.ClientError as exc:  # refused, reset, dropped mid-response, bad URL
-        raise ProviderCallError(f"connection error: {type(exc).__name__}: {exc}", TRANSIENT) from None
+        raise ProviderCallError(f"connection error: {type(exc).__name__}: {exc}", TRANSIENT,
+                                unreachable=isinstance(exc, aiohttp.ClientConnectorError)) from None
     try:
         data = json.loads(text) if text else None
     except ValueError:

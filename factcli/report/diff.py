@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from factcli.errors import FactcliError
 from factcli.report.figures import plural
-from factcli.report.labels import column_label, provider_name, short_prompt
+from factcli.report.labels import column_label, provider_name, short_prompt, test_label
 from factcli.report.view import column_summaries, console_for_stdout, one_line, print_json
 from factcli.store.database import Store, shown_status
 from factcli.scoring.outcome import errored_metrics, has_grader_error
@@ -198,7 +198,7 @@ def diff_doc(store: Store, a: dict, b: dict, explicit: list[tuple[int, int]] | N
         if ra["status"] == rb["status"]:
             unchanged += 1
             continue
-        label = ra["description"] or one_line(ra["vars"], 80)
+        label = test_label(ra["description"], None, 80) or one_line(ra["vars"], 80)  # (vars: cut JSON text)
         flips.append({"testIdxA": ra["test_idx"], "testIdxB": rb["test_idx"], "test": label,
                       "promptIdxA": ra["prompt_idx"], "promptIdxB": rb["prompt_idx"], "repeatIdx": ra["repeat_idx"],
                       "column": labels[key[2]], "a": ra["status"], "b": rb["status"],

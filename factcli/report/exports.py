@@ -18,7 +18,7 @@ from pathlib import Path
 from factcli.errors import FactcliError
 from factcli.report.html_page import html_page
 from factcli.report.rows import by_test, output_text, status_of, var_text
-from factcli.types import EvalResult
+from factcli.types import EvalResult, is_row_description
 
 FORMATS = (".json", ".jsonl", ".yaml", ".yml", ".txt", ".csv", ".xml", ".junit.xml", ".html")
 
@@ -210,7 +210,9 @@ def junit_xml(run) -> str:
         t["tests"] += 1
         t[status] += 1
         t["ms"] += r.latency_ms or 0
-        name = r.step.test.description or ", ".join(f"{k}={var_text(v)}" for k, v in r.step.vars.items())
+        described = r.step.test.description  # promptfoo's `Row #n` is no name: [test N] numbers the row
+        name = described if described and not is_row_description(described) else \
+            ", ".join(f"{k}={var_text(v)}" for k, v in r.step.vars.items())
         name = f"{name[:200]} [test {r.step.test_idx}]" if name else f"test {r.step.test_idx}"
         case = ET.SubElement(suite, "testcase", {
             "name": _xml_text(name), "classname": _xml_text(column_label(col)),

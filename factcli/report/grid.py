@@ -8,23 +8,16 @@ rich Table that wraps whole texts instead.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from rich.text import Text
 
-from factcli.report.labels import one_line
+from factcli.report.labels import one_line, test_label
 
 STYLES = {"PASS": "bold green", "FAIL": "bold red", "ERROR": "bold yellow"}
 BODY_LINES = 2  # lines of output / reason under a cell's status line (unless --full)
 COLUMN_MIN = 14  # a column narrower than this is left out (and said so) rather than squeezed
 CLAIMS_MARK = "◇"
-
-
-def vars_summary(v: Any, limit: int | None) -> str:
-    if isinstance(v, dict):
-        return one_line(", ".join(f"{k}={v2 if isinstance(v2, str) else json.dumps(v2)}" for k, v2 in v.items()), limit)
-    return one_line(v, limit)
 
 
 def cell_head(cell: dict) -> Text:
@@ -132,7 +125,7 @@ def render_grid(console, shown: list[dict], page_info: dict, widths: list[int], 
         lines.append(line_of([Text(h[i], style="bold") if i < len(h) else "" for h in heads]))
     lines.append(rule)
     for t in page_info["tests"]:
-        label = t["description"] or vars_summary(t["vars"], None)
+        label = test_label(t["description"], t["vars"])
         rows: list[list] = [[str(t["testIdx"]).rjust(widths[0])], chunks(one_line(label, None), widths[1], 1 + BODY_LINES)]
         for c, w in zip(shown, widths[2:]):
             cell = t["cells"].get(c["promptIdx"])
@@ -157,7 +150,7 @@ def render_full(console, cols: list[dict], page_info: dict, terminal: bool) -> N
     for c in cols:
         table.add_column(Text(c["label"]), overflow="fold", min_width=10)
     for t in page_info["tests"]:
-        label = t["description"] or vars_summary(t["vars"], None)
+        label = test_label(t["description"], t["vars"])
         line: list = [str(t["testIdx"]), Text(label)]
         for c in cols:
             cell = t["cells"].get(c["promptIdx"])

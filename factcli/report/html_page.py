@@ -24,7 +24,7 @@ from typing import Any
 
 from factcli.report import figures, labels
 from factcli.report.rows import by_test, claim_irrelevant, claim_side, claim_supported, status_of
-from factcli.types import EvalResult, grading_json
+from factcli.types import EvalResult, grading_json, is_row_description
 
 # Scoped under .fc so a notebook or a host page keeps its own look. Long texts wrap inside their
 # cell and tall ones scroll there; the results table scrolls inside its own box, so a run with many
@@ -498,7 +498,8 @@ def results_table(run) -> str:
         link = _e(test_idx) if all_pass else f'<a href="#test-{test_idx}">{test_idx}</a>'
         row = [f'<tr{anchor} class="{"all-pass" if all_pass else "has-failure"}"><td class="num">{link}</td>']
         if facts.has_description:
-            row.append(f'<td class="desc">{_e(first.step.test.description or "")}</td>')
+            described = first.step.test.description
+            row.append(f'<td class="desc">{_e(described if not is_row_description(described) else "")}</td>')
         row += [f'<td class="var"><pre>{_e(_text(first.step.vars.get(v)))}</pre></td>' for v in names]
         row += [result_cell({**cell_of(cells[c.index]), "ratings": ratings_of(run, cells[c.index])}
                             if c.index in cells else None) for c in run.columns]

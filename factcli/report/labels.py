@@ -28,6 +28,20 @@ def one_line(text: Any, limit: int | None) -> str:
     return text
 
 
+def test_label(description: str | None, variables: Any, limit: int | None = None) -> str:
+    """How a test is named beside its number (its test index, what `factcli show RUN N` takes): its
+    description, else its vars. promptfoo's `Row #n` of a CSV row is not a description a user gave, and
+    counted from 1 it would read as a second row number beside the first (types.row_description)."""
+    from factcli.types import is_row_description
+
+    if description and not is_row_description(description):
+        return one_line(description, limit)
+    if isinstance(variables, dict):
+        return one_line(", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in variables.items()),
+                        limit)
+    return one_line(variables, limit)
+
+
 def _template_text(raw: str) -> str:
     """The text a reader recognises a template by: for chat messages, the last user message."""
     stripped = raw.strip()

@@ -21,7 +21,7 @@ from factcli.report.rows import claim_supported
 from factcli.store.database import Store
 from factcli.store.encode import loads
 from factcli.store.ratings import ratings_for_row
-from factcli.types import FAILURE_GRADING, status_word
+from factcli.types import FAILURE_GRADING, is_row_description, status_word
 
 # ---------------------------------------------------------------- show RUN
 
@@ -149,9 +149,9 @@ def show_test(store: Store, run: dict, test_idx: int, as_json: bool) -> None:
 
     console, _ = console_for_stdout()
     first = rows[0]
-    console.print(Text(f"Run {run['id']} · test {test_idx}" + (f" · {first['description']}" if first["description"] else ""),
-                       style="bold"))
     variables = loads(first["vars_json"], {}) or {}
+    named = first["description"] if first["description"] and not is_row_description(first["description"]) else None
+    console.print(Text(f"Run {run['id']} · test {test_idx}" + (f" · {named}" if named else ""), style="bold"))
     if variables:
         console.print(Text("Vars:", style="bold"))
         for k, v in variables.items():

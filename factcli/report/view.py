@@ -343,10 +343,11 @@ def render_header(console, h: dict, *, page_info: dict | None = None) -> None:
         console.print(f"[red]Aborted:[/] {escape(h['abortReason'])}")
     if page_info is not None:
         shown = len(page_info["tests"])
-        if page_info["total"]:
-            first = (page_info["page"] - 1) * page_info["limit"] + 1
-            console.print(f"[dim]Tests {first}–{first + shown - 1} of {page_info['total']} "
-                          f"(page {page_info['page']}/{page_info['pages']})[/]")
+        if page_info["total"] and shown:  # by test number, as the # column and `factcli show RUN N` count
+            first, last = page_info["tests"][0]["testIdx"], page_info["tests"][-1]["testIdx"]
+            span = f"Test {first}" if first == last else f"Tests {first}–{last}"
+            console.print(f"[dim]{span} ({shown} of {page_info['total']}, page {page_info['page']}/"
+                          f"{page_info['pages']})[/]")
 
 
 def metric_cell(value: float | None, weight_zero: bool = False, judged: tuple | list | None = None) -> str:

@@ -49,6 +49,24 @@ def reply_cap(provider, overrides: dict) -> int:
             or FALLBACK_OUTPUT_CAP)
 
 
+def reply_reserved(provider, overrides: dict) -> str | None:
+    """What a call's worst case reserves for its reply and why, for the stop message: a budget that
+    stops a cheap run early is usually the reply cap of a model without max_tokens (16,384 tokens for
+    gpt-4o-mini), and the user must be told which knob that is."""
+    if getattr(provider, "call_price", None) is not None:
+        return None  # priced by the request: no reply to reserve
+    own = output_cap(provider.config or {}, overrides)
+    name = getattr(provider, "price_model", None) or provider.id
+    if own is not None:
+        return f"each reply is reserved at its max_tokens of {own:,} tokens; a lower max_tokens reserves less"
+    limit = output_limit(getattr(provider, "price_model", None))
+    if limit:
+        return (f"each reply of {name} is reserved at {limit:,} tokens, the model's output limit, as max_tokens "
+                f"is not set; set max_tokens in the provider's config (e.g. max_tokens: 1024) to reserve less")
+    return (f"each reply of {name} is reserved at {FALLBACK_OUTPUT_CAP:,} tokens, the max_tokens factcli sends "
+            "when a budget is set and the model's output limit is unknown; set max_tokens lower to reserve less")
+
+
 def worst_cost(provider, messages: list[dict], overrides: dict) -> float | None:
     """The most a call can cost, or None when its model's price is unknown."""
     if getattr(provider, "call_price", None) is not None:
@@ -84,32 +102,33 @@ class Budget:
         self.in_flight = 0
         self._settled = None  # asyncio.Condition, made in the run's loop
 
-    def _stop(self, worst: float) -> BudgetReached:
+    def _stop(self, worst: float, reply: str | None = None) -> BudgetReached:
         flight = (f"{_money(self.reserved)} reserved for the {self.in_flight} call"
                   f"{'s' if self.in_flight != 1 else ''} in flight")
         return BudgetReached(
             f"the budget of ${self.max_usd:g} is reached: {_money(self.spent)} spent + {flight} + "
             f"{_money(worst)} for the next call at its worst case = {_money(self.spent + self.reserved + worst)}, "
-            f"more than ${self.max_usd:g}")
+            f"more than ${self.max_usd:g}" + (f" ({reply})" if reply else ""))
 
-    def try_reserve(self, worst: float) -> bool:
-        """Reserve now if it fits; False if it would fit only after calls in flight settle."""
+    def try_reserve(self, worst: float, reply=None) -> bool:
+        """Reserve now if it fits; False if it would fit only after calls in flight settle. `reply`: a
+        callable saying what the worst case reserves for the reply (reply_reserved), for the stop message."""
         if self.spent + worst > self.max_usd or (self.in_flight == 0 and self.spent + self.reserved + worst
                                                  > self.max_usd):
-            raise self._stop(worst)
+            raise self._stop(worst, reply() if reply is not None else None)
         if self.spent + self.reserved + worst > self.max_usd:
             return False
         self.reserved += worst
         self.in_flight += 1
         return True
 
-    async def reserve(self, worst: float) -> None:
+    async def reserve(self, worst: float, reply=None) -> None:
         import asyncio
 
         if self._settled is None:
             self._settled = asyncio.Condition()
         async with self._settled:
-            while not self.try_reserve(worst):
+            while not self.try_reserve(worst, reply):
                 await self._settled.wait()
 
     def settle(self, worst: float, actual: float | None) -> None:

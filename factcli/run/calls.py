@@ -4,7 +4,9 @@ This is the one owner of: the response cache, de-duplication of identical in-fli
 the run's cap on calls in flight (`-j`: CallCap), the per-endpoint limits under it (run/limits.py:
 maxConcurrency, rpm, tpm, adaptive concurrency), the per-attempt timeout, and retries (capped
 exponential backoff with jitter, honouring Retry-After).
-401/403 abort the run; other failures come back as a response with `error` set.
+401/403 abort the run; other failures come back as a response with `error` set. Each endpoint's
+circuit breaker (run/breaker.py) is told what every attempt and call came to; once it is open, calls to
+that endpoint end at once (a retry's backoff included) with its error, and none is sent.
 
 A call that timed out is retried once, not max_retries times: without streaming there is no telling
 a queued request from a long generation, and a generation that outlived the timeout once will
@@ -43,7 +45,9 @@ from factcli.providers.base import (
     ProviderCallError,
     RenderedPrompt,
 )
-from factcli.run.budget import Budget, budget_cap, output_cap, worst_cost
+from factcli.run import clock
+from factcli.run.breaker import Breaker, Breakers
+from factcli.run.budget import Budget, budget_cap, output_cap, reply_reserved, worst_cost
 from factcli.run.cache import ResponseCache, cache_key
 from factcli.run.limits import Limiters, estimate_tokens
 from factcli.store.redact import scrub_text
@@ -204,8 +208,10 @@ class CallCap(asyncio.Semaphore):
 
 class Caller:
     def __init__(self, cache: ResponseCache | None, policy: RetryPolicy | None = None,
-                 limiters: Limiters | None = None, budget: Budget | None = None, cap: int | None = None):
+                 limiters: Limiters | None = None, budget: Budget | None = None, cap: int | None = None,
+                 breakers: Breakers | None = None):
         self.cache = cache
+        self.breakers = breakers
         self.cap = CallCap(cap) if cap else None
         self.policy = policy or RetryPolicy()
         self.limiters = limiters
@@ -275,6 +281,20 @@ class Caller:
             self.cache.set(key, resp)
         return resp
 
+    async def _send(self, limiter, tokens: int, cap, provider: Provider, prompt: RenderedPrompt, context: dict,
+                    sending: list) -> tuple[float, ProviderResponse]:
+        """One request: its endpoint's turn (`limiter`: a paced endpoint's slot and spacing), its place under
+        the run's cap, then the request (`sending` gets an item once it is sent) -> (when it was sent, reply)."""
+        async with limiter.slot(tokens) if limiter is not None else contextlib.nullcontext():
+            async with cap if cap is not None else contextlib.nullcontext():
+                if limiter is not None:
+                    await limiter.started(tokens)
+                start = time.perf_counter()  # the wait for a slot is not the call's latency
+                sending.append(start)
+                self.calls += 1
+                async with asyncio.timeout(self.policy.timeout_s):
+                    return start, await provider.call(prompt, context)
+
     def sends_json(self, provider: Provider, overrides: dict) -> bool:
         """Whether a request with these overrides goes out asking for JSON (its endpoint has not refused
         every structured form this run): its reply is then held to its schema."""
@@ -343,6 +363,19 @@ class Caller:
                          prompt.config)
 
     async def _attempts(self, provider: Provider, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
+        if self.breakers is None or provider.in_process:  # an in-process provider has no endpoint to lose
+            return await self._tries(provider, prompt, context, None)
+        breaker = self.breakers.of(provider)
+        if breaker.trip is not None:
+            return ProviderResponse(error=scrub_text(breaker.trip.error()))
+        breaker.pending += 1
+        try:
+            return await self._tries(provider, prompt, context, breaker)
+        finally:
+            breaker.pending -= 1
+
+    async def _tries(self, provider: Provider, prompt: RenderedPrompt, context: dict,
+                     breaker: Breaker | None) -> ProviderResponse:
         policy = self.policy
         timeouts = 0
         limiter = self.limiters.for_provider(provider) if self.limiters is not None else None
@@ -355,25 +388,31 @@ class Caller:
             tokens = estimate_tokens(prompt, {**(provider.config or {}), **(context.get("overrides") or {})})
         attempt = 0
         while True:
+            if breaker is not None and breaker.trip is not None:  # opened while this call waited its turn
+                return ProviderResponse(error=scrub_text(breaker.trip.error()), retries=attempt)
             start = time.perf_counter()
             worst = None
             if self.budget is not None:
                 worst = worst_cost(provider, prompt.messages, context.get("overrides") or {}) or 0.0
-                await self.budget.reserve(worst)  # BudgetReached: this call does not start
+                await self.budget.reserve(  # BudgetReached: this call does not start
+                    worst, lambda: reply_reserved(provider, context.get("overrides") or {}))
             try:
                 paced = limiter is not None and not limiter.idle
                 if limiter is not None and not paced:
                     limiter.note_start()
-                async with limiter.slot(tokens) if paced else contextlib.nullcontext():
-                    async with cap if cap is not None else contextlib.nullcontext():
-                        if paced:
-                            await limiter.started(tokens)
-                        start = time.perf_counter()  # the wait for a slot is not the call's latency
-                        self.calls += 1
-                        async with asyncio.timeout(policy.timeout_s):
-                            resp = await provider.call(prompt, context)
+                sending: list = []
+                send = self._send(limiter if paced else None, tokens, cap, provider, prompt, context, sending)
+                if paced and breaker is not None:  # a paced wait for its turn may be long: it ends if the breaker opens
+                    sent = await breaker.unless_open(send, sending)
+                    if sent is None:
+                        return ProviderResponse(error=scrub_text(breaker.trip.error()), retries=attempt)
+                else:
+                    sent = await send
+                start, resp = sent
                 if paced:
                     await limiter.succeeded()
+                if breaker is not None:
+                    breaker.answered()
                 if worst is not None:
                     self.budget.settle(worst, resp.cost)
                     worst = None
@@ -387,6 +426,11 @@ class Caller:
                     self.budget.settle(worst, 0.0)
             if limiter is not None and (err.kind == RATE_LIMIT or (err.status == 503 and err.retry_after is not None)):
                 await limiter.throttled()
+            outage = breaker is not None and err.kind in (RATE_LIMIT, TRANSIENT)  # what the breaker counts
+            if outage:
+                breaker.attempt_failed(scrub_text(str(err)), err.unreachable)
+            elif breaker is not None and err.kind not in (TIMEOUT,):
+                breaker.answered()  # a reply (a 400, a refusal): the endpoint is there
             if err.kind == FORMAT and FormatMemory.form_of(context.get("overrides") or {}) is not None:
                 return _REFUSED  # not a failure of the call: _structured asks again in a simpler form
             if err.kind == PARAM:
@@ -413,8 +457,14 @@ class Caller:
                     delay = policy.backoff(attempt)
                 attempt += 1
                 self.retries += 1
-                await asyncio.sleep(delay)
+                if breaker is None:
+                    await clock.sleep(delay)
+                elif await breaker.sleep(delay) or breaker.trip is not None:
+                    return ProviderResponse(error=scrub_text(breaker.trip.error()), retries=attempt,
+                                            latency_ms=round((time.perf_counter() - start) * 1000))
                 continue
+            if outage:
+                breaker.call_failed()
             suffix = f" (after {attempt} retries)" if attempt else ""
             return ProviderResponse(error=scrub_text(str(err)) + suffix, retries=attempt,
                                     latency_ms=round((time.perf_counter() - start) * 1000))

@@ -126,8 +126,13 @@ class Executor:
             await asyncio.gather(*workers, return_exceptions=True)
 
     async def _one(self, step: EvalStep, on_result: Callable[[EvalResult], None]) -> bool:
-        """Run one step and report it; False once no more steps should start (the budget)."""
+        """Run one step and report it; False once no more steps should start (the budget, an endpoint the
+        circuit breaker stopped: run/breaker.py)."""
         if self.stopped:
+            return False
+        trip = self.caller.breakers.trip if self.caller.breakers is not None else None
+        if trip is not None:
+            self.stopped = trip.error()
             return False
         try:
             result = await (self._process(step, None) if self._bare else self.process(step))

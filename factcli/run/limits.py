@@ -26,9 +26,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import math
-import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+
+from factcli.run import clock
 
 LIMIT_KEYS = ("maxConcurrency", "rpm", "tpm")  # factcli's, never sent to the API nor part of the cache key
 CHARS_PER_TOKEN = 4  # a prompt's token estimate for tpm spacing when nothing better is known
@@ -106,31 +107,31 @@ class Limiter:
         gap = self._gap(tokens)
         if not gap:
             return
-        now = time.monotonic()
+        now = clock.now()
         start = max(now, self._free_at)
         self._free_at = start + gap / SPACING_MARGIN  # reserved before sleeping, as in _space
         if start > now:
-            await asyncio.sleep(start - now)
+            await clock.sleep(start - now)
 
     async def _space(self, tokens: int) -> None:
         gap = self._gap(tokens)
-        now = time.monotonic()
+        now = clock.now()
         start = max(now, self._next_start)
         self._next_start = start + gap  # reserved before sleeping: concurrent callers queue up in order
         self.note_start(start, now)
         if start > now:
-            await asyncio.sleep(start - now)
+            await clock.sleep(start - now)
 
     def note_start(self, start: float | None = None, now: float | None = None) -> None:
         """Remember a start (the last second's, which size the first cut of the rate)."""
-        now = time.monotonic() if now is None else now
+        now = clock.now() if now is None else now
         self._starts.append(now if start is None else start)
         while self._starts[0] < now - 1.0:
             self._starts.popleft()
 
     async def throttled(self) -> None:
         self.stats.throttled += 1
-        now = time.monotonic()
+        now = clock.now()
         if now - self._last_cut < CUT_INTERVAL_S:
             return
         self._last_cut = now

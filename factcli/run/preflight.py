@@ -9,6 +9,11 @@ spending money, reported together (exit 1, no call made).
 - and, first, what the load and the var check found and let pass (`run.problems`: unknown
   assertion types, unreadable prompt, provider and test files, misspelled vars), so that one run
   names every problem.
+
+Then, once the run is stored and before its first call, `reach` opens a TCP connection (nothing is
+sent, so nothing is billed) to every local or configured server the run's models and graders call: one
+that refuses it, has no such host or does not accept within CONNECT_TIMEOUT_S has its circuit breaker
+opened (run/breaker.py), so the run stops at once, resumable, before any model is paid.
 """
 
 from __future__ import annotations
@@ -149,3 +154,68 @@ def _assertion_problems(suite) -> list[str]:
                     tests.append(i)
     return [f"tests[{tests[0]}]{f' and {len(tests) - 1} more' if len(tests) > 1 else ''}: {problem}"
             for problem, tests in found.items()]
+
+
+CONNECT_TIMEOUT_S = 5.0
+_PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy", "all_proxy")
+
+
+async def reach(breakers, providers: list, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """Connect to each server of `providers` (Provider.server_url) once, all at the same time; open the
+    breaker of every provider on a server that cannot be reached. A server reached through a proxy is left
+    to the proxy (the connection would test the proxy, not the server)."""
+    import asyncio
+    from urllib.parse import urlparse
+
+    servers: dict[tuple[str, int], list] = {}
+    for provider in providers:
+        url = provider.server_url()
+        parsed = urlparse(url if url and "//" in url else f"http://{url}") if url else None
+        host = parsed.hostname if parsed is not None else None
+        if not host or (_proxied(host)):
+            continue
+        try:
+            port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        except ValueError:
+            continue  # a port that is not a number: the call reports it
+        servers.setdefault((host, port), []).append(provider)
+    if not servers:
+        return
+    problems = await asyncio.gather(*(_connect(host, port, timeout_s) for host, port in servers))
+    for (host, port), problem in zip(servers, problems):
+        if problem is not None:
+            for provider in servers[(host, port)]:
+                breakers.of(provider).open(f"could not connect to {host}:{port} before any call ({problem}); "
+                                           "check that its server runs at that address")
+
+
+async def _connect(host: str, port: int, timeout_s: float) -> str | None:
+    import asyncio
+    import socket
+
+    try:
+        async with asyncio.timeout(timeout_s):
+            _, writer = await asyncio.open_connection(host, port)
+    except ConnectionRefusedError:
+        return "connection refused"
+    except socket.gaierror:
+        return "no such host"
+    except TimeoutError:
+        return f"no connection within {timeout_s:g} s"
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    writer.close()
+    try:
+        await writer.wait_closed()
+    except OSError:
+        pass
+    return None
+
+
+def _proxied(host: str) -> bool:
+    from factcli.providers.pricing import is_local_url
+
+    if is_local_url(f"http://{host}") or not any(os.environ.get(v) for v in _PROXY_VARS):
+        return False
+    skip = (os.environ.get("NO_PROXY") or os.environ.get("no_proxy") or "").split(",")
+    return not any(s.strip() and host.endswith(s.strip().lstrip(".")) for s in skip)

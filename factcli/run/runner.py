@@ -69,6 +69,7 @@ class EvalRun:
     grader_specs: list = field(default_factory=list)  # (ProviderSpec, kind) of every grader the run may call
     warnings_shown: int = 0  # how many of `warnings` the user has been told
     abort_exit_code: int = 3  # the exit code of an aborted run: 3 a provider, 1 a user's hook
+    trip: object = None  # run/breaker.Trip: the endpoint the circuit breaker stopped, which ended the run
     ratings: dict | None = None  # a stored run's ratings by row, for its exports (report/ratings.py)
 
     @property
@@ -432,6 +433,7 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
                   warn: Callable[[str], None] | None = None) -> None:
     from factcli.errors import AbortRun
     from factcli.providers.registry import create_provider
+    from factcli.run.breaker import Breakers
     from factcli.run.budget import Budget
     from factcli.run.cache import ResponseCache
     from factcli.run.calls import Caller, RetryPolicy
@@ -448,10 +450,12 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
     budget = None
     if run.max_cost is not None:  # a resumed run's kept rows count against it too
         budget = Budget(float(run.max_cost), sum(m.cost + m.grader_cost for m in run.metrics))
+    breakers = Breakers.from_settings(suite.evaluate_options)
     caller = Caller(ResponseCache() if run.cache else None,
                     RetryPolicy.from_env(timeout_s=float(timeout_ms) / 1000 if timeout_ms else None),
-                    Limiters(run.concurrency), budget, cap=run.concurrency)
+                    Limiters(run.concurrency), budget, cap=run.concurrency, breakers=breakers)
     providers = {i: create_provider(spec, suite.base_dir) for i, spec in enumerate(suite.providers)}
+    breakers.models = {p.endpoint() for p in providers.values() if not p.in_process}
 
     def record(result: EvalResult) -> None:
         run.metrics[result.step.prompt_idx].add(result, derived)
@@ -478,8 +482,18 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
                         vars_errors=run._vars_errors, conversations=run._conversations, hooks=hooks)
     run.started = time.time()
     try:
-        await executor.run(run._steps, record)
-        if executor.stopped:
+        if len(run._steps or ()):  # before any paid call: an endpoint that is not there is stopped now
+            from factcli.run.preflight import reach
+
+            await reach(breakers, [*providers.values(), *_grader_providers(run)])
+        if breakers.trip is None:
+            await executor.run(run._steps, record)
+        if breakers.trip is not None:  # rows it ended are kept as errors; --resume runs them again
+            run.status = STATUS_INTERRUPTED
+            run.trip = breakers.trip
+            run.abort_reason = f"{breakers.trip.who()} was stopped by the circuit breaker: {breakers.trip.why}"
+            run.abort_exit_code = breakers.trip.exit_code
+        elif executor.stopped:
             run.status = STATUS_INTERRUPTED
             run.abort_reason = executor.stopped
         else:
@@ -515,6 +529,21 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
             from factcli.providers.openai_provider import aclose_all
 
             await aclose_all()
+
+
+def _grader_providers(run: EvalRun) -> list:
+    """The graders (and embedding models) the run may call, for the preflight's connections."""
+    from factcli.providers.embedding import EmbeddingProvider
+    from factcli.providers.registry import create_provider
+
+    out = []
+    for spec, kind in run.grader_specs:
+        try:
+            out.append(EmbeddingProvider(spec, run.suite.base_dir) if kind == "embedding"
+                       else create_provider(spec, run.suite.base_dir))
+        except Exception:  # noqa: BLE001 - a grader that cannot be made is the load's and the row's to report
+            continue
+    return out
 
 
 def load(config, options: RunOptions | None = None) -> Suite:

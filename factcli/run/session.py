@@ -357,9 +357,13 @@ class EvalSession:
             if step is None or (test_key(step.test.description, step.vars) != stored_key and not hooked):
                 raise FactcliError(f"test {key[0]} of run {run_id} no longer matches the config "
                                    "(the tests changed since the run started); it cannot be resumed")
-        # --retry-errors: the ERROR rows, and every row with an assertion not judged (scoring/outcome.needs_retry)
-        keep = set(done) if self.mode == "resume" else {k for k, (fr, _) in done.items() if fr not in ERROR_REASONS} \
-            - store.errored_assertion_keys(run_id)
+        from factcli.run.breaker import ROW_MARK
+
+        if self.mode == "resume" and ROW_MARK not in (src.get("abort_reason") or ""):
+            keep = set(done)
+        else:  # --retry-errors, or resuming a run the circuit breaker stopped: its outage's rows run again,
+            # with every row holding an assertion not judged (scoring/outcome.needs_retry)
+            keep = {k for k, (fr, _) in done.items() if fr not in ERROR_REASONS} - store.errored_assertion_keys(run_id)
         keep = _settle(keep, plan, run._conversations)
         run.run_id, run.created_at = run_id, src["created_at"]
         self._stream_rows(run)

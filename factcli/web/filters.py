@@ -58,6 +58,14 @@ def urlpart(value: Any) -> str:
     return quote(str(value), safe="")
 
 
+def described(value: Any) -> str:
+    """A test's description beside its number, promptfoo's `Row #n` of a CSV row left out
+    (report/labels.test_label): the number is the test index, as everywhere."""
+    from factcli.types import is_row_description
+
+    return "" if not value or is_row_description(value) else str(value)
+
+
 FILTERS = {"pct": pct, "num": num, "signed": signed, "interval": interval, "cost": cost, "text": as_text,
            "prebuilt": html, "when": view.when, "duration": view.duration, "one_line": view.one_line,
-           "urlpart": urlpart}
+           "urlpart": urlpart, "described": described}

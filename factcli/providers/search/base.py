@@ -132,7 +132,8 @@ class SearchBackend(Provider):
                     status, resp_headers = resp.status, dict(resp.headers)
         except aiohttp.ClientError as exc:  # refused, reset, dropped mid-response
             # the exception's text may hold the URL, and Google's key travels in it: name the class only
-            raise ProviderCallError(f"{self.name} search: connection error ({type(exc).__name__})", TRANSIENT) from None
+            raise ProviderCallError(f"{self.name} search: connection error ({type(exc).__name__})", TRANSIENT,
+                                    unreachable=isinstance(exc, aiohttp.ClientConnectorError)) from None
         if status >= 400:
             raise _classify(self.name, status, text, resp_headers)
         try:
