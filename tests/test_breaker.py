@@ -167,12 +167,13 @@ def test_the_preflight_finds_a_closed_judge_port_before_any_model_is_paid(tmp_pa
     assert fake_openai.request_count == 0  # no model call: nothing billed
     assert (f"the judge openai:chat:judge at {judge_url} was stopped by the circuit breaker: could not connect to "
             f"127.0.0.1:{port} before any call (connection refused)") in said, said
-    assert f"0 of {ROWS} rows stored; once it answers again: factcli eval --resume" in said
     run_id = json.loads(out.read_text())["evalId"]
+    # the line gives the run's -o again: a resume writes only the -o files given to it (run/trust.py)
+    assert f"0 of {ROWS} rows stored; once it answers again: factcli eval --resume {run_id} -o {out}" in said
 
     with FakeOpenAI(port=port) as judge:  # the judge is up
         judge.add_rule(".", PASS, model="judge")
-        second = _eval("--resume", run_id)
+        second = _eval("--resume", run_id, "-o", out)
         assert second.exit_code == 0, second.output
         assert f"Successes: {ROWS} Failures: 0 Errors: 0" in _said(second)
         assert _model_calls(fake_openai) == ROWS
@@ -271,6 +272,6 @@ def test_a_model_under_test_failing_every_call_ends_its_rows_as_errors_exit_1_an
     assert fake_openai.request_count <= (JOBS + 1) * 5  # each call with at most its 4 retries
 
     fake_openai.set_fault_rate(0)  # the server is back
-    second = _eval("--resume", json.loads(out.read_text())["evalId"])
+    second = _eval("--resume", json.loads(out.read_text())["evalId"], "-o", out)
     assert second.exit_code == 0, second.output
     assert f"Successes: {ROWS} Failures: 0 Errors: 0" in _said(second)

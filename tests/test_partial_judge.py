@@ -163,6 +163,7 @@ tests:
 
 def test_a_never_judged_candidate_makes_diff_fail_on_regression_exit_4(fake_openai, tmp_path, monkeypatch):
     monkeypatch.setenv("FACTCLI_MAX_RETRIES", "0")
+    monkeypatch.setenv("FACTCLI_BREAKER_FAILURES", "0")  # every row judged or not: not stopped early (run/breaker)
     cfg = write(tmp_path / "c.yaml", RUBRIC)
     fake_openai.add_rule(".", '{"reason": "fine", "pass": true, "score": 1}', model="judge")
     release = tmp_path / "release.json"
@@ -309,6 +310,7 @@ def test_retry_errors_runs_a_failed_row_again_for_its_errored_assertion(fake_ope
     was still not judged: out of `polite`'s mean, exit 100 (a failure wins over 4), and --retry-errors
     runs it again though the run has no ERROR row."""
     monkeypatch.setenv("FACTCLI_MAX_RETRIES", "0")
+    monkeypatch.setenv("FACTCLI_BREAKER_FAILURES", "0")  # every row judged or not: not stopped early (run/breaker)
     cfg = write(tmp_path / "c.yaml", f"""
 prompts: ["Q: {{{{q}}}}"]
 providers: [echo]
@@ -332,10 +334,10 @@ tests:
     assert [t["testIdx"] for t in listed["tests"]] == [0], listed  # what --retry-errors will run again
     fake_openai.clear_rules()
     fake_openai.add_rule(".", '{"reason": "fine", "pass": true, "score": 1}', model="judge")
-    again = _eval("--retry-errors", doc["factcli"]["runId"])
+    again = _eval("--retry-errors", doc["factcli"]["runId"], "-o", out)
     assert again.exit_code == 100 and "1 of 2 rows kept, 1 to run" in _said(again), again.output
     assert "judged)" not in _said(again)
-    column = json.loads(out.read_text())["factcli"]["columns"][0]  # (the retry writes the run's -o files again)
+    column = json.loads(out.read_text())["factcli"]["columns"][0]  # (the retry writes the -o files given again)
     assert column["namedScores"] == {"polite": 1.0} and column["namedJudged"] == {"polite": [2, 2]}
     assert column["gradingErrors"] == 0
 

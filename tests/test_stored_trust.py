@@ -270,9 +270,20 @@ def test_a_stored_output_path_is_not_written_without_trust(victim, fake_openai, 
     db, run_id, _ = victim
     target = write(tmp_path / "project" / "requirements.txt", "keep me\n")
     plant(db, options=lambda opts: {**opts, "outputs": [str(target)]})
-    refused(run_id, fake_openai, f"writes: -o: {target}")
+    # the resume goes on (nothing it runs comes from the store) but never writes where the store says
+    result = cli("eval", "--resume", run_id, "--no-progress-bar", "--no-table")
+    assert result.exit_code == 0, result.output
+    assert (f"not writing the -o files the store names ({target}): give -o again to write them, or "
+            "--trust-stored-config") in " ".join(result.output.split())
     assert target.read_text() == "keep me\n"
-    trusted(run_id, fake_openai)
+
+
+def test_a_stored_output_path_is_written_once_trusted(victim, fake_openai, tmp_path):
+    db, run_id, _ = victim
+    target = write(tmp_path / "project" / "requirements.txt", "keep me\n")
+    plant(db, options=lambda opts: {**opts, "outputs": [str(target)]})
+    result = trusted(run_id, fake_openai)
+    assert f"  - writes: -o: {target}" in result.output.splitlines()
     assert target.read_text() != "keep me\n"  # the user said so
 
 

@@ -189,10 +189,11 @@ def _print_eval(flow, run) -> int:
     if run.status == runner.STATUS_INTERRUPTED and run.trip is not None:  # an endpoint stopped (run/breaker.py)
         from rich.markup import escape
 
+        again = report.resume_command(run.run_id, db=options.db, outputs=options.outputs)
         report.stderr_console().print(f"[yellow]Stopped:[/] {escape(run.abort_reason or '')}. {run.row_count} of "
                                       f"{run.total_steps} row{'s' if run.total_steps != 1 else ''} stored; once it "
-                                      f"answers again: factcli eval --resume {run.run_id} (runs the rest and the rows "
-                                      "that errored)", soft_wrap=True)
+                                      f"answers again: {escape(again)} (runs the rest and the rows that errored)",
+                                      soft_wrap=True)
         return run.abort_exit_code
     if run.status == runner.STATUS_INTERRUPTED:  # the budget: calls in flight finished, no more started
         from rich.markup import escape

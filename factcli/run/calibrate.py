@@ -313,8 +313,6 @@ def run_command(args: dict) -> int:
     run = runner.prepare(suite, session.options.run)
     session.begin(run)
     assign_variants(run, variants)
-    from factcli.run.session import drive
-
     interrupted = drive(session, run, progress_bar=not args.get("no_progress_bar"))
     if is_bench:
         meta = {"factcli": {"version": settings.VERSION, "runId": run.run_id, "status": run.status},
@@ -369,3 +367,29 @@ def _finish(console, session, run, rep, outputs, interrupted, failed) -> int:
     if failed:
         return int(settings.env_float("FACTCLI_FAILED_TEST_EXIT_CODE", 100))
     return 0
+
+
+def drive(session, run, *, progress_bar: bool) -> bool:
+    """Execute a prepared calibration run with a progress bar, storing rows as they finish and the run at
+    the end (also when it fails). Returns True when Ctrl-C stopped it: finished rows are kept."""
+    import asyncio
+
+    from factcli.report import summary as report
+    from factcli.run import runner
+
+    for message in run.warnings[run.warnings_shown:]:  # eval prints the config's own earlier
+        report.print_warning(message)
+    progress = report.Progress(run.total_steps, enabled=progress_bar, done=run.metrics)
+    interrupted = False
+    try:
+        asyncio.run(runner.execute(run, on_result=session.recorder(progress.advance), warn=progress.warn))
+    except KeyboardInterrupt:
+        interrupted = True
+        run.status = runner.STATUS_INTERRUPTED
+    except BaseException as exc:
+        session.finish(run, exc)
+        raise
+    finally:
+        progress.stop()
+    session.finish(run)
+    return interrupted

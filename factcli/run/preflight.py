@@ -18,6 +18,7 @@ opened (run/breaker.py), so the run stops at once, resumable, before any model i
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from factcli.errors import ConfigProblems

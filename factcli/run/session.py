@@ -61,6 +61,7 @@ class EvalSession:
         self.suite = None  # rebuilt from the stored run
         self.source_options: dict = {}
         self.trust = None  # run/trust.StoredTrust: what a resumed run takes from the store
+        self.stored_outputs: list[Path] = []  # the stored -o paths a resume writes again (StoredTrust.outputs)
         self.failing: tuple[str, set[str]] | None = None
         self.all_tests: list | None = None
         self.selected: list | None = None  # a resumed run's tests, waiting for its beforeAll hook
@@ -156,7 +157,7 @@ class EvalSession:
 
         self.trust = StoredTrust(row["id"], self.options.trust_stored_config, self.ui)
         self.trust.options(taken, opts.get("vars"))
-        self.trust.outputs(opts.get("outputs") or [], self.options.outputs)
+        self.stored_outputs = self.trust.outputs(opts.get("outputs") or [], self.options.outputs)
         self.suite = self._rebuild_suite(row, opts, options)
         self.selected = opts.get("tests")
         if not any(e.runs_for("beforeAll") for e in self.suite.extensions):  # else: the tests beforeAll gives
@@ -285,7 +286,8 @@ class EvalSession:
     def outputs(self, given) -> list[Path]:
         """The files this run writes: those given now and, when resuming or retrying, those the run
         was started with (so that they end up holding the finished run)."""
-        stored = [Path(p) for p in self.source_options.get("outputs") or []]
+        stored = (self.stored_outputs if self.trust is not None
+                  else [Path(p) for p in self.source_options.get("outputs") or []])
         return list(dict.fromkeys(stored + [Path(p).resolve() for p in given]))
 
     def _options_record(self, run) -> dict:
@@ -679,28 +681,3 @@ def _settle(keep: set, plan: dict, conversations) -> set:
         if len(keep) == before:
             return keep
 
-
-def drive(session: "EvalSession", run, *, progress_bar: bool) -> bool:
-    """Execute a prepared run with a progress bar, storing rows as they finish and the run at the
-    end (also when it fails). Returns True when Ctrl-C stopped it: finished rows are kept."""
-    import asyncio
-
-    from factcli.report import summary as report
-    from factcli.run import runner
-
-    for message in run.warnings[run.warnings_shown:]:  # eval prints the config's own earlier
-        report.print_warning(message)
-    progress = report.Progress(run.total_steps, enabled=progress_bar, done=run.metrics)
-    interrupted = False
-    try:
-        asyncio.run(runner.execute(run, on_result=session.recorder(progress.advance), warn=progress.warn))
-    except KeyboardInterrupt:
-        interrupted = True
-        run.status = runner.STATUS_INTERRUPTED
-    except BaseException as exc:
-        session.finish(run, exc)
-        raise
-    finally:
-        progress.stop()
-    session.finish(run)
-    return interrupted

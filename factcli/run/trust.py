@@ -42,13 +42,20 @@ class StoredTrust:
         if given:
             self.reasons.append(f"its stored options {', '.join(given)}")
 
-    def outputs(self, stored: list, given: list) -> None:
-        """Stored -o paths (a resume writes them again) that the user does not give now."""
+    def outputs(self, stored: list, given: list) -> list[Path]:
+        """The stored -o paths a resume writes again: those the user gives now, or, with
+        --trust-stored-config, all of them (listed). The others are never written (the store may name any
+        file), which does not stop the resume: one note says how to have them written."""
         mine = {Path(p).resolve() for p in given}
         theirs = [str(p) for p in stored if Path(p).resolve() not in mine]
-        self.lines += [f"writes: -o: {p}" for p in theirs]
+        if theirs and self.trusted:
+            self.lines += [f"writes: -o: {p}" for p in theirs]
+            self.reasons.append("its stored output paths")
+            return [Path(p) for p in stored]
         if theirs:
-            self.reasons.append("its stored output paths (give -o again to write them)")
+            self.ui.note(f"run {self.run_id}: not writing the -o files the store names ({', '.join(theirs)}): give "
+                         "-o again to write them, or --trust-stored-config")
+        return [Path(p) for p in stored if Path(p).resolve() in mine]
 
     def files(self, what: str, paths: list, why: str) -> None:
         """Files the store names that a resume would read (a config-file list that does not give the
