@@ -528,7 +528,8 @@ def _tests_from_file(p: Path, ctx, where: str, limit: ReadLimit | None) -> Entri
     if suffix == ".csv":
         warnings: list[str] = []
         # the cells keep their bytes: a CRLF inside a quoted cell reaches the model as CRLF, as in promptfoo
-        rows = CsvRows(p, str(p), warnings, None if limit is None else limit.left)  # read as a stream, each time it is iterated
+        # read as a stream, each time it is iterated
+        rows = CsvRows(p, str(p), warnings, None if limit is None else limit.left)
         if limit is not None:
             limit.took(rows.count)
         for msg in warnings:
