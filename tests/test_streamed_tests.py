@@ -348,3 +348,128 @@ def test_a_cell_a_line_or_a_var_file_past_the_limit_is_one_line(tmp_path, monkey
             load_suite([str(cfg)])
     finally:
         csv.field_size_limit(old)
+
+
+# --filter-first-n N reads a streamed tests file no further than its first N tests (config/lines.ReadLimit)
+
+
+def _rows_csv(path, n: int, bad: int | None = None, start: int = 0):
+    """n rows of `q,__expected`; row `bad` (1-based) has a cell too many."""
+    path.write_text("q,__expected\n" + "".join(
+        f"question {i},contains:{i}{',too many' if bad == i - start + 1 else ''}\n" for i in range(start, start + n)))
+    return path
+
+
+def _eval(args: list, tmp_path):
+    from typer.testing import CliRunner
+
+    from factcli.cli import app
+
+    out = tmp_path / f"out{len(list(tmp_path.glob('out*.json')))}.json"
+    result = CliRunner().invoke(app, ["eval", *args, "-o", str(out), "--no-progress-bar", "--no-table", "--no-write"])
+    return result, out
+
+
+def _read_counter(monkeypatch) -> list:
+    """The characters read from tests files, an item per time a file is read (sources.read_chunks)."""
+    real, reads = sources.read_chunks, []
+
+    def counted(*args):
+        reads.append(0)
+        for piece in real(*args):
+            reads[-1] += len(piece)
+            yield piece
+
+    monkeypatch.setattr(sources, "read_chunks", counted)
+    return reads
+
+
+def test_filter_first_n_reads_a_csv_no_further_than_the_tests_it_keeps(tmp_path, monkeypatch):
+    from conftest import result_rows
+
+    monkeypatch.setattr(sources, "READ_CHUNK", 256)  # pieces small enough to see where reading stopped
+    cfg = _config(tmp_path, 0)
+    rows = _rows_csv(tmp_path / "rows.csv", 2000, bad=15)  # row N+5 is malformed
+    reads = _read_counter(monkeypatch)
+    result, out = _eval(["-c", cfg, "--filter-first-n", "10"], tmp_path)
+    assert result.exit_code == 0, result.output
+    first_11 = len("".join(rows.read_text().splitlines(keepends=True)[:12]))  # the header and 11 rows
+    assert reads and max(reads) < first_11 + 256 and sum(reads) < rows.stat().st_size / 10  # each read stopped early
+    kept = result_rows(out)
+    assert [r["vars"]["q"] for r in kept] == [f"question {i}" for i in range(10)]
+
+    reads.clear()
+    result, _ = _eval(["-c", cfg], tmp_path)  # the whole file: the bad row stops the load
+    assert result.exit_code == 1 and "rows.csv: row 15: row has 3 cells but the header has 2" in result.output
+    assert max(reads) == len(rows.read_text())
+    result, _ = _eval(["-c", cfg, "--filter-first-n", "15"], tmp_path)  # the bad row is among those kept
+    assert result.exit_code == 1 and "row 15: row has 3 cells" in result.output
+
+    # the same rows as when the whole (mended) file is read: --filter-pattern reads every row
+    _rows_csv(rows, 2000)
+    reads.clear()
+    result, whole = _eval(["-c", cfg, "--filter-pattern", ".", "--filter-first-n", "10"], tmp_path)
+    assert result.exit_code == 0 and max(reads) == len(rows.read_text())
+    assert result_rows(whole) == kept
+
+
+def test_filter_first_n_counts_tests_across_files_and_a_row_that_expands_is_one_test(tmp_path):
+    from conftest import result_rows
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(3):
+        (docs / f"d{i}.txt").write_text(f"question d{i}")
+    (tmp_path / "a.csv").write_text("q,__expected\nfile://docs/*.txt,contains:question\n"
+                                    + "".join(f"question {i},contains:{i}\n" for i in range(1, 6)))
+    _rows_csv(tmp_path / "b.csv", 30, bad=8, start=100)  # its row 8 is the suite's test 6 + 8 = 14
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(json.dumps({"prompts": ["Answer: {{q}}"], "providers": ["echo"], "tests": "file://*.csv"}))
+    result, out = _eval(["-c", str(cfg), "--filter-first-n", "13"], tmp_path)
+    assert result.exit_code == 0, result.output
+    # a test is a row: the glob row's three files are three rows of one test (promptfoo's rule)
+    got = [r["vars"]["q"] for r in result_rows(out)]
+    assert got == [f"question d{i}" for i in range(3)] + [f"question {i}" for i in range(1, 6)] + [
+        f"question {i}" for i in range(100, 107)]
+    result, _ = _eval(["-c", str(cfg), "--filter-first-n", "14"], tmp_path)
+    assert result.exit_code == 1 and "b.csv: row 8: row has 3 cells" in result.output
+
+
+def test_filter_first_n_from_the_api_the_config_and_a_jsonl_file(tmp_path):
+    import factcli
+
+    lines_ = [json.dumps({"vars": {"q": f"question {i}"}}) for i in range(40)]
+    lines_[11] = '{"vars": {"q": '  # line 12: not JSON
+    (tmp_path / "rows.jsonl").write_text("\n".join(lines_) + "\n")
+    config = {"prompts": ["Answer: {{q}}"], "providers": ["echo"], "tests": "file://rows.jsonl"}
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(json.dumps(config))
+    run = factcli.evaluate(str(cfg), store=False, filter_first_n=7)
+    assert [r.step.vars["q"] for r in run.rows] == [f"question {i}" for i in range(7)]
+    with pytest.raises(ConfigError, match=r"rows.jsonl: line 12: invalid JSON"):
+        factcli.evaluate(str(cfg), store=False)
+    cfg.write_text(json.dumps({**config, "commandLineOptions": {"filterFirstN": 11}}))
+    result, out = _eval(["-c", str(cfg)], tmp_path)
+    assert result.exit_code == 0, result.output
+    assert len(json.loads(out.read_text())["results"]["results"]) == 11
+
+
+def test_filters_that_pick_among_every_test_read_every_row(tmp_path):
+    """--filter-pattern and a beforeAll hook see every test: a bad row anywhere stops the load."""
+    cfg = _config(tmp_path, 0)
+    _rows_csv(tmp_path / "rows.csv", 40, bad=30)
+    result, _ = _eval(["-c", cfg, "--filter-first-n", "3", "--filter-pattern", "Row"], tmp_path)
+    assert result.exit_code == 1 and "row 30: row has 3 cells" in result.output
+    (tmp_path / "hooks.py").write_text("def hook(name, context):\n    return context\n")
+    data = json.loads((tmp_path / "c.yaml").read_text())
+    (tmp_path / "c.yaml").write_text(json.dumps({**data, "extensions": ["file://hooks.py:hook"]}))
+    result, _ = _eval(["-c", cfg, "--filter-first-n", "3"], tmp_path)
+    assert result.exit_code == 1 and "row 30: row has 3 cells" in result.output
+
+
+def test_no_test_left_says_the_rest_was_not_read(tmp_path):
+    cfg = _config(tmp_path, 40)
+    result, _ = _eval(["-c", cfg, "--filter-first-n", "5", "--filter-sample", "0"], tmp_path)
+    assert result.exit_code == 1
+    assert ("no test is left to run (of 5 read: the tests files were read no further than --filter-first-n 5 "
+            "keeps)") in result.output

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Iterable, Iterator
 
 from factcli.errors import ConfigError
@@ -50,3 +52,41 @@ def jsonl_lines(chunks: Iterable[str], file: str) -> Iterator[tuple[int, str]]:
                 if len(line) > VALUE_LIMIT:
                     raise ConfigError(f"a line longer than the {VALUE_LIMIT_TEXT} a line may hold", file, f"line {n}")
                 yield n, line
+
+
+# --filter-first-n N: how many tests from the suite's start the run can keep (config/plan.first_tests_kept),
+# set by the run around its load (run/flow.Flow._load); None: every test may be kept
+_FIRST: ContextVar[int | None] = ContextVar("factcli_first_tests_kept", default=None)
+
+
+@contextmanager
+def reading_first(n: int | None) -> Iterator[None]:
+    """Configs loaded inside read their tests files no further than the suite's first `n` tests."""
+    token = _FIRST.set(n)
+    try:
+        yield
+    finally:
+        _FIRST.reset(token)
+
+
+class ReadLimit:
+    """How many more rows the streamed tests files of one `tests:` load may give, in the order the
+    loader reads them: the first file at most N, the next N less the rows the first gave, and so on. The
+    tests written in the config, a YAML file or a generator count for nothing here, so a file always
+    reads at least the rows the run keeps of it (the run's plan takes the first N, config/plan.expand:
+    this only stops the reading). `cut`: some file was read no further than its limit (its rows past
+    it, if any, never read nor checked)."""
+
+    def __init__(self, n: int):
+        self.n, self.left, self.cut = n, n, False
+
+    @classmethod
+    def now(cls) -> "ReadLimit | None":
+        """A fresh limit for one load, when the run set one (reading_first)."""
+        n = _FIRST.get()
+        return None if n is None else cls(n)
+
+    def took(self, count: int) -> None:
+        """A file gave `count` rows, read with `left` as its limit."""
+        self.cut = self.cut or count >= self.left
+        self.left = max(0, self.left - count)

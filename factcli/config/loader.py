@@ -81,6 +81,9 @@ class Suite:
     # beforeAll hook sees it
     extensions: list = field(default_factory=list)
     hook_source: object = None
+    # N when --filter-first-n N stopped the reading of a tests file (config/lines.ReadLimit): `tests` are
+    # the first tests the files hold, as many as the run keeps, not all of them
+    tests_read_first: int | None = None
 
 
 def default_config_path(cwd: Path | None = None) -> Path | None:
@@ -281,9 +284,12 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
     expect(isinstance(default_test, dict), "expected a mapping", file, "defaultTest")
     default_parsed = parse_test(default_test, ctx, "defaultTest", is_default=True)
 
+    from factcli.config.lines import ReadLimit
     from factcli.config.testsets import load_tests
 
-    tests_raw = load_tests(cfg.get("tests"), ctx, "tests")  # a CSV file's rows are made as they are parsed
+    # a beforeAll hook sees every test of the config, before the filters: its files are read whole
+    limit = None if cfg.get("extensions") else ReadLimit.now()
+    tests_raw = load_tests(cfg.get("tests"), ctx, "tests", limit)  # a CSV file's rows are made as they are parsed
     extensions, hooks_see = [], None
     if cfg.get("extensions") is not None:  # the extensions' code is imported only for a config with some
         from factcli.config.extensions import hook_source, parse_extensions
@@ -363,6 +369,7 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
         warnings=warnings,
         extensions=extensions,
         hook_source=hooks_see,
+        tests_read_first=limit.n if limit is not None and limit.cut else None,
     )
 
 

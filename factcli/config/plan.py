@@ -168,6 +168,22 @@ class Plan:
                     test_idx += 1
 
 
+def first_tests_kept(first_n: int | None, pattern: str | None, failing) -> int | None:
+    """How many tests from the suite's start `expand` can keep at most, when that is known before the
+    suite loads: --filter-first-n N with no filter applied before it (--filter-pattern, --filter-failing
+    pick among every test; --filter-sample picks among the N). The load then reads its tests files no
+    further (config/lines.ReadLimit). None: any test may be kept (and for N = 0, none is)."""
+    return first_n if first_n is not None and first_n > 0 and not pattern and not failing else None
+
+
+def tests_counted(suite: Suite) -> str:
+    """How many tests the suite has, said as far as its load read them."""
+    if suite.tests_read_first is None:
+        return str(len(suite.tests))
+    return (f"{len(suite.tests)} read: the tests files were read no further than "
+            f"--filter-first-n {suite.tests_read_first} keeps")
+
+
 def expand(suite: Suite, repeat: int = 1, *, pattern: str | None = None, first_n: int | None = None,
            sample: int | None = None) -> tuple[list[Column], Plan]:
     cols = columns(suite)

@@ -16,7 +16,7 @@ from typing import Any
 from factcli import sources
 from factcli.config import csv_text, keys, remote
 from factcli.config.expected_cells import assertion_from_string, cell_near_miss, parse_number
-from factcli.config.lines import jsonl_lines, text_chunks
+from factcli.config.lines import ReadLimit, jsonl_lines, text_chunks
 from factcli.config.context import check_keys, load_warning, record
 from factcli.config.user_code import code_file
 from factcli.errors import ConfigError
@@ -201,11 +201,12 @@ class CsvRows:
 
     Checked whole when made, as when the file was read into a list: the quoting (promptfoo's relaxed
     retry when strict parsing fails) and every row's cell count; the first row is converted then too,
-    since the column warnings (a header's business) are said while the config loads."""
+    since the column warnings (a header's business) are said while the config loads. With a `limit`,
+    the text is read, checked and iterated no further than its first `limit` rows (ReadLimit)."""
 
-    def __init__(self, source: str | Path, file: str, warnings: list[str]):
+    def __init__(self, source: str | Path, file: str, warnings: list[str], limit: int | None = None):
         """`source`: the CSV's text (a downloaded file's), or its path, read again each time it is iterated."""
-        self.source, self.file = source, file
+        self.source, self.file, self.limit = source, file, limit
         self.delimiter, strict_only = csv_text.settings()
         self.strict = True
         try:
@@ -243,7 +244,7 @@ class CsvRows:
         header = next(reader, None)
         count, wide = 0, None
         self.empty, self.near_misses = [], {}  # rows of empty cells; {(column, prefix, type meant): rows}
-        if header is not None:
+        if header is not None and self.limit != 0:
             width = len(header)
             expected = [(i, k.strip()) for i, k in enumerate(header) if k.strip().startswith("__expected")]
             for row in reader:
@@ -257,6 +258,8 @@ class CsvRows:
                     if len(row) > width and wide is None:
                         wide = ConfigError(f"row has {len(row)} cells but the header has {width}", self.file,
                                            f"row {count}")
+                    if count == self.limit:  # the next row is not read
+                        break
         del self._scanning
         if wide is not None:  # only once the whole text parsed in this mode, as before
             raise wide
@@ -277,9 +280,9 @@ class CsvRows:
             return
         names = CsvHeader(header, self.file).var_names()
         if names is not None:
-            yield from self._plain(reader, names)
+            yield from self._plain(reader, names, self.limit)
             return
-        for n, cells in _cells(reader, header, None):
+        for n, cells in _cells(reader, header, None, self.limit):
             yield n, test_from_csv_row(cells, self.file, n, warnings)
 
     def plain_tests(self):
@@ -289,13 +292,13 @@ class CsvRows:
         reader = self._reader()
         header = next(reader, None)
         names = None if header is None else CsvHeader(header, self.file).var_names()
-        return None if names is None else self._plain(reader, names)
+        return None if names is None else self._plain(reader, names, self.limit)
 
     @staticmethod
-    def _plain(reader, names: list[str]):
+    def _plain(reader, names: list[str], limit: int | None):
         """The rows of a header whose every column is a var (CsvHeader.var_names): each row's cells are its
         vars, a missing cell empty."""
-        for n, vars_ in _cells(reader, names, ""):
+        for n, vars_ in _cells(reader, names, "", limit):
             yield n, row_mapping(vars_, n)
 
 
@@ -305,10 +308,12 @@ def _csv_error(exc: csv.Error, what: str = "not a readable CSV file") -> str:
     return f"{what}: {exc}"
 
 
-def _cells(reader, keys: list[str], missing: str | None):
+def _cells(reader, keys: list[str], missing: str | None, limit: int | None = None):
     """(row number, {key: cell}) per row of `reader` under the header `keys`, as csv.DictReader reads
-    them: blank lines are no row, a short row's missing cells are `missing`."""
+    them: blank lines are no row, a short row's missing cells are `missing`; no row past `limit` is read."""
     width, n = len(keys), 0
+    if limit == 0:
+        return
     for row in reader:
         if not row:
             continue
@@ -318,16 +323,19 @@ def _cells(reader, keys: list[str], missing: str | None):
             for key in keys[len(row):]:
                 cells[key] = missing
         yield n, cells
+        if n == limit:
+            return
 
 
 class JsonlRows:
     """The tests of a JSONL text, each line parsed again each time they are iterated. Checked whole
     when made, as when the file was read into a list (each line's JSON, its depth); `plain` says
-    whether every line is a test itself, not a test file or a URL to read in its place."""
+    whether every line is a test itself, not a test file or a URL to read in its place. With a
+    `limit`, no line past the first `limit` non-blank ones is read (ReadLimit)."""
 
-    def __init__(self, source: str | Path, file: str):
+    def __init__(self, source: str | Path, file: str, limit: int | None = None):
         """`source`: the JSONL's text, or its path, read again each time it is iterated."""
-        self.source, self.file = source, file
+        self.source, self.file, self.limit = source, file, limit
         self.count, self.plain = 0, True
         for n, line in self._lines():
             try:
@@ -344,7 +352,7 @@ class JsonlRows:
         piece of the text at a time (a cut after a newline splits no line)."""
         chunks = (text_chunks(self.source, 1 << 20) if isinstance(self.source, str)
                   else sources.read_chunks(self.source, self.file, ""))
-        return jsonl_lines(chunks, self.file)
+        return itertools.islice(jsonl_lines(chunks, self.file), self.limit)  # (islice reads no line past it)
 
     def __len__(self) -> int:
         return self.count
@@ -418,10 +426,10 @@ _NO_CONFIG = object()
 _generated_once: dict[tuple, Any] = {}  # what each generator returned, this process (its module is imported once too)
 
 
-def load_tests(value: Any, ctx, key: str) -> Entries:
+def load_tests(value: Any, ctx, key: str, limit: ReadLimit | None = None) -> Entries:
     """`tests:` -> [(test mapping, context whose file/base it came from, key path)]: test mappings, test
     files and globs of them (YAML, JSON, JSONL, CSV), and test generators (promptfoo-features §4-5), each
-    spliced in at its place in the list."""
+    spliced in at its place in the list. `limit`: how far the CSV and JSONL files are read (--filter-first-n)."""
     if value is None:
         return Entries()
     items = value if isinstance(value, list) else [value]
@@ -433,7 +441,7 @@ def load_tests(value: Any, ctx, key: str) -> Entries:
             ref = item["path"]
             if not isinstance(ref, str) or not _GENERATOR_REF.search(ref):
                 raise ConfigError("expected a test generator, e.g. file://tests.py:generate", ctx.file, where + ".path")
-            out.extend(_generated(_as_ref(ref), item.get("config"), ctx, where))
+            out.extend(_generated(_as_ref(ref), item.get("config"), ctx, where, limit))
             continue
         if isinstance(item, dict):
             out.append((item, ctx, where))
@@ -446,7 +454,7 @@ def load_tests(value: Any, ctx, key: str) -> Entries:
         ref = _as_ref(item)
         path, func = sources.ref_path(ref, ctx.base)
         if func or (path.suffix.lower() in GENERATOR_SUFFIXES + TS_SUFFIXES and not sources.is_glob(ref[7:])):
-            out.extend(_generated(ref, _NO_CONFIG, ctx, where))
+            out.extend(_generated(ref, _NO_CONFIG, ctx, where, limit))
             continue
         try:
             files = sources.expand_glob(path, ctx.file, where)  # a file, or each file of a glob, sorted
@@ -455,7 +463,7 @@ def load_tests(value: Any, ctx, key: str) -> Entries:
                 raise
             continue
         for p in files:
-            out.extend(_tests_from_file(p, ctx, where))
+            out.extend(_tests_from_file(p, ctx, where, limit))
     return out
 
 
@@ -507,12 +515,12 @@ def _as_ref(item: str) -> str:
     return item if sources.is_file_ref(item) else "file://" + item
 
 
-def _tests_from_file(p: Path, ctx, where: str) -> Entries | list[tuple[dict, Any, str]]:
+def _tests_from_file(p: Path, ctx, where: str, limit: ReadLimit | None) -> Entries | list[tuple[dict, Any, str]]:
     from factcli.config.context import Ctx
 
     suffix = p.suffix.lower()
     if suffix in GENERATOR_SUFFIXES + TS_SUFFIXES:  # a generator a glob matched
-        return _generated(f"file://{p}", _NO_CONFIG, ctx, where)
+        return _generated(f"file://{p}", _NO_CONFIG, ctx, where, limit)
     if suffix not in TEST_FILE_SUFFIXES:
         hint = " (save it as CSV)" if suffix in (".xlsx", ".xls") else ""
         raise ConfigError(f"unsupported test file type: {p.name}{hint}; tests are read from .yaml, .json, .jsonl "
@@ -521,15 +529,21 @@ def _tests_from_file(p: Path, ctx, where: str) -> Entries | list[tuple[dict, Any
     if suffix == ".csv":
         warnings: list[str] = []
         # the cells keep their bytes: a CRLF inside a quoted cell reaches the model as CRLF, as in promptfoo
-        rows = CsvRows(p, str(p), warnings)  # read as a stream, each time it is iterated
+        # read as a stream, each time it is iterated
+        rows = CsvRows(p, str(p), warnings, None if limit is None else limit.left)
+        if limit is not None:
+            limit.took(rows.count)
         for msg in warnings:
             load_warning(msg)
         return Entries([FileEntries(rows, sub, "row {}")])
     if suffix == ".jsonl":
-        lines = JsonlRows(p, str(p))
+        lines = JsonlRows(p, str(p), None if limit is None else limit.left)
         if lines.plain:  # every line a test: made as it is iterated
+            if limit is not None:
+                limit.took(lines.count)
             return Entries([FileEntries(lines, sub, "[{}]")])
-        data = [t for _, t in lines]
+        # a line that names other tests gives any number of them, none maybe: every line is read
+        data = [t for _, t in (lines if limit is None else JsonlRows(p, str(p)))]
     else:
         data = sources.load_structured(p)
     if isinstance(data, dict):
@@ -539,13 +553,13 @@ def _tests_from_file(p: Path, ctx, where: str) -> Entries | list[tuple[dict, Any
     out: list[tuple[dict, Any, str]] = []
     for j, t in enumerate(data):
         if sources.is_file_ref(t) or remote.is_remote(t):
-            out.extend(load_tests(t, sub, f"[{j}]"))
+            out.extend(load_tests(t, sub, f"[{j}]", limit))
         else:
             out.append((t, sub, f"[{j}]"))
     return out
 
 
-def _generated(ref: str, config: Any, ctx, where: str) -> list[tuple[dict, Any, str]]:
+def _generated(ref: str, config: Any, ctx, where: str, limit: ReadLimit | None = None) -> list[tuple[dict, Any, str]]:
     """Run a test generator once, now (before any model call), and give its tests, each checked later by
     parse_test like any other; errors name the generator and the index (`tests[0]: gen.py:fn[2].vars`)."""
     from factcli.config.context import Ctx
@@ -578,7 +592,7 @@ def _generated(ref: str, config: Any, ctx, where: str) -> list[tuple[dict, Any, 
         if isinstance(t, dict):
             out.append((t, sub, at))
         elif isinstance(t, str):  # a test file or glob, as in a tests file
-            out.extend(load_tests(t, sub, at))
+            out.extend(load_tests(t, sub, at, limit))
         else:
             raise ConfigError(f"expected a test mapping, got {type(t).__name__} {t!r}", ctx.file, at)
     return out

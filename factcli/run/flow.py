@@ -121,7 +121,9 @@ class Flow:
         self._gates(run, suite)
         self.suite, self.run = suite, run
         if run.total_steps == 0 and suite.tests and not self.ui.refuse_empty_filters:
-            self.ui.warn(f"the filters leave no test to run (of {len(suite.tests)})")
+            from factcli.config.plan import tests_counted
+
+            self.ui.warn(f"the filters leave no test to run (of {tests_counted(suite)})")
         if not checked:  # (a beforeAll that changed nothing leaves the checked suite)
             self._preflight(run)
         return run
@@ -154,7 +156,12 @@ class Flow:
             if found is None:
                 raise FactcliError("no config: pass -c FILE, or run where promptfooconfig.yaml is")
             config = [found]
-        with self.ui.working("Reading the config…"):  # and the tests it downloads
+        from factcli.config.lines import reading_first
+        from factcli.config.plan import first_tests_kept
+
+        # the tests files are read no further than the filters can keep
+        first = first_tests_kept(o.run.filter_first_n, o.run.filter_pattern, o.filter_failing)
+        with self.ui.working("Reading the config…"), reading_first(first):  # and the tests it downloads
             return self.load_config(config, o.run)
 
     def _before_all(self, session, suite):

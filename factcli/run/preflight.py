@@ -71,7 +71,9 @@ def check(run, outputs: list[Path], filters: dict, output_key: str = "-o") -> No
     problems.extend(f"{where}: {p}" for p in _empty_prompts(suite))
     if run.total_steps == 0 and any(v is not None for v in filters.values()):
         given = " ".join(f"{k} {v}" for k, v in filters.items() if v is not None)
-        problems.append(f"{given}: no test is left to run (of {len(suite.tests)})")
+        from factcli.config.plan import tests_counted
+
+        problems.append(f"{given}: no test is left to run (of {tests_counted(suite)})")
     if problems == suite.problems and getattr(suite, "problem_error", None) is not None:
         raise suite.problem_error  # the load's one problem, as the load would have raised it
     if problems:
