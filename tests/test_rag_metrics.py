@@ -388,7 +388,7 @@ def test_ci_retries_its_own_run_by_the_evalid_of_its_output_file(tmp_path, fake_
     run = json.loads(out.read_text())["evalId"]
     # another job's run lands in the shared store meanwhile: `latest` is no longer this job's
     runner.invoke(app, ["eval", "-c", str(config), "--no-progress-bar", "--no-table"])
-    second = runner.invoke(app, ["eval", "--retry-errors", run, "--no-progress-bar", "--no-table"])
+    second = runner.invoke(app, ["eval", "--retry-errors", run, "-o", str(out), "--no-progress-bar", "--no-table"])
     assert second.exit_code == 0, second.output
     doc = json.loads(out.read_text())
     assert doc["evalId"] == run

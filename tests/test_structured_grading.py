@@ -64,6 +64,9 @@ tests:
       - {type: model-graded-closedqa, value: "is about Paris"}
       - {type: g-eval, value: "is about Paris", threshold: 0}
       - {type: answer-relevance}
+      - {type: answer-relevance, config: {noncommittal: true}}
+      - {type: context-precision, value: "Paris is big."}
+      - {type: noise-sensitivity, value: "Paris is big."}
       - {type: context-faithfulness}
       - {type: context-recall, value: "Paris is big."}
       - {type: context-relevance}
@@ -131,7 +134,7 @@ def test_every_grader_request_carries_its_steps_schema_and_cap(fake_openai, tmp_
     out = tmp_path / "r.json"
     result = run("-c", every_type_config(tmp_path), "-o", out)
     doc, comps = graded_components(out)
-    assert len(comps) == 2 * 22
+    assert len(comps) == 2 * 25
     errors = [(c["assertion"]["type"], c["reason"]) for c in comps if (c.get("metadata") or {}).get("graderError")]
     assert errors == [], result.output
     judge = [g for g in fake_openai.generations if g["model"] == "judge"]
