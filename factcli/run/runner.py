@@ -532,15 +532,19 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
 
 
 def _grader_providers(run: EvalRun) -> list:
-    """The graders (and embedding models) the run may call, for the preflight's connections."""
-    from factcli.providers.embedding import EmbeddingProvider
+    """The graders (and embedding models) the run may call, for the preflight's connections. (A run with
+    no grader imports no provider module for it: an echo run stays as light as it was.)"""
     from factcli.providers.registry import create_provider
 
     out = []
     for spec, kind in run.grader_specs:
         try:
-            out.append(EmbeddingProvider(spec, run.suite.base_dir) if kind == "embedding"
-                       else create_provider(spec, run.suite.base_dir))
+            if kind == "embedding":
+                from factcli.providers.embedding import EmbeddingProvider
+
+                out.append(EmbeddingProvider(spec, run.suite.base_dir))
+            else:
+                out.append(create_provider(spec, run.suite.base_dir))
         except Exception:  # noqa: BLE001 - a grader that cannot be made is the load's and the row's to report
             continue
     return out
