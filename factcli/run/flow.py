@@ -226,11 +226,11 @@ class Flow:
             session.finish(run, exc)
             raise
         stop()
-        session.finish(run)
-        if run.status == runner.STATUS_COMPLETE:  # the config's gates, and its critical tests' (run/gates.py)
-            from factcli.run import gates
+        if run.status == runner.STATUS_COMPLETE:  # the config's gates, and its critical tests' (run/gates.py),
+            from factcli.run import gates  # before finish: the store keeps them with the run (export, show, view)
 
             run.gate_results = gates.evaluate(run, run.gates)
+        session.finish(run)
         if self.options.keep_rows:
             run.rows, run.stored_rows = self.rows, None  # the caller holds every row; the store has them too
         # Returns nothing: asyncio.run's SIGINT handling reprs the finished task, result included,

@@ -654,6 +654,7 @@ class EvalSession:
             "retries": (src.get("retries") or 0) + run.retries, "calls": (src.get("calls") or 0) + run.calls,
             "abort_reason": self.scrub.text(run.abort_reason), "graders_json": json.dumps(run.graders),
             "warnings_json": self.scrub.dumps(warnings) if warnings else None,
+            "gates_json": self.scrub.dumps([g.to_json() for g in run.gate_results]) if run.gate_results else None,
         }, commit=False)
         store.set_column_metrics(run_id, [metrics_to_json(m, self.scrub) for m in run.metrics], commit=False)
         store.commit()
@@ -679,20 +680,17 @@ def _settle(keep: set, plan: dict, conversations) -> set:
 def drive(session: "EvalSession", run, *, progress_bar: bool) -> bool:
     """Execute a prepared run with a progress bar, storing rows as they finish and the run at the
     end (also when it fails). Returns True when Ctrl-C stopped it: finished rows are kept."""
-    import asyncio
-
     from factcli.report import summary as report
     from factcli.run import runner
 
     for message in run.warnings[run.warnings_shown:]:  # eval prints the config's own earlier
         report.print_warning(message)
     progress = report.Progress(run.total_steps, enabled=progress_bar, done=run.metrics)
-    interrupted = False
     try:
         asyncio.run(runner.execute(run, on_result=session.recorder(progress.advance), warn=progress.warn))
+        interrupted = False
     except KeyboardInterrupt:
-        interrupted = True
-        run.status = runner.STATUS_INTERRUPTED
+        interrupted, run.status = True, runner.STATUS_INTERRUPTED
     except BaseException as exc:
         session.finish(run, exc)
         raise
