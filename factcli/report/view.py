@@ -69,7 +69,8 @@ def run_header(store: Store, run: dict) -> dict:
         "cost": cost, "graderCost": grader_cost, "costUnpricedRows": unpriced,
         "graderCostUnpricedRows": grader_unpriced, "abortReason": run.get("abort_reason"),
         "factcliVersion": run.get("factcli_version"),
-        **({"gates": gates} if (gates := loads(run.get("gates_json"), []) or []) else {}),  # as -o's factcli.gates
+        # the gate verdicts, as the -o file's factcli.gates
+        **({"gates": gates} if (gates := loads(run.get("gates_json"), []) or []) else {}),
     }
 
 
