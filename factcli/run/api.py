@@ -15,6 +15,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from factcli import settings
 from factcli.errors import FactcliError, did_you_mean
 from factcli.run import runner
 from factcli.run.flow import run_sync  # noqa: F401  (evaluate's; testing/rows.py and run/check.py import it here)
@@ -266,12 +267,16 @@ class Evaluation:
 
         self.options = dataclasses.replace(options, config=config, keep_rows=True)
         self.flow = Flow(self.options, _PythonUI(), load_config=load_suite)
+        before = settings.environ_snapshot()
         try:
             self.run = self.flow.prepare()
         except FactcliError as exc:
             for problem in getattr(exc, "problems", ()):  # shown under the message in a traceback
                 exc.add_note(f"  - {problem}")
             raise
+        finally:  # the config's env: (and env files): this run's, set again while it executes (settings.py)
+            self.env = settings.environ_changes(before)
+            settings.restore_environ(before)
 
     @property
     def steps(self) -> list:
@@ -286,13 +291,18 @@ class Evaluation:
         """Execute, store each row as it finishes and the run at the end, write the outputs."""
         from factcli.run.result import Run
 
-        await self.flow.execute()
-        run = self.flow.run
-        if run.status == runner.STATUS_ABORTED:
-            warn(f"the run stopped: {run.abort_reason}")
-        elif run.status == runner.STATUS_INTERRUPTED and run.abort_reason:
-            warn(f"the run stopped: {run.abort_reason}; finished rows were kept")
-        self.flow.write_outputs()
+        before = settings.environ_snapshot()
+        settings.apply_environ(self.env)
+        try:
+            await self.flow.execute()
+            run = self.flow.run
+            if run.status == runner.STATUS_ABORTED:
+                warn(f"the run stopped: {run.abort_reason}")
+            elif run.status == runner.STATUS_INTERRUPTED and run.abort_reason:
+                warn(f"the run stopped: {run.abort_reason}; finished rows were kept")
+            self.flow.write_outputs()
+        finally:  # os.environ exactly as the caller had it: the next run never sees this one's env
+            settings.restore_environ(before)
         return Run(run, stored=self.flow.stored)
 
 
