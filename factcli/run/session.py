@@ -618,10 +618,8 @@ class EvalSession:
         for m in run.metrics:
             tokens.add(m.tokens)
             grader.add(m.grader_tokens)
-            cost += m.cost
-            grader_cost += m.grader_cost
-            unpriced += m.cost_unpriced
-            grader_unpriced += m.grader_unpriced
+            cost, grader_cost = cost + m.cost, grader_cost + m.grader_cost
+            unpriced, grader_unpriced = unpriced + m.cost_unpriced, grader_unpriced + m.grader_unpriced
         return {**tokens.to_json(), "assertions": grader.to_json(), "graderCost": grader_cost,
                 "costUnpriced": unpriced, "graderCostUnpriced": grader_unpriced}, cost
 
@@ -647,8 +645,7 @@ class EvalSession:
             warnings.append(f"{type(error).__name__}: {error}")
         store.update_run(run_id, {
             "status": status, "updated_at": now(), "finished_at": now(), "rows_done": rows_done,
-            "successes": sum(c["pass"] for c in counts.values()),
-            "failures": sum(c["fail"] for c in counts.values()),
+            "successes": sum(c["pass"] for c in counts.values()), "failures": sum(c["fail"] for c in counts.values()),
             "errors": sum(c["error"] for c in counts.values()),
             "tokens_json": json.dumps(tokens_json), "cost": cost, "duration_ms": run.duration_ms,
             "retries": (src.get("retries") or 0) + run.retries, "calls": (src.get("calls") or 0) + run.calls,
@@ -680,17 +677,20 @@ def _settle(keep: set, plan: dict, conversations) -> set:
 def drive(session: "EvalSession", run, *, progress_bar: bool) -> bool:
     """Execute a prepared run with a progress bar, storing rows as they finish and the run at the
     end (also when it fails). Returns True when Ctrl-C stopped it: finished rows are kept."""
+    import asyncio
+
     from factcli.report import summary as report
     from factcli.run import runner
 
     for message in run.warnings[run.warnings_shown:]:  # eval prints the config's own earlier
         report.print_warning(message)
     progress = report.Progress(run.total_steps, enabled=progress_bar, done=run.metrics)
+    interrupted = False
     try:
         asyncio.run(runner.execute(run, on_result=session.recorder(progress.advance), warn=progress.warn))
-        interrupted = False
     except KeyboardInterrupt:
-        interrupted, run.status = True, runner.STATUS_INTERRUPTED
+        interrupted = True
+        run.status = runner.STATUS_INTERRUPTED
     except BaseException as exc:
         session.finish(run, exc)
         raise
