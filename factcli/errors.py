@@ -68,3 +68,29 @@ def did_you_mean(word: str, choices) -> str:
 
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+# ---------------------------------------------------------------- factcli's own bugs inside a row
+# A handler, a method or the executor that raises one of these (and no error class of its own) has a
+# bug, not bad input: Python raises them for code that is wrong (a missing key, a None where an object
+# was meant, a bad slice). User code (python and javascript assertions, transforms) reaches the
+# executor wrapped in its own error classes (scripting/), so these are factcli's.
+BUG_TYPES = (AttributeError, AssertionError, IndexError, KeyError, NameError, RecursionError, TypeError,
+             ZeroDivisionError)
+BUG_PREFIX = "factcli bug: "  # how a row's error says it (stored, counted apart: scoring/metrics.bugs)
+
+
+def is_bug(exc: BaseException) -> bool:
+    return isinstance(exc, BUG_TYPES) and not isinstance(exc, FactcliError)
+
+
+def bug_message(exc: BaseException, where: str) -> str:
+    """A bug's one line on its row: the exception's type and text, where it happened, and how to see
+    its traceback (FACTCLI_DEBUG=1, which `factcli --debug` sets)."""
+    text = " ".join(str(exc).split())
+    return (f"{BUG_PREFIX}{type(exc).__name__}{': ' + text if text else ''} in {where} (this row stopped; "
+            "run again with factcli --debug, or FACTCLI_DEBUG=1, for the traceback, and please report it)")
+
+
+def is_bug_message(text) -> bool:
+    return isinstance(text, str) and text.startswith(BUG_PREFIX)

@@ -73,3 +73,34 @@ def load_env_file(path: str) -> None:
     for key, value in dotenv_values(p).items():
         if value is not None and key not in os.environ:
             os.environ[key] = value
+
+
+# ---------------------------------------------------------------- a run's environment
+# A config's `env:` (and --env-file) are written into os.environ while the config loads: providers,
+# `{{ env.X }}` templates, user scripts and the Node worker all read the environment, so the run's
+# variables must be there while it runs. The Python API scopes them to the run: os.environ is put back
+# exactly as it was when evaluate() returns (run/api.Evaluation), so the next run in the process never
+# sees this one's. (The CLI's process ends with its run.)
+
+
+def environ_snapshot() -> dict[str, str]:
+    return dict(os.environ)
+
+
+def environ_changes(before: dict[str, str]) -> dict[str, str | None]:
+    """What changed in os.environ since `before`: name -> its value now (None: removed)."""
+    now = os.environ
+    return {k: now.get(k) for k in set(before) | set(now) if before.get(k) != now.get(k)}
+
+
+def apply_environ(changes: dict[str, str | None]) -> None:
+    for k, v in changes.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def restore_environ(before: dict[str, str]) -> None:
+    """os.environ exactly as `before` again (what was added removed, what was changed or removed put back)."""
+    apply_environ({k: before.get(k) for k in environ_changes(before)})

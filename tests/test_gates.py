@@ -159,3 +159,35 @@ def test_diff_refuses_a_json_that_is_no_results_file(tmp_path):
     bogus = write(tmp_path / "x.json", '{"hello": 1}')
     result = runner.invoke(app, ["diff", str(bogus), str(bogus)])
     assert result.exit_code == 1 and "not a results JSON" in result.output
+
+
+def test_a_gated_runs_verdicts_are_stored_with_it(tmp_path):
+    """Issue 51 item 6: export, show and view of a stored run tell the gate verdicts its eval told."""
+    cfg = write(tmp_path / "c.yaml", HALF.replace("  - vars: {q: two}\n", "  - vars: {q: two}\n    critical: true\n")
+                + "gates:\n  - {metric: quality, min: 0.85}\n  - {metric: quality, max: 1}\n")
+    out = tmp_path / "r.json"
+    result = _eval("-c", cfg, "-o", out)
+    assert result.exit_code == 100, result.output
+    said = json.loads(out.read_text())["factcli"]["gates"]
+    assert [g["gate"] for g in said] == ["quality >= 0.85", "quality <= 1", "critical <= 0"]
+    exported, html = tmp_path / "x.json", tmp_path / "x.html"
+    assert runner.invoke(app, ["export", "latest", "-o", str(exported), "-o", str(html)]).exit_code == 0
+    assert json.loads(exported.read_text())["factcli"]["gates"] == said
+    page = " ".join(html.read_text().split())
+    assert "Gate quality &gt;= 0.85 FAILED: quality 0.5 &lt; 0.85 (short by 0.35)" in page
+    assert "Gate critical tests FAILED: 1 critical test failed: test 1" in page
+    for command in (["show", "latest"], ["view", "latest"]):
+        shown = runner.invoke(app, command)
+        assert shown.exit_code == 0, shown.output
+        assert "Gate quality >= 0.85 FAILED: quality 0.5 < 0.85 (short by 0.35)" in _said(shown), command
+        assert "Gate quality <= 1 passed: quality 0.5 ≤ 1 (by 0.5)" in _said(shown), command
+    header = json.loads(runner.invoke(app, ["show", "latest", "--json"]).output)["run"]
+    assert header["gates"] == said
+
+
+def test_a_run_without_gates_stores_none(tmp_path):
+    assert _eval("-c", write(tmp_path / "c.yaml", HALF)).exit_code == 100
+    exported = tmp_path / "x.json"
+    assert runner.invoke(app, ["export", "latest", "-o", str(exported)]).exit_code == 0
+    assert "gates" not in json.loads(exported.read_text())["factcli"]
+    assert "gates" not in json.loads(runner.invoke(app, ["show", "latest", "--json"]).output)["run"]

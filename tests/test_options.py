@@ -197,3 +197,42 @@ commandLineOptions: {envPath: [a.env, b.env]}
 """)
     result = cli("eval", "-c", cfg, "--no-progress-bar", "--no-write")
     assert result.exit_code == 0, result.output
+
+
+def test_one_check_per_option_for_evaluate_and_command_line_options(tmp_path):
+    """Issue 51 item 2: an option's type and range are its Option's (`value`), checked the same way for
+    evaluate()'s keyword, a config's commandLineOptions (in `factcli eval` and in evaluate()) and the
+    CLI's flag (its parser's bound is the Option's minimum)."""
+    from typer.testing import CliRunner
+
+    from factcli import evaluate
+    from factcli.cli import app
+    import yaml
+
+    from factcli.errors import ConfigError, FactcliError
+
+    cfg = {"prompts": ["Q: {{q}}"], "providers": ["echo"], "tests": [{"vars": {"q": "one"}}]}
+    with pytest.raises(FactcliError) as exc:
+        evaluate(cfg, filter_first_n=1.5, store=False)
+    assert str(exc.value) == "evaluate(filter_first_n=1.5): expected a whole number of at least 0, got 1.5"
+    with pytest.raises(FactcliError, match=r"^evaluate\(filterSample=-1\): expected a whole number of at least 0"):
+        evaluate(cfg, filterSample=-1, store=False)
+    with pytest.raises(FactcliError, match=r"^evaluate\(delay=-5\): expected a number of milliseconds \(0 or more\)"):
+        evaluate(cfg, delay=-5, store=False)
+    bad = {**cfg, "commandLineOptions": {"filterFirstN": 1.5}}
+    with pytest.raises(ConfigError, match=r"commandLineOptions\.filterFirstN: expected a whole number of at "
+                                          r"least 0, got 1\.5$"):
+        evaluate(bad, store=False)
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(bad))
+    result = CliRunner().invoke(app, ["eval", "-c", str(path), "--no-write", "--no-progress-bar"])
+    assert result.exit_code == 1
+    assert result.output.strip() == (f"error: {path}: commandLineOptions.filterFirstN: expected a whole number of "
+                                     "at least 0, got 1.5"), result.output
+    assert "Traceback" not in result.output
+    path.write_text(yaml.safe_dump({**cfg, "commandLineOptions": {"filterFirstN": "1", "repeat": "2"}}))
+    run = CliRunner().invoke(app, ["eval", "-c", str(path), "--no-write", "--no-progress-bar"])
+    assert run.exit_code == 0 and "2/2 rows" in run.output, run.output  # promptfoo reads "2" as 2
+    assert opts.minimum("filter_first_n") == 0 and opts.minimum("max_concurrency") == 1
+    flag = CliRunner().invoke(app, ["eval", "-c", str(path), "--no-write", "--filter-first-n", "-1"])
+    assert flag.exit_code == 2 and "x>=0" in flag.output, flag.output

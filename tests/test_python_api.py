@@ -302,3 +302,30 @@ def test_the_command_line_tunes_the_collector_while_rows_run_and_restores_it(tmp
     with rows_running():
         assert gc.get_threshold()[0] == max(GEN0, before[0]) and gc.get_freeze_count() > 0
     assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+
+def test_a_configs_env_is_the_runs_own_and_gone_after_evaluate(monkeypatch):
+    """Issue 51 item 4: a config's env: is set while its run loads and executes (a template and the
+    user's code read it) and os.environ is exactly as before once evaluate() returns; a later run with
+    another config never sees it."""
+    monkeypatch.delenv("REVIEW_LEAK", raising=False)
+    monkeypatch.setenv("REVIEW_KEPT", "the caller's")
+    reads = "__import__('os').environ.get('REVIEW_LEAK')"
+
+    def config(env: dict, expected) -> dict:
+        return {"env": env, "prompts": ["[{{ env.REVIEW_LEAK }}]"], "providers": ["echo"],
+                "tests": [{"assert": [{"type": "python", "value": f"{reads} == {expected!r}"}]}]}
+
+    before = dict(os.environ)
+    a = factcli.evaluate(config({"REVIEW_LEAK": "from-config-A", "REVIEW_KEPT": "config A's"}, "from-config-A"), store=False)
+    assert a.successes == 1, a.rows[0].error or a.rows[0].grading.reason
+    assert a.rows[0].response.output == "[from-config-A]"
+    assert dict(os.environ) == before and "REVIEW_LEAK" not in os.environ
+    assert os.environ["REVIEW_KEPT"] == "the caller's"  # a variable the config changed is put back
+    b = factcli.evaluate(config({"OTHER": "from-config-B"}, None), store=False)
+    assert b.successes == 1, b.rows[0].error or b.rows[0].grading.reason
+    assert b.rows[0].response.output == "[]"
+    assert dict(os.environ) == before
+    with pytest.raises(factcli.FactcliError):  # a run that fails to load leaves no env behind either
+        factcli.evaluate({**config({"REVIEW_LEAK": "from-a-bad-config"}, None), "providers": ["nope:x"]}, store=False)
+    assert dict(os.environ) == before

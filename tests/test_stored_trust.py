@@ -389,7 +389,8 @@ NOT_CONFIG = {
     "expected_cells.py": {"javascript:", ".py:", "fn:", "eval:"},  # an __expected cell's text
     "extensions.py": {":", "providerPromptMap", "redteam", "derived_metrics", "default_test"},  # a hook's suite
     "filters.py": {"undefined"},  # a JavaScript filter's reply
-    "gates.py": {"pct", "op"},  # a parsed --gate
+    "gates.py": {"pct", "op", "judged", "passed", "source", "minJudged", "column", "note"},  # a parsed --gate,
+    # and a stored gate verdict (GateResult.to_json: runs.gates_json)
     "judge_calibration.py": {"confusion", "calibration", "calibrationLabel", "assertion", "graders"},  # its report
     "labels.py": {"context", "graders", "labels", "reference", "context_var",
                   "eligibility"},  # calibrate's label files and its benchmark defaults

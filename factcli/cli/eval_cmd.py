@@ -9,6 +9,7 @@ import typer
 
 from factcli.cli.root import DB_HELP, app, fail, one_line, rows_running, start_up
 from factcli.errors import FactcliError
+from factcli.run.options import minimum  # each number option's least value, declared with the option
 
 
 @app.command("eval")
@@ -19,14 +20,17 @@ def eval_cmd(
                                       ".json (promptfoo layout), .jsonl, .yaml (.txt: YAML), .csv, .xml, .junit.xml, "
                                       ".html; missing folders are made. Replaces the config's outputPath. "
                                       "Repeatable."),
-    max_concurrency: int | None = typer.Option(None, "-j", "--max-concurrency", metavar="N", min=1,
+    max_concurrency: int | None = typer.Option(None, "-j", "--max-concurrency", metavar="N",
+                                               min=minimum("max_concurrency"),
                                                   help="The most calls in flight at once for the whole run: "
                                                   "model, grader, embedding and search calls together, the "
                                                   "claim-level methods' included; each endpoint's maxConcurrency, "
                                                   "rpm and tpm apply under it. Also the rows run at once. "
                                                   "Default 4 (docs/commands.md: -j)."),
-    repeat: int | None = typer.Option(None, "--repeat", metavar="N", min=1, help="Run every test N times."),
-    delay: float | None = typer.Option(None, "--delay", metavar="MS", min=0, help="Milliseconds to wait after each "
+    repeat: int | None = typer.Option(None, "--repeat", metavar="N", min=minimum("repeat"),
+                                      help="Run every test N times."),
+    delay: float | None = typer.Option(None, "--delay", metavar="MS", min=minimum("delay_ms"),
+                                       help="Milliseconds to wait after each "
                                           "call; implies -j 1."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write the response cache."),
     no_table: bool = typer.Option(False, "--no-table", help="Do not print the results table."),
@@ -39,8 +43,10 @@ def eval_cmd(
     description: str | None = typer.Option(None, "--description", metavar="TEXT", help="Describe this run."),
     filter_pattern: str | None = typer.Option(None, "--filter-pattern", metavar="REGEX",
                                                  help="Only tests whose description matches this regex."),
-    filter_first_n: int | None = typer.Option(None, "--filter-first-n", metavar="N", min=0, help="Only the first N tests."),
-    filter_sample: int | None = typer.Option(None, "--filter-sample", metavar="N", min=0, help="A random sample of N tests."),
+    filter_first_n: int | None = typer.Option(None, "--filter-first-n", metavar="N", min=minimum("filter_first_n"),
+                                              help="Only the first N tests."),
+    filter_sample: int | None = typer.Option(None, "--filter-sample", metavar="N", min=minimum("filter_sample"),
+                                             help="A random sample of N tests."),
     assertions: Path | None = typer.Option(None, "--assertions", metavar="FILE", help="Assertions file (a YAML/JSON list) "
                                               "to score existing outputs; use with --model-outputs."),
     model_outputs: Path | None = typer.Option(None, "--model-outputs", metavar="FILE", help="JSON list of outputs "
@@ -59,7 +65,8 @@ def eval_cmd(
                                              "store may have put it there). --trust-stored-code is its older name."),
     filter_failing: str | None = typer.Option(None, "--filter-failing", metavar="RUN", help="Only the tests "
                                                  "that failed or errored in a stored run (id, prefix or 'latest')."),
-    max_cost: float | None = typer.Option(None, "--max-cost", min=0, metavar="USD", help="A hard budget: start "
+    max_cost: float | None = typer.Option(None, "--max-cost", min=minimum("max_cost"), metavar="USD",
+                                          help="A hard budget: start "
                                              "no call that could take the run's cost past it (resumable)."),
     strict: bool = typer.Option(False, "--strict", help="Refuse a config with unknown keys (normally one "
                                 "warning each) before any call."),

@@ -34,8 +34,14 @@ def _version(value: bool) -> None:
 def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                  help="Show the version and exit."),
+    debug: bool = typer.Option(False, "--debug", help="Print the traceback of a factcli bug (an internal "
+                               "error, or a row a bug stopped) as it happens; the same as FACTCLI_DEBUG=1."),
 ) -> None:
     """factcli: measure whether LLM outputs are factually right."""
+    if debug:  # the one switch every layer reads (settings.debug); this process is the command's own
+        import os
+
+        os.environ["FACTCLI_DEBUG"] = "1"
 
 
 def fail(message: str, code: int = 1, problems: tuple | list = (), excerpt: tuple | list = ()) -> None:

@@ -2,7 +2,9 @@
 command line. Each option factcli has sets its option when the command line does not; an option factcli
 lacks is one warning naming it; a value of the wrong type is a config error, as promptfoo's schema
 check makes it. The loader checks the key (`check`); the eval command takes the values (`values`)
-into its options (run/options.EvalOptions.filled: the fields the command line left unset)."""
+into its options (run/options.EvalOptions.filled: the fields the command line left unset), where each
+value is checked by its option's own type and range (run/options.Option.value: the one check that
+evaluate()'s keywords go through too); here a value is only read as promptfoo reads it ("4" is 4)."""
 
 from __future__ import annotations
 
@@ -15,31 +17,16 @@ from factcli.errors import ConfigError
 KEY = "commandLineOptions"
 
 
-def _count(minimum: int) -> Callable[[Any], Any]:
-    def convert(value: Any) -> Any:
-        # promptfoo coerces numbers given as text ("4")
-        number = value if isinstance(value, int) and not isinstance(value, bool) else None
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            number = int(value)
-        if number is None or number < minimum:
-            raise ValueError(f"expected a whole number of at least {minimum}, got {value!r}")
-        return number
-    return convert
-
-
-def _amount(value: Any) -> float:
-    try:
-        number = float(value) if not isinstance(value, bool) else None
-    except (TypeError, ValueError):
-        number = None
-    if number is None or not 0 <= number < float("inf"):
-        raise ValueError(f"expected a number of milliseconds (0 or more), got {value!r}")
-    return number
-
-
-def _flag(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError(f"expected true or false, got {value!r}")
+def _number(value: Any) -> Any:
+    """promptfoo coerces numbers given as text ("4", "2.5"); anything else is left for the option's check."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lstrip("-").isdigit():
+            return int(text)
+        try:
+            return float(text)
+        except ValueError:
+            return value
     return value
 
 
@@ -72,20 +59,22 @@ def _paths(value: list[str]) -> list[Path]:
 
 # promptfoo's option -> (the field of factcli's eval options it sets (run/options.py), conversion, how
 # the config's value becomes the field's; None: it leaves the field as it is)
+# (the fields with a type and range of their own, run/options.Option.value, are read as they are:
+# their check is the option's)
 HONOURED: dict[str, tuple[str, Callable, Callable]] = {
-    "maxConcurrency": ("max_concurrency", _count(1), _same),
-    "repeat": ("repeat", _count(1), _same),
-    "delay": ("delay_ms", _amount, _same),
-    "cache": ("cache", _flag, lambda v: None if v else False),
-    "table": ("table", _flag, _same),
-    "progressBar": ("progress_bar", _flag, _same),
-    "write": ("store", _flag, _same),
+    "maxConcurrency": ("max_concurrency", _number, _same),
+    "repeat": ("repeat", _number, _same),
+    "delay": ("delay_ms", _number, _same),
+    "cache": ("cache", _same, lambda v: (None if v else False) if isinstance(v, bool) else v),
+    "table": ("table", _same, _same),
+    "progressBar": ("progress_bar", _same, _same),
+    "write": ("store", _same, _same),
     "grader": ("grader", _text, _same),
-    "description": ("description", _text, _same),
-    "filterPattern": ("filter_pattern", _text, _same),
-    "filterFirstN": ("filter_first_n", _count(1), _same),
-    "filterSample": ("filter_sample", _count(1), _same),
-    "filterFailing": ("filter_failing", _text, _same),
+    "description": ("description", _same, _same),
+    "filterPattern": ("filter_pattern", _same, _same),
+    "filterFirstN": ("filter_first_n", _number, _same),
+    "filterSample": ("filter_sample", _number, _same),
+    "filterFailing": ("filter_failing", _same, _same),
     "var": ("vars", _mapping, _same),
     "envPath": ("env_files", _texts, _paths),
     "output": ("outputs", _texts, _paths),
@@ -144,16 +133,27 @@ def values(configs: list[tuple[Path, dict]]) -> dict[str, Any]:
     command line's (run/options.EvalOptions.filled: a switch the command line turned on stays on,
     `var` entries merge under the command line's)."""
     merged: dict = {}
+    written: dict = {}
     for path, cfg in configs:
         with unknown_keys_collected():  # (the loader tells them)
             options = check(cfg.get(KEY), str(path))
         if "envPath" in options:  # promptfoo resolves it against the config's folder
             options["envPath"] = [str(path.parent / p) for p in options["envPath"]]
         merged.update(options)
-    out = {}
+        written.update((key, (str(path), join(KEY, key))) for key in options)
+    out = Given()
     for key, value in merged.items():
         name, _, to_field = HONOURED[key]
         value = to_field(value)
         if value is not None:
             out[name] = value
+            out.where[name] = written[key]
     return out
+
+
+class Given(dict):
+    """The options a config gives, by field, and `where` each was written: (file, key path)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.where: dict[str, tuple[str, str]] = {}

@@ -142,6 +142,10 @@ def run_header(run) -> str:
         out.append(f'<p class="meta">{_e(text)}</p>')
     if run.abort_reason:
         out.append(f'<p class="meta bad">Aborted: {_e(run.abort_reason)}</p>')
+    for g in getattr(run, "gate_results", None) or ():  # the verdicts, as the eval said them (also of a stored run)
+        line = g.describe()
+        cls = "ok" if g.passed else "bad" if g.passed is False else "warn"
+        out.append(f'<p class="meta {cls} gate">{_e(line[0].upper() + line[1:])}</p>')
     out += [f'<p class="meta warn">warning: {_e(w)}</p>' for w in run.warnings or []]
     return "\n".join(out)
 

@@ -271,9 +271,10 @@ def summary(run, console: Console) -> None:
     from factcli.stats import judge
 
     stats.fill(run)  # normally done at the end of the run; a run built by hand may lack them
-    unjudged = run.unjudged
+    unjudged, bugs = run.unjudged, sum(getattr(m, "bugs", 0) for m in run.metrics)
     console.print(f"[green]Successes: {run.successes}[/]  [red]Failures: {run.failures}[/]  "
                   f"[yellow]Errors: {run.errors}[/]" + (f" [yellow]({unjudged} not judged)[/]" if unjudged else "")
+                  + (f" [bold red]({figures.plural(bugs, 'factcli bug')})[/]" if bugs else "")
                   + "  Pass rate: "
                   + ("n/a" if rate is None else figures.run_rate(run.successes, run.judged))
                   + (f" [dim]over the {run.judged} rows judged[/]" if unjudged and rate is not None else "")

@@ -69,6 +69,8 @@ def run_header(store: Store, run: dict) -> dict:
         "cost": cost, "graderCost": grader_cost, "costUnpricedRows": unpriced,
         "graderCostUnpricedRows": grader_unpriced, "abortReason": run.get("abort_reason"),
         "factcliVersion": run.get("factcli_version"),
+        # the gate verdicts, as the -o file's factcli.gates
+        **({"gates": gates} if (gates := loads(run.get("gates_json"), []) or []) else {}),
     }
 
 
@@ -341,6 +343,9 @@ def render_header(console, h: dict, *, page_info: dict | None = None) -> None:
     console.print(grader + tokens + money)
     if h.get("abortReason"):
         console.print(f"[red]Aborted:[/] {escape(h['abortReason'])}")
+    for line, passed in gate_lines(h):
+        style = "green" if passed else "bold red" if passed is False else "yellow"
+        console.print(f"[{style}]{escape(line)}[/]", soft_wrap=True)
     if page_info is not None:
         shown = len(page_info["tests"])
         if page_info["total"] and shown:  # by test number, as the # column and `factcli show RUN N` count
@@ -348,6 +353,23 @@ def render_header(console, h: dict, *, page_info: dict | None = None) -> None:
             span = f"Test {first}" if first == last else f"Tests {first}–{last}"
             console.print(f"[dim]{span} ({shown} of {page_info['total']}, page {page_info['page']}/"
                           f"{page_info['pages']})[/]")
+
+
+def gate_lines(h: dict) -> list[tuple[str, bool | None]]:
+    """The gate verdicts a run stored (run_header's "gates"), a line each as the eval said them, with
+    passed (None: not judged)."""
+    if not h.get("gates"):
+        return []
+    from factcli.config.gates import GateResult
+
+    out = []
+    for g in h["gates"]:
+        try:
+            line = GateResult.from_json(g).describe()
+        except (KeyError, TypeError, ValueError):
+            continue
+        out.append((line[0].upper() + line[1:], g.get("passed")))
+    return out
 
 
 def metric_cell(value: float | None, weight_zero: bool = False, judged: tuple | list | None = None) -> str:

@@ -15,6 +15,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from factcli import settings
 from factcli.errors import FactcliError, did_you_mean
 from factcli.run import runner
 from factcli.run.flow import run_sync  # noqa: F401  (evaluate's; testing/rows.py and run/check.py import it here)
@@ -67,41 +68,32 @@ def parse_options(options: dict | None, kwargs: dict):
             raise FactcliError(f"evaluate(): unknown option '{key}'{did_you_mean(key, list(keywords))}")
         f, owner = keywords[key]
         if value is not None:
+            checks = f.metadata["option"].value  # the option's type and range (run/options.Value), as for the config
+            if checks is not None:
+                try:
+                    checks.check(value)
+                except ValueError as exc:
+                    raise FactcliError(f"evaluate({key}={value!r}): {exc}") from None
             (run if owner is RunOptions else own)[f.name] = check_keyword(f.name, f.metadata["option"].api, value)
     return EvalOptions(**own, run=RunOptions(**run))
 
 
 def check_keyword(name: str, kind: str, value: Any) -> Any:
-    """evaluate(name=value), `kind` being its Option's `api` (run/options.py): the value as the option holds it."""
-    bad = None
+    """evaluate(name=value), `kind` being its Option's `api` (run/options.py): the value as the option
+    holds it. Its type and range were checked by the Option's `value` (parse_options)."""
     if kind == "grader":
         return _grader_id(value)
-    if kind == "count":
-        bad = None if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else \
-            "expected a whole number of at least 1"
-    elif kind == "amount":
-        bad = None if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else \
-            "expected a number of at least 0"
-    elif kind == "flag":
-        bad = None if isinstance(value, bool) else "expected True or False"
-    elif kind == "text":
-        bad = None if isinstance(value, str) else "expected text"
-    elif kind == "mapping":
-        if not isinstance(value, dict):
-            bad = "expected a dict"
-        else:
-            return {str(k): v for k, v in value.items()}
-    elif kind == "store":  # a SQLite file, or a postgresql:// URL (which a Path would mangle)
+    if kind in ("count", "amount", "flag", "text"):
+        return value
+    if kind == "mapping":
+        return {str(k): v for k, v in value.items()}
+    if kind == "store":  # a SQLite file, or a postgresql:// URL (which a Path would mangle)
         from factcli.store.database import is_url
 
         return value.strip() if is_url(value) else Path(value)
-    elif kind == "paths":
+    if kind == "paths":
         return [Path(p) for p in ([value] if isinstance(value, (str, Path)) else value)]
-    else:
-        raise ValueError(f"run/options.py: {name}: no such api kind {kind!r}")
-    if bad:
-        raise FactcliError(f"evaluate({name}={value!r}): {bad}")
-    return value
+    raise ValueError(f"run/options.py: {name}: no such api kind {kind!r}")
 
 
 def _grader_id(value: Any) -> Any:
@@ -275,12 +267,16 @@ class Evaluation:
 
         self.options = dataclasses.replace(options, config=config, keep_rows=True)
         self.flow = Flow(self.options, _PythonUI(), load_config=load_suite)
+        before = settings.environ_snapshot()
         try:
             self.run = self.flow.prepare()
         except FactcliError as exc:
             for problem in getattr(exc, "problems", ()):  # shown under the message in a traceback
                 exc.add_note(f"  - {problem}")
             raise
+        finally:  # the config's env: (and env files): this run's, set again while it executes (settings.py)
+            self.env = settings.environ_changes(before)
+            settings.restore_environ(before)
 
     @property
     def steps(self) -> list:
@@ -295,13 +291,18 @@ class Evaluation:
         """Execute, store each row as it finishes and the run at the end, write the outputs."""
         from factcli.run.result import Run
 
-        await self.flow.execute()
-        run = self.flow.run
-        if run.status == runner.STATUS_ABORTED:
-            warn(f"the run stopped: {run.abort_reason}")
-        elif run.status == runner.STATUS_INTERRUPTED and run.abort_reason:
-            warn(f"the run stopped: {run.abort_reason}; finished rows were kept")
-        self.flow.write_outputs()
+        before = settings.environ_snapshot()
+        settings.apply_environ(self.env)
+        try:
+            await self.flow.execute()
+            run = self.flow.run
+            if run.status == runner.STATUS_ABORTED:
+                warn(f"the run stopped: {run.abort_reason}")
+            elif run.status == runner.STATUS_INTERRUPTED and run.abort_reason:
+                warn(f"the run stopped: {run.abort_reason}; finished rows were kept")
+            self.flow.write_outputs()
+        finally:  # os.environ exactly as the caller had it: the next run never sees this one's env
+            settings.restore_environ(before)
         return Run(run, stored=self.flow.stored)
 
 

@@ -14,7 +14,7 @@ import heapq
 from pathlib import Path
 from typing import Callable, Iterable
 
-from factcli.errors import AbortRun
+from factcli.errors import AbortRun, bug_message, is_bug
 from factcli.providers.base import Provider, RenderedPrompt
 from factcli.run.budget import BudgetReached
 from factcli.run.calls import Caller
@@ -55,6 +55,21 @@ def _short(text: str, n: int = 40) -> str:
 
 
 YIELD_EVERY = 100  # rows a worker runs between two turns of the event loop (Executor.run)
+
+
+def _bug(exc: BaseException, step: EvalStep, where: str) -> str:
+    """A factcli bug inside a row (errors.is_bug): the row's error names it, counted apart from the
+    providers' errors (scoring/metrics: bugs); with FACTCLI_DEBUG=1 (`factcli --debug`) its traceback
+    goes to stderr as it happens."""
+    from factcli import settings
+
+    if settings.debug():
+        import sys
+        import traceback
+
+        print(f"factcli bug in {where} of test {step.test_idx}, column {step.prompt_idx}:", file=sys.stderr)
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+    return bug_message(exc, where)
 
 
 class Executor:
@@ -232,7 +247,8 @@ class Executor:
             try:
                 response.output = await self._transform_output(step, response, rendered, variables)
             except Exception as exc:
-                response = ProviderResponse(error=f"transform failed: {type(exc).__name__}: {exc}",
+                response = ProviderResponse(error=_bug(exc, step, "the output transform") if is_bug(exc) else
+                                            f"transform failed: {type(exc).__name__}: {exc}",
                                             token_usage=response.token_usage, cost=response.cost,
                                             latency_ms=response.latency_ms, cached=response.cached)
         if response.error is not None:
@@ -241,7 +257,7 @@ class Executor:
         try:  # prebound checks, which call no grader: no ledger, no coroutine (scoring/scorer.py)
             grading = score_now(test, response.output, variables, rendered.text, response, provider, self.grader, True)
         except Exception as exc:  # as below
-            message = str(exc) or type(exc).__name__
+            message = _bug(exc, step, "the assertions") if is_bug(exc) else str(exc) or type(exc).__name__
             return EvalResult(step, rendered.text, response, GradingResult(False, 0.0, message), False, 0.0, {},
                               FAILURE_ERROR, error=message, latency_ms=response.latency_ms)
         if grading is None:
@@ -268,7 +284,7 @@ class Executor:
             except AbortRun:  # a grader rejected the credentials: the whole run stops (contract §2), as for providers
                 raise
             except Exception as exc:  # a handler rejected its input: promptfoo makes this an ERROR row
-                message = str(exc) or type(exc).__name__
+                message = _bug(exc, step, "the assertions") if is_bug(exc) else str(exc) or type(exc).__name__
                 grading = GradingResult(False, 0.0, message)
                 note_grader_spend(grading, spent)
                 return EvalResult(step, rendered.text, response, grading, False, 0.0, {}, FAILURE_ERROR,

@@ -108,6 +108,7 @@ class Flow:
         if o.strict and suite.unknown_keys:
             raise UnknownKeys([re.sub(r" \(ignored( here)?\)", "", line) for line in suite.unknown_keys])
         self.ui.loaded(suite)  # every way of loading: config, resumed run, --model-outputs
+        _check_config_options(suite)
         if ro.filter_pattern:
             try:
                 re.compile(ro.filter_pattern)
@@ -233,11 +234,11 @@ class Flow:
             session.finish(run, exc)
             raise
         stop()
-        session.finish(run)
-        if run.status == runner.STATUS_COMPLETE:  # the config's gates, and its critical tests' (run/gates.py)
-            from factcli.run import gates
+        if run.status == runner.STATUS_COMPLETE:  # the config's gates, and its critical tests' (run/gates.py),
+            from factcli.run import gates  # before finish: the store keeps them with the run (export, show, view)
 
             run.gate_results = gates.evaluate(run, run.gates)
+        session.finish(run)
         if self.options.keep_rows:
             run.rows, run.stored_rows = self.rows, None  # the caller holds every row; the store has them too
         # Returns nothing: asyncio.run's SIGINT handling reprs the finished task, result included,
@@ -279,6 +280,18 @@ class Flow:
                 write_export(self.run, path)
             self.ui.wrote(path)
         return paths
+
+
+def _check_config_options(suite) -> None:
+    """The config's commandLineOptions, each value checked by its option's own type and range
+    (run/options.Option.value), also where they are not applied (evaluate() takes its keywords
+    instead); `factcli eval` has checked them already, naming their file (cli/eval_cmd.py)."""
+    raw = getattr(suite, "raw", None)
+    if isinstance(raw, dict) and isinstance(raw.get("commandLineOptions"), dict):
+        from factcli.config import cli_options
+
+        files = getattr(suite, "config_files", None) or ["config"]
+        EvalOptions().filled(cli_options.values([(Path(files[-1]), raw)]))
 
 
 def _scrubbed(warn: Callable[[str], None], scrub) -> Callable[[str], None]:

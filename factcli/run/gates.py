@@ -15,82 +15,9 @@ allows them (`errors<=N`), and a failed test marked `critical: true` fails it wh
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from factcli.config.gates import COST, ERRORS, LATENCY, PASS_RATE, SCORE, Gate, check_metrics
-
-
-NO_METRIC = "no row of this column has the metric"
-CRITICAL = "critical"  # the gate a failed `critical: true` test fails
-IMPLICIT_ERRORS = Gate(ERRORS, 0.0, False, source="provider errors (no errors gate allows them)")
-CRITICAL_GATE = Gate(CRITICAL, 0.0, False, source="tests with critical: true")
-
-
-@dataclass
-class GateResult:
-    """A gate against one column: the figure read, passed or not (None: unknown), and a note."""
-
-    gate: Gate
-    column: str  # the column's label, "" when the run has one column
-    value: float | None  # the figure read (None: nothing to read)
-    passed: bool | None  # None: not judged (too few of its rows were judged to hold it)
-    note: str = ""
-    judged: tuple[int, int] | None = None  # (rows judged, rows) of the figure, when some were not judged
-
-    @property
-    def margin(self) -> float | None:
-        """How far the figure is on the right side of the bound (negative: by how much it failed)."""
-        if self.value is None:
-            return None
-        return round(self.value - self.gate.limit if self.gate.at_least else self.gate.limit - self.value, 12)
-
-    def describe(self) -> str:
-        g = self.gate
-        where = f" ({self.column})" if self.column else ""
-        what = g.metric if g.bound == "mean" else f"{g.metric} ({g.bound} end of its 95% interval)"
-        if g.metric == CRITICAL:
-            if self.passed is None:
-                return f"gate critical tests{where} not judged: {self.note}"
-            return (f"gate critical tests{where} {'passed' if self.passed else 'FAILED'}"
-                    + (f": {self.note}" if self.note else ""))
-        if self.passed is None:
-            judged = f"{self.judged[0]} of {self.judged[1]} rows judged" if self.judged else "no row judged"
-            need = f"{g.min_judged:.0%}" if g.min_judged < 1 else "every row"
-            figure = "" if self.value is None else f" ({what} {_fmt(g.metric, self.value)} over them)"
-            return (f"gate {g}{where} not judged: {what} has {judged}{figure}; the gate needs {need} judged "
-                    "(min_judged)")
-        if self.value is None:
-            return f"gate {g}{where} FAILED: {what} has no value ({self.note or NO_METRIC})"
-        if g is IMPLICIT_ERRORS:
-            return (f"gate errors <= 0{where} FAILED: {int(self.value)} row{'s' if self.value != 1 else ''} ended in "
-                    "an error (a provider's, or an assertion that could not run); a gated run fails on them unless "
-                    "a gate allows some (errors<=N)")
-        verb = "passed" if self.passed else "FAILED"
-        side = ("≥" if self.passed else "<") if g.at_least else ("≤" if self.passed else ">")
-        by = abs(self.margin or 0.0)
-        return (f"gate {g}{where} {verb}: {what} {_fmt(g.metric, self.value)} {side} {_fmt(g.metric, g.limit)} "
-                f"({'by' if self.passed else 'short by' if g.at_least else 'over by'} {_fmt(g.metric, by)})"
-                + (f"; {self.note}" if self.note else ""))
-
-    def to_json(self) -> dict:
-        return {"gate": str(self.gate), "metric": self.gate.metric, "bound": self.gate.bound,
-                ("min" if self.gate.at_least else "max"): self.gate.limit, "column": self.column,
-                "value": self.value, "passed": self.passed, "margin": self.margin, "note": self.note or None,
-                "minJudged": self.gate.min_judged,
-                "judged": list(self.judged) if self.judged else None,
-                "notJudged": self.passed is None}
-
-
-def _fmt(metric: str, x: float) -> str:
-    if metric == PASS_RATE:
-        return f"{x * 100:.2f}%"
-    if metric == COST:
-        return f"${x:.6f}"
-    if metric == LATENCY:
-        return f"{x:.0f} ms"
-    if metric == ERRORS:
-        return f"{x:.0f}"
-    return f"{x:.4f}".rstrip("0").rstrip(".") if x != int(x) else f"{x:.0f}"
+from factcli.config.gates import (  # noqa: F401  (GateResult: the verdicts, said and stored, live with the gates)
+    COST, CRITICAL, CRITICAL_GATE, ERRORS, IMPLICIT_ERRORS, LATENCY, NO_METRIC, PASS_RATE, SCORE, Gate, GateResult,
+    check_metrics, stored)
 
 
 def check_before_run(gates: list[Gate], suite) -> None:

@@ -23,6 +23,41 @@ KEEP = "keep"  # the stored value unless given now
 
 
 @dataclass(frozen=True)
+class Value:
+    """An option's type and range: the one check of a value however it is given (evaluate()'s keyword,
+    a config's commandLineOptions, and the CLI's flag, whose parser reads `minimum`)."""
+
+    kind: str  # "whole" (an int), "number" (an int or float), "flag" (a bool), "text", "mapping"
+    minimum: float | None = None
+    unit: str = ""  # what a number counts, for the message ("milliseconds", "USD")
+
+    def check(self, value: Any) -> Any:
+        """The value, or ValueError("expected …, got …") naming what the option takes."""
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if self.kind == "whole":
+            ok = number and isinstance(value, int) and (self.minimum is None or value >= self.minimum)
+            what = "a whole number" + (f" of at least {self.minimum:g}" if self.minimum is not None else "")
+        elif self.kind == "number":
+            ok = number and value == value and value != float("inf") and (self.minimum is None or value >= self.minimum)
+            what = "a number" + (f" of {self.unit}" if self.unit else "") + (
+                f" ({self.minimum:g} or more)" if self.minimum is not None else "")
+        elif self.kind == "flag":
+            ok, what = isinstance(value, bool), "true or false"
+        elif self.kind == "text":
+            ok, what = isinstance(value, str) and bool(value.strip()), "text"
+        elif self.kind == "mapping":
+            ok, what = isinstance(value, dict), "a mapping of var names to values"
+        else:
+            raise ValueError(f"run/options.py: no such value kind {self.kind!r}")
+        if not ok:
+            raise ValueError(f"expected {what}, got {value!r}")
+        return value
+
+
+WHOLE_1, WHOLE_0, FLAG, TEXT = Value("whole", 1), Value("whole", 0), Value("flag"), Value("text")
+
+
+@dataclass(frozen=True)
 class Option:
     """What an options field is outside the code that acts on it."""
 
@@ -34,6 +69,7 @@ class Option:
     code: bool = False  # may name code, files or endpoints: taken from the store, refused without --trust-stored-config
     to_record: Callable[[Any], Any] | None = None  # how the record holds its value (default: as is)
     from_record: Callable[[Any], Any] | None = None  # and how it is read back
+    value: Value | None = None  # its type and range, checked for evaluate() and commandLineOptions
 
 
 def option(default: Any = None, *, factory: Callable[[], Any] | None = None, **meta: Any):
@@ -57,25 +93,27 @@ class RunOptions:
     config's, else the default): read by run/runner.prepare, load and downloads."""
 
     max_concurrency: int | None = option(flag="-j", api="count", camel=("maxConcurrency",),
-                                         record="max_concurrency", resume=KEEP)
-    repeat: int | None = option(flag="--repeat", api="count", record="repeat", resume=RESTORE)
-    delay_ms: float | None = option(flag="--delay", api="amount", camel=("delay",), record="delay_ms", resume=KEEP)
+                                         record="max_concurrency", resume=KEEP, value=WHOLE_1)
+    repeat: int | None = option(flag="--repeat", api="count", record="repeat", resume=RESTORE, value=WHOLE_1)
+    delay_ms: float | None = option(flag="--delay", api="amount", camel=("delay",), record="delay_ms", resume=KEEP,
+                                    value=Value("number", 0, "milliseconds"))
     # False: neither read nor write the response cache (--no-cache); the record says `no_cache`
-    cache: bool | None = option(flag="--no-cache", api="flag", record="no_cache", resume=KEEP,
+    cache: bool | None = option(flag="--no-cache", api="flag", record="no_cache", resume=KEEP, value=FLAG,
                                 to_record=lambda v: v is False, from_record=lambda v: False if v else None)
     vars: dict = option(factory=dict, flag="--var", api="mapping", record="vars", resume=RESTORE, code=True,
+                        value=Value("mapping"),
                         to_record=lambda v: dict(v or {}))
     grader: str | None = option(flag="--grader", api="grader", record="grader", resume=KEEP, code=True)
     max_cost: float | None = option(flag="--max-cost", api="amount", camel=("maxCost",), record="max_cost",
-                                    resume=KEEP)
+                                    resume=KEEP, value=Value("number", 0, "USD"))
     providers: list[str] | None = option(flag="--providers", record="providers", resume=KEEP, code=True)
     filter_pattern: str | None = option(flag="--filter-pattern", api="text", camel=("filterPattern",),
-                                        record="filter_pattern", resume=REFUSE)
-    filter_first_n: int | None = option(flag="--filter-first-n", api="amount", camel=("filterFirstN",),
-                                        record="filter_first_n", resume=REFUSE)
-    filter_sample: int | None = option(flag="--filter-sample", api="amount", camel=("filterSample",),
-                                       record="filter_sample", resume=REFUSE)
-    description: str | None = option(flag="--description", api="text", resume=REFUSE)  # (the run row's)
+                                        record="filter_pattern", resume=REFUSE, value=TEXT)
+    filter_first_n: int | None = option(flag="--filter-first-n", api="count", camel=("filterFirstN",),
+                                        record="filter_first_n", resume=REFUSE, value=WHOLE_0)
+    filter_sample: int | None = option(flag="--filter-sample", api="count", camel=("filterSample",),
+                                       record="filter_sample", resume=REFUSE, value=WHOLE_0)
+    description: str | None = option(flag="--description", api="text", resume=REFUSE, value=TEXT)  # (the run row's)
 
 
 @dataclass(kw_only=True)
@@ -88,11 +126,11 @@ class EvalOptions:
     run: RunOptions = field(default_factory=RunOptions)
     outputs: list[Path] = option(factory=list, flag="-o", api="paths", camel=("outputPath", "output"),
                                  record="outputs", to_record=_texts)
-    store: bool = option(True, flag="--no-write", api="flag")  # False: the run is not stored
+    store: bool = option(True, flag="--no-write", api="flag", value=FLAG)  # False: the run is not stored
     db: Path | str | None = option(flag="--db", api="store")
     resume: str | None = option(flag="--resume")
     retry_errors: str | None = option(flag="--retry-errors")
-    filter_failing: str | None = option(flag="--filter-failing", record="filter_failing", resume=REFUSE)
+    filter_failing: str | None = option(flag="--filter-failing", record="filter_failing", resume=REFUSE, value=TEXT)
     # with model_outputs: score existing outputs (the record holds them as absolute paths)
     assertions: Path | None = option(flag="--assertions", record="assertions", resume=REFUSE, to_record=_resolved)
     model_outputs: Path | None = option(flag="--model-outputs", record="model_outputs", resume=REFUSE,
@@ -103,19 +141,29 @@ class EvalOptions:
     gates: list = option(factory=list, flag="--gate")  # 'METRIC>=X' (config/gates.parse_cli_gate), over the config's
     # take what a resumed run's store says (run/trust.py); --trust-stored-code is its older name
     trust_stored_config: bool = option(False, flag="--trust-stored-config")
-    table: bool = option(True, flag="--no-table")  # the CLI prints the results table
-    progress_bar: bool = option(True, flag="--no-progress-bar")
+    table: bool = option(True, flag="--no-table", value=FLAG)  # the CLI prints the results table
+    progress_bar: bool = option(True, flag="--no-progress-bar", value=FLAG)
     keep_rows: bool = option(False, flag=None)  # hold every row in memory after the run (the API's Run)
 
     def filled(self, values: dict[str, Any]) -> "EvalOptions":
-        """These options with `values` (by field name: a config's commandLineOptions) in the fields left
-        at their default; a mapping (vars) merges under the one given."""
+        """These options with `values` (by field name: a config's commandLineOptions, config/cli_options.values)
+        in the fields left at their default; a mapping (vars) merges under the one given. Each value is
+        checked by its Option's `value`; a wrong one is a ConfigError at the file and key path it was
+        written at (`values.where`)."""
+        where = getattr(values, "where", {})
         own, run = {}, {}
         for f, owner in option_fields():
             if f.name not in values:
                 continue
             holder = self if owner is EvalOptions else self.run
             given, value = getattr(holder, f.name), values[f.name]
+            if meta(f).value is not None:
+                try:
+                    meta(f).value.check(value)
+                except ValueError as exc:
+                    from factcli.errors import ConfigError
+
+                    raise ConfigError(str(exc), *where.get(f.name, (None, f.name))) from None
             if isinstance(given, dict):
                 value = {**value, **given}
             elif given != _default(f):
@@ -135,6 +183,14 @@ def option_fields() -> Iterator[tuple[dataclasses.Field, type]]:
             yield from ((g, RunOptions) for g in dataclasses.fields(RunOptions))
         else:
             yield f, EvalOptions
+
+
+def minimum(name: str) -> float | None:
+    """The least value of the option `name` (the CLI's parser bounds its flag by it)."""
+    for f, _ in option_fields():
+        if f.name == name:
+            return meta(f).value.minimum
+    raise KeyError(name)
 
 
 def meta(f: dataclasses.Field) -> Option:

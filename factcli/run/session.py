@@ -624,10 +624,8 @@ class EvalSession:
         for m in run.metrics:
             tokens.add(m.tokens)
             grader.add(m.grader_tokens)
-            cost += m.cost
-            grader_cost += m.grader_cost
-            unpriced += m.cost_unpriced
-            grader_unpriced += m.grader_unpriced
+            cost, grader_cost = cost + m.cost, grader_cost + m.grader_cost
+            unpriced, grader_unpriced = unpriced + m.cost_unpriced, grader_unpriced + m.grader_unpriced
         return {**tokens.to_json(), "assertions": grader.to_json(), "graderCost": grader_cost,
                 "costUnpriced": unpriced, "graderCostUnpriced": grader_unpriced}, cost
 
@@ -653,13 +651,13 @@ class EvalSession:
             warnings.append(f"{type(error).__name__}: {error}")
         store.update_run(run_id, {
             "status": status, "updated_at": now(), "finished_at": now(), "rows_done": rows_done,
-            "successes": sum(c["pass"] for c in counts.values()),
-            "failures": sum(c["fail"] for c in counts.values()),
+            "successes": sum(c["pass"] for c in counts.values()), "failures": sum(c["fail"] for c in counts.values()),
             "errors": sum(c["error"] for c in counts.values()),
             "tokens_json": json.dumps(tokens_json), "cost": cost, "duration_ms": run.duration_ms,
             "retries": (src.get("retries") or 0) + run.retries, "calls": (src.get("calls") or 0) + run.calls,
             "abort_reason": self.scrub.text(run.abort_reason), "graders_json": json.dumps(run.graders),
             "warnings_json": self.scrub.dumps(warnings) if warnings else None,
+            "gates_json": self.scrub.dumps([g.to_json() for g in run.gate_results]) if run.gate_results else None,
         }, commit=False)
         store.set_column_metrics(run_id, [metrics_to_json(m, self.scrub) for m in run.metrics], commit=False)
         store.commit()

@@ -46,6 +46,9 @@ def load_run(store: Store, run_row: dict):
                   concurrency=options.get("concurrency") or 4, repeat=options.get("repeat") or 1,
                   cache=options.get("cache", True), graders=loads(run_row.get("graders_json"), []) or [],
                   ratings=ratings_by_row(store, run_row["id"]))
+    from factcli.config.gates import stored as stored_gates
+
+    run.gate_results = stored_gates(run_row.get("gates_json"))  # as the eval said them (run/gates.py)
     if metrics is not stored:
         load_all()  # registers the method reports
         method_reports.fill(run)

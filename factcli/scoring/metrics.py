@@ -12,6 +12,7 @@ import operator
 import re
 from dataclasses import dataclass, field
 
+from factcli.errors import is_bug_message
 from factcli.scoring.outcome import errored_metrics, has_grader_error
 from factcli.types import ERROR_REASONS, FAILURE_GRADING, EvalResult, TokenUsage
 
@@ -181,6 +182,7 @@ class ColumnMetrics:
     test_pass: int = 0
     test_fail: int = 0
     test_error: int = 0  # ERROR rows, those not judged among them (promptfoo's testErrorCount)
+    bugs: int = 0  # ERROR rows a factcli bug stopped (errors.is_bug_message), among test_error
     test_unjudged: int = 0  # rows the judge could not judge (FAILURE_GRADING): out of pass rates and means
     assert_pass: int = 0
     assert_fail: int = 0
@@ -268,6 +270,7 @@ class ColumnMetrics:
         elif row.failure_reason in ERROR_REASONS:
             self.test_error += 1
             self.test_unjudged += unjudged
+            self.bugs += is_bug_message(row.error)
         else:
             self.test_fail += 1
         if grading is not None:

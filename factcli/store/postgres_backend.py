@@ -93,6 +93,8 @@ def _ddl(op) -> list[str]:
     if isinstance(op, schema.CreateIndex):
         name = f"idx_{op.table}_{'_'.join(op.columns)}"
         return [f"CREATE {'UNIQUE ' if op.unique else ''}INDEX {name} ON {op.table} ({', '.join(op.columns)})"]
+    if isinstance(op, schema.AddColumn):
+        return [f"ALTER TABLE {op.table} ADD COLUMN {op.name} {_TYPES[op.kind]}"]
     raise TypeError(op)  # pragma: no cover - a new kind of operation needs code here and in sqlite_backend
 
 

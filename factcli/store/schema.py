@@ -31,6 +31,12 @@ class CreateIndex(NamedTuple):
     unique: bool = False
 
 
+class AddColumn(NamedTuple):
+    table: str
+    name: str
+    kind: type  # int | float | str
+
+
 class Migration(NamedTuple):
     name: str
     operations: tuple = ()
@@ -75,6 +81,9 @@ MIGRATIONS: tuple[Migration, ...] = (
         }, pk="id", foreign_keys=(_RUN,)),
         CreateIndex("ratings", ("run_id", "test_idx", "prompt_idx", "repeat_idx")),
     )),
+    # A finished run's gate verdicts (run/gates.GateResult.to_json, a list), so that `export`, `show`
+    # and `view` of the run tell what its eval told; NULL for a run without gates.
+    Migration("m003_run_gates", (AddColumn("runs", "gates_json", str),)),
 )
 
 MIGRATION_NAMES = tuple(m.name for m in MIGRATIONS)

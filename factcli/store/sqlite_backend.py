@@ -33,6 +33,8 @@ def _apply(db, operations) -> None:
             db[op.name].create(dict(op.columns), pk=op.pk, foreign_keys=list(op.foreign_keys) or None)
         elif isinstance(op, schema.CreateIndex):
             db[op.table].create_index(list(op.columns), unique=op.unique)
+        elif isinstance(op, schema.AddColumn):
+            db[op.table].add_column(op.name, op.kind)
         else:  # pragma: no cover - a new kind of operation needs code here and in postgres_backend
             raise TypeError(op)
 

@@ -113,7 +113,7 @@ def run_page(request: Request):
         "lines": _column_lines(summaries), "info": info, "var_names": var_names[:6], "filters": filters,
         "metrics": queries.metric_names(summaries), "marks": marks, "agreement": agreement,
         "page_link": page_link, "cell_url": cell_url, "run_url": run_url, "output_start": OUTPUT_START,
-        "first_failed": first_failed, "filtered": bool(failures or errors or text or column is not None or metric),
+        "first_failed": first_failed, "gates": view.gate_lines(header), "filtered": bool(failures or errors or text or column is not None or metric),
         "live": header["status"] == "running", "page_sizes": queries.PAGE_SIZES,
         "small_sample": figures.small_sample([s["pass"] + s["fail"] + s["error"] for s in summaries])})
 
