@@ -32,11 +32,32 @@ def judged(failure_reason) -> bool:
     return failure_reason != FAILURE_GRADING
 
 
+# The mark a grading error leaves on its assertion's metadata (scoring/grading.grader_error writes it). Every
+# reader asks the predicates below, never the key: tests/test_owned_keys.py fails on a bare read elsewhere.
+GRADER_ERROR_KEY = "graderError"
+
+
+def meta_errored(meta) -> bool:
+    """Whether an assertion's metadata (a GradingResult's, a stored result's, a method's per-row record)
+    marks its grading as errored."""
+    return bool(meta) and bool(meta.get(GRADER_ERROR_KEY))
+
+
+def grader_error_mark(meta):
+    """The grader-error mark as written in the metadata (what a view prints after "grader error:"), or None."""
+    return meta.get(GRADER_ERROR_KEY) if meta else None
+
+
 def grader_errored(result) -> bool:
     """Whether one assertion's grading errored (its judge failed or could not be read): not judged
     (scoring/outcome.py tells the rule)."""
-    meta = result.metadata
-    return bool(meta) and bool(meta.get("graderError"))
+    return meta_errored(result.metadata)
+
+
+def json_errored(component) -> bool:
+    """grader_errored for a grading read back as JSON (a stored row's `componentResults` item, or its
+    grading): its `metadata`'s mark."""
+    return isinstance(component, dict) and meta_errored(component.get("metadata"))
 
 
 def has_grader_error(grading) -> bool:

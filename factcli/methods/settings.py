@@ -102,6 +102,21 @@ def anything(value: Any) -> Any:
 # `default` (factcli's choices) or `reference` (the reference implementation's algorithm, defaults, calls
 # and parsing; docs/claim-methods.md lists what changes)
 PROFILE = Setting("profile", choice("default", "reference", say="default or reference"))
+# A method's own limit on its grader calls in flight for one assertion (`config.maxConcurrency`): none by
+# default, so the run's cap (-j) alone bounds them (scoring/gather.bound). Declared once for every method.
+DEFAULT_CONCURRENCY = None
+
+
+def max_concurrency(*older: str) -> Setting:
+    """The `maxConcurrency` setting of a method (`concurrency` the older spelling, plus the method's own)."""
+    return Setting("maxConcurrency", whole(1), ("concurrency", *older))
+
+
+def concurrency(given: dict) -> int | None:
+    """A method's own limit from its read settings (`MethodSettings.read`), else the default."""
+    return given.get("maxConcurrency", DEFAULT_CONCURRENCY)
+
+
 # read by the judge panel, the calibration and the scorer for every model-graded type
 SHARED = frozenset(("models", "calibration", "aggregate"))
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from factcli.report import figures, labels
 from factcli.report.rows import by_test, claim_irrelevant, claim_side, claim_supported, status_of
+from factcli.scoring.outcome import grader_error_mark, meta_errored
 from factcli.types import EvalResult, grading_json, is_row_description
 
 # Scoped under .fc so a notebook or a host page keeps its own look. Long texts wrap inside their
@@ -328,8 +329,8 @@ def assertion_list(components: list[dict]) -> str:
         body = [f'{mark} <code>{_e(kind)}</code> <span class="dim">{" · ".join(facts)}</span>']
         if c.get("reason"):
             body.append(f'<div class="why">{_e(c["reason"])}</div>')
-        if meta.get("graderError"):
-            body.append(f'<div class="warn">grader error: {_e(_text(meta["graderError"]))}</div>')
+        if meta_errored(meta):
+            body.append(f'<div class="warn">grader error: {_e(_text(grader_error_mark(meta)))}</div>')
         if a.get("value") is not None:  # the value the row was graded against, and its template if it had one
             shown = meta.get("renderedAssertionValue", a["value"])
             written = (f'<div class="dim">written as <code>{_e(_text(a["value"]))}</code></div>'

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from factcli.scoring.outcome import json_errored
 from factcli.stats.balanced import balanced_accuracy, mover_mean, paired_bacc_difference
 from factcli.store.encode import loads
 from factcli.types import FAILURE_ERROR
@@ -29,7 +30,7 @@ def _verdict(rec: dict) -> bool | None:
     if not isinstance(grading, dict):
         return None
     for c in grading.get("componentResults") or [grading]:
-        if ((c or {}).get("metadata") or {}).get("graderError"):
+        if json_errored(c):
             return None
     return bool(rec.get("success"))
 

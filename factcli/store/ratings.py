@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 
 from factcli.errors import FactcliError
+from factcli.scoring.outcome import json_errored
 from factcli.store.database import Store, now
 
 _FIELDS = ("id, run_id, test_idx, prompt_idx, repeat_idx, assertion_idx, passed, comment, rater, created_at, "
@@ -195,7 +196,7 @@ def comparisons(store: Store, run_id: str, default_grader: str | None = None) ->
                 base = {"testIdx": t, "promptIdx": p, "repeatIdx": rep, "assertionIdx": i, "type": a.get("type"),
                         "grader": _grader_of(a, default_grader), "rubricPrompt": a.get("rubricPrompt"),
                         "rater": rater, "ratingId": rating["id"], "people": rating["passed"]}
-                if (comp.get("metadata") or {}).get("graderError"):
+                if json_errored(comp):
                     errors.append({**base, "reason": comp.get("reason") or "grading error"})
                 else:
                     pairs.append({**base, "judge": bool(comp.get("pass"))})
