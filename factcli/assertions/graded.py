@@ -34,6 +34,7 @@ from factcli.scoring.grading import (
     render_grading_prompt,
 )
 from factcli.scoring.replies import Choice, Flag, ListOf, Number, Obj, Reply, ReplyError, Text
+from factcli.scoring.judges import JudgeProblem, panel_of, panel_specs
 from factcli.scoring.outcome import grader_errored
 from factcli.scoring.panels import JudgeVerdict, PanelConfigError, aggregate, aggregate_mode, describe, judge_names
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion, lookup
@@ -57,15 +58,14 @@ PANEL_THRESHOLD = 0.5
 
 
 def _panel_specs(ctx: AssertionContext):
-    """The judges of a panel (`provider:` as a list), or None when one grader grades."""
-    value = ctx.assertion.provider
-    if not isinstance(value, list):
+    """The judges of a panel (`provider:` as a list; scoring/judges), or None when one grader grades."""
+    panel = panel_of(ctx.assertion)
+    if panel is None:
         return None
-    if not value:
-        raise AssertionError_("an empty list of judges")
-    from factcli.scoring.grading import pick
-
-    return [pick(v) for v in value]
+    try:
+        return panel_specs(panel)
+    except JudgeProblem as exc:
+        raise AssertionError_(exc.detail) from None
 
 
 async def _graded(ctx: AssertionContext, label: str, one, threshold: float, details=None) -> GradingResult:

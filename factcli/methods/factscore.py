@@ -100,7 +100,7 @@ from factcli import templating
 from factcli.errors import ConfigError
 from factcli.methods import factscore_prompts as prompts
 from factcli.methods import reports as method_reports
-from factcli.methods.claims import FIRST_PREAMBLE_STARTS, JudgeCall, JudgeError, judges_for, step_prompt, without_preambles
+from factcli.methods.claims import FIRST_PREAMBLE_STARTS, JudgeCall, JudgeError, all_judges, step_prompt, without_preambles
 from factcli.methods.factscore_dense import dense_retrieve
 from factcli.methods.factscore_facts import decompose, judge_name, verify
 from factcli.methods.settings import (DEFAULT_CONCURRENCY, MethodSettings, Setting, anything, choice, concurrency,
@@ -109,6 +109,7 @@ from factcli.providers.search.knowledge import KnowledgeError, KnowledgeSource, 
 from factcli.scoring.abstention import ABSTAIN_MODES, detect_abstention
 from factcli.scoring.gather import bound, gather_all
 from factcli.scoring.grading import grader_error, load_rubric_prompt, pick
+from factcli.scoring.judges import JUDGE, own_judge, role_of
 from factcli.scoring.outcome import meta_errored
 from factcli.scoring.panels import AGGREGATES, JudgeVerdict, aggregate, judge_names
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
@@ -369,7 +370,20 @@ def _add_cost(calls: list[JudgeCall]) -> tuple[TokenUsage, float | None]:
     return tokens, (cost if known else None)
 
 
-@assertion("factscore", model_graded=True, preflight=preflight, settings=SETTINGS)
+def own_models(config: dict) -> list[tuple]:
+    """factscore's own models beside its judges (scoring/judges.judges_of): the decomposer when one is set, the
+    embedding model of dense retrieval."""
+    try:
+        s = settings_from(config)
+    except AssertionError_:
+        return []  # the row names what is wrong with its settings
+    out = [("decomposer", s.decomposer, "text", "decomposer")] if s.decomposer is not None else []
+    if s.retriever == "dense":
+        out.append(("embeddingProvider", s.embedder, "embedding", "embedder"))
+    return out
+
+
+@assertion("factscore", model_graded=True, preflight=preflight, settings=SETTINGS, judges=own_models)
 async def factscore(ctx: AssertionContext) -> GradingResult:
     if ctx.grader is None:
         raise AssertionError_("factscore needs a grader (run it through factcli eval)")
@@ -379,8 +393,9 @@ async def factscore(ctx: AssertionContext) -> GradingResult:
         topic = templating.render(topic, ctx.vars)
     topic = "" if topic is None else str(topic).strip()
     try:
-        specs = judges_for(ctx)
-        decomposer = pick(s.decomposer) if s.decomposer is not None else specs[0]
+        judges = all_judges(ctx)
+        specs = role_of(judges, JUDGE)
+        decomposer = own_judge(judges, "decomposer") or specs[0]
     except JudgeError as exc:
         raise AssertionError_(f"factscore: {exc}") from None
     threshold = ctx.threshold if ctx.threshold is not None else DEFAULT_THRESHOLD
@@ -442,7 +457,7 @@ async def factscore(ctx: AssertionContext) -> GradingResult:
         try:
             passages = source.passages(title) if title is not None else source.all_passages()
             queries = [f"{topic} {fact}" if topic else fact for fact in texts]
-            retrieved = await dense_retrieve(ctx, pick(s.embedder, "embedding"), passages, queries, s.k,
+            retrieved = await dense_retrieve(ctx, own_judge(judges, "embedder"), passages, queries, s.k,
                                              retrieve_call, sem)
         except JudgeError as exc:
             tokens, cost = _add_cost([decompose_call, retrieve_call])

@@ -79,6 +79,14 @@ class GraderSource:
         raise NoGrader(f"no grader for a model-graded assertion: set one with --grader, "
                        f"defaultTest.options.provider or FACTCLI_GRADER (or set OPENAI_API_KEY for {DEFAULT_GRADER})")
 
+    def of(self, assertion, test, kind: str = "text") -> ProviderSpec:
+        """The one grader of `kind` for an assertion on a row of `test` (None: no test options); a panel
+        and a method's own models are scoring/judges.judges_of's, which calls this."""
+        if test is None:
+            return self.resolve(assertion.provider, None, kind)
+        return self.resolve(assertion.provider, test.options.get("provider"), kind,
+                            test_provider_is_default=test.grader_from_default)
+
 
 @dataclass
 class GraderReply:
@@ -199,8 +207,7 @@ class Grader:
         self.used: set[str] = set()
 
     def spec_for(self, assertion, test, kind: str = "text") -> ProviderSpec:
-        return self.source.resolve(assertion.provider, test.options.get("provider"), kind,
-                                   test_provider_is_default=test.grader_from_default)
+        return self.source.of(assertion, test, kind)
 
     def _provider(self, spec: ProviderSpec):
         from factcli.providers.registry import create_provider

@@ -38,6 +38,9 @@ class AssertionType:
     # A claim-level method's `config` keys (methods/settings.MethodSettings): the loader warns of an older
     # spelling and an unknown key before any call; the handler reads its settings through it.
     settings: Any = None
+    # A method's own models beside its judges (scoring/judges.judges_of): config -> [(config key, value,
+    # grader kind, role)], e.g. factscore's decomposer; the checks before any call and the estimate see them.
+    judges: Callable | None = None
 
 
 _REGISTRY: dict[str, AssertionType] = {}
@@ -198,7 +201,7 @@ def _check_registration(name: str, fn: Callable, model_graded: bool) -> None:
 
 def assertion(name: str, *aliases: str, default_threshold: float | None = None,
               model_graded: bool = False, needs_value: bool = False, preflight: Callable | None = None,
-              check: Callable | None = None, settings: Any = None):
+              check: Callable | None = None, settings: Any = None, judges: Callable | None = None):
     """Register an assertion handler under `name` (and aliases)."""
 
     def register(fn: Callable) -> Callable:
@@ -208,7 +211,7 @@ def assertion(name: str, *aliases: str, default_threshold: float | None = None,
             _check_registration(each, fn, model_graded)
         _REGISTRY[name] = AssertionType(
             name, fn, inspect.iscoroutinefunction(fn), default_threshold, model_graded, needs_value, preflight,
-            check, settings,
+            check, settings, judges,
         )
         for alias in aliases:
             _ALIASES[alias] = name
