@@ -7,7 +7,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring as _basestring
-from typing import Any
+from typing import Any, Iterator
 
 # promptfoo's ResultFailureReason
 FAILURE_NONE, FAILURE_ASSERT, FAILURE_ERROR = 0, 1, 2
@@ -132,6 +132,24 @@ class Assertion:
     @property
     def inverse(self) -> bool:
         return self.type.startswith("not-")
+
+
+def walk(assertions) -> Iterator[Assertion]:
+    """Every assertion of a list and of its assert-sets, each set before its members, in the order written:
+    the one walk of an assertion tree (a set's members are its `children`)."""
+    for a in assertions or ():
+        yield a
+        if a.children:
+            yield from walk(a.children)
+
+
+def walk_keyed(assertions, prefix: str = "assert") -> Iterator[tuple[str, Assertion]]:
+    """walk, each assertion with its key path under its test (`assert[1].assert[0]`), for messages."""
+    for i, a in enumerate(assertions or ()):
+        where = f"{prefix}[{i}]"
+        yield where, a
+        if a.children:
+            yield from walk_keyed(a.children, f"{where}.assert")
 
 
 @dataclass(slots=True)

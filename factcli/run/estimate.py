@@ -33,6 +33,7 @@ from factcli.providers.pricing import price_of
 from factcli.providers.tokens import count_messages
 from factcli.run.budget import budget_cap, output_cap, reply_cap
 from factcli.report.figures import money, plural
+from factcli.types import walk
 
 GRADER_RUBRIC_TOKENS = 600
 EMBEDDED_TOKENS = 64  # a query or a generated question, embedded by answer-relevance
@@ -112,10 +113,7 @@ def _plan_grading(run, step, model_cap: int, graders: dict, caps: dict, models: 
     from factcli.scoring.registry import TYPES, lookup
     from factcli.scoring.replies import caps_for
 
-    stack = list(step.test.assertions)
-    while stack:
-        a = stack.pop()
-        stack.extend(a.children or [])
+    for a in walk(step.test.assertions):
         kind = lookup(a.type)
         if kind is None or not kind.model_graded or "text" not in TYPES[kind.name].graders:
             continue  # `similar` only embeds

@@ -20,7 +20,7 @@ from factcli.methods import reports as method_reports
 from factcli.run.options import RunOptions
 from factcli.scoring.metrics import ColumnMetrics, compile_derived
 from factcli.scoring.registry import COMPARING, compares
-from factcli.types import EvalResult, compact_row
+from factcli.types import EvalResult, compact_row, walk_keyed
 
 STATUS_COMPLETE, STATUS_INTERRUPTED, STATUS_ABORTED = "complete", "interrupted", "aborted"
 
@@ -377,13 +377,8 @@ def check_graders(suite: Suite, source, warnings: list[str], specs: list | None 
     for test in suite.tests:
         if test.assertions is unjudged:
             continue
-        flat = []
-        for i, a in enumerate(test.assertions):
-            if a.children:
-                flat.extend((f"assert[{i}].assert[{j}]", c) for j, c in enumerate(a.children))
-            else:
-                flat.append((f"assert[{i}]", a))
-        judged = [(where, a, kind) for where, a in flat if (kind := lookup(a.type)) is not None and kind.model_graded]
+        judged = [(where, a, kind) for where, a in walk_keyed(test.assertions)
+                  if (kind := lookup(a.type)) is not None and kind.model_graded]
         if not judged:
             unjudged = test.assertions
             continue

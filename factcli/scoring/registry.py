@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from factcli.errors import FactcliError
-from factcli.types import Assertion, GradingResult, ProviderResponse, TestCase
+from factcli.types import Assertion, GradingResult, ProviderResponse, TestCase, walk
 
 
 @dataclass
@@ -162,10 +162,7 @@ def whole_vars(assertions) -> frozenset[str]:
     """The vars these assertions (assert-set members included) take as a list by design (TypeFacts.list_var):
     each is one value, never expanded into a row per item."""
     out: set[str] = set()
-    stack = list(assertions or ())
-    while stack:
-        a = stack.pop()
-        stack.extend(a.children or [])
+    for a in walk(assertions):
         facts = TYPES.get(a.base_type)
         if facts is None or facts.list_var is None:
             continue
