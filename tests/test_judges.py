@@ -121,6 +121,9 @@ def test_the_rule_by_hand():
     with pytest.raises(JudgeProblem) as empty:
         judges_of(_a(type="llm-rubric", value="x", provider=[]), None, source)
     assert (empty.value.key, empty.value.detail) == ("provider", "an empty list of judges")
+    with pytest.raises(JudgeProblem) as unnamed:
+        judges_of(_a(type="factscore", config={"models": ["m1", {"embedding": "e"}]}), None, source)
+    assert (unnamed.value.key, unnamed.value.detail) == ("config.models[1]", "a judge needs a text model")
     # factscore's own models: the decomposer when set, the embedder only for dense retrieval
     bm25 = judges_of(_a(type="factscore", config={"decomposer": "dec", "embeddingProvider": "emb"}), None, source)
     assert [(j.role, j.spec.id) for j in bm25] == [("judge", "openai:chat:cli"), ("decomposer", "dec")]

@@ -1,7 +1,9 @@
 """Grader plumbing, in one place: which model grades, how it is called, how its reply is read.
 
-Resolution order (contract §5): assertion `provider` > test `options.provider` > `--grader` >
-`defaultTest.options.provider` > FACTCLI_GRADER > `openai:gpt-5` when OPENAI_API_KEY is set.
+Which judges an assertion has (a panel, a grader per kind, a method's own models) is scoring/judges.py's
+rule; the one grader of a kind is resolved here (GraderSource), in this order (contract §5): assertion
+`provider` > test `options.provider` > `--grader` > `defaultTest.options.provider` > FACTCLI_GRADER >
+`openai:gpt-5` when OPENAI_API_KEY is set.
 Grader calls go through the run's Caller, so they share the cache, the retry loop and the
 timeouts of provider calls; their tokens and cost are counted apart. They ask for temperature 0
 and a fixed seed (a parameter a server refuses is learned once per endpoint in run/calls); a

@@ -60,18 +60,18 @@ def panel_of(assertion) -> list | None:
     return None
 
 
-def panel_specs(panel: list) -> list[ProviderSpec]:
-    """A panel's judges, each a text model."""
+def panel_specs(panel: list, key: str = "provider") -> list[ProviderSpec]:
+    """A panel's judges, each a text model (`key`: where the list is written, for messages)."""
     if not panel:
-        raise JudgeProblem("an empty list of judges", "provider")
+        raise JudgeProblem("an empty list of judges", key)
     specs = []
     for j, item in enumerate(panel):
         try:
             spec = pick(item)
         except ConfigError as exc:
-            raise JudgeProblem(exc.detail, f"provider[{j}]") from None
+            raise JudgeProblem(exc.detail, f"{key}[{j}]") from None
         if spec is None:
-            raise JudgeProblem("a judge needs a text model", f"provider[{j}]")
+            raise JudgeProblem("a judge needs a text model", f"{key}[{j}]")
         specs.append(spec)
     return specs
 
@@ -89,7 +89,8 @@ def judges_of(assertion, test=None, source: GraderSource | None = None) -> list[
             panels = ", ".join(name for name, f in TYPES.items() if f.panel)
             raise JudgeProblem(f"a judge panel (a list of providers) is not supported for '{assertion.type}'; "
                                f"panels work with {panels}", "provider")
-        judges = [Judge(spec) for spec in panel_specs(panel)]
+        key = "provider" if panel is assertion.provider else "config.models"
+        judges = [Judge(spec) for spec in panel_specs(panel, key)]
     else:
         judges = []
         for kind in facts.graders:

@@ -56,7 +56,7 @@ class TypeFacts:
 
     family: str | None  # the module under factcli/ that registers it; None: a promptfoo type factcli does not run
     model_graded: bool = False  # grades with a model (the handler's `model_graded=` must agree)
-    graders: tuple[str, ...] = ("text",)  # the grader kinds it calls, resolved before any call (runner.check_graders)
+    graders: tuple[str, ...] = ("text",)  # the grader kinds it calls (scoring/judges), resolved before any call
     panel: bool = False  # takes a judge panel: a list of providers
     models_alias: bool = False  # also reads `config.models` as its judge list (the seed's spelling)
     claim_method: bool = False  # a claim-level method: its calls follow the output (run/estimate)
