@@ -60,6 +60,21 @@ def json_errored(component) -> bool:
     return isinstance(component, dict) and meta_errored(component.get("metadata"))
 
 
+def json_components(grading) -> list[dict]:
+    """The component results of a grading read back as JSON (a stored row's, or one component's): the
+    mappings in its `componentResults`, [] when it has none."""
+    comps = grading.get("componentResults") if isinstance(grading, dict) else None
+    return [c for c in comps if isinstance(c, dict)] if isinstance(comps, list) else []
+
+
+def json_walk(grading) -> Iterator[dict]:
+    """Every component of a JSON grading and of its assert-sets, each set before its members: walk's
+    counterpart for a grading read back."""
+    for c in json_components(grading):
+        yield c
+        yield from json_walk(c)
+
+
 def has_grader_error(grading) -> bool:
     """Whether a row's grading holds an assertion not judged, in an assert-set too."""
     if grading is None:

@@ -5,13 +5,18 @@
   `graderError` key (writing the mark where a result is made is fine);
 - every parallel call of a row's grading goes through `scoring/gather` (its docstring says so): no
   `asyncio.gather`, `TaskGroup`, `create_task` or `ensure_future` in scoring/, methods/ or assertions/
-  outside it.
+  outside it;
+- an assertion tree is walked by `types.walk` (`walk_keyed` with key paths), a grading read back as JSON by
+  `types.json_walk`: no hand-written stack over an assertion's `children` or a result's components.
 """
 
 import ast
+import re
 
 import pytest
 from conftest import ROOT
+
+from factcli.types import Assertion, json_walk, walk, walk_keyed
 
 PACKAGE = ROOT / "factcli"
 KEY = "graderError"
@@ -94,3 +99,26 @@ def test_every_parallel_call_of_a_grading_goes_through_gather():
     outside = [f"factcli/{name}:{line}" for name, text in _modules(*GATHERED)
                if name != "scoring/gather.py" and name not in GATHER_ALLOWED for line in parallel_calls(text)]
     assert not outside, f"run a row's calls side by side with scoring.gather.gather_all: {outside}"
+
+
+def test_one_walk_of_an_assertion_tree():
+    members = [Assertion("contains", "b"), Assertion("llm-rubric", "c")]
+    tree = [Assertion("equals", "a"), Assertion("assert-set", children=members), Assertion("icontains", "d")]
+    assert [a.value for a in walk(tree) if a.value] == ["a", "b", "c", "d"]  # a set before its members, as written
+    assert [(where, a.type) for where, a in walk_keyed(tree)][1:4] == [
+        ("assert[1]", "assert-set"), ("assert[1].assert[0]", "contains"), ("assert[1].assert[1]", "llm-rubric")]
+    grading = {"componentResults": [{"reason": "a"}, "not a result", {"reason": "set", "componentResults": [
+        {"reason": "b"}]}]}
+    assert [c["reason"] for c in json_walk(grading)] == ["a", "set", "b"]
+
+
+# a stack that a walk extends with an assertion's members or a result's components
+HAND_WALK = re.compile(r"(?:extend|append)\([^)\n]*(?:\.children|component_results|componentResults)")
+WALK_OWNERS = {"types.py", "scoring/outcome.py"}  # outcome.errored_metrics descends into errored sets alone
+
+
+def test_no_hand_written_walk():
+    found = [f"factcli/{name}:{i}" for name, text in _modules() if name not in WALK_OWNERS
+             for i, line in enumerate(text.splitlines(), 1) if HAND_WALK.search(line)]
+    assert not found, f"walk an assertion tree with types.walk, a JSON grading with types.json_walk: {found}"
+    assert HAND_WALK.search("        stack.extend(a.children or [])")

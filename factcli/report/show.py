@@ -22,7 +22,7 @@ from factcli.scoring.outcome import grader_error_mark, meta_errored
 from factcli.store.database import Store
 from factcli.store.encode import loads
 from factcli.store.ratings import ratings_for_row
-from factcli.types import FAILURE_GRADING, is_row_description, status_word
+from factcli.types import FAILURE_GRADING, is_row_description, json_components, status_word
 
 # ---------------------------------------------------------------- show RUN
 
@@ -299,7 +299,7 @@ def _print_component(console, c: dict, depth: int) -> None:
                 if isinstance(j.get("cost"), (int, float)):
                     bits.append(money(j["cost"]))
                 console.print(Text(f"{pad}      - {' · '.join(bits)}" + (f": {j['reason']}" if j.get("reason") else "")))
-    for child in c.get("componentResults") or []:
+    for child in json_components(c):
         _print_component(console, child, depth + 1)
 
 
