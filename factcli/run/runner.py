@@ -377,8 +377,8 @@ def check_graders(suite: Suite, source, warnings: list[str], specs: list | None 
     for test in suite.tests:
         if test.assertions is unjudged:
             continue
-        judged = [(where, a, kind) for where, a in walk_keyed(test.assertions)
-                  if (kind := lookup(a.type)) is not None and kind.model_graded]
+        judged = [(where, a, kind) for where, a in walk_keyed(test.assertions)  # (a set is its members)
+                  if not a.children and (kind := lookup(a.type)) is not None and kind.model_graded]
         if not judged:
             unjudged = test.assertions
             continue
