@@ -100,7 +100,8 @@ from factcli import templating
 from factcli.errors import ConfigError
 from factcli.methods import factscore_prompts as prompts
 from factcli.methods import reports as method_reports
-from factcli.methods.claims import FIRST_PREAMBLE_STARTS, JudgeCall, JudgeError, all_judges, step_prompt, without_preambles
+from factcli.methods.claims import (FIRST_PREAMBLE_STARTS, JudgeCall, JudgeError, all_judges, step_prompt,
+                                    without_preambles)
 from factcli.methods.factscore_dense import dense_retrieve
 from factcli.methods.factscore_facts import decompose, judge_name, verify
 from factcli.methods.settings import (DEFAULT_CONCURRENCY, MethodSettings, Setting, anything, choice, concurrency,
