@@ -10,7 +10,8 @@ check of the value. Two readers use the declaration:
 - the method's handler (`read`) gets the given values under their documented names, each checked:
   a wrong value is one error naming the key as written, what it must be and what it got.
 
-Defaults stay with each method: some depend on `profile: reference`.
+Defaults stay with each method (some depend on `profile: reference`), but for `maxConcurrency`, which every
+method that has it declares and reads here (`max_concurrency`, `concurrency`).
 """
 
 from __future__ import annotations
