@@ -122,3 +122,16 @@ def test_no_hand_written_walk():
              for i, line in enumerate(text.splitlines(), 1) if HAND_WALK.search(line)]
     assert not found, f"walk an assertion tree with types.walk, a JSON grading with types.json_walk: {found}"
     assert HAND_WALK.search("        stack.extend(a.children or [])")
+
+
+def test_one_declaration_of_a_methods_concurrency():
+    """`maxConcurrency`, its older spellings and its default are methods/settings.py's: each method that has
+    it declares it with `max_concurrency()` and reads it with `concurrency(given)`."""
+    from factcli.methods.settings import DEFAULT_CONCURRENCY, max_concurrency
+
+    declared = re.compile(r"""Setting\(\s*["']maxConcurrency|DEFAULT_(?:MAX_)?CONCURRENCY\s*=|get\(\s*["']maxConcurrency""")
+    own = [f"factcli/{name}" for name, text in _modules("methods")
+           if name != "methods/settings.py" and declared.search(text)]
+    assert not own, f"declare a method's maxConcurrency with methods.settings.max_concurrency(): {own}"
+    assert DEFAULT_CONCURRENCY is None  # no limit of a method's own: the run's -j
+    assert max_concurrency("max_concurrency").old == ("concurrency", "max_concurrency")
