@@ -129,7 +129,8 @@ def test_one_declaration_of_a_methods_concurrency():
     it declares it with `max_concurrency()` and reads it with `concurrency(given)`."""
     from factcli.methods.settings import DEFAULT_CONCURRENCY, max_concurrency
 
-    declared = re.compile(r"""Setting\(\s*["']maxConcurrency|DEFAULT_(?:MAX_)?CONCURRENCY\s*=|get\(\s*["']maxConcurrency""")
+    declared = re.compile(r"""Setting\(\s*["']maxConcurrency|DEFAULT_(?:MAX_)?CONCURRENCY\s*="""
+                          r"""|get\(\s*["']maxConcurrency""")
     own = [f"factcli/{name}" for name, text in _modules("methods")
            if name != "methods/settings.py" and declared.search(text)]
     assert not own, f"declare a method's maxConcurrency with methods.settings.max_concurrency(): {own}"
