@@ -7,7 +7,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring as _basestring
-from typing import Any
+from typing import Any, Iterator
 
 # promptfoo's ResultFailureReason
 FAILURE_NONE, FAILURE_ASSERT, FAILURE_ERROR = 0, 1, 2
@@ -32,11 +32,47 @@ def judged(failure_reason) -> bool:
     return failure_reason != FAILURE_GRADING
 
 
+# The mark a grading error leaves on its assertion's metadata (scoring/grading.grader_error writes it). Every
+# reader asks the predicates below, never the key: tests/test_owned_keys.py fails on a bare read elsewhere.
+GRADER_ERROR_KEY = "graderError"
+
+
+def meta_errored(meta) -> bool:
+    """Whether an assertion's metadata (a GradingResult's, a stored result's, a method's per-row record)
+    marks its grading as errored."""
+    return bool(meta) and bool(meta.get(GRADER_ERROR_KEY))
+
+
+def grader_error_mark(meta):
+    """The grader-error mark as written in the metadata (what a view prints after "grader error:"), or None."""
+    return meta.get(GRADER_ERROR_KEY) if meta else None
+
+
 def grader_errored(result) -> bool:
     """Whether one assertion's grading errored (its judge failed or could not be read): not judged
     (scoring/outcome.py tells the rule)."""
-    meta = result.metadata
-    return bool(meta) and bool(meta.get("graderError"))
+    return meta_errored(result.metadata)
+
+
+def json_errored(component) -> bool:
+    """grader_errored for a grading read back as JSON (a stored row's `componentResults` item, or its
+    grading): its `metadata`'s mark."""
+    return isinstance(component, dict) and meta_errored(component.get("metadata"))
+
+
+def json_components(grading) -> list[dict]:
+    """The component results of a grading read back as JSON (a stored row's, or one component's): the
+    mappings in its `componentResults`, [] when it has none."""
+    comps = grading.get("componentResults") if isinstance(grading, dict) else None
+    return [c for c in comps if isinstance(c, dict)] if isinstance(comps, list) else []
+
+
+def json_walk(grading) -> Iterator[dict]:
+    """Every component of a JSON grading and of its assert-sets, each set before its members: walk's
+    counterpart for a grading read back."""
+    for c in json_components(grading):
+        yield c
+        yield from json_walk(c)
 
 
 def has_grader_error(grading) -> bool:
@@ -111,6 +147,24 @@ class Assertion:
     @property
     def inverse(self) -> bool:
         return self.type.startswith("not-")
+
+
+def walk(assertions) -> Iterator[Assertion]:
+    """Every assertion of a list and of its assert-sets, each set before its members, in the order written:
+    the one walk of an assertion tree (a set's members are its `children`)."""
+    for a in assertions or ():
+        yield a
+        if a.children:
+            yield from walk(a.children)
+
+
+def walk_keyed(assertions, prefix: str = "assert") -> Iterator[tuple[str, Assertion]]:
+    """walk, each assertion with its key path under its test (`assert[1].assert[0]`), for messages."""
+    for i, a in enumerate(assertions or ()):
+        where = f"{prefix}[{i}]"
+        yield where, a
+        if a.children:
+            yield from walk_keyed(a.children, f"{where}.assert")
 
 
 @dataclass(slots=True)

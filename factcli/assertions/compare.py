@@ -18,6 +18,7 @@ from factcli.scoring.grading import (
     parse_json_maybe,
     render_grading_prompt,
 )
+from factcli.scoring.outcome import grader_errored
 from factcli.scoring.registry import COMPARING, compares
 from factcli.types import FAILURE_ASSERT, FAILURE_GRADING, EvalResult, GradingResult
 
@@ -182,12 +183,12 @@ def _update_stats(run, row: EvalResult, res: GradingResult, was_success: bool, w
             spent = row.grading.metadata.get("graderCost", 0.0) if "graderCalls" in row.grading.metadata else 0.0
             row.grading.metadata = {**row.grading.metadata, "graderCalls": row.grading.metadata.get("graderCalls", 0) + 1,
                                     "graderCost": None if cost is None or spent is None else spent + cost}
-    if res.metadata.get("graderError"):
+    if grader_errored(res):
         m.grading_errors += 1
     if was_success and not row.success:
         row.error = res.reason
         m.test_pass -= 1
-        if res.metadata.get("graderError"):  # the comparison could not be judged: the row is not judged
+        if grader_errored(res):  # the comparison could not be judged: the row is not judged
             row.failure_reason = FAILURE_GRADING
             m.test_error += 1
             m.test_unjudged += 1

@@ -34,6 +34,8 @@ from factcli.scoring.grading import (
     render_grading_prompt,
 )
 from factcli.scoring.replies import Choice, Flag, ListOf, Number, Obj, Reply, ReplyError, Text
+from factcli.scoring.judges import JudgeProblem, panel_of, panel_specs
+from factcli.scoring.outcome import grader_errored
 from factcli.scoring.panels import JudgeVerdict, PanelConfigError, aggregate, aggregate_mode, describe, judge_names
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion, lookup
 from factcli.types import GradingResult, TokenUsage
@@ -56,15 +58,14 @@ PANEL_THRESHOLD = 0.5
 
 
 def _panel_specs(ctx: AssertionContext):
-    """The judges of a panel (`provider:` as a list), or None when one grader grades."""
-    value = ctx.assertion.provider
-    if not isinstance(value, list):
+    """The judges of a panel (`provider:` as a list; scoring/judges), or None when one grader grades."""
+    panel = panel_of(ctx.assertion)
+    if panel is None:
         return None
-    if not value:
-        raise AssertionError_("an empty list of judges")
-    from factcli.scoring.grading import pick
-
-    return [pick(v) for v in value]
+    try:
+        return panel_specs(panel)
+    except JudgeProblem as exc:
+        raise AssertionError_(exc.detail) from None
 
 
 async def _graded(ctx: AssertionContext, label: str, one, threshold: float, details=None) -> GradingResult:
@@ -89,7 +90,7 @@ async def _graded(ctx: AssertionContext, label: str, one, threshold: float, deta
         extra = {"id": spec.id, **(details(r) if details else {})}
         if r.metadata.get("graderRaw") is not None:
             extra["graderRaw"] = r.metadata["graderRaw"]
-        if r.metadata.get("graderError"):
+        if grader_errored(r):
             verdicts.append(JudgeVerdict(name, error=r.reason, raw=r.metadata.get("graderRaw"), cost=cost,
                                          details=extra))
         else:
@@ -313,7 +314,7 @@ async def llm_rubric(ctx: AssertionContext) -> GradingResult:
         rubric = json.dumps(rubric, separators=(",", ":"), ensure_ascii=False)
     threshold = ctx.threshold if ctx.threshold is not None else PANEL_THRESHOLD
     result = await _graded(ctx, "llm-rubric", lambda spec: _llm_rubric_one(ctx, spec, rubric), threshold)
-    if ctx.inverse and not result.metadata.get("graderError"):
+    if ctx.inverse and not grader_errored(result):
         result.passed = not result.passed
         result.score = min(1.0, max(0.0, 1 - (result.score if math.isfinite(result.score) else 0.0)))
     return result
@@ -463,7 +464,7 @@ async def _geval_judge(ctx: AssertionContext, spec, criteria: list[str], thresho
     results = []
     for i, c in enumerate(criteria):
         r = await _geval_one(ctx, spec, c, threshold)
-        if r.metadata.get("graderError"):
+        if grader_errored(r):
             if len(criteria) > 1:
                 r.reason = f"G-Eval criterion {i + 1}/{len(criteria)} ({json.dumps(c)}) failed: {r.reason}"
             return r
@@ -487,7 +488,7 @@ async def g_eval(ctx: AssertionContext) -> GradingResult:
     if not criteria:
         return GradingResult(False, 0.0, "G-Eval assertion requires at least one criterion string in the value array.")
     result = await _graded(ctx, "g-eval", lambda spec: _geval_judge(ctx, spec, criteria, threshold), threshold)
-    if result.metadata.get("graderError"):
+    if grader_errored(result):
         return result
     if ctx.inverse:
         result.passed = not result.passed

@@ -48,6 +48,7 @@ from factcli.scoring.grading import (
     render_grading_prompt,
 )
 from factcli.scoring.content import COPIED, RESTATED, Sent, listed
+from factcli.scoring.outcome import grader_errored
 from factcli.scoring.replies import Choice, Flag, ListOf, Obj, Reply, ReplyError, Text
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.types import GradingResult, TokenUsage
@@ -630,7 +631,7 @@ async def conversation_relevance(ctx: AssertionContext) -> GradingResult:
     for i in range(len(turns)):
         result = await _window_verdict(ctx, grader, spec, turns[max(0, i - size + 1):i + 1])
         tokens.add(result.tokens_used)
-        if result.metadata.get("graderError"):
+        if grader_errored(result):
             result.tokens_used = tokens
             result.metadata["window"] = i
             return result

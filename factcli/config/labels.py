@@ -315,32 +315,17 @@ def plan(config: Path | None, labels: Path | None, asserts: list[str], graders: 
 def _grader_name(gc: GraderConfig, source) -> str | None:
     """The grader a configuration resolves to (a panel: its judges joined by '+'); None if not
     model-graded. A configuration with no grader at all is a config error naming where it was declared."""
-    from factcli.scoring.grading import NoGrader, pick
-    from factcli.scoring.registry import lookup
+    from factcli.scoring.judges import JUDGE, JudgeProblem, judges_of, panel_of, role_of
 
     def one(a: Assertion) -> str | None:
-        kind = lookup(a.type)
-        if kind is None or not kind.model_graded:
-            return None
-        panel = a.provider if isinstance(a.provider, list) else None
-        if a.provider is None and isinstance(a.config.get("models"), list):
-            panel = a.config["models"]
-        if panel is not None:
-            names = []
-            for p in panel:
-                try:
-                    spec = pick(p)
-                except ConfigError:
-                    spec = None
-                names.append(spec.display if spec is not None else "?")
-            return "+".join(names)
         try:
-            spec = source.resolve(a.provider, None, "embedding" if a.base_type.startswith("similar") else "text")
-        except NoGrader as exc:
-            raise ConfigError(exc.detail, gc.file, gc.where) from None
-        except ConfigError as exc:
-            raise ConfigError(exc.detail, gc.file, f"{gc.where}.provider") from None
-        return spec.display
+            judges = judges_of(a, None, source)
+        except JudgeProblem as exc:
+            raise ConfigError(exc.detail, gc.file, f"{gc.where}.{exc.key}" if exc.key else gc.where) from None
+        if panel_of(a) is not None:
+            return "+".join(spec.display for spec in role_of(judges, JUDGE))
+        named = role_of(judges, JUDGE) or role_of(judges, JUDGE, "embedding")  # `similar` only embeds
+        return named[0].display if named else None
 
     names = [n for n in (one(a) for a in (gc.assertion.children or [gc.assertion])) if n]
     return ", ".join(dict.fromkeys(names)) or None

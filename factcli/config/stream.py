@@ -20,7 +20,7 @@ from typing import Callable, Iterator
 from factcli.config.testsets import Entries, FileEntries
 from factcli.config.var_check import TestVars
 from factcli.sources import Rows
-from factcli.types import TestCase
+from factcli.types import TestCase, walk
 
 
 def expands(name: str, value, keep: frozenset = frozenset()) -> bool:
@@ -104,10 +104,7 @@ class TestFacts:
     def _look(self, assertions: list) -> bool:
         from factcli.scoring.registry import COMPARING, lookup
 
-        stack = list(assertions)
-        while stack:
-            a = stack.pop()
-            stack.extend(a.children or [])
+        for a in walk(assertions):
             if a.type in COMPARING:
                 return False  # the comparisons read every row of the run
             kind = lookup(a.type)

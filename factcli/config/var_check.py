@@ -15,6 +15,7 @@ from typing import Any
 
 from factcli import templating
 from factcli.errors import ConfigError, ConfigProblems
+from factcli.types import walk
 
 # names every template can read without a test defining them
 ALWAYS = frozenset({"env", "_conversation", "__evalId", "__evalStepId", "__repeatIndex"})
@@ -36,11 +37,10 @@ def _names(value: Any) -> set[str]:
 
 
 def _assertions(test):
-    stack = list(enumerate(test.assertions))
-    while stack:
-        i, a = stack.pop(0)
-        yield i, a
-        stack.extend((i, c) for c in (a.children or []))
+    """(index of the test's assertion, it or a member of its set)."""
+    for i, top in enumerate(test.assertions):
+        for a in walk([top]):
+            yield i, a
 
 
 def _used_names(test) -> list[tuple[int, str]]:

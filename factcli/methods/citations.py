@@ -40,9 +40,10 @@ from typing import Any
 from factcli import templating
 from factcli.methods import reports as method_reports
 from factcli.methods.claims import JudgeCall, JudgeError, ask_json, gather_calls, prompt_for
-from factcli.methods.settings import MethodSettings, Setting, anything, whole
+from factcli.methods.settings import MethodSettings, Setting, anything, concurrency, max_concurrency
 from factcli.scoring.gather import bound
 from factcli.scoring.grading import grader_error
+from factcli.scoring.outcome import meta_errored
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.scoring.replies import Flag, Obj, Reply, Text
 from factcli.stats.text import split_paragraph_sentences
@@ -50,7 +51,6 @@ from factcli.types import GradingResult
 
 METHOD = "citations"
 DEFAULT_THRESHOLD = 0.5
-DEFAULT_CONCURRENCY = None  # no limit of its own: the run's -j bounds its calls (scoring/gather.bound)
 
 ENTAIL_REPLY = Reply("citation_entailment", Obj(entailed=Flag(), reason=Text()), 256, types=(METHOD,))
 
@@ -153,7 +153,7 @@ def preflight(a, base_dir, test=None) -> list[str]:
             "or a contextTransform that reads them from the provider's response (context.metadata.contexts)"]
 
 
-SETTINGS = MethodSettings(METHOD, Setting("passages", anything), Setting("maxConcurrency", whole(1), ("concurrency",)),
+SETTINGS = MethodSettings(METHOD, Setting("passages", anything), max_concurrency(),
                           prompts=("entailPrompt",), profile=False)
 
 
@@ -228,7 +228,7 @@ async def citations(ctx: AssertionContext) -> GradingResult:
         raise AssertionError_("citations grades with one judge: give `provider` one model")
     given = SETTINGS.read(ctx.assertion.config)
     passages = await _passages(ctx)
-    sem = bound(given.get("maxConcurrency", DEFAULT_CONCURRENCY))
+    sem = bound(concurrency(given))
     spec = grader.spec_for(ctx.assertion, ctx.test)
     threshold = ctx.threshold if ctx.threshold is not None else DEFAULT_THRESHOLD
     scored, unscored = first_line(ctx.output_text)
@@ -284,7 +284,7 @@ def citations_summary(metas: list[dict]) -> dict | None:
     rows judged; undefined rows and grading errors counted apart."""
     from factcli.stats.intervals import bootstrap_mean
 
-    scored = [m for m in metas if not m.get("graderError") and isinstance(m.get("citationRecall"), (int, float))]
+    scored = [m for m in metas if not meta_errored(m) and isinstance(m.get("citationRecall"), (int, float))]
     recall = [float(m["citationRecall"]) for m in scored]
     precision = [float(m["citationPrecision"]) for m in scored if isinstance(m.get("citationPrecision"), (int, float))]
     return {"rows": len(scored),
@@ -294,7 +294,7 @@ def citations_summary(metas: list[dict]) -> dict | None:
             "citationPrecisionInterval": bootstrap_mean(precision, seed=0),
             "statements": sum(len(m.get("statements") or []) for m in scored),
             "undefined": sum(1 for m in metas if m.get("undefined")),
-            "gradingErrors": sum(1 for m in metas if m.get("graderError"))}
+            "gradingErrors": sum(1 for m in metas if meta_errored(m))}
 
 
 def describe_citations(s: dict) -> str:

@@ -14,7 +14,8 @@ from typing import Any
 
 from factcli.scoring.content import Sent
 from factcli.scoring.gather import gather_all
-from factcli.scoring.grading import extract_json_objects, pick, render_grading_prompt
+from factcli.scoring.grading import extract_json_objects, render_grading_prompt
+from factcli.scoring.judges import JUDGE, Judge, JudgeProblem, judges_of, role_of
 from factcli.types import ProviderSpec, TokenUsage
 
 
@@ -57,16 +58,21 @@ async def gather_calls(call: JudgeCall, *steps: Callable[[JudgeCall], Awaitable[
             call.merge(sub)
 
 
+def all_judges(ctx) -> list[Judge]:
+    """Every judge of the assertion on this row (scoring/judges.judges_of: its panel, `provider:` as a list
+    or `config.models`, else its one grader; then the method's own models, with their roles). A list that
+    names no judge is a JudgeError; no grader at all is the ConfigError the checks before any call give."""
+    try:
+        return judges_of(ctx.assertion, ctx.test, ctx.grader.source)
+    except JudgeProblem as exc:
+        if exc.no_grader:
+            raise
+        raise JudgeError(exc.detail) from None
+
+
 def judges_for(ctx, kind: str = "text") -> list[ProviderSpec]:
-    """The judge panel of an assertion: `provider:` as a list (or `config.models`), else one grader."""
-    value = ctx.assertion.provider
-    if value is None:
-        value = ctx.assertion.config.get("models")
-    if isinstance(value, list):
-        if not value:
-            raise JudgeError("an empty judge list")
-        return [pick(v, kind) for v in value]
-    return [ctx.grader.spec_for(ctx.assertion, ctx.test, kind)]
+    """The judges that grade (a panel's members, else the one grader of `kind`), in order."""
+    return role_of(all_judges(ctx), JUDGE, kind)
 
 
 def step_prompt(ctx, key: str, default: Any) -> Any:

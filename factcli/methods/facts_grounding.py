@@ -80,8 +80,8 @@ unless `config.baseline: true`, which first asks each judge for its own answer t
 the paper's rubric does), `span`, `span_index`, `span_count` (span_level). The replies must keep
 the formats above; the eligibility reply must contain
 ```json {"Instruction Following": "No Issues" | "Minor Issue(s)" | "Major Issue(s)"} ```.
-Other `config` keys: `eligibility: false` skips phase 1; `maxConcurrency` (default 8) bounds the
-judge calls in flight for one row.
+Other `config` keys: `eligibility: false` skips phase 1; `maxConcurrency` bounds the judge calls in
+flight for one row (default: no limit of its own, the run's -j).
 
 Results metadata: `method` "facts-grounding", `score`, `unadjustedScore`, `eligible`, `judges`
 (per judge: `judge`, `id`, `template`, `eligibility`, `eligible`, `accurate`, `verdict`, `score`,
@@ -116,10 +116,11 @@ from factcli.methods.facts_parsing import (
     read_final_answer,
     split_sentences,
 )
-from factcli.methods.settings import Bad, MethodSettings, Setting, choice, flag, number, whole
+from factcli.methods.settings import Bad, MethodSettings, Setting, choice, concurrency, flag, max_concurrency, number
 from factcli.scoring.content import normalize
 from factcli.scoring.gather import bound, gather_all
 from factcli.scoring.grading import grader_error
+from factcli.scoring.outcome import meta_errored
 from factcli.scoring.panels import AGGREGATES, JudgeVerdict, aggregate, judge_names
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.stats.intervals import wald_margin as facts_interval  # the paper's interval (Tables 5, 6)
@@ -130,7 +131,6 @@ TEMPLATES = ("json", "implicit_span_level", "span_level", "response_level")
 DEFAULT_TEMPLATE = "json"
 DEFAULT_THRESHOLD = 0.5
 DEFAULT_MIN_COVERAGE = 0.5
-DEFAULT_MAX_CONCURRENCY = None  # no limit of its own: the run's -j bounds its calls (scoring/gather.bound)
 TEMPLATE_PROMPT_KEYS = {"json": "jsonPrompt", "implicit_span_level": "implicitSpanLevelPrompt",
                         "span_level": "spanLevelPrompt", "response_level": "responseLevelPrompt"}
 GROUNDED = {"SUPPORTED", "NO_RAD", "ACCURATE"}
@@ -172,7 +172,7 @@ SETTINGS = MethodSettings(
     Setting("template", _template), Setting("templates", _templates), Setting("aggregate", choice(*AGGREGATES)),
     Setting("eligibility", flag), Setting("baseline", flag), Setting("checkSentences", flag, ("check_sentences",)),
     Setting("minCoverage", number(0, 1), ("min_coverage",)),
-    Setting("maxConcurrency", whole(1), ("max_concurrency", "concurrency")),
+    max_concurrency("max_concurrency"),
     Setting("contextVar", str, ("context_var",)), Setting("requestVar", str, ("request_var",)),
     prompts=("eligibilityPrompt", "baselinePrompt", "groundingPrompt", *TEMPLATE_PROMPT_KEYS.values()),
 )
@@ -186,7 +186,7 @@ def _options(ctx: AssertionContext) -> Options:
     return Options(given.get("template", DEFAULT_TEMPLATE), given.get("templates", {}), given.get("eligibility", True),
                    given.get("baseline", ref), given.get("aggregate", "mean"), given.get("checkSentences", not ref),
                    given.get("minCoverage", float(DEFAULT_MIN_COVERAGE)),
-                   given.get("maxConcurrency", DEFAULT_MAX_CONCURRENCY), float(threshold), profile, "template" in given)
+                   concurrency(given), float(threshold), profile, "template" in given)
 
 
 def paper_template(spec: ProviderSpec) -> str:
@@ -307,9 +307,10 @@ async def _run_judge(ctx: AssertionContext, spec: ProviderSpec, name: str, templ
         prompt = _grounding_prompt(ctx, template)
         if template == "span_level":
             spans = split_sentences(inp.response)
-            replies = await _gather(*(ask(prompt, inp.variables(ctx, span=s, span_index=i + 1, span_count=len(spans)),
-                                          f"grounding span {i + 1}/{len(spans)}", GROUNDING_REPLIES[template])
-                                      for i, s in enumerate(spans)))
+            # the first span that cannot be judged cancels the rest: the judge's grounding is an error already
+            replies = await gather_all(ask(prompt, inp.variables(ctx, span=s, span_index=i + 1, span_count=len(spans)),
+                                           f"grounding span {i + 1}/{len(spans)}", GROUNDING_REPLIES[template])
+                                       for i, s in enumerate(spans))
             claims = []
             for i, (span, reply) in enumerate(zip(spans, replies)):
                 accurate, reasoning, evidence = parse_span_level(reply, f"span_level span {i + 1}")
@@ -337,7 +338,7 @@ async def _run_judge(ctx: AssertionContext, spec: ProviderSpec, name: str, templ
 
     jobs = [grounding()] + ([eligibility()] if opts.eligibility else [])
     try:
-        results = await _gather(*jobs)
+        results = await gather_all(jobs)
     except JudgeError as exc:
         out["error"], out["raw"] = str(exc), exc.raw
         return out
@@ -356,18 +357,6 @@ async def _run_judge(ctx: AssertionContext, spec: ProviderSpec, name: str, templ
         out["eligibility"] = None
     out["eligible"] = out["eligibility"] != MAJOR
     return out
-
-
-async def _gather(*aws):
-    """Run all; if some fail, raise the first JudgeError (other exceptions first: they abort the run)."""
-    results = await asyncio.gather(*aws, return_exceptions=True)
-    for r in results:
-        if isinstance(r, BaseException) and not isinstance(r, JudgeError):
-            raise r
-    for r in results:
-        if isinstance(r, JudgeError):
-            raise r
-    return results
 
 
 def _ground_reason(r: dict) -> str:
@@ -528,8 +517,8 @@ def facts_summary(rows: Iterable[Any]) -> dict:
     metas: list[dict] = []
     for row in rows:
         metas.extend(_facts_components(row))
-    errors = sum(1 for m in metas if m.get("graderError"))
-    judged = [m for m in metas if not m.get("graderError") and isinstance(m.get("score"), (int, float))]
+    errors = sum(1 for m in metas if meta_errored(m))
+    judged = [m for m in metas if not meta_errored(m) and isinstance(m.get("score"), (int, float))]
     n = len(judged)
 
     def stat(values: list[float]) -> dict:

@@ -72,7 +72,7 @@ Abstention rules (`config.abstain`), from FActScore's `abstain_detection.py`:
   abstain, abstainPhrases, onAbstain (fail | pass), skipPreambles   see above
   aggregate       mean (default) | majority | unanimous, for a judge panel (`provider:` list)
   decomposer      the provider that decomposes (default: the first judge)
-  maxConcurrency  grader calls in flight per assertion (default 8)
+  maxConcurrency  grader calls in flight per assertion (default: none of its own, the run's -j)
   decompositionPrompt, verificationPrompt   step prompts (variables and reply schemas in
                   factcli/methods/factscore_prompts.py); inline text, chat messages or file://
 
@@ -100,14 +100,18 @@ from factcli import templating
 from factcli.errors import ConfigError
 from factcli.methods import factscore_prompts as prompts
 from factcli.methods import reports as method_reports
-from factcli.methods.claims import FIRST_PREAMBLE_STARTS, JudgeCall, JudgeError, judges_for, step_prompt, without_preambles
+from factcli.methods.claims import (FIRST_PREAMBLE_STARTS, JudgeCall, JudgeError, all_judges, step_prompt,
+                                    without_preambles)
 from factcli.methods.factscore_dense import dense_retrieve
 from factcli.methods.factscore_facts import decompose, judge_name, verify
-from factcli.methods.settings import MethodSettings, Setting, anything, choice, flag, number, strings, text, whole
+from factcli.methods.settings import (DEFAULT_CONCURRENCY, MethodSettings, Setting, anything, choice, concurrency,
+                                      flag, max_concurrency, number, strings, text, whole)
 from factcli.providers.search.knowledge import KnowledgeError, KnowledgeSource, open_source, passage_source, text_source
 from factcli.scoring.abstention import ABSTAIN_MODES, detect_abstention
 from factcli.scoring.gather import bound, gather_all
 from factcli.scoring.grading import grader_error, load_rubric_prompt, pick
+from factcli.scoring.judges import JUDGE, own_judge, role_of
+from factcli.scoring.outcome import meta_errored
 from factcli.scoring.panels import AGGREGATES, JudgeVerdict, aggregate, judge_names
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.stats.text import DEFAULT_PASSAGE_WORDS, Passage, split_paragraph_sentences
@@ -116,7 +120,6 @@ from factcli.types import GradingResult, ProviderSpec, TokenUsage
 DEFAULT_K = 5
 DEFAULT_GAMMA = 10
 DEFAULT_THRESHOLD = 0.5
-DEFAULT_CONCURRENCY = None  # no limit of its own: the run's -j bounds its calls (scoring/gather.bound)
 DEFAULT_BATCH = 10  # facts a verification call: its reply (about 96 tokens a verdict) stays inside the cap
 
 # the default profile also takes "Here is …" for a preamble; the reference, as FActScore, "Here are" only
@@ -180,7 +183,7 @@ SETTINGS = MethodSettings(
     Setting("batchSize", whole(0), ("batch_size",)), Setting("abstain", choice(*ABSTAIN_MODES)),
     Setting("abstainPhrases", strings, ("abstain_phrases",)), Setting("onAbstain", choice("fail", "pass"), ("on_abstain",)),
     Setting("skipPreambles", flag, ("skip_preambles",)), Setting("aggregate", choice(*AGGREGATES)),
-    Setting("maxConcurrency", whole(1), ("concurrency",)), Setting("retriever", choice("bm25", "dense")),
+    max_concurrency(), Setting("retriever", choice("bm25", "dense")),
     Setting("embeddingProvider", anything), Setting("decomposer", anything),
     prompts=("decompositionPrompt", "verificationPrompt"),
 )
@@ -215,7 +218,7 @@ def settings_from(cfg: dict) -> Settings:
     s.on_abstain = given.get("onAbstain", "fail")
     s.skip_preambles = given.get("skipPreambles", True)
     s.aggregate = given.get("aggregate", "mean")
-    s.concurrency = given.get("maxConcurrency", DEFAULT_CONCURRENCY)
+    s.concurrency = concurrency(given)
     s.knowledge = given.get("knowledge") or None
     s.topic = given.get("topic")
     s.decomposer = given.get("decomposer")
@@ -368,7 +371,20 @@ def _add_cost(calls: list[JudgeCall]) -> tuple[TokenUsage, float | None]:
     return tokens, (cost if known else None)
 
 
-@assertion("factscore", model_graded=True, preflight=preflight, settings=SETTINGS)
+def own_models(config: dict) -> list[tuple]:
+    """factscore's own models beside its judges (scoring/judges.judges_of): the decomposer when one is set, the
+    embedding model of dense retrieval."""
+    try:
+        s = settings_from(config)
+    except AssertionError_:
+        return []  # the row names what is wrong with its settings
+    out = [("decomposer", s.decomposer, "text", "decomposer")] if s.decomposer is not None else []
+    if s.retriever == "dense":
+        out.append(("embeddingProvider", s.embedder, "embedding", "embedder"))
+    return out
+
+
+@assertion("factscore", model_graded=True, preflight=preflight, settings=SETTINGS, judges=own_models)
 async def factscore(ctx: AssertionContext) -> GradingResult:
     if ctx.grader is None:
         raise AssertionError_("factscore needs a grader (run it through factcli eval)")
@@ -378,8 +394,9 @@ async def factscore(ctx: AssertionContext) -> GradingResult:
         topic = templating.render(topic, ctx.vars)
     topic = "" if topic is None else str(topic).strip()
     try:
-        specs = judges_for(ctx)
-        decomposer = pick(s.decomposer) if s.decomposer is not None else specs[0]
+        judges = all_judges(ctx)
+        specs = role_of(judges, JUDGE)
+        decomposer = own_judge(judges, "decomposer") or specs[0]
     except JudgeError as exc:
         raise AssertionError_(f"factscore: {exc}") from None
     threshold = ctx.threshold if ctx.threshold is not None else DEFAULT_THRESHOLD
@@ -441,7 +458,7 @@ async def factscore(ctx: AssertionContext) -> GradingResult:
         try:
             passages = source.passages(title) if title is not None else source.all_passages()
             queries = [f"{topic} {fact}" if topic else fact for fact in texts]
-            retrieved = await dense_retrieve(ctx, pick(s.embedder, "embedding"), passages, queries, s.k,
+            retrieved = await dense_retrieve(ctx, own_judge(judges, "embedder"), passages, queries, s.k,
                                              retrieve_call, sem)
         except JudgeError as exc:
             tokens, cost = _add_cost([decompose_call, retrieve_call])
@@ -529,7 +546,7 @@ def _metadata_of(item: Any) -> dict | None:
     if isinstance(item, GradingResult):
         return item.metadata
     if isinstance(item, dict):
-        if "method" in item or "abstained" in item or "graderError" in item:
+        if "method" in item or "abstained" in item or meta_errored(item):
             return item
         meta = item.get("metadata")
         return meta if isinstance(meta, dict) else None
@@ -561,7 +578,7 @@ def factscore_summary(rows: Iterable[Any]) -> dict:
         meta = _metadata_of(item)
         if meta is None or meta.get("method", "factscore") != "factscore":
             continue
-        if meta.get("graderError"):
+        if meta_errored(meta):
             errors += 1
         elif meta.get("abstained"):
             abstained += 1

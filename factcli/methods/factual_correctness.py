@@ -51,6 +51,7 @@ from factcli.methods.factual_correctness_prompts import decomposition_prompt
 from factcli.methods.settings import MethodSettings, Setting, choice, number
 from factcli.scoring.gather import gather_all
 from factcli.scoring.grading import grader_error
+from factcli.scoring.outcome import meta_errored
 from factcli.scoring.panels import JudgeVerdict, PanelConfigError, aggregate, aggregate_mode, judge_names
 from factcli.scoring.content import RESTATED, Sent, echoed, listed
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
@@ -339,7 +340,7 @@ def _mean(values: list[float]) -> float | None:
 def factual_correctness_summary(metadatas: list[dict]) -> dict | None:
     """The column's mean score and, over the judges that scored each row, mean precision and recall;
     undefined rows and grading errors are counted apart, never as 0."""
-    scored = [m for m in metadatas if not m.get("graderError") and not m.get("undefined") and "score" in m]
+    scored = [m for m in metadatas if not meta_errored(m) and not m.get("undefined") and "score" in m]
     precision, recall = [], []
     for m in scored:
         judges = [j for j in m.get("judges") or [] if isinstance(j, dict)]
@@ -349,7 +350,7 @@ def factual_correctness_summary(metadatas: list[dict]) -> dict | None:
             precision.append(sum(p) / len(p))
         if r:
             recall.append(sum(r) / len(r))
-    undefined = sum(1 for m in metadatas if m.get("undefined") and not m.get("graderError"))
+    undefined = sum(1 for m in metadatas if m.get("undefined") and not meta_errored(m))
     # an undefined row (a side without claims: an abstention) scores 0 in the metric's mean; the line says
     # both figures, so that a system that abstains does not look better than it is (issue 44)
     with_undefined = _mean([m["score"] for m in scored] + [0.0] * undefined) if undefined else None
@@ -357,7 +358,7 @@ def factual_correctness_summary(metadatas: list[dict]) -> dict | None:
             "meanScoreWithUndefined": with_undefined,
             "precision": _mean(precision), "recall": _mean(recall),
             "undefined": sum(1 for m in metadatas if m.get("undefined")),
-            "gradingErrors": sum(1 for m in metadatas if m.get("graderError")),
+            "gradingErrors": sum(1 for m in metadatas if meta_errored(m)),
             "mode": next((m.get("mode") for m in metadatas if m.get("mode")), "f1")}
 
 

@@ -55,12 +55,13 @@ from factcli.methods.claims import (
     string_list,
     without_preambles,
 )
-from factcli.methods.settings import MethodSettings, Setting, anything, choice, whole
+from factcli.methods.settings import MethodSettings, Setting, anything, choice, concurrency, max_concurrency, whole
 from factcli.providers.search import create_backend, results_wanted
 from factcli.providers.search.base import SearchConfigError
 from factcli.scoring.gather import bound
 from factcli.scoring.grading import grader_error
 from factcli.scoring.content import RESTATED, Sent, listed
+from factcli.scoring.outcome import meta_errored
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion
 from factcli.scoring.replies import Choice, Flag, ListOf, Obj, Reply, Text
 from factcli.stats.text import split_paragraph_sentences
@@ -71,7 +72,6 @@ DEFAULT_MAX_SEARCHES = 5  # SAFE's max_steps
 SAFE_RETRIES = 10  # SAFE's max_retries: a step is asked up to 11 times for a readable reply
 PIPELINE_TRIES = 3  # SAFE's _MAX_PIPELINE_RETRIES: a fact whose rating stays unreadable is checked anew, then dropped
 DEFAULT_THRESHOLD = 0.5
-DEFAULT_CONCURRENCY = None  # no limit of its own: the run's -j bounds its calls (scoring/gather.bound)
 VERIFIABLE_RESULTS = 10  # VeriScore's search results per claim
 CONTEXT_BEFORE, CONTEXT_AFTER = 3, 1  # VeriScore's window around the sentence being extracted
 MODES = ("all", "verifiable")
@@ -123,7 +123,7 @@ SETTINGS = MethodSettings(
     "safe",
     Setting("claims", choice(*MODES, say="all (SAFE) or verifiable (VeriScore)")), Setting("search", anything),
     Setting("K", whole(1)), Setting("maxSearches", whole(1)),
-    Setting("maxConcurrency", whole(1), ("concurrency",)), Setting("domain", anything), Setting("retries", whole(0)),
+    max_concurrency(), Setting("domain", anything), Setting("retries", whole(0)),
     prompts=("splitPrompt", "extractPrompt", "revisePrompt", "relevancePrompt", "queryPrompt", "ratePrompt"),
 )
 
@@ -144,7 +144,7 @@ def settings(cfg: dict, base_dir: Path | None) -> dict:
     profile = given.get("profile", "default")
     return {"mode": mode, "backend": backend, "results": results, "K": given.get("K", DEFAULT_K),
             "maxSearches": given.get("maxSearches", DEFAULT_MAX_SEARCHES),
-            "concurrency": given.get("maxConcurrency", DEFAULT_CONCURRENCY), "profile": profile,
+            "concurrency": concurrency(given), "profile": profile,
             "reference": profile == "reference", "tries": 1 + given.get("retries", SAFE_RETRIES),
             # SAFE's own flow (profile: reference, claims: all): retries and fallbacks instead of grading errors
             "safe_flow": profile == "reference" and mode == "all"}
@@ -481,7 +481,7 @@ async def safe(ctx: AssertionContext) -> GradingResult:
 def _veriscore_rows(metas: list[dict]) -> list[dict]:
     """The rows VeriScore counts: judged, and not abstaining (an abstention is in neither K nor the means)."""
     return [m for m in metas if m.get("mode") == "verifiable" and m.get("profile") == "reference"
-            and not m.get("graderError") and not m.get("abstained") and isinstance(m.get("f1AtK"), (int, float))]
+            and not meta_errored(m) and not m.get("abstained") and isinstance(m.get("f1AtK"), (int, float))]
 
 
 def veriscore_k(columns: list[list[dict]]) -> dict:
@@ -528,9 +528,9 @@ def safe_summary(metas: list[dict], domain_ks: dict | None = None) -> dict | Non
     compared columns (`domain_ks`, from veriscore_k), at the median and at the largest claim count."""
     from factcli.stats.intervals import bootstrap_mean
 
-    scored = [m for m in metas if isinstance(m.get("f1AtK"), (int, float)) and not m.get("graderError")]
-    errors = sum(1 for m in metas if m.get("graderError"))
-    abstained = sum(1 for m in metas if m.get("abstained") and not m.get("graderError"))
+    scored = [m for m in metas if isinstance(m.get("f1AtK"), (int, float)) and not meta_errored(m)]
+    errors = sum(1 for m in metas if meta_errored(m))
+    abstained = sum(1 for m in metas if m.get("abstained") and not meta_errored(m))
     if not scored and not errors and not abstained:
         return None
     f1 = [float(m["f1AtK"]) for m in scored]

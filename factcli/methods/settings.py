@@ -10,7 +10,8 @@ check of the value. Two readers use the declaration:
 - the method's handler (`read`) gets the given values under their documented names, each checked:
   a wrong value is one error naming the key as written, what it must be and what it got.
 
-Defaults stay with each method: some depend on `profile: reference`.
+Defaults stay with each method (some depend on `profile: reference`), but for `maxConcurrency`, which every
+method that has it declares and reads here (`max_concurrency`, `concurrency`).
 """
 
 from __future__ import annotations
@@ -102,6 +103,21 @@ def anything(value: Any) -> Any:
 # `default` (factcli's choices) or `reference` (the reference implementation's algorithm, defaults, calls
 # and parsing; docs/claim-methods.md lists what changes)
 PROFILE = Setting("profile", choice("default", "reference", say="default or reference"))
+# A method's own limit on its grader calls in flight for one assertion (`config.maxConcurrency`): none by
+# default, so the run's cap (-j) alone bounds them (scoring/gather.bound). Declared once for every method.
+DEFAULT_CONCURRENCY = None
+
+
+def max_concurrency(*older: str) -> Setting:
+    """The `maxConcurrency` setting of a method (`concurrency` the older spelling, plus the method's own)."""
+    return Setting("maxConcurrency", whole(1), ("concurrency", *older))
+
+
+def concurrency(given: dict) -> int | None:
+    """A method's own limit from its read settings (`MethodSettings.read`), else the default."""
+    return given.get("maxConcurrency", DEFAULT_CONCURRENCY)
+
+
 # read by the judge panel, the calibration and the scorer for every model-graded type
 SHARED = frozenset(("models", "calibration", "aggregate"))
 

@@ -30,6 +30,7 @@ import re
 from factcli.methods import reports as method_reports
 from factcli.methods.settings import MethodSettings
 from factcli.scoring.grading import extract_json_objects, grader_error, render_grading_prompt
+from factcli.scoring.outcome import meta_errored
 from factcli.scoring.registry import AssertionContext, AssertionError_, assertion, lookup
 from factcli.scoring.replies import Choice, Obj, Reply, ReplyError
 from factcli.stats.intervals import wilson_interval
@@ -200,7 +201,7 @@ def select(grading: GradingResult) -> dict | None:
     incorrect as it passed; a factscore grading likewise (abstained: not attempted), once the column
     has one of the first two kinds."""
     meta = grading.metadata
-    error = bool(meta.get("graderError"))
+    error = meta_errored(meta)
     if meta.get("method") == METHOD:
         return {"grade": meta.get("grade"), "graderError": error, "from": METHOD,
                 "unparsed": bool(meta.get("unparsed"))}
@@ -224,8 +225,8 @@ def simpleqa_summary(metadatas: list[dict]) -> dict | None:
     for m in metadatas:
         if m.get("from", METHOD) != METHOD and counted is not metadatas:
             left_out[m["from"]] = left_out.get(m["from"], 0) + 1
-    grades = [m.get("grade") for m in counted if not m.get("graderError")]
-    errors = sum(1 for m in counted if m.get("graderError"))
+    grades = [m.get("grade") for m in counted if not meta_errored(m)]
+    errors = sum(1 for m in counted if meta_errored(m))
     n = len(grades)
     correct, incorrect = grades.count("CORRECT"), grades.count("INCORRECT")
     not_attempted = grades.count("NOT_ATTEMPTED")
@@ -239,7 +240,7 @@ def simpleqa_summary(metadatas: list[dict]) -> dict | None:
     sources = {}
     for m in counted:
         sources[m.get("from", METHOD)] = sources.get(m.get("from", METHOD), 0) + 1
-    unparsed = sum(1 for m in counted if m.get("unparsed") and not m.get("graderError"))
+    unparsed = sum(1 for m in counted if m.get("unparsed") and not meta_errored(m))
     out = {"n": n, "gradingErrors": errors, "correct": _rate(correct, n), "incorrect": _rate(incorrect, n),
            "notAttempted": _rate(not_attempted, n), "correctGivenAttempted": cga, "f": f, "from": sources}
     if left_out:

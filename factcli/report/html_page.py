@@ -24,7 +24,8 @@ from typing import Any
 
 from factcli.report import figures, labels
 from factcli.report.rows import by_test, claim_irrelevant, claim_side, claim_supported, status_of
-from factcli.types import EvalResult, grading_json, is_row_description
+from factcli.scoring.outcome import grader_error_mark, meta_errored
+from factcli.types import EvalResult, grading_json, is_row_description, json_components, json_walk
 
 # Scoped under .fc so a notebook or a host page keeps its own look. Long texts wrap inside their
 # cell and tall ones scroll there; the results table scrolls inside its own box, so a run with many
@@ -281,7 +282,7 @@ def result_cell(cell: dict | None) -> str:
 
         parts.append(f'<div class="ratings">rated: {_e(cell_text(cell["ratings"]))}</div>')
     grading = cell.get("grading") or {}
-    components = [c for c in grading.get("componentResults") or [] if isinstance(c, dict)]
+    components = json_components(grading)
     bits = []
     if components:
         failed = sum(1 for c in components if not c.get("pass"))
@@ -299,11 +300,8 @@ def result_cell(cell: dict | None) -> str:
 
 def _claim_word(components: list[dict]) -> str:
     """FActScore checks atomic facts, the other methods claims: the count says which."""
-    keys, todo = set(), list(components)
-    while todo:
-        c = todo.pop()
-        keys.update(k for k in ("claims", "facts") if (c.get("metadata") or {}).get(k))
-        todo += [ch for ch in c.get("componentResults") or [] if isinstance(ch, dict)]
+    keys = {k for c in json_walk({"componentResults": components}) for k in ("claims", "facts")
+            if (c.get("metadata") or {}).get(k)}
     return "facts" if keys == {"facts"} else "claims"
 
 
@@ -328,8 +326,8 @@ def assertion_list(components: list[dict]) -> str:
         body = [f'{mark} <code>{_e(kind)}</code> <span class="dim">{" · ".join(facts)}</span>']
         if c.get("reason"):
             body.append(f'<div class="why">{_e(c["reason"])}</div>')
-        if meta.get("graderError"):
-            body.append(f'<div class="warn">grader error: {_e(_text(meta["graderError"]))}</div>')
+        if meta_errored(meta):
+            body.append(f'<div class="warn">grader error: {_e(_text(grader_error_mark(meta)))}</div>')
         if a.get("value") is not None:  # the value the row was graded against, and its template if it had one
             shown = meta.get("renderedAssertionValue", a["value"])
             written = (f'<div class="dim">written as <code>{_e(_text(a["value"]))}</code></div>'
@@ -347,7 +345,7 @@ def assertion_list(components: list[dict]) -> str:
         if meta.get("graderRaw"):
             body.append(f'<details><summary>raw grader reply</summary><pre>{_e(_text(meta["graderRaw"]))}</pre>'
                         "</details>")
-        children = [ch for ch in c.get("componentResults") or [] if isinstance(ch, dict)]
+        children = json_components(c)
         if children:
             body.append(assertion_list(children))
         items.append(f'<li class="{"ok-item" if own else "bad-item"}">{"".join(body)}</li>')

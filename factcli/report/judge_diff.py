@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import re
 
+from factcli.scoring.outcome import json_errored
 from factcli.stats.balanced import balanced_accuracy, mover_mean, paired_bacc_difference
 from factcli.store.encode import loads
-from factcli.types import FAILURE_ERROR
+from factcli.types import FAILURE_ERROR, json_components
 
 _GOLD = re.compile(r"\(gold: (pass|fail)\)$")
 
@@ -28,8 +29,8 @@ def _verdict(rec: dict) -> bool | None:
     grading = loads(rec.get("grading_json"), None)
     if not isinstance(grading, dict):
         return None
-    for c in grading.get("componentResults") or [grading]:
-        if ((c or {}).get("metadata") or {}).get("graderError"):
+    for c in json_components(grading) or [grading]:
+        if json_errored(c):
             return None
     return bool(rec.get("success"))
 

@@ -18,10 +18,11 @@ from factcli.report.view import (
     run_header,
 )
 from factcli.report.rows import claim_supported
+from factcli.scoring.outcome import grader_error_mark, meta_errored
 from factcli.store.database import Store
 from factcli.store.encode import loads
 from factcli.store.ratings import ratings_for_row
-from factcli.types import FAILURE_GRADING, is_row_description, status_word
+from factcli.types import FAILURE_GRADING, is_row_description, json_components, status_word
 
 # ---------------------------------------------------------------- show RUN
 
@@ -250,8 +251,8 @@ def _print_component(console, c: dict, depth: int) -> None:
     if c.get("reason"):
         console.print(Text(_indent(c["reason"], len(pad) + 4)))
     meta = c.get("metadata") or {}
-    if meta.get("graderError"):
-        console.print(Text(f"{pad}    grader error: {meta['graderError']}", style="yellow"))
+    if meta_errored(meta):
+        console.print(Text(f"{pad}    grader error: {grader_error_mark(meta)}", style="yellow"))
     if meta.get("category"):
         console.print(Text(f"{pad}    factuality category: {meta['category']}"))
     if meta.get("graderRaw"):
@@ -298,7 +299,7 @@ def _print_component(console, c: dict, depth: int) -> None:
                 if isinstance(j.get("cost"), (int, float)):
                     bits.append(money(j["cost"]))
                 console.print(Text(f"{pad}      - {' · '.join(bits)}" + (f": {j['reason']}" if j.get("reason") else "")))
-    for child in c.get("componentResults") or []:
+    for child in json_components(c):
         _print_component(console, child, depth + 1)
 
 

@@ -16,7 +16,7 @@ from factcli.report.rows import claim_irrelevant, claim_supported
 from factcli.store.database import Store, shown_status
 from factcli.store.encode import loads
 from factcli.store.ratings import rated_rows
-from factcli.types import FAILURE_GRADING, status_word
+from factcli.types import FAILURE_GRADING, json_components, status_word
 
 __all__ = ["column_label", "one_line"]  # show and diff name columns and texts as view does
 
@@ -221,9 +221,8 @@ def _claim_items(component: dict, out: list[dict]) -> None:
         items = meta.get(key)
         if isinstance(items, list):
             out.extend(i for i in items if isinstance(i, dict))
-    for child in component.get("componentResults") or []:
-        if isinstance(child, dict):
-            _claim_items(child, out)
+    for child in json_components(component):
+        _claim_items(child, out)
 
 
 def claim_counts(grading: Any) -> dict | None:

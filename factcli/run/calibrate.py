@@ -19,6 +19,7 @@ from pathlib import Path
 from factcli.config.labels import GraderConfig, LabeledItem
 from factcli.errors import FactcliError
 from factcli.report.calibration import render, write_json
+from factcli.scoring.outcome import grader_errored
 from factcli.stats.agreement import binary_metrics
 from factcli.types import FAILURE_ERROR, EvalResult, TestCase
 
@@ -41,7 +42,7 @@ def verdict(row: EvalResult) -> tuple[bool | None, str | None]:
         return None, row.error or "error"
     comps = row.grading.component_results or [row.grading]
     for c in comps:
-        if (c.metadata or {}).get("graderError"):
+        if grader_errored(c):
             return None, c.reason or "grading error"
     return bool(row.success), None
 

@@ -11,7 +11,8 @@ the backend's price per search; the cost range starts at $0, since none may be n
 Grader calls: one text call per model-graded assertion per judge and row; answer-relevance's
 embedding calls (the query and its three questions, EMBEDDED_TOKENS each) on their embedder's line,
 priced as --max-cost prices them (`similar`'s are left out: a handful of tokens). The claim-level methods (factual-correctness, factscore, facts-grounding) call once
-per claim, which no one knows before the model answers: their rows are counted, not priced, except
+per claim, which no one knows before the model answers: their rows are counted, not priced (on each
+judge's line, and on a method's own model's: factscore's decomposer, its dense retrieval's embedder), except
 facts-grounding with a one-call template (all but span_level), which is one call per judge and row
 plus its eligibility call unless `config.eligibility: false`.
 A grader call's input is its rubric (GRADER_RUBRIC_TOKENS, a typical built-in rubric) plus the
@@ -32,6 +33,7 @@ from factcli.providers.pricing import price_of
 from factcli.providers.tokens import count_messages
 from factcli.run.budget import budget_cap, output_cap, reply_cap
 from factcli.report.figures import money, plural
+from factcli.types import walk
 
 GRADER_RUBRIC_TOKENS = 600
 EMBEDDED_TOKENS = 64  # a query or a generated question, embedded by answer-relevance
@@ -106,36 +108,25 @@ def plan(run) -> tuple[list[Line], list[Line]]:
 
 def _plan_grading(run, step, model_cap: int, graders: dict, caps: dict, models: dict) -> None:
     from factcli.providers import reasoning
-    from factcli.scoring.grading import GRADER_MAX_TOKENS, NoGrader
+    from factcli.scoring.grading import GRADER_MAX_TOKENS
+    from factcli.scoring.judges import JUDGE, JudgeProblem, judges_of, role_of
     from factcli.scoring.registry import TYPES, lookup
     from factcli.scoring.replies import caps_for
 
-    stack = list(step.test.assertions)
-    while stack:
-        a = stack.pop()
-        stack.extend(a.children or [])
+    for a in walk(step.test.assertions):
         kind = lookup(a.type)
         if kind is None or not kind.model_graded or "text" not in TYPES[kind.name].graders:
             continue  # `similar` only embeds
-        judges = a.provider if isinstance(a.provider, list) else None
+        try:
+            judges = judges_of(a, step.test, run.grader_source)
+        except JudgeProblem:
+            continue  # (the checks before any call name it)
         claim_method = TYPES[kind.name].claim_method  # its calls follow the output
-        if judges is None and a.provider is None and TYPES[kind.name].models_alias:
-            judges = (a.config or {}).get("models")
-        ids = []
-        if isinstance(judges, list):
-            from factcli.scoring.grading import pick
-
-            ids = [s.id for s in (pick(j) for j in judges) if s is not None]
-        else:
-            try:
-                ids = [run.grader_source.resolve(a.provider, step.test.options.get("provider"), "text",
-                                                 step.test.grader_from_default).id]
-            except NoGrader:
-                continue
+        ids = [spec.id for spec in role_of(judges, JUDGE)]
         if kind.name == "safe":
             _plan_searches(run, a, graders)
         if kind.name == "answer-relevance":
-            _plan_embeddings(run, step, a, graders, models)
+            _plan_embeddings(role_of(judges, JUDGE, "embedding"), graders, models)
         fixed = fixed_calls(kind.name, a) if claim_method else None
         for gid in ids:
             line = graders.setdefault(gid, Line(gid))
@@ -152,6 +143,9 @@ def _plan_grading(run, step, model_cap: int, graders: dict, caps: dict, models: 
                 line.output_cap = max(line.output_cap, cap)
                 line.input_tokens += GRADER_RUBRIC_TOKENS + shown
                 line.add_cost(provider, GRADER_RUBRIC_TOKENS + shown + output_cap, GRADER_RUBRIC_TOKENS + shown, cap)
+        # a method's own models (factscore's decomposer, its dense retrieval's embedder): calls per fact
+        for own in dict.fromkeys(j.spec.id for j in judges if j.role != JUDGE and j.spec.id not in ids):
+            graders.setdefault(own, Line(own)).claim_rows += 1
 
 
 # Types that show their grader the test's `context` var (a document): its tokens are in every call's input.
@@ -184,20 +178,14 @@ def shown_tokens(step, a, provider, model_cap: int) -> tuple[int, int]:
     return shown, 0 if known is not None else model_cap
 
 
-def _plan_embeddings(run, step, a, lines: dict, models: dict) -> None:
+def _plan_embeddings(embedders: list, lines: dict, models: dict) -> None:
     """answer-relevance embeds the query and each of its three generated questions."""
-    from factcli.scoring.grading import NoGrader
-
-    try:
-        spec = run.grader_source.resolve(a.provider, step.test.options.get("provider"), "embedding",
-                                         step.test.grader_from_default)
-    except NoGrader:
-        return
-    line = lines.setdefault(spec.id, Line(spec.id))
-    for _ in range(4):
-        line.calls += 1
-        line.input_tokens += EMBEDDED_TOKENS
-        line.add_cost(models.get(("embedding", spec.id)), EMBEDDED_TOKENS, EMBEDDED_TOKENS, 0)
+    for spec in embedders:
+        line = lines.setdefault(spec.id, Line(spec.id))
+        for _ in range(4):
+            line.calls += 1
+            line.input_tokens += EMBEDDED_TOKENS
+            line.add_cost(models.get(("embedding", spec.id)), EMBEDDED_TOKENS, EMBEDDED_TOKENS, 0)
 
 
 def _plan_searches(run, a, lines: dict) -> None:

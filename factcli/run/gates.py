@@ -18,6 +18,7 @@ from __future__ import annotations
 from factcli.config.gates import (  # noqa: F401  (GateResult: the verdicts, said and stored, live with the gates)
     COST, CRITICAL, CRITICAL_GATE, ERRORS, IMPLICIT_ERRORS, LATENCY, NO_METRIC, PASS_RATE, SCORE, Gate, GateResult,
     check_metrics, stored)
+from factcli.types import walk
 
 
 def check_before_run(gates: list[Gate], suite) -> None:
@@ -29,12 +30,8 @@ def check_before_run(gates: list[Gate], suite) -> None:
 
     named, templated = set(), False
     unit, other = set(), set()  # metrics a 0-to-1 score names, and those something else names
-    stack = []
     for test in suite.tests:
-        stack.extend(test.assertions)
-        while stack:
-            a = stack.pop()
-            stack.extend(a.children or ())
+        for a in walk(test.assertions):
             facts = TYPES.get(a.base_type)
             if a.metric:
                 if templating.has_template(a.metric):

@@ -22,6 +22,7 @@ import os
 from pathlib import Path
 
 from factcli.errors import ConfigProblems
+from factcli.types import walk
 
 
 
@@ -114,14 +115,6 @@ def _empty_prompts(suite) -> list[str]:
     return problems
 
 
-def _flat(assertions: list):
-    stack = list(assertions)
-    while stack:
-        a = stack.pop()
-        stack.extend(a.children or [])
-        yield a
-
-
 def _assertion_problems(suite) -> list[str]:
     """Each assertion type's own checks, once per distinct assertion; a problem several tests share is
     one line naming the first of them and how many more."""
@@ -139,7 +132,7 @@ def _assertion_problems(suite) -> list[str]:
     for i, test in enumerate(suite.tests):
         if test.assertions is unchecked:
             continue
-        checked = [(a, kind) for a in _flat(test.assertions)
+        checked = [(a, kind) for a in walk(test.assertions)
                    if (kind := lookup(a.type)) is not None and kind.preflight is not None]
         if not checked:
             unchecked = test.assertions

@@ -20,7 +20,7 @@ from factcli.methods import reports as method_reports
 from factcli.run.options import RunOptions
 from factcli.scoring.metrics import ColumnMetrics, compile_derived
 from factcli.scoring.registry import COMPARING, compares
-from factcli.types import EvalResult, compact_row
+from factcli.types import EvalResult, compact_row, walk_keyed
 
 STATUS_COMPLETE, STATUS_INTERRUPTED, STATUS_ABORTED = "complete", "interrupted", "aborted"
 
@@ -344,20 +344,20 @@ def check_graders(suite: Suite, source, warnings: list[str], specs: list | None 
     error. Warns once per text grader that is, or is of the same family as, a model under test, and
     once per calibrated assertion graded otherwise than its calibration."""
     from factcli.errors import ConfigError
-    from factcli.scoring.grading import NoGrader, pick
-    from factcli.scoring.registry import TYPES, lookup
+    from factcli.scoring.judges import JUDGE, JudgeProblem, judges_of, panel_of, role_of
+    from factcli.scoring.registry import lookup
 
     provider_ids = [p.id for p in suite.providers]
     graders: list[str] = []
     checked: set[str] = set()
 
-    def note(spec, kind: str) -> None:
+    def note(spec, kind: str, role: str) -> None:
         spec_id = spec.id
         if specs is not None and (spec, kind) not in specs:
             specs.append((spec, kind))  # for the preflight: each grader's own config (its key, its server)
         if spec_id not in graders:
             graders.append(spec_id)
-        if kind == "text" and spec_id not in checked:
+        if kind == "text" and role == JUDGE and spec_id not in checked:
             checked.add(spec_id)
             message = self_preference_warning(spec_id, provider_ids)
             if message:
@@ -377,55 +377,23 @@ def check_graders(suite: Suite, source, warnings: list[str], specs: list | None 
     for test in suite.tests:
         if test.assertions is unjudged:
             continue
-        flat = []
-        for i, a in enumerate(test.assertions):
-            if a.children:
-                flat.extend((f"assert[{i}].assert[{j}]", c) for j, c in enumerate(a.children))
-            else:
-                flat.append((f"assert[{i}]", a))
-        judged = [(where, a, kind) for where, a in flat if (kind := lookup(a.type)) is not None and kind.model_graded]
+        judged = [(where, a, kind) for where, a in walk_keyed(test.assertions)  # (a set is its members)
+                  if not a.children and (kind := lookup(a.type)) is not None and kind.model_graded]
         if not judged:
             unjudged = test.assertions
             continue
         for where, a, kind in judged:
             file, path = test.source
-            panel = a.provider if isinstance(a.provider, list) else None
-            declared = TYPES[kind.name]
-            if panel is None and a.provider is None and declared.models_alias:
-                panel = a.config.get("models")
-            if isinstance(panel, list):
-                where_p = f"{path}.{where}.provider" if path else f"{where}.provider"
-                if not declared.panel:
-                    panels = ", ".join(name for name, f in TYPES.items() if f.panel)
-                    raise ConfigError(f"a judge panel (a list of providers) is not supported for '{a.type}'; "
-                                      f"panels work with {panels}", file or None, where_p)
-                if not panel:
-                    raise ConfigError("an empty list of judges", file or None, where_p)
-                for j, item in enumerate(panel):
-                    try:
-                        spec = pick(item)
-                    except ConfigError as exc:
-                        raise ConfigError(exc.detail, file or None, f"{where_p}[{j}]") from None
-                    if spec is None:
-                        raise ConfigError("a judge needs a text model", file or None, f"{where_p}[{j}]")
-                    note(spec, "text")
-                if a.calibration is not None:
-                    mismatch(a, None)
-                continue
-            for grader_kind in declared.graders:
-                try:
-                    spec = source.resolve(a.provider, test.options.get("provider"), grader_kind,
-                                          test.grader_from_default)
-                except NoGrader as exc:
-                    detail = exc.detail if grader_kind == "text" else \
-                        f"{a.type} also needs an embedding model: {exc.detail}"
-                    raise ConfigError(detail, file or None, f"{path}.{where}" if path else where) from None
-                except ConfigError as exc:
-                    raise ConfigError(exc.detail, file or None,
-                                      f"{path}.{where}.provider" if path else where) from None
-                note(spec, grader_kind)
-                if grader_kind == "text" and a.calibration is not None:
-                    mismatch(a, spec.id)
+            try:
+                judges = judges_of(a, test, source)
+            except JudgeProblem as exc:
+                key = f"{where}.{exc.key}" if exc.key else where
+                raise ConfigError(exc.detail, file or None, f"{path}.{key}" if path else key) from None
+            for judge in judges:
+                note(judge.spec, judge.kind, judge.role)
+            if a.calibration is not None:  # a panel's judges are no one grader to compare
+                for grader_id in [None] if panel_of(a) is not None else [s.id for s in role_of(judges, JUDGE)]:
+                    mismatch(a, grader_id)
     return graders
 
 

@@ -2,7 +2,8 @@
 
 asyncio.gather leaves the others running when one raises: a row whose grading already failed, or a
 run the budget stopped, would go on calling models after the run closed its HTTP sessions (and open
-new ones nobody closes). Every place that runs a row's calls side by side goes through here.
+new ones nobody closes). Every place that runs a row's calls side by side goes through here
+(tests/test_owned_rules.py reads scoring/, methods/ and assertions/ for any other).
 
 How many of them are out at once is not decided here: every call takes a place under the run's cap
 (`-j`, run/calls.CallCap), whichever assertion or step makes it, so a row starts all its assertions and

@@ -1,7 +1,9 @@
 """Grader plumbing, in one place: which model grades, how it is called, how its reply is read.
 
-Resolution order (contract §5): assertion `provider` > test `options.provider` > `--grader` >
-`defaultTest.options.provider` > FACTCLI_GRADER > `openai:gpt-5` when OPENAI_API_KEY is set.
+Which judges an assertion has (a panel, a grader per kind, a method's own models) is scoring/judges.py's
+rule; the one grader of a kind is resolved here (GraderSource), in this order (contract §5): assertion
+`provider` > test `options.provider` > `--grader` > `defaultTest.options.provider` > FACTCLI_GRADER >
+`openai:gpt-5` when OPENAI_API_KEY is set.
 Grader calls go through the run's Caller, so they share the cache, the retry loop and the
 timeouts of provider calls; their tokens and cost are counted apart. They ask for temperature 0
 and a fixed seed (a parameter a server refuses is learned once per endpoint in run/calls); a
@@ -78,6 +80,14 @@ class GraderSource:
             return ProviderSpec(id=DEFAULT_EMBEDDER if kind == "embedding" else DEFAULT_GRADER)
         raise NoGrader(f"no grader for a model-graded assertion: set one with --grader, "
                        f"defaultTest.options.provider or FACTCLI_GRADER (or set OPENAI_API_KEY for {DEFAULT_GRADER})")
+
+    def of(self, assertion, test, kind: str = "text") -> ProviderSpec:
+        """The one grader of `kind` for an assertion on a row of `test` (None: no test options); a panel
+        and a method's own models are scoring/judges.judges_of's, which calls this."""
+        if test is None:
+            return self.resolve(assertion.provider, None, kind)
+        return self.resolve(assertion.provider, test.options.get("provider"), kind,
+                            test_provider_is_default=test.grader_from_default)
 
 
 @dataclass
@@ -199,8 +209,7 @@ class Grader:
         self.used: set[str] = set()
 
     def spec_for(self, assertion, test, kind: str = "text") -> ProviderSpec:
-        return self.source.resolve(assertion.provider, test.options.get("provider"), kind,
-                                   test_provider_is_default=test.grader_from_default)
+        return self.source.of(assertion, test, kind)
 
     def _provider(self, spec: ProviderSpec):
         from factcli.providers.registry import create_provider

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 from factcli.errors import is_bug_message
-from factcli.scoring.outcome import errored_metrics, has_grader_error
+from factcli.scoring.outcome import errored_metrics, has_grader_error, meta_errored
 from factcli.types import ERROR_REASONS, FAILURE_GRADING, EvalResult, TokenUsage
 
 
@@ -288,7 +288,7 @@ class ColumnMetrics:
                     passes += 1
                 meta = c.metadata
                 if meta:
-                    if meta.get("graderError"):
+                    if meta_errored(meta):
                         self.grading_errors += 1
                     if meta.get("category"):
                         self.categories[meta["category"]] = self.categories.get(meta["category"], 0) + 1

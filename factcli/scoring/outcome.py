@@ -18,12 +18,14 @@ passed or failed on its other assertions included.
 from __future__ import annotations
 
 from factcli.types import (ERROR_REASONS, FAILURE_ASSERT, FAILURE_GRADING, FAILURE_NONE, GradingResult, TestCase,
-                           grader_errored, has_grader_error)
+                           grader_error_mark, grader_errored, has_grader_error, json_errored, meta_errored)
 
-# grader_errored (one assertion) and has_grader_error (a grading, its assert-sets included) are written in
-# factcli/types.py, beside `judged`, so that stats/ (below scoring/) reads the same rule; this module is
-# where the rule is told and where every layer above takes them from.
-__all__ = ["errored_metrics", "failure_of", "grader_errored", "has_grader_error", "needs_retry"]
+# grader_errored (one assertion), meta_errored (its metadata, or a method's per-row record), json_errored (a
+# stored result's JSON), grader_error_mark (the mark itself, to print) and has_grader_error (a grading, its
+# assert-sets included) are written in factcli/types.py, beside `judged`, so that stats/ (below scoring/)
+# reads the same rule; this module is where the rule is told and where every layer above takes them from.
+__all__ = ["errored_metrics", "failure_of", "grader_error_mark", "grader_errored", "has_grader_error",
+           "json_errored", "meta_errored", "needs_retry"]
 
 
 
@@ -58,8 +60,7 @@ def _decided_without_judge(grading: GradingResult, test: TestCase) -> bool:
         if a.type == "assert-set" and a.threshold is not None:
             return False
     for c in grading.component_results:
-        meta = c.metadata
-        if c.passed or (meta and (meta.get("graderError") or "assertionSet" in meta)):
+        if c.passed or grader_errored(c) or (c.metadata and "assertionSet" in c.metadata):
             continue
         return True
     return False

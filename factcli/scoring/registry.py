@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from factcli.errors import FactcliError
-from factcli.types import Assertion, GradingResult, ProviderResponse, TestCase
+from factcli.types import Assertion, GradingResult, ProviderResponse, TestCase, walk
 
 
 @dataclass
@@ -38,6 +38,9 @@ class AssertionType:
     # A claim-level method's `config` keys (methods/settings.MethodSettings): the loader warns of an older
     # spelling and an unknown key before any call; the handler reads its settings through it.
     settings: Any = None
+    # A method's own models beside its judges (scoring/judges.judges_of): config -> [(config key, value,
+    # grader kind, role)], e.g. factscore's decomposer; the checks before any call and the estimate see them.
+    judges: Callable | None = None
 
 
 _REGISTRY: dict[str, AssertionType] = {}
@@ -53,7 +56,7 @@ class TypeFacts:
 
     family: str | None  # the module under factcli/ that registers it; None: a promptfoo type factcli does not run
     model_graded: bool = False  # grades with a model (the handler's `model_graded=` must agree)
-    graders: tuple[str, ...] = ("text",)  # the grader kinds it calls, resolved before any call (runner.check_graders)
+    graders: tuple[str, ...] = ("text",)  # the grader kinds it calls (scoring/judges), resolved before any call
     panel: bool = False  # takes a judge panel: a list of providers
     models_alias: bool = False  # also reads `config.models` as its judge list (the seed's spelling)
     claim_method: bool = False  # a claim-level method: its calls follow the output (run/estimate)
@@ -159,10 +162,7 @@ def whole_vars(assertions) -> frozenset[str]:
     """The vars these assertions (assert-set members included) take as a list by design (TypeFacts.list_var):
     each is one value, never expanded into a row per item."""
     out: set[str] = set()
-    stack = list(assertions or ())
-    while stack:
-        a = stack.pop()
-        stack.extend(a.children or [])
+    for a in walk(assertions):
         facts = TYPES.get(a.base_type)
         if facts is None or facts.list_var is None:
             continue
@@ -198,7 +198,7 @@ def _check_registration(name: str, fn: Callable, model_graded: bool) -> None:
 
 def assertion(name: str, *aliases: str, default_threshold: float | None = None,
               model_graded: bool = False, needs_value: bool = False, preflight: Callable | None = None,
-              check: Callable | None = None, settings: Any = None):
+              check: Callable | None = None, settings: Any = None, judges: Callable | None = None):
     """Register an assertion handler under `name` (and aliases)."""
 
     def register(fn: Callable) -> Callable:
@@ -208,7 +208,7 @@ def assertion(name: str, *aliases: str, default_threshold: float | None = None,
             _check_registration(each, fn, model_graded)
         _REGISTRY[name] = AssertionType(
             name, fn, inspect.iscoroutinefunction(fn), default_threshold, model_graded, needs_value, preflight,
-            check, settings,
+            check, settings, judges,
         )
         for alias in aliases:
             _ALIASES[alias] = name

@@ -17,6 +17,7 @@ import math
 from typing import Any
 
 from factcli.stats.intervals import Z95
+from factcli.types import grader_errored
 
 CHANCE_MARGIN = 0.05  # Youden's J at or below this: the judge carries (almost) no information
 
@@ -53,7 +54,7 @@ def _stamps(grading: Any, out: list) -> None:
         return
     stamp = grading.metadata.get("judgeCalibration")
     if isinstance(stamp, dict):
-        out.append((stamp, grading.passed, bool(grading.metadata.get("graderError"))))
+        out.append((stamp, grading.passed, grader_errored(grading)))
     for child in grading.component_results:
         if child is not grading and (child.metadata or child.component_results):  # else: nothing to find
             _stamps(child, out)

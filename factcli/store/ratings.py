@@ -16,7 +16,9 @@ from __future__ import annotations
 import json
 
 from factcli.errors import FactcliError
+from factcli.scoring.outcome import json_errored
 from factcli.store.database import Store, now
+from factcli.types import json_components, json_walk
 
 _FIELDS = ("id, run_id, test_idx, prompt_idx, repeat_idx, assertion_idx, passed, comment, rater, created_at, "
            "retracted_at")
@@ -49,8 +51,7 @@ def _components(grading_json: str | None) -> list[dict]:
         grading = json.loads(grading_json) if grading_json else None
     except ValueError:
         return []
-    comps = grading.get("componentResults") if isinstance(grading, dict) else None
-    return [c for c in comps or [] if isinstance(c, dict)] if isinstance(comps, list) else []
+    return json_components(grading)
 
 
 def _text(value, name: str, limit: int) -> str | None:
@@ -153,7 +154,7 @@ def judged(components: list[dict]) -> list[tuple[int, dict]]:
     """(top-level index, component) of every model-graded verdict of a row, inside assert-sets too."""
     out = []
     for i, c in enumerate(components):
-        for item in [c, *[ch for ch in c.get("componentResults") or [] if isinstance(ch, dict)]]:
+        for item in [c, *json_walk(c)]:
             if _model_graded(item):
                 out.append((i, item))
     return out
@@ -195,7 +196,7 @@ def comparisons(store: Store, run_id: str, default_grader: str | None = None) ->
                 base = {"testIdx": t, "promptIdx": p, "repeatIdx": rep, "assertionIdx": i, "type": a.get("type"),
                         "grader": _grader_of(a, default_grader), "rubricPrompt": a.get("rubricPrompt"),
                         "rater": rater, "ratingId": rating["id"], "people": rating["passed"]}
-                if (comp.get("metadata") or {}).get("graderError"):
+                if json_errored(comp):
                     errors.append({**base, "reason": comp.get("reason") or "grading error"})
                 else:
                     pairs.append({**base, "judge": bool(comp.get("pass"))})

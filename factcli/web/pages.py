@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse
 
 from factcli.report import figures, view
+from factcli.types import json_components
 from factcli.web import queries
 from factcli.web.deps import open_store, render
 
@@ -150,7 +151,7 @@ def cell_page(request: Request):
             "SELECT DISTINCT prompt_idx FROM results WHERE run_id = ? AND test_idx = ? ORDER BY prompt_idx",
             (run["id"], key[0]))]
     grading = cell["grading"] if isinstance(cell["grading"], dict) else {}
-    components = [c for c in grading.get("componentResults") or [] if isinstance(c, dict)]
+    components = json_components(grading)
     return render(request, "cell.html", {
         "title": f"factcli {run['id']} · test {key[0]}", "run": run, "key": key, "cell": cell,
         "column": column_label(cols.get(key[1], {})), "columns": {i: column_label(c) for i, c in cols.items()},
