@@ -1,4 +1,7 @@
-"""Every model call, to a provider under test or to a grader, goes through Caller.call.
+"""Every model call, to a provider under test or to a grader, goes through Caller.call, as a typed
+request (providers/request.CallRequest) that this module adjusts with `dataclasses.replace` (its
+timeout, the form its endpoint accepts, the parameters its endpoint refused, a grown reasoning budget,
+a budget's reply cap) and the provider class translates (docs/architecture.md: how a grader call travels).
 
 This is the one owner of: the response cache, de-duplication of identical in-flight requests,
 the run's cap on calls in flight (`-j`: CallCap), the per-endpoint limits under it (run/limits.py:
@@ -13,8 +16,8 @@ a queued request from a long generation, and a generation that outlived the time
 usually do so again, occupying the server's slot each time. 429, 5xx and connection errors keep
 their retries.
 
-Structured output (a grader's `response_format`): a server that refuses the form asked for (HTTP 400
-naming it) is asked again at once with a simpler form, json_schema -> json_object -> none, and the
+Structured output (a grader's request's `form`): a server that refuses the form asked for (HTTP 400
+naming it) is asked again at once with a simpler form, json_schema -> json_object -> plain, and the
 form that worked is remembered for that endpoint for the rest of the run (FormatMemory). Until an
 endpoint has answered one structured request, its other structured requests wait for that one, so a
 server that refuses the schema sees one refused request, not one per concurrent call.

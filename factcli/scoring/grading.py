@@ -4,10 +4,11 @@ Resolution order (contract §5): assertion `provider` > test `options.provider` 
 `defaultTest.options.provider` > FACTCLI_GRADER > `openai:gpt-5` when OPENAI_API_KEY is set.
 Grader calls go through the run's Caller, so they share the cache, the retry loop and the
 timeouts of provider calls; their tokens and cost are counted apart. They ask for temperature 0
-and a fixed seed (a parameter a server refuses is learned once per endpoint in run/calls); a
-reasoning grader is asked as providers/reasoning.py says (a reasoning budget on top of the step's
-cap, a low effort, no temperature), and each server gets the reply schema in the form it takes
-(providers/dialects.py).
+and a fixed seed (a parameter a server refuses is learned once per endpoint in run/calls). Each call is
+one typed request (providers/request.CallRequest) that the grader's provider class translates: a
+reasoning grader (as the class says: `reasoning_style()`) is asked with a reasoning budget on top of
+the step's cap, a low effort and no temperature (providers/reasoning.py), and each server gets the
+reply schema in the form it takes (`grammar_backed()`, providers/dialects.py).
 """
 
 from __future__ import annotations
