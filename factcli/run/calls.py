@@ -104,8 +104,6 @@ def _timeout_error(timeout_s: float, attempts: int) -> str:
             "config or FACTCLI_TIMEOUT_MS (milliseconds), or give a grader a lower max_tokens")
 
 
-
-
 class FormatMemory:
     """Per endpoint, the form of structured output its server accepts, learnt during one run."""
 
