@@ -213,7 +213,7 @@ class Grader:
 
     async def complete(self, spec: ProviderSpec, messages: list[dict], *, reply: Any = None,
                        json_mode: bool = False, items: int | None = None, strict: bool = True,
-                       attempt: int = 0, sent: Any = None) -> GraderReply:
+                       attempt: int = 0, sent: Any = None, cache_prefix: int = 0) -> GraderReply:
         """One grader call. `reply` (a scoring.replies.Reply) is the step's answer: its JSON schema goes
         with the request as `response_format` and its cap as `max_tokens`, unless the grader's config
         sets them (`items`: how many things the reply is about, for a step whose cap follows them);
@@ -223,7 +223,8 @@ class Grader:
         asked again (a step that retries an unreadable reply, as SAFE does): its own cache entry. `sent` (a
         scoring.content.Sent): what the step sent, against which a read reply's content is checked (the
         step's Reply declares what it must contain); a reply that fails is a grading error too, with the
-        check's reason."""
+        check's reason. `cache_prefix`: how many leading messages are static text the step's other calls
+        share (providers/request.CallRequest), for the provider's prompt cache."""
         from factcli.providers import reasoning
         from factcli.providers.base import RenderedPrompt
         from factcli.providers.dialects import schema_for
@@ -249,7 +250,7 @@ class Grader:
         request = CallRequest(RenderedPrompt(text=json.dumps(messages, ensure_ascii=False), messages=messages),
                               purpose="grader", repeat_idx=attempt, schema=schema, schema_name=name, form=form,
                               max_tokens=cap if own_cap is None else None, temperature=0, seed=GRADER_SEED,
-                              reasoning=thinks)
+                              reasoning=thinks, cache_prefix=cache_prefix)
         held = getattr(self.caller, "sends_json", None)
 
         def schema_error(reply_text: str | None) -> str | None:
