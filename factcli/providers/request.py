@@ -13,7 +13,7 @@ What each provider makes of it (docs/architecture.md, "How a grader call travels
   the untyped `overrides` were before, so a cached reply keeps its key.
 - `OpenAIProvider.body(request)`: the JSON body of the POST to `/chat/completions` (or `/completions`).
 - `LiteLLMProvider.kwargs(request)`: the keyword arguments of `litellm.acompletion` (model, messages,
-  the API base and key, the timeout).
+  the API base and key, the timeout; the key is a secret: never store or print these as they are).
   Both are what a batch line's body is made of: one function each, the same for a direct call and a
   batch, with what the endpoint refused applied (`adaptations`).
 - `Provider.reasoning_style()`: "openai", "anthropic", "gemini" or None, decided by the class (OpenAI's
