@@ -86,3 +86,40 @@ def test_no_file_is_over_700_lines():
 def test_the_top_level_shows_the_stages():
     entries = sorted(p.name for p in PACKAGE.iterdir() if p.name != "__pycache__")
     assert len(entries) <= MAX_TOP_LEVEL, entries
+
+
+def test_a_call_travels_as_a_typed_request():
+    """Issue 50: what a call asks travels as providers/request.CallRequest, from the step that calls through
+    run/calls to the provider class that translates it. No dict of `overrides`, `adapt` or `timeout_s`
+    keys comes back (docs/architecture.md, "How a grader call travels"), every provider's `call` takes the
+    request alone, and no provider's family is guessed from its module's name."""
+    import importlib
+    import inspect
+    import tokenize
+
+    keyed = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        with tokenize.open(path) as f:
+            for tok in tokenize.generate_tokens(f.readline):
+                if tok.type == tokenize.STRING and tok.string.strip("\"'") in ("overrides", "adapt", "timeout_s"):
+                    keyed.append(f"{path.relative_to(ROOT)}:{tok.start[0]} {tok.string}")
+    assert keyed == []
+    guessed = [str(p.relative_to(ROOT)) for p in (PACKAGE / "providers").rglob("*.py")
+               if "__module__" in p.read_text(encoding="utf-8")]
+    assert guessed == []
+
+    from factcli.providers.base import Provider
+    from factcli.run.calls import Caller
+
+    for name in ("echo", "openai_provider", "script", "litellm_provider", "embedding", "search.knowledge",
+                 "search.serper", "search.brave", "search.tavily", "search.google", "search.searxng"):
+        importlib.import_module(f"factcli.providers.{name}")
+    classes, todo = [], [Provider]
+    while todo:
+        cls = todo.pop()
+        classes.append(cls)
+        todo.extend(cls.__subclasses__())
+    calls = {f"{c.__module__}.{c.__qualname__}": list(inspect.signature(c.call).parameters)
+             for c in classes if c.__module__.startswith("factcli.") and "call" in vars(c)}
+    assert len(calls) >= 8 and {k: v for k, v in calls.items() if v != ["self", "request"]} == {}
+    assert list(inspect.signature(Caller.call).parameters) == ["self", "provider", "request", "accept"]

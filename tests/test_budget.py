@@ -10,6 +10,8 @@ from typer.testing import CliRunner
 
 from factcli.cli import app
 from factcli.providers.pricing import cost as price
+from factcli.providers.base import RenderedPrompt
+from factcli.providers.request import CallRequest, Reasoning
 from factcli.run.budget import Budget, BudgetReached, worst_cost
 
 runner = CliRunner()
@@ -138,7 +140,7 @@ def test_the_worst_case_uses_the_models_output_limit_not_a_fixed_cap(priced, tmp
         price_model = MODEL
 
     messages = [{"role": "user", "content": "x" * 100}]
-    assert worst_cost(P, messages, {}) == pytest.approx(price(MODEL, 108, 16384))
+    assert worst_cost(P, messages) == pytest.approx(price(MODEL, 108, 16384))
 
 
 def test_a_model_without_a_known_output_limit_is_sent_with_a_cap(priced, tmp_path):
@@ -186,8 +188,12 @@ def test_budget_arithmetic():
         price_model = MODEL
 
     messages = [{"role": "user", "content": "x" * 100}]
-    assert worst_cost(P, messages, {}) == pytest.approx(price(MODEL, 108, 10))
-    assert worst_cost(P, messages, {"max_tokens": 20}) == pytest.approx(price(MODEL, 108, 20))
+    assert worst_cost(P, messages) == pytest.approx(price(MODEL, 108, 10))
+    asked = CallRequest(RenderedPrompt(text="x" * 100, messages=messages), max_tokens=20)
+    assert worst_cost(P, messages, asked) == pytest.approx(price(MODEL, 108, 20))
+    # a reasoning grader's worst case is its reply cap on top of its reasoning budget
+    thinking = CallRequest(asked.prompt, reasoning=Reasoning("openai", 20, 2048))
+    assert worst_cost(P, messages, thinking) == pytest.approx(price(MODEL, 108, 2068))
 
 
 @pytest.mark.parametrize("value, message", [

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from factcli.cli import app
 from factcli.providers.base import TRANSIENT, Provider, ProviderCallError, ProviderSpec, RenderedPrompt
+from factcli.providers.request import CallRequest
 from factcli.run.calls import Caller, RetryPolicy
 from factcli.run.limits import Limiters
 from factcli.types import ProviderResponse
@@ -96,7 +97,7 @@ class _Timed(Provider):
         self.seconds, self.starts, self.fail_first = seconds, starts, fail_first
         self.now = self.most = 0
 
-    async def call(self, prompt, context):
+    async def call(self, request):
         self.starts.append((self.id, time.monotonic()))
         self.now += 1
         self.most = max(self.most, self.now)
@@ -110,7 +111,7 @@ class _Timed(Provider):
         return ProviderResponse(output="ok")
 
 
-PROMPT = RenderedPrompt(text="q", messages=[{"role": "user", "content": "q"}])
+PROMPT = CallRequest(RenderedPrompt(text="q", messages=[{"role": "user", "content": "q"}]))
 
 
 def test_calls_the_cap_lets_go_together_keep_their_endpoints_spacing():
@@ -122,9 +123,9 @@ def test_calls_the_cap_lets_go_together_keep_their_endpoints_spacing():
 
     async def main():
         caller = Caller(None, RetryPolicy(max_retries=0), Limiters(2), cap=2)
-        first = [asyncio.create_task(caller.call(slow, PROMPT, context={})) for _ in range(2)]
+        first = [asyncio.create_task(caller.call(slow, PROMPT)) for _ in range(2)]
         await asyncio.sleep(0.05)  # the slow calls hold both places
-        await asyncio.gather(*first, *(caller.call(paced, PROMPT, context={}) for _ in range(2)))
+        await asyncio.gather(*first, *(caller.call(paced, PROMPT) for _ in range(2)))
 
     asyncio.run(main())
     times = [t for pid, t in starts if pid == "paced"]
@@ -140,9 +141,9 @@ def test_a_call_waiting_to_retry_holds_no_place():
 
     async def main():
         caller = Caller(None, RetryPolicy(max_retries=1, backoff_base_s=0.5), Limiters(1), cap=1)
-        retried = asyncio.create_task(caller.call(flaky, PROMPT, context={}))
+        retried = asyncio.create_task(caller.call(flaky, PROMPT))
         await asyncio.sleep(0.1)  # flaky failed once and sleeps before its retry
-        answered = await caller.call(quick, PROMPT, context={})
+        answered = await caller.call(quick, PROMPT)
         assert not retried.done() and answered.output == "ok"
         assert (await retried).output == "ok" and (await retried).retries == 1
 

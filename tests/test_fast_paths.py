@@ -328,6 +328,7 @@ def test_an_in_process_call_gives_what_the_full_path_gives(monkeypatch):
 
     from factcli.providers.base import RenderedPrompt
     from factcli.providers.echo import EchoProvider
+    from factcli.providers.request import CallRequest
     from factcli.run.budget import Budget
     from factcli.run.calls import Caller
     from factcli.run.limits import Limiters
@@ -352,10 +353,10 @@ def test_an_in_process_call_gives_what_the_full_path_gives(monkeypatch):
     monkeypatch.setattr(calls, "time", Clock())
 
     class Failing(EchoProvider):
-        async def call(self, prompt, context):
+        async def call(self, request):
             return ProviderResponse(error="refused sk-env-abcdef0123", cost=0.0)
 
-    prompt = RenderedPrompt(text="Answer: 1", messages=[{"role": "user", "content": "Answer: 1"}])
+    prompt = CallRequest(RenderedPrompt(text="Answer: 1", messages=[{"role": "user", "content": "Answer: 1"}]))
     for kind in (EchoProvider, Failing):
         for config in ({}, {"maxConcurrency": 2}):
             for budget in (None, 1.0):

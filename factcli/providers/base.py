@@ -1,4 +1,5 @@
-"""What a provider is: a Provider turns a rendered prompt into a ProviderResponse and classifies its
+"""What a provider is: a Provider turns a request (providers/request.CallRequest: the rendered prompt
+and what the call asks) into its own wire form and the reply into a ProviderResponse, and classifies its
 own failures by raising ProviderCallError; factcli.run.calls owns caching, timeouts and retries for
 all of them. `register_provider` puts a class in the registry (factcli.providers.registry)."""
 
@@ -6,10 +7,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from factcli.providers.request import CallRequest, RenderedPrompt  # noqa: F401 (RenderedPrompt: imported from here)
 from factcli.types import ProviderResponse, ProviderSpec
 
 # kinds of failure, decided by the provider, acted on by factcli.run.calls
@@ -153,21 +154,6 @@ def retry_after_seconds(headers: Any) -> float | None:
             return None
 
 
-@dataclass
-class RenderedPrompt:
-    """A prompt rendered for one row: the text, the chat messages sent, the vars, and the row's request
-    parameters."""
-
-    text: str  # what promptfoo calls the prompt (raw text, or the JSON of chat messages)
-    messages: list[dict]  # what chat APIs receive
-    vars: dict = field(default_factory=dict)
-    label: str = ""
-    # request parameters for this call only (a test's options, a prompt function's config), merged over
-    # the provider's own config; part of the cache key
-    config: dict = field(default_factory=dict)
-    template: str | None = None  # the prompt as written (promptfoo's `context.prompt.raw` for script providers)
-
-
 class Provider:
     """Base class. Subclasses set `cacheable` and implement `call`."""
 
@@ -215,7 +201,47 @@ class Provider:
         credential, an unknown vendor, a script that does not import): one line per problem."""
         return []
 
-    async def call(self, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
+    def reasoning_style(self) -> str | None:
+        """The family whose parameters carry this model's reasoning ("openai", "anthropic", "gemini"), or
+        None when it does not reason or takes no parameters (user code, echo, search, embeddings)."""
+        return None
+
+    def grammar_backed(self) -> bool:
+        """Whether its server turns a reply's JSON schema into a grammar (providers/dialects.py), so a
+        grader step sends it the schema with lengths that fit the cap."""
+        return False
+
+    def reasoning_parameters(self, request: CallRequest) -> dict:
+        """A reasoning request's parameters in this provider's family's terms (providers/reasoning.py)."""
+        from factcli.providers import reasoning
+
+        return reasoning.parameters(request.reasoning.style, self.config or {}, request.reasoning,
+                                    request.temperature, request.seed)
+
+    def parameters(self, request: CallRequest) -> dict:
+        """What the request asks beyond its prompt, in OpenAI's parameter names (litellm takes the same):
+        the reply cap, factcli's sampling, the reasoning parameters of the provider's family, the
+        `response_format` of the form asked, and `drop_params` for a grader (its parameters are factcli's
+        choice: litellm drops those a model does not take). Laid over the provider's config by the wire
+        body; hashed into the response cache key (run/calls.py), as the untyped overrides were."""
+        out: dict = {}
+        if request.reasoning is not None:
+            out.update(self.reasoning_parameters(request))
+        else:
+            if request.temperature is not None:
+                out["temperature"] = request.temperature
+            if request.seed is not None:
+                out["seed"] = request.seed
+        if request.purpose == "grader":
+            out["drop_params"] = True
+        if request.reasoning is None and request.max_tokens is not None:
+            out["max_tokens"] = request.max_tokens
+        response_format = request.response_format()
+        if response_format is not None:
+            out["response_format"] = response_format
+        return out
+
+    async def call(self, request: CallRequest) -> ProviderResponse:
         raise NotImplementedError
 
 

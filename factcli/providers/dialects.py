@@ -6,7 +6,8 @@
   `additionalProperties`, for older models; Ollama's `format`). tests/fake_vendors.py holds stand-ins
   for those servers that refuse what their documentation says they refuse.
 - Grammar-backed local servers (llama.cpp's `llama-server`, vLLM, Ollama; an OpenAI-compatible server on
-  this machine or a private network, and litellm's `ollama/`, `ollama_chat/` and `hosted_vllm/` ids) turn
+  this machine or a private network, and litellm's `ollama/`, `ollama_chat/` and `hosted_vllm/` ids: the
+  provider class says, `Provider.grammar_backed()`) turn
   the schema into a grammar, which can bound lengths: their free-text fields carry a `maxLength` that fits
   inside the step's cap (scoring/replies.Reply.bounded_schema), so a small judge's reason ends before the
   cap instead of being cut off by it. Only what is sent changes; the reply is read with the step's reader.
@@ -16,23 +17,17 @@ from __future__ import annotations
 
 from factcli.providers import pricing
 
-_GRAMMAR_IDS = ("ollama/", "ollama_chat/", "hosted_vllm/")
+GRAMMAR_IDS = ("ollama/", "ollama_chat/", "hosted_vllm/")  # litellm ids of grammar-backed servers
 
 
-def grammar_backed(provider) -> bool:
-    """A local server that constrains decoding with a grammar made from the schema. A config's
-    `grammar: true|false` says so where the address does not tell (a local gateway to a hosted model, a
-    llama.cpp server on a public address)."""
-    module = type(provider).__module__
-    if not module.endswith(("openai_provider", "litellm_provider")):
-        return False  # script providers answer as they like
-    config = getattr(provider, "config", None) or {}
+def served_with_grammar(config: dict, model: str, local: bool) -> bool:
+    """The rule the OpenAI-compatible and litellm provider classes answer `grammar_backed()` with: a
+    config's `grammar: true|false` first (a local gateway to a hosted model, a llama.cpp server on a
+    public address), else a server on this machine or a private network that serves no vendor's own
+    model. Script providers answer as they like and are never grammar-backed (base.Provider)."""
     if config.get("grammar") is not None:
         return bool(config.get("grammar"))
-    model = str(getattr(provider, "model", "") or "")
-    if module.endswith("litellm_provider") and model.startswith(_GRAMMAR_IDS):
-        return True
-    return bool(getattr(provider, "local", False)) and not _hosted_elsewhere(model)
+    return local and not _hosted_elsewhere(model)
 
 
 def _hosted_elsewhere(model: str) -> bool:
@@ -42,8 +37,8 @@ def _hosted_elsewhere(model: str) -> bool:
     return bool(entry) and str(entry.get("litellm_provider")) in ("openai", "anthropic", "gemini")
 
 
-def response_format_for(provider, reply, cap: int, items: int | None = None) -> dict:
-    """The `response_format` a grader call to `provider` carries for a step's `reply` capped at `cap`."""
-    if grammar_backed(provider):
-        return reply.response_format(bounded_cap=cap, items=items)
-    return reply.response_format()
+def schema_for(provider, reply, cap: int, items: int | None = None) -> dict:
+    """The JSON schema a grader call to `provider` carries for a step's `reply` capped at `cap`."""
+    if provider.grammar_backed():
+        return reply.bounded_schema(cap, items)
+    return reply.json_schema()

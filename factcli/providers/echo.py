@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from factcli.providers.base import Provider, RenderedPrompt, register_provider
+from factcli.providers.base import Provider, register_provider
+from factcli.providers.request import CallRequest
 from factcli.types import ProviderResponse
 
 
@@ -17,5 +18,5 @@ class EchoProvider(Provider):
     def validate(spec, base_dir) -> None:
         return None
 
-    async def call(self, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
-        return ProviderResponse(output=prompt.text, cost=0.0, finish_reason="stop")
+    async def call(self, request: CallRequest) -> ProviderResponse:
+        return ProviderResponse(output=request.prompt.text, cost=0.0, finish_reason="stop")

@@ -7,8 +7,9 @@ whose litellm model is an embedding model work; a chat id given as an embedder i
 from __future__ import annotations
 
 from factcli.providers import pricing
-from factcli.providers.base import Provider, RenderedPrompt
+from factcli.providers.base import Provider
 from factcli.providers.litellm_provider import LiteLLMProvider, classify, litellm_module
+from factcli.providers.request import CallRequest
 from factcli.types import ProviderResponse, ProviderSpec, TokenUsage
 
 
@@ -35,13 +36,16 @@ class EmbeddingProvider(LiteLLMProvider):
     def cache_identity(self) -> dict:
         return {**super().cache_identity(), "kind": "embedding"}
 
-    async def call(self, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
+    def reasoning_style(self) -> str | None:
+        return None
+
+    async def call(self, request: CallRequest) -> ProviderResponse:
         litellm = litellm_module()
         kwargs = {k: v for k, v in self.call_kwargs().items() if k in ("api_base", "api_key", "extra_headers",
                                                                       "api_version", "timeout")}
-        kwargs.setdefault("timeout", context.get("timeout_s", 300))
+        kwargs.setdefault("timeout", request.timeout_s or 300)
         try:
-            resp = await litellm.aembedding(model=self.model, input=[prompt.text], num_retries=0, **kwargs)
+            resp = await litellm.aembedding(model=self.model, input=[request.prompt.text], num_retries=0, **kwargs)
         except Exception as exc:
             raise classify(exc) from None
         data = resp.data[0]

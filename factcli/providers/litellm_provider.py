@@ -2,6 +2,9 @@
 
 promptfoo ids (`openai:chat:gpt-5`, `anthropic:messages:…`, `ollama:chat:…`) map onto litellm ids,
 and promptfoo's provider config keys onto litellm's arguments. Retries are ours (num_retries=0).
+What a call asks (providers/request.CallRequest) becomes litellm's arguments in
+`LiteLLMProvider.kwargs(request)`, the one translation a direct call and a batch line share; the
+model's vendor decides its reasoning parameters (`reasoning_family`).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import re
 
 from factcli.activity import activity
 from factcli.errors import ConfigError
-from factcli.providers import pricing
+from factcli.providers import pricing, reasoning
 from factcli.providers.base import (
     AUTH,
     CONTEXT,
@@ -23,7 +26,6 @@ from factcli.providers.base import (
     TRANSIENT,
     Provider,
     ProviderCallError,
-    RenderedPrompt,
     adapt,
     is_context_exceeded,
     key_problem,
@@ -31,6 +33,8 @@ from factcli.providers.base import (
     refused_parameter,
     retry_after_seconds,
 )
+from factcli.providers.dialects import GRAMMAR_IDS, served_with_grammar
+from factcli.providers.request import CallRequest
 from factcli.providers.tokens import counted_usage as count_usage
 from factcli.types import ProviderResponse, TokenUsage
 
@@ -207,30 +211,59 @@ class LiteLLMProvider(Provider):
                 kwargs["api_key"] = key
         return kwargs
 
-    async def call(self, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
-        litellm = litellm_module()
-        kwargs = self.call_kwargs(request=prompt.config)
-        kwargs.update(context.get("overrides") or {})
-        kwargs = adapt(kwargs, context.get("adapt"))  # what this endpoint refused earlier in the run
-        kwargs.setdefault("timeout", context.get("timeout_s", 300))
-        messages = prompt.messages
+    def reasoning_family(self) -> str:
+        """How its model takes reasoning parameters, by the model's vendor: "anthropic" (thinking.budget_tokens
+        within max_tokens), "gemini" (litellm's thinking -> thinkingConfig.thinkingBudget within
+        maxOutputTokens) or "openai" (max_completion_tokens and reasoning_effort: OpenAI, and any server
+        spoken to in OpenAI's protocol)."""
+        model = self.model.lower()
+        if model.startswith(("openai/", "hosted_vllm/", "text-completion-openai/", "azure/")):
+            return "openai"
+        if "claude" in model:
+            return "anthropic"
+        if model.startswith(("gemini/", "vertex_ai/")):
+            return "gemini"
+        return "openai"
+
+    def reasoning_style(self) -> str | None:
+        return reasoning.style_of(self.config, self.reasoning_family(), self.price_model)
+
+    def grammar_backed(self) -> bool:
+        if self.config.get("grammar") is None and self.model.startswith(GRAMMAR_IDS):
+            return True
+        return served_with_grammar(self.config, self.model, self.local)
+
+    def kwargs(self, request: CallRequest) -> dict:
+        """`litellm.acompletion`'s keyword arguments for the request (model, messages, the API base and
+        key, the timeout, no retries of litellm's own): the config's, the prompt's own parameters over
+        them, the request's over those, with what this endpoint refused earlier in the run dropped or
+        changed (run/calls.py learns it from the PARAM error in `call`). A batch line is made of the same."""
+        kwargs = self.call_kwargs(request=request.prompt.config)
+        kwargs.update(self.parameters(request))
+        kwargs = adapt(kwargs, request.adaptations)
+        kwargs.setdefault("timeout", request.timeout_s or 300)
+        messages = request.prompt.messages
         if "claude" in self.model and messages and all(m.get("role") == "system" for m in messages):
             # Anthropic takes no conversation of system messages alone (promptfoo's closedqa rubric is one):
             # the same text as the user's turn
             messages = [{"role": "user", "content": "\n\n".join(str(m.get("content") or "") for m in messages)}]
+        return {"model": self.model, "messages": messages, "num_retries": 0, **kwargs}
+
+    async def call(self, request: CallRequest) -> ProviderResponse:
+        litellm = litellm_module()
+        kwargs = self.kwargs(request)
         try:
-            resp = await litellm.acompletion(model=self.model, messages=messages, num_retries=0, **kwargs)
+            resp = await litellm.acompletion(**kwargs)
         except Exception as exc:  # classified for the retry owner
             err = classify(exc)
-            if err.status == 400 and "response_format" in (context.get("overrides") or {}) and \
-                    names_response_format(str(err)):
+            if err.status == 400 and request.form != "plain" and names_response_format(str(err)):
                 err.kind = FORMAT  # run/calls.py asks again with a simpler form and remembers it
             elif err.kind == ERROR and err.status == 400:
                 refusal = refused_parameter(str(err), None, kwargs)
                 if refusal is not None:  # run/calls.py asks again without it and remembers it
                     err.kind, err.refusal = PARAM, refusal
             raise err from None
-        out = to_response(resp, litellm, prompt.messages, self.model)
+        out = to_response(resp, litellm, request.prompt.messages, self.model)
         price = pricing.price_of(self)
         # a price by hand, a local model, or one litellm's own cost function does not know
         if price is not None and (price.source in ("config", "local") or out.cost is None):

@@ -6,8 +6,9 @@ every request and response with its models) and of litellm (slower still, and sl
 benchmarks/README.md has the figures). So OpenAI's protocol, one JSON POST, is spoken here directly
 and litellm keeps the other vendors. Retries belong to factcli.run.calls, and so does what to do about a parameter a model
 rejects (temperature on reasoning models, max_tokens where max_completion_tokens is wanted): this
-module names it (a PARAM error), run/calls learns it once per endpoint and passes it back as
-`context["adapt"]`.
+module names it (a PARAM error), run/calls learns it once per endpoint and passes it back in the
+request's `adaptations`. What a call asks (providers/request.CallRequest) becomes its JSON body in
+`OpenAIProvider.body(request)`, the one translation a direct call and a batch line share.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 
-from factcli.providers import pricing
+from factcli.providers import pricing, reasoning
 from factcli.providers.base import (
     AUTH,
     CONTEXT,
@@ -24,7 +25,6 @@ from factcli.providers.base import (
     TRANSIENT,
     Provider,
     ProviderCallError,
-    RenderedPrompt,
     adapt,
     has_userinfo,
     is_context_exceeded,
@@ -34,7 +34,9 @@ from factcli.providers.base import (
     refused_parameter,
     register_provider,
 )
+from factcli.providers.dialects import served_with_grammar
 from factcli.providers.litellm_provider import KINDS, PASSTHROUGH
+from factcli.providers.request import CallRequest
 from factcli.providers.tokens import counted_usage as count_usage
 from factcli.types import ProviderResponse, TokenUsage
 
@@ -114,41 +116,58 @@ class OpenAIProvider(Provider):
             headers[str(k)] = str(v)
         return headers
 
-    def _params(self, context: dict, request: dict | None = None) -> dict:
+    def reasoning_style(self) -> str | None:
+        """OpenAI's rules, for OpenAI and every server spoken to in its protocol: reasoning as its config
+        says, else as litellm's table or OpenAI's naming says (max_completion_tokens, reasoning_effort)."""
+        return reasoning.style_of(self.config, "openai", self.price_model)
+
+    def grammar_backed(self) -> bool:
+        return served_with_grammar(self.config, self.model, self.local)
+
+    def _params(self, asked: dict, request: dict | None = None) -> dict:
         """The request body's parameters: the provider's config, this call's request parameters over it
-        (a test's options, a prompt function's config), then the caller's overrides."""
+        (a test's options, a prompt function's config), then what the call asks (`parameters`)."""
         config = {**self.config, **request} if request else self.config
         params = {k: v for k, v in config.items() if k in PASSTHROUGH}
         if request and "max_tokens" in request and "max_completion_tokens" not in request:
             params.pop("max_completion_tokens", None)  # the call's own cap wins over the provider's
-        params.update({k: v for k, v in (context.get("overrides") or {}).items() if k != "drop_params"})
+        params.update({k: v for k, v in asked.items() if k != "drop_params"})
         if "max_completion_tokens" in params:
             params.pop("max_tokens", None)
         return params
 
-    async def call(self, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
-        base = (self.base_url() or "https://api.openai.com/v1").rstrip("/")
-        url = f"{base}/completions" if self.kind == "completion" else f"{base}/chat/completions"
-        # what this endpoint refused earlier in the run (run/calls.py learns it from the PARAM error below)
-        params = adapt(self._params(context, prompt.config), context.get("adapt"))
+    def body(self, request: CallRequest) -> dict:
+        """The JSON body of the request's POST (to /chat/completions, or /completions for a completion
+        model): the config's parameters, the prompt's own over them, the request's over those, with what
+        this endpoint refused earlier in the run dropped or changed (run/calls.py learns it from the PARAM
+        error below). A batch line's `body` is the same."""
+        params = adapt(self._params(self.parameters(request), request.prompt.config), request.adaptations)
         body = {"model": self.model, **params}
         if self.kind == "completion":
-            body["prompt"] = prompt.text
+            body["prompt"] = request.prompt.text
         else:
-            body["messages"] = prompt.messages
+            body["messages"] = request.prompt.messages
+        return body
+
+    def url(self) -> str:
+        base = (self.base_url() or "https://api.openai.com/v1").rstrip("/")
+        return f"{base}/completions" if self.kind == "completion" else f"{base}/chat/completions"
+
+    async def call(self, request: CallRequest) -> ProviderResponse:
+        url = self.url()
+        body = self.body(request)
         status, data, resp_headers, text = await _post(url, body, self._headers())
         if status < 400:
             if not isinstance(data, dict) or not data.get("choices"):
                 raise ProviderCallError(f"malformed response from {url}: {text[:300]}", TRANSIENT)
             return self._response(data, body.get("prompt", body.get("messages")))
-        if status == 400 and "response_format" in (context.get("overrides") or {}) and \
-                names_response_format(text):
+        if status == 400 and request.form != "plain" and names_response_format(text):
             # the caller's structured-output request: run/calls.py picks a simpler form and remembers it
             raise ProviderCallError(f"HTTP 400: {_detail(data, text)}", FORMAT, 400)
         if status == 400:
             error = data.get("error") if isinstance(data, dict) else None
             refusal = refused_parameter(_detail(data, text), error.get("param") if isinstance(error, dict) else None,
-                                        params)
+                                        body)
             if refusal is not None:
                 raise ProviderCallError(f"HTTP 400: {_detail(data, text)}", PARAM, 400, refusal=refusal)
         raise _classify_status(status, data, resp_headers, text)

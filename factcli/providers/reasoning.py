@@ -14,6 +14,12 @@ litellm), else OpenAI's naming (o1, o3, o4, gpt-5 but not gpt-5-chat). Claude re
 (its config sets `reasoning: true`, `thinking` or `reasoning_effort`): without thinking it answers
 without hidden tokens, at a lower price.
 
+Which family a provider's model belongs to, and so which parameters carry its reasoning, is the
+provider class's to say (`Provider.reasoning_style()`, `Provider.reasoning_parameters()`: OpenAIProvider
+always OpenAI's; LiteLLMProvider by its model's vendor); this module holds the numbers and the rules
+they share (`style_of`, `parameters`, `allowance`), and run/calls grows a cut-off call's budget
+(`request.Reasoning.grown` within `ceiling`).
+
 Keys (the grader's provider config): `reasoning_effort` (default `low` for grading; a model that
 refuses `low` is sent the lowest level it names, learned once in run/calls), `reasoningBudget` (the
 allowance in tokens, default by effort below), `reasoning`.
@@ -38,43 +44,26 @@ _OPENAI_NAMES = re.compile(r"^(?:o[134](?:-|$)|gpt-5(?!-chat))")
 KEY = "reasoningBudget"
 
 
-def family(provider) -> str:
-    """How a model takes its reasoning parameters: "anthropic" (thinking.budget_tokens within max_tokens),
-    "gemini" (litellm's thinking -> thinkingConfig.thinkingBudget within maxOutputTokens) or "openai"
-    (max_completion_tokens and reasoning_effort: OpenAI, and any server spoken to in OpenAI's protocol)."""
-    if type(provider).__module__.endswith("openai_provider"):
-        return "openai"
-    model = str(getattr(provider, "model", "") or "").lower()
-    if model.startswith(("openai/", "hosted_vllm/", "text-completion-openai/", "azure/")):
-        return "openai"
-    if "claude" in model:
-        return "anthropic"
-    if model.startswith(("gemini/", "vertex_ai/")):
-        return "gemini"
-    return "openai"
-
-
 def _table_says(model: str) -> bool:
     key = pricing.table_key(model)
     return bool(key and pricing._table()[key].get("supports_reasoning"))
 
 
-def style(provider) -> str | None:
-    """The reasoning family of a grader that reasons ("openai", "anthropic", "gemini"), or None."""
-    config = getattr(provider, "config", None) or {}
+def style_of(config: dict, family: str, price_model: str | None) -> str | None:
+    """Whether a model of `family` reasons, by its config's `reasoning` flag, litellm's table or OpenAI's
+    naming: its family, or None. A provider class answers with it (`Provider.reasoning_style()`)."""
     flag = config.get("reasoning")
-    if flag is False or getattr(provider, "in_process", False):
+    if flag is False:
         return None
-    kind = family(provider)
     if flag is True:
-        return kind
-    if kind == "anthropic":  # thinking is off unless asked for
-        return kind if ("thinking" in config or "reasoning_effort" in config) else None
-    model = str(getattr(provider, "price_model", None) or "")
+        return family
+    if family == "anthropic":  # thinking is off unless asked for
+        return family if ("thinking" in config or "reasoning_effort" in config) else None
+    model = str(price_model or "")
     if not model:
         return None
     if _table_says(model) or _OPENAI_NAMES.match(model.rsplit("/", 1)[-1].lower()):
-        return kind
+        return family
     return None
 
 
@@ -85,7 +74,7 @@ def effort(provider) -> str:
 
 def allowance(provider, kind: str | None = None) -> int:
     """The reasoning tokens a grader call is allowed on top of its reply cap."""
-    kind = kind or style(provider)
+    kind = kind or provider.reasoning_style()
     if kind is None:
         return 0
     config = getattr(provider, "config", None) or {}
@@ -105,31 +94,29 @@ def ceiling(provider) -> int:
     return min(CEILING, limit) if limit else CEILING
 
 
-def request(provider, cap: int, kind: str, budget: int | None = None) -> dict:
-    """A reasoning grader call's parameters for a reply of `cap` tokens after `budget` (default: the
-    grader's allowance) reasoning tokens. Temperature 0 and the seed are left out where the family
-    refuses them (a refusal of the rest is learned once per endpoint in run/calls)."""
-    budget = allowance(provider, kind) if budget is None else budget
+def parameters(style: str, config: dict, reasoning, temperature=None, seed=None) -> dict:
+    """A reasoning call's parameters in the `style` family's terms for a reply of `reasoning.cap` tokens
+    after `reasoning.budget` reasoning tokens (None: the config's own cap and thinking stand, nothing of
+    them is sent). Temperature and seed (the request's sampling) are left out where the family refuses
+    them (a refusal of the rest is learned once per endpoint in run/calls)."""
+    budget, cap = reasoning.budget, reasoning.cap
     # Claude and Gemini: the budget is sent as litellm's `thinking`; a config's reasoning_effort (which
     # litellm would map to a budget of its own) has chosen that budget and is not sent beside it
-    if kind == "anthropic":
-        budget = max(budget, THINKING_MIN)
-        return {"max_tokens": budget + cap, "thinking": {"type": "enabled", "budget_tokens": budget},
-                "reasoning_effort": None, "drop_params": True}
-    if kind == "gemini":
-        return {"max_tokens": budget + cap, "thinking": {"type": "enabled", "budget_tokens": budget},
-                "reasoning_effort": None, "temperature": 0, "seed": 0, "drop_params": True}
-    out = {"max_completion_tokens": budget + cap, "seed": 0, "drop_params": True}
-    if "reasoning_effort" not in ((getattr(provider, "config", None) or {})):
+    if style in ("anthropic", "gemini"):
+        out: dict = {}
+        if budget is not None:
+            budget = max(budget, THINKING_MIN) if style == "anthropic" else budget
+            out = {"max_tokens": budget + cap, "thinking": {"type": "enabled", "budget_tokens": budget}}
+        out["reasoning_effort"] = None
+        if style == "gemini":
+            if temperature is not None:
+                out["temperature"] = temperature
+            if seed is not None:
+                out["seed"] = seed
+        return out
+    out = {"max_completion_tokens": budget + cap} if budget is not None else {}
+    if seed is not None:
+        out["seed"] = seed
+    if "reasoning_effort" not in config:
         out["reasoning_effort"] = GRADING_EFFORT
     return out
-
-
-def grown(provider, overrides: dict, info: dict) -> tuple[dict, dict] | None:
-    """A cut-off call's request again with its reasoning budget doubled, within the ceiling, and its new
-    `info` ({kind, cap, budget}); None when the budget is already at the ceiling."""
-    kind, cap, budget = info["kind"], info["cap"], info["budget"]
-    bigger = min(budget * 2, ceiling(provider) - cap)
-    if bigger <= budget:
-        return None
-    return {**overrides, **request(provider, cap, kind, bigger)}, {**info, "budget": bigger}

@@ -19,10 +19,10 @@ from factcli.providers.base import (
     TIMEOUT,
     Provider,
     ProviderCallError,
-    RenderedPrompt,
     register_provider,
     response_from_dict,
 )
+from factcli.providers.request import CallRequest
 from factcli.scripting import callables
 from factcli.scripting.python import load_module
 from factcli.sources import JS_SUFFIXES, TS_SUFFIXES
@@ -100,7 +100,8 @@ class JavaScriptProvider(Provider):
             return [str(exc)]
         return []
 
-    async def call(self, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
+    async def call(self, request: CallRequest) -> ProviderResponse:
+        prompt = request.prompt
         from factcli.scripting.node import JSError, NodeTimeout, NodeWorkerError, get_worker, js_value
 
         variables = prompt.vars or {}
@@ -111,7 +112,7 @@ class JavaScriptProvider(Provider):
                                           "template": raw},
                                "evaluationId": variables.get("__evalId"),
                                "repeatIndex": variables.get("__repeatIndex", 0)}}
-        limit = context.get("timeout_s")
+        limit = request.timeout_s
         try:
             # just inside run/calls.py's own limit, so that the worker, not the caller, gives up first and
             # a worker stuck in a loop is restarted
@@ -161,7 +162,8 @@ class PythonProvider(Provider):
             return [f"{path} has no function '{func_name}'"]
         return []
 
-    async def call(self, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
+    async def call(self, request: CallRequest) -> ProviderResponse:
+        prompt = request.prompt
         path, func_name = _python_target(self.id, self.base_dir)
         try:
             module = load_module(path)
@@ -203,7 +205,8 @@ class FunctionProvider(Provider):
         if callables.lookup(name) is None:
             raise ConfigError(callables.missing(name))
 
-    async def call(self, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
+    async def call(self, request: CallRequest) -> ProviderResponse:
+        prompt = request.prompt
         name = self.id[len(callables.PREFIX) + 1:]
         fn = callables.lookup(name)
         if fn is None:
@@ -239,7 +242,8 @@ class ExecProvider(Provider):
         if not spec.id[len("exec:"):].strip():
             raise ConfigError("'exec:' needs a command, e.g. 'exec: python answer.py'")
 
-    async def call(self, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
+    async def call(self, request: CallRequest) -> ProviderResponse:
+        prompt = request.prompt
         argv = shlex.split(self.id[len("exec:"):].strip())
         options = json.dumps({"id": self.id, "config": self.config})
         ctx = json.dumps({"vars": prompt.vars})

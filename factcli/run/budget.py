@@ -28,12 +28,17 @@ class BudgetReached(AbortRun):
     through scoring as a provider's 401 does; the executor stops taking steps on it."""
 
 
-def output_cap(config: dict, overrides: dict) -> int | None:
-    for source in (overrides, config):
-        for key in ("max_tokens", "max_completion_tokens"):
-            value = source.get(key)
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-                return int(value)
+def output_cap(config: dict, request=None) -> int | None:
+    """The most output tokens a call can take by what it is sent: the request's own allowance
+    (providers/request.CallRequest.reply_allowance: a grader's cap, with its reasoning budget), else the
+    provider config's max_tokens / max_completion_tokens; None when neither caps it."""
+    own = request.reply_allowance() if request is not None else None
+    if isinstance(own, int) and own > 0:
+        return own
+    for key in ("max_tokens", "max_completion_tokens"):
+        value = config.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            return int(value)
     return None
 
 
@@ -43,19 +48,19 @@ def budget_cap(provider) -> int | None:
     return None if output_limit(getattr(provider, "price_model", None)) else FALLBACK_OUTPUT_CAP
 
 
-def reply_cap(provider, overrides: dict) -> int:
+def reply_cap(provider, request=None) -> int:
     """The most tokens a call's reply can take: its request's cap, else the model's output limit."""
-    return (output_cap(provider.config or {}, overrides) or output_limit(getattr(provider, "price_model", None))
+    return (output_cap(provider.config or {}, request) or output_limit(getattr(provider, "price_model", None))
             or FALLBACK_OUTPUT_CAP)
 
 
-def reply_reserved(provider, overrides: dict) -> str | None:
+def reply_reserved(provider, request=None) -> str | None:
     """What a call's worst case reserves for its reply and why, for the stop message: a budget that
     stops a cheap run early is usually the reply cap of a model without max_tokens (16,384 tokens for
     gpt-4o-mini), and the user must be told which knob that is."""
     if getattr(provider, "call_price", None) is not None:
         return None  # priced by the request: no reply to reserve
-    own = output_cap(provider.config or {}, overrides)
+    own = output_cap(provider.config or {}, request)
     name = getattr(provider, "price_model", None) or provider.id
     if own is not None:
         return f"each reply is reserved at its max_tokens of {own:,} tokens; a lower max_tokens reserves less"
@@ -67,8 +72,9 @@ def reply_reserved(provider, overrides: dict) -> str | None:
             "when a budget is set and the model's output limit is unknown; set max_tokens lower to reserve less")
 
 
-def worst_cost(provider, messages: list[dict], overrides: dict) -> float | None:
-    """The most a call can cost, or None when its model's price is unknown."""
+def worst_cost(provider, messages: list[dict], request=None) -> float | None:
+    """The most a call of `request` (a providers/request.CallRequest; None: a call with no cap of its own)
+    can cost, or None when its model's price is unknown."""
     if getattr(provider, "call_price", None) is not None:
         return provider.call_price
     price = price_of(provider)
@@ -77,7 +83,7 @@ def worst_cost(provider, messages: list[dict], overrides: dict) -> float | None:
     if not price.input and not price.output:
         return 0.0
     prompt_tokens = sum(len(str(m.get("content") or "")) + MESSAGE_OVERHEAD_TOKENS for m in messages)
-    return price.cost(prompt_tokens, reply_cap(provider, overrides))
+    return price.cost(prompt_tokens, reply_cap(provider, request))
 
 
 def unpriced(provider) -> bool:

@@ -1,4 +1,7 @@
-"""Every model call, to a provider under test or to a grader, goes through Caller.call.
+"""Every model call, to a provider under test or to a grader, goes through Caller.call, as a typed
+request (providers/request.CallRequest) that this module adjusts with `dataclasses.replace` (its
+timeout, the form its endpoint accepts, the parameters its endpoint refused, a grown reasoning budget,
+a budget's reply cap) and the provider class translates (docs/architecture.md: how a grader call travels).
 
 This is the one owner of: the response cache, de-duplication of identical in-flight requests,
 the run's cap on calls in flight (`-j`: CallCap), the per-endpoint limits under it (run/limits.py:
@@ -13,8 +16,8 @@ a queued request from a long generation, and a generation that outlived the time
 usually do so again, occupying the server's slot each time. 429, 5xx and connection errors keep
 their retries.
 
-Structured output (a grader's `response_format`): a server that refuses the form asked for (HTTP 400
-naming it) is asked again at once with a simpler form, json_schema -> json_object -> none, and the
+Structured output (a grader's request's `form`): a server that refuses the form asked for (HTTP 400
+naming it) is asked again at once with a simpler form, json_schema -> json_object -> plain, and the
 form that worked is remembered for that endpoint for the rest of the run (FormatMemory). Until an
 endpoint has answered one structured request, its other structured requests wait for that one, so a
 server that refuses the schema sees one refused request, not one per concurrent call.
@@ -28,7 +31,8 @@ import copy
 import random
 import time
 from contextvars import ContextVar
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from factcli import settings
 from factcli.errors import AbortRun
@@ -43,8 +47,8 @@ from factcli.providers.base import (
     TRANSIENT,
     Provider,
     ProviderCallError,
-    RenderedPrompt,
 )
+from factcli.providers.request import FORMS, CallRequest
 from factcli.run import clock
 from factcli.run.breaker import Breaker, Breakers
 from factcli.run.budget import Budget, budget_cap, output_cap, reply_reserved, worst_cost
@@ -81,10 +85,10 @@ class RetryPolicy:
         return random.uniform(0.5, 1.0) * min(self.backoff_cap_s, self.backoff_base_s * (2 ** attempt))
 
 
-def _context_error(provider_id: str, context: dict, err: ProviderCallError) -> str:
+def _context_error(provider_id: str, request: CallRequest, err: ProviderCallError) -> str:
     """What overflowed and what to change: a grader's reply is capped by its max_tokens, a model's by
     the prompt's length and its own cap."""
-    if context.get("purpose") == "grader":
+    if request.purpose == "grader":
         fix = ("lower the grader's max_tokens (its provider config), shorten the rubric or the output it grades, "
                "or grade with a model that has a larger context")
         what = f"the grader {provider_id}"
@@ -100,9 +104,6 @@ def _timeout_error(timeout_s: float, attempts: int) -> str:
             "config or FACTCLI_TIMEOUT_MS (milliseconds), or give a grader a lower max_tokens")
 
 
-FORMS = ("json_schema", "json_object", "plain")
-
-
 class FormatMemory:
     """Per endpoint, the form of structured output its server accepts, learnt during one run."""
 
@@ -112,24 +113,12 @@ class FormatMemory:
         self.rejected: dict[str, int] = {}  # 400s naming response_format, per endpoint
         self._locks: dict[str, asyncio.Lock] = {}
 
-    @staticmethod
-    def form_of(overrides: dict) -> str | None:
-        rf = overrides.get("response_format")
-        if not isinstance(rf, dict):
-            return None
-        return "json_object" if rf.get("type") == "json_object" else "json_schema"
-
-    def apply(self, endpoint: str, overrides: dict) -> dict:
-        """The overrides in the form this endpoint accepts (never a richer form than asked)."""
-        asked, known = self.form_of(overrides), self.form.get(endpoint)
-        if asked is None or known is None or FORMS.index(known) <= FORMS.index(asked):
-            return overrides
-        out = dict(overrides)
-        if known == "json_object":
-            out["response_format"] = {"type": "json_object"}
-        else:
-            out.pop("response_format", None)
-        return out
+    def apply(self, endpoint: str, request: CallRequest) -> CallRequest:
+        """The request in the form this endpoint accepts (never a richer form than asked)."""
+        asked, known = request.form, self.form.get(endpoint)
+        if asked == "plain" or known is None or FORMS.index(known) <= FORMS.index(asked):
+            return request
+        return replace(request, form=known)
 
     def downgrade(self, endpoint: str, sent: str) -> None:
         self.rejected[endpoint] = self.rejected.get(endpoint, 0) + 1
@@ -222,28 +211,29 @@ class Caller:
         self.retries = 0  # total retries made, reported with the run
         self.calls = 0  # requests actually sent
 
-    async def call(self, provider: Provider, prompt: RenderedPrompt, *, repeat_idx: int = 0,
-                   context: dict | None = None) -> ProviderResponse:
-        if (context is None and provider.in_process and self.budget is None
+    async def call(self, provider: Provider, request: CallRequest, *,
+                   accept: Callable[[ProviderResponse], bool] | None = None) -> ProviderResponse:
+        """One call of `request` to `provider`. `accept`: the caller's reading rule (a grader step's
+        reader), not part of the request: a reply it refuses is neither stored nor served from the cache."""
+        if (accept is None and request.purpose == "model" and provider.in_process and self.budget is None
                 and (self.cache is None or not provider.cacheable)):
             # an in-process provider (echo) called by a row, with no budget, cache or limit in force: nothing
-            # to pace (such a provider is never throttled), time out (it awaits nothing), retry (it raises
-            # no ProviderCallError) or keep: the call alone. Any other call takes the general path below.
+            # to pace (such a provider is never throttled), time out (it awaits nothing: it is given the
+            # request as made), retry (it raises no ProviderCallError) or keep: the call alone. Any other
+            # call takes the general path below.
             limiter = self.limiters.for_provider(provider) if self.limiters is not None else None
             if limiter is None or limiter.idle:
                 start = time.perf_counter()
                 self.calls += 1
-                return _answered(await provider.call(prompt, {"timeout_s": self.policy.timeout_s}), start, 0)
-        context = dict(context or {})
-        context.setdefault("timeout_s", self.policy.timeout_s)
-        overrides = context.get("overrides") or {}
+                return _answered(await provider.call(request), start, 0)
+        if request.timeout_s is None:
+            request = replace(request, timeout_s=self.policy.timeout_s)
         if (self.budget is not None and provider.call_price is None
-                and output_cap(provider.config or {}, overrides) is None):
+                and output_cap(provider.config or {}, request) is None):
             cap = budget_cap(provider)
             if cap is not None:  # a model whose output limit litellm does not know: a real bound on the cost
-                context["overrides"] = {**overrides, "max_tokens": cap}
-        key = self._key(provider, prompt, repeat_idx, context)
-        accept = context.pop("accept", None)
+                request = replace(request, max_tokens=cap)
+        key = self._key(provider, request)
         if key is not None:
             hit = self.cache.get(key)
             if hit is not None:
@@ -252,11 +242,11 @@ class Caller:
                     return hit
                 self.cache.delete(key)  # kept by an older factcli: its reader refuses it, ask again
         if key is None:
-            if "reasoning" in context:
-                return await self._answer(provider, prompt, context)
-            if FormatMemory.form_of(context.get("overrides") or {}) is None:  # _structured's first case, inline
-                return await self._attempts(provider, prompt, context)
-            return await self._structured(provider, prompt, context)
+            if request.reasoning is not None:
+                return await self._answer(provider, request)
+            if request.form == "plain":  # _structured's first case, inline
+                return await self._attempts(provider, request)
+            return await self._structured(provider, request)
         pending = self._inflight.get(key)
         if pending is not None:
             resp = copy.deepcopy(await asyncio.shield(pending))
@@ -267,7 +257,7 @@ class Caller:
         future = asyncio.get_running_loop().create_future()
         self._inflight[key] = future
         try:
-            resp = await self._answer(provider, prompt, context)
+            resp = await self._answer(provider, request)
         except BaseException as exc:
             if not future.done():
                 future.set_exception(exc)
@@ -281,7 +271,7 @@ class Caller:
             self.cache.set(key, resp)
         return resp
 
-    async def _send(self, limiter, tokens: int, cap, provider: Provider, prompt: RenderedPrompt, context: dict,
+    async def _send(self, limiter, tokens: int, cap, provider: Provider, request: CallRequest,
                     sending: list) -> tuple[float, ProviderResponse]:
         """One request: its endpoint's turn (`limiter`: a paced endpoint's slot and spacing), its place under
         the run's cap, then the request (`sending` gets an item once it is sent) -> (when it was sent, reply)."""
@@ -293,36 +283,36 @@ class Caller:
                 sending.append(start)
                 self.calls += 1
                 async with asyncio.timeout(self.policy.timeout_s):
-                    return start, await provider.call(prompt, context)
+                    return start, await provider.call(request)
 
-    def sends_json(self, provider: Provider, overrides: dict) -> bool:
-        """Whether a request with these overrides goes out asking for JSON (its endpoint has not refused
-        every structured form this run): its reply is then held to its schema."""
+    def sends_json(self, provider: Provider, request: CallRequest) -> bool:
+        """Whether the request goes out asking for JSON (its endpoint has not refused every structured form
+        this run): its reply is then held to its schema."""
         return (getattr(provider, "takes_schema", True) and not getattr(provider, "user_code", False)
-                and FormatMemory.form_of(self.formats.apply(provider.endpoint(), overrides)) is not None)
+                and self.formats.apply(provider.endpoint(), request).form != "plain")
 
     def given(self) -> "GivenReplies":
         """`with caller.given() as replies:` the cached replies served or stored inside (tasks started
         inside included), to drop again with replies.drop()."""
         return GivenReplies(self.cache)
 
-    async def _answer(self, provider: Provider, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
-        """The call; for a reasoning grader (`context["reasoning"]`: {kind, cap, budget}, set by
-        scoring/grading) whose reply was cut off while it reasoned, asked once more with the reasoning
-        budget doubled within the ceiling (providers/reasoning.py). Both calls' tokens and cost are the
-        reply's; `metadata.reasoningBudget` is the budget of the call that answered."""
-        resp = await self._structured(provider, prompt, context)
-        info = context.get("reasoning")
-        if info is None or resp.error is not None or resp.finish_reason != "length":
+    async def _answer(self, provider: Provider, request: CallRequest) -> ProviderResponse:
+        """The call; for a reasoning grader with a budget (`request.reasoning`, set by scoring/grading) whose
+        reply was cut off while it reasoned, asked once more with the reasoning budget doubled within the
+        ceiling (providers/reasoning.py). Both calls' tokens and cost are the reply's;
+        `metadata.reasoningBudget` is the budget of the call that answered."""
+        resp = await self._structured(provider, request)
+        info = request.reasoning
+        if info is None or info.budget is None or resp.error is not None or resp.finish_reason != "length":
             return resp
-        from factcli.providers.reasoning import grown
+        from factcli.providers.reasoning import ceiling
 
-        bigger = grown(provider, context.get("overrides") or {}, info)
+        bigger = info.grown(ceiling(provider))
         if bigger is None:
-            resp.metadata = {**resp.metadata, "reasoningBudget": info["budget"]}
+            resp.metadata = {**resp.metadata, "reasoningBudget": info.budget}
             return resp
-        overrides, info = bigger
-        again = await self._structured(provider, prompt, {**context, "overrides": overrides, "reasoning": info})
+        info = bigger
+        again = await self._structured(provider, replace(request, reasoning=info))
         first = resp.token_usage
         again.token_usage = TokenUsage(
             prompt=first.prompt + again.token_usage.prompt, completion=first.completion + again.token_usage.completion,
@@ -330,62 +320,63 @@ class Caller:
             num_requests=first.num_requests + again.token_usage.num_requests,
             reasoning=first.reasoning + again.token_usage.reasoning)
         again.cost = None if again.cost is None or resp.cost is None else again.cost + resp.cost
-        again.metadata = {**again.metadata, "reasoningBudget": info["budget"], "reasoningRetried": True}
+        again.metadata = {**again.metadata, "reasoningBudget": info.budget, "reasoningRetried": True}
         return again
 
-    async def _structured(self, provider: Provider, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
+    async def _structured(self, provider: Provider, request: CallRequest) -> ProviderResponse:
         """The call, in the form of structured output its endpoint accepts (see the module's docstring)."""
-        if FormatMemory.form_of(context.get("overrides") or {}) is None:
-            return await self._attempts(provider, prompt, context)
+        if request.form == "plain":
+            return await self._attempts(provider, request)
         endpoint = provider.endpoint()
         if endpoint not in self.formats.confirmed:
             async with self.formats.lock(endpoint):
                 if endpoint not in self.formats.confirmed:  # this call is the endpoint's probe
-                    return await self._in_accepted_form(endpoint, provider, prompt, context)
-        return await self._in_accepted_form(endpoint, provider, prompt, context)
+                    return await self._in_accepted_form(endpoint, provider, request)
+        return await self._in_accepted_form(endpoint, provider, request)
 
-    async def _in_accepted_form(self, endpoint: str, provider: Provider, prompt: RenderedPrompt,
-                                context: dict) -> ProviderResponse:
+    async def _in_accepted_form(self, endpoint: str, provider: Provider, request: CallRequest) -> ProviderResponse:
         while True:
-            sent = dict(context, overrides=self.formats.apply(endpoint, context["overrides"]))
-            resp = await self._attempts(provider, prompt, sent)
+            sent = self.formats.apply(endpoint, request)
+            resp = await self._attempts(provider, sent)
             if resp is not _REFUSED:
                 # answered, or failed otherwise (a timeout, a 500): the form was not what the server
                 # refused, and the calls waiting behind this one need not wait any longer
                 self.formats.confirmed.add(endpoint)
                 return resp
-            self.formats.downgrade(endpoint, FormatMemory.form_of(sent["overrides"]))
+            self.formats.downgrade(endpoint, sent.form)
 
-    def _key(self, provider: Provider, prompt: RenderedPrompt, repeat_idx: int, context: dict) -> str | None:
+    def _key(self, provider: Provider, request: CallRequest) -> str | None:
+        """The response cache's key: the provider's identity, the messages, the repeat, the request's
+        parameters in the provider's terms (what the untyped overrides held, so keys made before the typed
+        request still hit) and the prompt's own request parameters."""
         if self.cache is None or not provider.cacheable:
             return None
-        return cache_key(provider.cache_identity(), prompt.messages, repeat_idx, context.get("overrides"),
-                         prompt.config)
+        return cache_key(provider.cache_identity(), request.prompt.messages, request.repeat_idx,
+                         provider.parameters(request), request.prompt.config)
 
-    async def _attempts(self, provider: Provider, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
+    async def _attempts(self, provider: Provider, request: CallRequest) -> ProviderResponse:
         if self.breakers is None or provider.in_process:  # an in-process provider has no endpoint to lose
-            return await self._tries(provider, prompt, context, None)
+            return await self._tries(provider, request, None)
         breaker = self.breakers.of(provider)
         if breaker.trip is not None:
             return ProviderResponse(error=scrub_text(breaker.trip.error()))
         breaker.pending += 1
         try:
-            return await self._tries(provider, prompt, context, breaker)
+            return await self._tries(provider, request, breaker)
         finally:
             breaker.pending -= 1
 
-    async def _tries(self, provider: Provider, prompt: RenderedPrompt, context: dict,
-                     breaker: Breaker | None) -> ProviderResponse:
+    async def _tries(self, provider: Provider, request: CallRequest, breaker: Breaker | None) -> ProviderResponse:
         policy = self.policy
         timeouts = 0
         limiter = self.limiters.for_provider(provider) if self.limiters is not None else None
         endpoint = provider.endpoint()
         cap = None if provider.in_process else self.cap
         if endpoint in self.params.learned:
-            context = {**context, "adapt": dict(self.params.learned[endpoint])}
+            request = replace(request, adaptations=dict(self.params.learned[endpoint]))
         tokens = 0
         if limiter is not None and limiter.tpm:
-            tokens = estimate_tokens(prompt, {**(provider.config or {}), **(context.get("overrides") or {})})
+            tokens = estimate_tokens(request.prompt, {**(provider.config or {}), **provider.parameters(request)})
         attempt = 0
         while True:
             if breaker is not None and breaker.trip is not None:  # opened while this call waited its turn
@@ -393,15 +384,15 @@ class Caller:
             start = time.perf_counter()
             worst = None
             if self.budget is not None:
-                worst = worst_cost(provider, prompt.messages, context.get("overrides") or {}) or 0.0
+                worst = worst_cost(provider, request.prompt.messages, request) or 0.0
                 await self.budget.reserve(  # BudgetReached: this call does not start
-                    worst, lambda: reply_reserved(provider, context.get("overrides") or {}))
+                    worst, lambda: reply_reserved(provider, request))
             try:
                 paced = limiter is not None and not limiter.idle
                 if limiter is not None and not paced:
                     limiter.note_start()
                 sending: list = []
-                send = self._send(limiter if paced else None, tokens, cap, provider, prompt, context, sending)
+                send = self._send(limiter if paced else None, tokens, cap, provider, request, sending)
                 if paced and breaker is not None:  # a paced wait for its turn may be long: it ends if the breaker opens
                     sent = await breaker.unless_open(send, sending)
                     if sent is None:
@@ -431,12 +422,12 @@ class Caller:
                 breaker.attempt_failed(scrub_text(str(err)), err.unreachable)
             elif breaker is not None and err.kind not in (TIMEOUT,):
                 breaker.answered()  # a reply (a 400, a refusal): the endpoint is there
-            if err.kind == FORMAT and FormatMemory.form_of(context.get("overrides") or {}) is not None:
+            if err.kind == FORMAT and request.form != "plain":
                 return _REFUSED  # not a failure of the call: _structured asks again in a simpler form
             if err.kind == PARAM:
-                adapted = self.params.learn(endpoint, err.refusal, context.get("adapt"))
+                adapted = self.params.learn(endpoint, err.refusal, request.adaptations)
                 if adapted is not None:
-                    context = {**context, "adapt": adapted}
+                    request = replace(request, adaptations=adapted)
                     continue  # not a retry: the same call without what the server refused
             if err.kind == TIMEOUT:
                 timeouts += 1
@@ -445,7 +436,7 @@ class Caller:
                                             retries=attempt,
                                             latency_ms=round((time.perf_counter() - start) * 1000))
             if err.kind == CONTEXT:
-                return ProviderResponse(error=scrub_text(_context_error(provider.id, context, err)), retries=attempt,
+                return ProviderResponse(error=scrub_text(_context_error(provider.id, request, err)), retries=attempt,
                                         latency_ms=round((time.perf_counter() - start) * 1000))
             if err.kind in (AUTH, FATAL):
                 status = f" (HTTP {err.status})" if err.status else ""

@@ -73,7 +73,7 @@ def plan(run) -> tuple[list[Line], list[Line]]:
     providers = {i: create_provider(spec, suite.base_dir) for i, spec in enumerate(suite.providers)}
     lines = {i: Line(spec.label or spec.id) for i, spec in enumerate(suite.providers)}
     graders: dict[str, Line] = {}
-    grader_caps = {spec.id: output_cap(spec.config or {}, {}) for spec, _ in run.grader_specs}
+    grader_caps = {spec.id: output_cap(spec.config or {}) for spec, _ in run.grader_specs}
     grader_models = {spec.id: create_provider(spec, suite.base_dir) for spec, kind in run.grader_specs
                      if kind == "text"}
     from factcli.providers.embedding import EmbeddingProvider
@@ -82,7 +82,7 @@ def plan(run) -> tuple[list[Line], list[Line]]:
                           for spec, kind in run.grader_specs if kind == "embedding"})
     for step in run._steps:
         provider, line = providers[step.provider_idx], lines[step.provider_idx]
-        cap = reply_cap(provider, {})
+        cap = reply_cap(provider)
         if step.test.provider_output is None:
             rendered = render_prompt(step)
             model = getattr(provider, "price_model", None) or ""
@@ -91,7 +91,7 @@ def plan(run) -> tuple[list[Line], list[Line]]:
             line.output_cap = cap
             # the key the call will have: a budget sends max_tokens with a call that has no cap
             sent_cap = budget_cap(provider) if run.max_cost is not None and \
-                output_cap(provider.config or {}, {}) is None else None
+                output_cap(provider.config or {}) is None else None
             extra = {"max_tokens": sent_cap} if sent_cap else None
             if cache is not None and provider.cacheable and cache.get(
                     cache_key(provider.cache_identity(), rendered.messages, step.repeat_idx, extra,

@@ -16,6 +16,7 @@ from typing import Callable, Iterable
 
 from factcli.errors import AbortRun, bug_message, is_bug
 from factcli.providers.base import Provider, RenderedPrompt
+from factcli.providers.request import CallRequest
 from factcli.run.budget import BudgetReached
 from factcli.run.calls import Caller
 from factcli.run.conversations import Conversations, TurnBroken
@@ -239,7 +240,7 @@ class Executor:
         if test.provider_output is not None:
             response = ProviderResponse(output=test.provider_output)
         else:
-            response = await self.caller.call(provider, rendered, repeat_idx=step.repeat_idx)
+            response = await self.caller.call(provider, CallRequest(rendered, repeat_idx=step.repeat_idx))
         if raw is not None:
             raw[0] = response.output
         if response.error is None and (step.provider.transform or test.options.get("transform")

@@ -6,10 +6,11 @@ rule; the one grader of a kind is resolved here (GraderSource), in this order (c
 `openai:gpt-5` when OPENAI_API_KEY is set.
 Grader calls go through the run's Caller, so they share the cache, the retry loop and the
 timeouts of provider calls; their tokens and cost are counted apart. They ask for temperature 0
-and a fixed seed (a parameter a server refuses is learned once per endpoint in run/calls); a
-reasoning grader is asked as providers/reasoning.py says (a reasoning budget on top of the step's
-cap, a low effort, no temperature), and each server gets the reply schema in the form it takes
-(providers/dialects.py).
+and a fixed seed (a parameter a server refuses is learned once per endpoint in run/calls). Each call is
+one typed request (providers/request.CallRequest) that the grader's provider class translates: a
+reasoning grader (as the class says: `reasoning_style()`) is asked with a reasoning budget on top of
+the step's cap, a low effort and no temperature (providers/reasoning.py), and each server gets the
+reply schema in the form it takes (`grammar_backed()`, providers/dialects.py).
 """
 
 from __future__ import annotations
@@ -221,7 +222,7 @@ class Grader:
 
     async def complete(self, spec: ProviderSpec, messages: list[dict], *, reply: Any = None,
                        json_mode: bool = False, items: int | None = None, strict: bool = True,
-                       attempt: int = 0, sent: Any = None) -> GraderReply:
+                       attempt: int = 0, sent: Any = None, cache_prefix: int = 0) -> GraderReply:
         """One grader call. `reply` (a scoring.replies.Reply) is the step's answer: its JSON schema goes
         with the request as `response_format` and its cap as `max_tokens`, unless the grader's config
         sets them (`items`: how many things the reply is about, for a step whose cap follows them);
@@ -231,45 +232,41 @@ class Grader:
         asked again (a step that retries an unreadable reply, as SAFE does): its own cache entry. `sent` (a
         scoring.content.Sent): what the step sent, against which a read reply's content is checked (the
         step's Reply declares what it must contain); a reply that fails is a grading error too, with the
-        check's reason."""
-        from factcli.providers.base import RenderedPrompt
-
+        check's reason. `cache_prefix`: how many leading messages are static text the step's other calls
+        share (providers/request.CallRequest), for the provider's prompt cache."""
         from factcli.providers import reasoning
-        from factcli.providers.dialects import response_format_for
+        from factcli.providers.base import RenderedPrompt
+        from factcli.providers.dialects import schema_for
+        from factcli.providers.request import CallRequest, Reasoning
 
         provider = self._provider(spec)
         self.used.add(spec.label or spec.id)
         own_cap = spec.config.get("max_completion_tokens", spec.config.get("max_tokens"))
         cap = reply.cap_for(items) if reply is not None else GRADER_MAX_TOKENS
-        kind = reasoning.style(provider)
-        context: dict = {"purpose": "grader"}
-        if kind is not None:
-            # hidden reasoning comes out of the same allowance: the step's cap on top of a reasoning budget,
-            # no temperature, a low effort (providers/reasoning.py)
-            overrides = reasoning.request(provider, cap, kind)
-            if own_cap is None:
-                context["reasoning"] = {"kind": kind, "cap": cap, "budget": reasoning.allowance(provider, kind)}
-            else:  # the grader's own cap is the whole allowance, its own thinking config (if any) stands
-                for key in ("max_tokens", "max_completion_tokens", "thinking"):
-                    overrides.pop(key, None)
-        else:
-            overrides = {"temperature": 0, "seed": GRADER_SEED, "drop_params": True}
-            if own_cap is None:
-                overrides["max_tokens"] = cap
-        if "response_format" not in spec.config:
+        style = provider.reasoning_style()
+        # hidden reasoning comes out of the same allowance: the step's cap on top of a reasoning budget, no
+        # temperature, a low effort (the provider's family's parameters, providers/reasoning.py); the
+        # grader's own cap is the whole allowance, its own thinking config (if any) stands
+        thinks = None if style is None else \
+            Reasoning(style, cap, reasoning.allowance(provider, style) if own_cap is None else None)
+        schema = name = None
+        form = "plain"
+        if "response_format" not in spec.config:  # the grader's own response_format stands
             if reply is not None:
-                overrides["response_format"] = response_format_for(provider, reply, own_cap or cap, items)
+                form, name, schema = "json_schema", reply.name, schema_for(provider, reply, own_cap or cap, items)
             elif json_mode:
-                overrides["response_format"] = {"type": "json_object"}
-        text = json.dumps(messages, ensure_ascii=False)
-        prompt = RenderedPrompt(text=text, messages=messages)
+                form = "json_object"
+        request = CallRequest(RenderedPrompt(text=json.dumps(messages, ensure_ascii=False), messages=messages),
+                              purpose="grader", repeat_idx=attempt, schema=schema, schema_name=name, form=form,
+                              max_tokens=cap if own_cap is None else None, temperature=0, seed=GRADER_SEED,
+                              reasoning=thinks, cache_prefix=cache_prefix)
         held = getattr(self.caller, "sends_json", None)
 
         def schema_error(reply_text: str | None) -> str | None:
             """Why the reply can be read neither by the step's schema nor in its text form, when the request
             asked for the schema (None: it is read, or the endpoint refused every structured form, and the
             step reads the grader's own words). The reading rule is the step's (scoring/replies.py)."""
-            if not strict or reply is None or not reply_text or (held is not None and not held(provider, overrides)):
+            if not strict or reply is None or not reply_text or (held is not None and not held(provider, request)):
                 return None
             from factcli.scoring.replies import ReplyError
 
@@ -306,18 +303,15 @@ class Grader:
             text = _text_of(resp.output)
             return resp.finish_reason != "length" and schema_error(text) is None and content_error(text) is None
 
-        context["overrides"] = overrides
-        context["accept"] = usable
-        resp = await self.caller.call(provider, prompt, repeat_idx=attempt, context=context)
+        resp = await self.caller.call(provider, request, accept=usable)
         _record(provider, resp)
         output = resp.output
         reply_text = _text_of(output)
         error = resp.error
 
         if error is None and resp.finish_reason == "length":
-            if "reasoning" in context:
-                info = context["reasoning"]
-                budget = (resp.metadata or {}).get("reasoningBudget", info["budget"])
+            if thinks is not None and thinks.budget is not None:
+                budget = (resp.metadata or {}).get("reasoningBudget", thinks.budget)
                 said = "asked twice, the second time with the budget doubled" if \
                     (resp.metadata or {}).get("reasoningRetried") else "at the ceiling, not asked again"
                 error = (f"the grader's reply was cut off while it reasoned (finish_reason=length; "
@@ -368,11 +362,12 @@ class Grader:
         ledger with its price. `backend` is a search Provider (providers/search); the reply's `output` is
         its list of results {title, url, snippet}; `cached` on the response says no request was sent."""
         from factcli.providers.base import RenderedPrompt
+        from factcli.providers.request import CallRequest
 
         self.used.add(backend.id)
         prompt = RenderedPrompt(text=query, messages=[{"role": "user", "content": query}],
                                 config={"results": results})
-        resp = await self.caller.call(backend, prompt, context={"purpose": "search"})
+        resp = await self.caller.call(backend, CallRequest(prompt, purpose="search"))
         _record(backend, resp)
         return GraderReply(None, resp.error, resp.token_usage, resp.cost, resp.finish_reason,
                            resp.output if resp.error is None else None)
@@ -380,13 +375,15 @@ class Grader:
     async def embed(self, spec: ProviderSpec, text: str) -> tuple[list[float] | None, str | None, TokenUsage]:
         from factcli.providers.base import RenderedPrompt
         from factcli.providers.embedding import EmbeddingProvider
+        from factcli.providers.request import CallRequest
 
         key = json.dumps(["embedding", spec.id, spec.config], sort_keys=True, default=str)
         if key not in self._providers:
             self._providers[key] = EmbeddingProvider(spec, self.base_dir)
         provider = self._providers[key]
         self.used.add(spec.label or spec.id)
-        resp = await self.caller.call(provider, RenderedPrompt(text=text, messages=[{"role": "user", "content": text}]))
+        prompt = RenderedPrompt(text=text, messages=[{"role": "user", "content": text}])
+        resp = await self.caller.call(provider, CallRequest(prompt, purpose="embedding"))
         _record(provider, resp)
         if resp.error is not None:
             return None, resp.error, resp.token_usage

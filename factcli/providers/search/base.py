@@ -4,7 +4,7 @@ like a model call, so the one owner of retries (429 with Retry-After, 5xx, timeo
 (`rpm`, `maxConcurrency` in `config.search`), the response cache and the budget treats it as one.
 
 A backend is chosen by `config.search.provider` and registered with `register_backend`. The query is
-the RenderedPrompt's text; the number of results wanted is its `config["results"]`, which makes it part
+the request's prompt text; the number of results wanted is its prompt's `config["results"]`, which makes it part
 of the cache key beside the backend's identity (its name, base URL and request options, never its key).
 """
 
@@ -20,9 +20,9 @@ from factcli.providers.base import (
     TRANSIENT,
     Provider,
     ProviderCallError,
-    RenderedPrompt,
     http_error,
 )
+from factcli.providers.request import CallRequest
 from factcli.types import ProviderResponse, ProviderSpec, TokenUsage
 
 BACKENDS: dict[str, type] = {}
@@ -108,9 +108,9 @@ class SearchBackend(Provider):
 
     # ------------------------------------------------------------ calls
 
-    async def call(self, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
-        wanted = int(prompt.config.get("results") or 3)
-        found = await self.search(prompt.text, min(wanted, self.max_results))
+    async def call(self, request: CallRequest) -> ProviderResponse:
+        wanted = int(request.prompt.config.get("results") or 3)
+        found = await self.search(request.prompt.text, min(wanted, self.max_results))
         if self.trims:
             found = found[:wanted]
         return ProviderResponse(output=found, cost=self.call_price, token_usage=TokenUsage(num_requests=1),
