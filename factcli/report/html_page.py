@@ -136,6 +136,9 @@ def run_header(run) -> str:
     out.append(f'<p class="meta">{_e(figures.spend_text(run.metrics))}'
                + (f" · grader {_e(', '.join(run.graders))}" if run.graders else "")
                + (f' · <span class="warn">{figures.plural(grading_errors, "grading error")}</span>' if grading_errors else "") + "</p>")
+    saved = figures.metrics_savings(run.metrics)
+    if saved:
+        out.append(f'<p class="meta">{_e(saved)}</p>')
     for pid, t in run.throttling.items():
         text = (f"Throttled: {pid} asked to slow down {t.get('throttled')} times; calls in flight cut to "
                 f"{t.get('lowestLimit')} (limit {t.get('limit')})")
