@@ -127,9 +127,11 @@ def savings_text(model, grader, batched: int = 0, saved: float = 0.0) -> str | N
         def share(t) -> str:
             return f"{t.cached / t.prompt * 100:.1f}%" if t.prompt else "n/a"
 
-        text = f"Prompt cache: {share(model)} of input tokens read from it"
-        if grader.prompt:
-            text += f" (grading {share(grader)})"
+        if model.prompt:
+            text = f"Prompt cache: {share(model)} of input tokens read from it"
+            text += f" (grading {share(grader)})" if grader.prompt else ""
+        else:
+            text = f"Prompt cache: {share(grader)} of grading input tokens read from it"
         written = model.cache_write + grader.cache_write
         if written:
             text += f", {written:,} written"
