@@ -13,11 +13,13 @@ import json
 import pytest
 from conftest import write
 from fake_vendors import FakeVendors
+from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
 from factcli.cli import app
 from factcli.providers import pricing
 from factcli.types import ProviderResponse, ProviderSpec, TokenUsage
+from factcli.web.app import create_app
 
 runner = CliRunner()
 MINI = {"input": 0.15e-6, "cached": 0.075e-6, "output": 0.60e-6}
@@ -131,7 +133,7 @@ def vendors(_vendors, remote_prices):
     _vendors.cache_tokens = (0, 0)
 
 
-def test_anthropic_cache_reads_and_writes_through_litellm_are_priced_by_hand(vendors, tmp_path):
+def test_anthropic_cache_reads_and_writes_through_litellm_are_priced_by_hand(vendors, tmp_path, isolated_home):
     """Anthropic's input_tokens leaves out the tokens read from and written to its cache: factcli's
     prompt count holds them all, each billed at its own price."""
     vendors.cache_tokens = (10, 20)  # of each prompt's tokens, 10 written to the cache and 20 read from it
@@ -162,6 +164,14 @@ tests:
     assert line in runner.invoke(app, ["view", "latest"]).output
     shown = runner.invoke(app, ["show", "latest", "1"]).output
     assert "(20 from the prompt cache, 10 written to it)" in shown, shown
+    html = tmp_path / "r.html"
+    assert runner.invoke(app, ["export", "latest", "-o", str(html)]).exit_code == 0
+    assert line in html.read_text() and "(20 from the prompt cache, 10 written to it)" in html.read_text()
+    client = TestClient(create_app(isolated_home / "factcli.db", token="t" * 16))
+    auth = {"Authorization": "Bearer " + "t" * 16}
+    assert line in client.get(f"/runs/{doc['evalId']}", headers=auth).text
+    cell = client.get(f"/runs/{doc['evalId']}/cell/0/0/0", headers=auth).text
+    assert "(20 from the prompt cache, 10 written to it)" in cell
 
 
 def test_an_anthropic_reply_without_cache_tokens_is_billed_at_the_input_price(vendors, tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from factcli.report.figures import fmt_cost, money, plural, score_text
-from factcli.report.html_page import WEIGHT_ZERO_NOTE, cached_grading, reasoning_note
+from factcli.report.html_page import WEIGHT_ZERO_NOTE, cache_note, cached_grading, reasoning_note
 from factcli.report.rows import claim_side
 from factcli.report.view import (
     column_label,
@@ -73,11 +73,8 @@ def _reasoning(r: dict) -> dict:
 
 
 def _cache_note(hidden: dict, prefix: str = "") -> str:
-    """`, 600 from the prompt cache, 300 written to it` for a count's prompt-cache tokens."""
-    read, written = hidden.get(f"{prefix}CacheRead" if prefix else "cacheRead"), \
-        hidden.get(f"{prefix}CacheWrite" if prefix else "cacheWrite")
-    return (f" ({read or 0:,} from the prompt cache" + (f", {written:,} written to it" if written else "") + ")"
-            if read or written else "")
+    return cache_note(hidden.get(f"{prefix}CacheRead" if prefix else "cacheRead"),
+                      hidden.get(f"{prefix}CacheWrite" if prefix else "cacheWrite"))
 
 
 def _test_rows(store: Store, run: dict, test_idx: int) -> list[dict]:
