@@ -350,9 +350,12 @@ def tokens_from_json(d: dict | None) -> TokenUsage:
 
 
 def cache_write_of(d: dict) -> int:
-    """The cache writes of a tokenUsage JSON (`factcli.cacheWrite`), 0 when it has none."""
-    own = d.get("factcli")
+    """The cache writes of a tokenUsage JSON (`factcli.cacheWrite`; promptfoo's releases after
+    0.121.20 write `completionDetails.cacheCreationInputTokens`), 0 when it has none."""
+    own, details = d.get("factcli"), d.get("completionDetails")
     value = own.get("cacheWrite") if isinstance(own, dict) else None
+    if value is None and isinstance(details, dict):
+        value = details.get("cacheCreationInputTokens")
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 0
 
 

@@ -109,6 +109,21 @@ def test_an_openai_reply_reporting_cached_tokens_is_billed_at_the_cache_price(op
     assert as_json[0]["tokens"]["cacheRead"] == 24 and as_json[0]["tokens"]["gradingCacheRead"] == 24
 
 
+def test_cached_tokens_through_litellm_are_billed_at_the_cache_price_too(openai_server, remote_prices, tmp_path):
+    """The same reply read by litellm (a `litellm:` id): its prompt_tokens_details.cached_tokens."""
+    openai_server.cached_tokens = 24
+    text = f"""
+prompts: ["Q: <<n>> {DOCUMENT}"]
+providers: [{{id: "litellm:openai/gpt-4o-mini", config: {{apiBaseUrl: "{{{{ env.FAKE_OPENAI_URL }}}}"}}}}]
+tests: [{{vars: {{n: '0'}}}}]
+"""
+    result, doc = _eval(tmp_path, text)
+    assert result.exit_code == 0, result.output
+    row = doc["results"]["results"][0]
+    assert (row["response"]["tokenUsage"]["prompt"], row["response"]["tokenUsage"]["cached"]) == (32, 24)
+    assert row["cost"] == pytest.approx(8 * MINI["input"] + 24 * MINI["cached"] + 6 * MINI["output"], rel=0.01)
+
+
 def test_without_cached_tokens_nothing_changes(openai_server, tmp_path):
     result, doc = _eval(tmp_path, OPENAI_CONFIG)
     assert result.exit_code == 0, result.output
