@@ -177,6 +177,8 @@ tests:
     line = "Prompt cache: 62.5% of input tokens read from it, 20 written"
     assert line in result.output, result.output
     assert line in runner.invoke(app, ["view", "latest"]).output
+    header = json.loads(runner.invoke(app, ["view", "latest", "--json"]).output)["run"]
+    assert (header["savings"], header["cacheRead"], header["cacheWrite"]) == (line, 40, 20)
     shown = runner.invoke(app, ["show", "latest", "1"]).output
     assert "(20 from the prompt cache, 10 written to it)" in shown, shown
     html = tmp_path / "r.html"

@@ -57,8 +57,12 @@ def run_header(store: Store, run: dict) -> dict:
     grader_tokens = (tokens.get("assertions") or {}).get("total") or 0
     cost, grader_cost = run.get("cost"), tokens.get("graderCost") or 0
     unpriced, grader_unpriced = tokens.get("costUnpriced") or 0, tokens.get("graderCostUnpriced") or 0
-    savings = savings_text(tokens_from_json(tokens), tokens_from_json(tokens.get("assertions")),
-                                   tokens.get("batched") or 0, tokens.get("batchSaved") or 0.0)
+    model_tokens, grading_tokens = tokens_from_json(tokens), tokens_from_json(tokens.get("assertions"))
+    savings = savings_text(model_tokens, grading_tokens, tokens.get("batched") or 0, tokens.get("batchSaved") or 0.0)
+    # the figures of that line, for --json: the providers' prompt-cache reads and writes, and the batched calls
+    cache = {"cacheRead": model_tokens.cached, "cacheWrite": model_tokens.cache_write,
+             "gradingCacheRead": grading_tokens.cached, "gradingCacheWrite": grading_tokens.cache_write,
+             "batchedCalls": tokens.get("batched") or 0, "batchSaved": tokens.get("batchSaved") or 0.0}
     done = passed + failed + errors
     judged = done - not_judged  # the pass rate is over the rows judged
     return {
@@ -70,7 +74,7 @@ def run_header(store: Store, run: dict) -> dict:
         "judged": judged, "passRate": (passed / judged) if judged else None, "tokens": total_tokens, "graderTokens": grader_tokens,
         "cost": cost, "graderCost": grader_cost, "costUnpricedRows": unpriced,
         "graderCostUnpricedRows": grader_unpriced, "abortReason": run.get("abort_reason"),
-        **({"savings": savings} if savings else {}),
+        **({"savings": savings, **{k: v for k, v in cache.items() if v}} if savings else {}),
         "factcliVersion": run.get("factcli_version"),
         # the gate verdicts, as the -o file's factcli.gates
         **({"gates": gates} if (gates := loads(run.get("gates_json"), []) or []) else {}),
