@@ -206,7 +206,11 @@ class EvalStep:
 
 @dataclass(slots=True)
 class TokenUsage:
-    """Token counts of one or more calls, in promptfoo's fields."""
+    """Token counts of one or more calls, in promptfoo's fields. `prompt` is every input token sent,
+    those read from and written to the provider's prompt cache included (OpenAI's prompt_tokens is so;
+    Anthropic's input_tokens leaves them out, and its reply is counted so when read); `cached` are
+    the cache reads among them, `cache_write` the cache writes (providers/pricing.Price.cost_of
+    prices each)."""
 
     prompt: int = 0
     completion: int = 0
@@ -216,6 +220,7 @@ class TokenUsage:
     # of `completion`, the hidden reasoning tokens (OpenAI's reasoning models, Claude's thinking, Gemini's
     # thoughts): billed as output, never seen in the reply
     reasoning: int = 0
+    cache_write: int = 0  # promptfoo has no field for it: JSON's `factcli.cacheWrite`
 
     def add(self, other: "TokenUsage") -> None:
         self.prompt += other.prompt
@@ -224,6 +229,7 @@ class TokenUsage:
         self.cached += other.cached
         self.num_requests += other.num_requests
         self.reasoning += other.reasoning
+        self.cache_write += other.cache_write
 
     def to_json(self) -> dict:
         out = {
@@ -235,6 +241,8 @@ class TokenUsage:
         }
         if self.reasoning:  # promptfoo's field for them
             out["completionDetails"] = {"reasoning": self.reasoning}
+        if self.cache_write:  # a key of factcli's own, which promptfoo's readers pass over
+            out["factcli"] = {"cacheWrite": self.cache_write}
         return out
 
 
@@ -331,14 +339,14 @@ class _ZeroTokens(TokenUsage):
 EMPTY_DICT = _EmptyDict()
 EMPTY_LIST = _EmptyList()
 ZERO_TOKENS = object.__new__(_ZeroTokens)
-for _name in ("prompt", "completion", "total", "cached", "num_requests", "reasoning"):
+for _name in ("prompt", "completion", "total", "cached", "num_requests", "reasoning", "cache_write"):
     object.__setattr__(ZERO_TOKENS, _name, 0)
 del _name
 
 
 def is_zero_tokens(t) -> bool:
     return (type(t) is TokenUsage and not t.prompt and not t.completion and not t.total and not t.cached
-            and not t.num_requests)
+            and not t.num_requests and not t.cache_write)
 
 
 def compact_row(row: EvalResult) -> None:
@@ -391,7 +399,18 @@ def tokens_from_json(d: dict | None) -> TokenUsage:
     details = d.get("completionDetails")
     return TokenUsage(prompt=d.get("prompt") or 0, completion=d.get("completion") or 0, total=d.get("total") or 0,
                       cached=d.get("cached") or 0, num_requests=d.get("numRequests") or 0,
-                      reasoning=(details.get("reasoning") or 0) if isinstance(details, dict) else 0)
+                      reasoning=(details.get("reasoning") or 0) if isinstance(details, dict) else 0,
+                      cache_write=cache_write_of(d))
+
+
+def cache_write_of(d: dict) -> int:
+    """The cache writes of a tokenUsage JSON (`factcli.cacheWrite`; promptfoo's releases after
+    0.121.20 write `completionDetails.cacheCreationInputTokens`), 0 when it has none."""
+    own, details = d.get("factcli"), d.get("completionDetails")
+    value = own.get("cacheWrite") if isinstance(own, dict) else None
+    if value is None and isinstance(details, dict):
+        value = details.get("cacheCreationInputTokens")
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _assertion(raw: dict) -> Assertion:

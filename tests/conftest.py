@@ -46,6 +46,7 @@ def fake_openai(_server, monkeypatch):
     _server.set_fault_rate(0)
     _server.set_rate_limit(None)
     _server.send_usage = True
+    _server.cached_tokens = 0
     _server.refuse_response_format()
     monkeypatch.setenv("FAKE_OPENAI_URL", _server.url)
     yield _server

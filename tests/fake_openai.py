@@ -297,6 +297,9 @@ class FakeOpenAI:
         self._nodelay: list[bool] = []
         self.latency = latency
         self.send_usage = True  # False: replies carry no `usage`, as some local servers send them
+        # a chat reply's usage.prompt_tokens_details.cached_tokens: this many of its prompt_tokens (at
+        # most all of them) read from OpenAI's prompt cache, among prompt_tokens as OpenAI counts them
+        self.cached_tokens = 0
         self._refused_formats: set[str] = set()  # response_format types answered with 400
         self._format_refusals = 0
         self._requested_port = port
@@ -826,6 +829,8 @@ class FakeOpenAI:
                     "prompt_tokens": prompt_tokens,
                     "completion_tokens": completion_tokens * n,
                     "total_tokens": prompt_tokens + completion_tokens * n,
+                    **({"prompt_tokens_details": {"cached_tokens": min(self.cached_tokens, prompt_tokens)}}
+                       if self.cached_tokens else {}),
                 }} if self.send_usage else {}),
             }
         )

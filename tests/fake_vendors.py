@@ -18,7 +18,10 @@ every vendor's path:
       budget_tokens}` needs budget_tokens >= 1024 and below max_tokens, and refuses a temperature other
       than 1 and top_k; thinking is spent first (min(budget, THINKING)) and the text after it, both out
       of max_tokens (stop_reason "max_tokens" when it runs out); `output_format: {type: json_schema}`
-      constrains the text; usage.output_tokens counts thinking and text.
+      constrains the text; usage.output_tokens counts thinking and text. `cache_tokens = (written, read)`:
+      that many of the prompt's tokens (the first ones; at most all of them) reported as written to
+      and read from the prompt cache, in cache_creation_input_tokens and cache_read_input_tokens, which
+      input_tokens leaves out, as Anthropic counts them (both 0 by default, and always reported).
   Gemini generateContent    POST /v1beta/models/{model}:generateContent (also without /v1beta).
       generationConfig (camelCase or snake_case): maxOutputTokens covers the thoughts and the text;
       thinkingConfig.thinkingBudget (0-24576 for flash models, 128-32768 for pro, -1 dynamic; a 2.5
@@ -103,6 +106,13 @@ def _cut(text: str, n: int) -> str:
     return " ".join(text.split()[:max(0, n)])
 
 
+def _system_text(system) -> str:
+    """Anthropic's `system`: a string, or a list of text blocks (how a cache_control mark is sent)."""
+    if isinstance(system, list):
+        return " ".join(str(p.get("text", "")) for p in system if isinstance(p, dict))
+    return str(system or "")
+
+
 def _prompt_words(messages) -> int:
     total = 0
     for m in messages or []:
@@ -124,6 +134,7 @@ class FakeVendors(LocalServer):
         self.efforts: dict[str, tuple[str, ...]] = {}  # model -> the reasoning_effort values it takes
         self.reasoning_models: set[str] = set()  # reasoning models beyond OpenAI's names (a custom endpoint)
         self.thinking = THINKING
+        self.cache_tokens = (0, 0)  # Anthropic's (cache_creation_input_tokens, cache_read_input_tokens)
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------ helpers
@@ -251,8 +262,15 @@ class FakeVendors(LocalServer):
         return web.json_response({
             "id": "msg_fake", "type": "message", "role": "assistant", "model": model, "content": content,
             "stop_reason": stop, "stop_sequence": None,
-            "usage": {"input_tokens": _prompt_words(body.get("messages")) + _words(str(body.get("system") or "")),
+            "usage": {**self._anthropic_input(_prompt_words(body.get("messages"))
+                                              + _words(_system_text(body.get("system")))),
                       "output_tokens": spent + _words(text)}})
+
+    def _anthropic_input(self, prompt: int) -> dict:
+        written = min(self.cache_tokens[0], prompt)
+        read = min(self.cache_tokens[1], prompt - written)
+        return {"input_tokens": prompt - written - read, "cache_creation_input_tokens": written,
+                "cache_read_input_tokens": read}
 
     # ------------------------------------------------------------ Gemini
 

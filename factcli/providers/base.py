@@ -247,7 +247,7 @@ class Provider:
 
 def response_from_dict(data: Any) -> ProviderResponse:
     """promptfoo's ProviderResponse shape (from python/exec providers) -> ProviderResponse."""
-    from factcli.types import TokenUsage
+    from factcli.types import TokenUsage, cache_write_of
 
     if not isinstance(data, dict):
         return ProviderResponse(output=data)
@@ -258,6 +258,7 @@ def response_from_dict(data: Any) -> ProviderResponse:
         prompt=prompt, completion=completion, total=int(usage.get("total") or (prompt + completion)),
         cached=int(usage.get("cached") or 0), num_requests=int(usage.get("numRequests") or 1),
         reasoning=int(details.get("reasoning") or 0) if isinstance(details, dict) else 0,
+        cache_write=cache_write_of(usage),
     )
     cost = data.get("cost")
     return ProviderResponse(

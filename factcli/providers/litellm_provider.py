@@ -264,10 +264,9 @@ class LiteLLMProvider(Provider):
                     err.kind, err.refusal = PARAM, refusal
             raise err from None
         out = to_response(resp, litellm, request.prompt.messages, self.model)
-        price = pricing.price_of(self)
-        # a price by hand, a local model, or one litellm's own cost function does not know
-        if price is not None and (price.source in ("config", "local") or out.cost is None):
-            out.cost = price.cost(out.token_usage.prompt, out.token_usage.completion)
+        # factcli's one price rule (providers/pricing.py), not litellm's response_cost: the figure
+        # --dry-run and --max-cost reckon with, with the config's prices and the cache's
+        pricing.bill(self, out, known=bool(out.token_usage.total or out.metadata.get("tokensCountedWith")))
         return out
 
 
@@ -321,26 +320,36 @@ def to_response(resp, litellm, sent=None, model: str = "") -> ProviderResponse:
         # counted in completion_tokens (billed as output)
         details = getattr(usage, "completion_tokens_details", None)
         tu.reasoning = int(getattr(details, "reasoning_tokens", 0) or 0) if details is not None else 0
+        tu.cached, tu.cache_write = _cache_tokens(usage)
     meta: dict = {}
     if not tu.total and sent is not None:  # no usage in the reply (litellm fills zeros)
         counted = count_usage(sent, output, model)
         if counted is not None:
             tu, meta["tokensCountedWith"] = counted
-    cost = None
-    hidden = getattr(resp, "_hidden_params", None) or {}
-    if meta:
-        cost = pricing.cost(model, tu.prompt, tu.completion)
-    elif isinstance(hidden.get("response_cost"), (int, float)):
-        cost = float(hidden["response_cost"])
-    else:
-        try:
-            cost = float(litellm.completion_cost(completion_response=resp))
-        except Exception:  # unknown model: cost unknown, never a crash
-            cost = None
     logprobs = None
     lp = getattr(choice, "logprobs", None)
     content = getattr(lp, "content", None) if lp is not None else None
     if content:
         logprobs = [float(getattr(t, "logprob", 0.0)) for t in content]
-    return ProviderResponse(output=output if output is not None else "", token_usage=tu, cost=cost,
+    return ProviderResponse(output=output if output is not None else "", token_usage=tu,
                             finish_reason=getattr(choice, "finish_reason", None), logprobs=logprobs, metadata=meta)
+
+
+def _int(value) -> int:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _cache_tokens(usage) -> tuple[int, int]:
+    """(cache reads, cache writes) of litellm's usage, both among its prompt_tokens: litellm adds
+    Anthropic's cache_read_input_tokens and cache_creation_input_tokens to input_tokens, and keeps
+    them in prompt_tokens_details (cached_tokens, cache_creation_tokens) and on the usage itself;
+    OpenAI's, DeepSeek's and Gemini's cache reads are already in their prompt counts."""
+    details = getattr(usage, "prompt_tokens_details", None)
+    read = _int(getattr(details, "cached_tokens", None)) if details is not None else 0
+    written = 0
+    if details is not None:
+        written = _int(getattr(details, "cache_creation_tokens", None)) or _int(
+            getattr(details, "cache_write_tokens", None))
+    read = read or _int(getattr(usage, "cache_read_input_tokens", None))
+    written = written or _int(getattr(usage, "cache_creation_input_tokens", None))
+    return read, written

@@ -200,11 +200,11 @@ class OpenAIProvider(Provider):
             counted = count_usage(sent, output, self.model)
             if counted is not None:
                 tokens, meta["tokensCountedWith"] = counted
-        known = isinstance(usage, dict) or "tokensCountedWith" in meta
-        price = pricing.price_of(self)
-        cost = price.cost(tokens.prompt, tokens.completion) if known and price is not None else None
-        return ProviderResponse(output=output if output is not None else "", token_usage=tokens, cost=cost,
-                                finish_reason=choice.get("finish_reason"), logprobs=logprobs, metadata=meta)
+        out = ProviderResponse(output=output if output is not None else "", token_usage=tokens,
+                               finish_reason=choice.get("finish_reason"), logprobs=logprobs, metadata=meta)
+        # cached_tokens, among prompt_tokens, at the model's cache-read price
+        pricing.bill(self, out, known=isinstance(usage, dict) or "tokensCountedWith" in meta)
+        return out
 
 
 _sessions: dict[int, object] = {}

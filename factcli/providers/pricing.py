@@ -1,5 +1,11 @@
-"""Token prices: by hand in a provider's config (promptfoo's `cost`, `inputCost`, `outputCost`, USD
-per token), else from the table litellm ships inside its package, read without importing litellm.
+"""Token prices: by hand in a provider's config (promptfoo's `cost`, `inputCost`, `outputCost`, and
+factcli's `cacheReadCost`, `cacheWriteCost`, `batchInputCost`, `batchOutputCost`, USD per token), else
+from the table litellm ships inside its package, read without importing litellm.
+
+One rule prices every call, reply, estimate and budget: Price.cost_of(usage, batch). litellm's own
+cost figure is not used (it cannot be reproduced before a call, by --dry-run or --max-cost, and
+knows neither the config's prices nor the batch price), so a call costs the same wherever it is
+counted. docs/costs.md says it for users.
 
 Nothing is downloaded: the file is litellm's bundled backup copy. Every provider spelling factcli
 accepts resolves to that table's entry when one exists: `anthropic:messages:claude-sonnet-4-5`,
@@ -20,7 +26,12 @@ from functools import lru_cache
 from typing import NamedTuple
 from urllib.parse import urlparse
 
-CONFIG_KEYS = ("cost", "inputCost", "outputCost")
+CONFIG_KEYS = ("cost", "inputCost", "outputCost", "cacheReadCost", "cacheWriteCost", "batchInputCost",
+               "batchOutputCost")
+# the table's fields for the prices beyond input and output, in Price's order
+_EXTRA_FIELDS = ("cache_read_input_token_cost", "cache_creation_input_token_cost", "input_cost_per_token_batches",
+                 "output_cost_per_token_batches")
+_EXTRA_KEYS = ("cacheReadCost", "cacheWriteCost", "batchInputCost", "batchOutputCost")
 _DATE = re.compile(r"(?:-|@)(\d{8}|\d{4}-\d{2}-\d{2}|latest)$")
 _VERSION = re.compile(r"-v\d+(?::\d+)?$")
 _REGION = re.compile(r"^(?:us|eu|apac|au|jp|global|us-gov)\.")
@@ -28,15 +39,48 @@ _REGION = re.compile(r"^(?:us|eu|apac|au|jp|global|us-gov)\.")
 
 class Price(NamedTuple):
     """A model's price per token. A named tuple rather than a frozen dataclass: its class is made ~5x
-    faster, on the start of every eval (issue 30)."""
+    faster, on the start of every eval (issue 30).
+
+    A price beyond input and output that is unknown (None) takes its documented fallback: a cache
+    read or write at the input price (no discount, no surcharge assumed), a batch call at the full
+    price. A batch's discount applies to cache reads and writes too (the vendors stack them: a
+    batched cache read is the cache price times the batch's input ratio)."""
 
     input: float  # USD per token
     output: float
     max_output: int | None  # the model's own reply limit, when the table knows it
     source: str  # where the price came from, for messages: "config", "local", or the table's key
+    cache_read: float | None = None  # an input token read from the provider's prompt cache
+    cache_write: float | None = None  # an input token written to it (Anthropic's 5-minute cache_control)
+    batch_input: float | None = None  # an input token of a batch API's call
+    batch_output: float | None = None
 
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        return prompt_tokens * self.input + completion_tokens * self.output
+    def cost_of(self, usage, batch: bool = False) -> float:
+        """What a call with these tokens (a TokenUsage: `prompt` all input tokens, cache reads
+        `cached` and cache writes `cache_write` among them) costs; batch: at the batch price."""
+        return self._cost(usage.prompt, usage.cached, usage.cache_write, usage.completion, batch)
+
+    def cost(self, prompt_tokens: int, completion_tokens: int, batch: bool = False) -> float:
+        """cost_of for a call with no cache read or write."""
+        return self._cost(prompt_tokens, 0, 0, completion_tokens, batch)
+
+    def _cost(self, prompt: int, cached: int, written: int, completion: int, batch: bool) -> float:
+        inp, out, read, write = self.input, self.output, self.cache_read, self.cache_write
+        read = inp if read is None else read
+        write = inp if write is None else write
+        if batch:
+            ratio = (self.batch_input / inp if self.batch_input is not None and inp else 1.0)
+            inp = inp if self.batch_input is None else self.batch_input
+            out = out if self.batch_output is None else self.batch_output
+            read, write = read * ratio, write * ratio
+        # a reply that says more was read or written than sent (a server's own count): the rest is 0
+        fresh = max(prompt - cached - written, 0)
+        return fresh * inp + cached * read + written * write + completion * out
+
+    def worst_input(self, batch: bool = False) -> float:
+        """The most an input token can cost: a call may write all it sends to the cache."""
+        return self._cost(1, 0, 0, 0, batch) if (self.cache_write or 0) <= self.input else \
+            self._cost(1, 0, 1, 0, batch)
 
 
 @lru_cache(maxsize=1)
@@ -113,7 +157,12 @@ def table_price(model: str) -> Price | None:
     entry = _table()[key]
     limit = entry.get("max_output_tokens") or entry.get("max_tokens")
     return Price(float(entry["input_cost_per_token"]), float(entry["output_cost_per_token"]),
-                 int(limit) if isinstance(limit, (int, float)) and limit > 0 else None, key)
+                 int(limit) if isinstance(limit, (int, float)) and limit > 0 else None, key,
+                 *(_number(entry.get(f)) for f in _EXTRA_FIELDS))
+
+
+def _number(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else None
 
 
 def output_limit(model: str | None) -> int | None:
@@ -122,17 +171,33 @@ def output_limit(model: str | None) -> int | None:
 
 
 def config_price(config: dict) -> Price | None:
-    """promptfoo's keys: `cost` for both directions, `inputCost`/`outputCost` each (USD per token)."""
-    def number(key):
-        value = config.get(key)
-        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else None
-
-    both = number("cost")
-    inp = number("inputCost") if number("inputCost") is not None else both
-    out = number("outputCost") if number("outputCost") is not None else both
+    """promptfoo's keys: `cost` for both directions, `inputCost`/`outputCost` each (USD per token);
+    None when the config gives none of them (factcli's own keys then amend another price: price_of)."""
+    both = _number(config.get("cost"))
+    inp = _number(config.get("inputCost")) if _number(config.get("inputCost")) is not None else both
+    out = _number(config.get("outputCost")) if _number(config.get("outputCost")) is not None else both
     if inp is None and out is None:
         return None
     return Price(inp or 0.0, out or 0.0, None, "config")
+
+
+def _amended(price: Price, config: dict, table: Price | None) -> Price:
+    """`price` with the config's cacheReadCost, cacheWriteCost, batchInputCost and batchOutputCost.
+    A price by hand (source "config") keeps, for each of them the config does not give, the table's
+    proportion to the input (or output) price: a cache read at 0.1x input stays 0.1x of the price by
+    hand; else it is unknown (Price's fallback)."""
+    extra = list(price[4:])
+    if price.source == "config":
+        extra = [None] * 4
+        if table is not None:
+            for i, (value, base, own) in enumerate(zip(table[4:], (table.input,) * 3 + (table.output,),
+                                                       (price.input,) * 3 + (price.output,))):
+                if value is not None:
+                    extra[i] = value * own / base if base else value
+    for i, key in enumerate(_EXTRA_KEYS):
+        if _number(config.get(key)) is not None:
+            extra[i] = _number(config.get(key))
+    return price._replace(cache_read=extra[0], cache_write=extra[1], batch_input=extra[2], batch_output=extra[3])
 
 
 def is_local_url(url: str | None) -> bool:
@@ -151,8 +216,16 @@ def is_local_url(url: str | None) -> bool:
 
 def price_of(provider) -> Price | None:
     """A provider's price per token: its config's, else nothing for a free or local one, else the
-    table's for its model; None when none is known."""
+    table's for its model; None when none is known. The config's cache and batch prices amend it."""
     config = getattr(provider, "config", None) or {}
+    price = _base_price(provider, config)
+    if price is None or not any(k in config for k in CONFIG_KEYS):
+        return price
+    model = getattr(provider, "price_model", None)
+    return _amended(price, config, table_price(model) if model and price.source == "config" else None)
+
+
+def _base_price(provider, config: dict) -> Price | None:
     by_hand = config_price(config)
     model = getattr(provider, "price_model", None)
     limit = output_limit(model)
@@ -173,6 +246,23 @@ def cost(model: str, prompt_tokens: int, completion_tokens: int) -> float | None
     """What a call to `model` (litellm's id or a bare name) cost by the table, or None."""
     price = table_price(model)
     return None if price is None else price.cost(prompt_tokens, completion_tokens)
+
+
+def bill(provider, resp, batch: bool = False, known: bool = True) -> None:
+    """Price a reply by the one rule: resp.cost from its tokens at the provider's price (None when
+    the price, or the tokens, are unknown). A reply of a batch API (batch=True) is billed at the
+    batch price and marked: metadata `batch: True`, and `batchSaved`, what the same tokens cost at
+    the full price less what they cost batched (the run's summary adds them up)."""
+    price = price_of(provider)
+    if price is None or (not known and (price.input or price.output)):  # a free model costs 0 all the same
+        resp.cost = None
+        if batch:
+            resp.metadata = {**resp.metadata, "batch": True}
+        return
+    resp.cost = price.cost_of(resp.token_usage, batch)
+    if batch:
+        saved = price.cost_of(resp.token_usage) - resp.cost
+        resp.metadata = {**resp.metadata, "batch": True, "batchSaved": saved}
 
 
 def model_name_problem(provider) -> str | None:

@@ -114,3 +114,39 @@ def spend_text(metrics) -> str:
     if grader_calls:
         text += f" (+{fmt_cost(sum(m.grader_cost for m in metrics), sum(m.grader_unpriced for m in metrics))} grading)"
     return text
+
+
+def savings_text(model, grader, batched: int = 0, saved: float = 0.0) -> str | None:
+    """`Prompt cache: 62.5% of input tokens read from it (grading 81.0%), 12,400 written · Batch APIs:
+    1,000 calls, $1.23 saved`: the share of the input tokens, the model's (`model`, a TokenUsage)
+    and the graders' (`grader`), that the providers' prompt caches served, the tokens written to
+    them, and the calls billed at a batch price with what that saved against the full price. None
+    when no call read or wrote a cache nor went through a batch API."""
+    parts = []
+    if model.cached or model.cache_write or grader.cached or grader.cache_write:
+        def share(t) -> str:
+            return f"{t.cached / t.prompt * 100:.1f}%" if t.prompt else "n/a"
+
+        if model.prompt:
+            text = f"Prompt cache: {share(model)} of input tokens read from it"
+            text += f" (grading {share(grader)})" if grader.prompt else ""
+        else:
+            text = f"Prompt cache: {share(grader)} of grading input tokens read from it"
+        written = model.cache_write + grader.cache_write
+        if written:
+            text += f", {written:,} written"
+        parts.append(text)
+    if batched:
+        parts.append(f"Batch APIs: {plural(batched, 'call')}, {money(saved)} saved")
+    return " · ".join(parts) or None
+
+
+def metrics_savings(metrics) -> str | None:
+    """savings_text over columns' metrics (scoring/metrics.ColumnMetrics)."""
+    from factcli.types import TokenUsage
+
+    model, grader = TokenUsage(), TokenUsage()
+    for m in metrics:
+        model.add(m.tokens)
+        grader.add(m.grader_tokens)
+    return savings_text(model, grader, sum(m.batched for m in metrics), sum(m.batch_saved for m in metrics))

@@ -25,7 +25,7 @@ from typing import Any
 from factcli.report import figures, labels
 from factcli.report.rows import by_test, claim_irrelevant, claim_side, claim_supported, status_of
 from factcli.scoring.outcome import grader_error_mark, meta_errored
-from factcli.types import EvalResult, grading_json, is_row_description, json_components, json_walk
+from factcli.types import EvalResult, cache_write_of, grading_json, is_row_description, json_components, json_walk
 
 # Scoped under .fc so a notebook or a host page keeps its own look. Long texts wrap inside their
 # cell and tall ones scroll there; the results table scrolls inside its own box, so a run with many
@@ -137,6 +137,9 @@ def run_header(run) -> str:
     out.append(f'<p class="meta">{_e(figures.spend_text(run.metrics))}'
                + (f" · grader {_e(', '.join(run.graders))}" if run.graders else "")
                + (f' · <span class="warn">{figures.plural(grading_errors, "grading error")}</span>' if grading_errors else "") + "</p>")
+    saved = figures.metrics_savings(run.metrics)
+    if saved:
+        out.append(f'<p class="meta">{_e(saved)}</p>')
     for pid, t in run.throttling.items():
         text = (f"Throttled: {pid} asked to slow down {t.get('throttled')} times; calls in flight cut to "
                 f"{t.get('lowestLimit')} (limit {t.get('limit')})")
@@ -223,7 +226,8 @@ def cell_of(r: EvalResult) -> dict:
             "tokens": resp.token_usage.total, "graderTokens": r.grading.tokens_used.total if r.grading else 0,
             "cost": resp.cost, "answered": resp.error is None, "cached": resp.cached,
             "grading": grading_json(r.grading, top=True) if r.grading is not None else None,
-            "conversation": r.conversation, "reasoning": resp.token_usage.reasoning}
+            "conversation": r.conversation, "reasoning": resp.token_usage.reasoning,
+            "cacheRead": resp.token_usage.cached, "cacheWrite": resp.token_usage.cache_write}
 
 
 WEIGHT_ZERO_NOTE = "weight 0: does not affect the test"
@@ -232,10 +236,12 @@ WEIGHT_ZERO_NOTE = "weight 0: does not affect the test"
 def spend_line(cell: dict) -> str:
     """A row's latency, tokens, cost and grader calls, as `factcli show` prints them."""
     bits = [f"latency {cell.get('latencyMs') or 0:.0f} ms", f"tokens {cell.get('tokens') or 0:,}"
-            + reasoning_note(cell.get("reasoning"))]
+            + reasoning_note(cell.get("reasoning")) + cache_note(cell.get("cacheRead"), cell.get("cacheWrite"))]
     if cell.get("graderTokens"):
-        grader = ((cell.get("grading") or {}).get("tokensUsed") or {}).get("completionDetails") or {}
-        bits.append(f"+{cell['graderTokens']:,} grading" + reasoning_note(grader.get("reasoning")))
+        used = (cell.get("grading") or {}).get("tokensUsed") or {}
+        bits.append(f"+{cell['graderTokens']:,} grading" + reasoning_note((used.get("completionDetails") or {})
+                                                                           .get("reasoning"))
+                    + cache_note(used.get("cached"), cache_write_of(used)))
     if cell.get("answered") or cell.get("cost") is not None:  # an answered call: its price, or n/a
         bits.append(f"cost {figures.fmt_cost(cell.get('cost'))}")
     spent = (cell.get("grading") or {}).get("metadata") or {}
@@ -250,6 +256,16 @@ def spend_line(cell: dict) -> str:
 def reasoning_note(n) -> str:
     """` (700 reasoning)`: the hidden reasoning tokens among a count (billed as output), else nothing."""
     return f" ({n:,} reasoning)" if isinstance(n, int) and n else ""
+
+
+def cache_note(read, written) -> str:
+    """` (600 from the prompt cache, 300 written to it)`: the input tokens among a count that the
+    provider's prompt cache served and took, else nothing."""
+    read = read if isinstance(read, int) else 0
+    written = written if isinstance(written, int) else 0
+    if not read and not written:
+        return ""
+    return f" ({read:,} from the prompt cache" + (f", {written:,} written to it" if written else "") + ")"
 
 
 def cached_grading(spent: dict) -> str:

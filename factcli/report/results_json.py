@@ -216,8 +216,11 @@ def _run_cost(metrics) -> dict:
     model, grader = sum(m.cost for m in metrics), sum(m.grader_cost for m in metrics)
     unpriced, grader_unpriced = sum(m.cost_unpriced for m in metrics), sum(m.grader_unpriced for m in metrics)
     rows = sum(m.rows for m in metrics)
+    batched = sum(m.batched for m in metrics)
     return {"model": None if rows and unpriced == rows else model, "modelUnpricedRows": unpriced,
-            "grader": None if grader_unpriced and not grader else grader, "graderUnpricedRows": grader_unpriced}
+            "grader": None if grader_unpriced and not grader else grader, "graderUnpricedRows": grader_unpriced,
+            # calls billed at a batch API's price, and what that saved against the full price
+            **({"batchedCalls": batched, "batchSaved": sum(m.batch_saved for m in metrics)} if batched else {})}
 
 
 PRETTY_MAX_ROWS = 2000  # json's C encoder is only used without indent: larger files go on one line

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from factcli.report.figures import fmt_cost, money, plural, score_text
-from factcli.report.html_page import WEIGHT_ZERO_NOTE, cached_grading, reasoning_note
+from factcli.report.html_page import WEIGHT_ZERO_NOTE, cache_note, cached_grading, reasoning_note
 from factcli.report.rows import claim_side
 from factcli.report.view import (
     column_label,
@@ -22,7 +22,7 @@ from factcli.scoring.outcome import grader_error_mark, meta_errored
 from factcli.store.database import Store
 from factcli.store.encode import loads
 from factcli.store.ratings import ratings_for_row
-from factcli.types import FAILURE_GRADING, is_row_description, json_components, status_word
+from factcli.types import FAILURE_GRADING, cache_write_of, is_row_description, json_components, status_word
 
 # ---------------------------------------------------------------- show RUN
 
@@ -59,15 +59,23 @@ def show_run(store: Store, run: dict, as_json: bool) -> None:
 
 def _reasoning(r: dict) -> dict:
     """The hidden reasoning tokens of a stored row's model call and of its grader calls (part of the
-    completion and grading counts), when there were any."""
+    completion and grading counts), and the input tokens read from and written to the providers'
+    prompt caches (part of the prompt and grading counts), when there were any."""
     usage = ((loads(r.get("extra_json"), {}) or {}).get("response") or {}).get("tokenUsage") or {}
     graded = ((loads(r.get("grading_json"), {}) or {}).get("tokensUsed") or {}) if r.get("grading_json") else {}
     out = {}
-    for key, tokens in (("reasoning", usage), ("gradingReasoning", graded)):
-        n = (tokens.get("completionDetails") or {}).get("reasoning")
-        if n:
-            out[key] = n
+    for prefix, tokens in (("", usage), ("grading", graded)):
+        found = {"reasoning": (tokens.get("completionDetails") or {}).get("reasoning"),
+                 "cacheRead": tokens.get("cached"), "cacheWrite": cache_write_of(tokens)}
+        for name, n in found.items():
+            if n:
+                out[prefix + name[0].upper() + name[1:] if prefix else name] = n
     return out
+
+
+def _cache_note(hidden: dict, prefix: str = "") -> str:
+    return cache_note(hidden.get(f"{prefix}CacheRead" if prefix else "cacheRead"),
+                      hidden.get(f"{prefix}CacheWrite" if prefix else "cacheWrite"))
 
 
 def _test_rows(store: Store, run: dict, test_idx: int) -> list[dict]:
@@ -166,9 +174,10 @@ def show_test(store: Store, run: dict, test_idx: int, as_json: bool) -> None:
         grading = (loads(r["grading_json"], {}) or {}) if r["grading_json"] else {}
         hidden = _reasoning(r)
         details = [f"latency {r['latency_ms'] or 0:.0f} ms",
-                   f"tokens {r['tokens_total'] or 0}" + reasoning_note(hidden.get("reasoning"))]
+                   f"tokens {r['tokens_total'] or 0}" + reasoning_note(hidden.get("reasoning")) + _cache_note(hidden)]
         if r["grader_tokens"]:
-            details.append(f"+{r['grader_tokens']} grading" + reasoning_note(hidden.get("gradingReasoning")))
+            details.append(f"+{r['grader_tokens']} grading" + reasoning_note(hidden.get("gradingReasoning"))
+                           + _cache_note(hidden, "grading"))
         # an answered call has a price or n/a (a FAIL's `error` column holds its reason, not a failed call)
         if status != "ERROR" or r["cost"] is not None:
             details.append(f"cost {fmt_cost(r['cost'])}")

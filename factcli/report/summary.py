@@ -283,6 +283,9 @@ def summary(run, console: Console) -> None:
     if small:
         console.print(f"[dim]{escape(small)}[/]")
     console.print(spend_text(run.metrics))
+    saved = figures.metrics_savings(run.metrics)
+    if saved:
+        console.print(escape(saved))
     if run.graders:
         errors = sum(m.grading_errors for m in run.metrics)
         console.print(f"Grader: {', '.join(run.graders)}" + (f" · [yellow]{figures.plural(errors, 'grading error')}[/]" if errors else ""))

@@ -10,13 +10,13 @@ import json
 import os
 from typing import Any
 
-from factcli.report.figures import fmt_cost
+from factcli.report.figures import fmt_cost, savings_text
 from factcli.report.labels import column_label, one_line, provider_name, short_prompt
 from factcli.report.rows import claim_irrelevant, claim_supported
 from factcli.store.database import Store, shown_status
 from factcli.store.encode import loads
 from factcli.store.ratings import rated_rows
-from factcli.types import FAILURE_GRADING, json_components, status_word
+from factcli.types import FAILURE_GRADING, json_components, status_word, tokens_from_json
 
 __all__ = ["column_label", "one_line"]  # show and diff name columns and texts as view does
 
@@ -57,6 +57,12 @@ def run_header(store: Store, run: dict) -> dict:
     grader_tokens = (tokens.get("assertions") or {}).get("total") or 0
     cost, grader_cost = run.get("cost"), tokens.get("graderCost") or 0
     unpriced, grader_unpriced = tokens.get("costUnpriced") or 0, tokens.get("graderCostUnpriced") or 0
+    model_tokens, grading_tokens = tokens_from_json(tokens), tokens_from_json(tokens.get("assertions"))
+    savings = savings_text(model_tokens, grading_tokens, tokens.get("batched") or 0, tokens.get("batchSaved") or 0.0)
+    # the figures of that line, for --json: the providers' prompt-cache reads and writes, and the batched calls
+    cache = {"cacheRead": model_tokens.cached, "cacheWrite": model_tokens.cache_write,
+             "gradingCacheRead": grading_tokens.cached, "gradingCacheWrite": grading_tokens.cache_write,
+             "batchedCalls": tokens.get("batched") or 0, "batchSaved": tokens.get("batchSaved") or 0.0}
     done = passed + failed + errors
     judged = done - not_judged  # the pass rate is over the rows judged
     return {
@@ -68,6 +74,7 @@ def run_header(store: Store, run: dict) -> dict:
         "judged": judged, "passRate": (passed / judged) if judged else None, "tokens": total_tokens, "graderTokens": grader_tokens,
         "cost": cost, "graderCost": grader_cost, "costUnpricedRows": unpriced,
         "graderCostUnpricedRows": grader_unpriced, "abortReason": run.get("abort_reason"),
+        **({"savings": savings, **{k: v for k, v in cache.items() if v}} if savings else {}),
         "factcliVersion": run.get("factcli_version"),
         # the gate verdicts, as the -o file's factcli.gates
         **({"gates": gates} if (gates := loads(run.get("gates_json"), []) or []) else {}),
@@ -340,6 +347,8 @@ def render_header(console, h: dict, *, page_info: dict | None = None) -> None:
         money += f" (+{fmt_cost(h.get('graderCost') or 0, h.get('graderCostUnpricedRows') or 0)} grading)"
     grader = f"Grader: {escape(', '.join(h['graders']))} · " if h["graders"] else ""
     console.print(grader + tokens + money)
+    if h.get("savings"):
+        console.print(escape(h["savings"]))
     if h.get("abortReason"):
         console.print(f"[red]Aborted:[/] {escape(h['abortReason'])}")
     for line, passed in gate_lines(h):

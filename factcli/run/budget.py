@@ -4,7 +4,9 @@ cross the budget, no more calls start. Calls in flight finish and are kept, and 
 interrupted, resumable with a larger budget.
 
 A call's worst case is its price (providers/pricing.price_of: a price by hand, a local model's
-nothing, or litellm's bundled table) at the most tokens it can use:
+nothing, or litellm's bundled table; the batch price for a call that goes through a batch API) at
+the most tokens it can use, each input token at the dearer of the input and cache-write prices (a
+call may write all it sends to the provider's cache):
 - one token per character of its messages, which is more than any tokenizer makes of ordinary text;
 - its reply cap: the request's own `max_tokens`, else the model's output limit from litellm's table
   (a model cannot reply longer). A model whose limit the table does not know is sent with
@@ -72,9 +74,9 @@ def reply_reserved(provider, request=None) -> str | None:
             "when a budget is set and the model's output limit is unknown; set max_tokens lower to reserve less")
 
 
-def worst_cost(provider, messages: list[dict], request=None) -> float | None:
+def worst_cost(provider, messages: list[dict], request=None, batch: bool = False) -> float | None:
     """The most a call of `request` (a providers/request.CallRequest; None: a call with no cap of its own)
-    can cost, or None when its model's price is unknown."""
+    can cost (batch: sent through a batch API, at its price), or None when its model's price is unknown."""
     if getattr(provider, "call_price", None) is not None:
         return provider.call_price
     price = price_of(provider)
@@ -83,7 +85,7 @@ def worst_cost(provider, messages: list[dict], request=None) -> float | None:
     if not price.input and not price.output:
         return 0.0
     prompt_tokens = sum(len(str(m.get("content") or "")) + MESSAGE_OVERHEAD_TOKENS for m in messages)
-    return price.cost(prompt_tokens, reply_cap(provider, request))
+    return prompt_tokens * price.worst_input(batch) + price.cost(0, reply_cap(provider, request), batch)
 
 
 def unpriced(provider) -> bool:

@@ -313,12 +313,10 @@ class Caller:
             return resp
         info = bigger
         again = await self._structured(provider, replace(request, reasoning=info))
-        first = resp.token_usage
-        again.token_usage = TokenUsage(
-            prompt=first.prompt + again.token_usage.prompt, completion=first.completion + again.token_usage.completion,
-            total=first.total + again.token_usage.total, cached=first.cached + again.token_usage.cached,
-            num_requests=first.num_requests + again.token_usage.num_requests,
-            reasoning=first.reasoning + again.token_usage.reasoning)
+        both = TokenUsage()
+        both.add(resp.token_usage)
+        both.add(again.token_usage)
+        again.token_usage = both
         again.cost = None if again.cost is None or resp.cost is None else again.cost + resp.cost
         again.metadata = {**again.metadata, "reasoningBudget": info.budget, "reasoningRetried": True}
         return again

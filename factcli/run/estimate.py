@@ -3,7 +3,10 @@
 Model calls are exact: one per step, its input tokens counted from the rendered prompt with the
 model's tokenizer (providers/tokens.py), its reply assumed to run to the cap it will be sent with
 (`max_tokens`, else the model's output limit from litellm's table). The cost range is [input only, input + every reply at its
-cap]. A call the response cache already holds costs nothing and is counted apart.
+cap], priced as --max-cost prices a call (providers/pricing.Price): the low end every input token at
+the input price (no prompt-cache read assumed), the high end at the dearer of the input and
+cache-write prices; `batch` (a bool, or a test of a provider) prices the calls that go through a
+batch API at the batch price. A call the response cache already holds costs nothing and is counted apart.
 
 Searches (`safe`): an upper estimate, K facts a row each searched up to maxSearches times, priced at
 the backend's price per search; the cost range starts at $0, since none may be needed.
@@ -54,17 +57,19 @@ class Line:
     claim_rows: int = 0  # rows graded by a claim-level method: calls not known in advance
     search_rows: int = 0  # a search backend's line: rows of `safe` that search with it
 
-    def add_cost(self, provider, tokens_in: int, low_in: int, cap: int) -> None:
+    def add_cost(self, provider, tokens_in: int, low_in: int, cap: int, batch=False) -> None:
         price = price_of(provider) if provider is not None else None
         if price is None:
             self.unpriced = True
             return
-        self.low += price.cost(low_in, 0)
-        self.high += price.cost(tokens_in, cap)
+        batched = batch(provider) if callable(batch) else bool(batch)
+        self.low += price.cost(low_in, 0, batched)
+        self.high += tokens_in * price.worst_input(batched) + price.cost(0, cap, batched)
 
 
-def plan(run) -> tuple[list[Line], list[Line]]:
-    """(one Line per provider, one Line per grader) for the run's remaining steps."""
+def plan(run, batch=False) -> tuple[list[Line], list[Line]]:
+    """(one Line per provider, one Line per grader) for the run's remaining steps. `batch`: whether
+    a call goes through a batch API, for every provider (a bool) or by provider (a callable)."""
     from factcli.providers.registry import create_provider
     from factcli.run.cache import ResponseCache, cache_key
     from factcli.run.executor import render_prompt
@@ -99,14 +104,14 @@ def plan(run) -> tuple[list[Line], list[Line]]:
                 line.cached += 1
             else:
                 line.input_tokens += tokens
-                line.add_cost(provider, tokens, tokens, cap)
-        _plan_grading(run, step, cap, graders, grader_caps, grader_models)
+                line.add_cost(provider, tokens, tokens, cap, batch)
+        _plan_grading(run, step, cap, graders, grader_caps, grader_models, batch)
     if cache is not None:
         cache.close()
     return list(lines.values()), list(graders.values())
 
 
-def _plan_grading(run, step, model_cap: int, graders: dict, caps: dict, models: dict) -> None:
+def _plan_grading(run, step, model_cap: int, graders: dict, caps: dict, models: dict, batch=False) -> None:
     from factcli.providers import reasoning
     from factcli.scoring.grading import GRADER_MAX_TOKENS
     from factcli.scoring.judges import JUDGE, JudgeProblem, judges_of, role_of
@@ -142,7 +147,8 @@ def _plan_grading(run, step, model_cap: int, graders: dict, caps: dict, models: 
                 line.calls += 1
                 line.output_cap = max(line.output_cap, cap)
                 line.input_tokens += GRADER_RUBRIC_TOKENS + shown
-                line.add_cost(provider, GRADER_RUBRIC_TOKENS + shown + output_cap, GRADER_RUBRIC_TOKENS + shown, cap)
+                line.add_cost(provider, GRADER_RUBRIC_TOKENS + shown + output_cap, GRADER_RUBRIC_TOKENS + shown, cap,
+                              batch)
         # a method's own models (factscore's decomposer, its dense retrieval's embedder): calls per fact
         for own in dict.fromkeys(j.spec.id for j in judges if j.role != JUDGE and j.spec.id not in ids):
             graders.setdefault(own, Line(own)).claim_rows += 1
@@ -216,9 +222,9 @@ def _money(line: Line) -> str:
     return f"{money(line.low)} – {money(line.high)}"
 
 
-def describe(run) -> list[str]:
-    """The dry run's report, one line per provider and grader and a total."""
-    models, graders = plan(run)
+def describe(run, batch=False) -> list[str]:
+    """The dry run's report, one line per provider and grader and a total (`batch`: as plan's)."""
+    models, graders = plan(run, batch)
     # what a run would print before its first call (unknown vars, a misspelled model, ...)
     out = [f"warning: {w}" for w in run.warnings[run.warnings_shown:]]
     out.append(f"Dry run: {plural(run.total_steps, 'row')}, no call made.")

@@ -621,13 +621,16 @@ class EvalSession:
         from factcli.types import TokenUsage
 
         tokens, grader, cost, grader_cost, unpriced, grader_unpriced = TokenUsage(), TokenUsage(), 0.0, 0.0, 0, 0
+        batched, saved = 0, 0.0
         for m in run.metrics:
             tokens.add(m.tokens)
             grader.add(m.grader_tokens)
             cost, grader_cost = cost + m.cost, grader_cost + m.grader_cost
             unpriced, grader_unpriced = unpriced + m.cost_unpriced, grader_unpriced + m.grader_unpriced
+            batched, saved = batched + m.batched, saved + m.batch_saved
         return {**tokens.to_json(), "assertions": grader.to_json(), "graderCost": grader_cost,
-                "costUnpriced": unpriced, "graderCostUnpriced": grader_unpriced}, cost
+                "costUnpriced": unpriced, "graderCostUnpriced": grader_unpriced,
+                **({"batched": batched, "batchSaved": saved} if batched else {})}, cost
 
     def _finish(self, run, error) -> None:
         store, run_id = self.store, run.run_id

@@ -123,6 +123,8 @@ class GraderLedger:
     unpriced: int = 0  # answered calls whose price is unknown: the row's grader cost is then n/a
     cached: int = 0  # replies read from the response cache
     searches: int = 0  # of the calls, those made to a search backend (Grader.search)
+    batched: int = 0  # of the calls, those billed at a batch API's price, and what that saved
+    batch_saved: float = 0.0
 
     def add(self, provider, resp) -> None:
         self.calls += 1
@@ -130,6 +132,9 @@ class GraderLedger:
         if getattr(provider, "is_search", False):
             self.searches += 1
         self.tokens.add(resp.token_usage)
+        if resp.metadata.get("batch"):  # providers/pricing.bill
+            self.batched += 1
+            self.batch_saved += resp.metadata.get("batchSaved") or 0.0
         if resp.cost is not None:
             self.cost += resp.cost
         elif resp.error is None and not getattr(provider, "free", False):
@@ -168,6 +173,9 @@ def note_grader_spend(result: GradingResult, ledger: GraderLedger) -> None:
         result.metadata["graderCached"] = ledger.cached
     if ledger.searches:
         result.metadata["searches"] = ledger.searches
+    if ledger.batched:
+        result.metadata["graderBatched"] = ledger.batched
+        result.metadata["graderBatchSaved"] = ledger.batch_saved
     if ledger.tokens.total > result.tokens_used.total:
         result.tokens_used = ledger.tokens
 

@@ -211,6 +211,10 @@ class ColumnMetrics:
     grader_cost: float = 0.0
     cost_unpriced: int = 0  # rows whose model answered at a price we do not know: `cost` is a floor
     grader_unpriced: int = 0  # rows with a grader call of unknown price: `grader_cost` is a floor
+    # calls, the model's and the graders', billed at a batch API's price, and what that saved against
+    # the full price (providers/pricing.bill: a reply's metadata `batch`, `batchSaved`)
+    batched: int = 0
+    batch_saved: float = 0.0
     methods: dict = field(default_factory=dict)  # claim-level method reports (methods/reports.py)
     stats: dict = field(default_factory=dict)  # intervals and repeat statistics, filled at the end (stats/columns.py)
     judge_corrected: list = field(default_factory=list)  # pass rates corrected for the judge (stats/judge.py)
@@ -281,6 +285,9 @@ class ColumnMetrics:
                     self.grader_unpriced += 1
                 else:
                     self.grader_cost += top["graderCost"]
+                if top.get("graderBatched"):
+                    self.batched += top["graderBatched"]
+                    self.batch_saved += top.get("graderBatchSaved") or 0.0
             components = grading.component_results
             passes = 0
             for c in components:
@@ -305,6 +312,9 @@ class ColumnMetrics:
             self.cost_unpriced += 1
         if row.response.cached:
             self.cached += 1
+        if row.response.metadata.get("batch"):
+            self.batched += 1
+            self.batch_saved += row.response.metadata.get("batchSaved") or 0.0
 
     @property
     def judged(self) -> int:

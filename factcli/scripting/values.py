@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from factcli.types import TokenUsage
+from factcli.types import TokenUsage, cache_write_of
 
 
 def plain(value: Any) -> Any:
@@ -58,4 +58,4 @@ def tokens_of(d: Any) -> TokenUsage:
         v = d.get(key)
         return int(v) if is_number(v) and v == v else 0
     return TokenUsage(prompt=n("prompt"), completion=n("completion"), total=n("total"), cached=n("cached"),
-                      num_requests=n("numRequests"))
+                      num_requests=n("numRequests"), cache_write=cache_write_of(d))

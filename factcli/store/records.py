@@ -240,7 +240,8 @@ def metrics_from_json(text: str | None):
         value = d[f.name]
         if f.name in ("tokens", "grader_tokens"):
             value = TokenUsage(**{k: v for k, v in (value or {}).items()
-                                  if k in ("prompt", "completion", "total", "cached", "num_requests", "reasoning")})
+                                  if k in ("prompt", "completion", "total", "cached", "num_requests", "reasoning",
+                                           "cache_write")})
         setattr(m, f.name, value)
     return m
 

@@ -98,7 +98,7 @@ def _key(value: Any) -> Any:
         return _EMPTY
     if value is ZERO_TOKENS or (kind is TokenUsage and not (
             value.prompt or value.completion or value.total or value.cached or value.num_requests
-            or value.reasoning)):
+            or value.reasoning or value.cache_write)):
         return _NO_TOKENS
     raise _NoKey
 
@@ -121,7 +121,7 @@ def _glue(layout: dict) -> tuple[str, tuple[int, ...], bool] | None:
 
 def _zero(t: Any) -> bool:
     return t is ZERO_TOKENS or (type(t) is TokenUsage and not (
-        t.prompt or t.completion or t.total or t.cached or t.num_requests or t.reasoning))
+        t.prompt or t.completion or t.total or t.cached or t.num_requests or t.reasoning or t.cache_write))
 
 
 def _verdict_key(g: GradingResult) -> tuple | None:

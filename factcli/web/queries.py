@@ -13,7 +13,7 @@ from typing import Any
 from factcli.report import view
 from factcli.store.database import Store, shown_status
 from factcli.store.encode import loads
-from factcli.types import status_word
+from factcli.types import cache_write_of, status_word
 
 PAGE_SIZES = (25, 50, 100, 200)
 
@@ -95,7 +95,9 @@ def cell(rec: dict) -> dict:
             "vars": loads(rec.get("vars_json"), {}) or {}, "description": rec.get("description"),
             "namedScores": loads(rec.get("named_scores_json"), {}) or {},
             "finishReason": response.get("finishReason"),
-            "reasoning": ((response.get("tokenUsage") or {}).get("completionDetails") or {}).get("reasoning")}
+            "reasoning": ((response.get("tokenUsage") or {}).get("completionDetails") or {}).get("reasoning"),
+            "cacheRead": (response.get("tokenUsage") or {}).get("cached"),
+            "cacheWrite": cache_write_of(response.get("tokenUsage") or {})}
 
 
 def _text(value: Any) -> str:
