@@ -13,7 +13,7 @@ from pathlib import Path
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-from factcli import settings, stats
+from factcli import settings, stats, templating
 from factcli.config.loader import Suite, build_suite, load_suite, with_providers
 from factcli.config.plan import Column, expand
 from factcli.methods import reports as method_reports
@@ -173,6 +173,12 @@ def new_run_id() -> str:
 
 
 def prepare(suite: Suite, options: RunOptions) -> EvalRun:
+    """The run of `suite`: its plan, settings and checks, with the suite's own filters in force."""
+    with templating.filters_used(suite.filters):
+        return _prepare(suite, options)
+
+
+def _prepare(suite: Suite, options: RunOptions) -> EvalRun:
     eo = suite.evaluate_options
     repeat = options.repeat or int(eo.get("repeat") or 1)
     from factcli.run.row_vars import plan_transforms
@@ -431,6 +437,14 @@ def check_graders(suite: Suite, source, warnings: list[str], specs: list | None 
 
 async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | None = None,
                   warn: Callable[[str], None] | None = None) -> None:
+    """Execute the run's steps, its suite's filters in force for every row (and no other run's: a
+    ContextVar, which the tasks of the rows inherit)."""
+    with templating.filters_used(run.suite.filters):
+        await _execute(run, on_result, warn)
+
+
+async def _execute(run: EvalRun, on_result: Callable[[EvalResult], None] | None,
+                   warn: Callable[[str], None] | None) -> None:
     from factcli.errors import AbortRun
     from factcli.providers.registry import create_provider
     from factcli.run.breaker import Breakers
