@@ -5,6 +5,7 @@ tasks) never render with each other's filters; factscore's dense-retrieval vecto
 run that computed them and dropped with it, and `--no-cache` keeps none between rows."""
 
 import asyncio
+import json
 import threading
 
 import pytest
@@ -94,3 +95,56 @@ def test_filters_a_before_all_hook_returns_are_the_runs_from_then_on(tmp_path):
     cfg = {**_config(file, "tag_a", echo), "extensions": [f"file://{tmp_path / 'hook.py'}:hook"]}
     assert _outputs(factcli.evaluate(cfg, store=False)) == ["B<q0>", "B<q1>", "B<q2>"]
     assert _outputs(factcli.evaluate(_config(file, "tag_a", echo), store=False)) == ["A<q0>", "A<q1>", "A<q2>"]
+
+
+# ---------------------------------------------------------------- factscore's dense-retrieval vectors
+
+
+def _dense_eval(tmp_path, fake_openai, *flags) -> list[str]:
+    """A `profile: reference` factscore run (dense retrieval) of two rows about the same topic, one row
+    at a time; returns the texts the embedding model was asked for in this run."""
+    from test_factscore import CONFIG, CURIE_ANSWER, CURIE_DOC, CURIE_FACTS, _block, _numbered
+
+    from factcli.cli import app
+    from typer.testing import CliRunner
+
+    write(tmp_path / "kb" / "Marie Curie.txt", CURIE_DOC)
+    fake_openai.add_rule("bio of", CURIE_ANSWER, model="m")
+    for word, vector in (("born", [1.0, 0, 0]), ("Physics", [0, 1.0, 0]), ("Chemistry", [0, 0, 1.0])):
+        fake_openai.add_rule(word, vector, model="emb")
+    fake_openai.add_rule("<sentences>", lambda body: json.dumps({"facts": [
+        CURIE_FACTS[s] for s in _numbered(_block(body["messages"][-1]["content"], "sentences"))]}), model="judge")
+    fake_openai.add_rule("<passages>", lambda body: json.dumps({"verdicts": [
+        {"fact": f, "verdict": True, "reason": "r", "evidence": 1}
+        for f in _numbered(_block(body["messages"][-1]["content"], "facts"))]}), model="judge")
+    emb = {"id": "openai:embedding:emb", "config": {"apiBaseUrl": "{{ env.FAKE_OPENAI_URL }}"}}
+    config = {"knowledge": str(tmp_path / "kb"), "profile": "reference", "k": 2, "passageWords": 10,
+              "embeddingProvider": emb}
+    cfg = (CONFIG % {"config": json.dumps(config)}).split("tests:")[0] + \
+        "tests:\n  - vars: {topic: Marie Curie, n: 1}\n  - vars: {topic: Marie Curie, n: 2}\n"
+    before = len(fake_openai.requests)
+    result = CliRunner().invoke(app, ["eval", "-c", str(write(tmp_path / "dense.yaml", cfg)), "-j", "1",
+                                      "--no-progress-bar", "--no-table", "--no-write", *flags])
+    assert result.exit_code in (0, 100) and "2/2 rows" in result.output and "Errors: 0" in result.output, result.output
+    embedded = [r["json"]["input"] for r in fake_openai.requests[before:] if r["json"].get("model") == "emb"]
+    return [x if isinstance(x, str) else x[0] for x in embedded]
+
+
+def test_a_run_embeds_each_text_once_and_the_next_run_in_the_process_embeds_them_again(tmp_path, fake_openai,
+                                                                                        monkeypatch):
+    """Run 1 (cache on): its second row retrieves from the vectors its first row kept: 3 passages and
+    3 queries embedded once. Run 2, in the same process with an empty response cache (another
+    FACTCLI_HOME): none of run 1's vectors; it asks the model for every one of them again."""
+    first = _dense_eval(tmp_path, fake_openai)
+    assert len(first) == len(set(first)) == 6
+    monkeypatch.setenv("FACTCLI_HOME", str(tmp_path / "another-home"))
+    second = _dense_eval(tmp_path, fake_openai)
+    assert sorted(second) == sorted(first)
+
+
+def test_no_cache_keeps_no_vector_between_rows_nor_runs(tmp_path, fake_openai):
+    """--no-cache: each row embeds its passages and queries again (the same 6 texts twice), and so
+    does a second such run in the same process (a vector cache across runs would have served them)."""
+    for _ in range(2):
+        texts = _dense_eval(tmp_path, fake_openai, "--no-cache")
+        assert len(texts) == 12 and len(set(texts)) == 6 and all(texts.count(t) == 2 for t in texts)
