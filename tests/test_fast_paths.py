@@ -539,7 +539,7 @@ def test_a_row_scored_by_prebound_checks_is_the_row_of_the_general_path(monkeypa
         ex = Executor(caller, {i: create_provider(s, suite.base_dir) for i, s in enumerate(suite.providers)},
                       eval_id="e", conversations=run._conversations)
         out: list = []
-        asyncio.run(ex.run(list(run._steps), out.append))
+        asyncio.run(ex.run(list(run.steps), out.append))
         return sorted(repr(r) for r in out)
 
     fast = rows()

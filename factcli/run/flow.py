@@ -207,7 +207,7 @@ class Flow:
         finish it in the store, also when Ctrl-C, a cancellation or an error stops it."""
         run, session = self.run, self.session
         session.begin(run)  # the store stage: the run row, status started (a resumed run: what is left to run)
-        idle = not len(run._steps or ())
+        idle = not len(run.steps)
         for message in run.warnings[run.warnings_shown:]:  # the plan's own, not yet told
             if not (idle and runner.SELF_PREFERENCE in message):  # no grader call is coming: nothing to warn of
                 self.ui.warn(message)

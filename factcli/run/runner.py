@@ -18,6 +18,7 @@ from factcli.config.loader import Suite, build_suite, load_suite, with_providers
 from factcli.config.plan import Column, expand
 from factcli.methods import reports as method_reports
 from factcli.run.options import RunOptions
+from factcli.run.steps import Steps
 from factcli.scoring.metrics import ColumnMetrics, compile_derived
 from factcli.scoring.registry import COMPARING, compares
 from factcli.types import EvalResult, compact_row
@@ -59,7 +60,7 @@ class EvalRun:
     _tallies: list | None = field(default=None, repr=False)  # per column: (stats.ColumnSample, ColumnMethods)
     _pending: list = field(default_factory=list, repr=False)  # rows waiting for the comparisons
     # what prepare() plans and execute() runs (a stored run, read back, has none of it)
-    _steps: object = field(default=(), repr=False)  # the EvalSteps: a list, or config/stream's streamed plan
+    steps: Steps = field(default_factory=Steps, repr=False)  # what execute() runs (run/steps.py)
     _conversations: object = field(default=None, repr=False)  # the multi-turn tests' state (_conversations())
     _delay: float = 0.0  # ms between calls (delay); one call at a time when set
     _vars_errors: dict | None = field(default=None, repr=False)  # transformVars' failures by test
@@ -206,7 +207,7 @@ def _prepare(suite: Suite, options: RunOptions) -> EvalRun:
         total_steps=len(steps), created_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
         concurrency=concurrency, repeat=repeat, cache=cache, warnings=list(suite.warnings),
     )
-    run._steps = steps
+    run.steps = Steps(steps)
     # what the load found and let pass, and what the checks below find: reported all together by
     # the preflight (run/preflight.py), and never a call while any is left (execute)
     run.problems = list(getattr(suite, "problems", None) or [])
@@ -496,12 +497,12 @@ async def _execute(run: EvalRun, on_result: Callable[[EvalResult], None] | None,
                         vars_errors=run._vars_errors, conversations=run._conversations, hooks=hooks)
     run.started = time.time()
     try:
-        if len(run._steps or ()):  # before any paid call: an endpoint that is not there is stopped now
+        if len(run.steps):  # before any paid call: an endpoint that is not there is stopped now
             from factcli.run.preflight import reach
 
             await reach(breakers, [*providers.values(), *_grader_providers(run)])
         if breakers.trip is None:
-            await executor.run(run._steps, record)
+            await executor.run(run.steps, record)
         if breakers.trip is not None:  # rows it ended are kept as errors; --resume runs them again
             run.status = STATUS_INTERRUPTED
             run.trip = breakers.trip
