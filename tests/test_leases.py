@@ -144,7 +144,7 @@ def test_a_run_in_sqlite_beats_too(tmp_path, monkeypatch):
         beat.stop()
     assert len(beats) == 2 and before < beats[0] < beats[1]
     gap = (datetime.fromisoformat(beats[1]) - datetime.fromisoformat(beats[0])).total_seconds()
-    assert 9.0 <= gap <= 20.0, gap  # ~10 s apart on the store's clock
+    assert 9.0 <= gap < 40.0, gap  # 10 s apart on the store's clock (+ a loaded machine's delay), well inside 60
     with Store.open(db) as store:
         with pytest.raises(FactcliError, match="can be taken over at"):
             leases.take(store, {**store.resolve("eval-x-abc123"), "pid": 1})
@@ -178,5 +178,5 @@ def test_a_held_run_is_free_once_its_heartbeat_stops_for_the_timeout(tmp_path, m
         while holder_alive(store.resolve("eval-x-abc123")):
             time.sleep(0.02)
         freed = seconds_since(last["updated_at"])
-        assert 60 <= freed <= 75, freed  # a timeout after the last beat (+ the polling, the GIL)
+        assert 60 <= freed <= 90, freed  # a timeout after the last beat, not before (+ the polling, a loaded machine)
         assert leases.take(store, store.resolve("eval-x-abc123"))["pid"] == os.getpid()
