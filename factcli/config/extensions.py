@@ -168,14 +168,15 @@ class HookSource:
             if "redteam" in changed and after["redteam"]:
                 raise ConfigError("'redteam' is not supported by factcli: red teaming is not part of factcli",
                                   hook_ctx.file, "redteam")
-            filters = self.filters
+            filters, in_force = self.filters, suite.filters
             if "nunjucksFilters" in changed:  # before the prompts: their templates may use them
                 from factcli.config.filters import suite_filters
 
                 filters = after["nunjucksFilters"]
-                updates["filters"] = suite_filters(filters, hook_ctx)
+                in_force = suite_filters(filters, hook_ctx)
+                updates.update(filters=in_force)  # the Suite's field
             source = self
-            with templating.filters_used(updates.get("filters", suite.filters)):
+            with templating.filters_used(in_force):
                 if "prompts" in changed:
                     updates["prompts"] = _prompts(suite.prompts, after["prompts"], hook_ctx)
                 if "providerPromptMap" in changed:
