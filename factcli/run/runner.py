@@ -61,7 +61,7 @@ class EvalRun:
     _pending: list = field(default_factory=list, repr=False)  # rows waiting for the comparisons
     # what prepare() plans and execute() runs (a stored run, read back, has none of it)
     steps: Steps = field(default_factory=Steps, repr=False)  # what execute() runs (run/steps.py)
-    _conversations: object = field(default=None, repr=False)  # the multi-turn tests' state (_conversations())
+    conversations: object = field(default=None, repr=False)  # run/conversations: the multi-turn tests' state
     _delay: float = 0.0  # ms between calls (delay); one call at a time when set
     _vars_errors: dict | None = field(default=None, repr=False)  # transformVars' failures by test
     _unknown_vars: set = field(default_factory=set, repr=False)  # vars the plan already warned of
@@ -211,7 +211,7 @@ def _prepare(suite: Suite, options: RunOptions) -> EvalRun:
     # what the load found and let pass, and what the checks below find: reported all together by
     # the preflight (run/preflight.py), and never a call while any is left (execute)
     run.problems = list(getattr(suite, "problems", None) or [])
-    run._conversations = _conversations(steps, streamed)
+    run.conversations = _conversations(steps, streamed)
     run._delay = delay
     run._vars_errors = vars_errors
     run.max_cost = options.max_cost if options.max_cost is not None else eo.get("maxCost")
@@ -494,7 +494,7 @@ async def _execute(run: EvalRun, on_result: Callable[[EvalResult], None] | None,
         hooks.columns = run.columns
     executor = Executor(caller, providers, concurrency=run.concurrency, delay_ms=run._delay,
                         base_dir=suite.base_dir, grader=grader, eval_id=run.run_id,
-                        vars_errors=run._vars_errors, conversations=run._conversations, hooks=hooks)
+                        vars_errors=run._vars_errors, conversations=run.conversations, hooks=hooks)
     run.started = time.time()
     try:
         if len(run.steps):  # before any paid call: an endpoint that is not there is stopped now

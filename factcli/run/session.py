@@ -353,7 +353,7 @@ class EvalSession:
         else:  # --retry-errors, or resuming a run the circuit breaker stopped: its outage's rows run again,
             # with every row holding an assertion not judged (scoring/outcome.needs_retry)
             keep = {k for k, (fr, _) in done.items() if fr not in ERROR_REASONS} - store.errored_assertion_keys(run_id)
-        keep = _settle(keep, plan, run._conversations)
+        keep = _settle(keep, plan, run.conversations)
         run.run_id, run.created_at = run_id, src["created_at"]
         self._stream_rows(run)
         for rec in store.results(run_id):
@@ -369,8 +369,8 @@ class EvalSession:
                     for c in result.grading.component_results):
                 frozen = [a for a in step.test.assertions if a.type not in COMPARING]
                 result.step = dataclasses.replace(step, test=dataclasses.replace(step.test, assertions=frozen))
-            if run._conversations is not None:  # later turns see it as if it just ran
-                run._conversations.restore(result)
+            if run.conversations is not None:  # later turns see it as if it just ran
+                run.conversations.restore(result)
             run.metrics[result.step.prompt_idx].add(result, self._derived)
             run.keep(result)
             self.loaded += 1
