@@ -148,3 +148,33 @@ def test_no_cache_keeps_no_vector_between_rows_nor_runs(tmp_path, fake_openai):
     for _ in range(2):
         texts = _dense_eval(tmp_path, fake_openai, "--no-cache")
         assert len(texts) == 12 and len(set(texts)) == 6 and all(texts.count(t) == 2 for t in texts)
+
+
+# ---------------------------------------------------------------- the plan's steps, one object
+
+
+def test_the_runs_steps_are_narrowed_only_through_their_named_operations():
+    import dataclasses
+
+    from factcli.config.loader import build_suite
+    from factcli.run import runner
+
+    suite = build_suite({"prompts": ["{{q}}"], "providers": ["echo", {"id": "echo", "label": "two"}],
+                         "tests": [{"description": f"t{i}", "vars": {"q": f"q{i}"}} for i in range(3)]}, None)
+    run = runner.prepare(suite, runner.RunOptions())
+    steps = run.steps
+    assert len(steps) == 6 and run.total_steps == 6
+    assert steps.tests_selected(suite.tests) is None  # every test planned
+    assert (steps.first().test_idx, steps.first().prompt_idx) == (0, 0)
+    keyed = steps.keyed()
+    assert list(keyed) == [(t, p, 0) for t in range(3) for p in range(2)]
+    steps.leave_out({(0, 0, 0), (0, 1, 0)}, keyed)  # --resume: the rows kept are not run again
+    assert [k for k in steps.keyed()] == list(keyed)[2:]
+    assert all(s is keyed[(s.test_idx, s.prompt_idx, s.repeat_idx)] for s in steps)  # the objects the caller holds
+    assert steps.tests_selected(suite.tests) == [1, 2]
+    steps.keep_only({(2, 1, 0)})  # the pytest items -k left
+    assert [(s.test_idx, s.prompt_idx) for s in steps] == [(2, 1)] and len(steps) == 1
+    steps.map(lambda s: dataclasses.replace(s, vars={"q": "changed"}))  # calibrate's variants
+    assert [s.vars for s in steps] == [{"q": "changed"}]
+    filtered = runner.prepare(suite, runner.RunOptions(filter_pattern="t[02]"))
+    assert filtered.steps.tests_selected(suite.tests) == [0, 2]
