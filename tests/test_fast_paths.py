@@ -538,9 +538,9 @@ def test_a_row_scored_by_prebound_checks_is_the_row_of_the_general_path(monkeypa
         run = runner.prepare(suite, runner.RunOptions())
         caller = Caller(None, limiters=Limiters(4))
         ex = Executor(caller, {i: create_provider(s, suite.base_dir) for i, s in enumerate(suite.providers)},
-                      eval_id="e", conversations=run._conversations)
+                      eval_id="e", conversations=run.conversations)
         out: list = []
-        asyncio.run(ex.run(list(run._steps), out.append))
+        asyncio.run(ex.run(list(run.steps), out.append))
         return sorted(repr(r) for r in out)
 
     fast = rows()

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from conftest import write
 from factcli.cli import app
+from factcli.run import clock
 
 runner = CliRunner()
 N = 30
@@ -27,6 +28,16 @@ prompts: ["Q: {{n}}"]
 providers: [{id: "openai:chat:m1", config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"}}]
 tests:
 """ + "".join(f"  - vars: {{n: '{i}'}}\n    assert: [{{type: contains, value: 'Q: {i}'}}]\n" for i in range(N))
+
+
+@pytest.fixture(autouse=True)
+def fast_clock(monkeypatch):
+    """The run's clock (run/clock.py) 50 times fast: a 429's slowed pace (a gap of up to 2 s between
+    calls, limits.MIN_RATE) and the backoff pass in a fiftieth of the time, the limiter deciding
+    exactly as in real time. The per-attempt timeout stays real (a hang still costs FACTCLI_TIMEOUT_MS),
+    so the circuit breaker's window is stretched by the same factor: 20 s of real time, as before."""
+    monkeypatch.setattr(clock, "speed", 50.0)
+    monkeypatch.setenv("FACTCLI_BREAKER_SECONDS", str(20 * 50))
 
 
 def run_eval(tmp_path, *args):

@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 
 from factcli.cli import app
 from factcli.errors import FactcliError
-from factcli.store import leases
-from factcli.store.database import Store, holder_alive
+from factcli.store import clock, leases
+from factcli.store.database import Store, holder_alive, now, seconds_since
 
 runner = CliRunner()
 
@@ -113,20 +113,70 @@ def test_a_heartbeat_older_than_the_window_frees_the_run_whatever_the_pid_says(s
     assert taken.exit_code == 0 and "2 of 3 rows kept" in taken.output, taken.output
 
 
+def _beats(db, run_id, n: int, deadline_s: float = 20.0) -> list[str]:
+    """The run's `updated_at` each time it changed, until it changed `n` times."""
+    seen = []
+    with Store.open(db) as store:
+        last = store.resolve(run_id)["updated_at"]
+        deadline = time.monotonic() + deadline_s
+        while len(seen) < n and time.monotonic() < deadline:
+            time.sleep(0.01)
+            at = store.resolve(run_id)["updated_at"]
+            if at != last:
+                seen.append(at)
+                last = at
+    return seen
+
+
 def test_a_run_in_sqlite_beats_too(tmp_path, monkeypatch):
-    """A pid alone never holds a run, so a SQLite run's holder refreshes its heartbeat as a shared store's does."""
-    monkeypatch.setenv("FACTCLI_LEASE_TIMEOUT", "1.2")
+    """A pid alone never holds a run, so a SQLite run's holder refreshes its heartbeat as a shared store's
+    does: every timeout/6 (60 s: every 10 s on the store's clock, run 50 times fast here)."""
+    monkeypatch.setattr(clock, "speed", 50.0)
     db = tmp_path / "runs.db"
     with Store.open(db, create=True) as store:
-        store.insert_run({"id": "eval-x-abc123", "created_at": _iso(100), "status": "started", "pid": os.getpid(),
-                          "host": socket.gethostname(), "updated_at": _iso(1)})
+        store.insert_run({"id": "eval-x-abc123", "created_at": now(), "status": "started", "pid": os.getpid(),
+                          "host": socket.gethostname(), "updated_at": now()})
         before = store.resolve("eval-x-abc123")["updated_at"]
         beat = leases.heartbeat(store, "eval-x-abc123")
     try:
-        time.sleep(0.6)
+        beats = _beats(db, "eval-x-abc123", 2)
+    finally:
+        beat.stop()
+    assert len(beats) == 2 and before < beats[0] < beats[1]
+    gap = (datetime.fromisoformat(beats[1]) - datetime.fromisoformat(beats[0])).total_seconds()
+    assert 9.0 <= gap < 40.0, gap  # 10 s apart on the store's clock (+ a loaded machine's delay), well inside 60
+    with Store.open(db) as store:
+        with pytest.raises(FactcliError, match="can be taken over at"):
+            leases.take(store, {**store.resolve("eval-x-abc123"), "pid": 1})
+
+
+def test_a_held_run_is_free_once_its_heartbeat_stops_for_the_timeout(tmp_path, monkeypatch):
+    """Held by a live process (pid 1) on this machine: while the heartbeat goes on, the run stays held
+    past the lease timeout; once it stops, the run is free when the last beat is a timeout old, not
+    before. Real heartbeats on the store's clock, run 50 times fast (60 s: 1.2 s here)."""
+    monkeypatch.setattr(clock, "speed", 50.0)
+    db = tmp_path / "runs.db"
+    with Store.open(db, create=True) as store:
+        store.insert_run({"id": "eval-x-abc123", "created_at": now(), "status": "started", "pid": 1,
+                          "host": socket.gethostname(), "updated_at": now()})
+    beat = leases.Heartbeat(db, "eval-x-abc123")
+    beat.pid = 1  # beats as pid 1, which holds it (the heartbeat writes only its own holder's row)
+    beat.start()
+    try:
+        started = clock.time_now()
+        with Store.open(db) as store:
+            while clock.time_now() - started < 75:  # 1.25 timeouts on the store's clock
+                assert holder_alive(store.resolve("eval-x-abc123"))
+                time.sleep(0.02)
     finally:
         beat.stop()
     with Store.open(db) as store:
-        assert store.resolve("eval-x-abc123")["updated_at"] > before
+        last = store.resolve("eval-x-abc123")
+        assert holder_alive(last)
         with pytest.raises(FactcliError, match="can be taken over at"):
-            leases.take(store, {**store.resolve("eval-x-abc123"), "pid": 1})
+            leases.take(store, last)
+        while holder_alive(store.resolve("eval-x-abc123")):
+            time.sleep(0.02)
+        freed = seconds_since(last["updated_at"])
+        assert 60 <= freed <= 90, freed  # a timeout after the last beat, not before (+ the polling, a loaded machine)
+        assert leases.take(store, store.resolve("eval-x-abc123"))["pid"] == os.getpid()

@@ -138,9 +138,9 @@ def test_a_held_suites_facts_give_what_going_over_its_tests_gives(tmp_path, defa
     runs = [runner.prepare(s, runner.RunOptions()) for s in (held, plain)]
     assert runs[0].graders == runs[1].graders and runs[0].grader_specs == runs[1].grader_specs
     assert runs[0].warnings == runs[1].warnings and runs[0]._unknown_vars == runs[1]._unknown_vars
-    assert len(runs[0]._steps) == len(runs[1]._steps) == len(list(runs[0]._steps))
-    assert runs[0]._steps.every_test_planned == runs[1]._steps.every_test_planned
-    assert runs[0]._conversations.active == runs[1]._conversations.active
+    assert len(runs[0].steps) == len(runs[1].steps) == len(list(runs[0].steps))
+    assert runs[0].steps.tests_selected(held.tests) == runs[1].steps.tests_selected(plain.tests)
+    assert runs[0].conversations.active == runs[1].conversations.active
     problems = []
     for run in runs:
         try:

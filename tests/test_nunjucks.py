@@ -29,12 +29,6 @@ def r(template: str, **extra) -> str:
     return templating.render(template, {**V, **extra})
 
 
-@pytest.fixture(autouse=True)
-def _no_custom_filters():
-    yield
-    templating.set_filters({})
-
-
 # ---------------------------------------------------------------- §1.4 how values print
 
 
@@ -227,22 +221,59 @@ def test_env_global(monkeypatch):
 # ---------------------------------------------------------------- custom filters
 
 
-def test_set_filters_registers_python_callables_everywhere():
-    templating.set_filters({"allcaps": lambda s: str(s).upper(), "wrap": lambda v, left, right: f"{left}{v}{right}"})
-    assert r("{{ s | allcaps }} {{ s | wrap('[', ']') }}") == "HELLO WORLD [hello world]"
-    assert templating.render_value(["{{ s | allcaps }}", {"k": "{{ s | wrap('<', '>') }}"}], V) == [
-        "HELLO WORLD", {"k": "<hello world>"}]
-    templating.set_filters({})
+def test_custom_filters_are_python_callables_used_everywhere_while_in_force():
+    custom = templating.Filters({"allcaps": lambda s: str(s).upper(), "wrap": lambda v, left, right: f"{left}{v}{right}"})
+    with templating.filters_used(custom):
+        assert r("{{ s | allcaps }} {{ s | wrap('[', ']') }}") == "HELLO WORLD [hello world]"
+        assert templating.render_value(["{{ s | allcaps }}", {"k": "{{ s | wrap('<', '>') }}"}], V) == [
+            "HELLO WORLD", {"k": "<hello world>"}]
+        assert "allcaps" in templating.filter_names()
+    # the block ended: the same template (compiled above, with the filter) is not rendered with it again
     with pytest.raises(templating.TemplateError, match="unknown filter 'allcaps'"):
         r("{{ s | allcaps }}")
+    assert "allcaps" not in templating.filter_names()
+
+
+def test_two_sets_of_filters_never_see_each_other():
+    """Each suite's filters have their own environment and compiled templates: a filter of the same
+    name means each set's own function, and a set without it does not know it."""
+    one = templating.Filters({"tag": lambda v: f"one:{v}"})
+    two = templating.Filters({"tag": lambda v: f"two:{v}", "upper": lambda v: "overridden"})
+    for _ in range(2):  # (the second time from each set's compiled templates)
+        with templating.filters_used(one):
+            assert r("{{ s | tag }} {{ s | upper }}") == "one:hello world HELLO WORLD"
+            with templating.filters_used(two):
+                assert r("{{ s | tag }} {{ s | upper }}") == "two:hello world overridden"
+            assert r("{{ s | tag }}") == "one:hello world"
+        with templating.filters_used(None), pytest.raises(templating.TemplateError, match="unknown filter 'tag'"):
+            r("{{ s | tag }}")
+
+
+def test_filters_in_force_belong_to_the_task_that_set_them():
+    """Two asyncio tasks rendering side by side, each with its own filters in force (what two runs
+    in one process are): each renders with its own, whatever the other set meanwhile."""
+    import asyncio
+
+    async def run(name: str) -> list[str]:
+        out = []
+        with templating.filters_used(templating.Filters({"who": lambda v: f"{name}:{v}"})):
+            for _ in range(5):
+                out.append(r("{{ s | who }}"))
+                await asyncio.sleep(0)  # the other task runs here, its own filters in force
+        return out
+
+    async def both():
+        return await asyncio.gather(run("a"), run("b"))
+
+    a, b = asyncio.run(both())
+    assert a == ["a:hello world"] * 5 and b == ["b:hello world"] * 5
 
 
 def test_a_failing_custom_filter_is_a_template_error_naming_it():
     def boom(value):
         raise RuntimeError("no way")
 
-    templating.set_filters({"boom": boom})
-    with pytest.raises(templating.TemplateError) as info:
+    with templating.filters_used(templating.Filters({"boom": boom})), pytest.raises(templating.TemplateError) as info:
         templating.render("one\n{{ s | boom }}", V, name="prompt 'p'")
     assert str(info.value) == "template error in prompt 'p' on line 2: filter 'boom' failed: no way"
 

@@ -14,6 +14,7 @@ from factcli.config.loader import load_suite
 from factcli.config.plan import Plan, expand
 from factcli.config.stream import StreamedTests
 from factcli.run import runner
+from factcli.run.steps import Steps
 
 ASSERTIONS = [{"type": "contains", "value": "Answer"}, {"type": "regex", "value": r"question \d+"}]
 
@@ -92,7 +93,7 @@ def test_the_plan_is_made_as_it_is_iterated_and_counts_its_rows(tmp_path):
 def test_the_executor_pulls_steps_a_few_at_a_time(tmp_path, monkeypatch):
     suite = load_suite([_config(tmp_path, 60)])
     run = runner.prepare(suite, runner.RunOptions(max_concurrency=3))
-    plan, pulled, finished, ahead = run._steps, [], [], []
+    plan, pulled, finished, ahead = run.steps, [], [], []
 
     def steps():
         for step in plan:
@@ -107,7 +108,7 @@ def test_the_executor_pulls_steps_a_few_at_a_time(tmp_path, monkeypatch):
         def __iter__(self):
             return steps()
 
-    run._steps = Counted()
+    run.steps = Steps(Counted())
     asyncio.run(runner.execute(run, on_result=lambda r: finished.append(r)))
     assert len(finished) == 60 and run.successes == 60
     assert max(ahead) <= 3 + 1  # one step per worker, and the one being taken

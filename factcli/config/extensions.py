@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from factcli import sources
+from factcli import sources, templating
 from factcli.config import keys
 from factcli.config.context import Ctx, as_list, check_keys, expect, unknown_key_lines, unknown_keys_collected
 from factcli.config.user_code import check_js_export, code_file, python_function
@@ -168,23 +168,24 @@ class HookSource:
             if "redteam" in changed and after["redteam"]:
                 raise ConfigError("'redteam' is not supported by factcli: red teaming is not part of factcli",
                                   hook_ctx.file, "redteam")
-            filters = self.filters
+            filters, in_force = self.filters, suite.filters
             if "nunjucksFilters" in changed:  # before the prompts: their templates may use them
-                from factcli import templating
-                from factcli.config.filters import parse_filters
+                from factcli.config.filters import suite_filters
 
                 filters = after["nunjucksFilters"]
-                templating.set_filters(parse_filters(filters, hook_ctx) if filters is not None else {})
-            if "prompts" in changed:
-                updates["prompts"] = _prompts(suite.prompts, after["prompts"], hook_ctx)
-            if "providerPromptMap" in changed:
-                updates["providers"] = _provider_prompts(suite.providers, after["providerPromptMap"], hook_ctx)
-            if "derivedMetrics" in changed:
-                updates["derived_metrics"] = _derived(after["derivedMetrics"], hook_ctx)
+                in_force = suite_filters(filters, hook_ctx)
+                updates.update(filters=in_force)  # the Suite's field
             source = self
-            if {"tests", "scenarios", "defaultTest"} & set(changed):
-                updates["tests"], source = self._tests(after, hook_ctx)
-                updates["default_test"] = source.default_test
+            with templating.filters_used(in_force):
+                if "prompts" in changed:
+                    updates["prompts"] = _prompts(suite.prompts, after["prompts"], hook_ctx)
+                if "providerPromptMap" in changed:
+                    updates["providers"] = _provider_prompts(suite.providers, after["providerPromptMap"], hook_ctx)
+                if "derivedMetrics" in changed:
+                    updates["derived_metrics"] = _derived(after["derivedMetrics"], hook_ctx)
+                if {"tests", "scenarios", "defaultTest"} & set(changed):
+                    updates["tests"], source = self._tests(after, hook_ctx)
+                    updates["default_test"] = source.default_test
             source = dataclasses.replace(source, filters=filters)
         warnings = [w for w in unknown_key_lines(found) if w not in suite.warnings]
         return dataclasses.replace(suite, **updates, hook_source=source, transform_errors=None,

@@ -1,5 +1,5 @@
-"""`nunjucksFilters:`: a config's custom template filters, made into Python callables and
-registered with `templating.set_filters` for the run.
+"""`nunjucksFilters:`: a config's custom template filters, made into Python callables, the suite's
+`templating.Filters` (in force while that suite loads, plans and runs, never in another's).
 
 promptfoo's form is `nunjucksFilters: {name: path/to/filter.js}`, the module's default export being
 the filter, called as filter(value, ...args). factcli also takes a `file://` prefix, a named export
@@ -26,9 +26,9 @@ from factcli.config.user_code import check_js_export, code_file, python_function
 _NAME = re.compile(r"[A-Za-z_]\w*")
 
 
-def register_filters(value: Any, ctx: Ctx) -> None:
-    """Parse `nunjucksFilters` (None: no custom filters) and make them the run's filters."""
-    templating.set_filters(parse_filters(value, ctx) if value is not None else {})
+def suite_filters(value: Any, ctx: Ctx) -> templating.Filters:
+    """Parse `nunjucksFilters` (None: no custom filters) into the suite's filters."""
+    return templating.Filters(parse_filters(value, ctx) if value is not None else {})
 
 
 def parse_filters(value: Any, ctx: Ctx) -> dict[str, Callable]:

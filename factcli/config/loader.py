@@ -10,7 +10,7 @@ import copy
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from factcli import sources, templating
 from factcli.config import keys
@@ -84,6 +84,9 @@ class Suite:
     # N when --filter-first-n N stopped the reading of a tests file (config/lines.ReadLimit): `tests` are
     # the first tests the files hold, as many as the run keeps, not all of them
     tests_read_first: int | None = None
+    # the config's nunjucksFilters: in force while it loads, plans and runs (templating.filters_used),
+    # never in another suite's
+    filters: templating.Filters | None = None
 
 
 def default_config_path(cwd: Path | None = None) -> Path | None:
@@ -182,14 +185,14 @@ def _load_suite(paths: list[str | Path], cli_vars: dict | None, providers: list[
     return suite
 
 
-def _all_filters(configs: list[tuple[Path, dict]]) -> dict:
+def _all_filters(configs: list[tuple[Path, dict]]) -> templating.Filters:
     from factcli.config.filters import parse_filters
 
     found: dict = {}
     for p, cfg in configs:
         if cfg.get("nunjucksFilters") is not None:
             found.update(parse_filters(cfg["nunjucksFilters"], Ctx(str(p), p.parent, {})))
-    return found
+    return templating.Filters(found)
 
 
 def _keep_output_path(absolute: dict, cfg: dict) -> dict:
@@ -209,12 +212,14 @@ def absolutize(value: Any, base: Path) -> Any:
 
 
 def build_suite(cfg: dict, path: Path | None, cli_vars: dict | None = None, partial: bool = False,
-                filters: dict | None = None) -> Suite:
+                filters: templating.Filters | None = None) -> Suite:
     """Build a Suite from one config mapping. `partial`: one of several -c files, which may lack
-    prompts or providers of its own. Unknown keys become `suite.unknown_keys` (contract §4)."""
-    with problems_collected() as problems:
+    prompts or providers of its own. Unknown keys become `suite.unknown_keys` (contract §4). Its
+    `nunjucksFilters` (or `filters`, every -c file's) are in force while it loads, and after only
+    where the suite is used (templating.filters_used)."""
+    with problems_collected() as problems, templating.filters_used(filters) as use_filters:
         with unknown_keys_collected() as found, load_warnings_collected() as said:
-            suite = _build_suite(cfg, path, cli_vars, partial, filters)
+            suite = _build_suite(cfg, path, cli_vars, partial, filters, use_filters)
         suite.warnings.extend(w for w in said if w not in suite.warnings)
         _set_unknown_keys(suite, unknown_key_lines(found))
     settle(problems, suite)
@@ -229,7 +234,7 @@ def _set_unknown_keys(suite: Suite, lines: list[str]) -> None:
 
 
 def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: bool,
-                 filters: dict | None = None) -> Suite:
+                 filters: templating.Filters | None, use_filters: Callable) -> Suite:
     file = str(path) if path else "<config>"
     base = path.parent if path else Path.cwd()
     raw = cfg  # never mutated below: env expansion and parsing build new objects
@@ -257,12 +262,11 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
         # only the keys: a template may leave `value` to the assertions that use it
         check_keys(template, ASSERT_KEYS - {"$ref"}, file, f"assertionTemplates.{name}")
     ctx = Ctx(file, base, templates)
-    from factcli.config.filters import register_filters
+    if filters is None:  # (several -c files: every file's filters, parsed by load_suite, already in force)
+        from factcli.config.filters import suite_filters
 
-    if filters is not None:  # several -c files: every file's filters, parsed by load_suite
-        templating.set_filters(filters)
-    else:
-        register_filters(cfg.get("nunjucksFilters"), ctx)  # before prompts: their templates may use them
+        filters = suite_filters(cfg.get("nunjucksFilters"), ctx)
+        use_filters(filters)  # before prompts: their templates may use them
 
     provider_key = "targets" if "targets" in cfg and "providers" not in cfg else "providers"
     if partial and not _has_prompts(cfg):
@@ -370,6 +374,7 @@ def _build_suite(cfg: dict, path: Path | None, cli_vars: dict | None, partial: b
         extensions=extensions,
         hook_source=hooks_see,
         tests_read_first=limit.n if limit is not None and limit.cut else None,
+        filters=filters,
     )
 
 

@@ -279,13 +279,14 @@ class Evaluation:
             settings.restore_environ(before)
 
     @property
-    def steps(self) -> list:
-        return self.run._steps
+    def steps(self):
+        """The run's steps (run/steps.Steps): iterate them for the rows it will run."""
+        return self.run.steps
 
     def keep_only(self, keys: set[tuple[int, int, int]]) -> None:
         """Run only these (test, column, repeat) rows (the pytest items left after -k)."""
-        self.run._steps = [s for s in self.steps if (s.test_idx, s.prompt_idx, s.repeat_idx) in keys]
-        self.run.total_steps = len(self.run._steps)
+        self.run.steps.keep_only(keys)
+        self.run.total_steps = len(self.run.steps)
 
     async def execute(self):
         """Execute, store each row as it finishes and the run at the end, write the outputs."""

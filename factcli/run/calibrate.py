@@ -30,7 +30,7 @@ def assign_variants(run, variants: list[list[TestCase]]) -> None:
     """Give each step its column's test; with one prompt, a column is a grader configuration."""
     import dataclasses
 
-    run._steps = [dataclasses.replace(s, test=variants[s.test_idx][s.prompt_idx]) for s in run._steps]
+    run.steps.map(lambda s: dataclasses.replace(s, test=variants[s.test_idx][s.prompt_idx]))
 
 
 # ---------------------------------------------------------------- metrics

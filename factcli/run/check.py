@@ -145,7 +145,7 @@ async def check_async(output: Any, assertions: Any, vars: dict | None = None, gr
     from factcli.scoring.scorer import run_assertions
 
     suite, run = _prepare(assertions, vars, grader, prompt, threshold)
-    step = next(iter(run._steps))
+    step = run.steps.first()
     caller = Caller(ResponseCache(Path(cache_dir) if cache_dir else None) if cache else None,
                     RetryPolicy.from_env(), Limiters(run.concurrency), cap=run.concurrency)  # an eval's -j default
     try:

@@ -85,7 +85,7 @@ def plan(run, batch=False) -> tuple[list[Line], list[Line]]:
 
     grader_models.update({("embedding", spec.id): EmbeddingProvider(spec, suite.base_dir)
                           for spec, kind in run.grader_specs if kind == "embedding"})
-    for step in run._steps:
+    for step in run.steps:
         provider, line = providers[step.provider_idx], lines[step.provider_idx]
         cap = reply_cap(provider)
         if step.test.provider_output is None:

@@ -24,6 +24,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, ContextManager
 
+from factcli import templating
 from factcli.errors import ConfigProblems, FactcliError
 from factcli.run import runner
 from factcli.run.options import EvalOptions  # noqa: F401  (the flow's options; tests import it here)
@@ -96,7 +97,8 @@ class Flow:
         with problems_deferred():  # the load's problems wait for the checks below, to be told together
             suite = self._load(session)
         try:
-            return self._checked(session, suite)
+            with templating.filters_used(suite.filters):  # the suite's own nunjucksFilters, no other run's
+                return self._checked(session, suite)
         except FactcliError as exc:
             if not suite.problems or isinstance(exc, ConfigProblems) or str(exc) in suite.problems:
                 raise  # (already all of them, or the load's one problem raised as itself by the preflight)
@@ -116,17 +118,18 @@ class Flow:
                 raise FactcliError(f"{self.ui.option('filter_pattern')}: invalid regex: {exc}") from None
         shown = len(suite.warnings)  # told above; the run keeps them with its other warnings
         checked, suite = self._before_all(session, suite)
-        session.filter_suite(suite)
-        run = runner.prepare(suite, ro)
-        run.warnings_shown = shown
-        self._gates(run, suite)
-        self.suite, self.run = suite, run
-        if run.total_steps == 0 and suite.tests and not self.ui.refuse_empty_filters:
-            from factcli.config.plan import tests_counted
+        with templating.filters_used(suite.filters):  # (beforeAll may have given other filters)
+            session.filter_suite(suite)
+            run = runner.prepare(suite, ro)
+            run.warnings_shown = shown
+            self._gates(run, suite)
+            self.suite, self.run = suite, run
+            if run.total_steps == 0 and suite.tests and not self.ui.refuse_empty_filters:
+                from factcli.config.plan import tests_counted
 
-            self.ui.warn(f"the filters leave no test to run (of {tests_counted(suite)})")
-        if not checked:  # (a beforeAll that changed nothing leaves the checked suite)
-            self._preflight(run)
+                self.ui.warn(f"the filters leave no test to run (of {tests_counted(suite)})")
+            if not checked:  # (a beforeAll that changed nothing leaves the checked suite)
+                self._preflight(run)
         return run
 
     def _gates(self, run, suite) -> None:
@@ -204,7 +207,7 @@ class Flow:
         finish it in the store, also when Ctrl-C, a cancellation or an error stops it."""
         run, session = self.run, self.session
         session.begin(run)  # the store stage: the run row, status started (a resumed run: what is left to run)
-        idle = not len(run._steps or ())
+        idle = not len(run.steps)
         for message in run.warnings[run.warnings_shown:]:  # the plan's own, not yet told
             if not (idle and runner.SELF_PREFERENCE in message):  # no grader call is coming: nothing to warn of
                 self.ui.warn(message)

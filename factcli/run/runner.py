@@ -13,11 +13,12 @@ from pathlib import Path
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-from factcli import settings, stats
+from factcli import settings, stats, templating
 from factcli.config.loader import Suite, build_suite, load_suite, with_providers
 from factcli.config.plan import Column, expand
 from factcli.methods import reports as method_reports
 from factcli.run.options import RunOptions
+from factcli.run.steps import Steps
 from factcli.scoring.metrics import ColumnMetrics, compile_derived
 from factcli.scoring.registry import COMPARING, compares
 from factcli.types import EvalResult, compact_row, walk_keyed
@@ -59,8 +60,8 @@ class EvalRun:
     _tallies: list | None = field(default=None, repr=False)  # per column: (stats.ColumnSample, ColumnMethods)
     _pending: list = field(default_factory=list, repr=False)  # rows waiting for the comparisons
     # what prepare() plans and execute() runs (a stored run, read back, has none of it)
-    _steps: object = field(default=(), repr=False)  # the EvalSteps: a list, or config/stream's streamed plan
-    _conversations: object = field(default=None, repr=False)  # the multi-turn tests' state (_conversations())
+    steps: Steps = field(default_factory=Steps, repr=False)  # what execute() runs (run/steps.py)
+    conversations: object = field(default=None, repr=False)  # run/conversations: the multi-turn tests' state
     _delay: float = 0.0  # ms between calls (delay); one call at a time when set
     _vars_errors: dict | None = field(default=None, repr=False)  # transformVars' failures by test
     _unknown_vars: set = field(default_factory=set, repr=False)  # vars the plan already warned of
@@ -173,6 +174,12 @@ def new_run_id() -> str:
 
 
 def prepare(suite: Suite, options: RunOptions) -> EvalRun:
+    """The run of `suite`: its plan, settings and checks, with the suite's own filters in force."""
+    with templating.filters_used(suite.filters):
+        return _prepare(suite, options)
+
+
+def _prepare(suite: Suite, options: RunOptions) -> EvalRun:
     eo = suite.evaluate_options
     repeat = options.repeat or int(eo.get("repeat") or 1)
     from factcli.run.row_vars import plan_transforms
@@ -200,11 +207,11 @@ def prepare(suite: Suite, options: RunOptions) -> EvalRun:
         total_steps=len(steps), created_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
         concurrency=concurrency, repeat=repeat, cache=cache, warnings=list(suite.warnings),
     )
-    run._steps = steps
+    run.steps = Steps(steps)
     # what the load found and let pass, and what the checks below find: reported all together by
     # the preflight (run/preflight.py), and never a call while any is left (execute)
     run.problems = list(getattr(suite, "problems", None) or [])
-    run._conversations = _conversations(steps, streamed)
+    run.conversations = _conversations(steps, streamed)
     run._delay = delay
     run._vars_errors = vars_errors
     run.max_cost = options.max_cost if options.max_cost is not None else eo.get("maxCost")
@@ -399,6 +406,14 @@ def check_graders(suite: Suite, source, warnings: list[str], specs: list | None 
 
 async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | None = None,
                   warn: Callable[[str], None] | None = None) -> None:
+    """Execute the run's steps, its suite's filters in force for every row (and no other run's: a
+    ContextVar, which the tasks of the rows inherit)."""
+    with templating.filters_used(run.suite.filters):
+        await _execute(run, on_result, warn)
+
+
+async def _execute(run: EvalRun, on_result: Callable[[EvalResult], None] | None,
+                   warn: Callable[[str], None] | None) -> None:
     from factcli.errors import AbortRun
     from factcli.providers.registry import create_provider
     from factcli.run.breaker import Breakers
@@ -447,15 +462,15 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
         hooks.columns = run.columns
     executor = Executor(caller, providers, concurrency=run.concurrency, delay_ms=run._delay,
                         base_dir=suite.base_dir, grader=grader, eval_id=run.run_id,
-                        vars_errors=run._vars_errors, conversations=run._conversations, hooks=hooks)
+                        vars_errors=run._vars_errors, conversations=run.conversations, hooks=hooks)
     run.started = time.time()
     try:
-        if len(run._steps or ()):  # before any paid call: an endpoint that is not there is stopped now
+        if len(run.steps):  # before any paid call: an endpoint that is not there is stopped now
             from factcli.run.preflight import reach
 
             await reach(breakers, [*providers.values(), *_grader_providers(run)])
         if breakers.trip is None:
-            await executor.run(run._steps, record)
+            await executor.run(run.steps, record)
         if breakers.trip is not None:  # rows it ended are kept as errors; --resume runs them again
             run.status = STATUS_INTERRUPTED
             run.trip = breakers.trip

@@ -303,21 +303,8 @@ class EvalSession:
                                       outputs=self.outputs(o.outputs))
         record = {"repeat": run.repeat, "concurrency": run.concurrency, "cache": run.cache, **to_record(settled),
                   "mode": "config" if o.assertions is None else "model_outputs"}
-        all_tests = self.all_tests if self.all_tests is not None else list(run.suite.tests)
-        plan = run._steps
-        if getattr(plan, "every_test_planned", False) and (plan.tests is all_tests or (
-                len(plan.tests) == len(all_tests) and all(a is b for a, b in zip(plan.tests, all_tests)))):
-            return record  # every test has rows: no index of 100,000 tests to learn that (issue 30)
-        if getattr(plan, "positions", None) is not None:  # a filtered streamed suite (config/plan.expand)
-            selected = [i for i, n in zip(plan.positions, plan.counts) if n] if plan.cols and plan.repeat > 0 else []
-            if len(selected) != len(all_tests):
-                record["tests"] = selected
-            return record
-        if hasattr(all_tests, "materialize"):  # a streamed suite's tests, the same objects as the plan's
-            all_tests = all_tests.materialize()
-        index = {id(t): i for i, t in enumerate(all_tests)}
-        selected = sorted({index[id(s.test)] for s in plan if id(s.test) in index})
-        if len(selected) != len(all_tests):
+        selected = run.steps.tests_selected(self.all_tests if self.all_tests is not None else list(run.suite.tests))
+        if selected is not None:
             record["tests"] = selected
         return record
 
@@ -350,7 +337,7 @@ class EvalSession:
         if not same:
             raise FactcliError(f"the prompts or providers changed since run {run_id} started; "
                                "it cannot be resumed (start a new eval)")
-        plan = {(s.test_idx, s.prompt_idx, s.repeat_idx): s for s in run._steps}
+        plan = run.steps.keyed()
         done = store.done_keys(run_id)
         # a beforeEach hook may have changed a row's vars: its stored key is not the plan's
         hooked = any(e.runs_for("beforeEach") for e in run.suite.extensions)
@@ -366,7 +353,7 @@ class EvalSession:
         else:  # --retry-errors, or resuming a run the circuit breaker stopped: its outage's rows run again,
             # with every row holding an assertion not judged (scoring/outcome.needs_retry)
             keep = {k for k, (fr, _) in done.items() if fr not in ERROR_REASONS} - store.errored_assertion_keys(run_id)
-        keep = _settle(keep, plan, run._conversations)
+        keep = _settle(keep, plan, run.conversations)
         run.run_id, run.created_at = run_id, src["created_at"]
         self._stream_rows(run)
         for rec in store.results(run_id):
@@ -382,18 +369,18 @@ class EvalSession:
                     for c in result.grading.component_results):
                 frozen = [a for a in step.test.assertions if a.type not in COMPARING]
                 result.step = dataclasses.replace(step, test=dataclasses.replace(step.test, assertions=frozen))
-            if run._conversations is not None:  # later turns see it as if it just ran
-                run._conversations.restore(result)
+            if run.conversations is not None:  # later turns see it as if it just ran
+                run.conversations.restore(result)
             run.metrics[result.step.prompt_idx].add(result, self._derived)
             run.keep(result)
             self.loaded += 1
             self.seq = max(self.seq, rec["seq"] or 0)
-        run._steps = [s for k, s in plan.items() if k not in keep]
+        run.steps.leave_out(keep, plan)
         leases.take(store, src)  # refused if another process took the run since it was read
         store.update_run(run_id, {"attempts": (src.get("attempts") or 1) + 1})
         what = "Resuming" if self.mode == "resume" else "Retrying the errors of"
         self.ui.note(f"{what} run {run_id}: {self.loaded} of {run.total_steps} row{'s' if run.total_steps != 1 else ''} kept, "
-              f"{len(run._steps)} to run.")
+              f"{len(run.steps)} to run.")
 
     def _stream_rows(self, run) -> None:
         """From here on the run's rows live in the store, not in memory (EvalRun.keep)."""

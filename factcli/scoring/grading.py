@@ -216,6 +216,17 @@ class Grader:
         self.source = source or GraderSource()
         self._providers: dict[str, Any] = {}
         self.used: set[str] = set()
+        self._kept: dict[str, Any] = {}
+
+    def kept(self, name: str, make: Callable[[], Any]) -> Any | None:
+        """What a handler keeps from one row to the next for this run (factscore's embedding vectors:
+        methods/factscore_dense.py): `make()` on first use, dropped with the run's Grader, never seen
+        by another run. None when the run keeps no cache (--no-cache: every row computes again)."""
+        if self.caller.cache is None:
+            return None
+        if name not in self._kept:
+            self._kept[name] = make()
+        return self._kept[name]
 
     def spec_for(self, assertion, test, kind: str = "text") -> ProviderSpec:
         return self.source.of(assertion, test, kind)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from factcli.errors import FactcliError
+from factcli.store import clock
 from factcli.types import ERROR_REASONS, FAILURE_GRADING
 from factcli.store.schema import MIGRATION_NAMES, MIGRATION_SET, RESULT_FIELDS, upsert_sql  # noqa: F401
 
@@ -94,7 +95,7 @@ def store_errors() -> tuple[type[BaseException], ...]:
 
 
 def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return clock.wall().isoformat(timespec="milliseconds")  # (the store's clock: a test can make leases fast)
 
 
 # ---------------------------------------------------------------- the database
@@ -374,7 +375,7 @@ def _epoch(iso: str) -> float | None:
 
 def seconds_since(iso: str | None) -> float | None:
     then = _epoch(iso) if iso else None
-    return None if then is None else datetime.now(timezone.utc).timestamp() - then
+    return None if then is None else clock.time_now() - then
 
 
 def lease_timeout() -> float:

@@ -12,6 +12,8 @@
 - A `Heartbeat` thread refreshes `updated_at` every timeout/6 seconds through its own connection,
   also while no row finishes (a slow model), on every store (SQLite too: a pid alone never holds a
   run, issue 48).
+- Every time here (a heartbeat, its age, the wait between beats) is the store's clock (store/clock.py):
+  UTC wall time, which a test can make run fast.
 
 Machines are assumed to keep their clocks within a few seconds of each other (NTP); a clock far
 ahead makes its heartbeats look fresh for longer.
@@ -24,6 +26,7 @@ import socket
 import threading
 
 from factcli.errors import FactcliError
+from factcli.store import clock
 from factcli.store.database import Store, holder_alive, lease_timeout, now, seconds_since, store_errors
 
 
@@ -40,10 +43,10 @@ def refusal(run: dict) -> FactcliError:
     if age is None:
         when = f"once its heartbeat is {timeout:.0f} s old"
     else:
-        from datetime import datetime, timedelta, timezone
+        from datetime import timedelta
 
         left = max(0.0, timeout - age)
-        at = datetime.now(timezone.utc) + timedelta(seconds=left)
+        at = clock.wall() + timedelta(seconds=left)
         when = f"at {at.strftime('%H:%M:%S')} UTC (in {left:.0f} s) if no heartbeat comes before"
     return FactcliError(f"run {run['id']} is being run by {holder(run)}; wait for it or stop it: it can be "
                         f"taken over {when} (each heartbeat moves that {timeout:.0f} s on)")
@@ -85,7 +88,7 @@ class Heartbeat:
     def _beat(self) -> None:
         every = lease_timeout() / 6
         store = None
-        while not self._stop.wait(every):
+        while not self._stop.wait(clock.real(every)):
             try:
                 if store is None:
                     store = Store.open(self.target)

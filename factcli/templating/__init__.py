@@ -5,8 +5,10 @@ never in values, when the row has a var `x` (an undefined `<<x>>` stays as writt
 sends it, and is reported); `\\<<` is a literal `<<`; values are inserted as they are and never
 rendered again; undefined `{{ names }}` render empty and are reported; `dump`/`json` are JSON.stringify without spaces. Nunjucks semantics
 (JavaScript truthiness, printing, loops over objects, its filters) live in `engine.py`,
-`jsvalues.py` and `filters.py`; custom filters for a run (`nunjucksFilters:`) are registered with
-`set_filters`.
+`jsvalues.py` and `filters.py`. Custom filters (`nunjucksFilters:`) belong to the suite that
+declares them (`Filters`): rendering uses the ones in force in the current context (`filters_used`, set
+by the loader while a config loads and by the run while it plans and executes), so two runs in one
+process, one after the other or side by side in asyncio tasks, never see each other's filters.
 
 Errors: `check` and `render` raise `TemplateError` (a ValueError) for a syntax error, an unknown
 filter or anything that fails while rendering; its message names the template (when the caller
@@ -16,7 +18,8 @@ gives `name`) and the line. Callers turn it into a ConfigError at load and an ER
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any
@@ -26,7 +29,7 @@ from factcli.templating.jsvalues import dump, is_undefined, js_number, js_string
 
 __all__ = [
     "TemplateError", "check", "dump", "filter_names", "has_template", "js_number", "js_string", "names_by_form", "native_names", "render",
-    "render_value", "set_filters", "to_fixed", "to_jinja", "truthy",
+    "render_value", "Filters", "filters_used", "to_fixed", "to_jinja", "truthy",
 ]
 
 _NATIVE = re.compile(r"(\\?)<<\s*([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*|\[[^\]<>]*\])*)\s*>>")
@@ -48,21 +51,16 @@ class TemplateError(ValueError):
 
 
 _ENV = None  # the Jinja environment (engine.make_env), built on first use: see _env
-_BUILTIN_FILTERS: dict = {}
-_USER_FILTERS: dict = {}  # nunjucksFilters of the run, kept until the environment exists
 
 
 def _env():
     """Jinja (its import and the environment: a large part of a command's start) is loaded only for a
     template with more than `{{ name }}` in it: the others are parsed and rendered without it."""
-    global _ENV, _BUILTIN_FILTERS
+    global _ENV
     if _ENV is None:
         from factcli.templating.engine import make_env
 
-        env = make_env(_missing)
-        _BUILTIN_FILTERS = dict(env.filters)
-        env.filters = {**_BUILTIN_FILTERS, **_USER_FILTERS}
-        _ENV = env
+        _ENV = make_env(_missing)
     return _ENV
 
 
@@ -96,20 +94,64 @@ def _user_filter(name: str, fn: Callable) -> Callable:
     return call
 
 
-def set_filters(filters: dict[str, Callable]) -> None:
-    """Register the custom filters of a run (promptfoo's `nunjucksFilters:`), replacing any set
-    before: plain Python callables called as fn(value, *args). They work in prompts, var values
-    and assertion values alike, and override a built-in filter of the same name, as in Nunjucks."""
-    global _USER_FILTERS
-    _USER_FILTERS = {str(n): _user_filter(str(n), f) for n, f in filters.items()}
-    if _ENV is not None:
-        _ENV.filters = {**_BUILTIN_FILTERS, **_USER_FILTERS}
-    _compile.cache_clear()  # compiled templates hold the filter functions they were built with
-    _simple.cache_clear()
+class Filters:
+    """A suite's custom filters (promptfoo's `nunjucksFilters:`): plain Python callables called as
+    fn(value, *args), in prompts, var values and assertion values alike, overriding a built-in filter
+    of the same name as in Nunjucks. Each set has its own Jinja environment (an overlay of the shared
+    one) and its own compiled templates, since a compiled template holds the filter functions it was
+    built with: nothing of one set is seen by a template rendered under another, and both go with
+    the suite that holds them."""
+
+    __slots__ = ("names", "_wrapped", "_env", "compile")
+
+    def __init__(self, filters: dict[str, Callable] | None = None):
+        self._wrapped = {str(n): _user_filter(str(n), f) for n, f in (filters or {}).items()}
+        self.names = tuple(sorted(self._wrapped))
+        self._env = None
+        self.compile = lru_cache(maxsize=1024)(self._compile)
+
+    def __bool__(self) -> bool:
+        return bool(self._wrapped)
+
+    def __repr__(self) -> str:
+        return f"Filters({', '.join(self.names)})"
+
+    def env(self):
+        if self._env is None:
+            base = _env()
+            env = base.overlay()
+            env.filters = {**base.filters, **self._wrapped}  # (an overlay shares its parent's dict)
+            self._env = env
+        return self._env
+
+    def _compile(self, template: str):
+        return self.env().from_string(to_jinja(template))
+
+
+_in_force: ContextVar[Filters | None] = ContextVar("factcli_filters", default=None)
+
+
+@contextmanager
+def filters_used(filters: Filters | None) -> Iterator[Callable[[Filters | None], None]]:
+    """`with filters_used(suite.filters):` render with these custom filters (None: none) in this
+    context, and tasks started in it, until the block ends; what was in force before is back after.
+    Yields a function that changes them for the rest of the block (the loader: a config's filters
+    are known only part way through its load)."""
+    token = _in_force.set(filters)
+    try:
+        yield _in_force.set
+    finally:
+        _in_force.reset(token)
+
+
+def _current_env():
+    filters = _in_force.get()
+    return filters.env() if filters else _env()
 
 
 def filter_names() -> list[str]:
-    return sorted(_env().filters)
+    """The filters a template rendered here can use: the built-ins and the custom ones in force."""
+    return sorted(_current_env().filters)
 
 
 # ---------------------------------------------------------------- rendering
@@ -174,8 +216,14 @@ def has_template(text: str) -> bool:
 
 
 @lru_cache(maxsize=4096)
-def _compile(template: str):
+def _compile_plain(template: str):
     return _env().from_string(to_jinja(template))
+
+
+def _compile(template: str):
+    """The template compiled for the custom filters in force (those without custom filters share one cache)."""
+    filters = _in_force.get()
+    return filters.compile(template) if filters else _compile_plain(template)
 
 
 @lru_cache(maxsize=4096)
@@ -204,7 +252,8 @@ def _explain(message: str) -> str:
     if not m:
         return message
     kind, word = m.group(1), m.group(2)
-    known = _env().filters if kind == "filter" else _env().tests
+    env = _current_env()
+    known = env.filters if kind == "filter" else env.tests
     hint = did_you_mean(word, [n for n in known if not n.startswith("_")])
     return f"unknown {kind} '{word}'{hint}"
 
