@@ -90,6 +90,7 @@ import time
 from typing import Any, Callable, Iterable, Union
 
 from aiohttp import web
+from prompt_caches import OpenAIPrefixCache
 
 __all__ = ["FakeOpenAI", "Fault", "CREATED", "DEFAULT_MODEL", "EMBEDDING_DIM", "main"]
 
@@ -297,6 +298,8 @@ class FakeOpenAI:
         self._nodelay: list[bool] = []
         self.latency = latency
         self.send_usage = True  # False: replies carry no `usage`, as some local servers send them
+        # OpenAI's automatic prefix caching (tests/prompt_caches.py): usage.prompt_tokens_details.cached_tokens
+        self.prefix_cache = OpenAIPrefixCache()
         self._refused_formats: set[str] = set()  # response_format types answered with 400
         self._format_refusals = 0
         self._requested_port = port
@@ -826,9 +829,15 @@ class FakeOpenAI:
                     "prompt_tokens": prompt_tokens,
                     "completion_tokens": completion_tokens * n,
                     "total_tokens": prompt_tokens + completion_tokens * n,
+                    **self._prompt_cache_details(body),
                 }} if self.send_usage else {}),
             }
         )
+
+    def _prompt_cache_details(self, body: dict) -> dict:
+        """OpenAI's `prompt_tokens_details` of a chat reply: the prefix its automatic caching served."""
+        cached = self.prefix_cache.cached_tokens(str(body.get("model") or DEFAULT_MODEL), body.get("messages") or [])
+        return {"prompt_tokens_details": {"cached_tokens": cached}}
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         body, item, early = await self._generation_prelude(request)

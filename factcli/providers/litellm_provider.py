@@ -11,7 +11,7 @@ import re
 
 from factcli.activity import activity
 from factcli.errors import ConfigError
-from factcli.providers import pricing
+from factcli.providers import pricing, prompt_cache
 from factcli.providers.base import (
     AUTH,
     CONTEXT,
@@ -218,6 +218,7 @@ class LiteLLMProvider(Provider):
             # Anthropic takes no conversation of system messages alone (promptfoo's closedqa rubric is one):
             # the same text as the user's turn
             messages = [{"role": "user", "content": "\n\n".join(str(m.get("content") or "") for m in messages)}]
+        messages = prompt_cache.marked(messages, self.model, context.get("cache_prefix"), self.config)
         try:
             resp = await litellm.acompletion(model=self.model, messages=messages, num_retries=0, **kwargs)
         except Exception as exc:  # classified for the retry owner

@@ -212,7 +212,7 @@ class Grader:
 
     async def complete(self, spec: ProviderSpec, messages: list[dict], *, reply: Any = None,
                        json_mode: bool = False, items: int | None = None, strict: bool = True,
-                       attempt: int = 0, sent: Any = None) -> GraderReply:
+                       attempt: int = 0, sent: Any = None, cache_prefix: int = 0) -> GraderReply:
         """One grader call. `reply` (a scoring.replies.Reply) is the step's answer: its JSON schema goes
         with the request as `response_format` and its cap as `max_tokens`, unless the grader's config
         sets them (`items`: how many things the reply is about, for a step whose cap follows them);
@@ -222,7 +222,9 @@ class Grader:
         asked again (a step that retries an unreadable reply, as SAFE does): its own cache entry. `sent` (a
         scoring.content.Sent): what the step sent, against which a read reply's content is checked (the
         step's Reply declares what it must contain); a reply that fails is a grading error too, with the
-        check's reason."""
+        check's reason. `cache_prefix`: how many leading messages are the same in the step's other calls
+        (its instructions and document), which the provider may ask its vendor to cache
+        (providers/prompt_cache.py)."""
         from factcli.providers.base import RenderedPrompt
 
         from factcli.providers import reasoning
@@ -234,6 +236,8 @@ class Grader:
         cap = reply.cap_for(items) if reply is not None else GRADER_MAX_TOKENS
         kind = reasoning.style(provider)
         context: dict = {"purpose": "grader"}
+        if cache_prefix:
+            context["cache_prefix"] = cache_prefix
         if kind is not None:
             # hidden reasoning comes out of the same allowance: the step's cap on top of a reasoning budget,
             # no temperature, a low effort (providers/reasoning.py)
