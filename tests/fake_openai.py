@@ -438,7 +438,7 @@ class FakeOpenAI:
             self._fault_rng = random.Random(seed)
 
     def reset(self) -> None:
-        """Clear the queue and the request log (rules, latency and fault rate stay)."""
+        """Clear the queue, the request log and the prompt cache (rules, latency and fault rate stay)."""
         with self._lock:
             self._queue.clear()
             self._log.clear()
@@ -448,6 +448,7 @@ class FakeOpenAI:
             self._abandoned = 0
             self._nodelay.clear()
             self._format_refusals = 0
+            self.prefix_cache = OpenAIPrefixCache()
 
     def refuse_response_format(self, *types: str) -> None:
         """Answer 400 naming ``response_format`` (OpenAI's error body, ``param: "response_format"``) to
