@@ -209,6 +209,7 @@ def grade(vendors, tmp_path, cache: bool) -> list[dict]:
     comp = row["gradingResult"]["componentResults"][0]
     assert not comp["metadata"].get("graderError") and comp["pass"], comp["reason"]
     assert len(comp["metadata"]["claims"]) == SPANS
+    grade.tokens = row["gradingResult"]["tokensUsed"]
     return vendors.by_path("/v1/messages")
 
 
@@ -237,9 +238,9 @@ def vendors():
 
 def test_facts_grounding_on_one_long_document_spends_under_40_percent_of_the_uncached_input(vendors, tmp_path):
     plain = grade(vendors, tmp_path, cache=False)
-    plain_usage = list(vendors.anthropic_cache.usages)
+    plain_usage, plain_tokens = list(vendors.anthropic_cache.usages), grade.tokens
     cached = grade(vendors, tmp_path, cache=True)
-    cached_usage = list(vendors.anthropic_cache.usages)
+    cached_usage, cached_tokens = list(vendors.anthropic_cache.usages), grade.tokens
     spans = [b for b in cached if "<span>" in json.dumps(b["messages"][-1])]
     assert len(spans) == SPANS and len(cached) == len(plain) == SPANS + 1  # + the eligibility call
     assert not any("cache_control" in json.dumps(b) for b in plain)  # cache: false: no marks
@@ -263,8 +264,10 @@ def test_facts_grounding_on_one_long_document_spends_under_40_percent_of_the_unc
     assert sorted(u["cache_creation_input_tokens"] for u in cached_usage).count(s) == 1
     assert sorted(u["cache_read_input_tokens"] for u in cached_usage).count(s) == SPANS - 1
     assert cached_spend <= 0.4 * plain_spend, (cached_spend, plain_spend)
-    # the tokens billed are the same ones, only their price differs
+    # the tokens billed are the same ones, only their price differs; the row shows them, the reads as cached
     assert sum(sum(u.values()) for u in plain_usage) == sum(sum(u.values()) for u in cached_usage)
+    assert plain_tokens["prompt"] == cached_tokens["prompt"] == sum(sum(u.values()) for u in cached_usage)
+    assert plain_tokens["cached"] == 0 and cached_tokens["cached"] == (SPANS - 1) * s
 
 
 def test_the_first_span_warms_the_cache_the_others_sent_at_once_would_all_miss(vendors, tmp_path, monkeypatch):
@@ -273,3 +276,28 @@ def test_the_first_span_warms_the_cache_the_others_sent_at_once_would_all_miss(v
     writes = [u for u in vendors.anthropic_cache.usages if u["cache_creation_input_tokens"]]
     # -j 4: the first four spans' calls go at once, and each writes the entry (the warmed run: one)
     assert len(writes) >= 2
+
+
+def test_openai_caches_the_static_first_layout_by_itself(fake_openai, tmp_path):
+    def judge(body):
+        if "<span>" not in body["messages"][-1]["content"]:
+            return 'Analysis: fine.\n```json\n{"Instruction Following": "No Issues"}\n```'
+        span = re.search(r"<span>\n(.*?)\n</span>", body["messages"][-1]["content"], re.S).group(1)
+        return f"Evidence: {span}\nReasoning: stated.\nFinal Answer: Accurate"
+
+    fake_openai.add_rule(".", judge)
+    doc, answer = document()
+    cfg = write(tmp_path / "c.yaml", CONFIG.replace("anthropic:messages:%(model)s", "openai:chat:gpt-4o") % {
+        "doc": doc, "answer": answer, "url": fake_openai.url, "model": "", "cache": ""})
+    out = tmp_path / "r.json"
+    result = runner.invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "--no-cache", "--no-progress-bar",
+                                 "--no-table", "-j", "4"])
+    assert "Traceback" not in result.output, result.output
+    row = json.loads(out.read_text())["results"]["results"][0]
+    assert row["gradingResult"]["componentResults"][0]["pass"]
+    spans = [r["json"] for r in fake_openai.requests if "<span>" in json.dumps(r["json"]["messages"][-1])]
+    assert len(spans) == SPANS and not any("cache_control" in json.dumps(b) for b in spans)  # nothing marked
+    # the static part (the report alone is 1,920 tokens) is read by the 29 spans after the first, in 128s
+    hits = fake_openai.prefix_cache.hits
+    assert sorted(hits)[0] == 0 and sum(1 for h in hits if h >= 1920) == SPANS - 1
+    assert row["gradingResult"]["tokensUsed"]["cached"] == sum(hits)

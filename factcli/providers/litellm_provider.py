@@ -289,6 +289,10 @@ def to_response(resp, litellm, sent=None, model: str = "") -> ProviderResponse:
         # counted in completion_tokens (billed as output)
         details = getattr(usage, "completion_tokens_details", None)
         tu.reasoning = int(getattr(details, "reasoning_tokens", 0) or 0) if details is not None else 0
+        # prompt tokens read from the vendor's prompt cache (OpenAI's cached_tokens; Anthropic's
+        # cache_read_input_tokens, which litellm counts in prompt_tokens and puts here)
+        cached = getattr(usage, "prompt_tokens_details", None)
+        tu.cached = int(getattr(cached, "cached_tokens", 0) or 0) if cached is not None else 0
     meta: dict = {}
     if not tu.total and sent is not None:  # no usage in the reply (litellm fills zeros)
         counted = count_usage(sent, output, model)
