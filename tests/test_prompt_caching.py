@@ -151,6 +151,8 @@ def test_the_static_part_is_marked_for_claude_only_when_long_enough():
     full = [{"role": "user", "content": [{"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}] * 4},
             {"role": "user", "content": doc}, {"role": "user", "content": "claim"}]
     assert prompt_cache.marked(full, "anthropic/" + SONNET, 2) is full  # the 4 breakpoints are taken
+    assert prompt_cache.worth_warming(messages, 2) and not prompt_cache.worth_warming(messages, 2, {"cache": False})
+    assert not prompt_cache.worth_warming(short, 2) and not prompt_cache.worth_warming(messages, 0)
     assert [prompt_cache.minimum(m) for m in ("claude-opus-4-5-20251101", "claude-3-5-haiku-latest",
                                               "claude-3-haiku-20240307", "claude-sonnet-4-5", "claude-opus-4-1",
                                               "claude-haiku-4-5")] == [4096, 2048, 2048, 1024, 1024, 4096]
@@ -271,7 +273,7 @@ def test_facts_grounding_on_one_long_document_spends_under_40_percent_of_the_unc
 
 
 def test_the_first_span_warms_the_cache_the_others_sent_at_once_would_all_miss(vendors, tmp_path, monkeypatch):
-    monkeypatch.setattr(prompt_cache, "worth_warming", lambda messages, static: False)
+    monkeypatch.setattr(prompt_cache, "worth_warming", lambda messages, static, config: False)
     grade(vendors, tmp_path, cache=True)
     writes = [u for u in vendors.anthropic_cache.usages if u["cache_creation_input_tokens"]]
     # -j 4: the first four spans' calls go at once, and each writes the entry (the warmed run: one)

@@ -315,7 +315,7 @@ async def _run_judge(ctx: AssertionContext, spec: ProviderSpec, name: str, templ
             replies = await warmed([lambda i=i, v=v: ask(prompt, v, f"grounding span {i + 1}/{len(spans)}",
                                                          GROUNDING_REPLIES[template], static)
                                     for i, v in enumerate(variables)],
-                                   bool(first) and prompt_cache.worth_warming(first, static),
+                                   bool(first) and prompt_cache.worth_warming(first, static, spec.config),
                                    lambda aws: _gather(*aws))
             claims = []
             for i, (span, reply) in enumerate(zip(spans, replies)):

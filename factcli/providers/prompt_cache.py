@@ -89,11 +89,11 @@ def marked(messages: list[dict], model: str, static: int | None, config: dict | 
 SMALLEST_MINIMUM = 1024
 
 
-def worth_warming(messages: list[dict], static: int) -> bool:
+def worth_warming(messages: list[dict], static: int, config: dict | None = None) -> bool:
     """Whether calls that share `messages[:static]` should wait for the first of them (methods/claims.warmed):
-    only when the shared part is long enough for some vendor to cache it; a shorter one would only make
-    the row slower."""
-    if not static:
+    only when the shared part is long enough for some vendor to cache it (a shorter one would only make
+    the row slower), and not for a grader whose config says `cache: false`."""
+    if not static or (config or {}).get("cache") is False:
         return False
     from factcli.providers.tokens import count_messages
 
