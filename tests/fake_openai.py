@@ -837,7 +837,8 @@ class FakeOpenAI:
 
     def _prompt_cache_details(self, body: dict) -> dict:
         """OpenAI's `prompt_tokens_details` of a chat reply: the prefix its automatic caching served."""
-        cached = self.prefix_cache.cached_tokens(str(body.get("model") or DEFAULT_MODEL), body.get("messages") or [])
+        cached = self.prefix_cache.cached_tokens(str(body.get("model") or DEFAULT_MODEL), body.get("messages") or [],
+                                                 [body.get("tools"), body.get("response_format")])
         return {"prompt_tokens_details": {"cached_tokens": cached}}
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:

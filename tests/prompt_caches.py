@@ -6,8 +6,9 @@ OpenAI's automatic prefix caching (fake_openai.FakeOpenAI, `prefix_cache`;
 https://platform.openai.com/docs/guides/prompt-caching): every chat request of 1,024 tokens or more
 is cached by itself, on the model, in 128-token steps: `usage.prompt_tokens_details.cached_tokens`
 is the longest prefix of the prompt seen before on the same model, 1,024 + 128·k tokens, and 0 below
-1,024 or on a first sight. A prefix is messages in order, their roles included (the same words moved to
-another message are another prefix). `prompt_tokens` still counts every token.
+1,024 or on a first sight. A prefix is the tools and the structured output's schema, then the messages in
+order, their roles included (the same words moved to another message are another prefix).
+`prompt_tokens` still counts every token.
 
 Anthropic's prompt caching (fake_vendors.FakeVendors, `anthropic_cache`;
 https://docs.claude.com/en/docs/build-with-claude/prompt-caching): only a block marked
@@ -25,6 +26,7 @@ once all miss (`latency` seconds between a request and its reply make that visib
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import threading
 import time
@@ -50,14 +52,16 @@ class OpenAIPrefixCache:
         self._lock = threading.Lock()
         self.hits: list[int] = []  # cached_tokens of each request seen, in order
 
-    def cached_tokens(self, model: str, messages: list[dict]) -> int:
-        """The cached prefix of this request (0, or 1,024 + 128·k), and the request's own prefixes kept."""
+    def cached_tokens(self, model: str, messages: list[dict], before: Any = None) -> int:
+        """The cached prefix of this request (0, or 1,024 + 128·k), and the request's own prefixes kept.
+        `before`: what OpenAI puts ahead of the messages (the tools, the structured output's schema): a
+        request that changes it shares no prefix with the ones before."""
         words: list[str] = []
         for i, message in enumerate(messages or []):
             role = str(message.get("role", "")) if isinstance(message, dict) else ""
             for text in _texts(message.get("content") if isinstance(message, dict) else None):
                 words += [f"{i}\x1f{role}\x1f{w}" for w in text.split()]
-        h = hashlib.sha256(model.encode())
+        h = hashlib.sha256(model.encode() + b"\x1e" + json.dumps(before, sort_keys=True, default=str).encode())
         digests = []
         done = 0
         for end in range(OPENAI_MINIMUM, len(words) + 1, OPENAI_STEP):

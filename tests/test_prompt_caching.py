@@ -43,6 +43,9 @@ def test_openai_caches_a_prefix_of_1024_tokens_or_more_seen_before_in_128_token_
     assert cache.cached_tokens("gpt-4o", shorter) == 1024  # its first 1,100 tokens are the long one's: 1,024
     moved = [{"role": "user", "content": words(1300)}, {"role": "user", "content": "q1"}]
     assert cache.cached_tokens("gpt-4o", moved) == 0  # the same words under another role: another prefix
+    schema = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}
+    assert cache.cached_tokens("gpt-4o", long, schema) == 0  # another schema ahead of the same messages
+    assert cache.cached_tokens("gpt-4o", long, schema) == 1280
 
 
 def _body(model: str, system, *blocks, marks=()) -> dict:
