@@ -131,20 +131,21 @@ def main() -> None:
     src = args.src or str(ROOT)
     takes_cache_key = (Path(src) / "factcli/providers/prompt_cache.py").exists()
     doc, answer = document(args.spans)
-    print(f"factcli from {src}; a report of {len(doc.split())} tokens, an answer of {args.spans} sentences, -j {args.j}")
+    print(f"factcli from {src}; a report of {len(doc.split())} tokens, an answer of {args.spans} sentences, "
+          f"-j {args.j}")
     with tempfile.TemporaryDirectory() as tmp, FakeVendors(judge=reply_for) as vendors, \
             FakeOpenAI(rules=[(".", openai_rule)]) as openai_server:
         vendors.cache_latency = 0.02  # requests sent at once all miss, as at Anthropic
         kb = Path(tmp) / "kb.jsonl"
         kb.write_text(json.dumps({"title": "Varn river survey", "text": doc}) + "\n")
         home = Path(tmp) / "home"
+        anthropic = (f'{{id: "anthropic:messages:claude-sonnet-4-5", config: {{apiBaseUrl: "{vendors.url}", '
+                     f'apiKey: sk-ant-bench%s}}}}')
+        graders = [("anthropic, cache: false", anthropic % ", cache: false"), ("anthropic", anthropic % ""),
+                   ("openai", f'{{id: "openai:chat:gpt-4o", config: {{apiBaseUrl: "{openai_server.url}"}}}}')]
         runs = []
         for method in ("facts-grounding", "factscore"):
-            anthropic = (f'{{id: "anthropic:messages:claude-sonnet-4-5", config: {{apiBaseUrl: "{vendors.url}", '
-                         f'apiKey: sk-ant-bench%s}}}}')
-            for label, grader in [("anthropic, cache: false", anthropic % ", cache: false"),
-                                  ("anthropic", anthropic % ""),
-                                  ("openai", f'{{id: "openai:chat:gpt-4o", config: {{apiBaseUrl: "{openai_server.url}"}}}}')]:
+            for label, grader in graders:
                 if "cache: false" in label and not takes_cache_key:
                     continue
                 vendors.requests.clear()
@@ -158,33 +159,30 @@ def main() -> None:
                 comp = json.loads(out.read_text())["results"]["results"][0]["gradingResult"]["componentResults"][0]
                 if (comp.get("metadata") or {}).get("graderError"):
                     raise SystemExit(f"{method} {label}: {comp['reason']}\n{m.stderr[-2000:]}")
+                run = {"method": method, "grader": label}
                 if label == "openai":
                     bodies = [r["json"] for r in openai_server.requests if "chat/completions" in r["path"]]
-                    cached = sum(openai_server.prefix_cache.hits)
-                    total = sum(len(words(b)) for b in bodies)
-                    runs.append((method, label, len(bodies), shared_lead(step_calls(method, bodies)),
-                                 len(step_calls(method, bodies)), f"{total:,} prompt tokens, {cached:,} cached "
-                                 f"(OpenAI bills them at its cached price)"))
-                    continue
-                bodies = vendors.by_path("/v1/messages")
-                usages = vendors.anthropic_cache.usages
-                plain = sum(u["input_tokens"] for u in usages)
-                writes = sum(u["cache_creation_input_tokens"] for u in usages)
-                reads = sum(u["cache_read_input_tokens"] for u in usages)
-                runs.append((method, label, len(bodies), shared_lead(step_calls(method, bodies)),
-                             len(step_calls(method, bodies)),
-                             f"input {plain:,} + writes {writes:,} + reads {reads:,} = {plain + writes + reads:,} tokens; "
-                             f"spend {sum(map(spend, usages)):,.1f} full-price tokens"))
+                    total, cached = sum(len(words(b)) for b in bodies), sum(openai_server.prefix_cache.hits)
+                    run["note"] = f"{total:,} prompt tokens, {cached:,} of them cached"
+                else:
+                    bodies = vendors.by_path("/v1/messages")
+                    usages = vendors.anthropic_cache.usages
+                    plain = sum(u["input_tokens"] for u in usages)
+                    writes = sum(u["cache_creation_input_tokens"] for u in usages)
+                    reads = sum(u["cache_read_input_tokens"] for u in usages)
+                    run["spend"] = sum(map(spend, usages))
+                    run["note"] = (f"input {plain:,} + writes {writes:,} + reads {reads:,} = "
+                                   f"{plain + writes + reads:,} tokens; spend {run['spend']:,.1f} full-price tokens")
+                steps = step_calls(method, bodies)
+                runs.append({**run, "calls": len(bodies), "lead": shared_lead(steps), "steps": len(steps)})
         print(f"{'method':16} {'grader':24} {'calls':>5} {'shared lead':>11}  tokens")
-        for method, label, calls, lead, steps, note in runs:
-            print(f"{method:16} {label:24} {calls:5} {lead:>6} ({steps:2})  {note}")
+        for r in runs:
+            print(f"{r['method']:16} {r['grader']:24} {r['calls']:5} {r['lead']:>6} ({r['steps']:2})  {r['note']}")
         print("shared lead: leading tokens common to the repeating step's calls (their number in brackets)")
         for method in ("facts-grounding", "factscore"):
-            pair = {label: note for m_, label, _, _, _, note in runs if m_ == method}
-            if "anthropic, cache: false" in pair:
-                def spent(note: str) -> float:
-                    return float(note.rsplit("spend ", 1)[1].split()[0].replace(",", ""))
-                off, on = spent(pair["anthropic, cache: false"]), spent(pair["anthropic"])
+            spent = {r["grader"]: r["spend"] for r in runs if r["method"] == method and "spend" in r}
+            if "anthropic, cache: false" in spent:
+                off, on = spent["anthropic, cache: false"], spent["anthropic"]
                 print(f"{method}: input spend with cache marks {on:,.1f} vs {off:,.1f} without: "
                       f"{100 * (1 - on / off):.0f}% less")
 

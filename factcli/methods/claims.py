@@ -195,7 +195,6 @@ async def ask_text(ctx, spec: ProviderSpec, template: Any, variables: dict, call
     return reply.text
 
 
-
 # ---------------------------------------------------------------- prompt caching (issue 50)
 
 

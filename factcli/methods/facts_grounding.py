@@ -308,7 +308,8 @@ async def _run_judge(ctx: AssertionContext, spec: ProviderSpec, name: str, templ
         prompt = _grounding_prompt(ctx, template)
         if template == "span_level":
             spans = split_sentences(inp.response)
-            variables = [inp.variables(ctx, span=s, span_index=i + 1, span_count=len(spans)) for i, s in enumerate(spans)]
+            variables = [inp.variables(ctx, span=s, span_index=i + 1, span_count=len(spans))
+                         for i, s in enumerate(spans)]
             # the spans' calls share the instructions, the request, the context and the response: the
             # first goes alone when that is long enough to be cached, and the others read it
             static, first = shared_lead(prompt, variables)
