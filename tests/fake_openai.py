@@ -90,6 +90,7 @@ import time
 from typing import Any, Callable, Iterable, Union
 
 from aiohttp import web
+from prompt_caches import OpenAIPrefixCache
 
 __all__ = ["FakeOpenAI", "Fault", "CREATED", "DEFAULT_MODEL", "EMBEDDING_DIM", "main"]
 
@@ -300,6 +301,8 @@ class FakeOpenAI:
         # a chat reply's usage.prompt_tokens_details.cached_tokens: this many of its prompt_tokens (at
         # most all of them) read from OpenAI's prompt cache, among prompt_tokens as OpenAI counts them
         self.cached_tokens = 0
+        # OpenAI's automatic prefix caching (tests/prompt_caches.py): usage.prompt_tokens_details.cached_tokens
+        self.prefix_cache = OpenAIPrefixCache()
         self._refused_formats: set[str] = set()  # response_format types answered with 400
         self._format_refusals = 0
         self._requested_port = port
@@ -438,7 +441,7 @@ class FakeOpenAI:
             self._fault_rng = random.Random(seed)
 
     def reset(self) -> None:
-        """Clear the queue and the request log (rules, latency and fault rate stay)."""
+        """Clear the queue, the request log and the prompt cache (rules, latency and fault rate stay)."""
         with self._lock:
             self._queue.clear()
             self._log.clear()
@@ -448,6 +451,7 @@ class FakeOpenAI:
             self._abandoned = 0
             self._nodelay.clear()
             self._format_refusals = 0
+            self.prefix_cache = OpenAIPrefixCache()
 
     def refuse_response_format(self, *types: str) -> None:
         """Answer 400 naming ``response_format`` (OpenAI's error body, ``param: "response_format"``) to
@@ -830,10 +834,16 @@ class FakeOpenAI:
                     "completion_tokens": completion_tokens * n,
                     "total_tokens": prompt_tokens + completion_tokens * n,
                     **({"prompt_tokens_details": {"cached_tokens": min(self.cached_tokens, prompt_tokens)}}
-                       if self.cached_tokens else {}),
+                       if self.cached_tokens else self._prompt_cache_details(body)),
                 }} if self.send_usage else {}),
             }
         )
+
+    def _prompt_cache_details(self, body: dict) -> dict:
+        """OpenAI's `prompt_tokens_details` of a chat reply: the prefix its automatic caching served."""
+        cached = self.prefix_cache.cached_tokens(str(body.get("model") or DEFAULT_MODEL), body.get("messages") or [],
+                                                 [body.get("tools"), body.get("response_format")])
+        return {"prompt_tokens_details": {"cached_tokens": cached}}
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         body, item, early = await self._generation_prelude(request)

@@ -18,10 +18,11 @@ every vendor's path:
       budget_tokens}` needs budget_tokens >= 1024 and below max_tokens, and refuses a temperature other
       than 1 and top_k; thinking is spent first (min(budget, THINKING)) and the text after it, both out
       of max_tokens (stop_reason "max_tokens" when it runs out); `output_format: {type: json_schema}`
-      constrains the text; usage.output_tokens counts thinking and text. `cache_tokens = (written, read)`:
-      that many of the prompt's tokens (the first ones; at most all of them) reported as written to
-      and read from the prompt cache, in cache_creation_input_tokens and cache_read_input_tokens, which
-      input_tokens leaves out, as Anthropic counts them (both 0 by default, and always reported).
+      constrains the text; usage.output_tokens counts thinking and text. Prompt caching as Anthropic's
+      (tests/prompt_caches.AnthropicCache): `cache_control` blocks, input_tokens after the last breakpoint,
+      cache_creation_input_tokens and cache_read_input_tokens. `cache_tokens = (written, read)`, when set,
+      reports that many of the prompt's tokens (the first ones; at most all of them) as written to and
+      read from the cache instead, whatever was marked (a pricing test's fixed figures).
   Gemini generateContent    POST /v1beta/models/{model}:generateContent (also without /v1beta).
       generationConfig (camelCase or snake_case): maxOutputTokens covers the thoughts and the text;
       thinkingConfig.thinkingBudget (0-24576 for flash models, 128-32768 for pro, -1 dynamic; a 2.5
@@ -42,6 +43,7 @@ Every request is recorded in `requests` (path, json); `refusals` counts the 400s
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import threading
@@ -49,6 +51,7 @@ from typing import Any, Callable
 
 from aiohttp import web
 from local_server import LocalServer
+from prompt_caches import AnthropicCache
 
 SENTENCE = "Paris is big."
 REASONING = {"minimal": 175, "low": 350, "medium": 700, "high": 2800}  # 700 at the default effort, 4x at high
@@ -136,6 +139,10 @@ class FakeVendors(LocalServer):
         self.thinking = THINKING
         self.cache_tokens = (0, 0)  # Anthropic's (cache_creation_input_tokens, cache_read_input_tokens)
         self._lock = threading.Lock()
+        # Anthropic's prompt caching (tests/prompt_caches.py); `cache_latency`: seconds between a request and
+        # its reply, during which the entries it writes are not there yet
+        self.anthropic_cache = AnthropicCache()
+        self.cache_latency = 0.0
 
     # ------------------------------------------------------------ helpers
 
@@ -247,6 +254,9 @@ class FakeVendors(LocalServer):
                                "#feature-compatibility", "temperature")
             if "top_k" in body:
                 return invalid("`top_k` is not supported when thinking is enabled.", "top_k")
+        cached = self.anthropic_cache.usage(body)
+        if isinstance(cached, str):
+            return invalid(cached, "cache_control")
         out = body.get("output_format") or {}
         schema = out.get("schema") if out.get("type") == "json_schema" else None
         spent = min(budget, self.thinking, max_tokens)
@@ -259,12 +269,21 @@ class FakeVendors(LocalServer):
             content.append({"type": "thinking", "thinking": " ".join(["weighing"] * spent), "signature": "sig-fake"})
         if text:
             content.append({"type": "text", "text": text})
+        usage = await self._cache_usage(*cached)
         return web.json_response({
             "id": "msg_fake", "type": "message", "role": "assistant", "model": model, "content": content,
             "stop_reason": stop, "stop_sequence": None,
-            "usage": {**self._anthropic_input(_prompt_words(body.get("messages"))
-                                              + _words(_system_text(body.get("system")))),
+            "usage": {**(self._anthropic_input(_prompt_words(body.get("messages"))
+                                               + _words(_system_text(body.get("system"))))
+                         if any(self.cache_tokens) else usage),
                       "output_tokens": spent + _words(text)}})
+
+    async def _cache_usage(self, usage: dict, written: list) -> dict:
+        """The request's input usage once its reply goes: the cache entries it wrote are there from now on."""
+        if self.cache_latency:
+            await asyncio.sleep(self.cache_latency)
+        self.anthropic_cache.keep(usage, written)
+        return usage
 
     def _anthropic_input(self, prompt: int) -> dict:
         written = min(self.cache_tokens[0], prompt)

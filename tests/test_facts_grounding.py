@@ -57,7 +57,8 @@ def scripted_judge(script: dict):
     def reply(body: dict) -> str:
         user = _last_user(body)
         step = user.splitlines()[0]
-        response = _tag(user, "test_response") or _tag(user, "response")
+        data = "\n".join(m["content"] for m in body["messages"] if m["role"] == "user")  # span_level: two messages
+        response = _tag(data, "test_response") or _tag(data, "response")
         verdict, labels = next(v for k, v in script.items() if k in response)
         sentences = split_sentences(response)
         assert len(sentences) == len(labels), (response, labels)

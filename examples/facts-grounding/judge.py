@@ -65,7 +65,9 @@ def call_api(prompt, options, context):
         why = "The response is too vague to answer the request." if major else "The response answers the request."
         reply = f'Analysis: {why}\n```json\n{{"Instruction Following": "{verdict}"}}\n```'
     else:
-        response, doc = _tag(user, "response"), _tag(user, "context")
+        # span_level sends the request, the context and the response in a message before the span's
+        data = "\n".join(m["content"] for m in messages if m["role"] == "user")
+        response, doc = _tag(data, "response"), _tag(data, "context")
         if step.startswith("Grounding check: span"):
             response = _tag(user, "span")
         labels = _labels(response, doc, overlap)

@@ -74,6 +74,7 @@ LEVELS: dict[str, dict[str, Key]] = {
         "apiVersion": D, "organization": D, "timeout": D, "maxConcurrency": D, "rpm": D, "tpm": D, "models": D,
         "max_retries": D, "base_model": D, "cost": D, "inputCost": D, "outputCost": D, "reasoning": D,
         "reasoningBudget": D, "cacheReadCost": D, "cacheWriteCost": D, "batchInputCost": D, "batchOutputCost": D,
+        "cache": D,  # cache: false, no prompt-cache marks (providers/prompt_cache)
         "grammar": D, "knowledge": Key(Kind.READ, file=True),  # a knowledge search backend's file (providers/search)
     },
     "test": {

@@ -83,7 +83,7 @@ def step_prompt(ctx, key: str, default: Any) -> Any:
 
 async def ask_json(ctx, spec: ProviderSpec, template: Any, variables: dict, call: JudgeCall,
                    step: str, reply_shape: Any = None, items: int | None = None, attempt: int = 0,
-                   sent: Any = None) -> dict:
+                   sent: Any = None, cache_prefix: int = 0) -> dict:
     """Render the step prompt, call the judge (its reply constrained to `reply_shape`, a
     scoring.replies.Reply), return the first JSON object of its reply. `attempt` > 0: the step asks
     again (grading.Grader.complete). `sent` (a scoring.content.Sent): what the reply's content must
@@ -93,6 +93,8 @@ async def ask_json(ctx, spec: ProviderSpec, template: Any, variables: dict, call
     again: dict = {"attempt": attempt} if attempt else {}
     if reply_shape is not None:
         again["sent"] = (sent or Sent.of("prompt")).with_inputs(variables)
+    if cache_prefix:
+        again["cache_prefix"] = cache_prefix
     reply = await ctx.grader.complete(spec, messages, reply=reply_shape, json_mode=reply_shape is None, items=items,
                                       **again)
     call.tokens.add(reply.tokens)
@@ -180,12 +182,12 @@ def prompt_for(ctx, key: str, default: Any) -> Any:
 
 
 async def ask_text(ctx, spec: ProviderSpec, template: Any, variables: dict, call: JudgeCall, step: str,
-                   reply_shape: Any = None) -> str:
+                   reply_shape: Any = None, cache_prefix: int = 0) -> str:
     """Render the step prompt, call the judge (its reply constrained to `reply_shape`, whose text form
     is returned when the reply fits it), and return the reply text, read by the step's text parser.
-    A failed call or an empty reply is a JudgeError."""
+    A failed call or an empty reply is a JudgeError. `cache_prefix`: see `shared_lead`."""
     messages = render_grading_prompt(template, variables)
-    reply = await ctx.grader.complete(spec, messages, reply=reply_shape)
+    reply = await ctx.grader.complete(spec, messages, reply=reply_shape, cache_prefix=cache_prefix)
     call.tokens.add(reply.tokens)
     if reply.cost is None:
         call.cost_known = False
@@ -198,3 +200,33 @@ async def ask_text(ctx, spec: ProviderSpec, template: Any, variables: dict, call
         raise JudgeError(f"{step}: the judge's reply is empty", reply.text)
     return reply.text
 
+
+# ---------------------------------------------------------------- prompt caching (issue 50)
+
+
+def shared_lead(template: Any, variables: list[dict]) -> tuple[int, list[dict] | None]:
+    """How many leading messages a step's calls (one a variable set) have in common, and the first call's
+    messages: the static part a vendor may cache (providers/prompt_cache.py), which every call but the
+    last message shares. 0 for a single call (a cache entry written for one call is only paid for, 1.25x
+    at Anthropic) or when the prompt is one message. The first and the last calls are compared: a step's
+    varying part is the same variables in each."""
+    if len(variables) < 2:
+        return 0, None
+    first = render_grading_prompt(template, variables[0])
+    last = render_grading_prompt(template, variables[-1])
+    same = 0
+    while same < min(len(first), len(last)) - 1 and first[same] == last[same]:
+        same += 1
+    return same, first
+
+
+async def warmed(calls: list[Callable[[], Awaitable[Any]]], warm: bool,
+                 gather: Callable[[list], Awaitable[list]] = gather_all) -> list:
+    """The calls' results in order (`gather`: how the step runs calls at once). `warm`: the first call is
+    made alone before the others, so that its prefix is in the vendor's cache when they are sent
+    (Anthropic: "a cache entry only becomes available after the first response begins"; calls sent at
+    once all miss, and each writes the entry again). providers/prompt_cache.worth_warming says when."""
+    if not warm or len(calls) < 2:
+        return await gather([call() for call in calls])
+    first = await calls[0]()
+    return [first, *await gather([call() for call in calls[1:]])]

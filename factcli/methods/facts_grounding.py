@@ -102,7 +102,7 @@ from typing import Any, Iterable
 from factcli import templating
 from factcli.methods import facts_prompts
 from factcli.methods import reports as method_reports
-from factcli.methods.claims import JudgeCall, JudgeError, ask_text, judges_for, prompt_for
+from factcli.methods.claims import JudgeCall, JudgeError, ask_text, judges_for, prompt_for, shared_lead, warmed
 from factcli.methods.facts_parsing import (
     BASELINE_REPLY,
     ELIGIBILITY_REPLY,
@@ -117,6 +117,7 @@ from factcli.methods.facts_parsing import (
     split_sentences,
 )
 from factcli.methods.settings import Bad, MethodSettings, Setting, choice, concurrency, flag, max_concurrency, number
+from factcli.providers import prompt_cache
 from factcli.scoring.content import normalize
 from factcli.scoring.gather import bound, gather_all
 from factcli.scoring.grading import grader_error
@@ -287,9 +288,9 @@ async def _run_judge(ctx: AssertionContext, spec: ProviderSpec, name: str, templ
     call = JudgeCall()
     out: dict = {"judge": name, "id": spec.id, "template": template, "call": call, "claims": []}
 
-    async def ask(prompt, variables, step, shape):
+    async def ask(prompt, variables, step, shape, cache_prefix=0):
         async with sem:
-            return await ask_text(ctx, spec, prompt, variables, call, step, shape)
+            return await ask_text(ctx, spec, prompt, variables, call, step, shape, cache_prefix)
 
     async def eligibility():
         baseline = ""
@@ -307,10 +308,16 @@ async def _run_judge(ctx: AssertionContext, spec: ProviderSpec, name: str, templ
         prompt = _grounding_prompt(ctx, template)
         if template == "span_level":
             spans = split_sentences(inp.response)
-            # the first span that cannot be judged cancels the rest: the judge's grounding is an error already
-            replies = await gather_all(ask(prompt, inp.variables(ctx, span=s, span_index=i + 1, span_count=len(spans)),
-                                           f"grounding span {i + 1}/{len(spans)}", GROUNDING_REPLIES[template])
-                                       for i, s in enumerate(spans))
+            variables = [inp.variables(ctx, span=s, span_index=i + 1, span_count=len(spans))
+                         for i, s in enumerate(spans)]
+            # the spans' calls share the instructions, the request, the context and the response: the
+            # first goes alone when that is long enough to be cached, and the others read it
+            static, first = shared_lead(prompt, variables)
+            replies = await warmed([lambda i=i, v=v: ask(prompt, v, f"grounding span {i + 1}/{len(spans)}",
+                                                         GROUNDING_REPLIES[template], static)
+                                    for i, v in enumerate(variables)],
+                                   bool(first) and prompt_cache.worth_warming(first, static, spec.config),
+                                   gather_all)
             claims = []
             for i, (span, reply) in enumerate(zip(spans, replies)):
                 accurate, reasoning, evidence = parse_span_level(reply, f"span_level span {i + 1}")

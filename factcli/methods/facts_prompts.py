@@ -5,7 +5,9 @@ Jacovi et al. (2025), "The FACTS Grounding Leaderboard", Appendix A describes th
 rubric of the eligibility filter. These are our own wordings of the same tasks; the reply formats
 are the ones `facts_grounding` parses (see its docstring). Each prompt is a list of chat messages:
 the instructions in the system message, the data in the user message, whose first line names the
-step (handy for scripted judges and for reading logs).
+step (handy for scripted judges and for reading logs). What varies from call to call comes last, after
+what does not (the instructions, the request, the context): span_level, one call a span, sends the data
+in a user message of its own and the span in a last one, so that a vendor's prompt cache serves the rest.
 
 Variables (Jinja, as every factcli prompt): `request`, `context`, `response`, `full_prompt`, the
 test's vars, and per step `baseline` (eligibility), `span`, `span_index`, `span_count` (span_level).
@@ -148,10 +150,13 @@ SPAN_LEVEL = [
             "Final Answer: Accurate or Inaccurate\n" + _DATA_NOTE
         ),
     },
+    # the request, context and response first, in a message of their own, the same for every span: a
+    # vendor caches it (providers/prompt_cache.py) and each span's call sends only its last message anew
+    {"role": "user", "content": "Grounding check: one span at a time\n\n" + _CONTEXT_BLOCK},
     {
         "role": "user",
         "content": (
-            "Grounding check: span {{span_index}} of {{span_count}}\n\n" + _CONTEXT_BLOCK + "\n\n"
+            "Grounding check: span {{span_index}} of {{span_count}}\n\n"
             "You are verifying span {{span_index}} of the response:\n<span>\n{{span}}\n</span>"
         ),
     },

@@ -14,7 +14,7 @@ import re
 
 from factcli.activity import activity
 from factcli.errors import ConfigError
-from factcli.providers import pricing, reasoning
+from factcli.providers import pricing, prompt_cache, reasoning
 from factcli.providers.base import (
     AUTH,
     CONTEXT,
@@ -247,6 +247,7 @@ class LiteLLMProvider(Provider):
             # Anthropic takes no conversation of system messages alone (promptfoo's closedqa rubric is one):
             # the same text as the user's turn
             messages = [{"role": "user", "content": "\n\n".join(str(m.get("content") or "") for m in messages)}]
+        messages = prompt_cache.marked(messages, self.model, request.cache_prefix, self.config)
         return {"model": self.model, "messages": messages, "num_retries": 0, **kwargs}
 
     async def call(self, request: CallRequest) -> ProviderResponse:
