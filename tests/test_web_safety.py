@@ -154,6 +154,14 @@ def _session(response, port=15510):
     return next(c for c in response.headers.get_list("set-cookie") if c.startswith(f"factcli_session_{port}="))
 
 
+def _get_with_session(c, value, port=15510):
+    """GET / carrying this session cookie alone: per-request cookies are merged with the client's jar
+    (httpx2, which starlette's TestClient uses once installed, sends both), so the header is set by hand."""
+    request = c.build_request("GET", "/")
+    request.headers["cookie"] = f"factcli_session_{port}={value}"
+    return c.send(request)
+
+
 def test_sessions_expire_rotate_end_at_sign_out_and_are_named_per_port(stored, monkeypatch):
     with _client(stored, access_token=TOKEN) as c:
         first = c.post("/login", data={"token": TOKEN})
@@ -164,10 +172,10 @@ def test_sessions_expire_rotate_end_at_sign_out_and_are_named_per_port(stored, m
         second = c.post("/login", data={"token": TOKEN})  # a new session at each sign-in
         new = c.cookies.get("factcli_session_15510")
         assert new != old and _session(second)
-        assert c.get("/", cookies={"factcli_session_15510": old}).status_code == 303  # the planted one is dead
+        assert _get_with_session(c, old).status_code == 303  # the planted one is dead
         assert c.get("/").status_code == 200
         c.post("/logout")
-        assert c.get("/", cookies={"factcli_session_15510": new}).status_code == 303  # ended, not just forgotten
+        assert _get_with_session(c, new).status_code == 303  # ended, not just forgotten
         c.post("/login", data={"token": TOKEN})
         assert c.get("/").status_code == 200
         later = time.monotonic() + auth.SESSION_TTL_S + 1
