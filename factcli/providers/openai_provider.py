@@ -126,9 +126,12 @@ class OpenAIProvider(Provider):
             params.pop("max_tokens", None)
         return params
 
-    async def call(self, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
-        base = (self.base_url() or "https://api.openai.com/v1").rstrip("/")
-        url = f"{base}/completions" if self.kind == "completion" else f"{base}/chat/completions"
+    def _path(self) -> str:
+        return "/completions" if self.kind == "completion" else "/chat/completions"
+
+    def batch_body(self, prompt: RenderedPrompt, context: dict) -> dict:
+        """The request's JSON body: sent by `call`, and the `body` of its line in a batch
+        (providers/batch_openai.py): one builder for both."""
         # what this endpoint refused earlier in the run (run/calls.py learns it from the PARAM error below)
         params = adapt(self._params(context, prompt.config), context.get("adapt"))
         body = {"model": self.model, **params}
@@ -136,6 +139,28 @@ class OpenAIProvider(Provider):
             body["prompt"] = prompt.text
         else:
             body["messages"] = prompt.messages
+        return body
+
+    def batch_client(self):
+        """The client of OpenAI's Batch API at this provider's base URL (run/batches.py)."""
+        from factcli.providers.batch_openai import OpenAIBatches
+
+        return OpenAIBatches(self.base_url() or "https://api.openai.com/v1", self._api_key(),
+                             "/v1" + self._path(), self._headers())
+
+    def batch_reply(self, body: dict, sent: dict) -> ProviderResponse:
+        """A batch line's reply (its `response.body`), read as a direct reply and priced at the batch price."""
+        if not isinstance(body, dict) or not body.get("choices"):
+            return ProviderResponse(error=f"malformed batch reply: {json.dumps(body)[:300]}")
+        resp = self._response(body, sent.get("prompt", sent.get("messages")), batch=True)
+        resp.metadata = {**resp.metadata, "batch": True}
+        return resp
+
+    async def call(self, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
+        base = (self.base_url() or "https://api.openai.com/v1").rstrip("/")
+        url = base + self._path()
+        body = self.batch_body(prompt, context)
+        params = body  # what the refusal of a parameter is looked up in
         status, data, resp_headers, text = await _post(url, body, self._headers())
         if status < 400:
             if not isinstance(data, dict) or not data.get("choices"):
@@ -153,7 +178,7 @@ class OpenAIProvider(Provider):
                 raise ProviderCallError(f"HTTP 400: {_detail(data, text)}", PARAM, 400, refusal=refusal)
         raise _classify_status(status, data, resp_headers, text)
 
-    def _response(self, data: dict, sent) -> ProviderResponse:
+    def _response(self, data: dict, sent, batch: bool = False) -> ProviderResponse:
         choice = data["choices"][0]
         if self.kind == "completion":
             output = choice.get("text")
@@ -183,7 +208,7 @@ class OpenAIProvider(Provider):
                 tokens, meta["tokensCountedWith"] = counted
         known = isinstance(usage, dict) or "tokensCountedWith" in meta
         price = pricing.price_of(self)
-        cost = price.cost(tokens.prompt, tokens.completion) if known and price is not None else None
+        cost = price.cost_of(tokens, batch=batch) if known and price is not None else None
         return ProviderResponse(output=output if output is not None else "", token_usage=tokens, cost=cost,
                                 finish_reason=choice.get("finish_reason"), logprobs=logprobs, metadata=meta)
 

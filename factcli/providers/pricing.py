@@ -34,9 +34,20 @@ class Price(NamedTuple):
     output: float
     max_output: int | None  # the model's own reply limit, when the table knows it
     source: str  # where the price came from, for messages: "config", "local", or the table's key
+    batch_input: float | None = None  # USD per token through the vendor's batch API (litellm's `_batches`)
+    batch_output: float | None = None
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
         return prompt_tokens * self.input + completion_tokens * self.output
+
+    def cost_of(self, usage, batch: bool = False) -> float:
+        """What a call's `usage` (types.TokenUsage) cost; `batch`: answered through a batch API, billed at
+        the table's batch prices, else half the direct ones (OpenAI's and Anthropic's batch discount)."""
+        inp, out = self.input, self.output
+        if batch:
+            inp = self.batch_input if self.batch_input is not None else inp / 2
+            out = self.batch_output if self.batch_output is not None else out / 2
+        return usage.prompt * inp + usage.completion * out
 
 
 @lru_cache(maxsize=1)
@@ -112,8 +123,13 @@ def table_price(model: str) -> Price | None:
         return None
     entry = _table()[key]
     limit = entry.get("max_output_tokens") or entry.get("max_tokens")
+    def batched(name: str) -> float | None:
+        value = entry.get(name)
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
     return Price(float(entry["input_cost_per_token"]), float(entry["output_cost_per_token"]),
-                 int(limit) if isinstance(limit, (int, float)) and limit > 0 else None, key)
+                 int(limit) if isinstance(limit, (int, float)) and limit > 0 else None, key,
+                 batched("input_cost_per_token_batches"), batched("output_cost_per_token_batches"))
 
 
 def output_limit(model: str | None) -> int | None:

@@ -219,6 +219,7 @@ class Caller:
         self.formats = FormatMemory()
         self.params = ParamMemory()
         self._inflight: dict[str, asyncio.Future] = {}
+        self.batches = None  # run/batches.Batcher in batch mode: the calls of its providers go in batches
         self.retries = 0  # total retries made, reported with the run
         self.calls = 0  # requests actually sent
 
@@ -252,7 +253,7 @@ class Caller:
                     return hit
                 self.cache.delete(key)  # kept by an older factcli: its reader refuses it, ask again
         if key is None:
-            if "reasoning" in context:
+            if "reasoning" in context or self.batches is not None:
                 return await self._answer(provider, prompt, context)
             if FormatMemory.form_of(context.get("overrides") or {}) is None:  # _structured's first case, inline
                 return await self._attempts(provider, prompt, context)
@@ -335,6 +336,11 @@ class Caller:
 
     async def _structured(self, provider: Provider, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
         """The call, in the form of structured output its endpoint accepts (see the module's docstring)."""
+        if self.batches is not None and self.batches.takes(provider):  # in a batch (run/batches.py)
+            resp = await self.batches.call(provider, prompt, context)
+            if resp is not None:  # (None: a failed line asked again directly, batchRetry: direct)
+                self.calls += 1
+                return resp
         if FormatMemory.form_of(context.get("overrides") or {}) is None:
             return await self._attempts(provider, prompt, context)
         endpoint = provider.endpoint()

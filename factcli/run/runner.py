@@ -23,6 +23,7 @@ from factcli.scoring.registry import COMPARING, compares
 from factcli.types import EvalResult, compact_row
 
 STATUS_COMPLETE, STATUS_INTERRUPTED, STATUS_ABORTED = "complete", "interrupted", "aborted"
+STATUS_WAITING = "waiting"  # --detach: left while its batches run (run/batches.py)
 
 
 @dataclass
@@ -71,6 +72,7 @@ class EvalRun:
     abort_exit_code: int = 3  # the exit code of an aborted run: 3 a provider, 1 a user's hook
     trip: object = None  # run/breaker.Trip: the endpoint the circuit breaker stopped, which ended the run
     ratings: dict | None = None  # a stored run's ratings by row, for its exports (report/ratings.py)
+    batch: dict | None = None  # batch mode (run/batches.py): {default, retry, detach, journal, on_state}
 
     @property
     def successes(self) -> int:
@@ -201,6 +203,7 @@ def prepare(suite: Suite, options: RunOptions) -> EvalRun:
         concurrency=concurrency, repeat=repeat, cache=cache, warnings=list(suite.warnings),
     )
     run._steps = steps
+    run.batch = batch_settings(suite, options)
     # what the load found and let pass, and what the checks below find: reported all together by
     # the preflight (run/preflight.py), and never a call while any is left (execute)
     run.problems = list(getattr(suite, "problems", None) or [])
@@ -477,7 +480,14 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
 
         hooks = Hooks.of(suite)
         hooks.columns = run.columns
-    executor = Executor(caller, providers, concurrency=run.concurrency, delay_ms=run._delay,
+    batcher = None
+    if run.batch is not None:  # batch mode: every row in flight, so that a stage's calls meet in one batch
+        from factcli.run.batches import Batcher
+
+        b = run.batch
+        batcher = caller.batches = Batcher(b["default"], b.get("journal"), b["retry"], b["detach"], b.get("on_state"))
+    executor = Executor(caller, providers, delay_ms=run._delay,
+                        concurrency=run.concurrency if batcher is None else max(run.concurrency, run.total_steps),
                         base_dir=suite.base_dir, grader=grader, eval_id=run.run_id,
                         vars_errors=run._vars_errors, conversations=run._conversations, hooks=hooks)
     run.started = time.time()
@@ -486,13 +496,17 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
             from factcli.run.preflight import reach
 
             await reach(breakers, [*providers.values(), *_grader_providers(run)])
-        if breakers.trip is None:
+        if breakers.trip is None and batcher is not None and batcher.detach:
+            await _until_detached(executor.run(run._steps, record), batcher, run)
+        elif breakers.trip is None:
             await executor.run(run._steps, record)
         if breakers.trip is not None:  # rows it ended are kept as errors; --resume runs them again
             run.status = STATUS_INTERRUPTED
             run.trip = breakers.trip
             run.abort_reason = f"{breakers.trip.who()} was stopped by the circuit breaker: {breakers.trip.why}"
             run.abort_exit_code = breakers.trip.exit_code
+        elif run.status == STATUS_WAITING:
+            pass
         elif executor.stopped:
             run.status = STATUS_INTERRUPTED
             run.abort_reason = executor.stopped
@@ -521,6 +535,11 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
         run.retries = caller.retries
         run.calls = caller.calls
         run.throttling = caller.limiters.report() if caller.limiters is not None else {}
+        if batcher is not None:
+            await batcher.aclose()
+            if batcher.summary():
+                run.batch["summary"] = batcher.summary()
+                run.batch["rounds"] = {r: len(ids) for r, ids in batcher.rounds.items()}
         if caller.cache is not None:
             caller.cache.close()
         import sys
@@ -529,6 +548,50 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
             from factcli.providers.openai_provider import aclose_all
 
             await aclose_all()
+
+
+def batch_settings(suite: Suite, options: RunOptions) -> dict | None:
+    """Batch mode's settings (run/batches.py), or None when no call of the run goes in a batch: --batch
+    (else evaluateOptions.batch) for every provider with a batch API, a provider's `batch: true` for its own."""
+    eo = suite.evaluate_options
+    default = options.batch if options.batch is not None else eo.get("batch") is True
+    own = any((getattr(s, "config", None) or {}).get("batch") is True for s in suite.providers)
+    if not default and not own and not _grader_batch(suite):
+        if options.detach:
+            from factcli.errors import FactcliError
+
+            raise FactcliError("--detach exits while batches run: it needs --batch (or evaluateOptions.batch)")
+        return None
+    retry = eo.get("batchRetry", "batch")
+    if retry not in ("batch", "direct"):
+        from factcli.errors import ConfigError
+
+        raise ConfigError(f"expected batch or direct, got {retry!r}", None, "evaluateOptions.batchRetry")
+    return {"default": default, "retry": retry, "detach": bool(options.detach)}
+
+
+def _grader_batch(suite: Suite) -> bool:
+    """A grader (defaultTest's) with `batch: true` in its config."""
+    provider = ((suite.default_test or {}).get("options") or {}).get("provider")
+    return isinstance(provider, dict) and (provider.get("config") or {}).get("batch") is True
+
+
+async def _until_detached(running, batcher, run: EvalRun) -> None:
+    """--detach: the rows run until every call left waits on a submitted batch; then the run is left
+    waiting (its batches are in the store) and `--resume RUN` collects them."""
+    rows = asyncio.ensure_future(running)
+    waiter = asyncio.ensure_future(batcher.detached.wait())
+    try:
+        await asyncio.wait([rows, waiter], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+        if not rows.done():
+            rows.cancel()
+            await asyncio.gather(rows, return_exceptions=True)
+            run.status = STATUS_WAITING
+            run.abort_reason = "waiting on its batches (--detach): collect them with --resume"
+    if rows.done() and not rows.cancelled() and rows.exception() is not None:
+        raise rows.exception()
 
 
 def _grader_providers(run: EvalRun) -> list:

@@ -1,0 +1,281 @@
+"""Batch mode (`--batch`, `evaluateOptions.batch`, a provider's `batch: true`): the one owner of batching.
+
+run/calls.Caller hands every call of a provider that has a batch API (one with `batch_body`,
+`batch_client` and `batch_reply`: providers/openai_provider.py) here instead of sending it. Its line
+waits in its endpoint's queue; a queue is submitted as one batch once it stops growing for a quiet
+window (QUIET_S on run/clock) or reaches the vendor's limits (lines, bytes), so all rows of a stage
+go in as few batches as the limits allow. In batch mode the executor lets every row be in flight
+(run/runner.execute): a batched call holds no place under -j, so the calls of one stage of every
+row meet in the same batch, and a multi-stage method (a claim-level method's decomposition, then its
+verification) takes one batch round per stage.
+
+Each submitted batch is polled with backoff on run/clock until it ends; its replies are read by the
+provider's own reader (`batch_reply`, the reader of its direct replies) and priced at the batch
+price. The response cache's rule is Caller's: a batched reply comes back through Caller.call.
+
+A line that failed is asked again in the next batch (`evaluateOptions.batchRetry: batch`, the
+default) or directly (`direct`), up to MAX_TRIES times in all; an expired or cancelled line is
+submitted again. A line's custom_id is a hash of its endpoint and request (with a count for the same
+request made again, and `_rN` for its Nth retry): with the run's journal (the store's record of its
+batches, store/batches.py), `--resume` collects a line from the batch it was submitted in and never
+submits a custom_id already in a stored batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from typing import Callable
+
+from factcli.providers.batch_api import ENDED, BatchState, LineResult
+from factcli.run import clock
+from factcli.types import ProviderResponse
+
+QUIET_S = 2.0  # a queue that has not grown for this long is submitted
+POLL_S, POLL_GROWTH, POLL_CAP_S = 1.0, 1.5, 60.0  # a batch's polls: first after POLL_S, then slower
+MAX_TRIES = 3  # a line submitted this many times in all, then its error is the call's
+RETRIES = ("batch", "direct")
+
+
+def batch_capable(provider) -> bool:
+    return all(callable(getattr(provider, name, None)) for name in ("batch_body", "batch_client", "batch_reply"))
+
+
+def wanted(provider, run_default: bool) -> bool:
+    """Whether a provider's calls go in batches: its config's `batch: true|false`, else the run's."""
+    flag = (getattr(provider, "config", None) or {}).get("batch")
+    return (run_default if flag is None else flag is True) and batch_capable(provider)
+
+
+class Journal:
+    """Where a run's batches are recorded (the store: store/batches.BatchJournal); this one forgets."""
+
+    def lines(self) -> dict[str, str]:
+        """custom_id -> batch id of every line submitted by this run before (a resumed run)."""
+        return {}
+
+    def batches(self) -> dict[str, dict]:
+        """batch id -> {kind, endpoint, round, status, ...} of every stored batch."""
+        return {}
+
+    def submitted(self, batch_id: str, kind: str, endpoint: str, round_: int, custom_ids: list[str]) -> None:
+        pass
+
+    def state(self, batch_id: str, state: BatchState) -> None:
+        pass
+
+
+class _Queue:
+    def __init__(self, key: str, client):
+        self.key = key
+        self.client = client
+        self.items: list[tuple[str, dict, asyncio.Future]] = []
+        self.size = 0
+        self.grown = 0.0  # clock.now() of the last line added
+        self.timer: asyncio.Task | None = None
+
+
+class Batcher:
+    def __init__(self, run_default: bool = False, journal: Journal | None = None, retry: str = "batch",
+                 detach: bool = False, on_state: Callable[[int, str, BatchState], None] | None = None):
+        self.run_default = run_default
+        self.journal = journal or Journal()
+        self.retry = retry if retry in RETRIES else "batch"
+        self.detach = detach
+        self.on_state = on_state  # (round, batch id, state) at each poll: the progress bars
+        self.detached = asyncio.Event()  # --detach: every call left is in a submitted batch
+        self._queues: dict[str, _Queue] = {}
+        self._stored = self.journal.lines()  # custom_id -> batch id, from earlier attempts of this run
+        self._stored_batches = self.journal.batches()
+        self._waiting: dict[str, dict[str, list[asyncio.Future]]] = {}  # batch id -> custom_id -> waiters
+        self._collected: dict[str, dict[str, LineResult]] = {}  # batch id -> its results, once read
+        self._pollers: dict[str, asyncio.Task] = {}
+        self._seen: dict[str, int] = {}
+        self._clients: dict[str, object] = {}
+        self.round = 0
+        self._answered_since = True  # results came back since the last submission: the next one opens a round
+        self.submitted_lines = 0
+        self.collected_lines = 0  # lines answered from a batch an earlier attempt of the run submitted
+        self.rounds: dict[int, list[str]] = {}  # round -> the batch ids submitted in it
+        self.outstanding = 0  # calls waiting on a batch
+        self._tasks: set[asyncio.Task] = set()
+
+    def takes(self, provider) -> bool:
+        return wanted(provider, self.run_default)
+
+    # ------------------------------------------------------------ one call
+
+    async def call(self, provider, prompt, context: dict) -> ProviderResponse | None:
+        """The call's reply from a batch; None when it is to be sent directly (a failed line with
+        batchRetry: direct)."""
+        body = provider.batch_body(prompt, context)
+        key = provider.endpoint()
+        base = self._custom_id(key, body)
+        result = None
+        for attempt in range(MAX_TRIES):
+            cid = base if attempt == 0 else f"{base}_r{attempt}"
+            result = await self._line(provider, key, cid, body)
+            if result.body is not None:
+                return provider.batch_reply(result.body, body)
+            if not result.retry:
+                break
+            if self.retry == "direct":
+                return None
+        return ProviderResponse(error=f"batch line failed: {result.error}")
+
+    def _custom_id(self, key: str, body: dict) -> str:
+        digest = hashlib.sha256(json.dumps([key, body], sort_keys=True, default=str).encode()).hexdigest()[:24]
+        n = self._seen[digest] = self._seen.get(digest, 0) + 1
+        return f"{digest}-{n}"
+
+    async def _line(self, provider, key: str, cid: str, body: dict) -> LineResult:
+        future = asyncio.get_running_loop().create_future()
+        self.outstanding += 1
+        try:
+            batch_id = self._stored.get(cid)
+            if batch_id is not None:  # submitted by an earlier attempt of this run: collected, never sent again
+                self.collected_lines += 1
+                self._wait_for(batch_id, cid, future, provider)
+            else:
+                self._enqueue(provider, key, cid, body, future)
+            return await future
+        finally:
+            self.outstanding -= 1
+
+    # ------------------------------------------------------------ queues and submission
+
+    def _client(self, provider, key: str):
+        client = self._clients.get(key)
+        if client is None:
+            client = self._clients[key] = provider.batch_client()
+        return client
+
+    def _enqueue(self, provider, key: str, cid: str, body: dict, future: asyncio.Future) -> None:
+        queue = self._queues.get(key)
+        if queue is None:
+            queue = self._queues[key] = _Queue(key, self._client(provider, key))
+        size = len(queue.client.line(cid, body)) if hasattr(queue.client, "line") else len(json.dumps(body))
+        if queue.items and (len(queue.items) >= queue.client.max_lines or queue.size + size > queue.client.max_bytes):
+            self._flush(queue)  # at the vendor's limit: this batch goes, the line starts the next
+        queue.items.append((cid, body, future))
+        queue.size += size
+        queue.grown = clock.now()
+        if queue.timer is None or queue.timer.done():
+            queue.timer = self._spawn(self._quiet(queue))
+
+    async def _quiet(self, queue: _Queue) -> None:
+        while queue.items:
+            left = QUIET_S - (clock.now() - queue.grown)
+            if left > 0:
+                await clock.sleep(left)
+                continue
+            self._flush(queue)
+
+    def _flush(self, queue: _Queue) -> None:
+        items, queue.items, queue.size = queue.items, [], 0
+        if not items:
+            return
+        if self._answered_since:
+            self.round += 1
+            self._answered_since = False
+        self._spawn(self._submit(queue, items, self.round))
+
+    async def _submit(self, queue: _Queue, items: list, round_: int) -> None:
+        lines = [(cid, body) for cid, body, _ in items]
+        try:
+            batch_id = await queue.client.submit(lines)
+        except Exception as exc:  # noqa: BLE001 - the vendor refused the batch: each call gets the error
+            message = f"the batch could not be submitted: {type(exc).__name__}: {exc}"
+            for _, _, future in items:
+                if not future.done():
+                    future.set_result(LineResult(None, message, False))
+            return
+        self.submitted_lines += len(items)
+        self.rounds.setdefault(round_, []).append(batch_id)
+        self.journal.submitted(batch_id, queue.client.kind, queue.key, round_, [cid for cid, _ in lines])
+        waiting = self._waiting.setdefault(batch_id, {})
+        for cid, _, future in items:
+            waiting.setdefault(cid, []).append(future)
+        self._stored_batches[batch_id] = {"round": round_}
+        self._pollers[batch_id] = self._spawn(self._poll(queue.client, batch_id, round_))
+        if self.detach:
+            self._spawn(self._maybe_detach())
+
+    def _wait_for(self, batch_id: str, cid: str, future: asyncio.Future, provider) -> None:
+        collected = self._collected.get(batch_id)
+        if collected is not None:
+            future.set_result(collected.get(cid) or LineResult(None, "the batch has no result for this line"))
+            return
+        self._waiting.setdefault(batch_id, {}).setdefault(cid, []).append(future)
+        if batch_id not in self._pollers:
+            record = self._stored_batches.get(batch_id) or {}
+            client = self._client(provider, provider.endpoint())
+            self._pollers[batch_id] = self._spawn(self._poll(client, batch_id, int(record.get("round") or 0)))
+
+    async def _poll(self, client, batch_id: str, round_: int) -> None:
+        delay = POLL_S
+        while True:
+            try:
+                state = await client.status(batch_id)
+            except Exception as exc:  # noqa: BLE001 - the SDK retried already; the lines get the error
+                self._deliver(batch_id, {}, f"the batch {batch_id} could not be read: {type(exc).__name__}: {exc}")
+                return
+            self.journal.state(batch_id, state)
+            if self.on_state is not None:
+                self.on_state(round_, batch_id, state)
+            if state.state == ENDED:
+                break
+            await clock.sleep(delay)
+            delay = min(POLL_CAP_S, delay * POLL_GROWTH)
+        try:
+            results = await client.results(batch_id)
+        except Exception as exc:  # noqa: BLE001
+            self._deliver(batch_id, {}, f"the results of batch {batch_id} could not be read: {exc}")
+            return
+        missing = state.error or f"the batch ended {state.status} without a result for this line"
+        self._deliver(batch_id, results, missing, retry=state.error is None)
+
+    def _deliver(self, batch_id: str, results: dict, missing: str, retry: bool = True) -> None:
+        self._collected[batch_id] = results
+        self._answered_since = True
+        for cid, futures in self._waiting.pop(batch_id, {}).items():
+            result = results.get(cid) or LineResult(None, missing, retry)
+            for future in futures:
+                if not future.done():
+                    future.set_result(result)
+
+    async def _maybe_detach(self) -> None:
+        """--detach: once nothing has been queued for a quiet window and every call left waits on a
+        submitted batch, the run may exit (its batches are in the store)."""
+        await clock.sleep(QUIET_S)
+        if any(q.items for q in self._queues.values()):
+            return
+        if self._waiting and all(not t.done() for t in self._pollers.values() if t is not None):
+            self.detached.set()
+
+    def _spawn(self, coro) -> asyncio.Task:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def aclose(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for client in self._clients.values():
+            try:
+                await client.aclose()
+            except Exception:  # noqa: BLE001 - closing a client: nothing left to lose
+                pass
+
+    def summary(self) -> str | None:
+        """One line for the run's notes: batches per round, lines submitted and collected."""
+        if not self.rounds and not self.collected_lines:
+            return None
+        per = ", ".join(f"round {r}: {len(ids)} batch(es)" for r, ids in sorted(self.rounds.items()))
+        said = f"batch mode: {self.submitted_lines} line(s) submitted ({per or 'none'})"
+        if self.collected_lines:
+            said += f"; {self.collected_lines} collected from batches submitted before --resume"
+        return said
