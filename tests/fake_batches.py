@@ -18,7 +18,8 @@ Each line is answered by the chat stand-in itself (a request to its own /v1/chat
 batched reply is what the same request answered directly: its rules, its faults, its usage.
 
 Knobs, so tests never wait: ``step_s`` (seconds between states, default 0), ``hold()``/``release()``
-(batches stay in_progress until released), ``expire_after``. Counts: ``batch_lines`` (every custom_id
+(batches stay in_progress until released), ``expire_after`` (the next batch processed expires once it
+has answered that many lines). Counts: ``batch_lines`` (every custom_id
 submitted, in order, over all batches), ``line_bodies`` (every line's body), ``batches``.
 """
 
@@ -189,9 +190,10 @@ class FakeBatchOpenAI(FakeOpenAI):
         out, err = [], []
         pending = list(lines)
         answered = 0
+        expire_after, self.expire_after = self.expire_after, None  # one batch expires
         async with aiohttp.ClientSession() as session:
             while pending and batch["status"] == "in_progress":
-                if self.expire_after is not None and answered >= self.expire_after:
+                if expire_after is not None and answered >= expire_after:
                     break
                 line = pending.pop(0)
                 status, reply = await self._answer_line(session, batch["endpoint"], line["body"])

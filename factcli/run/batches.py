@@ -32,8 +32,8 @@ from factcli.providers.batch_api import ENDED, BatchState, LineResult
 from factcli.run import clock
 from factcli.types import ProviderResponse
 
-QUIET_S = 2.0  # a queue that has not grown for this long is submitted
-POLL_S, POLL_GROWTH, POLL_CAP_S = 1.0, 1.5, 60.0  # a batch's polls: first after POLL_S, then slower
+QUIET_S = 2.0  # a queue that has not grown for this long is submitted (FACTCLI_BATCH_QUIET_MS)
+POLL_S, POLL_GROWTH, POLL_CAP_S = 1.0, 1.5, 60.0  # a batch's polls: first after POLL_S (FACTCLI_BATCH_POLL_MS), then slower
 MAX_TRIES = 3  # a line submitted this many times in all, then its error is the call's
 RETRIES = ("batch", "direct")
 
@@ -85,6 +85,10 @@ class Batcher:
         self.detach = detach
         self.on_state = on_state  # (round, batch id, state) at each poll: the progress bars
         self.detached = asyncio.Event()  # --detach: every call left is in a submitted batch
+        from factcli import settings
+
+        self.quiet_s = settings.env_float("FACTCLI_BATCH_QUIET_MS", QUIET_S * 1000) / 1000
+        self.poll_s = settings.env_float("FACTCLI_BATCH_POLL_MS", POLL_S * 1000) / 1000
         self._queues: dict[str, _Queue] = {}
         self._stored = self.journal.lines()  # custom_id -> batch id, from earlier attempts of this run
         self._stored_batches = self.journal.batches()
@@ -93,7 +97,7 @@ class Batcher:
         self._pollers: dict[str, asyncio.Task] = {}
         self._seen: dict[str, int] = {}
         self._clients: dict[str, object] = {}
-        self.round = 0
+        self.round = max((int(b.get("round") or 0) for b in self._stored_batches.values()), default=0)
         self._answered_since = True  # results came back since the last submission: the next one opens a round
         self.submitted_lines = 0
         self.collected_lines = 0  # lines answered from a batch an earlier attempt of the run submitted
@@ -166,7 +170,7 @@ class Batcher:
 
     async def _quiet(self, queue: _Queue) -> None:
         while queue.items:
-            left = QUIET_S - (clock.now() - queue.grown)
+            left = self.quiet_s - (clock.now() - queue.grown)
             if left > 0:
                 await clock.sleep(left)
                 continue
@@ -214,7 +218,7 @@ class Batcher:
             self._pollers[batch_id] = self._spawn(self._poll(client, batch_id, int(record.get("round") or 0)))
 
     async def _poll(self, client, batch_id: str, round_: int) -> None:
-        delay = POLL_S
+        delay = self.poll_s
         while True:
             try:
                 state = await client.status(batch_id)
@@ -248,7 +252,7 @@ class Batcher:
     async def _maybe_detach(self) -> None:
         """--detach: once nothing has been queued for a quiet window and every call left waits on a
         submitted batch, the run may exit (its batches are in the store)."""
-        await clock.sleep(QUIET_S)
+        await clock.sleep(self.quiet_s)
         if any(q.items for q in self._queues.values()):
             return
         if self._waiting and all(not t.done() for t in self._pollers.values() if t is not None):

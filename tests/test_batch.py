@@ -1,0 +1,231 @@
+"""--batch (run/batches.py) against the OpenAI files+batches stand-in (tests/fake_batches.py), reached by the
+real `openai` SDK: verdicts equal a direct run's at the batch price, one batch round per stage, failed
+and expired lines asked again, a killed run resumed without a line submitted twice. The 1,000-row
+figures are benchmarks/batch_cost.py's."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import openai
+import pytest
+from batch_judge import config, scripted
+from conftest import write
+from fake_batches import FakeBatchOpenAI
+from typer.testing import CliRunner
+
+from factcli.cli import app
+from factcli.providers.pricing import table_price
+
+ROOT = Path(__file__).resolve().parent.parent
+ROWS = 6
+FAST = {"FACTCLI_BATCH_QUIET_MS": "100", "FACTCLI_BATCH_POLL_MS": "50"}
+
+
+@pytest.fixture
+def stand_in(monkeypatch):
+    for k, v in FAST.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with FakeBatchOpenAI(rules=[(".", scripted)]) as server:
+        yield server
+
+
+def run_eval(tmp_path: Path, server, *args: str, name: str = "r.json", rows: int = ROWS):
+    cfg = write(tmp_path / "c.yaml", config(rows, server.url))
+    out = tmp_path / name
+    result = CliRunner().invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "--no-progress-bar", "--no-cache",
+                                      *args])
+    assert result.exit_code in (0, 100), result.output
+    return result, json.loads(out.read_text())["results"]["results"]
+
+
+def verdicts(rows) -> list:
+    return [(r["testIdx"], r["success"], r["score"], r["namedScores"]) for r in sorted(rows, key=lambda r: r["testIdx"])]
+
+
+def cost(rows) -> float:
+    return sum((r["response"].get("cost") or 0) + (r["factcli"].get("graderCost") or 0) for r in rows)
+
+
+def test_batched_run_judges_as_the_direct_run_at_the_batch_price(tmp_path, stand_in):
+    _, direct = run_eval(tmp_path, stand_in, name="direct.json")
+    assert not stand_in.batches
+    result, batched = run_eval(tmp_path, stand_in, "--batch", name="batch.json")
+    assert verdicts(batched) == verdicts(direct)
+    assert all(r["response"]["metadata"].get("batch") is True for r in batched)
+    # one round per stage: the model's answers; factuality + both decompositions; the verifications
+    sizes = [b["request_counts"]["total"] for b in sorted(stand_in.batches.values(), key=lambda b: b["id"])]
+    assert sizes == [ROWS, 3 * ROWS, 2 * ROWS]
+    assert "round 1: 1 batch(es), round 2: 1 batch(es), round 3: 1 batch(es)" in result.output
+    # priced by hand: every answered line's usage at litellm's batch prices for gpt-4o-mini
+    price = table_price("gpt-4o-mini")
+    assert (price.batch_input, price.batch_output) == (7.5e-08, 3e-07)
+    prompt = completion = 0
+    for b in stand_in.batches.values():
+        for line in stand_in.files[b["output_file_id"]]["data"].decode().splitlines():
+            usage = json.loads(line)["response"]["body"]["usage"]
+            prompt, completion = prompt + usage["prompt_tokens"], completion + usage["completion_tokens"]
+    assert cost(batched) == pytest.approx(prompt * 7.5e-08 + completion * 3e-07, rel=1e-9)
+    assert cost(batched) == pytest.approx(cost(direct) / 2, rel=1e-9)
+
+
+def test_a_provider_can_refuse_batching(tmp_path, stand_in):
+    cfg = config(2, stand_in.url).replace('config: {apiBaseUrl', 'config: {batch: false, apiBaseUrl')
+    write(tmp_path / "c.yaml", cfg)
+    result = CliRunner().invoke(app, ["eval", "-c", str(tmp_path / "c.yaml"), "--no-progress-bar", "--no-cache",
+                                      "--batch"])
+    assert result.exit_code in (0, 100), result.output
+    assert not stand_in.batches
+
+
+def test_a_failed_line_is_asked_again_in_the_next_batch(tmp_path, stand_in):
+    _, direct = run_eval(tmp_path, stand_in, name="direct.json", rows=2)
+    stand_in.enqueue_fault(500)  # the first line of the first batch fails (error file, status 500)
+    _, batched = run_eval(tmp_path, stand_in, "--batch", name="batch.json", rows=2)
+    assert verdicts(batched) == verdicts(direct)
+    retried = [c for c in stand_in.batch_lines if c.endswith("_r1")]
+    assert len(retried) == 1 and retried[0].removesuffix("_r1") in stand_in.batch_lines
+
+
+def test_expired_lines_are_submitted_again(tmp_path, stand_in):
+    _, direct = run_eval(tmp_path, stand_in, name="direct.json", rows=3)
+    stand_in.expire_after = 1  # the first batch answers one line, then expires
+    _, batched = run_eval(tmp_path, stand_in, "--batch", name="batch.json", rows=3)
+    assert verdicts(batched) == verdicts(direct)
+    first = min(stand_in.batches.values(), key=lambda b: b["id"])
+    assert first["status"] == "expired" and first["request_counts"] == {"total": 3, "completed": 1, "failed": 2}
+    assert sum(c.endswith("_r1") for c in stand_in.batch_lines) == 2
+
+
+def test_batch_retry_direct_sends_a_failed_line_directly(tmp_path, stand_in):
+    cfg = config(2, stand_in.url, ", batchRetry: direct")
+    write(tmp_path / "c.yaml", cfg)
+    stand_in.enqueue_fault(500)
+    result = CliRunner().invoke(app, ["eval", "-c", str(tmp_path / "c.yaml"), "--no-progress-bar", "--no-cache",
+                                      "--batch", "-o", str(tmp_path / "r.json")])
+    assert result.exit_code in (0, 100), result.output
+    assert not any("_r" in c for c in stand_in.batch_lines)
+    direct = [r for r in stand_in.requests if r["path"].endswith("/chat/completions")
+              and "X-Fake-Batch-Line" not in r["headers"]]
+    assert len(direct) == 1  # the failed line, asked again outside a batch
+
+
+def test_a_bad_batch_option_is_one_line(tmp_path, stand_in):
+    write(tmp_path / "c.yaml", config(1, stand_in.url, ", batchRetry: later"))
+    result = CliRunner().invoke(app, ["eval", "-c", str(tmp_path / "c.yaml"), "--batch"])
+    assert result.exit_code == 1
+    assert "evaluateOptions.batchRetry" in result.output and "expected batch or direct" in result.output
+    result = CliRunner().invoke(app, ["eval", "-c", str(tmp_path / "c.yaml"), "--detach"])
+    assert result.exit_code == 1 and "--detach" in result.output and "Traceback" not in result.output
+
+
+def _factcli(home: Path, *args: str, wait: bool = True):
+    env = dict(os.environ, FACTCLI_HOME=str(home), PYTHONPATH=str(ROOT), OPENAI_API_KEY="sk-test", **FAST)
+    cmd = [sys.executable, "-m", "factcli", *args]
+    if not wait:
+        return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_killed_while_batches_run_then_resumed(tmp_path, stand_in):
+    _, uninterrupted = run_eval(tmp_path, stand_in, "--batch", name="whole.json")
+    lines_whole = len(stand_in.batch_lines)
+    stand_in.batch_lines.clear()
+    cfg = tmp_path / "c.yaml"
+    stand_in.hold()
+    proc = _factcli(tmp_path / "home", "eval", "-c", str(cfg), "--no-progress-bar", "--no-cache", "--batch",
+                    wait=False)
+    deadline = time.monotonic() + 60
+    while len(stand_in.batches) < 4 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)  # its first batch is submitted and recorded; it waits on it
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert len(stand_in.batch_lines) == ROWS  # the model's answers, in one batch, in_progress
+    stand_in.release()
+    done = _factcli(tmp_path / "home", "eval", "--resume", "latest", "--no-progress-bar", "-o",
+                    str(tmp_path / "resumed.json"))
+    assert done.returncode in (0, 100), done.stdout + done.stderr
+    assert f"{ROWS} collected from batches submitted before --resume" in done.stderr
+    assert len(stand_in.batch_lines) == len(set(stand_in.batch_lines)) == lines_whole  # no line twice
+    resumed = json.loads((tmp_path / "resumed.json").read_text())["results"]["results"]
+    assert verdicts(resumed) == verdicts(uninterrupted)
+    assert cost(resumed) == pytest.approx(cost(uninterrupted), rel=1e-9)
+
+
+# ---------------------------------------------------------------- the stand-in itself, through the SDK
+
+
+def _lines(*bodies, url="/v1/chat/completions", ids=None) -> bytes:
+    ids = ids or [f"c{i}" for i in range(len(bodies))]
+    return "".join(json.dumps({"custom_id": c, "method": "POST", "url": url, "body": b}) + "\n"
+                   for c, b in zip(ids, bodies)).encode()
+
+
+def _wait(client, batch_id: str, *statuses: str):
+    for _ in range(400):
+        b = client.batches.retrieve(batch_id)
+        if b.status in statuses:
+            return b
+        time.sleep(0.01)
+    raise AssertionError(f"batch {batch_id} stayed {b.status}")
+
+
+def test_the_stand_in_speaks_openais_batch_api(stand_in):
+    client = openai.OpenAI(base_url=stand_in.url, api_key="sk-test", max_retries=0)
+    hello = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Question 3: hi"}]}
+    f = client.files.create(file=("in.jsonl", _lines(hello, hello)), purpose="batch")
+    assert f.purpose == "batch" and f.bytes > 0
+    stand_in.enqueue_fault(400)  # the first line's request is refused: it goes to the error file
+    b = client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
+    assert b.status == "validating"
+    b = _wait(client, b.id, "completed")
+    assert (b.request_counts.total, b.request_counts.completed, b.request_counts.failed) == (2, 1, 1)
+    out = [json.loads(x) for x in client.files.content(b.output_file_id).text.splitlines()]
+    assert out[0]["custom_id"] == "c1" and out[0]["response"]["status_code"] == 200
+    assert out[0]["response"]["body"]["choices"][0]["message"]["content"] == scripted(hello)
+    err = [json.loads(x) for x in client.files.content(b.error_file_id).text.splitlines()]
+    assert err[0]["custom_id"] == "c0" and err[0]["response"]["status_code"] == 400
+
+
+@pytest.mark.parametrize("lines, code", [
+    (_lines({"model": "m", "messages": []}, {"model": "m", "messages": []}, ids=["a", "a"]), "duplicate_custom_id"),
+    (_lines({"model": "m", "messages": []}, url="/v1/embeddings"), "mismatched_endpoint"),
+    (_lines({"model": "m", "messages": []}, {"model": "other", "messages": []}), "mismatched_model"),
+    (b"not json\n", "invalid_json_line"),
+])
+def test_a_bad_line_fails_validation(stand_in, lines, code):
+    client = openai.OpenAI(base_url=stand_in.url, api_key="sk-test", max_retries=0)
+    f = client.files.create(file=("in.jsonl", lines), purpose="batch")
+    b = client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
+    b = _wait(client, b.id, "failed")
+    assert b.errors.data[0].code == code and b.errors.data[0].line >= 1
+    assert b.output_file_id is None
+
+
+def test_the_stand_in_cancels_and_expires(stand_in):
+    client = openai.OpenAI(base_url=stand_in.url, api_key="sk-test", max_retries=0)
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+    stand_in.hold()
+    f = client.files.create(file=("in.jsonl", _lines(body, body)), purpose="batch")
+    b = client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
+    _wait(client, b.id, "in_progress")
+    assert client.batches.cancel(b.id).status == "cancelling"
+    stand_in.release()
+    b = _wait(client, b.id, "cancelled")
+    err = [json.loads(x) for x in client.files.content(b.error_file_id).text.splitlines()]
+    assert [e["error"]["code"] for e in err] == ["batch_cancelled", "batch_cancelled"]
+    stand_in.expire_after = 1
+    f = client.files.create(file=("in.jsonl", _lines(body, body)), purpose="batch")
+    b = _wait(client, client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions",
+                                            completion_window="24h").id, "expired")
+    assert (b.request_counts.completed, b.request_counts.failed) == (1, 1)
+    err = json.loads(client.files.content(b.error_file_id).text)
+    assert err["error"]["code"] == "batch_expired" and err["custom_id"] == "c1"
