@@ -276,3 +276,138 @@ def _validate(data: bytes, endpoint: str) -> tuple[list[dict], dict | None]:
     if not lines:
         return problem("empty_file", "The input file has no requests.", 0)
     return lines, None
+
+
+# ---------------------------------------------------------------------- Anthropic
+
+
+from datetime import datetime, timedelta, timezone  # noqa: E402
+import re  # noqa: E402
+
+from fake_vendors import FakeVendors  # noqa: E402
+
+_CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def _rfc3339(at: datetime | None) -> str | None:
+    return at.isoformat().replace("+00:00", "Z") if at is not None else None
+
+
+class FakeAnthropicBatches(FakeVendors):
+    """Anthropic's Message Batches API on the vendors' stand-in (tests/fake_vendors.py), from Anthropic's API
+    reference: ``POST /v1/messages/batches`` {requests: [{custom_id, params}]} (a custom_id outside
+    ``^[a-zA-Z0-9_-]{1,64}$`` or repeated: 400 invalid_request_error; params are checked when the line is
+    processed, as Anthropic does, so a bad one is an ``errored`` result), ``GET /v1/messages/batches/{id}``
+    (processing_status in_progress | canceling | ended; request_counts processing, succeeded, errored,
+    canceled, expired; results_url once ended), ``GET …/{id}/results`` (JSONL: {custom_id, result: {type:
+    succeeded, message} | {type: errored, error} | {type: canceled} | {type: expired}}), ``POST …/{id}/cancel``.
+    Each line is answered by the stand-in's own /v1/messages. Knobs: ``hold()``/``release()``,
+    ``expire_after`` (the next batch expires after that many lines). Counts: ``batch_lines``."""
+
+    name = "FakeAnthropicBatches"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.batches: dict[str, dict] = {}
+        self.results: dict[str, list[dict]] = {}
+        self.batch_lines: list[str] = []
+        self.expire_after: int | None = None
+        self._held = False
+        self._released: asyncio.Event | None = None
+
+    def hold(self) -> None:
+        self._held = True
+
+    def release(self) -> None:
+        self._held = False
+        if self._loop is not None and self._released is not None:
+            self._loop.call_soon_threadsafe(self._released.set)
+
+    def routes(self, app: web.Application) -> None:
+        super().routes(app)
+        self._released = asyncio.Event()
+        app.router.add_post("/v1/messages/batches", self._create)
+        app.router.add_get("/v1/messages/batches/{id}", self._get)
+        app.router.add_get("/v1/messages/batches/{id}/results", self._results)
+        app.router.add_post("/v1/messages/batches/{id}/cancel", self._cancel)
+
+    @staticmethod
+    def _error(status: int, message: str, kind: str = "invalid_request_error") -> web.Response:
+        return web.json_response({"type": "error", "error": {"type": kind, "message": message}}, status=status)
+
+    async def _create(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        requests = body.get("requests") if isinstance(body, dict) else None
+        if not isinstance(requests, list) or not requests:
+            return self._error(400, "requests: Field required")
+        seen = set()
+        for i, r in enumerate(requests):
+            cid = r.get("custom_id") if isinstance(r, dict) else None
+            if not isinstance(cid, str) or not _CUSTOM_ID.match(cid):
+                return self._error(400, f"requests.{i}.custom_id: String should match pattern '^[a-zA-Z0-9_-]{{1,64}}$'")
+            if cid in seen:
+                return self._error(400, f"Duplicate custom_id {cid!r}: custom_ids must be unique within a batch")
+            if not isinstance(r.get("params"), dict):
+                return self._error(400, f"requests.{i}.params: Field required")
+            seen.add(cid)
+        now = datetime.now(timezone.utc)
+        bid = f"msgbatch_{len(self.batches) + 1:04d}{hashlib.sha256(str(time.time()).encode()).hexdigest()[:12]}"
+        batch = {"id": bid, "type": "message_batch", "processing_status": "in_progress",
+                 "request_counts": {"processing": len(requests), "succeeded": 0, "errored": 0, "canceled": 0,
+                                    "expired": 0},
+                 "ended_at": None, "created_at": _rfc3339(now), "expires_at": _rfc3339(now + timedelta(hours=24)),
+                 "archived_at": None, "cancel_initiated_at": None, "results_url": None}
+        self.batches[bid] = batch
+        self.batch_lines.extend(r["custom_id"] for r in requests)
+        asyncio.ensure_future(self._process(batch, requests, request.headers.get("anthropic-beta")))
+        return web.json_response(batch)
+
+    async def _get(self, request: web.Request) -> web.StreamResponse:
+        batch = self.batches.get(request.match_info["id"])
+        if batch is None:
+            return self._error(404, "Not found", "not_found_error")
+        return web.json_response(batch)
+
+    async def _results(self, request: web.Request) -> web.StreamResponse:
+        bid = request.match_info["id"]
+        batch = self.batches.get(bid)
+        if batch is None or batch["processing_status"] != "ended":
+            return self._error(404 if batch is None else 400, "Results are not available until the batch ends")
+        text = "".join(json.dumps(line) + "\n" for line in self.results[bid])
+        return web.Response(text=text, content_type="application/binary")
+
+    async def _cancel(self, request: web.Request) -> web.StreamResponse:
+        batch = self.batches.get(request.match_info["id"])
+        if batch is None:
+            return self._error(404, "Not found", "not_found_error")
+        if batch["processing_status"] == "in_progress":
+            batch["processing_status"] = "canceling"
+            batch["cancel_initiated_at"] = _rfc3339(datetime.now(timezone.utc))
+        return web.json_response(batch)
+
+    async def _process(self, batch: dict, requests: list[dict], beta: str | None) -> None:
+        while self._held and batch["processing_status"] == "in_progress":
+            self._released.clear()
+            if self._held:
+                await self._released.wait()
+        counts, lines = batch["request_counts"], []
+        expire_after, self.expire_after = self.expire_after, None
+        headers = {"x-api-key": "stand-in", "anthropic-version": "2023-06-01", **({"anthropic-beta": beta} if beta else {})}
+        async with aiohttp.ClientSession() as session:
+            for n, r in enumerate(requests):
+                if batch["processing_status"] == "canceling":
+                    result = {"type": "canceled"}
+                elif expire_after is not None and n >= expire_after:
+                    result = {"type": "expired"}
+                else:
+                    async with session.post(f"{self.url}/v1/messages", json=r["params"], headers=headers) as resp:
+                        reply = await resp.json()
+                    result = ({"type": "succeeded", "message": reply} if resp.status == 200
+                              else {"type": "errored", "error": reply})
+                counts["processing"] -= 1
+                counts[{"succeeded": "succeeded", "errored": "errored", "canceled": "canceled",
+                        "expired": "expired"}[result["type"]]] += 1
+                lines.append({"custom_id": r["custom_id"], "result": result})
+        self.results[batch["id"]] = lines
+        batch["processing_status"], batch["ended_at"] = "ended", _rfc3339(datetime.now(timezone.utc))
+        batch["results_url"] = f"{self.url}/v1/messages/batches/{batch['id']}/results"

@@ -229,3 +229,90 @@ def test_the_stand_in_cancels_and_expires(stand_in):
     assert (b.request_counts.completed, b.request_counts.failed) == (1, 1)
     err = json.loads(client.files.content(b.error_file_id).text)
     assert err["error"]["code"] == "batch_expired" and err["custom_id"] == "c1"
+
+
+# ---------------------------------------------------------------- Anthropic's Message Batches
+
+
+ANTHROPIC = """
+prompts: ["Answer {{i}}: the city {{i}} has a bridge."]
+providers: [echo]
+defaultTest:
+  options:
+    provider: {id: anthropic:messages:claude-haiku-4-5, config: {apiBaseUrl: '%s', apiKey: sk-ant-test, inputCost: 0.000001, outputCost: 0.000005}}
+tests:
+%s"""
+
+
+def anthropic_config(tmp_path, url: str, rows: int) -> Path:
+    tests = "".join(f"  - vars: {{i: {i}}}\n    assert: [{{type: factuality, value: 'City {i} has a bridge.'}}, "
+                    f"{{type: factual-correctness, value: 'City {i} has a bridge.'}}]\n" for i in range(rows))
+    return write(tmp_path / "a.yaml", ANTHROPIC % (url, tests))
+
+
+def anthropic_judge(body: dict, schema: dict):
+    """batch_judge.scripted's verdicts for an Anthropic request (its last message's text parts)."""
+    content = body["messages"][-1]["content"]
+    text = content if isinstance(content, str) else "\n".join(p.get("text", "") for p in content)
+    return json.loads(scripted({"messages": [{"content": text}]}))
+
+
+def test_anthropic_message_batches_judge_as_direct_calls_at_the_batch_price(tmp_path, monkeypatch):
+    from fake_batches import FakeAnthropicBatches
+
+    for k, v in FAST.items():
+        monkeypatch.setenv(k, v)
+    with FakeAnthropicBatches(anthropic_judge) as server:
+        cfg = anthropic_config(tmp_path, server.url, 3)
+        runs = {}
+        for name, extra in (("direct", []), ("batch", ["--batch"])):
+            out = tmp_path / f"{name}.json"
+            result = CliRunner().invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "--no-progress-bar",
+                                              "--no-cache", *extra])
+            assert result.exit_code in (0, 100), result.output
+            runs[name] = json.loads(out.read_text())["results"]["results"]
+        assert verdicts(runs["batch"]) == verdicts(runs["direct"])
+        assert all(r["factcli"]["graderCost"] > 0 for r in runs["direct"])
+        assert cost(runs["batch"]) == pytest.approx(cost(runs["direct"]) / 2, rel=1e-9)
+        # factuality and the decompositions, then the verifications: two rounds
+        assert [sum(b["request_counts"].values()) for b in server.batches.values()] == [9, 6]
+        params = [r["json"] for r in server.requests if r["path"] == "/v1/messages"]
+        direct, batched = params[:len(params) // 2], params[len(params) // 2:]
+        key = lambda p: json.dumps(p, sort_keys=True)  # noqa: E731
+        assert sorted(map(key, batched)) == sorted(map(key, direct))  # the same request, line or call
+
+
+def test_the_anthropic_stand_in_through_the_sdk():
+    import anthropic
+    from fake_batches import FakeAnthropicBatches
+
+    with FakeAnthropicBatches() as server:
+        client = anthropic.Anthropic(base_url=server.url, api_key="sk-ant-test", max_retries=0)
+        good = {"model": "claude-haiku-4-5", "max_tokens": 50, "messages": [{"role": "user", "content": "hi"}]}
+        bad = {"model": "claude-haiku-4-5", "messages": [{"role": "user", "content": "hi"}]}  # no max_tokens
+        with pytest.raises(anthropic.BadRequestError):
+            client.messages.batches.create(requests=[{"custom_id": "a.b", "params": good}])
+        server.expire_after = 2
+        b = client.messages.batches.create(requests=[{"custom_id": "a", "params": good},
+                                                     {"custom_id": "b", "params": bad},
+                                                     {"custom_id": "c", "params": good}])
+        for _ in range(400):
+            b = client.messages.batches.retrieve(b.id)
+            if b.processing_status == "ended":
+                break
+            time.sleep(0.01)
+        assert (b.request_counts.succeeded, b.request_counts.errored, b.request_counts.expired) == (1, 1, 1)
+        results = {r.custom_id: r.result for r in client.messages.batches.results(b.id)}
+        assert results["a"].type == "succeeded" and results["a"].message.usage.output_tokens > 0
+        assert results["b"].type == "errored" and results["b"].error.error.type == "invalid_request_error"
+        assert results["c"].type == "expired"
+        server.hold()
+        b = client.messages.batches.create(requests=[{"custom_id": "x", "params": good}])
+        assert client.messages.batches.cancel(b.id).processing_status == "canceling"
+        server.release()
+        for _ in range(400):
+            b = client.messages.batches.retrieve(b.id)
+            if b.processing_status == "ended":
+                break
+            time.sleep(0.01)
+        assert [r.result.type for r in client.messages.batches.results(b.id)] == ["canceled"]

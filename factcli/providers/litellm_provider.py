@@ -207,8 +207,8 @@ class LiteLLMProvider(Provider):
                 kwargs["api_key"] = key
         return kwargs
 
-    async def call(self, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
-        litellm = litellm_module()
+    def _request(self, prompt: RenderedPrompt, context: dict) -> tuple[dict, list]:
+        """litellm's arguments and the messages of this call: for `call`, and for its batch line."""
         kwargs = self.call_kwargs(request=prompt.config)
         kwargs.update(context.get("overrides") or {})
         kwargs = adapt(kwargs, context.get("adapt"))  # what this endpoint refused earlier in the run
@@ -218,6 +218,46 @@ class LiteLLMProvider(Provider):
             # Anthropic takes no conversation of system messages alone (promptfoo's closedqa rubric is one):
             # the same text as the user's turn
             messages = [{"role": "user", "content": "\n\n".join(str(m.get("content") or "") for m in messages)}]
+        return kwargs, messages
+
+    # -- batch mode (run/batches.py): Anthropic's Message Batches API (providers/batch_anthropic.py)
+
+    @property
+    def batch_api(self) -> str | None:
+        return "anthropic" if self.model.startswith("anthropic/") else None
+
+    def batch_body(self, prompt: RenderedPrompt, context: dict) -> dict:
+        """The Messages API request of this call (a batch line's `params`): the call's own arguments, put in
+        Anthropic's form by litellm's own transformation, the one its direct call goes through."""
+        from factcli.providers.batch_anthropic import params_of
+
+        kwargs, messages = self._request(prompt, context)
+        return params_of(self.model.split("/", 1)[1], kwargs, messages)
+
+    def batch_client(self):
+        from factcli.providers.batch_anthropic import AnthropicBatches
+
+        kwargs = self.call_kwargs()
+        return AnthropicBatches(kwargs.get("api_base") or os.environ.get("ANTHROPIC_BASE_URL") or None,
+                                kwargs.get("api_key") or os.environ.get("ANTHROPIC_API_KEY"))
+
+    def batch_reply(self, body: dict, sent: dict) -> ProviderResponse:
+        """A batch line's reply (an Anthropic message), read as litellm reads a direct one, at the batch price."""
+        from factcli.providers.batch_anthropic import model_response
+
+        try:
+            resp = model_response(body, sent)
+        except Exception as exc:  # noqa: BLE001 - a reply litellm cannot read is the call's error
+            return ProviderResponse(error=f"malformed batch reply: {type(exc).__name__}: {exc}")
+        out = to_response(resp, litellm_module(), sent.get("messages"), self.model)
+        price = pricing.price_of(self)
+        out.cost = price.cost_of(out.token_usage, batch=True) if price is not None else None
+        out.metadata = {**out.metadata, "batch": True}
+        return out
+
+    async def call(self, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
+        litellm = litellm_module()
+        kwargs, messages = self._request(prompt, context)
         try:
             resp = await litellm.acompletion(model=self.model, messages=messages, num_retries=0, **kwargs)
         except Exception as exc:  # classified for the retry owner

@@ -57,6 +57,8 @@ def _is_openai(pid: str) -> bool:
 
 @register_provider(_is_openai)
 class OpenAIProvider(Provider):
+    batch_api = "openai"  # OpenAI's Batch API (run/batches.py, providers/batch_openai.py)
+
     def __init__(self, spec, base_dir=None):
         super().__init__(spec, base_dir)
         self.kind, self.model = _model_of(spec.id)

@@ -39,7 +39,8 @@ RETRIES = ("batch", "direct")
 
 
 def batch_capable(provider) -> bool:
-    return all(callable(getattr(provider, name, None)) for name in ("batch_body", "batch_client", "batch_reply"))
+    """A provider class with a batch API says so (`batch_api`: "openai", "anthropic") and builds its lines."""
+    return getattr(provider, "batch_api", None) is not None and all(callable(getattr(provider, name, None)) for name in ("batch_body", "batch_client", "batch_reply"))
 
 
 def wanted(provider, run_default: bool) -> bool:
