@@ -316,3 +316,36 @@ def test_the_anthropic_stand_in_through_the_sdk():
                 break
             time.sleep(0.01)
         assert [r.result.type for r in client.messages.batches.results(b.id)] == ["canceled"]
+
+
+def test_detach_list_show_cancel_and_resume(tmp_path, stand_in):
+    _, direct = run_eval(tmp_path, stand_in, name="direct.json", rows=3)
+    stand_in.hold()
+    result, _ = None, None
+    cfg = tmp_path / "c.yaml"
+    result = CliRunner().invoke(app, ["eval", "-c", str(cfg), "--no-progress-bar", "--no-cache", "--batch",
+                                      "--detach"])
+    assert result.exit_code == 0, result.output
+    assert "detached: `factcli eval --resume eval-" in result.output
+    listed = CliRunner().invoke(app, ["list"])
+    assert "waiting" in listed.output and "waits on 1 batch:" in listed.output
+    assert "(openai, round 1): in_progress 0/3 done" in listed.output
+    as_json = json.loads(CliRunner().invoke(app, ["list", "--json"]).output)
+    assert as_json[0]["status"] == "waiting" and len(as_json[0]["waitingOn"]) == 1
+    shown = CliRunner().invoke(app, ["show", "latest"])
+    assert "Batches (1):" in shown.output, shown.output
+    cancelled = CliRunner().invoke(app, ["cancel", "latest"])
+    assert cancelled.exit_code == 0 and ": cancelling" in cancelled.output, cancelled.output
+    stand_in.release()
+    deadline = time.monotonic() + 10
+    while set(stand_in.statuses().values()) != {"cancelled"} and time.monotonic() < deadline:
+        time.sleep(0.02)
+    resumed = CliRunner().invoke(app, ["eval", "--resume", "latest", "--no-progress-bar", "-o",
+                                       str(tmp_path / "resumed.json")])
+    assert resumed.exit_code in (0, 100), resumed.output
+    rows = json.loads((tmp_path / "resumed.json").read_text())["results"]["results"]
+    assert verdicts(rows) == verdicts(direct)
+    first = stand_in.batch_lines[:3]
+    assert [c + "_r1" for c in first] == stand_in.batch_lines[3:6]  # the cancelled lines, submitted again
+    assert len(stand_in.batch_lines) == len(set(stand_in.batch_lines))
+    assert "waits on" not in CliRunner().invoke(app, ["list"]).output

@@ -290,6 +290,8 @@ class TerminalUI:
         from factcli.report.summary import Progress
 
         progress = Progress(run.total_steps, enabled=self.progress_bar, done=run.metrics)
+        if run.batch is not None:  # batch mode: a bar per round while it waits (run/batches.py)
+            run.batch["on_state"] = progress.batch_state
         return progress.advance, progress.warn, progress.stop
 
     def wrote(self, path: Path) -> None:

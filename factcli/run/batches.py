@@ -60,7 +60,8 @@ class Journal:
         """batch id -> {kind, endpoint, round, status, ...} of every stored batch."""
         return {}
 
-    def submitted(self, batch_id: str, kind: str, endpoint: str, round_: int, custom_ids: list[str]) -> None:
+    def submitted(self, batch_id: str, kind: str, endpoint: str, round_: int, custom_ids: list[str],
+                  base_url: str | None = None) -> None:
         pass
 
     def state(self, batch_id: str, state: BatchState) -> None:
@@ -198,7 +199,8 @@ class Batcher:
             return
         self.submitted_lines += len(items)
         self.rounds.setdefault(round_, []).append(batch_id)
-        self.journal.submitted(batch_id, queue.client.kind, queue.key, round_, [cid for cid, _ in lines])
+        self.journal.submitted(batch_id, queue.client.kind, queue.key, round_, [cid for cid, _ in lines],
+                               getattr(queue.client, "base_url", None))
         waiting = self._waiting.setdefault(batch_id, {})
         for cid, _, future in items:
             waiting.setdefault(cid, []).append(future)
@@ -256,7 +258,7 @@ class Batcher:
         await clock.sleep(self.quiet_s)
         if any(q.items for q in self._queues.values()):
             return
-        if self._waiting and all(not t.done() for t in self._pollers.values() if t is not None):
+        if self._waiting and all(b in self._pollers and not self._pollers[b].done() for b in self._waiting):
             self.detached.set()
 
     def _spawn(self, coro) -> asyncio.Task:
@@ -284,3 +286,33 @@ class Batcher:
         if self.collected_lines:
             said += f"; {self.collected_lines} collected from batches submitted before --resume"
         return said
+
+
+def stored_client(kind: str, base_url: str | None):
+    """A batch client for a stored batch, without the run's providers (`factcli cancel`): its vendor and
+    base URL from the store, its key from the environment (OPENAI_API_KEY, ANTHROPIC_API_KEY)."""
+    import os
+
+    if kind == "anthropic":
+        from factcli.providers.batch_anthropic import AnthropicBatches
+
+        return AnthropicBatches(base_url, os.environ.get("ANTHROPIC_API_KEY"))
+    from factcli.providers.batch_openai import OpenAIBatches
+
+    key = os.environ.get("OPENAI_API_KEY") or ("no-key" if base_url else None)
+    return OpenAIBatches(base_url or "https://api.openai.com/v1", key or "", "/v1/chat/completions")
+
+
+async def cancel(batches: list[dict]) -> list[str]:
+    """Cancel each stored batch at its vendor -> one line per batch: cancelled, or why not."""
+    out = []
+    for b in batches:
+        client = stored_client(b.get("kind") or "openai", b.get("base_url"))
+        try:
+            await client.cancel(b["batch_id"])
+            out.append(f"{b['batch_id']} ({b.get('kind')}): cancelling")
+        except Exception as exc:  # noqa: BLE001 - one batch the vendor refuses does not stop the others
+            out.append(f"{b['batch_id']} ({b.get('kind')}): not cancelled: {type(exc).__name__}: {exc}")
+        finally:
+            await client.aclose()
+    return out

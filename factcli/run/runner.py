@@ -538,7 +538,9 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
         if batcher is not None:
             await batcher.aclose()
             if batcher.summary():
-                run.batch["summary"] = batcher.summary()
+                run.batch["summary"] = batcher.summary() + (
+                    f"; detached: `factcli eval --resume {run.run_id}` collects them (`factcli list` shows their "
+                    "progress)" if run.status == STATUS_WAITING else "")
                 run.batch["rounds"] = {r: len(ids) for r, ids in batcher.rounds.items()}
         if caller.cache is not None:
             caller.cache.close()
@@ -588,8 +590,7 @@ async def _until_detached(running, batcher, run: EvalRun) -> None:
         if not rows.done():
             rows.cancel()
             await asyncio.gather(rows, return_exceptions=True)
-            run.status = STATUS_WAITING
-            run.abort_reason = "waiting on its batches (--detach): collect them with --resume"
+            run.status = STATUS_WAITING  # (no abort reason: nothing went wrong)
     if rows.done() and not rows.cancelled() and rows.exception() is not None:
         raise rows.exception()
 

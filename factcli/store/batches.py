@@ -24,11 +24,12 @@ class BatchJournal:
     def batches(self) -> dict[str, dict]:
         return {b["batch_id"]: b for b in run_batches(self.store, self.run_id)}
 
-    def submitted(self, batch_id: str, kind: str, endpoint: str, round_: int, custom_ids: list[str]) -> None:
+    def submitted(self, batch_id: str, kind: str, endpoint: str, round_: int, custom_ids: list[str],
+                  base_url: str | None = None) -> None:
         store, at = self.store, now()
-        store.execute("INSERT INTO batches (run_id, batch_id, kind, endpoint, round, status, total, done, failed, "
-                      "error, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0, NULL, ?, ?)",
-                      (self.run_id, batch_id, kind, endpoint, round_, "submitted", len(custom_ids), at, at))
+        store.execute("INSERT INTO batches (run_id, batch_id, kind, endpoint, base_url, round, status, total, done, "
+                      "failed, error, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 0, NULL, ?, ?)",
+                      (self.run_id, batch_id, kind, endpoint, base_url, round_, "submitted", len(custom_ids), at, at))
         store.executemany("INSERT INTO batch_lines (run_id, custom_id, batch_id) VALUES (?, ?, ?)",
                           [(self.run_id, cid, batch_id) for cid in custom_ids])
         store.commit()
@@ -45,6 +46,12 @@ def run_batches(store, run_id: str) -> list[dict]:
     """A run's batches, in the order they were submitted."""
     return [dict(r) for r in store.execute("SELECT * FROM batches WHERE run_id = ? ORDER BY created_at, round",
                                            (run_id,))]
+
+
+def unfinished(store, run_id: str) -> list[dict]:
+    """The run's batches not known to have ended (their last status seen by the run)."""
+    ended = ("completed", "failed", "expired", "cancelled", "ended")
+    return [b for b in run_batches(store, run_id) if b.get("status") not in ended]
 
 
 def waiting_on(store, run_id: str) -> list[str]:

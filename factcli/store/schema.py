@@ -88,7 +88,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     # every line it submitted, so that --resume collects them and never submits a line twice.
     Migration("m004_batches", (
         CreateTable("batches", {
-            "run_id": str, "batch_id": str, "kind": str, "endpoint": str, "round": int, "status": str,
+            "run_id": str, "batch_id": str, "kind": str, "endpoint": str, "base_url": str, "round": int, "status": str,
             "total": int, "done": int, "failed": int, "error": str, "created_at": str, "updated_at": str,
         }, pk=("run_id", "batch_id"), foreign_keys=(_RUN,)),
         CreateTable("batch_lines", {"run_id": str, "custom_id": str, "batch_id": str},
