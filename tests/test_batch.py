@@ -318,7 +318,8 @@ def test_the_anthropic_stand_in_through_the_sdk():
         assert [r.result.type for r in client.messages.batches.results(b.id)] == ["canceled"]
 
 
-def test_detach_list_show_cancel_and_resume(tmp_path, stand_in):
+def test_detach_list_show_cancel_and_resume(tmp_path, stand_in, monkeypatch, db_target):
+    monkeypatch.setenv("FACTCLI_DB", db_target)  # the batches in either store
     _, direct = run_eval(tmp_path, stand_in, name="direct.json", rows=3)
     stand_in.hold()
     result, _ = None, None
