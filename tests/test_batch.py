@@ -350,3 +350,24 @@ def test_detach_list_show_cancel_and_resume(tmp_path, stand_in, monkeypatch, db_
     assert [c + "_r1" for c in first] == stand_in.batch_lines[3:6]  # the cancelled lines, submitted again
     assert len(stand_in.batch_lines) == len(set(stand_in.batch_lines))
     assert "waits on" not in CliRunner().invoke(app, ["list"]).output
+
+
+def test_a_budget_holds_batched_calls_too(tmp_path, stand_in):
+    """Each batched call's worst case is reserved before its line is queued, as a direct call's is before
+    it is sent: a budget below one call's worst case submits nothing; one that allows one model call at a
+    time (the model's calls have no max_tokens: each is reserved at the model's reply limit) finishes the
+    run with its model calls in batches of one line."""
+    write(tmp_path / "c.yaml", config(2, stand_in.url))
+    stopped = CliRunner().invoke(app, ["eval", "-c", str(tmp_path / "c.yaml"), "--no-progress-bar", "--no-cache",
+                                       "--batch", "--max-cost", "0.00001"])
+    assert stopped.exit_code == 130, stopped.output
+    assert not stand_in.batches
+    worst = 16_384 * 6e-07  # gpt-4o-mini's reply limit at its output price: each call's worst case
+    done = CliRunner().invoke(app, ["eval", "-c", str(tmp_path / "c.yaml"), "--no-progress-bar", "--no-cache",
+                                    "--batch", "--max-cost", f"{1.5 * worst:.6f}"])
+    assert done.exit_code in (0, 100), done.output
+    assert "Errors: 0" in done.output and "2/2 rows" in done.output
+    model_lines = [i for i, body in enumerate(stand_in.line_bodies)
+                   if body["messages"][-1]["content"].startswith("Question ")]
+    sizes = [b["request_counts"]["total"] for b in sorted(stand_in.batches.values(), key=lambda b: b["id"])]
+    assert len(model_lines) == 2 and sizes[0] == 1  # the second model call waited for the first's reply

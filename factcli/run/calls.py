@@ -337,7 +337,7 @@ class Caller:
     async def _structured(self, provider: Provider, prompt: RenderedPrompt, context: dict) -> ProviderResponse:
         """The call, in the form of structured output its endpoint accepts (see the module's docstring)."""
         if self.batches is not None and self.batches.takes(provider):  # in a batch (run/batches.py)
-            resp = await self.batches.call(provider, prompt, context)
+            resp = await self._batched(provider, prompt, context)
             if resp is not None:  # (None: a failed line asked again directly, batchRetry: direct)
                 self.calls += 1
                 return resp
@@ -349,6 +349,21 @@ class Caller:
                 if endpoint not in self.formats.confirmed:  # this call is the endpoint's probe
                     return await self._in_accepted_form(endpoint, provider, prompt, context)
         return await self._in_accepted_form(endpoint, provider, prompt, context)
+
+    async def _batched(self, provider: Provider, prompt: RenderedPrompt, context: dict) -> ProviderResponse | None:
+        """A call in a batch, held against the budget as a direct call is (its worst case, at the direct
+        price, reserved before its line is queued; settled at what its reply cost)."""
+        if self.budget is None:
+            return await self.batches.call(provider, prompt, context)
+        overrides = context.get("overrides") or {}
+        worst = worst_cost(provider, prompt.messages, overrides) or 0.0
+        await self.budget.reserve(worst, lambda: reply_reserved(provider, overrides))  # BudgetReached: not queued
+        resp = None
+        try:
+            resp = await self.batches.call(provider, prompt, context)
+        finally:
+            self.budget.settle(worst, resp.cost if resp is not None else 0.0)
+        return resp
 
     async def _in_accepted_form(self, endpoint: str, provider: Provider, prompt: RenderedPrompt,
                                 context: dict) -> ProviderResponse:
