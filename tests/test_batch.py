@@ -371,3 +371,18 @@ def test_a_budget_holds_batched_calls_too(tmp_path, stand_in):
                    if body["messages"][-1]["content"].startswith("Question ")]
     sizes = [b["request_counts"]["total"] for b in sorted(stand_in.batches.values(), key=lambda b: b["id"])]
     assert len(model_lines) == 2 and sizes[0] == 1  # the second model call waited for the first's reply
+
+
+def test_a_line_refused_for_its_schema_is_asked_again_in_a_simpler_form(tmp_path, stand_in):
+    """A server without structured output answers each json_schema line 400 naming response_format: those
+    lines are submitted again with json_object, as a direct call would be asked again, and the endpoint's
+    later lines go in that form at once (FormatMemory)."""
+    _, direct = run_eval(tmp_path, stand_in, name="direct.json", rows=2)
+    stand_in.refuse_response_format("json_schema")
+    _, batched = run_eval(tmp_path, stand_in, "--batch", name="batch.json", rows=2)
+    assert verdicts(batched) == verdicts(direct)
+    forms = [(b.get("response_format") or {}).get("type") for b in stand_in.line_bodies]
+    refused = forms.count("json_schema")
+    assert refused and forms.count("json_object") >= refused
+    last = [(b.get("response_format") or {}).get("type") for b in stand_in.line_bodies[-4:]]
+    assert "json_schema" not in last  # the verification round went in the learnt form

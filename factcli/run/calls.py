@@ -44,6 +44,7 @@ from factcli.providers.base import (
     Provider,
     ProviderCallError,
     RenderedPrompt,
+    names_response_format,
 )
 from factcli.run import clock
 from factcli.run.breaker import Breaker, Breakers
@@ -354,16 +355,34 @@ class Caller:
         """A call in a batch, held against the budget as a direct call is (its worst case, at the direct
         price, reserved before its line is queued; settled at what its reply cost)."""
         if self.budget is None:
-            return await self.batches.call(provider, prompt, context)
+            return await self._in_batch_form(provider, prompt, context)
         overrides = context.get("overrides") or {}
         worst = worst_cost(provider, prompt.messages, overrides) or 0.0
         await self.budget.reserve(worst, lambda: reply_reserved(provider, overrides))  # BudgetReached: not queued
         resp = None
         try:
-            resp = await self.batches.call(provider, prompt, context)
+            resp = await self._in_batch_form(provider, prompt, context)
         finally:
             self.budget.settle(worst, resp.cost if resp is not None else 0.0)
         return resp
+
+    async def _in_batch_form(self, provider: Provider, prompt: RenderedPrompt, context: dict):
+        """A batched call in the form of structured output its endpoint accepts: a line refused for its
+        response_format (a 400 naming it) is asked again in a simpler form, remembered as a direct call's
+        refusal is (FormatMemory), without a probe first (a batch round per probe would cost hours)."""
+        endpoint = provider.endpoint()
+        while True:
+            overrides = context.get("overrides") or {}
+            sent = context if FormatMemory.form_of(overrides) is None else \
+                dict(context, overrides=self.formats.apply(endpoint, overrides))
+            form = FormatMemory.form_of(sent.get("overrides") or {})
+            resp = await self.batches.call(provider, prompt, sent)
+            if (resp is None or form is None or resp.error is None or "HTTP 400" not in resp.error
+                    or not names_response_format(resp.error)):
+                return resp
+            if self.formats.form.get(endpoint, "json_schema") == form or FORMS.index(
+                    self.formats.form[endpoint]) < FORMS.index(form):
+                self.formats.downgrade(endpoint, form)  # (unless a line beside it learnt it meanwhile)
 
     async def _in_accepted_form(self, endpoint: str, provider: Provider, prompt: RenderedPrompt,
                                 context: dict) -> ProviderResponse:
