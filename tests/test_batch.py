@@ -386,3 +386,29 @@ def test_a_line_refused_for_its_schema_is_asked_again_in_a_simpler_form(tmp_path
     assert refused and forms.count("json_object") >= refused
     last = [(b.get("response_format") or {}).get("type") for b in stand_in.line_bodies[-4:]]
     assert "json_schema" not in last  # the verification round went in the learnt form
+
+
+def test_batched_replies_are_cached_as_direct_ones(tmp_path, stand_in):
+    """The response cache's rule is Caller's: a second run of the same config with --batch is answered
+    from the cache, no batch submitted; so is a run without --batch."""
+    cfg = write(tmp_path / "c.yaml", config(3, stand_in.url))
+    first = CliRunner().invoke(app, ["eval", "-c", str(cfg), "--no-progress-bar", "--batch", "-o",
+                                     str(tmp_path / "a.json")])
+    assert first.exit_code in (0, 100), first.output
+    submitted = len(stand_in.batch_lines)
+    for extra in (["--batch"], []):
+        again = CliRunner().invoke(app, ["eval", "-c", str(cfg), "--no-progress-bar", *extra, "-o",
+                                         str(tmp_path / "b.json")])
+        assert again.exit_code in (0, 100), again.output
+    assert len(stand_in.batch_lines) == submitted
+    a, b = (json.loads((tmp_path / n).read_text())["results"]["results"] for n in ("a.json", "b.json"))
+    assert verdicts(a) == verdicts(b) and all(r["response"]["cached"] for r in b)
+
+
+@pytest.mark.filterwarnings("ignore:the grader openai:chat:gpt-4o-mini is also a model under test")
+def test_evaluate_takes_batch(tmp_path, stand_in):
+    import factcli
+
+    cfg = write(tmp_path / "c.yaml", config(2, stand_in.url))
+    run = factcli.evaluate(str(cfg), batch=True, cache=False)
+    assert run.row_count == 2 and len(stand_in.batches) == 3
