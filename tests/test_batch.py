@@ -405,7 +405,7 @@ def test_batched_replies_are_cached_as_direct_ones(tmp_path, stand_in):
     assert verdicts(a) == verdicts(b) and all(r["response"]["cached"] for r in b)
 
 
-@pytest.mark.filterwarnings("ignore:the grader openai:chat:gpt-4o-mini is also a model under test")
+@pytest.mark.filterwarnings("ignore:the grader openai")
 def test_evaluate_takes_batch(tmp_path, stand_in):
     import factcli
 
