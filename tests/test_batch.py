@@ -412,3 +412,17 @@ def test_evaluate_takes_batch(tmp_path, stand_in):
     cfg = write(tmp_path / "c.yaml", config(2, stand_in.url))
     run = factcli.evaluate(str(cfg), batch=True, cache=False)
     assert run.row_count == 2 and len(stand_in.batches) == 3
+
+
+def test_a_server_without_a_batch_api_stops_the_run_in_one_line(tmp_path, fake_openai, monkeypatch):
+    """An OpenAI-compatible server that has no /v1/files nor /v1/batches (vLLM, llama.cpp) answers 404: the
+    run stops at once (exit 3), saying how to run without batches, instead of one error per row."""
+    for k, v in FAST.items():
+        monkeypatch.setenv(k, v)
+    fake_openai.add_rule(".", scripted)
+    write(tmp_path / "c.yaml", config(3, fake_openai.url))
+    result = CliRunner().invoke(app, ["eval", "-c", str(tmp_path / "c.yaml"), "--no-progress-bar", "--batch"])
+    assert result.exit_code == 3, result.output
+    flat = " ".join(result.output.split())
+    assert "has no batch API (HTTP 404" in flat and "batch: false" in flat, result.output
+    assert "Traceback" not in result.output

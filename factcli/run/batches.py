@@ -192,10 +192,14 @@ class Batcher:
         try:
             batch_id = await queue.client.submit(lines)
         except Exception as exc:  # noqa: BLE001 - the vendor refused the batch: each call gets the error
+            fatal = _fatal(exc, queue)
             message = f"the batch could not be submitted: {type(exc).__name__}: {exc}"
             for _, _, future in items:
                 if not future.done():
-                    future.set_result(LineResult(None, message, False))
+                    if fatal is not None:
+                        future.set_exception(fatal)
+                    else:
+                        future.set_result(LineResult(None, message, False))
             return
         self.submitted_lines += len(items)
         self.rounds.setdefault(round_, []).append(batch_id)
@@ -316,3 +320,19 @@ async def cancel(batches: list[dict]) -> list[str]:
         finally:
             await client.aclose()
     return out
+
+
+def _fatal(exc: Exception, queue: _Queue):
+    """A refusal that every batch to this endpoint would get (no batch API there, a key refused): the
+    run stops (errors.AbortRun, exit 3), saying how to run without batches."""
+    from factcli.errors import AbortRun
+
+    status = getattr(exc, "status_code", None)
+    server = queue.key.rsplit(" ", 1)[0] or "the vendor"
+    if status in (404, 405, 501):
+        return AbortRun(f"--batch: {server} has no batch API (HTTP {status} from its "
+                        f"{queue.client.kind} batch endpoints): run without --batch, or give this provider "
+                        "`batch: false` in its config")
+    if status in (401, 403):
+        return AbortRun(f"--batch: {server} refused the batch (HTTP {status}): {exc}")
+    return None
