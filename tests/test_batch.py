@@ -134,7 +134,11 @@ def _factcli(home: Path, *args: str, wait: bool = True):
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
 
 
-def test_killed_while_batches_run_then_resumed(tmp_path, stand_in):
+@pytest.mark.parametrize("when", ["recorded", "submitting"])
+def test_killed_while_batches_run_then_resumed(tmp_path, stand_in, when):
+    """SIGKILLed while its first batch runs; `submitting`: as if killed between the vendor's taking the batch
+    and the store's recording its id (the store holds it under its made-up `pending-TAG` id, as it does
+    until the vendor answers): found again at the vendor by its tag, not submitted twice."""
     _, uninterrupted = run_eval(tmp_path, stand_in, "--batch", name="whole.json")
     lines_whole = len(stand_in.batch_lines)
     stand_in.batch_lines.clear()
@@ -149,6 +153,15 @@ def test_killed_while_batches_run_then_resumed(tmp_path, stand_in):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert len(stand_in.batch_lines) == ROWS  # the model's answers, in one batch, in_progress
+    if when == "submitting":
+        import sqlite3
+
+        newest = max(stand_in.batches.values(), key=lambda b: b["id"])
+        pending = "pending-" + newest["metadata"]["factcli_submission"]
+        with sqlite3.connect(tmp_path / "home" / "factcli.db") as conn:
+            conn.execute("UPDATE batches SET batch_id = ?, status = 'submitting' WHERE batch_id = ?",
+                         (pending, newest["id"]))
+            conn.execute("UPDATE batch_lines SET batch_id = ? WHERE batch_id = ?", (pending, newest["id"]))
     stand_in.release()
     done = _factcli(tmp_path / "home", "eval", "--resume", "latest", "--no-progress-bar", "-o",
                     str(tmp_path / "resumed.json"))
@@ -426,3 +439,42 @@ def test_a_server_without_a_batch_api_stops_the_run_in_one_line(tmp_path, fake_o
     flat = " ".join(result.output.split())
     assert "has no batch API (HTTP 404" in flat and "batch: false" in flat, result.output
     assert "Traceback" not in result.output
+
+
+def test_a_batch_recorded_but_never_received_is_submitted_again(stand_in):
+    """The store holds a batch under its made-up id (the run stopped before the vendor answered the
+    submission) that the vendor never got: its lines are submitted again, once, and answered."""
+    import asyncio
+
+    from factcli.providers.base import RenderedPrompt
+    from factcli.providers.registry import create_provider
+    from factcli.run.batches import Batcher, Journal
+    from factcli.types import ProviderSpec
+
+    provider = create_provider(ProviderSpec(id="openai:chat:gpt-4o-mini", config={"apiBaseUrl": stand_in.url}))
+    prompt = RenderedPrompt(messages=[{"role": "user", "content": "Question 7: hi"}], text="Question 7: hi",
+                            label="p")
+    cid = Batcher()._custom_id(provider.endpoint(), provider.batch_body(prompt, {}))
+
+    class Stored(Journal):
+        forgotten: list = []
+
+        def lines(self):
+            return {cid: "pending-neverarrived"}
+
+        def batches(self):
+            return {"pending-neverarrived": {"round": 1}}
+
+        def forget(self, pending):
+            self.forgotten.append(pending)
+
+    async def go():
+        batcher = Batcher(True, Stored())
+        try:
+            return await batcher.call(provider, prompt, {})
+        finally:
+            await batcher.aclose()
+
+    resp = asyncio.run(go())
+    assert resp.error is None and resp.output == scripted({"messages": [{"content": "Question 7: hi"}]})
+    assert Stored.forgotten == ["pending-neverarrived"] and stand_in.batch_lines == [cid + "_r1"]

@@ -37,7 +37,9 @@ class AnthropicBatches:
     def line(self, custom_id: str, params: dict) -> bytes:
         return json.dumps({"custom_id": custom_id, "params": params}, separators=(",", ":")).encode()
 
-    async def submit(self, lines: list[tuple[str, dict]]) -> str:
+    async def submit(self, lines: list[tuple[str, dict]], tag: str = "") -> str:
+        # (Anthropic's batches carry no metadata: a batch recorded but not yet acknowledged when the run
+        # stopped cannot be found again, and its lines are submitted again: BatchClient.find)
         requests = [{"custom_id": cid, "params": params} for cid, params in lines]
         batches = self._api().beta.messages.batches
         if any("output_format" in params for _, params in lines):

@@ -31,8 +31,11 @@ class BatchClient(Protocol):
     max_lines: int  # the vendor's limits of one batch
     max_bytes: int
 
-    async def submit(self, lines: list[tuple[str, dict]]) -> str:
-        """(custom_id, request body) lines -> the vendor's batch id."""
+    async def submit(self, lines: list[tuple[str, dict]], tag: str = "") -> str:
+        """(custom_id, request body) lines -> the vendor's batch id; `tag` marks the batch where the
+        vendor keeps metadata, for `find`."""
+
+    # optional: async def find(self, tag: str) -> str | None: the batch submitted with `tag`, if any
 
     async def status(self, batch_id: str) -> BatchState: ...
 

@@ -41,13 +41,24 @@ class OpenAIBatches:
         return json.dumps({"custom_id": custom_id, "method": "POST", "url": self.url, "body": body},
                           separators=(",", ":")).encode() + b"\n"
 
-    async def submit(self, lines: list[tuple[str, dict]]) -> str:
+    async def submit(self, lines: list[tuple[str, dict]], tag: str = "") -> str:
         data = b"".join(self.line(cid, body) for cid, body in lines)
         api = self._api()
         upload = await api.files.create(file=("factcli-batch.jsonl", data), purpose="batch")
         batch = await api.batches.create(input_file_id=upload.id, endpoint=self.url, completion_window="24h",
-                                         metadata={"made_by": "factcli"})
+                                         metadata={"made_by": "factcli", "factcli_submission": tag})
         return batch.id
+
+    async def find(self, tag: str) -> str | None:
+        """The batch submitted with this tag (its metadata), among the account's newest 1,000, or None."""
+        seen = 0
+        async for b in self._api().batches.list(limit=100):
+            if (b.metadata or {}).get("factcli_submission") == tag:
+                return b.id
+            seen += 1
+            if seen >= 1000:
+                break
+        return None
 
     async def status(self, batch_id: str) -> BatchState:
         b = await self._api().batches.retrieve(batch_id)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import uuid
 from typing import Callable
 
 from factcli.providers.batch_api import ENDED, BatchState, LineResult
@@ -36,6 +37,7 @@ QUIET_S = 2.0  # a queue that has not grown for this long is submitted (FACTCLI_
 POLL_S, POLL_GROWTH, POLL_CAP_S = 1.0, 1.5, 60.0  # a batch's polls: first after POLL_S (FACTCLI_BATCH_POLL_MS), then slower
 MAX_TRIES = 3  # a line submitted this many times in all, then its error is the call's
 RETRIES = ("batch", "direct")
+PENDING = "pending-"  # the made-up id of a batch recorded before the vendor had it (Journal.intent)
 
 
 def batch_capable(provider) -> bool:
@@ -60,9 +62,17 @@ class Journal:
         """batch id -> {kind, endpoint, round, status, ...} of every stored batch."""
         return {}
 
-    def submitted(self, batch_id: str, kind: str, endpoint: str, round_: int, custom_ids: list[str],
-                  base_url: str | None = None) -> None:
-        pass
+    def intent(self, pending: str, kind: str, endpoint: str, round_: int, custom_ids: list[str],
+               base_url: str | None = None) -> None:
+        """A batch about to be submitted, under a made-up id (PENDING + its tag): recorded before the vendor
+        has it, so that a run killed in between finds it again (BatchClient.find) rather than submitting
+        its lines twice."""
+
+    def adopt(self, pending: str, batch_id: str) -> None:
+        """The vendor has it: its id replaces the made-up one."""
+
+    def forget(self, pending: str) -> None:
+        """It never reached the vendor: its lines are free to be submitted."""
 
     def state(self, batch_id: str, state: BatchState) -> None:
         pass
@@ -98,6 +108,7 @@ class Batcher:
         self._collected: dict[str, dict[str, LineResult]] = {}  # batch id -> its results, once read
         self._pollers: dict[str, asyncio.Task] = {}
         self._seen: dict[str, int] = {}
+        self._found: dict[str, str] = {}  # a pending batch's made-up id -> its id at the vendor (_recover)
         self._clients: dict[str, object] = {}
         self.round = max((int(b.get("round") or 0) for b in self._stored_batches.values()), default=0)
         self._answered_since = True  # results came back since the last submission: the next one opens a round
@@ -189,9 +200,14 @@ class Batcher:
 
     async def _submit(self, queue: _Queue, items: list, round_: int) -> None:
         lines = [(cid, body) for cid, body, _ in items]
+        tag = uuid.uuid4().hex[:20]
+        pending = PENDING + tag
+        self.journal.intent(pending, queue.client.kind, queue.key, round_, [cid for cid, _ in lines],
+                            getattr(queue.client, "base_url", None))
         try:
-            batch_id = await queue.client.submit(lines)
+            batch_id = await queue.client.submit(lines, tag)
         except Exception as exc:  # noqa: BLE001 - the vendor refused the batch: each call gets the error
+            self.journal.forget(pending)
             fatal = _fatal(exc, queue)
             message = f"the batch could not be submitted: {type(exc).__name__}: {exc}"
             for _, _, future in items:
@@ -203,8 +219,7 @@ class Batcher:
             return
         self.submitted_lines += len(items)
         self.rounds.setdefault(round_, []).append(batch_id)
-        self.journal.submitted(batch_id, queue.client.kind, queue.key, round_, [cid for cid, _ in lines],
-                               getattr(queue.client, "base_url", None))
+        self.journal.adopt(pending, batch_id)
         waiting = self._waiting.setdefault(batch_id, {})
         for cid, _, future in items:
             waiting.setdefault(cid, []).append(future)
@@ -214,6 +229,7 @@ class Batcher:
             self._spawn(self._maybe_detach())
 
     def _wait_for(self, batch_id: str, cid: str, future: asyncio.Future, provider) -> None:
+        batch_id = self._found.get(batch_id, batch_id)
         collected = self._collected.get(batch_id)
         if collected is not None:
             future.set_result(collected.get(cid) or LineResult(None, "the batch has no result for this line"))
@@ -222,7 +238,29 @@ class Batcher:
         if batch_id not in self._pollers:
             record = self._stored_batches.get(batch_id) or {}
             client = self._client(provider, provider.endpoint())
-            self._pollers[batch_id] = self._spawn(self._poll(client, batch_id, int(record.get("round") or 0)))
+            round_ = int(record.get("round") or 0)
+            if batch_id.startswith(PENDING):
+                self._pollers[batch_id] = self._spawn(self._recover(client, batch_id, round_))
+            else:
+                self._pollers[batch_id] = self._spawn(self._poll(client, batch_id, round_))
+
+    async def _recover(self, client, pending: str, round_: int) -> None:
+        """A batch an earlier attempt of the run was submitting when it stopped: found at the vendor by
+        its tag (then collected), or known never to have arrived (then its lines are submitted again)."""
+        find = getattr(client, "find", None)
+        try:
+            batch_id = await find(pending[len(PENDING):]) if find is not None else None
+        except Exception:  # noqa: BLE001 - cannot tell: submitting again risks a double bill, so say so
+            batch_id = None
+        if batch_id is None:
+            self.journal.forget(pending)
+            self._deliver(pending, {}, "its batch never reached the vendor (the run stopped while submitting it)")
+            return
+        self.journal.adopt(pending, batch_id)
+        self._found[pending] = batch_id
+        self._waiting.setdefault(batch_id, {}).update(self._waiting.pop(pending, {}))
+        self._pollers[batch_id] = self._pollers[pending]
+        await self._poll(client, batch_id, round_)
 
     async def _poll(self, client, batch_id: str, round_: int) -> None:
         delay = self.poll_s

@@ -24,15 +24,28 @@ class BatchJournal:
     def batches(self) -> dict[str, dict]:
         return {b["batch_id"]: b for b in run_batches(self.store, self.run_id)}
 
-    def submitted(self, batch_id: str, kind: str, endpoint: str, round_: int, custom_ids: list[str],
-                  base_url: str | None = None) -> None:
+    def intent(self, pending: str, kind: str, endpoint: str, round_: int, custom_ids: list[str],
+               base_url: str | None = None) -> None:
         store, at = self.store, now()
         store.execute("INSERT INTO batches (run_id, batch_id, kind, endpoint, base_url, round, status, total, done, "
                       "failed, error, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 0, NULL, ?, ?)",
-                      (self.run_id, batch_id, kind, endpoint, base_url, round_, "submitted", len(custom_ids), at, at))
+                      (self.run_id, pending, kind, endpoint, base_url, round_, "submitting", len(custom_ids), at, at))
         store.executemany("INSERT INTO batch_lines (run_id, custom_id, batch_id) VALUES (?, ?, ?)",
-                          [(self.run_id, cid, batch_id) for cid in custom_ids])
+                          [(self.run_id, cid, pending) for cid in custom_ids])
         store.commit()
+
+    def adopt(self, pending: str, batch_id: str) -> None:
+        store = self.store
+        store.execute("UPDATE batches SET batch_id = ?, status = ?, updated_at = ? WHERE run_id = ? AND batch_id = ?",
+                      (batch_id, "submitted", now(), self.run_id, pending))
+        store.execute("UPDATE batch_lines SET batch_id = ? WHERE run_id = ? AND batch_id = ?",
+                      (batch_id, self.run_id, pending))
+        store.commit()
+
+    def forget(self, pending: str) -> None:
+        self.store.execute("DELETE FROM batch_lines WHERE run_id = ? AND batch_id = ?", (self.run_id, pending))
+        self.store.execute("DELETE FROM batches WHERE run_id = ? AND batch_id = ?", (self.run_id, pending))
+        self.store.commit()
 
     def state(self, batch_id: str, state) -> None:
         self.store.execute("UPDATE batches SET status = ?, total = ?, done = ?, failed = ?, error = ?, updated_at = ? "
