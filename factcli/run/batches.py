@@ -374,3 +374,41 @@ def _fatal(exc: Exception, queue: _Queue):
     if status in (401, 403):
         return AbortRun(f"--batch: {server} refused the batch (HTTP {status}): {exc}")
     return None
+
+
+def settings_of(suite, options) -> dict | None:
+    """Batch mode's settings for a run (EvalRun.batch), or None when no call of it goes in a batch: --batch
+    (else evaluateOptions.batch) for every provider with a batch API, a provider's `batch: true` for its own."""
+    from factcli.errors import ConfigError, FactcliError
+
+    eo = suite.evaluate_options
+    default = options.batch if options.batch is not None else eo.get("batch") is True
+    grader = ((suite.default_test or {}).get("options") or {}).get("provider")
+    own = any((getattr(s, "config", None) or {}).get("batch") is True for s in suite.providers) or (
+        isinstance(grader, dict) and (grader.get("config") or {}).get("batch") is True)
+    if not default and not own:
+        if options.detach:
+            raise FactcliError("--detach exits while batches run: it needs --batch (or evaluateOptions.batch)")
+        return None
+    retry = eo.get("batchRetry", "batch")
+    if retry not in RETRIES:
+        raise ConfigError(f"expected batch or direct, got {retry!r}", None, "evaluateOptions.batchRetry")
+    return {"default": default, "retry": retry, "detach": bool(options.detach)}
+
+
+async def until_detached(running, batcher: Batcher) -> bool:
+    """--detach: the rows run until every call left waits on a submitted batch; then they are left (their
+    batches are in the store, `--resume RUN` collects them) -> True; False when they all finished."""
+    rows = asyncio.ensure_future(running)
+    waiter = asyncio.ensure_future(batcher.detached.wait())
+    try:
+        await asyncio.wait([rows, waiter], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+        left = not rows.done()
+        if left:
+            rows.cancel()
+            await asyncio.gather(rows, return_exceptions=True)
+    if not left and rows.exception() is not None:
+        raise rows.exception()
+    return left

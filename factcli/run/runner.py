@@ -203,7 +203,9 @@ def prepare(suite: Suite, options: RunOptions) -> EvalRun:
         concurrency=concurrency, repeat=repeat, cache=cache, warnings=list(suite.warnings),
     )
     run._steps = steps
-    run.batch = batch_settings(suite, options)
+    from factcli.run.batches import settings_of
+
+    run.batch = settings_of(suite, options)  # None unless a call may go in a batch (run/batches.py)
     # what the load found and let pass, and what the checks below find: reported all together by
     # the preflight (run/preflight.py), and never a call while any is left (execute)
     run.problems = list(getattr(suite, "problems", None) or [])
@@ -497,7 +499,10 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
 
             await reach(breakers, [*providers.values(), *_grader_providers(run)])
         if breakers.trip is None and batcher is not None and batcher.detach:
-            await _until_detached(executor.run(run._steps, record), batcher, run)
+            from factcli.run.batches import until_detached
+
+            if await until_detached(executor.run(run._steps, record), batcher):
+                run.status = STATUS_WAITING  # (no abort reason: nothing went wrong)
         elif breakers.trip is None:
             await executor.run(run._steps, record)
         if breakers.trip is not None:  # rows it ended are kept as errors; --resume runs them again
@@ -550,49 +555,6 @@ async def execute(run: EvalRun, *, on_result: Callable[[EvalResult], None] | Non
             from factcli.providers.openai_provider import aclose_all
 
             await aclose_all()
-
-
-def batch_settings(suite: Suite, options: RunOptions) -> dict | None:
-    """Batch mode's settings (run/batches.py), or None when no call of the run goes in a batch: --batch
-    (else evaluateOptions.batch) for every provider with a batch API, a provider's `batch: true` for its own."""
-    eo = suite.evaluate_options
-    default = options.batch if options.batch is not None else eo.get("batch") is True
-    own = any((getattr(s, "config", None) or {}).get("batch") is True for s in suite.providers)
-    if not default and not own and not _grader_batch(suite):
-        if options.detach:
-            from factcli.errors import FactcliError
-
-            raise FactcliError("--detach exits while batches run: it needs --batch (or evaluateOptions.batch)")
-        return None
-    retry = eo.get("batchRetry", "batch")
-    if retry not in ("batch", "direct"):
-        from factcli.errors import ConfigError
-
-        raise ConfigError(f"expected batch or direct, got {retry!r}", None, "evaluateOptions.batchRetry")
-    return {"default": default, "retry": retry, "detach": bool(options.detach)}
-
-
-def _grader_batch(suite: Suite) -> bool:
-    """A grader (defaultTest's) with `batch: true` in its config."""
-    provider = ((suite.default_test or {}).get("options") or {}).get("provider")
-    return isinstance(provider, dict) and (provider.get("config") or {}).get("batch") is True
-
-
-async def _until_detached(running, batcher, run: EvalRun) -> None:
-    """--detach: the rows run until every call left waits on a submitted batch; then the run is left
-    waiting (its batches are in the store) and `--resume RUN` collects them."""
-    rows = asyncio.ensure_future(running)
-    waiter = asyncio.ensure_future(batcher.detached.wait())
-    try:
-        await asyncio.wait([rows, waiter], return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        waiter.cancel()
-        if not rows.done():
-            rows.cancel()
-            await asyncio.gather(rows, return_exceptions=True)
-            run.status = STATUS_WAITING  # (no abort reason: nothing went wrong)
-    if rows.done() and not rows.cancelled() and rows.exception() is not None:
-        raise rows.exception()
 
 
 def _grader_providers(run: EvalRun) -> list:
