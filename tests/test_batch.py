@@ -74,6 +74,10 @@ def test_batched_run_judges_as_the_direct_run_at_the_batch_price(tmp_path, stand
             prompt, completion = prompt + usage["prompt_tokens"], completion + usage["completion_tokens"]
     assert cost(batched) == pytest.approx(prompt * 7.5e-08 + completion * 3e-07, rel=1e-9)
     assert cost(batched) == pytest.approx(cost(direct) / 2, rel=1e-9)
+    from factcli.report.figures import money
+
+    saved = money(cost(direct) - cost(batched))
+    assert f"billed {money(cost(batched))}, {saved} less than sent directly" in " ".join(result.output.split())
 
 
 def test_a_provider_can_refuse_batching(tmp_path, stand_in):

@@ -116,6 +116,7 @@ class Batcher:
         self.collected_lines = 0  # lines answered from a batch an earlier attempt of the run submitted
         self.rounds: dict[int, list[str]] = {}  # round -> the batch ids submitted in it
         self.outstanding = 0  # calls waiting on a batch
+        self.billed = self.direct = 0.0  # the batched replies' cost, and the same tokens at the direct price
         self._tasks: set[asyncio.Task] = set()
 
     def takes(self, provider) -> bool:
@@ -134,12 +135,25 @@ class Batcher:
             cid = base if attempt == 0 else f"{base}_r{attempt}"
             result = await self._line(provider, key, cid, body)
             if result.body is not None:
-                return provider.batch_reply(result.body, body)
+                resp = provider.batch_reply(result.body, body)
+                self._tally(provider, resp)
+                return resp
             if not result.retry:
                 break
             if self.retry == "direct":
                 return None
         return ProviderResponse(error=f"batch line failed: {result.error}")
+
+    def _tally(self, provider, resp: ProviderResponse) -> None:
+        """What the batched replies cost, and what they would have cost sent directly (the summary's saving)."""
+        if resp.error is not None or resp.cost is None:
+            return
+        from factcli.providers.pricing import price_of
+
+        price = price_of(provider)
+        if price is not None:
+            self.billed += resp.cost
+            self.direct += price.cost_of(resp.token_usage)
 
     def _custom_id(self, key: str, body: dict) -> str:
         digest = hashlib.sha256(json.dumps([key, body], sort_keys=True, default=str).encode()).hexdigest()[:24]
@@ -327,6 +341,10 @@ class Batcher:
         said = f"batch mode: {self.submitted_lines} line(s) submitted ({per or 'none'})"
         if self.collected_lines:
             said += f"; {self.collected_lines} collected from batches submitted before --resume"
+        if self.direct > self.billed:
+            from factcli.report.figures import money
+
+            said += f"; billed {money(self.billed)}, {money(self.direct - self.billed)} less than sent directly"
         return said
 
 
