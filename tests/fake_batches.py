@@ -19,7 +19,7 @@ batched reply is what the same request answered directly: its rules, its faults,
 
 Knobs, so tests never wait: ``step_s`` (seconds between states, default 0), ``hold()``/``release()``
 (batches stay in_progress until released), ``expire_after`` (the next batch processed expires once it
-has answered that many lines). Counts: ``batch_lines`` (every custom_id
+has answered that many lines), ``poll_faults`` (the next that many reads of a batch are answered 503). Counts: ``batch_lines`` (every custom_id
 submitted, in order, over all batches), ``line_bodies`` (every line's body), ``batches``.
 """
 
@@ -46,6 +46,7 @@ class FakeBatchOpenAI(FakeOpenAI):
         super().__init__(*args, **kwargs)
         self.step_s = step_s
         self.expire_after: int | None = None
+        self.poll_faults = 0  # the next GET /v1/batches/{id} answered 503 this many times
         self.files: dict[str, dict] = {}
         self.batches: dict[str, dict] = {}
         self.batch_lines: list[str] = []
@@ -151,6 +152,9 @@ class FakeBatchOpenAI(FakeOpenAI):
                       "last_id": data[-1]["id"] if data else None, "has_more": False})
 
     async def _get_batch(self, request: web.Request) -> web.StreamResponse:
+        if self.poll_faults > 0:  # the vendor out of reach for a while (503, retry at once)
+            self.poll_faults -= 1
+            return _json(_error_body(503, "Service Unavailable"), status=503, headers={"retry-after-ms": "1"})
         batch = self.batches.get(request.match_info["id"])
         if batch is None:
             return _json(_error_body(404, "No such Batch object"), status=404)

@@ -482,3 +482,13 @@ def test_a_batch_recorded_but_never_received_is_submitted_again(stand_in):
     resp = asyncio.run(go())
     assert resp.error is None and resp.output == scripted({"messages": [{"content": "Question 7: hi"}]})
     assert Stored.forgotten == ["pending-neverarrived"] and stand_in.batch_lines == [cid + "_r1"]
+
+
+def test_a_vendor_out_of_reach_for_a_while_is_polled_until_it_answers(tmp_path, stand_in):
+    """Reads of a batch that fail beyond the SDK's own retries (5 attempts) are polled again, not given up:
+    giving up would submit every line again, billed twice."""
+    _, direct = run_eval(tmp_path, stand_in, name="direct.json", rows=2)
+    stand_in.poll_faults = 8
+    _, batched = run_eval(tmp_path, stand_in, "--batch", name="batch.json", rows=2)
+    assert stand_in.poll_faults == 0 and verdicts(batched) == verdicts(direct)
+    assert len(stand_in.batch_lines) == len(set(stand_in.batch_lines)) == 2 + 6 + 4  # nothing submitted twice

@@ -35,6 +35,7 @@ from factcli.types import ProviderResponse
 
 QUIET_S = 2.0  # a queue that has not grown for this long is submitted (FACTCLI_BATCH_QUIET_MS)
 POLL_S, POLL_GROWTH, POLL_CAP_S = 1.0, 1.5, 60.0  # a batch's polls: first after POLL_S (FACTCLI_BATCH_POLL_MS), then slower
+POLL_PATIENCE = 30  # polls in a row that could not read a batch (after the SDK's own retries) before its lines fail
 MAX_TRIES = 3  # a line submitted this many times in all, then its error is the call's
 RETRIES = ("batch", "direct")
 PENDING = "pending-"  # the made-up id of a batch recorded before the vendor had it (Journal.intent)
@@ -104,6 +105,7 @@ class Batcher:
         self._queues: dict[str, _Queue] = {}
         self._stored = self.journal.lines()  # custom_id -> batch id, from earlier attempts of this run
         self._stored_batches = self.journal.batches()
+        self._earlier = set(self._stored_batches)  # batches submitted by earlier attempts of the run
         self._waiting: dict[str, dict[str, list[asyncio.Future]]] = {}  # batch id -> custom_id -> waiters
         self._collected: dict[str, dict[str, LineResult]] = {}  # batch id -> its results, once read
         self._pollers: dict[str, asyncio.Task] = {}
@@ -272,18 +274,27 @@ class Batcher:
             return
         self.journal.adopt(pending, batch_id)
         self._found[pending] = batch_id
+        self._earlier.add(batch_id)
         self._waiting.setdefault(batch_id, {}).update(self._waiting.pop(pending, {}))
         self._pollers[batch_id] = self._pollers[pending]
         await self._poll(client, batch_id, round_)
 
     async def _poll(self, client, batch_id: str, round_: int) -> None:
-        delay = self.poll_s
+        delay, unread = self.poll_s, 0
         while True:
             try:
                 state = await client.status(batch_id)
-            except Exception as exc:  # noqa: BLE001 - the SDK retried already; the lines get the error
-                self._deliver(batch_id, {}, f"the batch {batch_id} could not be read: {type(exc).__name__}: {exc}")
-                return
+                unread = 0
+            except Exception as exc:  # noqa: BLE001 - the SDK retried already
+                unread += 1
+                # a vendor out of reach for a while: keep polling (giving up would submit every line again,
+                # billed twice); a batch it does not know, or a key it refuses, will not come back
+                if getattr(exc, "status_code", None) in (401, 403, 404) or unread >= POLL_PATIENCE:
+                    self._deliver(batch_id, {}, f"the batch {batch_id} could not be read: {type(exc).__name__}: {exc}")
+                    return
+                await clock.sleep(delay)
+                delay = min(POLL_CAP_S, delay * POLL_GROWTH)
+                continue
             self.journal.state(batch_id, state)
             if self.on_state is not None:
                 self.on_state(round_, batch_id, state)
@@ -300,7 +311,8 @@ class Batcher:
         self._deliver(batch_id, results, missing, retry=state.error is None)
 
     def _deliver(self, batch_id: str, results: dict, missing: str, retry: bool = True) -> None:
-        self._collected[batch_id] = results
+        if batch_id in self._earlier:  # rows of a resumed run come for their lines as they run: kept for them
+            self._collected[batch_id] = results
         self._answered_since = True
         for cid, futures in self._waiting.pop(batch_id, {}).items():
             result = results.get(cid) or LineResult(None, missing, retry)
