@@ -492,3 +492,17 @@ def test_a_vendor_out_of_reach_for_a_while_is_polled_until_it_answers(tmp_path, 
     _, batched = run_eval(tmp_path, stand_in, "--batch", name="batch.json", rows=2)
     assert stand_in.poll_faults == 0 and verdicts(batched) == verdicts(direct)
     assert len(stand_in.batch_lines) == len(set(stand_in.batch_lines)) == 2 + 6 + 4  # nothing submitted twice
+
+
+def test_a_grader_of_its_own_can_ask_for_batches(tmp_path, stand_in):
+    """`batch: true` in an assertion's grader sends that grader's calls in batches without --batch; the model
+    under test is called directly."""
+    cfg = config(2, stand_in.url).replace(
+        "{type: factuality, value:",
+        '{type: factuality, provider: {id: "openai:chat:gpt-4o-mini", config: {batch: true, apiBaseUrl: "'
+        + stand_in.url + '"}}, value:')
+    write(tmp_path / "c.yaml", cfg)
+    result = CliRunner().invoke(app, ["eval", "-c", str(tmp_path / "c.yaml"), "--no-progress-bar", "--no-cache"])
+    assert result.exit_code in (0, 100), result.output
+    assert len(stand_in.batch_lines) == 2  # the two factuality gradings, in one batch
+    assert all("<submitted_answer>" in b["messages"][-1]["content"] for b in stand_in.line_bodies)

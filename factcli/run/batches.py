@@ -406,16 +406,16 @@ def _fatal(exc: Exception, queue: _Queue):
     return None
 
 
-def settings_of(suite, options) -> dict | None:
+def settings_of(suite, options, graders=()) -> dict | None:
     """Batch mode's settings for a run (EvalRun.batch), or None when no call of it goes in a batch: --batch
-    (else evaluateOptions.batch) for every provider with a batch API, a provider's `batch: true` for its own."""
+    (else evaluateOptions.batch) for every provider with a batch API, a provider's or a grader's `batch:
+    true` for its own. `graders`: (ProviderSpec, kind) of every grader the run may call (runner.check_graders)."""
     from factcli.errors import ConfigError, FactcliError
 
     eo = suite.evaluate_options
     default = options.batch if options.batch is not None else eo.get("batch") is True
-    grader = ((suite.default_test or {}).get("options") or {}).get("provider")
-    own = any((getattr(s, "config", None) or {}).get("batch") is True for s in suite.providers) or (
-        isinstance(grader, dict) and (grader.get("config") or {}).get("batch") is True)
+    specs = [*suite.providers, *(spec for spec, _ in graders)]
+    own = any((getattr(s, "config", None) or {}).get("batch") is True for s in specs)
     if not default and not own:
         if options.detach:
             raise FactcliError("--detach exits while batches run: it needs --batch (or evaluateOptions.batch)")

@@ -203,9 +203,6 @@ def prepare(suite: Suite, options: RunOptions) -> EvalRun:
         concurrency=concurrency, repeat=repeat, cache=cache, warnings=list(suite.warnings),
     )
     run._steps = steps
-    from factcli.run.batches import settings_of
-
-    run.batch = settings_of(suite, options)  # None unless a call may go in a batch (run/batches.py)
     # what the load found and let pass, and what the checks below find: reported all together by
     # the preflight (run/preflight.py), and never a call while any is left (execute)
     run.problems = list(getattr(suite, "problems", None) or [])
@@ -217,6 +214,9 @@ def prepare(suite: Suite, options: RunOptions) -> EvalRun:
 
     run.grader_source = GraderSource(cli=options.grader, default_test=(suite.default_test.get("options") or {}).get("provider"))
     run.graders = check_graders(suite, run.grader_source, run.warnings, run.grader_specs)
+    from factcli.run.batches import settings_of
+
+    run.batch = settings_of(suite, options, run.grader_specs)  # None unless a call may go in a batch
     from factcli.config.var_check import check_vars
 
     unknown = check_vars(suite, run.problems)  # a near miss is a problem: nothing is sent
