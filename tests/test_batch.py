@@ -506,3 +506,19 @@ def test_a_grader_of_its_own_can_ask_for_batches(tmp_path, stand_in):
     assert result.exit_code in (0, 100), result.output
     assert len(stand_in.batch_lines) == 2  # the two factuality gradings, in one batch
     assert all("<submitted_answer>" in b["messages"][-1]["content"] for b in stand_in.line_bodies)
+
+
+def test_a_stage_past_the_vendors_limit_goes_in_as_few_batches_as_it_allows(tmp_path, stand_in, monkeypatch):
+    from factcli.providers.batch_openai import OpenAIBatches
+
+    monkeypatch.setattr(OpenAIBatches, "max_lines", 4)  # OpenAI's is 50,000 lines (and 200 MB)
+    _, direct = run_eval(tmp_path, stand_in, name="direct.json")
+    result, batched = run_eval(tmp_path, stand_in, "--batch", name="batch.json")
+    assert verdicts(batched) == verdicts(direct)
+    sizes = [b["request_counts"]["total"] for b in sorted(stand_in.batches.values(), key=lambda b: b["id"])]
+    # stages of 6, 18 and 12 lines, each cut at 4: ceil(6/4) + ceil(18/4) + ceil(12/4) = 10 batches; the
+    # batches of a stage end one by one, and the next stage's lines wait for the last of them
+    flat = " ".join(result.output.split())
+    assert sorted(sizes) == [2, 2] + [4] * 8, (sizes, flat[flat.find("batch mode"):][:200])  # (either order)
+    flat = " ".join(result.output.split())
+    assert "round 1: 2 batch(es), round 2: 5 batch(es), round 3: 3 batch(es)" in flat, flat[flat.find("batch mode"):][:300]

@@ -24,14 +24,18 @@ submits a custom_id already in a stored batch.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import uuid
+from contextvars import ContextVar
 from typing import Callable
 
 from factcli.providers.batch_api import ENDED, BatchState, LineResult
 from factcli.run import clock
 from factcli.types import ProviderResponse
+
+_ROW: ContextVar[list | None] = ContextVar("factcli_batch_row", default=None)  # [the row's latest round]
 
 QUIET_S = 2.0  # a queue that has not grown for this long is submitted (FACTCLI_BATCH_QUIET_MS)
 POLL_S, POLL_GROWTH, POLL_CAP_S = 1.0, 1.5, 60.0  # a batch's polls: first after POLL_S (FACTCLI_BATCH_POLL_MS), then slower
@@ -87,6 +91,7 @@ class _Queue:
         self.size = 0
         self.grown = 0.0  # clock.now() of the last line added
         self.timer: asyncio.Task | None = None
+        self.round = 0  # the round of its lines: their stage (Batcher.row)
 
 
 class Batcher:
@@ -110,10 +115,11 @@ class Batcher:
         self._collected: dict[str, dict[str, LineResult]] = {}  # batch id -> its results, once read
         self._pollers: dict[str, asyncio.Task] = {}
         self._seen: dict[str, int] = {}
+        self._open: dict[int, int] = {}  # round -> its batches out (being submitted, or not yet delivered)
+        self._changed = asyncio.Event()  # set (and replaced) when a batch out is delivered
+        self._delivered_at = float("-inf")  # clock.now() when the last batch out was delivered
         self._found: dict[str, str] = {}  # a pending batch's made-up id -> its id at the vendor (_recover)
         self._clients: dict[str, object] = {}
-        self.round = max((int(b.get("round") or 0) for b in self._stored_batches.values()), default=0)
-        self._answered_since = True  # results came back since the last submission: the next one opens a round
         self.submitted_lines = 0
         self.collected_lines = 0  # lines answered from a batch an earlier attempt of the run submitted
         self.rounds: dict[int, list[str]] = {}  # round -> the batch ids submitted in it
@@ -132,10 +138,14 @@ class Batcher:
         body = provider.batch_body(prompt, context)
         key = provider.endpoint()
         base = self._custom_id(key, body)
+        row = _ROW.get()
+        if row is None:  # (a call outside a row: its own rounds)
+            row = [0]
         result = None
         for attempt in range(MAX_TRIES):
             cid = base if attempt == 0 else f"{base}_r{attempt}"
-            result = await self._line(provider, key, cid, body)
+            result, round_ = await self._line(provider, key, cid, body, row[0] + 1)
+            row[0] = max(row[0], round_)  # the row's next call is of the next stage: the next round
             if result.body is not None:
                 resp = provider.batch_reply(result.body, body)
                 self._tally(provider, resp)
@@ -162,19 +172,31 @@ class Batcher:
         n = self._seen[digest] = self._seen.get(digest, 0) + 1
         return f"{digest}-{n}"
 
-    async def _line(self, provider, key: str, cid: str, body: dict) -> LineResult:
+    async def _line(self, provider, key: str, cid: str, body: dict, round_: int) -> tuple[LineResult, int]:
+        """The line's result, and the round of the batch it came in."""
         future = asyncio.get_running_loop().create_future()
         self.outstanding += 1
         try:
             batch_id = self._stored.get(cid)
             if batch_id is not None:  # submitted by an earlier attempt of this run: collected, never sent again
                 self.collected_lines += 1
+                round_ = int((self._stored_batches.get(batch_id) or {}).get("round") or round_)
                 self._wait_for(batch_id, cid, future, provider)
             else:
-                self._enqueue(provider, key, cid, body, future)
-            return await future
+                self._enqueue(provider, key, cid, body, future, round_)
+            return await future, round_
         finally:
             self.outstanding -= 1
+
+    @contextlib.contextmanager
+    def row(self):
+        """Around one row (run/executor.py): its calls' rounds are counted from its own replies, so a line's
+        round is its stage, whichever batches its row's earlier stages went in."""
+        token = _ROW.set([0])
+        try:
+            yield
+        finally:
+            _ROW.reset(token)
 
     # ------------------------------------------------------------ queues and submission
 
@@ -184,10 +206,11 @@ class Batcher:
             client = self._clients[key] = provider.batch_client()
         return client
 
-    def _enqueue(self, provider, key: str, cid: str, body: dict, future: asyncio.Future) -> None:
-        queue = self._queues.get(key)
+    def _enqueue(self, provider, key: str, cid: str, body: dict, future: asyncio.Future, round_: int) -> None:
+        queue = self._queues.get((key, round_))  # a queue per endpoint and round: a batch holds one stage
         if queue is None:
-            queue = self._queues[key] = _Queue(key, self._client(provider, key))
+            queue = self._queues[(key, round_)] = _Queue(key, self._client(provider, key))
+            queue.round = round_
         size = len(queue.client.line(cid, body)) if hasattr(queue.client, "line") else len(json.dumps(body))
         if queue.items and (len(queue.items) >= queue.client.max_lines or queue.size + size > queue.client.max_bytes):
             self._flush(queue)  # at the vendor's limit: this batch goes, the line starts the next
@@ -198,21 +221,35 @@ class Batcher:
             queue.timer = self._spawn(self._quiet(queue))
 
     async def _quiet(self, queue: _Queue) -> None:
+        """Submit the queue once it has stopped growing, and no batch of an earlier round is out: the lines
+        those will free are of this queue's round (its stage), and belong in the same batch, so a stage takes
+        one round even when its previous stage took several batches that end one by one."""
         while queue.items:
-            left = self.quiet_s - (clock.now() - queue.grown)
+            left = self.quiet_s - (clock.now() - max(queue.grown, self._delivered_at))
             if left > 0:
                 await clock.sleep(left)
                 continue
+            if any(n and r < queue.round for r, n in self._open.items()) or any(
+                    q.items and q.round < queue.round for q in self._queues.values()):
+                await self._changed.wait()
+                continue
             self._flush(queue)
 
+    def _opened(self, round_: int) -> None:
+        self._open[round_] = self._open.get(round_, 0) + 1
+
+    def _closed(self, round_: int) -> None:
+        self._open[round_] -= 1
+        self._delivered_at = clock.now()
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
     def _flush(self, queue: _Queue) -> None:
-        items, queue.items, queue.size = queue.items, [], 0
+        items, queue.items, queue.size, round_ = queue.items, [], 0, queue.round
         if not items:
             return
-        if self._answered_since:
-            self.round += 1
-            self._answered_since = False
-        self._spawn(self._submit(queue, items, self.round))
+        self._opened(round_)
+        self._spawn(self._submit(queue, items, round_))
 
     async def _submit(self, queue: _Queue, items: list, round_: int) -> None:
         lines = [(cid, body) for cid, body, _ in items]
@@ -224,6 +261,7 @@ class Batcher:
             batch_id = await queue.client.submit(lines, tag)
         except Exception as exc:  # noqa: BLE001 - the vendor refused the batch: each call gets the error
             self.journal.forget(pending)
+            self._closed(round_)
             fatal = _fatal(exc, queue)
             message = f"the batch could not be submitted: {type(exc).__name__}: {exc}"
             for _, _, future in items:
@@ -255,6 +293,7 @@ class Batcher:
             record = self._stored_batches.get(batch_id) or {}
             client = self._client(provider, provider.endpoint())
             round_ = int(record.get("round") or 0)
+            self._opened(round_)
             if batch_id.startswith(PENDING):
                 self._pollers[batch_id] = self._spawn(self._recover(client, batch_id, round_))
             else:
@@ -270,7 +309,7 @@ class Batcher:
             batch_id = None
         if batch_id is None:
             self.journal.forget(pending)
-            self._deliver(pending, {}, "its batch never reached the vendor (the run stopped while submitting it)")
+            self._deliver(pending, round_, {}, "its batch never reached the vendor (the run stopped while submitting it)")
             return
         self.journal.adopt(pending, batch_id)
         self._found[pending] = batch_id
@@ -290,7 +329,7 @@ class Batcher:
                 # a vendor out of reach for a while: keep polling (giving up would submit every line again,
                 # billed twice); a batch it does not know, or a key it refuses, will not come back
                 if getattr(exc, "status_code", None) in (401, 403, 404) or unread >= POLL_PATIENCE:
-                    self._deliver(batch_id, {}, f"the batch {batch_id} could not be read: {type(exc).__name__}: {exc}")
+                    self._deliver(batch_id, round_, {}, f"the batch {batch_id} could not be read: {type(exc).__name__}: {exc}")
                     return
                 await clock.sleep(delay)
                 delay = min(POLL_CAP_S, delay * POLL_GROWTH)
@@ -305,15 +344,15 @@ class Batcher:
         try:
             results = await client.results(batch_id)
         except Exception as exc:  # noqa: BLE001
-            self._deliver(batch_id, {}, f"the results of batch {batch_id} could not be read: {exc}")
+            self._deliver(batch_id, round_, {}, f"the results of batch {batch_id} could not be read: {exc}")
             return
         missing = state.error or f"the batch ended {state.status} without a result for this line"
-        self._deliver(batch_id, results, missing, retry=state.error is None)
+        self._deliver(batch_id, round_, results, missing, retry=state.error is None)
 
-    def _deliver(self, batch_id: str, results: dict, missing: str, retry: bool = True) -> None:
+    def _deliver(self, batch_id: str, round_: int, results: dict, missing: str, retry: bool = True) -> None:
         if batch_id in self._earlier:  # rows of a resumed run come for their lines as they run: kept for them
             self._collected[batch_id] = results
-        self._answered_since = True
+        self._closed(round_)
         for cid, futures in self._waiting.pop(batch_id, {}).items():
             result = results.get(cid) or LineResult(None, missing, retry)
             for future in futures:
