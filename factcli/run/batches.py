@@ -107,7 +107,7 @@ class Batcher:
 
         self.quiet_s = settings.env_float("FACTCLI_BATCH_QUIET_MS", QUIET_S * 1000) / 1000
         self.poll_s = settings.env_float("FACTCLI_BATCH_POLL_MS", POLL_S * 1000) / 1000
-        self._queues: dict[str, _Queue] = {}
+        self._queues: dict[tuple[str, int], _Queue] = {}  # (endpoint, round) -> its queue
         self._stored = self.journal.lines()  # custom_id -> batch id, from earlier attempts of this run
         self._stored_batches = self.journal.batches()
         self._earlier = set(self._stored_batches)  # batches submitted by earlier attempts of the run
