@@ -256,7 +256,8 @@ prompts: ["Answer {{i}}: the city {{i}} has a bridge."]
 providers: [echo]
 defaultTest:
   options:
-    provider: {id: anthropic:messages:claude-haiku-4-5, config: {apiBaseUrl: '%s', apiKey: sk-ant-test, inputCost: 0.000001, outputCost: 0.000005}}
+    provider: {id: anthropic:messages:claude-haiku-4-5, config: {apiBaseUrl: '%s', apiKey: sk-ant-test, inputCost: 0.000001, outputCost: 0.000005,
+                                                          batchInputCost: 0.0000005, batchOutputCost: 0.0000025}}
 tests:
 %s"""
 

@@ -77,8 +77,8 @@ def eval_cmd(
                                    "METRIC[lower]>=X holds the 95% interval's lower end. A failed gate exits "
                                    "100. Repeatable."),
     batch: bool = typer.Option(False, "--batch", help="Send model and grader calls through the providers' "
-                               "batch APIs (OpenAI, Anthropic): billed at the batch price (half), answered within 24 h; a "
-                               "stage's calls of all rows go in one batch (docs/batch.md)."),
+                               "batch APIs (OpenAI, Anthropic): billed at the batch price (half), answered "
+                               "within 24 h; a stage's calls of all rows go in one batch (docs/batch.md)."),
     detach: bool = typer.Option(False, "--detach", help="With --batch: submit the batches, store the run as "
                                 "waiting and exit; collect with --resume RUN."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Check everything, print the calls and the cost "

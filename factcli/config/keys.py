@@ -73,7 +73,8 @@ LEVELS: dict[str, dict[str, Key]] = {
         "headers": Key(Kind.SECRET), "extra_headers": Key(Kind.SECRET),
         "apiVersion": D, "organization": D, "timeout": D, "maxConcurrency": D, "rpm": D, "tpm": D, "models": D,
         "max_retries": D, "base_model": D, "cost": D, "inputCost": D, "outputCost": D, "reasoning": D,
-        "reasoningBudget": D, "batch": D,  # batch: true|false, the provider's calls through its batch API
+        "reasoningBudget": D, "batchInputCost": D, "batchOutputCost": D,
+        "batch": D,  # batch: true|false, the provider's calls through its batch API
         "grammar": D, "knowledge": Key(Kind.READ, file=True),  # a knowledge search backend's file (providers/search)
     },
     "test": {

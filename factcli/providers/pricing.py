@@ -20,7 +20,7 @@ from functools import lru_cache
 from typing import NamedTuple
 from urllib.parse import urlparse
 
-CONFIG_KEYS = ("cost", "inputCost", "outputCost")
+CONFIG_KEYS = ("cost", "inputCost", "outputCost", "batchInputCost", "batchOutputCost")
 _DATE = re.compile(r"(?:-|@)(\d{8}|\d{4}-\d{2}-\d{2}|latest)$")
 _VERSION = re.compile(r"-v\d+(?::\d+)?$")
 _REGION = re.compile(r"^(?:us|eu|apac|au|jp|global|us-gov)\.")
@@ -148,7 +148,7 @@ def config_price(config: dict) -> Price | None:
     out = number("outputCost") if number("outputCost") is not None else both
     if inp is None and out is None:
         return None
-    return Price(inp or 0.0, out or 0.0, None, "config")
+    return Price(inp or 0.0, out or 0.0, None, "config", number("batchInputCost"), number("batchOutputCost"))
 
 
 def is_local_url(url: str | None) -> bool:
@@ -173,7 +173,7 @@ def price_of(provider) -> Price | None:
     model = getattr(provider, "price_model", None)
     limit = output_limit(model)
     if by_hand is not None:
-        return Price(by_hand.input, by_hand.output, limit, "config")
+        return by_hand._replace(max_output=limit)
     if getattr(provider, "free", False):
         return Price(0.0, 0.0, limit, "local")
     if getattr(provider, "local", False):

@@ -38,7 +38,8 @@ from factcli.types import ProviderResponse
 _ROW: ContextVar[list | None] = ContextVar("factcli_batch_row", default=None)  # [the row's latest round]
 
 QUIET_S = 2.0  # a queue that has not grown for this long is submitted (FACTCLI_BATCH_QUIET_MS)
-POLL_S, POLL_GROWTH, POLL_CAP_S = 1.0, 1.5, 60.0  # a batch's polls: first after POLL_S (FACTCLI_BATCH_POLL_MS), then slower
+# a batch's polls: the first after POLL_S (FACTCLI_BATCH_POLL_MS), each next one POLL_GROWTH times later, up to POLL_CAP_S
+POLL_S, POLL_GROWTH, POLL_CAP_S = 1.0, 1.5, 60.0
 POLL_PATIENCE = 30  # polls in a row that could not read a batch (after the SDK's own retries) before its lines fail
 MAX_TRIES = 3  # a line submitted this many times in all, then its error is the call's
 RETRIES = ("batch", "direct")
@@ -47,7 +48,8 @@ PENDING = "pending-"  # the made-up id of a batch recorded before the vendor had
 
 def batch_capable(provider) -> bool:
     """A provider class with a batch API says so (`batch_api`: "openai", "anthropic") and builds its lines."""
-    return getattr(provider, "batch_api", None) is not None and all(callable(getattr(provider, name, None)) for name in ("batch_body", "batch_client", "batch_reply"))
+    return getattr(provider, "batch_api", None) is not None and all(
+        callable(getattr(provider, name, None)) for name in ("batch_body", "batch_client", "batch_reply"))
 
 
 def wanted(provider, run_default: bool) -> bool:
@@ -309,7 +311,8 @@ class Batcher:
             batch_id = None
         if batch_id is None:
             self.journal.forget(pending)
-            self._deliver(pending, round_, {}, "its batch never reached the vendor (the run stopped while submitting it)")
+            self._deliver(pending, round_, {},
+                          "its batch never reached the vendor (the run stopped while submitting it)")
             return
         self.journal.adopt(pending, batch_id)
         self._found[pending] = batch_id
@@ -329,7 +332,8 @@ class Batcher:
                 # a vendor out of reach for a while: keep polling (giving up would submit every line again,
                 # billed twice); a batch it does not know, or a key it refuses, will not come back
                 if getattr(exc, "status_code", None) in (401, 403, 404) or unread >= POLL_PATIENCE:
-                    self._deliver(batch_id, round_, {}, f"the batch {batch_id} could not be read: {type(exc).__name__}: {exc}")
+                    self._deliver(batch_id, round_, {},
+                                  f"the batch {batch_id} could not be read: {type(exc).__name__}: {exc}")
                     return
                 await clock.sleep(delay)
                 delay = min(POLL_CAP_S, delay * POLL_GROWTH)
