@@ -611,6 +611,7 @@ class FakeOpenAI:
             app.router.add_post(prefix + "/embeddings", self._embeddings)
             app.router.add_get(prefix + "/models", self._list_models)
             app.router.add_get(prefix + "/models/{model:.+}", self._get_model)
+        self._more_routes(app)
         # handler_cancellation: a client that gives up (timeout) cancels its hanging handler.
         runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=1.0)
         await runner.setup()
@@ -618,6 +619,9 @@ class FakeOpenAI:
         site = web.TCPSite(runner, HOST, self._requested_port, reuse_address=True)
         await site.start()
         self._port = runner.addresses[0][1]
+
+    def _more_routes(self, app: web.Application) -> None:
+        """A subclass's own endpoints (tests/fake_batches.py: files and batches)."""
 
     async def _astop(self) -> None:
         if self._runner is not None:

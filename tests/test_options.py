@@ -115,7 +115,7 @@ def test_a_stored_run_records_every_option_and_a_resume_takes_them_back(tmp_path
     assert cli("eval", "-c", cfg, "--no-progress-bar", "--var", "x=1").exit_code == 100  # (failing: test 3)
     given = ["-j", "3", "--repeat", "2", "--no-cache", "--var", "x=1", "--grader", "echo", "--max-cost", "5",
              "-r", "echo", "--filter-pattern", ".*", "--filter-first-n", "3", "--filter-sample", "3",
-             "--filter-failing", "latest", "-o", "out.json"]
+             "--filter-failing", "latest", "-o", "out.json", "--batch"]
     stored = cli("eval", "-c", cfg, "--no-progress-bar", *given)
     assert stored.exit_code == 100, stored.output
     with sqlite3.connect(isolated_home / "factcli.db") as conn:
@@ -125,7 +125,7 @@ def test_a_stored_run_records_every_option_and_a_resume_takes_them_back(tmp_path
     expected = {"max_concurrency": 3, "repeat": 2, "no_cache": True, "vars": {"x": "1"}, "grader": "echo",
                 "max_cost": 5.0, "providers": ["echo"], "filter_pattern": ".*", "filter_first_n": 3,
                 "filter_sample": 3, "filter_failing": first, "outputs": [str(tmp_path / "out.json")],
-                "assertions": None, "model_outputs": None, "delay_ms": None}
+                "assertions": None, "model_outputs": None, "delay_ms": None, "batch": True}
     assert {opts.meta(f).record for f, _ in _fields() if opts.meta(f).record} == set(expected)
     assert {k: record[k] for k in expected} == expected
     seen = []

@@ -252,6 +252,21 @@ def test_the_sqlite_file_is_what_earlier_factcli_wrote(tmp_path):
         if entry[:2] == ["table", "runs"]:
             assert entry[3].endswith("\n)")
             entry[3] = entry[3][:-1] + ', "gates_json" TEXT)'
+    # m004's two tables (batch mode: store/batches.py), as sqlite-utils creates them
+    fk = '"run_id" TEXT REFERENCES "runs"("id")'
+    expected += [
+        ["index", "sqlite_autoindex_batch_lines_1", "batch_lines", None],
+        ["index", "sqlite_autoindex_batches_1", "batches", None],
+        ["table", "batch_lines", "batch_lines", f'CREATE TABLE "batch_lines" (\n   {fk},\n   "custom_id" TEXT,\n'
+         '   "batch_id" TEXT,\n   PRIMARY KEY ("run_id", "custom_id")\n)'],
+        ["table", "batches", "batches", f'CREATE TABLE "batches" (\n   {fk},\n' + "".join(
+            f'   "{name}" {kind},\n' for name, kind in (
+                ("batch_id", "TEXT"), ("kind", "TEXT"), ("endpoint", "TEXT"), ("base_url", "TEXT"),
+                ("round", "INTEGER"), ("status", "TEXT"), ("total", "INTEGER"), ("done", "INTEGER"),
+                ("failed", "INTEGER"), ("error", "TEXT"), ("created_at", "TEXT"), ("updated_at", "TEXT")))
+         + '   PRIMARY KEY ("run_id", "batch_id")\n)'],
+    ]
+    expected.sort(key=lambda e: (e[0], e[1]))
     with Store.open(tmp_path / "x.db", create=True) as store:
         sql = "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name"
         got = [list(r) for r in store.execute(sql)]

@@ -76,6 +76,11 @@ def eval_cmd(
                                    "gates: a named metric, pass-rate, score (>= X), cost or latency (<= X); "
                                    "METRIC[lower]>=X holds the 95% interval's lower end. A failed gate exits "
                                    "100. Repeatable."),
+    batch: bool = typer.Option(False, "--batch", help="Send model and grader calls through the providers' "
+                               "batch APIs (OpenAI, Anthropic): billed at the batch price (half), answered "
+                               "within 24 h; a stage's calls of all rows go in one batch (docs/batch.md)."),
+    detach: bool = typer.Option(False, "--detach", help="With --batch: submit the batches, store the run as "
+                                "waiting and exit; collect with --resume RUN."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Check everything, print the calls and the cost "
                                  "range the run would have, and stop before any call."),
 ) -> None:
@@ -91,7 +96,8 @@ def eval_cmd(
                            cache=False if no_cache else None, vars=_vars(var), grader=grader,
                            max_cost=max_cost, providers=list(providers or []) or None,
                            filter_pattern=filter_pattern, filter_first_n=filter_first_n,
-                           filter_sample=filter_sample, description=description),
+                           filter_sample=filter_sample, description=description,
+                           batch=True if batch else None, detach=detach),
             outputs=list(output or []), store=not no_write, db=db, resume=resume, retry_errors=retry_errors,
             filter_failing=filter_failing, assertions=assertions, model_outputs=model_outputs, strict=strict,
             dry_run=dry_run, env_files=[env_file] if env_file else [], gates=list(gate or []),
@@ -284,6 +290,8 @@ class TerminalUI:
         from factcli.report.summary import Progress
 
         progress = Progress(run.total_steps, enabled=self.progress_bar, done=run.metrics)
+        if run.batch is not None:  # batch mode: a bar per round while it waits (run/batches.py)
+            run.batch["on_state"] = progress.batch_state
         return progress.advance, progress.warn, progress.stop
 
     def wrote(self, path: Path) -> None:

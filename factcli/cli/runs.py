@@ -200,6 +200,7 @@ def list_cmd(
         for rid in open_ids:
             counts[rid] = store.result_count(rid)
         not_judged = {r["id"]: store.not_judged(r["id"]) for r in runs}  # out of the pass rate
+        waiting = _waiting(store, [r["id"] for r in runs if r.get("status") in ("waiting", "started", "interrupted")])
     if as_json:
         import json
 
@@ -210,7 +211,8 @@ def list_cmd(
                         "status": shown_status(r), "description": r["description"], "rows": done,
                         "totalRows": r["total_steps"], "successes": r["successes"], "failures": r["failures"],
                         "errors": r["errors"], "notJudged": not_judged[r["id"]], "durationMs": r["duration_ms"],
-                        "configFiles": json.loads(r["config_files_json"] or "[]")})
+                        "configFiles": json.loads(r["config_files_json"] or "[]"),
+                        **({"waitingOn": waiting[r["id"]]} if r["id"] in waiting else {})})
         viewer.print_json(out)
         return
     if not runs:
@@ -218,6 +220,10 @@ def list_cmd(
         return
     console, terminal = viewer.console_for_stdout()
     viewer.render_runs(console, runs, terminal, counts, not_judged.get)
+    for rid, lines in waiting.items():  # batch mode: what a run waits on (store/batches.py)
+        typer.echo(f"{rid} waits on {len(lines)} batch{'es' if len(lines) != 1 else ''}:")
+        for line in lines:
+            typer.echo(f"  {line}")
 
 
 @app.command("show")
@@ -235,8 +241,48 @@ def show_cmd(
         row = store.resolve(run)
         if test_idx is None:
             detail.show_run(store, row, as_json)
+            if not as_json:
+                for rid, lines in _waiting(store, [row["id"]], every=True).items():
+                    typer.echo(f"Batches ({len(lines)}):")
+                    for line in lines:
+                        typer.echo(f"  {line}")
         else:
             detail.show_test(store, row, test_idx, as_json)
+
+
+def _waiting(store, run_ids: list, every: bool = False) -> dict:
+    """Per run, one line per batch it waits on (every batch of it, `every`): status and counts."""
+    from factcli.store.batches import unfinished, waiting_on
+
+    out = {}
+    for rid in run_ids:
+        if every or unfinished(store, rid):
+            lines = waiting_on(store, rid)
+            if lines:
+                out[rid] = lines
+    return out
+
+
+@app.command("cancel")
+def cancel_cmd(
+    run: str = typer.Argument(..., metavar="RUN", help=RUN_HELP),
+    db: Optional[str] = typer.Option(None, "--db", metavar="DB", help=DB_HELP),
+) -> None:
+    """Cancel the vendor batches a --batch run waits on (its key from OPENAI_API_KEY / ANTHROPIC_API_KEY)."""
+    import asyncio
+
+    from factcli.run.batches import cancel
+    from factcli.store.batches import unfinished
+
+    with _store(db) as store:
+        row = store.resolve(run)
+        batches = unfinished(store, row["id"])
+    if not batches:
+        typer.echo(f"Run {row['id']} waits on no batch.")
+        return
+    for line in asyncio.run(cancel(batches)):
+        typer.echo(line)
+    typer.echo(f"--resume {row['id']} collects what they answered and submits the rest again.")
 
 
 @app.command("diff")

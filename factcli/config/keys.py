@@ -59,7 +59,7 @@ LEVELS: dict[str, dict[str, Key]] = {
     },
     "evaluateOptions": {k: D for k in ("maxConcurrency", "repeat", "delay", "showProgressBar", "cache", "timeoutMs",
                                        "maxEvalTimeMs", "generateSuggestions", "maxCost", "breakerFailures",
-                                       "breakerSeconds")},
+                                       "breakerSeconds", "batch", "batchRetry")},
     "prompt": {"id": Key(Kind.READ), "raw": D, "label": D, "config": D, "messages": D},
     "provider": {
         "id": Key(Kind.PROVIDER), "label": D, "config": Key(Kind.DATA, "provider.config"), "prompts": D, "delay": D,
@@ -75,6 +75,7 @@ LEVELS: dict[str, dict[str, Key]] = {
         "max_retries": D, "base_model": D, "cost": D, "inputCost": D, "outputCost": D, "reasoning": D,
         "reasoningBudget": D, "cacheReadCost": D, "cacheWriteCost": D, "batchInputCost": D, "batchOutputCost": D,
         "cache": D,  # cache: false, no prompt-cache marks (providers/prompt_cache)
+        "batch": D,  # batch: true|false, the provider's calls through its batch API
         "grammar": D, "knowledge": Key(Kind.READ, file=True),  # a knowledge search backend's file (providers/search)
     },
     "test": {

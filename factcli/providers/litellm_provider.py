@@ -250,6 +250,40 @@ class LiteLLMProvider(Provider):
         messages = prompt_cache.marked(messages, self.model, request.cache_prefix, self.config)
         return {"model": self.model, "messages": messages, "num_retries": 0, **kwargs}
 
+    # -- batch mode (run/batches.py): Anthropic's Message Batches API (providers/batch_anthropic.py)
+
+    @property
+    def batch_api(self) -> str | None:
+        return "anthropic" if self.model.startswith("anthropic/") else None
+
+    def batch_body(self, request: CallRequest) -> dict:
+        """The Messages API request of this call (a batch line's `params`): the call's own arguments
+        (`kwargs`, the direct call's), put in Anthropic's form by litellm's own transformation."""
+        from factcli.providers.batch_anthropic import params_of
+
+        kwargs = self.kwargs(request)
+        model, messages = kwargs.pop("model"), kwargs.pop("messages")
+        return params_of(model.split("/", 1)[1], kwargs, messages)
+
+    def batch_client(self):
+        from factcli.providers.batch_anthropic import AnthropicBatches
+
+        kwargs = self.call_kwargs()
+        return AnthropicBatches(kwargs.get("api_base") or os.environ.get("ANTHROPIC_BASE_URL") or None,
+                                kwargs.get("api_key") or os.environ.get("ANTHROPIC_API_KEY"))
+
+    def batch_reply(self, body: dict, sent: dict) -> ProviderResponse:
+        """A batch line's reply (an Anthropic message), read as litellm reads a direct one, at the batch price."""
+        from factcli.providers.batch_anthropic import model_response
+
+        try:
+            resp = model_response(body, sent)
+        except Exception as exc:  # noqa: BLE001 - a reply litellm cannot read is the call's error
+            return ProviderResponse(error=f"malformed batch reply: {type(exc).__name__}: {exc}")
+        out = to_response(resp, litellm_module(), sent.get("messages"), self.model)
+        pricing.bill(self, out, batch=True, known=bool(out.token_usage.total or out.metadata.get("tokensCountedWith")))
+        return out
+
     async def call(self, request: CallRequest) -> ProviderResponse:
         litellm = litellm_module()
         kwargs = self.kwargs(request)

@@ -59,6 +59,8 @@ def _is_openai(pid: str) -> bool:
 
 @register_provider(_is_openai)
 class OpenAIProvider(Provider):
+    batch_api = "openai"  # OpenAI's Batch API (run/batches.py, providers/batch_openai.py)
+
     def __init__(self, spec, base_dir=None):
         super().__init__(spec, base_dir)
         self.kind, self.model = _model_of(spec.id)
@@ -153,6 +155,27 @@ class OpenAIProvider(Provider):
         base = (self.base_url() or "https://api.openai.com/v1").rstrip("/")
         return f"{base}/completions" if self.kind == "completion" else f"{base}/chat/completions"
 
+    # -- batch mode (run/batches.py): OpenAI's Batch API (providers/batch_openai.py)
+    batch_api = "openai"
+
+    def batch_body(self, request: CallRequest) -> dict:
+        """A batch line's `body`: the direct call's body, by the same builder."""
+        return self.body(request)
+
+    def batch_client(self):
+        """The client of OpenAI's Batch API at this provider's base URL (run/batches.py)."""
+        from factcli.providers.batch_openai import OpenAIBatches
+
+        path = "/completions" if self.kind == "completion" else "/chat/completions"
+        return OpenAIBatches(self.base_url() or "https://api.openai.com/v1", self._api_key(), "/v1" + path,
+                             self._headers())
+
+    def batch_reply(self, body: dict, sent: dict) -> ProviderResponse:
+        """A batch line's reply (its `response.body`), read as a direct reply and priced at the batch price."""
+        if not isinstance(body, dict) or not body.get("choices"):
+            return ProviderResponse(error=f"malformed batch reply: {json.dumps(body)[:300]}")
+        return self._response(body, sent.get("prompt", sent.get("messages")), batch=True)
+
     async def call(self, request: CallRequest) -> ProviderResponse:
         url = self.url()
         body = self.body(request)
@@ -172,7 +195,7 @@ class OpenAIProvider(Provider):
                 raise ProviderCallError(f"HTTP 400: {_detail(data, text)}", PARAM, 400, refusal=refusal)
         raise _classify_status(status, data, resp_headers, text)
 
-    def _response(self, data: dict, sent) -> ProviderResponse:
+    def _response(self, data: dict, sent, batch: bool = False) -> ProviderResponse:
         choice = data["choices"][0]
         if self.kind == "completion":
             output = choice.get("text")
@@ -202,8 +225,8 @@ class OpenAIProvider(Provider):
                 tokens, meta["tokensCountedWith"] = counted
         out = ProviderResponse(output=output if output is not None else "", token_usage=tokens,
                                finish_reason=choice.get("finish_reason"), logprobs=logprobs, metadata=meta)
-        # cached_tokens, among prompt_tokens, at the model's cache-read price
-        pricing.bill(self, out, known=isinstance(usage, dict) or "tokensCountedWith" in meta)
+        # cached_tokens, among prompt_tokens, at the model's cache-read price; a batch line's at the batch price
+        pricing.bill(self, out, batch=batch, known=isinstance(usage, dict) or "tokensCountedWith" in meta)
         return out
 
 

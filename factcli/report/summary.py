@@ -78,14 +78,14 @@ class Progress:
             from rich.progress import Progress as RichProgress
 
             self._progress = RichProgress(
-                TextColumn("[bold]eval"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("[green]{task.fields[passed]} pass[/] [red]{task.fields[failed]} fail[/] "
-                           "[yellow]{task.fields[errors]} error[/]"),
+                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("{task.fields[tally]}"),
                 TimeRemainingColumn(), TextColumn("[dim]{task.fields[doing]}"), console=stderr_console(),
                 transient=True,
             )
             self._task = self._progress.add_task("eval", total=total, completed=self.passed + self.failed + self.errors,
-                                                 passed=self.passed, failed=self.failed, errors=self.errors, doing="")
+                                                 tally=self._tally(), doing="")
+            self._rounds: dict = {}  # batch mode: a bar per round (batch_state)
             self._progress.start()
             # a long wait inside a row (an index build, a library's first import) shows beside the bar
             self._listening = listening(self._doing)
@@ -103,7 +103,29 @@ class Progress:
         else:
             self.failed += 1
         if self._progress is not None:
-            self._progress.update(self._task, advance=1, passed=self.passed, failed=self.failed, errors=self.errors)
+            self._progress.update(self._task, advance=1, tally=self._tally())
+
+    def _tally(self) -> str:
+        return f"[green]{self.passed} pass[/] [red]{self.failed} fail[/] [yellow]{self.errors} error[/]"
+
+    def batch_state(self, round_: int, batch_id: str, state) -> None:
+        """Batch mode (run/batches.py): a bar per round of batches, with the vendor's counts."""
+        if self._progress is None:
+            return
+        batches = self._rounds.setdefault(round_, {"task": None, "states": {}})
+        batches["states"][batch_id] = state
+        states = batches["states"].values()
+        total = sum(s.total for s in states)
+        done, failed = sum(s.done for s in states), sum(s.failed for s in states)
+        words = sorted({s.status for s in states})
+        tally = f"[green]{done} answered[/]" + (f" [red]{failed} failed[/]" if failed else "")
+        doing = f"{len(batches['states'])} batch(es) {', '.join(words)}"
+        if batches["task"] is None:
+            batches["task"] = self._progress.add_task(f"batch round {round_}", total=total or None,
+                                                      completed=done + failed, tally=tally, doing=doing)
+        else:
+            self._progress.update(batches["task"], total=total or None, completed=done + failed, tally=tally,
+                                  doing=doing)
 
     def warn(self, message: str) -> None:
         console = self._progress.console if self._progress is not None else stderr_console()

@@ -47,6 +47,7 @@ from factcli.providers.base import (
     TRANSIENT,
     Provider,
     ProviderCallError,
+    names_response_format,
 )
 from factcli.providers.request import FORMS, CallRequest
 from factcli.run import clock
@@ -208,6 +209,7 @@ class Caller:
         self.formats = FormatMemory()
         self.params = ParamMemory()
         self._inflight: dict[str, asyncio.Future] = {}
+        self.batches = None  # run/batches.Batcher in batch mode: the calls of its providers go in batches
         self.retries = 0  # total retries made, reported with the run
         self.calls = 0  # requests actually sent
 
@@ -242,7 +244,7 @@ class Caller:
                     return hit
                 self.cache.delete(key)  # kept by an older factcli: its reader refuses it, ask again
         if key is None:
-            if request.reasoning is not None:
+            if request.reasoning is not None or self.batches is not None:
                 return await self._answer(provider, request)
             if request.form == "plain":  # _structured's first case, inline
                 return await self._attempts(provider, request)
@@ -323,6 +325,11 @@ class Caller:
 
     async def _structured(self, provider: Provider, request: CallRequest) -> ProviderResponse:
         """The call, in the form of structured output its endpoint accepts (see the module's docstring)."""
+        if self.batches is not None and self.batches.takes(provider):  # in a batch (run/batches.py)
+            resp = await self._batched(provider, request)
+            if resp is not None:  # (None: a failed line asked again directly, batchRetry: direct)
+                self.calls += 1
+                return resp
         if request.form == "plain":
             return await self._attempts(provider, request)
         endpoint = provider.endpoint()
@@ -331,6 +338,36 @@ class Caller:
                 if endpoint not in self.formats.confirmed:  # this call is the endpoint's probe
                     return await self._in_accepted_form(endpoint, provider, request)
         return await self._in_accepted_form(endpoint, provider, request)
+
+    async def _batched(self, provider: Provider, request: CallRequest) -> ProviderResponse | None:
+        """A call in a batch, held against the budget as a direct call is (its worst case, at the direct
+        price, reserved before its line is queued; settled at what its reply cost)."""
+        if self.budget is None:
+            return await self._in_batch_form(provider, request)
+        worst = worst_cost(provider, request.prompt.messages, request) or 0.0
+        await self.budget.reserve(worst, lambda: reply_reserved(provider, request))  # BudgetReached: not queued
+        resp = None
+        try:
+            resp = await self._in_batch_form(provider, request)
+        finally:
+            self.budget.settle(worst, resp.cost if resp is not None else 0.0)
+        return resp
+
+    async def _in_batch_form(self, provider: Provider, request: CallRequest):
+        """A batched call in the form of structured output its endpoint accepts: a line refused for its
+        response_format (a 400 naming it) is asked again in a simpler form, remembered as a direct call's
+        refusal is (FormatMemory), without a probe first (a batch round per probe would cost hours)."""
+        endpoint = provider.endpoint()
+        while True:
+            sent = request if request.form == "plain" else self.formats.apply(endpoint, request)
+            form = sent.form
+            resp = await self.batches.call(provider, sent)
+            if (resp is None or form == "plain" or resp.error is None or "HTTP 400" not in resp.error
+                    or not names_response_format(resp.error)):
+                return resp
+            if self.formats.form.get(endpoint, "json_schema") == form or FORMS.index(
+                    self.formats.form[endpoint]) < FORMS.index(form):
+                self.formats.downgrade(endpoint, form)  # (unless a line beside it learnt it meanwhile)
 
     async def _in_accepted_form(self, endpoint: str, provider: Provider, request: CallRequest) -> ProviderResponse:
         while True:

@@ -151,7 +151,11 @@ class Executor:
             self.stopped = trip.error()
             return False
         try:
-            result = await (self._process(step, None) if self._bare else self.process(step))
+            if self.caller.batches is None:
+                result = await (self._process(step, None) if self._bare else self.process(step))
+            else:
+                with self.caller.batches.row():  # batch mode: the row's rounds (run/batches.py)
+                    result = await (self._process(step, None) if self._bare else self.process(step))
         except BudgetReached as exc:  # this step is not kept: a resumed run does it again
             self.stopped = str(exc)
             return False

@@ -207,6 +207,10 @@ class Flow:
         finish it in the store, also when Ctrl-C, a cancellation or an error stops it."""
         run, session = self.run, self.session
         session.begin(run)  # the store stage: the run row, status started (a resumed run: what is left to run)
+        if run.batch is not None and session.writing and session.store is not None:  # its batches, in the store
+            from factcli.store.batches import BatchJournal
+
+            run.batch["journal"] = BatchJournal(session.store, run.run_id)
         idle = not len(run.steps)
         for message in run.warnings[run.warnings_shown:]:  # the plan's own, not yet told
             if not (idle and runner.SELF_PREFERENCE in message):  # no grader call is coming: nothing to warn of
@@ -237,6 +241,8 @@ class Flow:
             session.finish(run, exc)
             raise
         stop()
+        if run.batch is not None and run.batch.get("summary"):  # what went in batches (run/batches.py)
+            self.ui.note(run.batch["summary"])
         if run.status == runner.STATUS_COMPLETE:  # the config's gates, and its critical tests' (run/gates.py),
             from factcli.run import gates  # before finish: the store keeps them with the run (export, show, view)
 

@@ -113,6 +113,9 @@ class RunOptions:
                                         record="filter_first_n", resume=REFUSE, value=WHOLE_0)
     filter_sample: int | None = option(flag="--filter-sample", api="count", camel=("filterSample",),
                                        record="filter_sample", resume=REFUSE, value=WHOLE_0)
+    # batch mode (run/batches.py): calls of providers with a batch API go through it, at its price
+    batch: bool | None = option(flag="--batch", api="flag", record="batch", resume=KEEP, value=FLAG)
+    detach: bool = option(False, flag="--detach", value=FLAG)  # submit the batches, store the run, exit
     description: str | None = option(flag="--description", api="text", resume=REFUSE, value=TEXT)  # (the run row's)
 
 

@@ -24,6 +24,7 @@ from factcli.scoring.registry import COMPARING, compares
 from factcli.types import EvalResult, compact_row, walk_keyed
 
 STATUS_COMPLETE, STATUS_INTERRUPTED, STATUS_ABORTED = "complete", "interrupted", "aborted"
+STATUS_WAITING = "waiting"  # --detach: left while its batches run (run/batches.py)
 
 
 @dataclass
@@ -72,6 +73,7 @@ class EvalRun:
     abort_exit_code: int = 3  # the exit code of an aborted run: 3 a provider, 1 a user's hook
     trip: object = None  # run/breaker.Trip: the endpoint the circuit breaker stopped, which ended the run
     ratings: dict | None = None  # a stored run's ratings by row, for its exports (report/ratings.py)
+    batch: dict | None = None  # batch mode (run/batches.py): {default, retry, detach, journal, on_state}
 
     @property
     def successes(self) -> int:
@@ -219,6 +221,9 @@ def _prepare(suite: Suite, options: RunOptions) -> EvalRun:
 
     run.grader_source = GraderSource(cli=options.grader, default_test=(suite.default_test.get("options") or {}).get("provider"))
     run.graders = check_graders(suite, run.grader_source, run.warnings, run.grader_specs)
+    from factcli.run.batches import settings_of
+
+    run.batch = settings_of(suite, options, run.grader_specs)  # None unless a call may go in a batch
     from factcli.config.var_check import check_vars
 
     unknown = check_vars(suite, run.problems)  # a near miss is a problem: nothing is sent
@@ -460,7 +465,14 @@ async def _execute(run: EvalRun, on_result: Callable[[EvalResult], None] | None,
 
         hooks = Hooks.of(suite)
         hooks.columns = run.columns
-    executor = Executor(caller, providers, concurrency=run.concurrency, delay_ms=run._delay,
+    batcher = None
+    if run.batch is not None:  # batch mode: every row in flight, so that a stage's calls meet in one batch
+        from factcli.run.batches import Batcher
+
+        b = run.batch
+        batcher = caller.batches = Batcher(b["default"], b.get("journal"), b["retry"], b["detach"], b.get("on_state"))
+    executor = Executor(caller, providers, delay_ms=run._delay,
+                        concurrency=run.concurrency if batcher is None else max(run.concurrency, run.total_steps),
                         base_dir=suite.base_dir, grader=grader, eval_id=run.run_id,
                         vars_errors=run._vars_errors, conversations=run.conversations, hooks=hooks)
     run.started = time.time()
@@ -469,13 +481,20 @@ async def _execute(run: EvalRun, on_result: Callable[[EvalResult], None] | None,
             from factcli.run.preflight import reach
 
             await reach(breakers, [*providers.values(), *_grader_providers(run)])
-        if breakers.trip is None:
+        if breakers.trip is None and batcher is not None and batcher.detach:
+            from factcli.run.batches import until_detached
+
+            if await until_detached(executor.run(run.steps, record), batcher):
+                run.status = STATUS_WAITING  # (no abort reason: nothing went wrong)
+        elif breakers.trip is None:
             await executor.run(run.steps, record)
         if breakers.trip is not None:  # rows it ended are kept as errors; --resume runs them again
             run.status = STATUS_INTERRUPTED
             run.trip = breakers.trip
             run.abort_reason = f"{breakers.trip.who()} was stopped by the circuit breaker: {breakers.trip.why}"
             run.abort_exit_code = breakers.trip.exit_code
+        elif run.status == STATUS_WAITING:
+            pass
         elif executor.stopped:
             run.status = STATUS_INTERRUPTED
             run.abort_reason = executor.stopped
@@ -504,6 +523,13 @@ async def _execute(run: EvalRun, on_result: Callable[[EvalResult], None] | None,
         run.retries = caller.retries
         run.calls = caller.calls
         run.throttling = caller.limiters.report() if caller.limiters is not None else {}
+        if batcher is not None:
+            await batcher.aclose()
+            if batcher.summary():
+                run.batch["summary"] = batcher.summary() + (
+                    f"; detached: `factcli eval --resume {run.run_id}` collects them (`factcli list` shows their "
+                    "progress)" if run.status == STATUS_WAITING else "")
+                run.batch["rounds"] = {r: len(ids) for r, ids in batcher.rounds.items()}
         if caller.cache is not None:
             caller.cache.close()
         import sys

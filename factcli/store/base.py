@@ -249,6 +249,8 @@ class BaseStore:
         try:
             n = self.execute("DELETE FROM results WHERE run_id = ?", (run_id,)).rowcount
             self.execute("DELETE FROM ratings WHERE run_id = ?", (run_id,))
+            self.execute("DELETE FROM batch_lines WHERE run_id = ?", (run_id,))
+            self.execute("DELETE FROM batches WHERE run_id = ?", (run_id,))
             self.execute("DELETE FROM columns WHERE run_id = ?", (run_id,))
             self.execute("DELETE FROM runs WHERE id = ?", (run_id,))
             self.commit()

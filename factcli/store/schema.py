@@ -84,6 +84,16 @@ MIGRATIONS: tuple[Migration, ...] = (
     # A finished run's gate verdicts (run/gates.GateResult.to_json, a list), so that `export`, `show`
     # and `view` of the run tell what its eval told; NULL for a run without gates.
     Migration("m003_run_gates", (AddColumn("runs", "gates_json", str),)),
+    # Batch mode (run/batches.py, store/batches.py): a run's batches at the vendors, and the custom_id of
+    # every line it submitted, so that --resume collects them and never submits a line twice.
+    Migration("m004_batches", (
+        CreateTable("batches", {
+            "run_id": str, "batch_id": str, "kind": str, "endpoint": str, "base_url": str, "round": int, "status": str,
+            "total": int, "done": int, "failed": int, "error": str, "created_at": str, "updated_at": str,
+        }, pk=("run_id", "batch_id"), foreign_keys=(_RUN,)),
+        CreateTable("batch_lines", {"run_id": str, "custom_id": str, "batch_id": str},
+                    pk=("run_id", "custom_id"), foreign_keys=(_RUN,)),
+    )),
 )
 
 MIGRATION_NAMES = tuple(m.name for m in MIGRATIONS)
