@@ -477,7 +477,7 @@ def test_a_batch_recorded_but_never_received_is_submitted_again(stand_in):
     async def go():
         batcher = Batcher(True, Stored())
         try:
-            return await batcher.call(provider, prompt, {})
+            return await batcher.call(provider, CallRequest(prompt))
         finally:
             await batcher.aclose()
 
