@@ -540,7 +540,7 @@ def load_var_file(ref: str, base: Path, file: str, key: str) -> Any:
     """A var given as `file://…` (promptfoo-features §5.2-5.3), read when the config loads: a glob gives
     `Rows`, one per file matched; a file gives its value by extension (`file_var_value`). A script (`.py`,
     `.js`, optionally `:fn`) stays a `file://` reference with an absolute path: it is called per row
-    (run/row_vars.py)."""
+    (run/planning/row_vars.py)."""
     path, func = ref_path(ref, base)
     if func is None and is_glob(ref[len("file://"):]):
         return Rows(file_var_value(p, None, file, key) for p in expand_glob(path, file, key))

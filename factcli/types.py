@@ -97,7 +97,7 @@ class Prompt:
     messages: list[dict] | None = None  # set for chat prompts; each content is a template
     id: str = ""
     # a prompt function, `file:///abs/prompts.py:fn` (or .js, or a .py run as a script): called per row
-    # instead of rendering `raw` (run/row_vars.py)
+    # instead of rendering `raw` (run/planning/row_vars.py)
     function: str | None = None
     config: dict = field(default_factory=dict)  # the prompt entry's `config:`, request parameters for its calls
     # chat messages whose content is a prompt function (`messages:` form): message index -> function, as
@@ -293,7 +293,7 @@ class EvalResult:
     failure_reason: int
     error: str | None = None
     latency_ms: float = 0
-    # the row's place in a multi-turn conversation (run/conversations.py): {"id": conversationId or
+    # the row's place in a multi-turn conversation (run/planning/conversations.py): {"id": conversationId or
     # None, "turn": 1-based, "rawOutput": the output before transforms when they changed it}
     conversation: dict | None = None
 

@@ -90,7 +90,7 @@ def test_the_top_level_shows_the_stages():
 
 def test_a_call_travels_as_a_typed_request():
     """Issue 50: what a call asks travels as providers/request.CallRequest, from the step that calls through
-    run/calls to the provider class that translates it. No dict of `overrides`, `adapt` or `timeout_s`
+    run/calling/caller to the provider class that translates it. No dict of `overrides`, `adapt` or `timeout_s`
     keys comes back (docs/architecture.md, "How a grader call travels"), every provider's `call` takes the
     request alone, and no provider's family is guessed from its module's name."""
     import importlib
@@ -109,7 +109,7 @@ def test_a_call_travels_as_a_typed_request():
     assert guessed == []
 
     from factcli.providers.base import Provider
-    from factcli.run.calls import Caller
+    from factcli.run.calling.caller import Caller
 
     for name in ("echo", "openai_provider", "script", "litellm_provider", "embedding", "search.knowledge",
                  "search.serper", "search.brave", "search.tavily", "search.google", "search.searxng"):

@@ -1,4 +1,4 @@
-"""--batch (run/batches.py) against the OpenAI files+batches stand-in (tests/fake_batches.py), reached by the
+"""--batch (run/calling/batches.py) against the OpenAI files+batches stand-in (tests/fake_batches.py), reached by the
 real `openai` SDK: verdicts equal a direct run's at the batch price, one batch round per stage, failed
 and expired lines asked again, a killed run resumed without a line submitted twice. The 1,000-row
 figures are benchmarks/batch_cost.py's."""
@@ -454,7 +454,7 @@ def test_a_batch_recorded_but_never_received_is_submitted_again(stand_in):
     from factcli.providers.base import RenderedPrompt
     from factcli.providers.registry import create_provider
     from factcli.providers.request import CallRequest
-    from factcli.run.batches import Batcher, Journal
+    from factcli.run.calling.batches import Batcher, Journal
     from factcli.types import ProviderSpec
 
     provider = create_provider(ProviderSpec(id="openai:chat:gpt-4o-mini", config={"apiBaseUrl": stand_in.url}))

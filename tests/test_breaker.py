@@ -1,5 +1,5 @@
-"""The circuit breaker per endpoint (issue 52 item 4, run/breaker.py) and the preflight's connections
-(run/preflight.reach), through the CLI against real servers on 127.0.0.1: a judge that answers only 429,
+"""The circuit breaker per endpoint (issue 52 item 4, run/calling/breaker.py) and the preflight's connections
+(run/planning/preflight.reach), through the CLI against real servers on 127.0.0.1: a judge that answers only 429,
 a judge port that closes mid-run, a closed port for the judge or the model under test. Each stops the run
 early with one line naming the endpoint and the --resume command (exit 4 for a judge, 1 for the model
 under test); --resume with the endpoint back finishes the run and no model call is made twice.
@@ -17,8 +17,8 @@ from fake_openai import FakeOpenAI
 from typer.testing import CliRunner
 
 from factcli.cli import app
-from factcli.run import clock
-from factcli.run.breaker import CONNECT_FAILURES, DEFAULT_FAILURES, DEFAULT_SECONDS
+from factcli.run.calling import clock
+from factcli.run.calling.breaker import CONNECT_FAILURES, DEFAULT_FAILURES, DEFAULT_SECONDS
 
 runner = CliRunner()
 PASS = '{"reason": "fine", "pass": true, "score": 1}'
@@ -168,7 +168,7 @@ def test_the_preflight_finds_a_closed_judge_port_before_any_model_is_paid(tmp_pa
     assert (f"the judge openai:chat:judge at {judge_url} was stopped by the circuit breaker: could not connect to "
             f"127.0.0.1:{port} before any call (connection refused)") in said, said
     run_id = json.loads(out.read_text())["evalId"]
-    # the line gives the run's -o again: a resume writes only the -o files given to it (run/trust.py)
+    # the line gives the run's -o again: a resume writes only the -o files given to it (run/recording/trust.py)
     assert f"0 of {ROWS} rows stored; once it answers again: factcli eval --resume {run_id} -o {out}" in said
 
     with FakeOpenAI(port=port) as judge:  # the judge is up
@@ -192,7 +192,7 @@ def test_a_closed_port_for_the_model_under_test_exits_1_at_once_with_the_resume_
 
 
 def test_the_rules_count_calls_after_their_retries_and_any_answer_resets_them():
-    from factcli.run.breaker import Breakers
+    from factcli.run.calling.breaker import Breakers
 
     class P:
         id, label = "openai:chat:judge", None
@@ -228,7 +228,7 @@ def test_the_rules_count_calls_after_their_retries_and_any_answer_resets_them():
 def test_the_time_rule_needs_calls_under_way():
     import asyncio
 
-    from factcli.run.breaker import Breakers
+    from factcli.run.calling.breaker import Breakers
 
     class P:
         id, label = "openai:chat:bot", None

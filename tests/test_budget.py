@@ -12,7 +12,7 @@ from factcli.cli import app
 from factcli.providers.pricing import cost as price
 from factcli.providers.base import RenderedPrompt
 from factcli.providers.request import CallRequest, Reasoning
-from factcli.run.budget import Budget, BudgetReached, worst_cost
+from factcli.run.calling.budget import Budget, BudgetReached, worst_cost
 
 runner = CliRunner()
 N = 40

@@ -264,7 +264,7 @@ def test_a_batched_reply_is_billed_at_the_batch_price_and_says_what_it_saved():
 
 
 def test_dry_run_and_budget_use_the_same_price_batched_or_not(tmp_path, openai_server):
-    from factcli.run.budget import worst_cost
+    from factcli.run.calling.budget import worst_cost
 
     mini = _provider("openai:chat:gpt-4o-mini", max_tokens=100)
     messages = [{"role": "user", "content": "x" * 92}]  # 92 characters + 8 for the message: 100 tokens at most
@@ -275,7 +275,7 @@ def test_dry_run_and_budget_use_the_same_price_batched_or_not(tmp_path, openai_s
     assert worst_cost(haiku, messages, None) == pytest.approx(100 * 1.25e-6 + 100 * 5e-6)
 
     # --dry-run: the same prices; the batch flag (the batch engineer's --batch) halves both ends
-    from factcli.run import estimate
+    from factcli.run.planning import estimate
 
     seen = {}
     original = estimate.describe

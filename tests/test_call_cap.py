@@ -1,4 +1,4 @@
-"""`-j N` caps the calls in flight for the whole run (run/calls.CallCap): model, grader and search calls
+"""`-j N` caps the calls in flight for the whole run (run/calling/caller.CallCap): model, grader and search calls
 together, the claim-level methods' inner calls included, per-endpoint limits under it. Measured where
 it matters, at the servers: two fake OpenAI servers counting the requests they are answering at once."""
 
@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from factcli.cli import app
 from factcli.providers.base import TRANSIENT, Provider, ProviderCallError, ProviderSpec, RenderedPrompt
 from factcli.providers.request import CallRequest
-from factcli.run.calls import Caller, RetryPolicy
-from factcli.run.limits import Limiters
+from factcli.run.calling.caller import Caller, RetryPolicy
+from factcli.run.calling.limits import Limiters
 from factcli.types import ProviderResponse
 
 CONFIG = """
@@ -263,7 +263,7 @@ tests:
 def test_j_is_the_only_limit_a_row_and_its_methods_meet(fake_openai, tmp_path, monkeypatch, kind, own_limit, most):
     """One row at -j 12: its grader calls fill every place -j gives, however they are made (13
     assertions of the row, or 13 decompositions of one factscore; the endpoint's first structured
-    request goes alone, run/calls.FormatMemory, then 12 at once), unless the method's own
+    request goes alone, run/calling/caller.FormatMemory, then 12 at once), unless the method's own
     maxConcurrency says fewer."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     sentences = " ".join(f"Paris has sight number {i}." for i in range(13))

@@ -10,8 +10,8 @@ from factcli.providers.litellm_provider import LiteLLMProvider
 from factcli.providers.openai_provider import OpenAIProvider
 from factcli.providers.request import CallRequest, Reasoning
 from factcli.providers.script import PythonProvider
-from factcli.run.cache import cache_key
-from factcli.run.calls import Caller, FormatMemory
+from factcli.run.calling.cache import cache_key
+from factcli.run.calling.caller import Caller, FormatMemory
 from factcli.types import ProviderSpec
 
 MESSAGES = [{"role": "user", "content": "Is the sky green?"}]

@@ -344,7 +344,7 @@ def test_store_output_as_must_name_a_var(tmp_path, key):
 
 
 def test_run_serially_waits_for_what_comes_before_and_holds_what_comes_after():
-    from factcli.run.conversations import Conversations
+    from factcli.run.planning.conversations import Conversations
     from factcli.types import EvalStep, Prompt, ProviderSpec, TestCase
 
     plain, serial = TestCase(), TestCase(options={"runSerially": True})
@@ -354,7 +354,7 @@ def test_run_serially_waits_for_what_comes_before_and_holds_what_comes_after():
 
 
 def test_only_the_rows_a_row_depends_on_are_waited_for():
-    from factcli.run.conversations import Conversations
+    from factcli.run.planning.conversations import Conversations
     from factcli.types import EvalStep, Prompt, ProviderSpec, TestCase
 
     chat, plain = Prompt(raw="{{ _conversation }}", label="c"), Prompt(raw="{{ q }}", label="p")

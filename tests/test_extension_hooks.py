@@ -218,7 +218,7 @@ def test_failing_after_all_keeps_every_row_and_the_output_file(tmp_path, fake_op
     assert len(json.loads(out.read_text())["results"]["results"]) == 2  # promptfoo writes no file here
     fake_openai.reset()
     write(tmp_path / "fail.txt", "none")
-    resumed = run("--resume", "latest", "-o", out)  # afterAll again, no model call (-o again: run/trust.py)
+    resumed = run("--resume", "latest", "-o", out)  # afterAll again, no model call (-o again: run/recording/trust.py)
     assert resumed.exit_code == 0, resumed.output
     assert sent(fake_openai) == []
 

@@ -321,7 +321,7 @@ def test_a_stored_row_has_the_fields_the_walk_makes(monkeypatch, secrets):
 
 
 def test_an_in_process_call_gives_what_the_full_path_gives(monkeypatch):
-    """run/calls.py calls an in-process provider (echo) without pacing, timeout or retries: the reply,
+    """run/calling/caller.py calls an in-process provider (echo) without pacing, timeout or retries: the reply,
     its retries and latency, the error scrubbed and the call counted are what the full path gives;
     a limit set on it or a budget takes the full path."""
     import asyncio
@@ -329,9 +329,9 @@ def test_an_in_process_call_gives_what_the_full_path_gives(monkeypatch):
     from factcli.providers.base import RenderedPrompt
     from factcli.providers.echo import EchoProvider
     from factcli.providers.request import CallRequest
-    from factcli.run.budget import Budget
-    from factcli.run.calls import Caller
-    from factcli.run.limits import Limiters
+    from factcli.run.calling.budget import Budget
+    from factcli.run.calling.caller import Caller
+    from factcli.run.calling.limits import Limiters
     from factcli.types import ProviderResponse, ProviderSpec
 
     monkeypatch.setenv("MY_API_KEY", "sk-env-abcdef0123")
@@ -348,7 +348,7 @@ def test_an_in_process_call_gives_what_the_full_path_gives(monkeypatch):
 
     import time
 
-    from factcli.run import calls
+    from factcli.run.calling import caller as calls
 
     monkeypatch.setattr(calls, "time", Clock())
 
@@ -517,9 +517,9 @@ def test_a_row_scored_by_prebound_checks_is_the_row_of_the_general_path(monkeypa
 
     from factcli.run import executor as executor_mod
     from factcli.run import runner
-    from factcli.run.calls import Caller
+    from factcli.run.calling.caller import Caller
     from factcli.run.executor import Executor
-    from factcli.run.limits import Limiters
+    from factcli.run.calling.limits import Limiters
     from factcli.providers.registry import create_provider
     from factcli.scoring import scorer
 

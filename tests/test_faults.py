@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from conftest import write
 from factcli.cli import app
-from factcli.run import clock
+from factcli.run.calling import clock
 
 runner = CliRunner()
 N = 30
@@ -32,7 +32,7 @@ tests:
 
 @pytest.fixture(autouse=True)
 def fast_clock(monkeypatch):
-    """The run's clock (run/clock.py) 50 times fast: a 429's slowed pace (a gap of up to 2 s between
+    """The run's clock (run/calling/clock.py) 50 times fast: a 429's slowed pace (a gap of up to 2 s between
     calls, limits.MIN_RATE) and the backoff pass in a fiftieth of the time, the limiter deciding
     exactly as in real time. The per-attempt timeout stays real (a hang still costs FACTCLI_TIMEOUT_MS),
     so the circuit breaker's window is stretched by the same factor: 20 s of real time, as before."""

@@ -68,7 +68,7 @@ def test_a_call_that_outlives_the_timeout_is_an_error_row(tmp_path):
     result, rows = _run(tmp_path, config)
     assert result.exit_code == 100, result.output
     slow, fast = rows
-    # the words every provider's timeout gets (run/calls.py), retried once
+    # the words every provider's timeout gets (run/calling/caller.py), retried once
     assert slow["failureReason"] == 2 and slow["error"].startswith("timed out after 0.3 s twice")
     assert fast["response"]["output"] == "done fast"
 

@@ -228,10 +228,10 @@ def test_every_claim_level_method_has_its_steps_checked():
 @pytest.mark.parametrize("step", STEPS)
 def test_no_step_keeps_an_unreadable_or_cut_off_reply_in_the_cache(step, fake_openai, tmp_path):
     """Every step of every claim-level method, through the path every grader call takes (Grader.complete
-    -> run/calls.Caller -> the response cache): prose where its JSON was asked is a grading error and
+    -> run/calling/caller.Caller -> the response cache): prose where its JSON was asked is a grading error and
     is asked again; so is a reply cut off; a reply that fits is kept."""
-    from factcli.run.cache import ResponseCache
-    from factcli.run.calls import Caller, RetryPolicy
+    from factcli.run.calling.cache import ResponseCache
+    from factcli.run.calling.caller import Caller, RetryPolicy
     from factcli.scoring import replies
     from factcli.scoring.grading import Grader
     from factcli.types import ProviderSpec

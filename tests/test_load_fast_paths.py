@@ -13,7 +13,8 @@ from factcli.config.context import Ctx
 from factcli.config.loader import load_suite
 from factcli.config.plan import Column, Plan, var_combinations
 from factcli.config.prompts import make_prompt
-from factcli.run import preflight, row_vars, runner
+from factcli.run.planning import preflight, row_vars
+from factcli.run import runner
 from factcli.sources import Rows
 from factcli.types import EvalStep, ProviderSpec, TestCase
 

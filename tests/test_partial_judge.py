@@ -163,7 +163,7 @@ tests:
 
 def test_a_never_judged_candidate_makes_diff_fail_on_regression_exit_4(fake_openai, tmp_path, monkeypatch):
     monkeypatch.setenv("FACTCLI_MAX_RETRIES", "0")
-    monkeypatch.setenv("FACTCLI_BREAKER_FAILURES", "0")  # every row judged or not: not stopped early (run/breaker)
+    monkeypatch.setenv("FACTCLI_BREAKER_FAILURES", "0")  # every row judged or not: not stopped early (run/calling/breaker)
     cfg = write(tmp_path / "c.yaml", RUBRIC)
     fake_openai.add_rule(".", '{"reason": "fine", "pass": true, "score": 1}', model="judge")
     release = tmp_path / "release.json"
@@ -310,7 +310,7 @@ def test_retry_errors_runs_a_failed_row_again_for_its_errored_assertion(fake_ope
     was still not judged: out of `polite`'s mean, exit 100 (a failure wins over 4), and --retry-errors
     runs it again though the run has no ERROR row."""
     monkeypatch.setenv("FACTCLI_MAX_RETRIES", "0")
-    monkeypatch.setenv("FACTCLI_BREAKER_FAILURES", "0")  # every row judged or not: not stopped early (run/breaker)
+    monkeypatch.setenv("FACTCLI_BREAKER_FAILURES", "0")  # every row judged or not: not stopped early (run/calling/breaker)
     cfg = write(tmp_path / "c.yaml", f"""
 prompts: ["Q: {{{{q}}}}"]
 providers: [echo]

@@ -115,7 +115,7 @@ tests: [{{vars: {{topic: cats}}}}]
 def test_test_request_params_win_over_the_function_config():
     import asyncio
 
-    from factcli.run.row_vars import build_row
+    from factcli.run.planning.row_vars import build_row
     from factcli.types import EvalStep, Prompt, ProviderSpec, TestCase
 
     path = ROOT / "examples/prompt-functions/prompts.py"

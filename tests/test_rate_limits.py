@@ -10,7 +10,7 @@ from conftest import write
 from typer.testing import CliRunner
 
 from factcli.cli import app
-from factcli.run.limits import Limiter, Limiters, estimate_tokens
+from factcli.run.calling.limits import Limiter, Limiters, estimate_tokens
 
 runner = CliRunner()
 
@@ -86,10 +86,10 @@ def test_bad_limits_are_config_errors(limited, tmp_path, value, message):
 
 
 def test_the_limiter_halves_on_throttling_and_grows_back_by_one_per_round(monkeypatch):
-    import factcli.run.limits as limits
+    import factcli.run.calling.limits as limits
 
     clock = [1000.0]
-    monkeypatch.setattr(limits.clock, "now", lambda: clock[0])  # the run's clock (run/clock.py)
+    monkeypatch.setattr(limits.clock, "now", lambda: clock[0])  # the run's clock (run/calling/clock.py)
 
     async def scenario():
         lim = Limiter(8)
@@ -139,10 +139,10 @@ def test_calls_in_flight_never_exceed_the_limit():
 
 def test_rate_spacing_reserves_evenly_spaced_starts(monkeypatch):
     """600 rpm: one start per 0.1 s (with the 5% margin), the first at once; tpm spaces by tokens."""
-    import factcli.run.limits as limits
+    import factcli.run.calling.limits as limits
 
     clock = [100.0]
-    monkeypatch.setattr(limits.clock, "now", lambda: clock[0])  # the run's clock (run/clock.py)
+    monkeypatch.setattr(limits.clock, "now", lambda: clock[0])  # the run's clock (run/calling/clock.py)
     slept = []
 
     async def fake_sleep(seconds):

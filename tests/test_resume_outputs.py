@@ -1,5 +1,5 @@
 """A resumed run rewrites the -o files it was started with when they are given again (the store's
-list of them is not trusted: run/trust.py), and a provider's apiKeyEnvar (a variable's
+list of them is not trusted: run/recording/trust.py), and a provider's apiKeyEnvar (a variable's
 name, not a secret) survives in the stored config so that the resumed run finds its key again."""
 
 import json

@@ -1,4 +1,4 @@
-"""A row's vars and prompt, step by step (run/row_vars.py): what the model receives, checked in the fake
+"""A row's vars and prompt, step by step (run/planning/row_vars.py): what the model receives, checked in the fake
 server's request log, and what assertions see."""
 
 import json
@@ -211,7 +211,7 @@ tests:
 
 
 def test_cache_key_keeps_request_parameters_apart_and_secrets_out():
-    from factcli.run.cache import cache_key
+    from factcli.run.calling.cache import cache_key
 
     identity = {"id": "openai:chat:m", "config": {"temperature": 0.5, "apiKey": "sk-1"}}
     messages = [{"role": "user", "content": "x"}]
@@ -222,7 +222,7 @@ def test_cache_key_keeps_request_parameters_apart_and_secrets_out():
 
 
 def test_var_templates_follow_their_dependencies_and_cycles_stay_literal():
-    from factcli.run.row_vars import render_var_values
+    from factcli.run.planning.row_vars import render_var_values
 
     out = render_var_values({"name": "Ann", "greeting": "Hello {{ name }}", "x": "{{ greeting }}!",
                              "c1": "{{c2}}", "c2": "{{c1}}"}, {"greeting", "x", "c1", "c2"})

@@ -3,7 +3,7 @@ force while that run loads, plans and executes and nowhere else, so two runs in 
 prepared while another waits to execute, as the pytest plugin does, or side by side in asyncio
 tasks) never render with each other's filters; factscore's dense-retrieval vectors are kept by the
 run that computed them and dropped with it, and `--no-cache` keeps none between rows; the plan's steps
-are narrowed only through their one object's named operations (run/steps.py)."""
+are narrowed only through their one object's named operations (run/planning/steps.py)."""
 
 import asyncio
 import json

@@ -443,7 +443,7 @@ def test_an_inline_api_key_is_not_stored_either(tmp_path, fake_openai, search, i
 
 def test_a_backends_rate_limit_is_its_own():
     from factcli.providers.search import create_backend
-    from factcli.run.limits import Limiters
+    from factcli.run.calling.limits import Limiters
 
     limiters = Limiters(8)
     serper_limit = limiters.for_provider(create_backend({"provider": "serper", "rpm": 30, "maxConcurrency": 2}))

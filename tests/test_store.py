@@ -140,7 +140,7 @@ def test_round_trip_of_every_parity_config(fake_openai, tmp_path, monkeypatch):
 def test_run_row_is_created_at_start_and_rows_written_in_groups_as_they_finish(tmp_path, monkeypatch):
     """Rows are committed in groups (GROUP_ROWS rows at most): another connection sees each group
     as soon as it is full, before the run ends, with the run row still `started`."""
-    from factcli.run import session as session_mod
+    from factcli.run.recording import session as session_mod
 
     seen = []
     original = session_mod.EvalSession.flush
@@ -163,7 +163,7 @@ def test_run_row_is_created_at_start_and_rows_written_in_groups_as_they_finish(t
 def test_a_row_is_committed_within_the_group_time_of_finishing(tmp_path, fake_openai, monkeypatch):
     """A slow model: each row is committed GROUP_S (0.1 s) after it finished, without waiting for
     the next row to fill its group, so a SIGKILL between calls loses nothing."""
-    from factcli.run import session as session_mod
+    from factcli.run.recording import session as session_mod
 
     fake_openai.latency = 0.4
     monkeypatch.setenv("OPENAI_API_KEY", "dummy")
@@ -584,7 +584,7 @@ def test_a_group_the_store_fails_to_take_is_shown_as_the_store_would_give_it(tmp
     """The rows of a group the store fails to write are not held as they ran (that cost ~3 us a row)
     but read back from the group's tuples (EvalSession._unwritten): the -o file of a run whose store
     fails at its second group equals that of a run whose store took every row."""
-    from factcli.run import session
+    from factcli.run.recording import session
     from factcli.store.sqlite_backend import SQLiteStore
 
     monkeypatch.setattr(session, "GROUP_ROWS", 7)  # groups flushed by their size, with a current row
@@ -613,7 +613,7 @@ def test_a_group_the_store_fails_to_take_is_shown_as_the_store_would_give_it(tmp
 def test_a_store_that_fails_for_a_moment_gets_every_row(tmp_path, monkeypatch):
     """SQLite refuses one group (a full disk, a lock held past the timeout): the rows are held, the
     store is tried again as the run goes on, and takes them all; the exit code is the run's."""
-    from factcli.run import session
+    from factcli.run.recording import session
     from factcli.store.sqlite_backend import SQLiteStore
 
     monkeypatch.setenv("FACTCLI_STORE_TIMEOUT", "30")

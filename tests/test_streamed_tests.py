@@ -14,7 +14,7 @@ from factcli.config.loader import load_suite
 from factcli.config.plan import Plan, expand
 from factcli.config.stream import StreamedTests
 from factcli.run import runner
-from factcli.run.steps import Steps
+from factcli.run.planning.steps import Steps
 
 ASSERTIONS = [{"type": "contains", "value": "Answer"}, {"type": "regex", "value": r"question \d+"}]
 
@@ -203,7 +203,7 @@ def test_csv_lines_are_split_a_chunk_at_a_time_as_a_stringio_splits_them(monkeyp
 
 
 def test_filters_on_a_streamed_suite_hold_only_the_tests_they_keep_and_store_which(tmp_path, monkeypatch):
-    from factcli.run import session as session_mod
+    from factcli.run.recording import session as session_mod
     from factcli.run.flow import EvalOptions, Flow
 
     cfg = _config(tmp_path, 30)
@@ -242,7 +242,7 @@ def test_a_suite_of_at_most_hold_max_tests_is_held_as_the_list_its_load_parsed(t
 def test_filter_sample_on_a_streamed_suite_holds_only_its_sample_and_picks_as_a_list_does(tmp_path, monkeypatch):
     import random
 
-    from factcli.run import session as session_mod
+    from factcli.run.recording import session as session_mod
     from factcli.run.flow import EvalOptions, Flow
 
     cfg = _config(tmp_path, 40)

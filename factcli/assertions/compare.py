@@ -60,7 +60,7 @@ async def select_best(assertion, rows: list[EvalResult], grader) -> list[Grading
     spec = grader.spec_for(assertion, test)
     template = assertion.rubric_prompt or test.options.get("rubricPrompt") or prompts.SELECT_BEST
     messages = render_grading_prompt(template, {**rows[0].step.vars, "criteria": criteria, "outputs": outputs})
-    with grader.given_replies() as given:  # a verdict it could not read leaves the cache (run/calls.py)
+    with grader.given_replies() as given:  # a verdict it could not read leaves the cache (run/calling/caller.py)
         reply = await grader.complete(spec, messages, reply=prompts.SELECT_BEST_REPLY)
     if reply.error or not reply.text:
         given.drop()

@@ -11,7 +11,7 @@ from factcli.cli.root import cache_app
 @cache_app.command("clear")
 def cache_clear() -> None:
     """Delete every cached response and downloaded test set."""
-    from factcli.run.cache import DownloadCache, ResponseCache
+    from factcli.run.calling.cache import DownloadCache, ResponseCache
 
     n = ResponseCache().clear()
     d = DownloadCache().clear()

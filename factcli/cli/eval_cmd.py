@@ -153,7 +153,7 @@ def _print_eval(flow, run) -> int:
 
     options = flow.options
     if options.dry_run:
-        from factcli.run.estimate import describe
+        from factcli.run.planning.estimate import describe
 
         for line in describe(run):
             print(line)
@@ -190,7 +190,7 @@ def _print_eval(flow, run) -> int:
     if unstored is not None:  # the store went away and did not come back: exit 1 (docs/commands.md)
         return _unstored(run, unstored, options)
     refused = flow.session.unstorable if flow.session is not None else []
-    if refused:  # rows the store refused for good (run/outage.permanent): the run is stored without them
+    if refused:  # rows the store refused for good (run/recording/outage.permanent): the run is stored without them
         places = ", ".join(p for p, _ in refused[:5]) + (", …" if len(refused) > 5 else "")
         report.stderr_console().print(f"error: the store refused {len(refused)} row{'s' if len(refused) != 1 else ''} "
                                       f"({places}): {one_line(refused[0][1])}; every other row is stored",
@@ -199,7 +199,7 @@ def _print_eval(flow, run) -> int:
     if interrupted:
         report.stderr_console().print("[yellow]Interrupted:[/] finished rows were kept.")
         return 130
-    if run.status == runner.STATUS_INTERRUPTED and run.trip is not None:  # an endpoint stopped (run/breaker.py)
+    if run.status == runner.STATUS_INTERRUPTED and run.trip is not None:  # an endpoint stopped (run/calling/breaker.py)
         from rich.markup import escape
 
         again = report.resume_command(run.run_id, db=options.db, outputs=options.outputs)
@@ -290,7 +290,7 @@ class TerminalUI:
         from factcli.report.summary import Progress
 
         progress = Progress(run.total_steps, enabled=self.progress_bar, done=run.metrics)
-        if run.batch is not None:  # batch mode: a bar per round while it waits (run/batches.py)
+        if run.batch is not None:  # batch mode: a bar per round while it waits (run/calling/batches.py)
             run.batch["on_state"] = progress.batch_state
         return progress.advance, progress.warn, progress.stop
 
@@ -303,7 +303,7 @@ EXIT_NOT_JUDGED = 4  # contract §2: passed on the rows judged, but some rows co
 
 def exit_code_for(run) -> int:
     """100 when the pass rate of the rows judged is below FACTCLI_PASS_RATE_THRESHOLD (percent, default
-    100, or none when the run has gates and the variable is not set), or a gate failed (run/gates.py:
+    100, or none when the run has gates and the variable is not set), or a gate failed (run/recording/gates.py:
     a provider error in a gated run, a failed critical test included); else 4 when some assertions could
     not be judged (the judge failed them: --retry-errors re-runs them) or a gate was not judged; else 0.
     100 wins over 4: a release that is worse on the rows judged is worse."""

@@ -271,7 +271,7 @@ def cancel_cmd(
     """Cancel the vendor batches a --batch run waits on (its key from OPENAI_API_KEY / ANTHROPIC_API_KEY)."""
     import asyncio
 
-    from factcli.run.batches import cancel
+    from factcli.run.calling.batches import cancel
     from factcli.store.batches import unfinished
 
     with _store(db) as store:
@@ -381,7 +381,7 @@ def export_cmd(
         if problem := creation_problem(p):
             fail(f"-o {p}: {problem}")
     with _store(db) as store:
-        from factcli.run.stored import load_run
+        from factcli.run.recording.stored import load_run
 
         row = store.resolve(run)
         stored = load_run(store, row)

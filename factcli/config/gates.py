@@ -18,7 +18,7 @@ the 95% interval's end to the bound instead of the mean (pass-rate, score and na
 `min_judged` (default 1: every row) is the share of the figure's rows that must have been judged for
 the gate to be held at all; under it the gate is "not judged" (exit 4), neither passed nor failed.
 A bound outside the figure's range (a pass rate, or a metric that only 0-to-1 scores name) is refused
-before any call. run/gates.py checks them once the run has finished; a gate that fails makes exit 100
+before any call. run/recording/gates.py checks them once the run has finished; a gate that fails makes exit 100
 and is named with its margin.
 """
 
@@ -139,7 +139,7 @@ def check_metrics(gates: list[Gate], named, templated: bool, unit: set[str] = fr
                           "metric, pass-rate, score, cost, latency or errors")
 
 
-# ---------------------------------------------------------------- verdicts (run/gates.py computes them)
+# ---------------------------------------------------------------- verdicts (run/recording/gates.py computes them)
 
 NO_METRIC = "no row of this column has the metric"
 CRITICAL = "critical"  # the gate a failed `critical: true` test fails

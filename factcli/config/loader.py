@@ -71,7 +71,7 @@ class Suite:
     # one line per key the config has that nothing reads (also in `warnings`); --strict refuses them
     unknown_keys: list[str] = field(default_factory=list)
     # problems found while loading that did not stop it (config/context.record), when the caller
-    # reports them with its own checks' (the eval flow: run/preflight); empty otherwise
+    # reports them with its own checks' (the eval flow: run/planning/preflight); empty otherwise
     problems: list[str] = field(default_factory=list)
     problem_error: Any = None  # the ConfigError when `problems` holds just one (raised as itself)
     # id(test) -> why its transformVars failed, once the transforms have run (they run once per
@@ -456,7 +456,7 @@ def _check_evaluate_options(options: dict, file: str) -> None:
     if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool)
                                   and 0 <= value < float("inf")):
         raise ConfigError(f"expected a budget in USD (0 or more), got {value!r}", file, "evaluateOptions.maxCost")
-    value = options.get("breakerFailures")  # run/breaker.py: 0 turns that rule off
+    value = options.get("breakerFailures")  # run/calling/breaker.py: 0 turns that rule off
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
         raise ConfigError(f"expected a whole number of calls (0 or more), got {value!r}", file,
                           "evaluateOptions.breakerFailures")

@@ -188,7 +188,7 @@ def _check_credentials(config: dict, ctx: Ctx, where: str) -> None:
 
 
 def _check_limits(config: dict, ctx: Ctx, where: str) -> None:
-    """maxConcurrency, rpm and tpm (run/limits.py) are factcli's: a bad value is an error here, not a
+    """maxConcurrency, rpm and tpm (run/calling/limits.py) are factcli's: a bad value is an error here, not a
     parameter the API rejects."""
     for key in ("maxConcurrency", "rpm", "tpm"):
         value = config.get(key)

@@ -1,7 +1,7 @@
 """Tests kept elsewhere: `huggingface://datasets/OWNER/REPO?…` (the datasets-server `/rows` API, as
 promptfoo 0.121.20 reads it) and test files at `http(s)://` URLs (public Google Sheets as their CSV export).
 
-Every download goes through the download store the run installs (`downloading(store)`; run/cache.py
+Every download goes through the download store the run installs (`downloading(store)`; run/calling/cache.py
 owns it: keyed by the URL, under FACTCLI_HOME); without one, nothing is kept. A Hugging Face token
 (HF_TOKEN, then HF_API_TOKEN, then HUGGING_FACE_HUB_TOKEN) is sent as a header and is in no key, no
 stored byte and no message. Every failure is one ConfigError naming the dataset or the URL, raised

@@ -6,7 +6,7 @@ The walk follows the config-key table (config/keys.py), so that a key the loader
 walk knows the kind of; whether a value is a file reference or inline code is the loader's own rule
 (sources.is_file_ref), so inline code whose text happens to end in `.py` is code here too.
 
-A resumed run whose config is not the user's own (run/trust.py) lists these and is refused without
+A resumed run whose config is not the user's own (run/recording/trust.py) lists these and is refused without
 `--trust-stored-config` (docs/team.md, "What a shared store trusts").
 """
 

@@ -72,7 +72,7 @@ class TestFacts:
         self.every_test_planned = True  # every test gives a row (an empty glob var gives none)
         self.model_graded = False  # some assertion has a judge: runner.check_graders reads every test
         self.preflighted = False  # some assertion type has its own preflight check
-        self.no_model_call = False  # a providerOutput, prefix or suffix (run/preflight._empty_prompts)
+        self.no_model_call = False  # a providerOutput, prefix or suffix (run/planning/preflight._empty_prompts)
         self.vars = TestVars()
         self.expansions = Expansions()  # the tests that list vars expand into rows, said once (config/plan)
         self._last: list | None = None  # the assertion list looked at last (defaultTest's is shared)

@@ -120,7 +120,7 @@ def parse_test(t: Any, ctx: Ctx, where: str, is_default: bool = False, from_conf
     threshold = t.get("threshold")
     if threshold is not None:
         threshold = number(threshold, ctx.file, where + ".threshold")
-    # factcli's own: a test whose failure fails the run's gates whatever the means (run/gates.py)
+    # factcli's own: a test whose failure fails the run's gates whatever the means (run/recording/gates.py)
     expect(isinstance(t.get("critical", False), bool), "expected true or false", ctx.file, where + ".critical")
     expect(not (is_default and "critical" in t), "critical is a test's own key: set it on the tests that must "
            "pass", ctx.file, where + ".critical")

@@ -313,7 +313,7 @@ def preflight(a, base_dir: Path, test=None) -> list[str]:
     return []
 
 
-preflight.per_test = True  # the topic is the test's: run/preflight checks each test, not each assertion once
+preflight.per_test = True  # the topic is the test's: run/planning/preflight checks each test, not each assertion once
 
 
 def _texts(value: Any, what: str) -> list[str] | None:

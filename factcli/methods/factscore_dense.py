@@ -2,7 +2,7 @@
 FActScore's reference retriever encodes the query ("<topic> <fact>") and each passage ("<title>
 <text>") with an embedding model (gtr-t5-large there) and ranks passages by the inner product of the
 two vectors. Here the embedding model is any embedding provider (`config.embeddingProvider`, e.g.
-`openai:embedding:text-embedding-3-small`), called through ctx.grader.embed, so run/calls retries,
+`openai:embedding:text-embedding-3-small`), called through ctx.grader.embed, so run/calling/caller retries,
 paces, caches and prices the calls like every grader call.
 
 Vectors are also kept in memory by the run (`Vectors`, the run's Grader.kept): a document's passages

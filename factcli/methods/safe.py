@@ -30,7 +30,7 @@ user wants; the assertion passes when F1@K ≥ threshold (default 0.5); `not-saf
 
 `config.search`: {provider, apiBaseUrl, apiKeyEnvar, results (default 3, SAFE's; 10 with
 `claims: verifiable`), costPerSearch, rpm, maxConcurrency, and each backend's own keys} chooses the
-backend (factcli/providers/search). Searches go through ctx.grader, so run/calls retries, paces,
+backend (factcli/providers/search). Searches go through ctx.grader, so run/calling/caller retries, paces,
 caches and prices them, and the row's ledger counts them.
 
 One judge grades a row (a panel would search once per judge; give one `provider`). A reply of the
@@ -222,7 +222,7 @@ async def _ask_until_read(ctx, spec, template: Any, variables: dict, call: Judge
                           s: dict, read, offset: int = 0, sent: Sent | None = None) -> Any:
     """SAFE's retry loop: the step asked up to `tries` times (1 + `retries`, SAFE's 11) until `read(reply)`
     gives a value; None when no reply could be read (a reply that is no judgment of what was `sent` is not
-    read either). A call that gets no reply at all (the endpoint failed after run/calls' retries) is still a
+    read either). A call that gets no reply at all (the endpoint failed after run/calling/caller' retries) is still a
     JudgeError: it is no judgment to fall back from."""
     for attempt in range(s["tries"]):
         try:

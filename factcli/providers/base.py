@@ -1,6 +1,6 @@
 """What a provider is: a Provider turns a request (providers/request.CallRequest: the rendered prompt
 and what the call asks) into its own wire form and the reply into a ProviderResponse, and classifies its
-own failures by raising ProviderCallError; factcli.run.calls owns caching, timeouts and retries for
+own failures by raising ProviderCallError; factcli.run.calling.caller owns caching, timeouts and retries for
 all of them. `register_provider` puts a class in the registry (factcli.providers.registry)."""
 
 from __future__ import annotations
@@ -13,20 +13,20 @@ from typing import Any
 from factcli.providers.request import CallRequest, RenderedPrompt  # noqa: F401 (RenderedPrompt: imported from here)
 from factcli.types import ProviderResponse, ProviderSpec
 
-# kinds of failure, decided by the provider, acted on by factcli.run.calls
+# kinds of failure, decided by the provider, acted on by factcli.run.calling.caller
 RATE_LIMIT, TRANSIENT, AUTH, FATAL, ERROR = "rate_limit", "transient", "auth", "fatal", "error"
 # The prompt plus the reply did not fit the model's context window: permanent whatever the HTTP status
 # (llama.cpp answers 500), so tried once. Seen: OpenAI's 400 `context_length_exceeded`, llama.cpp's
 # "Context size has been exceeded" / `exceed_context_size_error`, vLLM's "maximum context length".
 CONTEXT = "context"
-# The server refused the request's `response_format` (HTTP 400 naming it): run/calls.py asks again with
+# The server refused the request's `response_format` (HTTP 400 naming it): run/calling/caller.py asks again with
 # a simpler form (json_schema -> json_object -> none) and remembers the form for that endpoint.
 FORMAT = "format"
-# The call outlived its timeout: likely a long generation, so run/calls.py retries it only once.
+# The call outlived its timeout: likely a long generation, so run/calling/caller.py retries it only once.
 TIMEOUT = "timeout"
 # The server refused one request parameter (HTTP 400 naming it: `max_tokens` on OpenAI's reasoning models,
 # a `temperature` other than 1, `seed`, an effort level): the error's `refusal` says what to do instead,
-# and run/calls.py asks again at once and does so for that endpoint for the rest of the run.
+# and run/calling/caller.py asks again at once and does so for that endpoint for the rest of the run.
 PARAM = "param"
 # Both patterns are compiled by `re` at the first error they read, not at import: every start would pay for them.
 _NAMES_FORMAT = r"response_format|json[_ ]schema|json_object|structured output|guided_json|grammar"
@@ -52,7 +52,7 @@ class ProviderCallError(Exception):
         self.status = status
         self.retry_after = retry_after
         self.refusal = refusal  # PARAM: (parameter, "drop" | "rename" | "value", the new name or value)
-        self.unreachable = unreachable  # no connection at all (refused, no such host): run/breaker.py counts it
+        self.unreachable = unreachable  # no connection at all (refused, no such host): run/calling/breaker.py counts it
 
 
 # Parameters a refusal may adapt; never the prompt, the model, or the structured-output form (FORMAT's)
@@ -123,7 +123,7 @@ def adapt(params: dict, adaptations: dict | None) -> dict:
 
 
 def http_error(message: str, status: int, headers: Any) -> ProviderCallError:
-    """What an HTTP error status means to run/calls.py, for every provider that speaks HTTP itself
+    """What an HTTP error status means to run/calling/caller.py, for every provider that speaks HTTP itself
     (the OpenAI-compatible fast path, the search backends)."""
     if status == 429:
         return ProviderCallError(message, RATE_LIMIT, status, retry_after_seconds(headers))
@@ -163,7 +163,7 @@ class Provider:
     local = False  # served on this machine or a private network: costs nothing unless priced by hand
     call_price: float | None = None  # USD per request, for services priced by the call (search APIs), not by token
     # answers inside this process without I/O and never raises ProviderCallError (echo): a call has
-    # nothing to pace, time out or retry (run/calls.py)
+    # nothing to pace, time out or retry (run/calling/caller.py)
     in_process = False
     # runs the user's own code (a script provider): code that a stored run would run again
     user_code = False
@@ -193,7 +193,7 @@ class Provider:
     def server_url(self) -> str | None:
         """The URL of the server its calls go to when that is a local or configured one (an apiBaseUrl, a
         base URL from the environment, Ollama's default): the preflight connects to it before any call
-        (run/preflight.reach). None: nothing to connect to (in-process, or a vendor's own API)."""
+        (run/planning/preflight.reach). None: nothing to connect to (in-process, or a vendor's own API)."""
         return None
 
     def preflight(self) -> list[str]:
@@ -223,7 +223,7 @@ class Provider:
         the reply cap, factcli's sampling, the reasoning parameters of the provider's family, the
         `response_format` of the form asked, and `drop_params` for a grader (its parameters are factcli's
         choice: litellm drops those a model does not take). Laid over the provider's config by the wire
-        body; hashed into the response cache key (run/calls.py), as the untyped overrides were."""
+        body; hashed into the response cache key (run/calling/caller.py), as the untyped overrides were."""
         out: dict = {}
         if request.reasoning is not None:
             out.update(self.reasoning_parameters(request))

@@ -1,4 +1,4 @@
-"""What run/batches.py asks of a vendor's batch API, whichever vendor: submit lines, read a batch's
+"""What run/calling/batches.py asks of a vendor's batch API, whichever vendor: submit lines, read a batch's
 state and counts, read its results, cancel it. Each vendor's client (providers/batch_openai.py,
 providers/batch_anthropic.py) speaks its own API through the vendor's SDK and answers in these terms.
 """

@@ -237,7 +237,7 @@ class LiteLLMProvider(Provider):
         """`litellm.acompletion`'s keyword arguments for the request (model, messages, the API base and
         key, the timeout, no retries of litellm's own): the config's, the prompt's own parameters over
         them, the request's over those, with what this endpoint refused earlier in the run dropped or
-        changed (run/calls.py learns it from the PARAM error in `call`). A batch line is made of the same."""
+        changed (run/calling/caller.py learns it from the PARAM error in `call`). A batch line is made of the same."""
         kwargs = self.call_kwargs(request=request.prompt.config)
         kwargs.update(self.parameters(request))
         kwargs = adapt(kwargs, request.adaptations)
@@ -250,7 +250,7 @@ class LiteLLMProvider(Provider):
         messages = prompt_cache.marked(messages, self.model, request.cache_prefix, self.config)
         return {"model": self.model, "messages": messages, "num_retries": 0, **kwargs}
 
-    # -- batch mode (run/batches.py): Anthropic's Message Batches API (providers/batch_anthropic.py)
+    # -- batch mode (run/calling/batches.py): Anthropic's Message Batches API (providers/batch_anthropic.py)
 
     @property
     def batch_api(self) -> str | None:
@@ -292,10 +292,10 @@ class LiteLLMProvider(Provider):
         except Exception as exc:  # classified for the retry owner
             err = classify(exc)
             if err.status == 400 and request.form != "plain" and names_response_format(str(err)):
-                err.kind = FORMAT  # run/calls.py asks again with a simpler form and remembers it
+                err.kind = FORMAT  # run/calling/caller.py asks again with a simpler form and remembers it
             elif err.kind == ERROR and err.status == 400:
                 refusal = refused_parameter(str(err), None, kwargs)
-                if refusal is not None:  # run/calls.py asks again without it and remembers it
+                if refusal is not None:  # run/calling/caller.py asks again without it and remembers it
                     err.kind, err.refusal = PARAM, refusal
             raise err from None
         out = to_response(resp, litellm, request.prompt.messages, self.model)

@@ -4,9 +4,9 @@ vLLM, llama.cpp, Ollama's /v1) as plain JSON over HTTP with aiohttp.
 aiohttp directly costs a fraction of the CPU per call of the official openai SDK (which validates
 every request and response with its models) and of litellm (slower still, and slow to import;
 benchmarks/README.md has the figures). So OpenAI's protocol, one JSON POST, is spoken here directly
-and litellm keeps the other vendors. Retries belong to factcli.run.calls, and so does what to do about a parameter a model
+and litellm keeps the other vendors. Retries belong to factcli.run.calling.caller, and so does what to do about a parameter a model
 rejects (temperature on reasoning models, max_tokens where max_completion_tokens is wanted): this
-module names it (a PARAM error), run/calls learns it once per endpoint and passes it back in the
+module names it (a PARAM error), run/calling/caller learns it once per endpoint and passes it back in the
 request's `adaptations`. What a call asks (providers/request.CallRequest) becomes its JSON body in
 `OpenAIProvider.body(request)`, the one translation a direct call and a batch line share.
 """
@@ -59,7 +59,7 @@ def _is_openai(pid: str) -> bool:
 
 @register_provider(_is_openai)
 class OpenAIProvider(Provider):
-    batch_api = "openai"  # OpenAI's Batch API (run/batches.py, providers/batch_openai.py)
+    batch_api = "openai"  # OpenAI's Batch API (run/calling/batches.py, providers/batch_openai.py)
 
     def __init__(self, spec, base_dir=None):
         super().__init__(spec, base_dir)
@@ -141,7 +141,7 @@ class OpenAIProvider(Provider):
     def body(self, request: CallRequest) -> dict:
         """The JSON body of the request's POST (to /chat/completions, or /completions for a completion
         model): the config's parameters, the prompt's own over them, the request's over those, with what
-        this endpoint refused earlier in the run dropped or changed (run/calls.py learns it from the PARAM
+        this endpoint refused earlier in the run dropped or changed (run/calling/caller.py learns it from the PARAM
         error below). A batch line's `body` is the same."""
         params = adapt(self._params(self.parameters(request), request.prompt.config), request.adaptations)
         body = {"model": self.model, **params}
@@ -155,7 +155,7 @@ class OpenAIProvider(Provider):
         base = (self.base_url() or "https://api.openai.com/v1").rstrip("/")
         return f"{base}/completions" if self.kind == "completion" else f"{base}/chat/completions"
 
-    # -- batch mode (run/batches.py): OpenAI's Batch API (providers/batch_openai.py)
+    # -- batch mode (run/calling/batches.py): OpenAI's Batch API (providers/batch_openai.py)
     batch_api = "openai"
 
     def batch_body(self, request: CallRequest) -> dict:
@@ -163,7 +163,7 @@ class OpenAIProvider(Provider):
         return self.body(request)
 
     def batch_client(self):
-        """The client of OpenAI's Batch API at this provider's base URL (run/batches.py)."""
+        """The client of OpenAI's Batch API at this provider's base URL (run/calling/batches.py)."""
         from factcli.providers.batch_openai import OpenAIBatches
 
         path = "/completions" if self.kind == "completion" else "/chat/completions"
@@ -185,7 +185,7 @@ class OpenAIProvider(Provider):
                 raise ProviderCallError(f"malformed response from {url}: {text[:300]}", TRANSIENT)
             return self._response(data, body.get("prompt", body.get("messages")))
         if status == 400 and request.form != "plain" and names_response_format(text):
-            # the caller's structured-output request: run/calls.py picks a simpler form and remembers it
+            # the caller's structured-output request: run/calling/caller.py picks a simpler form and remembers it
             raise ProviderCallError(f"HTTP 400: {_detail(data, text)}", FORMAT, 400)
         if status == 400:
             error = data.get("error") if isinstance(data, dict) else None

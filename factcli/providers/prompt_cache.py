@@ -8,7 +8,7 @@ request, and only when the prompt up to the breakpoint is at least the model's m
 prefix below it is sent uncached (no error), so a mark there would only use up a breakpoint.
 
 A provider's `cache: false` (its config) sends no marks. It is not `evaluateOptions.cache` /
-`--no-cache`, which is factcli's own response cache (run/cache): that one serves a reply asked
+`--no-cache`, which is factcli's own response cache (run/calling/cache): that one serves a reply asked
 before without calling the model; this one makes a call whose prompt starts the same way cheaper.
 """
 

@@ -17,11 +17,11 @@ without hidden tokens, at a lower price.
 Which family a provider's model belongs to, and so which parameters carry its reasoning, is the
 provider class's to say (`Provider.reasoning_style()`, `Provider.reasoning_parameters()`: OpenAIProvider
 always OpenAI's; LiteLLMProvider by its model's vendor); this module holds the numbers and the rules
-they share (`style_of`, `parameters`, `allowance`), and run/calls grows a cut-off call's budget
+they share (`style_of`, `parameters`, `allowance`), and run/calling/caller grows a cut-off call's budget
 (`request.Reasoning.grown` within `ceiling`).
 
 Keys (the grader's provider config): `reasoning_effort` (default `low` for grading; a model that
-refuses `low` is sent the lowest level it names, learned once in run/calls), `reasoningBudget` (the
+refuses `low` is sent the lowest level it names, learned once in run/calling/caller), `reasoningBudget` (the
 allowance in tokens, default by effort below), `reasoning`.
 """
 
@@ -98,7 +98,7 @@ def parameters(style: str, config: dict, reasoning, temperature=None, seed=None)
     """A reasoning call's parameters in the `style` family's terms for a reply of `reasoning.cap` tokens
     after `reasoning.budget` reasoning tokens (None: the config's own cap and thinking stand, nothing of
     them is sent). Temperature and seed (the request's sampling) are left out where the family refuses
-    them (a refusal of the rest is learned once per endpoint in run/calls)."""
+    them (a refusal of the rest is learned once per endpoint in run/calling/caller)."""
     budget, cap = reasoning.budget, reasoning.cap
     # Claude and Gemini: the budget is sent as litellm's `thinking`; a config's reasoning_effort (which
     # litellm would map to a budget of its own) has chosen that budget and is not sent beside it

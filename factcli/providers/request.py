@@ -1,6 +1,6 @@
 """What one call asks of a provider: a `CallRequest`, made by the step that calls (a row by
 run/executor.py, a grader step by scoring/grading.Grader.complete, a search or an embedding), adjusted
-by run/calls.Caller (its timeout, the form of structured output its endpoint takes, the parameters its
+by run/calling/caller.Caller (its timeout, the form of structured output its endpoint takes, the parameters its
 endpoint refused earlier in the run, a reasoning budget grown after a cut-off, a budget's reply cap),
 and translated by the provider class into its own wire form. It is a value: nothing assigns to its
 fields, a change is a new request (`dataclasses.replace(request, form="json_object")`).
@@ -9,7 +9,7 @@ What each provider makes of it (docs/architecture.md, "How a grader call travels
 - `Provider.parameters(request)` (providers/base.py): the request's own parameters in OpenAI's names,
   which litellm takes too (sampling, the reply cap, `response_format`, and the reasoning parameters
   of the provider's family from `Provider.reasoning_parameters`). They are laid over the provider's
-  config when sent, and they are what the response cache hashes beside the messages (run/cache), as
+  config when sent, and they are what the response cache hashes beside the messages (run/calling/cache), as
   the untyped `overrides` were before, so a cached reply keeps its key.
 - `OpenAIProvider.body(request)`: the JSON body of the POST to `/chat/completions` (or `/completions`).
 - `LiteLLMProvider.kwargs(request)`: the keyword arguments of `litellm.acompletion` (model, messages,
@@ -44,7 +44,7 @@ class RenderedPrompt:
 
 
 PURPOSES = ("model", "grader", "search", "embedding")
-FORMS = ("json_schema", "json_object", "plain")  # richest first: run/calls.FormatMemory steps down them
+FORMS = ("json_schema", "json_object", "plain")  # richest first: run/calling/caller.FormatMemory steps down them
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,8 +99,8 @@ class CallRequest:
     # free-form notes about the call for whoever handles it (a batch line's id, the step's name): never
     # sent, never hashed
     metadata: dict | None = None
-    timeout_s: float | None = None  # the per-attempt timeout, set by run/calls (None: not set yet)
-    # what the endpoint refused earlier in the run ({parameter: (action, arg)}, run/calls.ParamMemory),
+    timeout_s: float | None = None  # the per-attempt timeout, set by run/calling/caller (None: not set yet)
+    # what the endpoint refused earlier in the run ({parameter: (action, arg)}, run/calling/caller.ParamMemory),
     # applied by the provider to its parameters before they are sent (providers/base.adapt)
     adaptations: dict | None = None
 

@@ -55,7 +55,7 @@ class JavaScriptProvider(Provider):
     """promptfoo's JavaScript provider in factcli's Node worker (scripting/node.py): the file's default export,
     or the `:name` given, is a class made once with `{id, config, env}` (config with promptfoo's
     `basePath`), then given its label, whose `callApi(prompt, context, options)` returns a ProviderResponse; a function is
-    taken as callApi itself. Calls are timed, paced and retried by run/calls.py as every provider's."""
+    taken as callApi itself. Calls are timed, paced and retried by run/calling/caller.py as every provider's."""
 
     cacheable = False  # user code may be stateful or read files; never serve it stale
     local = True  # it runs here; the row's cost is what it reports, as in promptfoo
@@ -114,7 +114,7 @@ class JavaScriptProvider(Provider):
                                "repeatIndex": variables.get("__repeatIndex", 0)}}
         limit = request.timeout_s
         try:
-            # just inside run/calls.py's own limit, so that the worker, not the caller, gives up first and
+            # just inside run/calling/caller.py's own limit, so that the worker, not the caller, gives up first and
             # a worker stuck in a loop is restarted
             answer = await get_worker().call("provider", payload,
                                              timeout=max(limit - 0.05, 0.001) if limit else None)

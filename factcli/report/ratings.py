@@ -38,7 +38,7 @@ def describe(r: dict) -> str:
 
 def ratings_of(run, r) -> list[dict] | None:
     """A row's ratings in force for the exports of a stored run (`run.ratings`, set by
-    run/stored.load_run; as {id, testIdx, ...} without the run id), or None for a row nobody rated
+    run/recording/stored.load_run; as {id, testIdx, ...} without the run id), or None for a row nobody rated
     (so an unrated run exports exactly as `eval -o` wrote it)."""
     by_row = run.ratings
     if by_row is None:

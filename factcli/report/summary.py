@@ -109,7 +109,7 @@ class Progress:
         return f"[green]{self.passed} pass[/] [red]{self.failed} fail[/] [yellow]{self.errors} error[/]"
 
     def batch_state(self, round_: int, batch_id: str, state) -> None:
-        """Batch mode (run/batches.py): a bar per round of batches, with the vendor's counts."""
+        """Batch mode (run/calling/batches.py): a bar per round of batches, with the vendor's counts."""
         if self._progress is None:
             return
         batches = self._rounds.setdefault(round_, {"task": None, "states": {}})
@@ -347,7 +347,7 @@ def next_steps(run_id: str, status: str, *, failures: int = 0, errors: int = 0, 
     (--no-write): there is nothing to view. `db`: the --db the run was stored with, repeated in
     every command so that each works when pasted (a URL's password shows as ***: give it again, or
     set FACTCLI_DB). `outputs`: the -o files, given again by a resume or retry (a resume writes only the
-    -o files given to it, not those the store names: run/trust.py)."""
+    -o files given to it, not those the store names: run/recording/trust.py)."""
     if not stored or not run_id:
         return []
     on = _on(db)
@@ -373,7 +373,7 @@ def _on(db: str | None) -> str:
 
 def resume_command(run_id: str, *, db: str | None = None, outputs=(), retry: bool = False) -> str:
     """The command that goes on with a stored run, as pasted: its --db, and its -o files given again (a
-    resume writes only the -o files given to it, never those the store names: run/trust.py)."""
+    resume writes only the -o files given to it, never those the store names: run/recording/trust.py)."""
     import shlex
 
     again = "".join(f" -o {shlex.quote(str(p))}" for p in outputs)

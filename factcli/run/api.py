@@ -280,7 +280,7 @@ class Evaluation:
 
     @property
     def steps(self):
-        """The run's steps (run/steps.Steps): iterate them for the rows it will run."""
+        """The run's steps (run/planning/steps.Steps): iterate them for the rows it will run."""
         return self.run.steps
 
     def keep_only(self, keys: set[tuple[int, int, int]]) -> None:

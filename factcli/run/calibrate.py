@@ -215,7 +215,7 @@ def session_class(suite):
     """The session of a calibration: stored like any eval's run, marked as a calibration (mode
     `calibrate`, with the calibrate arguments that rebuild it), so that `eval --resume` does not
     mistake its labels file for a config; `calibrate --resume` hands it `suite`, rebuilt from them."""
-    from factcli.run.session import EvalSession
+    from factcli.run.recording.session import EvalSession
 
     class CalibrationSession(EvalSession):
         calibration: dict = {}
@@ -297,7 +297,7 @@ def run_command(args: dict) -> int:
     check_items(items, p.graders, str(p.labels) if p.labels else p.source)
     suite, variants = build_suite(items, p.graders, p)
     if args.get("dry_run"):
-        from factcli.run.estimate import describe
+        from factcli.run.planning.estimate import describe
 
         run = runner.prepare(suite, options)
         assign_variants(run, variants)

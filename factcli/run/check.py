@@ -120,7 +120,8 @@ def _assert_list(assertions: Any) -> list:
 
 def _prepare(assertions: Any, vars: dict | None, grader: Any, prompt: str | None, threshold: float | None):
     from factcli.config.loader import build_suite
-    from factcli.run import preflight, runner
+    from factcli.run.planning import preflight
+    from factcli.run import runner
     from factcli.run.api import _grader_id, with_functions
 
     test: dict = {"vars": dict(vars or {}), "assert": _assert_list(assertions)}
@@ -137,9 +138,9 @@ async def check_async(output: Any, assertions: Any, vars: dict | None = None, gr
                       prompt: str | None = None, *, threshold: float | None = None, cache: bool = True,
                       cache_dir: str | Path | None = None) -> CheckResult:
     """check() for code in an event loop."""
-    from factcli.run.cache import ResponseCache
-    from factcli.run.calls import Caller, RetryPolicy
-    from factcli.run.limits import Limiters
+    from factcli.run.calling.cache import ResponseCache
+    from factcli.run.calling.caller import Caller, RetryPolicy
+    from factcli.run.calling.limits import Limiters
     from factcli.scoring.grading import Grader, grader_ledger, note_grader_spend
     from factcli.scoring.registry import AssertionError_
     from factcli.scoring.scorer import run_assertions

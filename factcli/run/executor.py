@@ -1,9 +1,9 @@
-"""Runs evaluation steps: the row's vars and prompt (run/row_vars.py), the call (through calls.Caller),
+"""Runs evaluation steps: the row's vars and prompt (run/planning/row_vars.py), the call (through calls.Caller),
 the output transforms, the assertions; reports each row as it finishes.
 
 Concurrency is a fixed pool of workers pulling steps in order, so at most `concurrency` steps are
 in flight and nothing builds an unbounded set of tasks. When rows depend on earlier rows (conversation
-turns, `storeOutputAs`, `runSerially`: run/conversations.py), a worker takes the first step, in step
+turns, `storeOutputAs`, `runSerially`: run/planning/conversations.py), a worker takes the first step, in step
 order, whose rows it waits for have finished; the other rows keep running concurrently.
 """
 
@@ -17,10 +17,10 @@ from typing import Callable, Iterable
 from factcli.errors import AbortRun, bug_message, is_bug
 from factcli.providers.base import Provider, RenderedPrompt
 from factcli.providers.request import CallRequest
-from factcli.run.budget import BudgetReached
-from factcli.run.calls import Caller
-from factcli.run.conversations import Conversations, TurnBroken
-from factcli.run.row_vars import RowError, build_row, data_row, static_row
+from factcli.run.calling.budget import BudgetReached
+from factcli.run.calling.caller import Caller
+from factcli.run.planning.conversations import Conversations, TurnBroken
+from factcli.run.planning.row_vars import RowError, build_row, data_row, static_row
 from factcli.scoring.grading import grader_ledger, note_grader_spend
 from factcli.scoring.outcome import failure_of
 from factcli.scoring.scorer import run_assertions, score_now
@@ -79,7 +79,7 @@ class Executor:
                  vars_errors: dict[int, str] | None = None, conversations: Conversations | None = None,
                  hooks=None):
         self.eval_id = eval_id  # the runtime var __evalId
-        self.vars_errors = vars_errors or {}  # id(test) -> why its transformVars failed (run/row_vars.py)
+        self.vars_errors = vars_errors or {}  # id(test) -> why its transformVars failed (run/planning/row_vars.py)
         self.conversations = conversations  # threads, registers and the order they impose
         self.hooks = hooks  # extension hooks: beforeEach and afterEach around each row (run/hooks.py)
         self.caller = caller
@@ -143,7 +143,7 @@ class Executor:
 
     async def _one(self, step: EvalStep, on_result: Callable[[EvalResult], None]) -> bool:
         """Run one step and report it; False once no more steps should start (the budget, an endpoint the
-        circuit breaker stopped: run/breaker.py)."""
+        circuit breaker stopped: run/calling/breaker.py)."""
         if self.stopped:
             return False
         trip = self.caller.breakers.trip if self.caller.breakers is not None else None
@@ -154,7 +154,7 @@ class Executor:
             if self.caller.batches is None:
                 result = await (self._process(step, None) if self._bare else self.process(step))
             else:
-                with self.caller.batches.row():  # batch mode: the row's rounds (run/batches.py)
+                with self.caller.batches.row():  # batch mode: the row's rounds (run/calling/batches.py)
                     result = await (self._process(step, None) if self._bare else self.process(step))
         except BudgetReached as exc:  # this step is not kept: a resumed run does it again
             self.stopped = str(exc)
@@ -205,7 +205,7 @@ class Executor:
 
     async def process(self, step: EvalStep) -> EvalResult:
         """One row: its vars and prompt, the call, transforms and assertions. A conversation turn or a
-        `storeOutputAs` row also leaves what later rows see (run/conversations.py)."""
+        `storeOutputAs` row also leaves what later rows see (run/planning/conversations.py)."""
         if self.hooks is not None and id(step.test) not in self.vars_errors:  # a failed transformVars: ERROR
             step = await self.hooks.before_each(step)
         raw: list = [None]  # the model's output before transforms, for `_conversation`

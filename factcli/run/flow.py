@@ -81,7 +81,7 @@ class Flow:
     def prepare(self):
         """Every stage before the first call; raises FactcliError for anything wrong. Returns the run."""
         from factcli import settings
-        from factcli.run.session import EvalSession
+        from factcli.run.recording.session import EvalSession
 
         o = self.options
         for env_file in reversed(o.env_files):  # a later file wins (promptfoo's envPath list); the environment first
@@ -133,14 +133,14 @@ class Flow:
         return run
 
     def _gates(self, run, suite) -> None:
-        """The config's gates and --gate's, checked before any call (run/gates.py)."""
+        """The config's gates and --gate's, checked before any call (run/recording/gates.py)."""
         run.gates = list(getattr(suite, "gates", ()))
         if self.options.gates:  # (the module only for a run with gates)
             from factcli.config.gates import parse_cli_gate
 
             run.gates += [parse_cli_gate(g) if isinstance(g, str) else g for g in self.options.gates]
         if run.gates:
-            from factcli.run import gates
+            from factcli.run.recording import gates
 
             gates.check_before_run(run.gates, suite)
 
@@ -189,7 +189,7 @@ class Flow:
 
     def _preflight(self, run, suite=None) -> None:
         """Every check that costs nothing, before the first call."""
-        from factcli.run import preflight
+        from factcli.run.planning import preflight
 
         suite = suite or run.suite
         ro = self.options.run
@@ -241,10 +241,10 @@ class Flow:
             session.finish(run, exc)
             raise
         stop()
-        if run.batch is not None and run.batch.get("summary"):  # what went in batches (run/batches.py)
+        if run.batch is not None and run.batch.get("summary"):  # what went in batches (run/calling/batches.py)
             self.ui.note(run.batch["summary"])
-        if run.status == runner.STATUS_COMPLETE:  # the config's gates, and its critical tests' (run/gates.py),
-            from factcli.run import gates  # before finish: the store keeps them with the run (export, show, view)
+        if run.status == runner.STATUS_COMPLETE:  # the config's gates, and its critical tests' (run/recording/gates.py),
+            from factcli.run.recording import gates  # before finish: the store keeps them with the run (export, show, view)
 
             run.gate_results = gates.evaluate(run, run.gates)
         session.finish(run)
@@ -265,7 +265,7 @@ class Flow:
         left out with a warning (told once, at the preflight)."""
         if self.outputs:
             return self.outputs
-        from factcli.run.preflight import output_problem
+        from factcli.run.planning.preflight import output_problem
 
         paths = []
         for p in getattr(suite or self.suite, "output_path", None) or []:

@@ -5,7 +5,7 @@ acts (docs/architecture.md, "How an option travels").
 run's plan and execution read (run/runner.prepare). Each field says, in its `Option` metadata, what
 it is outside the code that acts on it: how a message spells its flag, whether `evaluate()` takes it
 as a keyword, its key in a stored run's options record, and what --resume does with it. The API's
-keywords (run/api.py), the record (run/session.py) and the resume rules are derived from these, so
+keywords (run/api.py), the record (run/recording/session.py) and the resume rules are derived from these, so
 that adding an option is: the CLI signature, a field here, and the code that uses it.
 """
 
@@ -113,7 +113,7 @@ class RunOptions:
                                         record="filter_first_n", resume=REFUSE, value=WHOLE_0)
     filter_sample: int | None = option(flag="--filter-sample", api="count", camel=("filterSample",),
                                        record="filter_sample", resume=REFUSE, value=WHOLE_0)
-    # batch mode (run/batches.py): calls of providers with a batch API go through it, at its price
+    # batch mode (run/calling/batches.py): calls of providers with a batch API go through it, at its price
     batch: bool | None = option(flag="--batch", api="flag", record="batch", resume=KEEP, value=FLAG)
     detach: bool = option(False, flag="--detach", value=FLAG)  # submit the batches, store the run, exit
     description: str | None = option(flag="--description", api="text", resume=REFUSE, value=TEXT)  # (the run row's)
@@ -122,7 +122,7 @@ class RunOptions:
 @dataclass(kw_only=True)
 class EvalOptions:
     """Everything that decides an eval, from `factcli eval`'s flags or `evaluate()`'s keywords: what the
-    flow (run/flow.py) and the store's session (run/session.py) read, and the run's own (`run`)."""
+    flow (run/flow.py) and the store's session (run/recording/session.py) read, and the run's own (`run`)."""
 
     # config file paths; the API also takes a dict, YAML text or one path (its first argument)
     config: Any = option(flag="-c", resume=REFUSE)
@@ -142,7 +142,7 @@ class EvalOptions:
     dry_run: bool = option(False, flag="--dry-run")
     env_files: list[Path] = option(factory=list, flag="--env-file")  # a later file wins; variables already set win
     gates: list = option(factory=list, flag="--gate")  # 'METRIC>=X' (config/gates.parse_cli_gate), over the config's
-    # take what a resumed run's store says (run/trust.py); --trust-stored-code is its older name
+    # take what a resumed run's store says (run/recording/trust.py); --trust-stored-code is its older name
     trust_stored_config: bool = option(False, flag="--trust-stored-config")
     table: bool = option(True, flag="--no-table", value=FLAG)  # the CLI prints the results table
     progress_bar: bool = option(True, flag="--no-progress-bar", value=FLAG)

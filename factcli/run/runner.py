@@ -18,13 +18,13 @@ from factcli.config.loader import Suite, build_suite, load_suite, with_providers
 from factcli.config.plan import Column, expand
 from factcli.methods import reports as method_reports
 from factcli.run.options import RunOptions
-from factcli.run.steps import Steps
+from factcli.run.planning.steps import Steps
 from factcli.scoring.metrics import ColumnMetrics, compile_derived
 from factcli.scoring.registry import COMPARING, compares
 from factcli.types import EvalResult, compact_row, walk_keyed
 
 STATUS_COMPLETE, STATUS_INTERRUPTED, STATUS_ABORTED = "complete", "interrupted", "aborted"
-STATUS_WAITING = "waiting"  # --detach: left while its batches run (run/batches.py)
+STATUS_WAITING = "waiting"  # --detach: left while its batches run (run/calling/batches.py)
 
 
 @dataclass
@@ -48,8 +48,8 @@ class EvalRun:
     abort_reason: str | None = None
     retries: int = 0
     calls: int = 0
-    throttling: dict = field(default_factory=dict)  # per endpoint asked to slow down (run/limits.py)
-    max_cost: float | None = None  # the budget in USD (run/budget.py)
+    throttling: dict = field(default_factory=dict)  # per endpoint asked to slow down (run/calling/limits.py)
+    max_cost: float | None = None  # the budget in USD (run/calling/budget.py)
     warnings: list[str] = field(default_factory=list)
     concurrency: int = 4
     repeat: int = 1
@@ -57,23 +57,23 @@ class EvalRun:
     graders: list[str] = field(default_factory=list)
     grader_source: object = None
     gates: list = field(default_factory=list)  # config/gates.Gate: the config's and --gate's
-    gate_results: list = field(default_factory=list)  # run/gates.GateResult, once the run has finished
+    gate_results: list = field(default_factory=list)  # run/recording/gates.GateResult, once the run has finished
     _tallies: list | None = field(default=None, repr=False)  # per column: (stats.ColumnSample, ColumnMethods)
     _pending: list = field(default_factory=list, repr=False)  # rows waiting for the comparisons
     # what prepare() plans and execute() runs (a stored run, read back, has none of it)
-    steps: Steps = field(default_factory=Steps, repr=False)  # what execute() runs (run/steps.py)
-    conversations: object = field(default=None, repr=False)  # run/conversations: the multi-turn tests' state
+    steps: Steps = field(default_factory=Steps, repr=False)  # what execute() runs (run/planning/steps.py)
+    conversations: object = field(default=None, repr=False)  # run/planning/conversations: the multi-turn tests' state
     _delay: float = 0.0  # ms between calls (delay); one call at a time when set
     _vars_errors: dict | None = field(default=None, repr=False)  # transformVars' failures by test
     _unknown_vars: set = field(default_factory=set, repr=False)  # vars the plan already warned of
-    # what the load and the checks found and let pass: reported together by the preflight (run/preflight.py)
+    # what the load and the checks found and let pass: reported together by the preflight (run/planning/preflight.py)
     problems: list[str] = field(default_factory=list)
     grader_specs: list = field(default_factory=list)  # (ProviderSpec, kind) of every grader the run may call
     warnings_shown: int = 0  # how many of `warnings` the user has been told
     abort_exit_code: int = 3  # the exit code of an aborted run: 3 a provider, 1 a user's hook
-    trip: object = None  # run/breaker.Trip: the endpoint the circuit breaker stopped, which ended the run
+    trip: object = None  # run/calling/breaker.Trip: the endpoint the circuit breaker stopped, which ended the run
     ratings: dict | None = None  # a stored run's ratings by row, for its exports (report/ratings.py)
-    batch: dict | None = None  # batch mode (run/batches.py): {default, retry, detach, journal, on_state}
+    batch: dict | None = None  # batch mode (run/calling/batches.py): {default, retry, detach, journal, on_state}
 
     @property
     def successes(self) -> int:
@@ -184,7 +184,7 @@ def prepare(suite: Suite, options: RunOptions) -> EvalRun:
 def _prepare(suite: Suite, options: RunOptions) -> EvalRun:
     eo = suite.evaluate_options
     repeat = options.repeat or int(eo.get("repeat") or 1)
-    from factcli.run.row_vars import plan_transforms
+    from factcli.run.planning.row_vars import plan_transforms
 
     from factcli.config.stream import facts_of
 
@@ -211,7 +211,7 @@ def _prepare(suite: Suite, options: RunOptions) -> EvalRun:
     )
     run.steps = Steps(steps)
     # what the load found and let pass, and what the checks below find: reported all together by
-    # the preflight (run/preflight.py), and never a call while any is left (execute)
+    # the preflight (run/planning/preflight.py), and never a call while any is left (execute)
     run.problems = list(getattr(suite, "problems", None) or [])
     run.conversations = _conversations(steps, streamed)
     run._delay = delay
@@ -221,7 +221,7 @@ def _prepare(suite: Suite, options: RunOptions) -> EvalRun:
 
     run.grader_source = GraderSource(cli=options.grader, default_test=(suite.default_test.get("options") or {}).get("provider"))
     run.graders = check_graders(suite, run.grader_source, run.warnings, run.grader_specs)
-    from factcli.run.batches import settings_of
+    from factcli.run.calling.batches import settings_of
 
     run.batch = settings_of(suite, options, run.grader_specs)  # None unless a call may go in a batch
     from factcli.config.var_check import check_vars
@@ -250,12 +250,12 @@ def _prepare(suite: Suite, options: RunOptions) -> EvalRun:
 
 
 def _conversations(steps, streamed: bool = False):
-    """The plan's conversation threads and storeOutputAs registers (run/conversations.py): made from
+    """The plan's conversation threads and storeOutputAs registers (run/planning/conversations.py): made from
     every step, before --resume leaves out the finished ones, whose turns it puts back. A suite
     loaded from CSV/JSONL files (`streamed`: config/stream.facts_of) has neither runSerially nor
     storeOutputAs: unless a prompt reads `_conversation`, no step of it is in a thread, and its
     steps are not made to learn that."""
-    from factcli.run.conversations import Conversations, uses_conversation
+    from factcli.run.planning.conversations import Conversations, uses_conversation
 
     if streamed and not any(uses_conversation(c.prompt) for c in steps.cols):
         return Conversations([])
@@ -307,7 +307,7 @@ def check_prices(suite: Suite, graders: list) -> None:
     priced with its own config (`inputCost`/`outputCost`), as --dry-run prices it."""
     from factcli.errors import FactcliError
     from factcli.providers.registry import create_provider
-    from factcli.run.budget import unpriced
+    from factcli.run.calling.budget import unpriced
 
     where = {}
     for i, s in enumerate(suite.providers):
@@ -421,12 +421,12 @@ async def _execute(run: EvalRun, on_result: Callable[[EvalResult], None] | None,
                    warn: Callable[[str], None] | None) -> None:
     from factcli.errors import AbortRun
     from factcli.providers.registry import create_provider
-    from factcli.run.breaker import Breakers
-    from factcli.run.budget import Budget
-    from factcli.run.cache import ResponseCache
-    from factcli.run.calls import Caller, RetryPolicy
+    from factcli.run.calling.breaker import Breakers
+    from factcli.run.calling.budget import Budget
+    from factcli.run.calling.cache import ResponseCache
+    from factcli.run.calling.caller import Caller, RetryPolicy
     from factcli.run.executor import Executor
-    from factcli.run.limits import Limiters
+    from factcli.run.calling.limits import Limiters
 
     suite = run.suite
     if run.problems:  # (the preflight reports them; a caller that skipped it gets them here)
@@ -467,7 +467,7 @@ async def _execute(run: EvalRun, on_result: Callable[[EvalResult], None] | None,
         hooks.columns = run.columns
     batcher = None
     if run.batch is not None:  # batch mode: every row in flight, so that a stage's calls meet in one batch
-        from factcli.run.batches import Batcher
+        from factcli.run.calling.batches import Batcher
 
         b = run.batch
         batcher = caller.batches = Batcher(b["default"], b.get("journal"), b["retry"], b["detach"], b.get("on_state"))
@@ -478,11 +478,11 @@ async def _execute(run: EvalRun, on_result: Callable[[EvalResult], None] | None,
     run.started = time.time()
     try:
         if len(run.steps):  # before any paid call: an endpoint that is not there is stopped now
-            from factcli.run.preflight import reach
+            from factcli.run.planning.preflight import reach
 
             await reach(breakers, [*providers.values(), *_grader_providers(run)])
         if breakers.trip is None and batcher is not None and batcher.detach:
-            from factcli.run.batches import until_detached
+            from factcli.run.calling.batches import until_detached
 
             if await until_detached(executor.run(run.steps, record), batcher):
                 run.status = STATUS_WAITING  # (no abort reason: nothing went wrong)
@@ -572,7 +572,7 @@ def load(config, options: RunOptions | None = None) -> Suite:
 def downloads(options: RunOptions):
     """Tests a config downloads while it loads are kept in the download cache (--no-cache: fetched again)."""
     from factcli.config.remote import downloading
-    from factcli.run.cache import DownloadCache
+    from factcli.run.calling.cache import DownloadCache
 
     store = DownloadCache(refresh=options.cache is False)
     try:

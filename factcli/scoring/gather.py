@@ -6,7 +6,7 @@ new ones nobody closes). Every place that runs a row's calls side by side goes t
 (tests/test_owned_rules.py reads scoring/, methods/ and assertions/ for any other).
 
 How many of them are out at once is not decided here: every call takes a place under the run's cap
-(`-j`, run/calls.CallCap), whichever assertion or step makes it, so a row starts all its assertions and
+(`-j`, run/calling/caller.CallCap), whichever assertion or step makes it, so a row starts all its assertions and
 a method all its steps together. `bound` is for a limit a user set on one assertion (a method's
 `config.maxConcurrency`), under that cap."""
 

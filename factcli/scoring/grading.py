@@ -6,7 +6,7 @@ rule; the one grader of a kind is resolved here (GraderSource), in this order (c
 `openai:gpt-5` when OPENAI_API_KEY is set.
 Grader calls go through the run's Caller, so they share the cache, the retry loop and the
 timeouts of provider calls; their tokens and cost are counted apart. They ask for temperature 0
-and a fixed seed (a parameter a server refuses is learned once per endpoint in run/calls). Each call is
+and a fixed seed (a parameter a server refuses is learned once per endpoint in run/calling/caller). Each call is
 one typed request (providers/request.CallRequest) that the grader's provider class translates: a
 reasoning grader (as the class says: `reasoning_style()`) is asked with a reasoning budget on top of
 the step's cap, a low effort and no temperature (providers/reasoning.py), and each server gets the
@@ -318,7 +318,7 @@ class Grader:
                     return None  # unreadable: schema_error's to say
             return reply.content_error(value, sent)
 
-        def usable(resp) -> bool:  # the cache keeps and serves only this (run/calls.py)
+        def usable(resp) -> bool:  # the cache keeps and serves only this (run/calling/caller.py)
             text = _text_of(resp.output)
             return resp.finish_reason != "length" and schema_error(text) is None and content_error(text) is None
 
@@ -371,7 +371,7 @@ class Grader:
         return out
 
     def given_replies(self):
-        """The cache entries of the replies read inside (run/calls.GivenReplies), to drop when the
+        """The cache entries of the replies read inside (run/calling/caller.GivenReplies), to drop when the
         grading fails; a caller without a cache gives a scope that drops nothing."""
         given = getattr(self.caller, "given", None)
         return given() if given is not None else _NoReplies()

@@ -3,9 +3,9 @@
 - the handlers, as they grade (methods/claims.judges_for, assertions/graded's panels, factscore's
   decomposer and embedder; a handler with one grader reads grading.Grader.spec_for, the same
   GraderSource.of this module resolves with);
-- the checks before any call (run/runner.check_graders: every judge resolved, then run/preflight
+- the checks before any call (run/runner.check_graders: every judge resolved, then run/planning/preflight
   checks its vendor, credential and server);
-- the dry run's estimate (run/estimate) and calibrate's column names (config/labels).
+- the dry run's estimate (run/planning/estimate) and calibrate's column names (config/labels).
 
 The rule:
 - a judge panel is `provider:` as a list, or `config.models` for a type that reads it as one

@@ -202,7 +202,7 @@ class ColumnMetrics:
     unscored: int = 0
     named_rows: dict = field(default_factory=dict)  # metric -> rows that have it (judged or not)
     # the rows of `critical: true` tests that did not pass: [test_idx, description, failed (False: not
-    # judged)], for the critical gate (run/gates.py); `show` has each one's reason
+    # judged)], for the critical gate (run/recording/gates.py); `show` has each one's reason
     critical: list = field(default_factory=list)
     rows: int = 0
     cached: int = 0

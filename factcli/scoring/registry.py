@@ -59,7 +59,7 @@ class TypeFacts:
     graders: tuple[str, ...] = ("text",)  # the grader kinds it calls (scoring/judges), resolved before any call
     panel: bool = False  # takes a judge panel: a list of providers
     models_alias: bool = False  # also reads `config.models` as its judge list (the seed's spelling)
-    claim_method: bool = False  # a claim-level method: its calls follow the output (run/estimate)
+    claim_method: bool = False  # a claim-level method: its calls follow the output (run/planning/estimate)
     cell_threshold: float | None = None  # promptfoo's CSV cell `type(0.9):` keeps a threshold; this one if none
     # how promptfoo's CSV cell `type:value` gives its value: "text" trimmed, "list" split at commas and
     # each item trimmed, "json" as written (and no threshold)

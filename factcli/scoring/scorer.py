@@ -189,7 +189,7 @@ async def run_assertion(a: Assertion, *, output: Any, test: TestCase, variables:
     if kind.is_async:
         if grader is None:
             result = await kind.handler(ctx)
-        else:  # a grading that failed keeps none of the replies it read in the cache (run/calls.py)
+        else:  # a grading that failed keeps none of the replies it read in the cache (run/calling/caller.py)
             with grader.given_replies() as given:
                 result = await kind.handler(ctx)
             if given.keys and has_grader_error(result):
@@ -350,7 +350,7 @@ async def run_assertions(test: TestCase, *, output: Any, variables: dict, prompt
             if res is not None:
                 parts.append((index, res, render_metric(a.metric, variables), a.weight))
     else:
-        # every assertion at once: their calls wait for a place under the run's cap (-j, run/calls.CallCap),
+        # every assertion at once: their calls wait for a place under the run's cap (-j, run/calling/caller.CallCap),
         # the one limit on calls in flight (promptfoo runs 3 assertions of a row at a time; a limit here
         # would only idle places -j leaves free). Added in the config's order, not as they finish: the
         # row's reason (its last failure) and the order of its named scores never depend on which judge

@@ -1,4 +1,4 @@
-"""A run's batches at the vendors (run/batches.py): each batch's id, vendor, endpoint, round and last
+"""A run's batches at the vendors (run/calling/batches.py): each batch's id, vendor, endpoint, round and last
 known status and counts, and the custom_id of every line submitted, committed as soon as the vendor
 has the batch, so that a run killed or detached while they run is resumed without submitting a line
 twice (`--resume`), and `list`/`show` say what it waits on."""
@@ -11,7 +11,7 @@ WAITING = ("running",)  # BatchState.state of a batch not yet ended
 
 
 class BatchJournal:
-    """run/batches.Journal on the store: written by the running eval."""
+    """run/calling/batches.Journal on the store: written by the running eval."""
 
     def __init__(self, store, run_id: str):
         self.store = store

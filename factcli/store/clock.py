@@ -1,6 +1,6 @@
 """The wall clock a store keeps its times by: a run's `created_at`/`updated_at`, and so its lease's
 heartbeats and their age (store/leases.py, base.holder_alive), and the heartbeat's wait between beats.
-UTC wall time, not run/clock's monotonic time: a lease's heartbeat is written by one machine and read by
+UTC wall time, not run/calling/clock's monotonic time: a lease's heartbeat is written by one machine and read by
 another. One place, so that a test can make leases fast: with `speed = 50`, time reads 50 times faster
 (past the moment the module was imported) and a heartbeat waits 50 times shorter, and every lease
 decision is the one real time would make (issue 51: "a clock the tests can fake" for leases).

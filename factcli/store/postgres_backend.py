@@ -270,7 +270,7 @@ class PostgresStore(BaseStore):
 
 def _drop_terminating_noise(record) -> bool:
     """psycopg logs `error ignored terminating <Pipeline …>` when a pipeline's connection breaks inside
-    executemany: the error itself is raised and reported once (run/outage.py); the log line repeated
+    executemany: the error itself is raised and reported once (run/recording/outage.py); the log line repeated
     it in front of the user on every outage (issue 48)."""
     return not str(record.msg).startswith("error ignored terminating")
 

@@ -1,5 +1,5 @@
 """Rows between memory and the store: EvalResult -> results row (`RowEncoder`) and back, and a
-run's rows read back in order (a stored run as an EvalRun is run/stored.py).
+run's rows read back in order (a stored run as an EvalRun is run/recording/stored.py).
 
 The stored form keeps everything the results JSON needs, so an export from the store is the same
 document `eval -o` writes (minus secrets, which never reach the store).

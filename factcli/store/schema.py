@@ -81,10 +81,10 @@ MIGRATIONS: tuple[Migration, ...] = (
         }, pk="id", foreign_keys=(_RUN,)),
         CreateIndex("ratings", ("run_id", "test_idx", "prompt_idx", "repeat_idx")),
     )),
-    # A finished run's gate verdicts (run/gates.GateResult.to_json, a list), so that `export`, `show`
+    # A finished run's gate verdicts (run/recording/gates.GateResult.to_json, a list), so that `export`, `show`
     # and `view` of the run tell what its eval told; NULL for a run without gates.
     Migration("m003_run_gates", (AddColumn("runs", "gates_json", str),)),
-    # Batch mode (run/batches.py, store/batches.py): a run's batches at the vendors, and the custom_id of
+    # Batch mode (run/calling/batches.py, store/batches.py): a run's batches at the vendors, and the custom_id of
     # every line it submitted, so that --resume collects them and never submits a line twice.
     Migration("m004_batches", (
         CreateTable("batches", {

@@ -1,6 +1,6 @@
 """Search backends for the methods that check facts against the web (`safe`): one registry, one module
 per backend, chosen by `config.search.provider`. Each is a Provider (base.py), so searches are called,
-retried, rate-limited, cached, counted and priced by run/calls like model calls.
+retried, rate-limited, cached, counted and priced by run/calling/caller like model calls.
 
 | provider  | request (vendor's documented API)                                   | key               | price / search |
 |-----------|---------------------------------------------------------------------|-------------------|----------------|

@@ -1,5 +1,5 @@
 """What a search backend is: a Provider whose prompt is a search query and whose output is a list of
-results `{title, url, snippet}`. Being a Provider is the point: a search goes through run/calls.Caller
+results `{title, url, snippet}`. Being a Provider is the point: a search goes through run/calling/caller.Caller
 like a model call, so the one owner of retries (429 with Retry-After, 5xx, timeouts), per-endpoint limits
 (`rpm`, `maxConcurrency` in `config.search`), the response cache and the budget treats it as one.
 
@@ -121,7 +121,7 @@ class SearchBackend(Provider):
 
     async def request(self, method: str, url: str, *, headers: dict | None = None, params: dict | None = None,
                       body: dict | None = None) -> Any:
-        """One HTTP request -> its JSON; failures classified for run/calls (429 and 5xx are retried)."""
+        """One HTTP request -> its JSON; failures classified for run/calling/caller (429 and 5xx are retried)."""
         import aiohttp
 
         timeout = aiohttp.ClientTimeout(total=None)  # the Caller owns the per-attempt timeout

@@ -1,4 +1,4 @@
-"""Per-endpoint limits, under the run's cap on calls in flight (`-j`: run/calls.CallCap): a provider's
+"""Per-endpoint limits, under the run's cap on calls in flight (`-j`: run/calling/caller.CallCap): a provider's
 `maxConcurrency`, requests per minute (`rpm`) and tokens per minute (`tpm`), set in its config (graders
 are providers too). Columns on the same endpoint (same id and base URL) share one limiter.
 
@@ -29,7 +29,7 @@ import math
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from factcli.run import clock
+from factcli.run.calling import clock
 
 LIMIT_KEYS = ("maxConcurrency", "rpm", "tpm")  # factcli's, never sent to the API nor part of the cache key
 CHARS_PER_TOKEN = 4  # a prompt's token estimate for tpm spacing when nothing better is known

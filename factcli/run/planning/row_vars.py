@@ -3,7 +3,7 @@
 promptfoo's per-row pipeline (promptfoo-features §1.3), and where factcli departs from it:
 
 1. start from the step's vars (after the test's transformVars, run while planning: `plan_transforms`);
-   the registers of `storeOutputAs` and `_conversation` (run/conversations.py) come in here, over the
+   the registers of `storeOutputAs` and `_conversation` (run/planning/conversations.py) come in here, over the
    test's vars of the same name, as in promptfoo;
 2. add the runtime vars `__evalId`, `__evalStepId`, `__repeatIndex`;
 3. call the script vars (`file://x.py`, `file://x.js`), in key order; each sees the vars so far;
@@ -131,7 +131,7 @@ def render_var_values(variables: dict, names) -> dict:
 async def build_row(step: EvalStep, *, eval_id: str = "", provider_label: str | None = None,
                     base_dir: Path | None = None, extra_vars: dict | None = None) -> Row:
     """The row's vars and its rendered prompt, in the order the module docstring gives. `extra_vars`:
-    the registers and `_conversation` the row sees (run/conversations.py)."""
+    the registers and `_conversation` the row sees (run/planning/conversations.py)."""
     row = data_row(step, eval_id, extra_vars)
     if row is not None:
         return row

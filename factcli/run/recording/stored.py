@@ -48,7 +48,7 @@ def load_run(store: Store, run_row: dict):
                   ratings=ratings_by_row(store, run_row["id"]))
     from factcli.config.gates import stored as stored_gates
 
-    run.gate_results = stored_gates(run_row.get("gates_json"))  # as the eval said them (run/gates.py)
+    run.gate_results = stored_gates(run_row.get("gates_json"))  # as the eval said them (run/recording/gates.py)
     if metrics is not stored:
         load_all()  # registers the method reports
         method_reports.fill(run)

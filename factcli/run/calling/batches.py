@@ -1,15 +1,15 @@
 """Batch mode (`--batch`, `evaluateOptions.batch`, a provider's `batch: true`): the one owner of batching.
 
-run/calls.Caller hands every call of a provider that has a batch API (one with `batch_body`,
+run/calling/caller.Caller hands every call of a provider that has a batch API (one with `batch_body`,
 `batch_client` and `batch_reply`: providers/openai_provider.py) here instead of sending it. Its line
 waits in its endpoint's queue; a queue is submitted as one batch once it stops growing for a quiet
-window (QUIET_S on run/clock) or reaches the vendor's limits (lines, bytes), so all rows of a stage
+window (QUIET_S on run/calling/clock) or reaches the vendor's limits (lines, bytes), so all rows of a stage
 go in as few batches as the limits allow. In batch mode the executor lets every row be in flight
 (run/runner.execute): a batched call holds no place under -j, so the calls of one stage of every
 row meet in the same batch, and a multi-stage method (a claim-level method's decomposition, then its
 verification) takes one batch round per stage.
 
-Each submitted batch is polled with backoff on run/clock until it ends; its replies are read by the
+Each submitted batch is polled with backoff on run/calling/clock until it ends; its replies are read by the
 provider's own reader (`batch_reply`, the reader of its direct replies) and priced at the batch
 price. The response cache's rule is Caller's: a batched reply comes back through Caller.call.
 
@@ -32,7 +32,7 @@ from contextvars import ContextVar
 from typing import Callable
 
 from factcli.providers.batch_api import ENDED, BatchState, LineResult
-from factcli.run import clock
+from factcli.run.calling import clock
 from factcli.types import ProviderResponse
 
 _ROW: ContextVar[list | None] = ContextVar("factcli_batch_row", default=None)  # [the row's latest round]

@@ -3,7 +3,7 @@ downloaded tests (Hugging Face dataset rows, test files at a URL), keyed by the 
 
 Only what can be used is stored, for 14 days: never an error response nor an empty output, never a
 grader's reply its step's schema refuses or that was cut off, and no reply of a grading that failed
-(run/calls.py says how, for every step of every method). The key never contains a secret in clear: secrets are dropped before hashing, only
+(run/calling/caller.py says how, for every step of every method). The key never contains a secret in clear: secrets are dropped before hashing, only
 the response (no request) is stored, and a download's key is its URL alone (the token a request
 carried is a header: in no key and no value).
 """
@@ -17,7 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from factcli import settings
-from factcli.run.limits import LIMIT_KEYS
+from factcli.run.calling.limits import LIMIT_KEYS
 from factcli.store import redact
 from factcli.types import ProviderResponse, TokenUsage
 

@@ -4,7 +4,7 @@ not there, or that answers every call with a failure, is stopped instead of bein
 
 The breaker of an endpoint opens when
 - `CONNECT_FAILURES` attempts in a row could not connect to it (connection refused, no such host), with no
-  reply between them; or the preflight found it unreachable (run/preflight.reach) before any call;
+  reply between them; or the preflight found it unreachable (run/planning/preflight.reach) before any call;
 - `failures` calls in a row (FACTCLI_BREAKER_FAILURES, evaluateOptions.breakerFailures; default 5) ended
   failed after all their retries (429, 5xx, a dropped connection), with no call answered between them;
 - or no call to it was answered for `seconds` (FACTCLI_BREAKER_SECONDS, evaluateOptions.breakerSeconds;
@@ -16,7 +16,7 @@ generation is not an outage). 0 for either setting turns that rule off.
 Once open, no request goes to the endpoint: calls waiting to retry end at once, new calls end without
 being sent, each with an error naming the breaker (a provider error for the model under test, a grading
 error for a judge); run/executor starts no more rows, and the run ends interrupted, resumable: its
-abort reason says ROW_MARK, and --resume of such a run also runs its ERROR rows again (run/session). run/calls.Caller owns the retries and
+abort reason says ROW_MARK, and --resume of such a run also runs its ERROR rows again (run/recording/session). run/calling/caller.Caller owns the retries and
 tells the breaker what each attempt and call came to; this module only counts and decides.
 """
 
@@ -26,7 +26,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Callable
 
-from factcli.run import clock as run_clock
+from factcli.run.calling import clock as run_clock
 
 CONNECT_FAILURES = 3
 DEFAULT_FAILURES = 5

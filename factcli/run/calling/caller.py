@@ -4,11 +4,11 @@ timeout, the form its endpoint accepts, the parameters its endpoint refused, a g
 a budget's reply cap) and the provider class translates (docs/architecture.md: how a grader call travels).
 
 This is the one owner of: the response cache, de-duplication of identical in-flight requests,
-the run's cap on calls in flight (`-j`: CallCap), the per-endpoint limits under it (run/limits.py:
+the run's cap on calls in flight (`-j`: CallCap), the per-endpoint limits under it (run/calling/limits.py:
 maxConcurrency, rpm, tpm, adaptive concurrency), the per-attempt timeout, and retries (capped
 exponential backoff with jitter, honouring Retry-After).
 401/403 abort the run; other failures come back as a response with `error` set. Each endpoint's
-circuit breaker (run/breaker.py) is told what every attempt and call came to; once it is open, calls to
+circuit breaker (run/calling/breaker.py) is told what every attempt and call came to; once it is open, calls to
 that endpoint end at once (a retry's backoff included) with its error, and none is sent.
 
 A call that timed out is retried once, not max_retries times: without streaming there is no telling
@@ -50,11 +50,11 @@ from factcli.providers.base import (
     names_response_format,
 )
 from factcli.providers.request import FORMS, CallRequest
-from factcli.run import clock
-from factcli.run.breaker import Breaker, Breakers
-from factcli.run.budget import Budget, budget_cap, output_cap, reply_reserved, worst_cost
-from factcli.run.cache import ResponseCache, cache_key
-from factcli.run.limits import Limiters, estimate_tokens
+from factcli.run.calling import clock
+from factcli.run.calling.breaker import Breaker, Breakers
+from factcli.run.calling.budget import Budget, budget_cap, output_cap, reply_reserved, worst_cost
+from factcli.run.calling.cache import ResponseCache, cache_key
+from factcli.run.calling.limits import Limiters, estimate_tokens
 from factcli.store.redact import scrub_text
 from factcli.types import ProviderResponse, TokenUsage
 
@@ -209,7 +209,7 @@ class Caller:
         self.formats = FormatMemory()
         self.params = ParamMemory()
         self._inflight: dict[str, asyncio.Future] = {}
-        self.batches = None  # run/batches.Batcher in batch mode: the calls of its providers go in batches
+        self.batches = None  # run/calling/batches.Batcher in batch mode: the calls of its providers go in batches
         self.retries = 0  # total retries made, reported with the run
         self.calls = 0  # requests actually sent
 
@@ -325,7 +325,7 @@ class Caller:
 
     async def _structured(self, provider: Provider, request: CallRequest) -> ProviderResponse:
         """The call, in the form of structured output its endpoint accepts (see the module's docstring)."""
-        if self.batches is not None and self.batches.takes(provider):  # in a batch (run/batches.py)
+        if self.batches is not None and self.batches.takes(provider):  # in a batch (run/calling/batches.py)
             resp = await self._batched(provider, request)
             if resp is not None:  # (None: a failed line asked again directly, batchRetry: direct)
                 self.calls += 1

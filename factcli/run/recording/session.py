@@ -60,7 +60,7 @@ class EvalSession:
         self.mode: str | None = None  # "resume" | "retry"
         self.suite = None  # rebuilt from the stored run
         self.source_options: dict = {}
-        self.trust = None  # run/trust.StoredTrust: what a resumed run takes from the store
+        self.trust = None  # run/recording/trust.StoredTrust: what a resumed run takes from the store
         self.stored_outputs: list[Path] = []  # the stored -o paths a resume writes again (StoredTrust.outputs)
         self.failing: tuple[str, set[str]] | None = None
         self.all_tests: list | None = None
@@ -81,10 +81,10 @@ class EvalSession:
         self._group: list[tuple] = []
         self._timer = None  # the event loop's call to flush(), GROUP_S after a group's first row
         self.options = None  # run/options.EvalOptions: as given, or as a resumed run had them
-        self._outage = None  # run/outage.Outage while the store does not take rows
+        self._outage = None  # run/recording/outage.Outage while the store does not take rows
         self.unstorable: list[tuple[str, str]] = []  # (row's place, why): rows the store refused for good
         # the rows a store that may vanish (a server) took, to show them if it is gone at the end
-        self._kept = None  # run/outage.Spool for a server store
+        self._kept = None  # run/recording/outage.Spool for a server store
         self.unstored: tuple | None = None  # (rows, tests, error): the store was gone at the end
 
     # ------------------------------------------------------------ before the suite is loaded
@@ -153,7 +153,7 @@ class EvalSession:
         # the stored options, changed by those given now; those taken from the store may name code too
         options, taken = resumed({**opts, "vars": stored_vars}, self.options.run)
         self.options = dataclasses.replace(self.options, run=options)
-        from factcli.run.trust import StoredTrust
+        from factcli.run.recording.trust import StoredTrust
 
         self.trust = StoredTrust(row["id"], self.options.trust_stored_config, self.ui)
         self.trust.options(taken, opts.get("vars"))
@@ -243,7 +243,7 @@ class EvalSession:
         if self.failing is None:
             return
         from factcli.config.plan import test_combinations
-        from factcli.run.row_vars import plan_transforms
+        from factcli.run.planning.row_vars import plan_transforms
 
         run_id, keys = self.failing
         if suite.transform_errors is None:  # stored rows carry the transformed vars
@@ -268,7 +268,7 @@ class EvalSession:
         self.scrub = Scrubber(run.suite.raw)
         self.encoder = RowEncoder(self.scrub)
         if self.store.kind == "postgresql":
-            from factcli.run.outage import Spool
+            from factcli.run.recording.outage import Spool
 
             self._kept = Spool()
         self._metrics_at = time.monotonic()  # the first running totals a second in: a short run has only its final ones
@@ -346,7 +346,7 @@ class EvalSession:
             if step is None or (test_key(step.test.description, step.vars) != stored_key and not hooked):
                 raise FactcliError(f"test {key[0]} of run {run_id} no longer matches the config "
                                    "(the tests changed since the run started); it cannot be resumed")
-        from factcli.run.breaker import ROW_MARK
+        from factcli.run.calling.breaker import ROW_MARK
 
         if self.mode == "resume" and ROW_MARK not in (src.get("abort_reason") or ""):
             keep = set(done)
@@ -445,7 +445,7 @@ class EvalSession:
     def flush(self) -> None:
         """Write and commit the queued rows (and, once a second, the run's running totals). A group
         stays queued until it is committed (a Ctrl-C inside the write: finish() writes it again).
-        While the store is out (run/outage.py) the group is held and the store tried again when due."""
+        While the store is out (run/recording/outage.py) the group is held and the store tried again when due."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -471,7 +471,7 @@ class EvalSession:
                                                         "cost": cost}, commit=False)
             self.store.commit()
         except store_errors() as exc:
-            from factcli.run.outage import permanent
+            from factcli.run.recording.outage import permanent
 
             if permanent(exc):
                 self._one_by_one(group)
@@ -486,7 +486,7 @@ class EvalSession:
         """A group the store refused for a row's sake (outage.permanent): each row written alone, the
         rows it cannot take reported and left out, the others stored; a failure that is the store's
         holds the rest as an outage. Returns the rows left out."""
-        from factcli.run.outage import describe, permanent, place
+        from factcli.run.recording.outage import describe, permanent, place
 
         refused = []
         try:
@@ -516,8 +516,8 @@ class EvalSession:
 
     def _lost(self, exc: BaseException, group: list[tuple]) -> None:
         """The store failed to take `group`: hold it, and go on holding rows until the store takes them
-        again (run/outage.py)."""
-        from factcli.run.outage import Outage, announce
+        again (run/recording/outage.py)."""
+        from factcli.run.recording.outage import Outage, announce
 
         if self._outage is None:
             self._outage = Outage(exc)
@@ -533,7 +533,7 @@ class EvalSession:
             self.store.write_results(rows)
             self.store.commit()
         except store_errors() as exc:
-            from factcli.run.outage import permanent
+            from factcli.run.recording.outage import permanent
 
             if not permanent(exc):
                 outage.failed(exc)
@@ -553,7 +553,7 @@ class EvalSession:
     def _wait_for_store(self) -> None:
         """The run ended while the store is out: try it until the outage's time is up (once more
         if it already is); then keep every row in memory and record what the store lacks."""
-        from factcli.run.outage import describe, missing_tests
+        from factcli.run.recording.outage import describe, missing_tests
 
         outage = self._outage
         if outage.remaining() > 0:

@@ -1,5 +1,5 @@
-"""The clock a run waits by: the limiter's spacing (run/limits.py), a retry's backoff (run/calls.py) and the
-circuit breaker's time (run/breaker.py). One place, so that a test can make it fast: with `speed = 50`,
+"""The clock a run waits by: the limiter's spacing (run/calling/limits.py), a retry's backoff (run/calling/caller.py) and the
+circuit breaker's time (run/calling/breaker.py). One place, so that a test can make it fast: with `speed = 50`,
 time reads 50 times faster and every wait is 50 times shorter, and the code decides exactly as it would
 in real time (issue 51: "a clock the tests can fake"). The per-attempt timeout of a call is real time:
 it bounds a server, not a decision."""

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from factcli.providers.pricing import price_of
 from factcli.providers.tokens import count_messages
-from factcli.run.budget import budget_cap, output_cap, reply_cap
+from factcli.run.calling.budget import budget_cap, output_cap, reply_cap
 from factcli.report.figures import money, plural
 from factcli.types import walk
 
@@ -71,7 +71,7 @@ def plan(run, batch=False) -> tuple[list[Line], list[Line]]:
     """(one Line per provider, one Line per grader) for the run's remaining steps. `batch`: whether
     a call goes through a batch API, for every provider (a bool) or by provider (a callable)."""
     from factcli.providers.registry import create_provider
-    from factcli.run.cache import ResponseCache, cache_key
+    from factcli.run.calling.cache import ResponseCache, cache_key
     from factcli.run.executor import render_prompt
     suite = run.suite
     cache = ResponseCache() if run.cache else None

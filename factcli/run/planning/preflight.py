@@ -13,7 +13,7 @@ spending money, reported together (exit 1, no call made).
 Then, once the run is stored and before its first call, `reach` opens a TCP connection (nothing is
 sent, so nothing is billed) to every local or configured server the run's models and graders call: one
 that refuses it, has no such host or does not accept within CONNECT_TIMEOUT_S has its circuit breaker
-opened (run/breaker.py), so the run stops at once, resumable, before any model is paid.
+opened (run/calling/breaker.py), so the run stops at once, resumable, before any model is paid.
 """
 
 from __future__ import annotations
