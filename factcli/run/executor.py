@@ -20,7 +20,7 @@ from factcli.providers.request import CallRequest
 from factcli.run.calling.budget import BudgetReached
 from factcli.run.calling.caller import Caller
 from factcli.run.planning.conversations import Conversations, TurnBroken
-from factcli.run.planning.row_vars import RowError, build_row, data_row, static_row
+from factcli.run.planning.row_vars import RowError, build_row, data_row
 from factcli.scoring.grading import grader_ledger, note_grader_spend
 from factcli.scoring.outcome import failure_of
 from factcli.scoring.scorer import run_assertions, score_now
@@ -32,13 +32,6 @@ from factcli.types import (
     GradingResult,
     ProviderResponse,
 )
-
-
-def render_prompt(step: EvalStep, missing_out: dict | None = None) -> RenderedPrompt:
-    """The row's prompt without running user code (script vars, prompt functions): for the dry run."""
-    row = static_row(step)
-    _note_missing(step, row.missing, missing_out)
-    return row.prompt
 
 
 def _note_missing(step: EvalStep, missing: list[str], missing_out: dict | None) -> None:

@@ -72,7 +72,8 @@ def plan(run, batch=False) -> tuple[list[Line], list[Line]]:
     a call goes through a batch API, for every provider (a bool) or by provider (a callable)."""
     from factcli.providers.registry import create_provider
     from factcli.run.calling.cache import ResponseCache, cache_key
-    from factcli.run.executor import render_prompt
+    from factcli.run.planning.row_vars import static_row
+
     suite = run.suite
     cache = ResponseCache() if run.cache else None
     providers = {i: create_provider(spec, suite.base_dir) for i, spec in enumerate(suite.providers)}
@@ -89,7 +90,7 @@ def plan(run, batch=False) -> tuple[list[Line], list[Line]]:
         provider, line = providers[step.provider_idx], lines[step.provider_idx]
         cap = reply_cap(provider)
         if step.test.provider_output is None:
-            rendered = render_prompt(step)
+            rendered = static_row(step).prompt  # without running user code (script vars, prompt functions)
             model = getattr(provider, "price_model", None) or ""
             tokens = count_messages(rendered.messages, model) or 0
             line.calls += 1
