@@ -140,10 +140,10 @@ def test_round_trip_of_every_parity_config(fake_openai, tmp_path, monkeypatch):
 def test_run_row_is_created_at_start_and_rows_written_in_groups_as_they_finish(tmp_path, monkeypatch):
     """Rows are committed in groups (GROUP_ROWS rows at most): another connection sees each group
     as soon as it is full, before the run ends, with the run row still `started`."""
-    from factcli.run.recording import session as session_mod
+    from factcli.run.recording import writer as writer_mod
 
     seen = []
-    original = session_mod.EvalSession.flush
+    original = writer_mod.RowWriter.flush
 
     def spy(self):
         queued = len(self._group)
@@ -153,9 +153,9 @@ def test_run_row_is_created_at_start_and_rows_written_in_groups_as_they_finish(t
                 seen.append((queued, other.execute("SELECT status FROM runs").fetchone()[0],
                              other.execute("SELECT COUNT(*) FROM results").fetchone()[0]))
 
-    monkeypatch.setattr(session_mod, "GROUP_ROWS", 2)
-    monkeypatch.setattr(session_mod, "GROUP_S", 60.0)  # only full groups here: the time bound is the next test
-    monkeypatch.setattr(session_mod.EvalSession, "flush", spy)
+    monkeypatch.setattr(writer_mod, "GROUP_ROWS", 2)
+    monkeypatch.setattr(writer_mod, "GROUP_S", 60.0)  # only full groups here: the time bound is the next test
+    monkeypatch.setattr(writer_mod.RowWriter, "flush", spy)
     assert evaluate("-c", write(tmp_path / "c.yaml", ECHO), "-j", "1").exit_code == 100
     assert seen == [(2, "started", 2), (2, "started", 4)]
 
@@ -163,20 +163,20 @@ def test_run_row_is_created_at_start_and_rows_written_in_groups_as_they_finish(t
 def test_a_row_is_committed_within_the_group_time_of_finishing(tmp_path, fake_openai, monkeypatch):
     """A slow model: each row is committed GROUP_S (0.1 s) after it finished, without waiting for
     the next row to fill its group, so a SIGKILL between calls loses nothing."""
-    from factcli.run.recording import session as session_mod
+    from factcli.run.recording import writer as writer_mod
 
     fake_openai.latency = 0.4
     monkeypatch.setenv("OPENAI_API_KEY", "dummy")
     monkeypatch.setenv("FAKE_OPENAI_URL", fake_openai.url)
     seen = []
-    original = session_mod.EvalSession.write
+    original = writer_mod.RowWriter.write
 
     def spy(self, result):
         with sqlite3.connect(self.store.path) as other:  # before this row: every earlier one is in
             seen.append((self.seq, other.execute("SELECT COUNT(*) FROM results").fetchone()[0]))
         original(self, result)
 
-    monkeypatch.setattr(session_mod.EvalSession, "write", spy)
+    monkeypatch.setattr(writer_mod.RowWriter, "write", spy)
     cfg = write(tmp_path / "c.yaml", KILL_CONFIG.split("tests:")[0] + "tests:\n"
                 + "".join(f"  - vars: {{n: '{i}'}}\n" for i in range(3)))
     assert evaluate("-c", cfg, "-j", "1", "--no-cache").exit_code == 0
@@ -582,12 +582,12 @@ def test_delete(tmp_path):
 
 def test_a_group_the_store_fails_to_take_is_shown_as_the_store_would_give_it(tmp_path, monkeypatch):
     """The rows of a group the store fails to write are not held as they ran (that cost ~3 us a row)
-    but read back from the group's tuples (EvalSession._unwritten): the -o file of a run whose store
+    but read back from the group's tuples (RowWriter._unwritten): the -o file of a run whose store
     fails at its second group equals that of a run whose store took every row."""
-    from factcli.run.recording import session
+    from factcli.run.recording import writer
     from factcli.store.sqlite_backend import SQLiteStore
 
-    monkeypatch.setattr(session, "GROUP_ROWS", 7)  # groups flushed by their size, with a current row
+    monkeypatch.setattr(writer, "GROUP_ROWS", 7)  # groups flushed by their size, with a current row
     cfg = write(tmp_path / "c.yaml", many_echo_tests(30))
 
     ok = tmp_path / "ok.json"
@@ -613,11 +613,11 @@ def test_a_group_the_store_fails_to_take_is_shown_as_the_store_would_give_it(tmp
 def test_a_store_that_fails_for_a_moment_gets_every_row(tmp_path, monkeypatch):
     """SQLite refuses one group (a full disk, a lock held past the timeout): the rows are held, the
     store is tried again as the run goes on, and takes them all; the exit code is the run's."""
-    from factcli.run.recording import session
+    from factcli.run.recording import writer
     from factcli.store.sqlite_backend import SQLiteStore
 
     monkeypatch.setenv("FACTCLI_STORE_TIMEOUT", "30")
-    monkeypatch.setattr(session, "GROUP_ROWS", 7)
+    monkeypatch.setattr(writer, "GROUP_ROWS", 7)
     calls = []
     original = SQLiteStore.write_results
 

@@ -203,7 +203,7 @@ def test_csv_lines_are_split_a_chunk_at_a_time_as_a_stringio_splits_them(monkeyp
 
 
 def test_filters_on_a_streamed_suite_hold_only_the_tests_they_keep_and_store_which(tmp_path, monkeypatch):
-    from factcli.run.recording import session as session_mod
+    from factcli.run.recording.source import Source
     from factcli.run.flow import EvalOptions, Flow
 
     cfg = _config(tmp_path, 30)
@@ -212,9 +212,8 @@ def test_filters_on_a_streamed_suite_hold_only_the_tests_they_keep_and_store_whi
     assert [t.description for t in plan.tests] == ["Row #2", "Row #10", "Row #11", "Row #12"]
     assert plan.positions == [1, 9, 10, 11] and len(plan) == 4 and suite.tests.streamed  # not made a list
     records = []
-    monkeypatch.setattr(session_mod.EvalSession, "_options_record",
-                        lambda self, run, f=session_mod.EvalSession._options_record: records.append(f(self, run))
-                        or records[-1])
+    monkeypatch.setattr(Source, "options_record",
+                        lambda self, run, f=Source.options_record: records.append(f(self, run)) or records[-1])
     flow = Flow(EvalOptions(config=[cfg], run=runner.RunOptions(filter_pattern=r"#(1\d|2)$", filter_first_n=4)))
     flow.prepare()
     asyncio.run(flow.execute())
@@ -242,7 +241,7 @@ def test_a_suite_of_at_most_hold_max_tests_is_held_as_the_list_its_load_parsed(t
 def test_filter_sample_on_a_streamed_suite_holds_only_its_sample_and_picks_as_a_list_does(tmp_path, monkeypatch):
     import random
 
-    from factcli.run.recording import session as session_mod
+    from factcli.run.recording.source import Source
     from factcli.run.flow import EvalOptions, Flow
 
     cfg = _config(tmp_path, 40)
@@ -258,9 +257,8 @@ def test_filter_sample_on_a_streamed_suite_holds_only_its_sample_and_picks_as_a_
         assert len(plan.tests) == 5 and suite.tests.streamed  # only the sample is held
         assert plan.positions == [int(t.description.split("#")[1]) - 1 for t in plan.tests]
     records = []
-    monkeypatch.setattr(session_mod.EvalSession, "_options_record",
-                        lambda self, run, f=session_mod.EvalSession._options_record: records.append(f(self, run))
-                        or records[-1])
+    monkeypatch.setattr(Source, "options_record",
+                        lambda self, run, f=Source.options_record: records.append(f(self, run)) or records[-1])
     random.seed(3)
     flow = Flow(EvalOptions(config=[cfg], run=runner.RunOptions(filter_sample=6)))
     flow.prepare()

@@ -92,7 +92,7 @@ def test_killed_on_one_home_resumed_from_another_and_a_second_resumer_refused(pg
     assert run["status"] == "started" and 15 <= len(done) < 40
     asked_before = fake_openai.request_count
     # asked but not stored: the calls in flight (-j 2) and the rows of the group not yet committed
-    # (run/recording/session.GROUP_S = 0.1 s of rows, ~4 at 0.05 s a call on two slots); those are asked again
+    # (run/recording/writer.GROUP_S = 0.1 s of rows, ~4 at 0.05 s a call on two slots); those are asked again
     lost = asked_before - len(done)
     assert 0 <= lost <= 8, lost
     shutil.rmtree(cfg_dir)  # the other machine does not have the config files

@@ -119,7 +119,7 @@ class Plan:
         """`facts`: the load's facts of the suite when `tests` are all of its tests (config/stream.py)."""
         self.tests, self.cols, self.repeat = tests, cols, repeat
         # a filtered streamed suite's tests, parsed anew, are not the suite's objects: where each
-        # one is in the suite, for the stored run's selection (run/recording/session._options_record)
+        # one is in the suite, for the stored run's selection (run/recording/source.Source.options_record)
         self.positions = positions
         self.counts = None
         if is_streamed(tests):

@@ -213,21 +213,26 @@ def _outputs(args: dict) -> list[Path]:
 
 def session_class(suite):
     """The session of a calibration: stored like any eval's run, marked as a calibration (mode
-    `calibrate`, with the calibrate arguments that rebuild it), so that `eval --resume` does not
-    mistake its labels file for a config; `calibrate --resume` hands it `suite`, rebuilt from them."""
+    `calibrate`, with the calibrate arguments that rebuild it, `session.source.calibration`), so that
+    `eval --resume` does not mistake its labels file for a config; `calibrate --resume` hands it
+    `suite`, rebuilt from them."""
     from factcli.run.recording.session import EvalSession
+    from factcli.run.recording.source import Source
 
-    class CalibrationSession(EvalSession):
+    class CalibrationSource(Source):
         calibration: dict = {}
 
-        def _options_record(self, run) -> dict:
-            record = super()._options_record(run)
+        def options_record(self, run) -> dict:
+            record = super().options_record(run)
             record.update(mode="calibrate", **self.calibration)
             return record
 
-        def _rebuild_suite(self, row: dict, opts: dict, options):
+        def rebuild_suite(self, row: dict, opts: dict, options):
             self.ui.note(f"Rebuilding the rows of calibration {row['id']} from its stored selection.")
             return suite
+
+    class CalibrationSession(EvalSession):
+        source_class = CalibrationSource
 
     return CalibrationSession
 
@@ -307,9 +312,9 @@ def run_command(args: dict) -> int:
     cls = session_class(suite)
     session = cls.open(EvalOptions(run=options, store=not args.get("no_write"), db=args.get("db"),
                                    resume=args.get("resume")))
-    session.calibration = {"labels": str(Path(p.labels).resolve()) if p.labels else None,
-                           "calibrationConfig": str(p.config_file.resolve()) if p.config_file else None,
-                           "calibrate": record_args(args)}
+    session.source.calibration = {"labels": str(Path(p.labels).resolve()) if p.labels else None,
+                                  "calibrationConfig": str(p.config_file.resolve()) if p.config_file else None,
+                                  "calibrate": record_args(args)}
     session.filter_suite(suite)
     run = runner.prepare(suite, session.options.run)
     session.begin(run)
