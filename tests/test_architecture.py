@@ -83,6 +83,25 @@ def test_no_file_is_over_700_lines():
     assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
 
 
+def test_every_module_path_the_docs_and_docstrings_name_is_there():
+    """A path such as `run/calling/caller.py`, `run/planning/row_vars.build_row` or `factcli/store/clock.py`
+    in the docs, the README or any module names a file or package that exists: a module that moves takes
+    the texts naming it along (docs/architecture.md is the map)."""
+    import re
+
+    packages = sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__")
+    named = re.compile(r"(?<![\w/.])(?:factcli/)?((?:%s)/[\w/]+?)(?:\.py)?(?=[^\w/]|$)" % "|".join(packages))
+    texts = [*PACKAGE.rglob("*.py"), *(ROOT / "docs").glob("*.md"), ROOT / "README.md"]
+    missing = set()
+    for path in texts:
+        for m in named.finditer(path.read_text(encoding="utf-8")):
+            where = PACKAGE / m.group(1).rstrip("/")
+            if not (where.with_suffix(".py").exists() or where.exists()
+                    or any(where.parent.glob(where.name + ".*"))):
+                missing.add(f"{path.relative_to(ROOT)}: {m.group(1)}")
+    assert sorted(missing) == []
+
+
 def test_the_top_level_shows_the_stages():
     entries = sorted(p.name for p in PACKAGE.iterdir() if p.name != "__pycache__")
     assert len(entries) <= MAX_TOP_LEVEL, entries

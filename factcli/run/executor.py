@@ -1,5 +1,5 @@
-"""Runs evaluation steps: the row's vars and prompt (run/planning/row_vars.py), the call (through calls.Caller),
-the output transforms, the assertions; reports each row as it finishes.
+"""Runs evaluation steps: the row's vars and prompt (run/planning/row_vars.py), the call (through
+run/calling/caller.Caller), the output transforms, the assertions; reports each row as it finishes.
 
 Concurrency is a fixed pool of workers pulling steps in order, so at most `concurrency` steps are
 in flight and nothing builds an unbounded set of tasks. When rows depend on earlier rows (conversation
@@ -100,7 +100,7 @@ class Executor:
         return lines
 
     # A row that never waits (a reply that needs no I/O) never hands the event loop its turn: the
-    # timers each call sets and cancels (calls.py's per-attempt timeout) stay in the loop's heap
+    # timers each call sets and cancels (run/calling/caller.py's per-attempt timeout) stay in the loop's heap
     # until it runs, growing with every row (issue 30). A worker gives the loop a turn every YIELD_EVERY rows, which also lets
     # the store's group-commit timer fire.
     async def run(self, steps: Iterable[EvalStep], on_result: Callable[[EvalResult], None]) -> None:

@@ -5,7 +5,7 @@ acts (docs/architecture.md, "How an option travels").
 run's plan and execution read (run/runner.prepare). Each field says, in its `Option` metadata, what
 it is outside the code that acts on it: how a message spells its flag, whether `evaluate()` takes it
 as a keyword, its key in a stored run's options record, and what --resume does with it. The API's
-keywords (run/api.py), the record (run/recording/session.py) and the resume rules are derived from these, so
+keywords (run/api.py), the record (run/recording/source.py) and the resume rules are derived from these, so
 that adding an option is: the CLI signature, a field here, and the code that uses it.
 """
 
@@ -122,7 +122,7 @@ class RunOptions:
 @dataclass(kw_only=True)
 class EvalOptions:
     """Everything that decides an eval, from `factcli eval`'s flags or `evaluate()`'s keywords: what the
-    flow (run/flow.py) and the store's session (run/recording/session.py) read, and the run's own (`run`)."""
+    flow (run/flow.py) and the store's session (run/recording/) read, and the run's own (`run`)."""
 
     # config file paths; the API also takes a dict, YAML text or one path (its first argument)
     config: Any = option(flag="-c", resume=REFUSE)

@@ -16,8 +16,9 @@ generation is not an outage). 0 for either setting turns that rule off.
 Once open, no request goes to the endpoint: calls waiting to retry end at once, new calls end without
 being sent, each with an error naming the breaker (a provider error for the model under test, a grading
 error for a judge); run/executor starts no more rows, and the run ends interrupted, resumable: its
-abort reason says ROW_MARK, and --resume of such a run also runs its ERROR rows again (run/recording/session). run/calling/caller.Caller owns the retries and
-tells the breaker what each attempt and call came to; this module only counts and decides.
+abort reason says ROW_MARK, and --resume of such a run also runs its ERROR rows again (run/recording/resume).
+run/calling/caller.Caller owns the retries and tells the breaker what each attempt and call came to; this
+module only counts and decides.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The steps a run executes (`EvalRun.steps`): the plan `config/plan.expand` made, and the few ways a
 run narrows it. One object owns them, so no module reaches into the run for its list:
 
-- `--resume` and `--retry-errors` leave the rows they keep out (run/recording/session: `keyed`, `leave_out`);
+- `--resume` and `--retry-errors` leave the rows they keep out (run/recording/resume: `keyed`, `leave_out`);
 - the pytest plugin runs the rows its items select (`keep_only`, from run/api.Evaluation);
 - calibrate gives each step its column's variant of the test (`map`);
 - the stored run's record of which tests the run selected (`tests_selected`);

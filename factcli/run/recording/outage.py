@@ -3,7 +3,7 @@ blink, a SQLite file on a full disk or locked past its timeout): the run goes on
 and the store is tried again with backoff for a bounded time (FACTCLI_STORE_TIMEOUT seconds, 60 by
 default). On reconnect every held row is written; if the store is still gone when the run ends, the
 run waits out the rest of that time, then keeps every row in memory for its table and -o files and
-says which rows the store lacks (run/recording/session.py drives it; docs/commands.md, "What a crash can lose").
+says which rows the store lacks (run/recording/writer.py drives it; docs/commands.md, "What a crash can lose").
 """
 
 from __future__ import annotations
