@@ -1,5 +1,5 @@
 """Which judges grade an assertion is one rule (scoring/judges.judges_of): the checks before any call
-(run/runner.check_graders, whose graders run/planning/preflight checks), the dry run's estimate (run/planning/estimate) and the
+(run/planning/graders.check_graders, whose graders run/planning/preflight checks), the dry run's estimate (run/planning/estimate) and the
 scorer's handlers name the same judges, for panels, a method's `config.models`, its own decomposer and
 embedder, a test's own `options.provider` (a typed map) and defaultTest's, against the vendor stand-ins."""
 

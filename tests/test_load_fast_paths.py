@@ -13,7 +13,7 @@ from factcli.config.context import Ctx
 from factcli.config.loader import load_suite
 from factcli.config.plan import Column, Plan, var_combinations
 from factcli.config.prompts import make_prompt
-from factcli.run.planning import preflight, row_vars
+from factcli.run.planning import graders, preflight, row_vars
 from factcli.run import runner
 from factcli.sources import Rows
 from factcli.types import EvalStep, ProviderSpec, TestCase
@@ -165,7 +165,7 @@ def test_shared_assertion_lists_are_checked_once_and_still_name_every_test(tmp_p
     assert preflight._assertion_problems(suite) == [
         "tests[0] and 2 more: llm-rubric has no value: the grader would score against an empty rubric (write the "
         "rubric as its value:, or give a rubricPrompt that needs none)"]
-    assert runner.check_graders(suite, runner.prepare(suite, runner.RunOptions()).grader_source, []) == ["echo"]
+    assert graders.check_graders(suite, runner.prepare(suite, runner.RunOptions()).grader_source, []) == ["echo"]
 
 
 @settings(max_examples=300, deadline=None)

@@ -70,7 +70,7 @@ class TestFacts:
         self.count = 0
         self.combinations = 0  # rows per column and repeat
         self.every_test_planned = True  # every test gives a row (an empty glob var gives none)
-        self.model_graded = False  # some assertion has a judge: runner.check_graders reads every test
+        self.model_graded = False  # some assertion has a judge: run/planning/graders.check_graders reads every test
         self.preflighted = False  # some assertion type has its own preflight check
         self.no_model_call = False  # a providerOutput, prefix or suffix (run/planning/preflight._empty_prompts)
         self.vars = TestVars()

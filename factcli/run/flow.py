@@ -28,6 +28,7 @@ from factcli import templating
 from factcli.errors import ConfigProblems, FactcliError
 from factcli.run import runner
 from factcli.run.options import EvalOptions  # noqa: F401  (the flow's options; tests import it here)
+from factcli.run.planning.graders import SELF_PREFERENCE
 
 
 class FlowUI:
@@ -213,7 +214,7 @@ class Flow:
             run.batch["journal"] = BatchJournal(session.store, run.run_id)
         idle = not len(run.steps)
         for message in run.warnings[run.warnings_shown:]:  # the plan's own, not yet told
-            if not (idle and runner.SELF_PREFERENCE in message):  # no grader call is coming: nothing to warn of
+            if not (idle and SELF_PREFERENCE in message):  # no grader call is coming: nothing to warn of
                 self.ui.warn(message)
         run.warnings_shown = len(run.warnings)
         advance, warn, stop = self.ui.progress(run)

@@ -3,7 +3,7 @@
 - the handlers, as they grade (methods/claims.judges_for, assertions/graded's panels, factscore's
   decomposer and embedder; a handler with one grader reads grading.Grader.spec_for, the same
   GraderSource.of this module resolves with);
-- the checks before any call (run/runner.check_graders: every judge resolved, then run/planning/preflight
+- the checks before any call (run/planning/graders.check_graders: every judge resolved, then run/planning/preflight
   checks its vendor, credential and server);
 - the dry run's estimate (run/planning/estimate) and calibrate's column names (config/labels).
 

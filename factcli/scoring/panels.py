@@ -14,7 +14,7 @@ outcomes to `aggregate()`. The rule, the same for all of them:
   mean in every mode;
 - a panel of one judge is that judge's own verdict, so a single grader keeps its type's rules.
 
-The family check (`model_family`) backs the self-preference warning of runner.check_graders.
+The family check (`model_family`) backs the self-preference warning of run/planning/graders.check_graders.
 """
 
 from __future__ import annotations
