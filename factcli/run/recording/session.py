@@ -67,6 +67,11 @@ class EvalSession:
         return self.source.stored_options
 
     @property
+    def store(self):
+        """The run's store once begin() opened it (None: not stored, or not begun)."""
+        return self.source.store
+
+    @property
     def writing(self) -> bool:
         return self.writer.writing if self.writer is not None else self.source.writing
 
