@@ -380,7 +380,7 @@ def test_a_budget_holds_batched_calls_too(tmp_path, stand_in):
                                        "--batch", "--max-cost", "0.00001"])
     assert stopped.exit_code == 130, stopped.output
     assert not stand_in.batches
-    worst = 16_384 * 6e-07  # gpt-4o-mini's reply limit at its output price: each call's worst case
+    worst = 16_384 * 3e-07  # gpt-4o-mini's reply limit at its batch output price: each call's worst case
     done = CliRunner().invoke(app, ["eval", "-c", str(tmp_path / "c.yaml"), "--no-progress-bar", "--no-cache",
                                     "--batch", "--max-cost", f"{1.5 * worst:.6f}"])
     assert done.exit_code in (0, 100), done.output
@@ -389,6 +389,24 @@ def test_a_budget_holds_batched_calls_too(tmp_path, stand_in):
                    if body["messages"][-1]["content"].startswith("Question ")]
     sizes = [b["request_counts"]["total"] for b in sorted(stand_in.batches.values(), key=lambda b: b["id"])]
     assert len(model_lines) == 2 and sizes[0] == 1  # the second model call waited for the first's reply
+
+
+def test_the_dry_run_prices_batched_calls_at_the_batch_price(tmp_path, stand_in):
+    """--dry-run with --batch estimates what --batch bills: gpt-4o-mini's batch prices are half its
+    direct ones (litellm's table), so every figure of the estimate is half the direct run's."""
+    import re
+
+    write(tmp_path / "c.yaml", config(2, stand_in.url))
+    figures = []
+    for extra in ([], ["--batch"]):
+        out = CliRunner().invoke(app, ["eval", "-c", str(tmp_path / "c.yaml"), "--no-progress-bar", "--dry-run",
+                                       *extra])
+        assert out.exit_code == 0, out.output
+        figures.append([float(x) for x in re.findall(r"\$([0-9.]+)", out.output)])
+    direct, batched = figures
+    assert direct and len(direct) == len(batched)
+    assert batched == pytest.approx([x / 2 for x in direct], rel=0.03)  # (figures printed to 2 significant digits)
+    assert not stand_in.batches  # a dry run submits nothing
 
 
 def test_a_line_refused_for_its_schema_is_asked_again_in_a_simpler_form(tmp_path, stand_in):

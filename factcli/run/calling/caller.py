@@ -340,11 +340,11 @@ class Caller:
         return await self._in_accepted_form(endpoint, provider, request)
 
     async def _batched(self, provider: Provider, request: CallRequest) -> ProviderResponse | None:
-        """A call in a batch, held against the budget as a direct call is (its worst case, at the direct
+        """A call in a batch, held against the budget as a direct call is (its worst case at the batch
         price, reserved before its line is queued; settled at what its reply cost)."""
         if self.budget is None:
             return await self._in_batch_form(provider, request)
-        worst = worst_cost(provider, request.prompt.messages, request) or 0.0
+        worst = worst_cost(provider, request.prompt.messages, request, batch=True) or 0.0
         await self.budget.reserve(worst, lambda: reply_reserved(provider, request))  # BudgetReached: not queued
         resp = None
         try:

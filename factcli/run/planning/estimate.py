@@ -69,8 +69,15 @@ class Line:
 
 def plan(run, batch=False) -> tuple[list[Line], list[Line]]:
     """(one Line per provider, one Line per grader) for the run's remaining steps. `batch`: whether
-    a call goes through a batch API, for every provider (a bool) or by provider (a callable)."""
+    a call goes through a batch API, for every provider (a bool) or by provider (a callable); by
+    default as the run will send it (--batch, evaluateOptions.batch, a provider's `batch:`)."""
     from factcli.providers.registry import create_provider
+
+    if batch is False and getattr(run, "batch", None) is not None:
+        from factcli.run.calling.batches import wanted
+
+        default = run.batch["default"]
+        batch = lambda provider: wanted(provider, default)  # noqa: E731 - calling/batches' one rule
     from factcli.run.calling.cache import ResponseCache, cache_key
     from factcli.run.planning.row_vars import static_row
 
