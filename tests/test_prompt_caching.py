@@ -215,6 +215,7 @@ def grade(vendors, tmp_path, cache: bool) -> list[dict]:
     assert not comp["metadata"].get("graderError") and comp["pass"], comp["reason"]
     assert len(comp["metadata"]["claims"]) == SPANS
     grade.tokens = row["gradingResult"]["tokensUsed"]
+    grade.output, grade.doc = result.output, json.loads(out.read_text())
     return vendors.by_path("/v1/messages")
 
 
@@ -241,7 +242,8 @@ def vendors():
         yield server
 
 
-def test_facts_grounding_on_one_long_document_spends_under_40_percent_of_the_uncached_input(vendors, tmp_path):
+def test_facts_grounding_on_one_long_document_spends_under_40_percent_of_the_uncached_input(vendors, tmp_path,
+                                                                                         remote_prices):
     plain = grade(vendors, tmp_path, cache=False)
     plain_usage, plain_tokens = list(vendors.anthropic_cache.usages), grade.tokens
     cached = grade(vendors, tmp_path, cache=True)
@@ -273,6 +275,17 @@ def test_facts_grounding_on_one_long_document_spends_under_40_percent_of_the_unc
     assert sum(sum(u.values()) for u in plain_usage) == sum(sum(u.values()) for u in cached_usage)
     assert plain_tokens["prompt"] == cached_tokens["prompt"] == sum(sum(u.values()) for u in cached_usage)
     assert plain_tokens["cached"] == 0 and cached_tokens["cached"] == (SPANS - 1) * s
+    # priced and shown: the grader's cost is the stand-in's usage at claude-sonnet-4-5's prices (litellm's
+    # table: $3 / M input, $0.30 / M cache reads, $3.75 / M cache writes, $15 / M output), by hand, within 1%
+    def dollars(usages: list[dict], completion: int) -> float:
+        return sum(u["input_tokens"] * 3e-6 + u["cache_read_input_tokens"] * 3e-7
+                   + u["cache_creation_input_tokens"] * 3.75e-6 for u in usages) + completion * 1.5e-5
+
+    assert grade.doc["factcli"]["cost"]["grader"] == pytest.approx(dollars(cached_usage, cached_tokens["completion"]),
+                                                                   rel=0.01)
+    read, written = (SPANS - 1) * s, s
+    share = f"{100 * read / cached_tokens['prompt']:.1f}%"
+    assert f"Prompt cache: {share} of grading input tokens read from it, {written:,} written" in grade.output
 
 
 def test_the_first_span_warms_the_cache_the_others_sent_at_once_would_all_miss(vendors, tmp_path, monkeypatch):
