@@ -95,13 +95,16 @@ def test_an_existing_database_upgrades_in_place(echo_run):
     with sqlite3.connect(db) as conn:
         conn.execute("DROP TABLE ratings")
         conn.execute("ALTER TABLE runs DROP COLUMN gates_json")
-        conn.execute("DELETE FROM _sqlite_migrations WHERE name IN ('m002_ratings', 'm003_run_gates')")
+        conn.execute("DROP TABLE batch_lines")
+        conn.execute("DROP TABLE batches")
+        conn.execute("DELETE FROM _sqlite_migrations WHERE name IN ('m002_ratings', 'm003_run_gates', 'm004_batches')")
         results = conn.execute("SELECT COUNT(*) FROM results").fetchone()[0]
     result = cli("list", "--db", db)  # a read command upgrades it
     assert result.exit_code == 0 and run in result.output, result.output
     with Store.open(db) as store:
         applied = [r[0] for r in store.conn.execute("SELECT name FROM _sqlite_migrations ORDER BY id")]
-        assert tuple(applied) == MIGRATION_NAMES and MIGRATION_NAMES[1:] == ("m002_ratings", "m003_run_gates")
+        assert tuple(applied) == MIGRATION_NAMES and MIGRATION_NAMES[1:] == ("m002_ratings", "m003_run_gates",
+                                                                                  "m004_batches")
         assert store.conn.execute("SELECT COUNT(*) FROM results").fetchone()[0] == results
         assert R.add_rating(store, run, test_idx=0, prompt_idx=1, passed=True) == 1
 

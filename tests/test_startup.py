@@ -73,8 +73,8 @@ def test_a_command_line_naming_a_command_builds_that_command_alone():
 
     names = _every_name()
     # the order `factcli --help` lists them in (the whole app is made of the command modules in turn)
-    assert names == ["calibrate", "eval", "init", "view", "list", "show", "diff", "export", "delete", "copy",
-                     "cache", "ratings"]
+    assert names == ["calibrate", "eval", "init", "view", "list", "show", "cancel", "diff", "export", "delete",
+                     "copy", "cache", "ratings"]
     for name in names:
         lean = app_for([name, "--help"])
         assert lean is not app

@@ -17,7 +17,7 @@ from factcli.cli.root import app
 COMMAND_MODULES = {
     "cache": "cache", "calibrate": "calibrate", "eval": "eval_cmd", "init": "init_cmd", "ratings": "ratings",
     "view": "runs", "list": "runs", "show": "runs", "diff": "runs", "export": "runs", "delete": "runs",
-    "copy": "runs",
+    "copy": "runs", "cancel": "runs",
 }
 # Imported in this order, they register their commands in the order `factcli --help` lists them.
 _ORDER = ("cache", "calibrate", "eval_cmd", "init_cmd", "ratings", "runs")
