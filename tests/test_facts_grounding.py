@@ -633,3 +633,33 @@ def test_reference_profile_asks_for_a_baseline_and_gives_each_judge_the_papers_t
         assert len(steps) == 3  # baseline, eligibility (with the baseline), grounding
         eligibility = next(m[-1]["content"] for m in steps if "Instruction-following check" in m[-1]["content"])
         assert f"Baseline answer of {j}." in eligibility
+
+
+def test_a_steps_parts_all_run_to_their_end_and_the_error_does_not_depend_on_timing():
+    """scoring/gather.gather_settled, facts-grounding's spans and eligibility: no call is cancelled while
+    its server still answers it (a cancelled request freed its endpoint's maxConcurrency slot early, so the
+    server saw one call more than allowed), a run-stopping error wins over a part's, and the part's error
+    reported is the first in order, not the first to arrive."""
+    import asyncio
+
+    from factcli.methods.claims import JudgeError
+    from factcli.scoring.gather import gather_settled
+
+    finished = []
+
+    async def part(i: int, delay: float, error: BaseException | None = None):
+        await asyncio.sleep(delay)
+        finished.append(i)
+        if error is not None:
+            raise error
+        return i
+
+    async def settle(*parts):
+        return await gather_settled([part(*p) for p in parts], JudgeError)
+
+    assert asyncio.run(settle((0, 0.02), (1, 0.0))) == [0, 1]
+    with pytest.raises(JudgeError, match="first"):
+        asyncio.run(settle((0, 0.03, JudgeError("first")), (1, 0.0, JudgeError("second")), (2, 0.05)))
+    assert sorted(finished[-3:]) == [0, 1, 2]  # the slow part ran to its end
+    with pytest.raises(RuntimeError, match="stop"):
+        asyncio.run(settle((0, 0.0, JudgeError("part")), (1, 0.02, RuntimeError("stop"))))

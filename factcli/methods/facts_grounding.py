@@ -119,7 +119,7 @@ from factcli.methods.facts_parsing import (
 from factcli.methods.settings import Bad, MethodSettings, Setting, choice, concurrency, flag, max_concurrency, number
 from factcli.providers import prompt_cache
 from factcli.scoring.content import normalize
-from factcli.scoring.gather import bound, gather_all
+from factcli.scoring.gather import bound, gather_all, gather_settled
 from factcli.scoring.grading import grader_error
 from factcli.scoring.outcome import meta_errored
 from factcli.scoring.panels import AGGREGATES, JudgeVerdict, aggregate, judge_names
@@ -317,7 +317,7 @@ async def _run_judge(ctx: AssertionContext, spec: ProviderSpec, name: str, templ
                                                          GROUNDING_REPLIES[template], static)
                                     for i, v in enumerate(variables)],
                                    bool(first) and prompt_cache.worth_warming(first, static, spec.config),
-                                   gather_all)
+                                   lambda aws: gather_settled(aws, JudgeError))
             claims = []
             for i, (span, reply) in enumerate(zip(spans, replies)):
                 accurate, reasoning, evidence = parse_span_level(reply, f"span_level span {i + 1}")
@@ -345,7 +345,7 @@ async def _run_judge(ctx: AssertionContext, spec: ProviderSpec, name: str, templ
 
     jobs = [grounding()] + ([eligibility()] if opts.eligibility else [])
     try:
-        results = await gather_all(jobs)
+        results = await gather_settled(jobs, JudgeError)
     except JudgeError as exc:
         out["error"], out["raw"] = str(exc), exc.raw
         return out

@@ -1,4 +1,5 @@
-"""Coroutines of one row run together, the first failure cancelling the rest.
+"""Coroutines of one row run together: the first failure cancelling the rest (`gather_all`), or, for a
+step whose calls each judge one part of a reply, every call run to its end first (`gather_settled`).
 
 asyncio.gather leaves the others running when one raises: a row whose grading already failed, or a
 run the budget stopped, would go on calling models after the run closed its HTTP sessions (and open
@@ -46,3 +47,18 @@ async def gather_all(aws: Iterable[Awaitable[Any]]) -> list:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
+
+
+async def gather_settled(aws: Iterable[Awaitable[Any]], part_error: type[BaseException]) -> list:
+    """The results in order, every call run to its end first (none cancelled, so none left running either);
+    then the first exception that is not a `part_error` (a budget stop, an abort: the run's to act on),
+    else the first `part_error` in order. For a step whose calls each judge one part of the reply
+    (facts-grounding's spans, beside its eligibility step): the error it reports is the same whatever
+    order the replies came in, and a request is never dropped while its server still answers it, which
+    would put one more call at an endpoint than its `maxConcurrency` allows."""
+    results = await asyncio.gather(*aws, return_exceptions=True)
+    for wanted in (lambda r: not isinstance(r, part_error), lambda r: True):
+        for r in results:
+            if isinstance(r, BaseException) and wanted(r):
+                raise r
+    return results
