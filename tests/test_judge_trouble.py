@@ -233,6 +233,7 @@ def test_no_step_keeps_an_unreadable_or_cut_off_reply_in_the_cache(step, fake_op
     from factcli.run.calling.cache import ResponseCache
     from factcli.run.calling.caller import Caller, RetryPolicy
     from factcli.scoring import replies
+    from factcli.providers.openai_provider import aclose_all
     from factcli.scoring.grading import Grader
     from factcli.types import ProviderSpec
 
@@ -246,6 +247,7 @@ def test_no_step_keeps_an_unreadable_or_cut_off_reply_in_the_cache(step, fake_op
             return await Grader(Caller(cache, RetryPolicy(max_retries=0))).complete(spec, messages, reply=reply)
         finally:
             cache.close()
+            await aclose_all()  # this loop's HTTP session, as a run closes it (runner.execute)
 
     # a baseline response is free text by design, and the statements step's text form is its lines (its
     # prompt asks for one statement a line): both read any text but a blank one
