@@ -41,7 +41,23 @@ from fake_openai import FakeOpenAI, _error_body, _json
 ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses")
 
 
-class FakeBatchOpenAI(FakeOpenAI):
+class _Held:
+    """The knobs both batch stand-ins share: `hold()` keeps every batch in progress until `release()`
+    (called from the test's thread; the server's loop is woken through `_released`)."""
+
+    _held = False
+    _released: asyncio.Event | None = None
+
+    def hold(self) -> None:
+        self._held = True
+
+    def release(self) -> None:
+        self._held = False
+        if self._loop is not None and self._released is not None:
+            self._loop.call_soon_threadsafe(self._released.set)
+
+
+class FakeBatchOpenAI(_Held, FakeOpenAI):
     def __init__(self, *args: Any, step_s: float = 0.0, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.step_s = step_s
@@ -57,13 +73,6 @@ class FakeBatchOpenAI(FakeOpenAI):
 
     # ------------------------------------------------------------------ knobs (any thread)
 
-    def hold(self) -> None:
-        self._held = True
-
-    def release(self) -> None:
-        self._held = False
-        if self._loop is not None and self._released is not None:
-            self._loop.call_soon_threadsafe(self._released.set)
 
     def statuses(self) -> dict[str, str]:
         return {bid: b["status"] for bid, b in self.batches.items()}
@@ -297,7 +306,7 @@ def _rfc3339(at: datetime | None) -> str | None:
     return at.isoformat().replace("+00:00", "Z") if at is not None else None
 
 
-class FakeAnthropicBatches(FakeVendors):
+class FakeAnthropicBatches(_Held, FakeVendors):
     """Anthropic's Message Batches API on the vendors' stand-in (tests/fake_vendors.py), from Anthropic's API
     reference: ``POST /v1/messages/batches`` {requests: [{custom_id, params}]} (a custom_id outside
     ``^[a-zA-Z0-9_-]{1,64}$`` or repeated: 400 invalid_request_error; params are checked when the line is
@@ -319,13 +328,6 @@ class FakeAnthropicBatches(FakeVendors):
         self._held = False
         self._released: asyncio.Event | None = None
 
-    def hold(self) -> None:
-        self._held = True
-
-    def release(self) -> None:
-        self._held = False
-        if self._loop is not None and self._released is not None:
-            self._loop.call_soon_threadsafe(self._released.set)
 
     def routes(self, app: web.Application) -> None:
         super().routes(app)
