@@ -595,13 +595,9 @@ def test_serper_keeps_the_knowledge_graph_and_the_answer_box_takes_no_slot(tmp_p
                                       "1867, Warsaw.")
 
 
-def test_veriscore_k_from_three_columns(tmp_path, fake_openai, search, keys):
-    """VeriScore sets K per domain from every compared model's responses: here 1, 2 and 4 claims, so the
-    median K is 2 and the largest 4."""
-    answers = {"m1": "Marie Curie was born in Warsaw in 1867.",
-               "m2": "Marie Curie was born in Warsaw in 1867. She won the Nobel Prize in Physics in 1903.",
-               "m3": ("Marie Curie was born in Warsaw in 1867. She won the Nobel Prize in Physics in 1903. "
-                      "She won the Nobel Prize in Chemistry in 1911. She discovered radium in 1920.")}
+def _veriscore_columns(tmp_path, fake_openai, search, answers: dict):
+    """One VeriScore (reference profile, bio) row per model of `answers` (model -> its answer), judged by
+    reference_judge: (the CLI result, the results JSON, its rows in the models' order)."""
     fake_openai.clear_rules()
     for model, answer in answers.items():
         fake_openai.add_rule(".", answer, model=model)
@@ -618,6 +614,17 @@ def test_veriscore_k_from_three_columns(tmp_path, fake_openai, search, keys):
     assert out.exists(), result.output
     data = json.loads(out.read_text())
     rows = sorted(data["results"]["results"], key=lambda r: r["promptIdx"])
+    return result, data, rows
+
+
+def test_veriscore_k_from_three_columns(tmp_path, fake_openai, search, keys):
+    """VeriScore sets K per domain from every compared model's responses: here 1, 2 and 4 claims, so the
+    median K is 2 and the largest 4."""
+    answers = {"m1": "Marie Curie was born in Warsaw in 1867.",
+               "m2": "Marie Curie was born in Warsaw in 1867. She won the Nobel Prize in Physics in 1903.",
+               "m3": ("Marie Curie was born in Warsaw in 1867. She won the Nobel Prize in Physics in 1903. "
+                      "She won the Nobel Prize in Chemistry in 1911. She discovered radium in 1920.")}
+    result, data, rows = _veriscore_columns(tmp_path, fake_openai, search, answers)
     labels = [f.get("label") for f in rows[2]["gradingResult"]["componentResults"][0]["metadata"]["facts"]]
     assert labels == ["supported", "supported", "supported", "contradicted"]  # ternary verdicts kept
     columns = data["results"]["factcli"]["columns"] if "factcli" in data["results"] else data["factcli"]["columns"]
@@ -644,22 +651,7 @@ def test_veriscore_k_is_the_upper_median_and_abstentions_are_left_out(tmp_path, 
     answers = {"m1": s1, "m2": f"{s1} {s2}", "m4": f"{s1} {s2} {s3} {s4}", "m5": f"{s1} {s2} {s3} {s4} {s5}",
                "m0": "  I'm sorry, but I can't fulfill that request.\n"}
     search.serper_extras = {"answerBox": {"title": "Box", "answer": "1920 1867 1903 1911 1898"}}
-    fake_openai.clear_rules()
-    for model, answer in answers.items():
-        fake_openai.add_rule(".", answer, model=model)
-    fake_openai.add_rule(".", reference_judge, model="judge")
-    providers = ", ".join(f'{{id: "openai:chat:{m}", config: {{apiBaseUrl: "{{{{ env.FAKE_OPENAI_URL }}}}"}}}}'
-                          for m in answers)
-    cfg_text = (CONFIG % {"prompt": PROMPT, "config": json.dumps(
-        {"search": serper(search), "K": 64, "profile": "reference", "claims": "verifiable", "domain": "bio"})}
-                ).replace('providers: [{id: "openai:chat:m", config: {apiBaseUrl: "{{ env.FAKE_OPENAI_URL }}"}}]',
-                          f"providers: [{providers}]")
-    cfg = write(tmp_path / "c.yaml", cfg_text)
-    out = tmp_path / "r.json"
-    result = CliRunner().invoke(app, ["eval", "-c", str(cfg), "-o", str(out), "--no-progress-bar", "--no-cache"])
-    assert out.exists(), result.output
-    data = json.loads(out.read_text())
-    rows = sorted(data["results"]["results"], key=lambda r: r["promptIdx"])
+    result, data, rows = _veriscore_columns(tmp_path, fake_openai, search, answers)
     metas = [r["gradingResult"]["componentResults"][0]["metadata"] for r in rows]
     assert [(m.get("supported"), len(m["facts"])) for m in metas] == [(1, 1), (2, 2), (3, 4), (4, 5), (None, 0)]
     assert metas[4]["abstained"] is True and "Abstained (VeriScore's abstention list)" in \
