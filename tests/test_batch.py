@@ -542,3 +542,25 @@ def test_a_stage_past_the_vendors_limit_goes_in_as_few_batches_as_it_allows(tmp_
     assert sorted(sizes) == [2, 2] + [4] * 8, (sizes, flat[flat.find("batch mode"):][:200])  # (either order)
     flat = " ".join(result.output.split())
     assert "round 1: 2 batch(es), round 2: 5 batch(es), round 3: 3 batch(es)" in flat, flat[flat.find("batch mode"):][:300]
+
+
+@pytest.mark.parametrize("where, config, said", [
+    ("model", "batch: 'yes'", "providers[0].config.batch: expected true or false, got 'yes'"),
+    ("model", "cache: 'no'", "providers[0].config.cache: expected true or false, got 'no'"),
+    ("model", "cacheReadCost: -1", "providers[0].config.cacheReadCost: expected a price in USD per token"),
+    ("model", "batchInputCost: cheap", "providers[0].config.batchInputCost: expected a price in USD per token"),
+    ("grader", "batch: 'yes'", "tests[0].assert[0] (its grader openai:chat:judge).config.batch: expected true or false"),
+    ("grader", "maxConcurrency: -2", "(its grader openai:chat:judge).config.maxConcurrency: expected a positive whole"),
+])
+def test_a_bad_batch_cache_or_price_key_is_one_line(tmp_path, where, config, said):
+    """A provider's or a grader's `batch`, `cache` and cache or batch prices are factcli's: a value it would
+    read as something else is a config error naming the key, before any call (exit 1)."""
+    model = f"{{id: 'openai:chat:m', config: {{apiKey: sk-x{', ' + config if where == 'model' else ''}}}}}"
+    grader = f"{{id: 'openai:chat:judge', config: {{apiKey: sk-x{', ' + config if where == 'grader' else ''}}}}}"
+    write(tmp_path / "c.yaml", f"prompts: ['hi {{{{x}}}}']\nproviders: [{model}]\n"
+                               f"defaultTest: {{options: {{provider: {grader}}}}}\n"
+                               "tests: [{vars: {x: 1}, assert: [{type: llm-rubric, value: ok}]}]\n")
+    result = CliRunner().invoke(app, ["eval", "-c", str(tmp_path / "c.yaml"), "--dry-run", "--no-progress-bar"])
+    assert result.exit_code == 1, result.output
+    lines = [ln for ln in result.output.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and said in lines[0], result.output

@@ -62,7 +62,7 @@ def parse_provider(item: Any, ctx: Ctx, where: str) -> ProviderSpec:
     expect(isinstance(pid, str) and pid.strip(), "a provider needs an 'id'", ctx.file, where + ".id")
     config = item.get("config") or {}
     expect(isinstance(config, dict), "expected a mapping", ctx.file, where + ".config")
-    _check_limits(config, ctx, where + ".config")
+    check_values(config, ctx.file, where + ".config")
     _check_credentials(config, ctx, where + ".config")
     if not _runs_user_code(pid.strip()):  # a script provider's config is its own: every key is passed to it
         _check_near_misses(config, ctx, where + ".config")
@@ -187,8 +187,9 @@ def _check_credentials(config: dict, ctx: Ctx, where: str) -> None:
                               "under headers", ctx.file, f"{where}.{key}")
 
 
-def _check_limits(config: dict, ctx: Ctx, where: str) -> None:
-    """maxConcurrency, rpm and tpm (run/calling/limits.py) are factcli's: a bad value is an error here, not a
+def check_values(config: dict, file: str | None, where: str) -> None:
+    """The provider config values factcli reads itself, of a model or a grader (run/planning/graders):
+    maxConcurrency, rpm and tpm (run/calling/limits.py) are factcli's, so a bad value is an error here, not a
     parameter the API rejects."""
     for key in ("maxConcurrency", "rpm", "tpm"):
         value = config.get(key)
@@ -198,4 +199,16 @@ def _check_limits(config: dict, ctx: Ctx, where: str) -> None:
         if key == "maxConcurrency":
             ok = ok and float(value).is_integer()
         expect(ok, f"expected a positive {'whole ' if key == 'maxConcurrency' else ''}number, got {value!r}",
-               ctx.file, f"{where}.{key}")
+               file, f"{where}.{key}")
+    # factcli's own switches and prices (providers/prompt_cache, run/calling/batches, providers/pricing): a
+    # value they would read as something else is an error here, never a silent default
+    for key in ("batch", "cache"):
+        if key in config:
+            expect(isinstance(config[key], bool), f"expected true or false, got {config[key]!r}", file,
+                   f"{where}.{key}")
+    for key in ("cacheReadCost", "cacheWriteCost", "batchInputCost", "batchOutputCost"):
+        value = config.get(key)
+        if value is not None:
+            expect(isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0,
+                   f"expected a price in USD per token (a number, 0 or more), got {value!r}", file,
+                   f"{where}.{key}")

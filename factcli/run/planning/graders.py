@@ -103,6 +103,7 @@ def check_graders(suite: Suite, source, warnings: list[str], specs: list | None 
     """Resolve every model-graded assertion's graders before any call: none available is a config
     error. Warns once per text grader that is, or is of the same family as, a model under test, and
     once per calibrated assertion graded otherwise than its calibration."""
+    from factcli.config.providers import check_values
     from factcli.errors import ConfigError
     from factcli.scoring.judges import JUDGE, JudgeProblem, judges_of, panel_of, role_of
     from factcli.scoring.registry import lookup
@@ -110,6 +111,7 @@ def check_graders(suite: Suite, source, warnings: list[str], specs: list | None 
     provider_ids = [p.id for p in suite.providers]
     graders: list[str] = []
     checked: set[str] = set()
+    valued: set[str] = set()
 
     def note(spec, kind: str, role: str) -> None:
         spec_id = spec.id
@@ -150,6 +152,10 @@ def check_graders(suite: Suite, source, warnings: list[str], specs: list | None 
                 key = f"{where}.{exc.key}" if exc.key else where
                 raise ConfigError(exc.detail, file or None, f"{path}.{key}" if path else key) from None
             for judge in judges:
+                if judge.spec.config and judge.spec.id not in valued:  # its config's values, as a model's are
+                    valued.add(judge.spec.id)
+                    check_values(judge.spec.config, file or None,
+                                 f"{f'{path}.{where}' if path else where} (its grader {judge.spec.id}).config")
                 note(judge.spec, judge.kind, judge.role)
             if a.calibration is not None:  # a panel's judges are no one grader to compare
                 for grader_id in [None] if panel_of(a) is not None else [s.id for s in role_of(judges, JUDGE)]:
