@@ -564,3 +564,24 @@ def test_a_bad_batch_cache_or_price_key_is_one_line(tmp_path, where, config, sai
     assert result.exit_code == 1, result.output
     lines = [ln for ln in result.output.strip().splitlines() if ln.strip()]
     assert len(lines) == 1 and said in lines[0], result.output
+
+
+def test_a_batchs_stored_texts_hold_no_secret(tmp_path):
+    """The journal's endpoint, base URL and a vendor's error go through the secrets rule by shape, as
+    every stored text does (a key echoed in an error body, a key in a gateway's query string)."""
+    import factcli
+    from factcli.providers.batch_api import BatchState
+    from factcli.store.batches import BatchJournal, run_batches
+    from factcli.store.database import Store
+
+    db = tmp_path / "runs.db"
+    run = factcli.evaluate({"prompts": ["x"], "providers": ["echo"], "tests": [{"vars": {"a": "1"}}]}, db=str(db))
+    key = "sk-proj-" + "A1b2C3d4" * 5
+    with Store.open(str(db)) as store:
+        journal = BatchJournal(store, run.run_id)
+        journal.intent("pending-t", "openai", f"http://gw.local/v1?api_key={key} gpt-4o-mini", 1, ["c1"],
+                       f"http://gw.local/v1?api_key={key}")
+        journal.state("pending-t", BatchState("ended", "failed", 1, 0, 1, f"Incorrect API key provided: {key}"))
+        stored = run_batches(store, run.run_id)
+    assert len(stored) == 1 and key not in json.dumps(stored)
+    assert stored[0]["error"].startswith("Incorrect API key provided:") and stored[0]["status"] == "failed"

@@ -1,11 +1,13 @@
 """A run's batches at the vendors (run/calling/batches.py): each batch's id, vendor, endpoint, round and last
 known status and counts, and the custom_id of every line submitted, committed as soon as the vendor
 has the batch, so that a run killed or detached while they run is resumed without submitting a line
-twice (`--resume`), and `list`/`show` say what it waits on."""
+twice (`--resume`), and `list`/`show` say what it waits on. Its texts (endpoint, base URL, a vendor's error) go
+through the secrets rule by shape (store/redact) as every stored text does."""
 
 from __future__ import annotations
 
 from factcli.store.base import now
+from factcli.store.redact import scrub_text
 
 WAITING = ("running",)  # BatchState.state of a batch not yet ended
 
@@ -29,7 +31,8 @@ class BatchJournal:
         store, at = self.store, now()
         store.execute("INSERT INTO batches (run_id, batch_id, kind, endpoint, base_url, round, status, total, done, "
                       "failed, error, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 0, NULL, ?, ?)",
-                      (self.run_id, pending, kind, endpoint, base_url, round_, "submitting", len(custom_ids), at, at))
+                      (self.run_id, pending, kind, scrub_text(endpoint), scrub_text(base_url) if base_url else None,
+                       round_, "submitting", len(custom_ids), at, at))
         store.executemany("INSERT INTO batch_lines (run_id, custom_id, batch_id) VALUES (?, ?, ?)",
                           [(self.run_id, cid, pending) for cid in custom_ids])
         store.commit()
@@ -50,8 +53,8 @@ class BatchJournal:
     def state(self, batch_id: str, state) -> None:
         self.store.execute("UPDATE batches SET status = ?, total = ?, done = ?, failed = ?, error = ?, updated_at = ? "
                            "WHERE run_id = ? AND batch_id = ?",
-                           (state.status, state.total, state.done, state.failed, state.error, now(), self.run_id,
-                            batch_id))
+                           (state.status, state.total, state.done, state.failed,
+                            scrub_text(state.error) if state.error else None, now(), self.run_id, batch_id))
         self.store.commit()
 
 
